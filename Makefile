@@ -1,0 +1,27 @@
+# The whole setup on a fresh Debian machine is `make demo` (the real thing) and `make test`.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: setup demo test lint typecheck check bench clean
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	$(VENV)/bin/slurm-sidecars demo
+
+test: setup
+	$(PY) -m pytest
+
+lint: setup
+	$(VENV)/bin/ruff check sidecars tests bench
+	$(VENV)/bin/ruff format --check sidecars tests bench
+
+typecheck: setup
+	$(VENV)/bin/mypy
+
+check: lint typecheck test
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,5 @@
+import sys
+
+from sidecars.cli import main
+
+sys.exit(main())

@@ -1,0 +1,421 @@
+"""A real Slurm cluster on this one machine: munged, one slurmctld and N slurmd, for tests and the demo.
+
+Every process of a cluster runs in one PID namespace whose init is a small reaper loop we own:
+killing that init makes the kernel kill everything in it, slurmstepd and job processes included,
+which `scontrol shutdown` leaves running. For the chroot release the namespace's root is the
+chroot, with the cluster directory bind-mounted at the same path, so paths mean the same inside
+and out. Client commands go through shims in DIR/bin that set SLURM_CONF (and, for the chroot,
+enter the namespace), so code under test runs `scontrol` from PATH as it does in production.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import shutil
+import signal
+import socket
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import TypeVar
+
+import structlog
+
+from sidecars.devcluster.release import Release
+from sidecars.devcluster.slurmconf import ClusterSpec, Ports, render
+from sidecars.slurm import Job, Node, SlurmClient, SlurmError
+
+log = structlog.get_logger(__name__)
+
+CLIENT_COMMANDS = ("sinfo", "squeue", "scontrol", "sbatch", "scancel", "srun", "salloc", "sdiag", "sacct")
+IN_NS_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+MAX_DIR_LEN = 80  # the munge socket path must fit in sun_path (108 bytes)
+
+T = TypeVar("T")
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be started or did not reach the state asked for; says why."""
+
+
+def _port_free(port: int) -> bool:
+    for addr in ("0.0.0.0", "127.0.0.1"):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((addr, port))
+            except OSError:
+                return False
+    return True
+
+
+def pick_ports(count: int, rng: random.Random | None = None) -> list[int]:
+    """`count` consecutive free ports below the ephemeral range, at a random base (parallel runs)."""
+    rng = rng or random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 32000 - count)
+        ports = list(range(base, base + count))
+        if all(_port_free(p) for p in ports):
+            return ports
+    raise ClusterError(f"no {count} consecutive free ports found in 20000-32000")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+class DevCluster:
+    """`async with DevCluster(release, spec) as c:` starts the cluster; leaving the block removes it all."""
+
+    def __init__(self, release: Release, spec: ClusterSpec | None = None, *, base_dir: Path | None = None,
+                 keep_dir: bool = False) -> None:
+        self.release = release
+        self.spec = spec or ClusterSpec()
+        self._own_dir = base_dir is None
+        self.dir = Path(base_dir or tempfile.mkdtemp(prefix="slc-", dir="/tmp")).resolve()
+        self.keep_dir = keep_dir
+        if len(str(self.dir)) > MAX_DIR_LEN:
+            raise ClusterError(f"cluster dir {self.dir} is longer than {MAX_DIR_LEN} characters")
+        self.conf_path = self.dir / "etc" / "slurm.conf"
+        self.bin_dir = self.dir / "bin"
+        self.out_dir = self.dir / "out"
+        self.log_dir = self.dir / "log"
+        self.host = socket.gethostname().split(".")[0]
+        self.ports: Ports | None = None
+        self._unshare: asyncio.subprocess.Process | None = None
+        self.init_pid: int | None = None
+        self.pidns: str | None = None
+
+    # ------------------------------------------------------------------ environment
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment a client of this cluster needs: shims first on PATH, SLURM_CONF set."""
+        env = dict(os.environ)
+        env["PATH"] = f"{self.bin_dir}:{env.get('PATH', IN_NS_PATH)}"
+        env["SLURM_CONF"] = str(self.conf_path)
+        return env
+
+    def client(self, **kwargs: object) -> SlurmClient:
+        return SlurmClient(env=self.env, **kwargs)  # type: ignore[arg-type]
+
+    @property
+    def node_names(self) -> list[str]:
+        return self.spec.node_names()
+
+    def _ns_prefix(self) -> list[str]:
+        if self.init_pid is None:
+            raise ClusterError("cluster is not running")
+        root = ["-r", "-w"] if self.release.root else []
+        return ["nsenter", "-t", str(self.init_pid), "-p", "-m", *root, "--"]
+
+    def in_namespace(self, *argv: str) -> list[str]:
+        """argv run inside the cluster's namespace (and chroot) with a clean environment."""
+        return [*self._ns_prefix(), "env", "-i", f"PATH={IN_NS_PATH}", "HOME=/root", "LANG=C.UTF-8",
+                f"SLURM_CONF={self.conf_path}", *argv]
+
+    def slurmd_argv(self, name: str, *extra: str) -> list[str]:
+        """The command that (re)starts one node's slurmd: what a worker agent's restart hook runs."""
+        return self.in_namespace("slurmd", "-N", name, *extra)
+
+    async def _exec(self, argv: Sequence[str], timeout: float = 30.0, check: bool = True) -> str:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT, cwd=str(self.dir),
+        )
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+            raise
+        text = out.decode("utf-8", "replace")
+        if check and proc.returncode != 0:
+            raise ClusterError(f"{' '.join(argv[-4:])} failed (exit {proc.returncode}): {text.strip()[-1500:]}")
+        return text
+
+    # ------------------------------------------------------------------ lifecycle
+    async def __aenter__(self) -> DevCluster:
+        await self.start()
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        started = time.monotonic()
+        try:
+            self._write_files()
+            await self._start_namespace()
+            await self._start_munge()
+            await self.start_slurmctld()
+            for name in self.node_names:
+                await self.start_slurmd(name)
+            await self.wait_nodes(lambda ns: len(ns) >= self.spec.nodes
+                                  and all(n.state.base == "IDLE" and n.state.registered for n in ns),
+                                  timeout=60, what="all nodes idle")
+        except BaseException:
+            await self.stop()
+            raise
+        log.info("devcluster_up", dir=str(self.dir), release=str(self.release),
+                 seconds=round(time.monotonic() - started, 2))
+
+    def _write_files(self) -> None:
+        for sub in ("etc", "munge", "state", "spool", "log", "run", "out", "dev", "bin"):
+            (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        (self.dir / "munge").chmod(0o711)  # munged insists every directory on its socket's path is o+x
+        self.dir.chmod(0o755)
+        key = self.dir / "munge" / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o600)
+        for i in range(self.spec.gpus):
+            dev = self.dir / "dev" / f"nvidia{i}"
+            try:  # an inert char device (no driver): jobs then get CUDA_VISIBLE_DEVICES too
+                os.mknod(dev, 0o666 | 0o020000, os.makedev(195, i))
+            except OSError:
+                dev.touch()
+        ports = pick_ports(2 + self.spec.nodes)
+        self.ports = Ports(ports[0], ports[1], dict(zip(self.node_names, ports[2:], strict=True)))
+        files = render(self.spec, self.dir, self.ports, self.host, f"c{ports[0]}")
+        if self.release.root is not None:
+            # 24.11's slurmd always initialises a cgroup plugin and dies without cgroupfs unless told not to
+            files["cgroup.conf"] = "CgroupPlugin=disabled\n"
+        for name, text in files.items():
+            (self.dir / "etc" / name).write_text(text)
+        self._write_shims()
+
+    def _write_shims(self) -> None:
+        for cmd in CLIENT_COMMANDS:
+            path = self.bin_dir / cmd
+            if self.release.root is None:
+                body = f'export SLURM_CONF="${{SLURM_CONF:-{self.conf_path}}}"\nexec /usr/bin/{cmd} "$@"\n'
+            else:
+                # enter the namespace and the chroot; keep the caller's cwd only when it lies under DIR
+                # (bind-mounted at the same path), else DIR/out, so job output lands where the host sees it
+                body = (
+                    'conf="${SLURM_CONF:-' + str(self.conf_path) + '}"\n'
+                    'exec nsenter -t "$(cat ' + str(self.dir / "run" / "init.pid") + ')" -p -m -r -w -- '
+                    "/bin/sh -c 'case $1 in \"$2\"|\"$2\"/*) cd \"$1\" 2>/dev/null || cd \"$2/out\";; "
+                    "*) cd \"$2/out\";; esac; shift 2; exec \"$@\"' sh \"$PWD\" " + str(self.dir) + " "
+                    f'env PATH={IN_NS_PATH} SLURM_CONF="$conf" /usr/bin/{cmd} "$@"\n'
+                )
+            path.write_text(f"#!/bin/sh\n# dev cluster {self.dir}: Slurm {self.release.version}\n{body}")
+            path.chmod(0o755)
+
+    async def _start_namespace(self) -> None:
+        reaper = 'trap "" HUP INT TERM; while :; do sleep 3600 & wait $!; done'
+        if self.release.root is None:
+            argv = ["unshare", "--pid", "--mount", "--fork", "--mount-proc", "--propagation", "private",
+                    "--", "bash", "-c", reaper]
+        else:
+            root = str(self.release.root)
+            script = (
+                'set -e; R=$0 D=$1; mount -t proc proc "$R/proc"; mount --rbind /dev "$R/dev"; '
+                'mount -t sysfs sysfs "$R/sys"; mkdir -p "$R$D"; mount --bind "$D" "$R$D"; '
+                'exec chroot "$R" /bin/bash -c "$2"'
+            )
+            argv = ["unshare", "--pid", "--mount", "--fork", "--propagation", "private", "--",
+                    "bash", "-c", script, root, str(self.dir), reaper]
+        init_log = open(self.log_dir / "init.log", "wb")  # noqa: SIM115 - handed to the child
+        try:
+            self._unshare = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=init_log, stderr=init_log,
+                start_new_session=True,
+            )
+        finally:
+            init_log.close()
+        pid = self._unshare.pid
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                child = int(Path(f"/proc/{pid}/task/{pid}/children").read_text().split()[0])
+                root_ok = self.release.root is None or os.readlink(f"/proc/{child}/root") == str(
+                    self.release.root.resolve())
+                if root_ok and os.readlink(f"/proc/{child}/ns/pid") != os.readlink("/proc/self/ns/pid"):
+                    self.init_pid = child
+                    self.pidns = os.readlink(f"/proc/{child}/ns/pid")
+                    break
+            if self._unshare.returncode is not None:
+                break
+            await asyncio.sleep(0.02)
+        if self.init_pid is None:
+            raise ClusterError(f"namespace init did not come up: {(self.log_dir / 'init.log').read_text()}")
+        (self.dir / "run" / "init.pid").write_text(f"{self.init_pid}\n")
+
+    async def _start_munge(self) -> None:
+        m = self.dir / "munge"
+        await self._exec(self.in_namespace(
+            "munged", "-f", "-S", f"{m}/munge.sock", f"--key-file={m}/munge.key", f"--pid-file={m}/munged.pid",
+            f"--log-file={m}/munged.log", f"--seed-file={m}/munged.seed"))
+
+    async def start_slurmctld(self, timeout: float = 30.0) -> None:
+        await self._exec(self.in_namespace("slurmctld"))
+        client = self.client(timeout=5.0)
+        await self._poll(lambda: client.ping(), lambda p: p.up, timeout, "slurmctld answering")
+
+    async def stop_slurmctld(self, *, crash: bool = False, timeout: float = 30.0) -> None:
+        """Stop the controller: saving its state first (`scontrol shutdown slurmctld`), or, with
+        `crash`, by SIGKILL, losing whatever it had not saved yet."""
+        pid = self.hostpid("slurmctld")
+        if pid is None:
+            return
+        if crash:
+            os.kill(pid, signal.SIGKILL)
+        else:
+            await self.client(timeout=10.0).shutdown_controller()
+        await self._poll(self._async(lambda: _alive(pid)), lambda alive: not alive, timeout, "slurmctld gone")
+
+    async def restart_slurmctld(self) -> None:
+        await self.stop_slurmctld()
+        await self.start_slurmctld()
+
+    async def start_slurmd(self, name: str, *extra: str) -> int:
+        """Start one node's slurmd; returns its host PID once its pid file names a live process."""
+        (self.dir / "spool" / name).mkdir(parents=True, exist_ok=True)
+        pidfile = self.dir / "run" / f"slurmd-{name}.pid"
+        if pidfile.exists() and self.hostpid(f"slurmd-{name}") is None:
+            # slurmd kills whatever its stale pid file names: that PID may now be a job's
+            pidfile.unlink()
+        await self._exec(self.slurmd_argv(name, *extra))
+        pid = await self._poll(self._async(lambda: self.hostpid(f"slurmd-{name}")), lambda p: p is not None,
+                               10, f"slurmd {name} pid file")
+        assert pid is not None
+        return pid
+
+    async def kill_slurmd(self, name: str) -> int:
+        """SIGKILL one node's slurmd (a crash); returns the host PID it had."""
+        pid = self.hostpid(f"slurmd-{name}")
+        if pid is None:
+            raise ClusterError(f"slurmd {name} is not running")
+        os.kill(pid, signal.SIGKILL)
+        await self._poll(self._async(lambda: _alive(pid)), lambda alive: not alive, 10, f"slurmd {name} gone")
+        return pid
+
+    async def stop(self) -> None:
+        """Kill the whole namespace (every daemon, slurmstepd and job) and wait until it is gone."""
+        if self.init_pid is not None and self.pidns and _alive(self.init_pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if os.readlink(f"/proc/{self.init_pid}/ns/pid") == self.pidns:
+                    os.kill(self.init_pid, signal.SIGKILL)
+        if self._unshare is not None:
+            if self._unshare.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    self._unshare.kill()
+            await self._unshare.wait()
+        if self.pidns:
+            deadline = time.monotonic() + 10
+            while self.processes() and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+        if self.release.root is not None:
+            with contextlib.suppress(OSError):
+                (self.release.root / str(self.dir).lstrip("/")).rmdir()
+        self.init_pid = None
+        if self._own_dir and not self.keep_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    # ------------------------------------------------------------------ introspection
+    def processes(self) -> list[int]:
+        """Host PIDs of every live process in this cluster's PID namespace."""
+        if not self.pidns:
+            return []
+        found = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"/proc/{entry}/ns/pid") == self.pidns and _alive(int(entry)):
+                        found.append(int(entry))
+        return found
+
+    def hostpid(self, daemon: str) -> int | None:
+        """Host PID of `slurmctld`, `munged` or `slurmd-<node>` from its pid file (which holds a
+        namespace PID, and which 24.11 rewrites at every reconfigure)."""
+        pidfile = self.dir / "munge" / "munged.pid" if daemon == "munged" else self.dir / "run" / f"{daemon}.pid"
+        try:
+            nspid = int(pidfile.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        for pid in self.processes():
+            with contextlib.suppress(OSError):
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("NSpid:") and int(line.split()[-1]) == nspid:
+                        return pid
+        return None
+
+    # ------------------------------------------------------------------ jobs and waiting
+    async def sbatch(self, *args: str, wrap: str = "sleep 300") -> int:
+        """Submit a batch job; returns its id. Output goes to DIR/out."""
+        proc = await asyncio.create_subprocess_exec(
+            "sbatch", "--parsable", f"--chdir={self.out_dir}", f"--output={self.out_dir}/slurm-%j.out",
+            *args, "--wrap", wrap, env=self.env, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, cwd=str(self.out_dir),
+        )
+        out, err = await proc.communicate()
+        if proc.returncode != 0:
+            raise ClusterError(f"sbatch failed: {err.decode().strip()}")
+        return int(out.decode().strip().split(";")[0])
+
+    async def scancel(self, job_id: int, *args: str) -> None:
+        await self._exec(["env", f"PATH={self.env['PATH']}", f"SLURM_CONF={self.conf_path}",
+                          "scancel", *args, str(job_id)])
+
+    @staticmethod
+    def _async(fn: Callable[[], T]) -> Callable[[], Awaitable[T]]:
+        async def call() -> T:
+            return fn()
+
+        return call
+
+    async def _poll(self, read: Callable[[], Awaitable[T]], ok: Callable[[T], bool], timeout: float,
+                    what: str, interval: float = 0.1) -> T:
+        deadline = time.monotonic() + timeout
+        last: object = None
+        while True:
+            try:
+                value = await read()
+                if ok(value):
+                    return value
+                last = value
+            except SlurmError as exc:
+                last = exc
+            if time.monotonic() >= deadline:
+                raise ClusterError(f"timed out after {timeout:g}s waiting for {what}; last seen: {last!r}")
+            await asyncio.sleep(interval)
+
+    async def wait_job(self, job_id: int, states: set[str] | str, timeout: float = 30.0) -> Job:
+        """Poll until the job is in one of `states` (e.g. RUNNING, COMPLETED)."""
+        wanted = {states} if isinstance(states, str) else states
+        client = self.client(timeout=5.0)
+
+        async def read() -> Job | None:
+            return next((j for j in await client.jobs() if j.job_id == job_id), None)
+
+        job = await self._poll(read, lambda j: j is not None and j.state in wanted, timeout,
+                               f"job {job_id} in {sorted(wanted)}")
+        assert job is not None
+        return job
+
+    async def wait_nodes(self, ok: Callable[[list[Node]], bool], timeout: float = 30.0,
+                         what: str = "nodes") -> list[Node]:
+        client = self.client(timeout=5.0)
+        return await self._poll(client.nodes, ok, timeout, what)
+
+    async def wait_node(self, name: str, ok: Callable[[Node], bool], timeout: float = 30.0,
+                        what: str = "") -> Node:
+        client = self.client(timeout=5.0)
+
+        async def read() -> Node | None:
+            return await client.node(name)
+
+        node = await self._poll(read, lambda n: n is not None and ok(n), timeout, what or f"node {name}")
+        assert node is not None
+        return node

@@ -1,0 +1,91 @@
+"""The slurm.conf (and gres.conf, cgroup.conf) of a dev cluster: one controller, N slurmd on one host."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSpec:
+    nodes: int = 3
+    gpus: int = 0  # fake GPUs per node (GRES gpu with device files that nothing opens)
+    cpus: int = 1
+    memory: int = 1000
+    features: Mapping[str, str] = field(default_factory=dict)  # node -> "a,b"
+    extra_conf: str = ""  # appended to slurm.conf (a later duplicate key wins)
+    slurmd_timeout: int = 30
+    max_node_count: int = 0  # > 0: room for dynamic nodes
+    partition_max_time: str = "INFINITE"
+
+    def node_names(self) -> list[str]:
+        return [f"n{i}" for i in range(1, self.nodes + 1)]
+
+
+@dataclass(frozen=True, slots=True)
+class Ports:
+    slurmctld: int
+    slurmd: int  # SlurmdPort: used by dynamic (-Z) nodes
+    nodes: Mapping[str, int]
+
+
+def render(spec: ClusterSpec, d: Path, ports: Ports, host: str, cluster_name: str) -> dict[str, str]:
+    """File name -> content, for DIR/etc."""
+    gres = f" Gres=gpu:{spec.gpus}" if spec.gpus else ""
+    lines = [
+        f"ClusterName={cluster_name}",
+        f"SlurmctldHost={host}(127.0.0.1)",
+        f"SlurmctldPort={ports.slurmctld}",
+        f"SlurmdPort={ports.slurmd}",
+        "AuthType=auth/munge",
+        f"AuthInfo=socket={d}/munge/munge.sock",
+        "CredType=cred/munge",
+        "SlurmUser=root",
+        "SlurmdUser=root",
+        f"StateSaveLocation={d}/state",
+        f"SlurmdSpoolDir={d}/spool/%n",
+        f"SlurmctldPidFile={d}/run/slurmctld.pid",
+        f"SlurmdPidFile={d}/run/slurmd-%n.pid",
+        f"SlurmctldLogFile={d}/log/slurmctld.log",
+        f"SlurmdLogFile={d}/log/slurmd-%n.log",
+        "SlurmctldDebug=info",
+        "SlurmdDebug=info",
+        "MailProg=/bin/true",
+        # no cgroups here: linuxproc tracks job processes through /proc of the cluster's PID namespace
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "JobAcctGatherType=jobacct_gather/none",
+        "AccountingStorageType=accounting_storage/none",
+        "JobCompType=jobcomp/none",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_CPU",
+        "SchedulerType=sched/backfill",
+        "MpiDefault=none",
+        "SwitchType=switch/none",
+        "SlurmdParameters=config_overrides",
+        "ReturnToService=2",
+        "SlurmctldTimeout=30",
+        f"SlurmdTimeout={spec.slurmd_timeout}",
+        "InactiveLimit=0",
+        "KillWait=5",
+        "MinJobAge=60",
+        "CommunicationParameters=NoInAddrAny",
+    ]
+    if spec.max_node_count:
+        lines += [f"MaxNodeCount={spec.max_node_count}", "TreeWidth=65533"]
+    if spec.gpus:
+        lines.append("GresTypes=gpu")
+    for name, port in ports.nodes.items():
+        feat = f" Feature={spec.features[name]}" if name in spec.features else ""
+        lines.append(
+            f"NodeName={name} NodeAddr=127.0.0.1 NodeHostname={host} Port={port} CPUs={spec.cpus} "
+            f"RealMemory={spec.memory}{gres}{feat} State=UNKNOWN"
+        )
+    lines.append(f"PartitionName=debug Nodes=ALL Default=YES MaxTime={spec.partition_max_time} State=UP")
+    if spec.extra_conf:
+        lines.append(spec.extra_conf.strip())
+    files = {"slurm.conf": "\n".join(lines) + "\n"}
+    if spec.gpus:
+        files["gres.conf"] = f"Name=gpu File={d}/dev/nvidia[0-{spec.gpus - 1}]\n"
+    return files

@@ -1,0 +1,53 @@
+"""`slurm-sidecars probe livez|readyz --url URL`: an exec probe over a daemon's HTTP endpoints.
+
+Exit 0 when healthy, 1 when not (or unreachable); prints the failing checks so `kubectl describe`
+shows why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+import aiohttp
+
+from sidecars.runtime.settings import ConfigError, flag
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("which", choices=["livez", "readyz"])
+    flag(p, "--url", required=True, help="base URL of the daemon, e.g. http://127.0.0.1:9100")
+    flag(p, "--timeout-seconds", default="3", help="give up after this long")
+
+
+async def check(url: str, which: str, timeout: float) -> tuple[bool, str]:
+    target = url.rstrip("/") + "/" + which
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as s, s.get(target) as r:
+            text = await r.text()
+            ok = r.status == 200
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        return False, f"{target}: unreachable: {exc or type(exc).__name__}"
+    try:
+        body = json.loads(text)
+        failing = {k: v.get("detail", "") for k, v in body.get("checks", {}).items() if not v.get("ok")}
+    except (ValueError, AttributeError):
+        failing = {}
+    if ok:
+        return True, f"{which}: ok"
+    detail = "; ".join(f"{k}: {v}" for k, v in failing.items()) or text.strip()[:300]
+    return False, f"{which}: HTTP {r.status}: {detail}"
+
+
+def main(args: argparse.Namespace) -> int:
+    if not str(args.url).startswith(("http://", "https://")):
+        raise ConfigError(f"--url must be an http(s) URL, got {args.url!r}")
+    try:
+        timeout = float(args.timeout_seconds)
+    except ValueError:
+        raise ConfigError(f"--timeout-seconds: not a number: {args.timeout_seconds!r}") from None
+    ok, message = asyncio.run(check(args.url, args.which, timeout))
+    print(message, file=sys.stdout if ok else sys.stderr)
+    return 0 if ok else 1

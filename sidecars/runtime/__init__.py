@@ -1,0 +1,1 @@
+"""What every role shares: settings from flags and environment, logging, the HTTP face, the daemon loop."""

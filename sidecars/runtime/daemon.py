@@ -1,0 +1,66 @@
+"""Running a role as a daemon: SIGTERM/SIGINT stop it gracefully (exit 0), a bad config is exit 2,
+a failure at run time exit 1."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from sidecars.runtime.settings import ConfigError
+
+EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2
+
+
+async def run_until_signalled(main: Callable[[asyncio.Event], Awaitable[None]],
+                              grace_seconds: float = 1.5) -> int:
+    """Run `main(stop)`; on SIGTERM/SIGINT set `stop`, give main `grace_seconds` to return, then cancel it."""
+    log = structlog.get_logger("sidecars.daemon")
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    signalled: list[str] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        signalled.append(sig.name)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig)
+    task = asyncio.ensure_future(main(stop))
+    try:
+        stop_wait = asyncio.ensure_future(stop.wait())
+        done, _ = await asyncio.wait({task, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+        if task not in done:
+            log.info("stopping", signal=signalled[-1] if signalled else None)
+            try:
+                await asyncio.wait_for(asyncio.shield(task), grace_seconds)
+            except TimeoutError:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        stop_wait.cancel()
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+        return EXIT_OK
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+
+
+def run(main: Callable[[asyncio.Event], Awaitable[None]]) -> int:
+    """The process entry for a daemon role: returns the exit code."""
+    log = structlog.get_logger("sidecars.daemon")
+    try:
+        return asyncio.run(run_until_signalled(main))
+    except ConfigError as exc:
+        print(f"slurm-sidecars: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except KeyboardInterrupt:
+        return EXIT_OK
+    except Exception as exc:
+        log.error("daemon_failed", error=str(exc), exc_info=True)
+        return EXIT_FAILURE

@@ -1,0 +1,31 @@
+"""The Slurm edge: commands, parsing and typed models. Nothing else in the package runs Slurm."""
+
+from sidecars.slurm.client import RetryPolicy, SlurmClient
+from sidecars.slurm.errors import (
+    SlurmCommandError,
+    SlurmError,
+    SlurmParseError,
+    SlurmTimeout,
+    SlurmUnreachable,
+)
+from sidecars.slurm.models import Job, Node, NodeState, Partition, Ping, Reason, Version
+from sidecars.slurm.runner import CommandResult, SlurmMetrics
+
+__all__ = [
+    "CommandResult",
+    "Job",
+    "Node",
+    "NodeState",
+    "Partition",
+    "Ping",
+    "Reason",
+    "RetryPolicy",
+    "SlurmClient",
+    "SlurmCommandError",
+    "SlurmError",
+    "SlurmMetrics",
+    "SlurmParseError",
+    "SlurmTimeout",
+    "SlurmUnreachable",
+    "Version",
+]

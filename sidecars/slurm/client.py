@@ -1,0 +1,193 @@
+"""The Slurm edge: the only place the sidecars run Slurm commands.
+
+Reads use JSON where the installed release prints per-record JSON and `scontrol -o` text where it
+does not; both paths give the same models. Transient failures (controller unreachable, time-outs)
+are retried here, bounded; permanent ones are raised at once with Slurm's own message.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import structlog
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_random_exponential,
+)
+
+from sidecars.slurm import hostlist, jsonformat, textformat
+from sidecars.slurm.errors import SlurmCommandError, SlurmUnreachable
+from sidecars.slurm.models import Job, Node, Partition, Ping, Version
+from sidecars.slurm.runner import CommandResult, SlurmMetrics, run
+
+log = structlog.get_logger(__name__)
+
+Output = Literal["auto", "json", "text"]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    attempts: int = 5
+    max_seconds: float = 15.0  # give up after this long, whatever the attempts left
+    initial_wait: float = 0.1
+    max_wait: float = 2.0
+
+
+@dataclass
+class SlurmClient:
+    """Async access to one Slurm cluster through its commands on PATH (`SLURM_CONF` honoured)."""
+
+    env: Mapping[str, str] | None = None  # None: this process's environment
+    timeout: float = 10.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    metrics: SlurmMetrics | None = None
+    output: Output = "auto"
+    _version: Version | None = field(default=None, init=False, repr=False)
+
+    def with_env(self, **overrides: str) -> SlurmClient:
+        """The same client with some environment changed (e.g. `SLURM_CONF` of a staged candidate)."""
+        env = dict(os.environ if self.env is None else self.env)
+        env.update(overrides)
+        clone = SlurmClient(env=env, timeout=self.timeout, retry=self.retry, metrics=self.metrics,
+                            output=self.output)
+        clone._version = self._version
+        return clone
+
+    # ------------------------------------------------------------------ plumbing
+    async def run(self, *argv: str, retry: bool = True, timeout: float | None = None) -> CommandResult:
+        """Run a Slurm command; retry transient failures when `retry`."""
+        if not retry:
+            return await run(argv, env=self.env, timeout=timeout or self.timeout, metrics=self.metrics)
+        policy = self.retry
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type(SlurmUnreachable),
+            stop=stop_after_attempt(policy.attempts) | stop_after_delay(policy.max_seconds),
+            wait=wait_random_exponential(multiplier=policy.initial_wait, max=policy.max_wait),
+            reraise=True,
+        ):
+            with attempt:
+                return await run(argv, env=self.env, timeout=timeout or self.timeout, metrics=self.metrics)
+        raise AssertionError("unreachable")  # pragma: no cover - AsyncRetrying reraises
+
+    async def version(self) -> Version:
+        """The installed client release, detected once."""
+        if self._version is None:
+            result = await self.run("scontrol", "--version")
+            self._version = Version.parse(result.stdout)
+            log.info("slurm_release_detected", version=str(self._version))
+        return self._version
+
+    async def _json(self, kind: Literal["nodes", "jobs", "partitions"]) -> bool:
+        """Whether to read `kind` as JSON. `squeue --json` and 22.05's per-node `sinfo --json` exist
+        in every supported release; partitions have JSON only through `scontrol --json` (23.02+)."""
+        if self.output != "auto":
+            return self.output == "json" and (kind != "partitions" or (await self.version()).at_least(23, 2))
+        return kind != "partitions" or (await self.version()).at_least(23, 2)
+
+    # ------------------------------------------------------------------ reads
+    async def nodes(self) -> list[Node]:
+        """Every node of the cluster (FUTURE nodes included where the release can show them)."""
+        if await self._json("nodes"):
+            v = await self.version()
+            argv = ["scontrol", "show", "nodes", "--json"] if v.at_least(23, 2) else ["sinfo", "--json"]
+            r = await self.run(*argv)
+            return [jsonformat.node(o) for o in jsonformat.load(argv, r.stdout, "nodes")]
+        r = await self.run("scontrol", "--future", "-o", "-d", "show", "node")
+        return textformat.nodes(r.stdout)
+
+    async def node(self, name: str) -> Node | None:
+        """One node, or None when Slurm has no record of it."""
+        try:
+            r = await self.run("scontrol", "--future", "-o", "-d", "show", "node", name)
+        except SlurmCommandError as exc:
+            if "not found" in exc.message:
+                return None
+            raise
+        found = [n for n in textformat.nodes(r.stdout) if n.name == name]
+        return found[0] if found else None
+
+    async def jobs(self) -> list[Job]:
+        """Every job the controller still knows (pending, running and ended within MinJobAge)."""
+        if await self._json("jobs"):
+            # 24.11's squeue hides ended jobs unless asked; `scontrol --json` (23.02+) shows them as text does
+            v = await self.version()
+            argv = ["scontrol", "show", "job", "--json"] if v.at_least(23, 2) else ["squeue", "--json"]
+            r = await self.run(*argv)
+            return [jsonformat.job(o) for o in jsonformat.load(argv, r.stdout, "jobs")]
+        r = await self.run("scontrol", "-o", "-d", "show", "job")
+        return textformat.jobs(r.stdout)
+
+    async def partitions(self) -> list[Partition]:
+        if await self._json("partitions"):
+            argv = ["scontrol", "show", "partition", "--json"]
+            r = await self.run(*argv)
+            return [jsonformat.partition(o) for o in jsonformat.load(argv, r.stdout, "partitions")]
+        r = await self.run("scontrol", "-o", "show", "partition")
+        return textformat.partitions(r.stdout)
+
+    async def show_config(self) -> dict[str, str]:
+        r = await self.run("scontrol", "show", "config")
+        return textformat.config(r.stdout)
+
+    async def ping(self) -> Ping:
+        """Which controllers answer. Never raises for a down controller: that is the answer."""
+        r = await run(["scontrol", "ping"], env=self.env, timeout=self.timeout, metrics=self.metrics,
+                      check=False)
+        return textformat.ping(r.stdout)
+
+    async def sdiag_rpcs(self) -> dict[str, int]:
+        r = await self.run("sdiag")
+        return textformat.sdiag_rpcs(r.stdout)
+
+    # ------------------------------------------------------------------ writes
+    async def update_nodes(self, names: Iterable[str], **fields: str) -> None:
+        """`scontrol update nodename=<hostlist> key=value ...`: one call for many nodes."""
+        expr = hostlist.compress(names)
+        if not expr:
+            return
+        args = [f"{k}={v}" for k, v in fields.items()]
+        await self.run("scontrol", "update", f"nodename={expr}", *args)
+
+    async def drain(self, names: Iterable[str], reason: str) -> None:
+        await self.update_nodes(names, state="DRAIN", reason=reason)
+
+    async def resume(self, names: Iterable[str]) -> None:
+        await self.update_nodes(names, state="RESUME")
+
+    async def undrain(self, names: Iterable[str]) -> None:
+        """Clear DRAIN (UNDRAIN keeps a DOWN node down, unlike RESUME)."""
+        await self.update_nodes(names, state="UNDRAIN")
+
+    async def down(self, names: Iterable[str], reason: str) -> None:
+        await self.update_nodes(names, state="DOWN", reason=reason)
+
+    async def reconfigure(self, timeout: float | None = None) -> CommandResult:
+        """Ask slurmctld to re-read its files. Not retried: the caller verifies and decides."""
+        return await self.run("scontrol", "reconfigure", retry=False, timeout=timeout)
+
+    async def shutdown_controller(self) -> None:
+        """`scontrol shutdown slurmctld`: the controller saves its state and exits (its container restarts)."""
+        await self.run("scontrol", "shutdown", "slurmctld", retry=False)
+
+    async def create_node(self, spec: Mapping[str, str]) -> None:
+        """`scontrol create nodename=X state=FUTURE ...` (a dynamic node)."""
+        await self.run("scontrol", "create", *[f"{k}={v}" for k, v in spec.items()])
+
+    async def delete_node(self, name: str) -> None:
+        await self.run("scontrol", "delete", f"nodename={name}")
+
+    async def create_reservation(self, name: str, nodes: Sequence[str], start: str = "now",
+                                 duration: str = "UNLIMITED", flags: str = "MAINT,IGNORE_JOBS",
+                                 users: str = "root") -> None:
+        await self.run("scontrol", "create", "reservation", f"reservation={name}", f"starttime={start}",
+                       f"duration={duration}", f"nodes={hostlist.compress(nodes)}", f"flags={flags}",
+                       f"users={users}")
+
+    async def delete_reservation(self, name: str) -> None:
+        await self.run("scontrol", "delete", f"reservation={name}")

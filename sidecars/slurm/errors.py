@@ -1,0 +1,50 @@
+"""How a Slurm command can fail, classified so that callers retry only what may pass next time."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+# Slurm's own words when the controller (or the munge daemon it needs) cannot be reached.
+# These pass once the controller is back; anything else (bad name, permission) will not.
+_UNREACHABLE = re.compile(
+    r"Unable to contact slurm controller|Socket timed out|Zero Bytes were transmitted"
+    r"|Connection refused|Communication connection failure|Transport endpoint is not connected"
+    r"|Slurm backup controller in standby mode|Unable to establish connection|Munge.*(?:socket|connect)"
+    r"|Resource temporarily unavailable|Connection timed out|Unable to connect",
+    re.IGNORECASE,
+)
+
+
+class SlurmError(Exception):
+    """Any failure of a Slurm command. `message` is Slurm's own text where it gave one."""
+
+    def __init__(self, argv: Sequence[str], message: str, returncode: int | None = None) -> None:
+        self.argv = tuple(argv)
+        self.message = message.strip()
+        self.returncode = returncode
+        super().__init__(f"{' '.join(self.argv[:3])}: {self.message or f'exit {returncode}'}")
+
+
+class SlurmUnreachable(SlurmError):
+    """The controller did not answer (down, restarting, network): transient, worth retrying."""
+
+
+class SlurmTimeout(SlurmUnreachable):
+    """The command ran past its timeout and was killed."""
+
+
+class SlurmCommandError(SlurmError):
+    """Slurm answered and refused (invalid node name, permission, bad value): permanent."""
+
+
+class SlurmParseError(SlurmError):
+    """The command succeeded but its output was not what this release should print."""
+
+
+def classify(argv: Sequence[str], returncode: int, stderr: str, stdout: str = "") -> SlurmError:
+    """Turn a failed command into the right error, keeping Slurm's message."""
+    text = stderr.strip() or stdout.strip()
+    if _UNREACHABLE.search(text):
+        return SlurmUnreachable(argv, text, returncode)
+    return SlurmCommandError(argv, text, returncode)

@@ -1,0 +1,174 @@
+"""Parsing of Slurm's JSON output, every data-parser layout in one place.
+
+- 22.05 (openapi/v0.0.38): `"state":"allocated","state_flags":["DRAIN"]`, plain integer times,
+  unlimited = null, features as a comma string, `job_resources.allocated_nodes[].nodename`.
+- 23.02+ and 24.11 (data_parser v0.0.40-v0.0.42): state lists `["ALLOCATED","DRAIN"]`, numbers as
+  `{"set":..,"infinite":..,"number":..}`, features as lists, `job_resources.nodes.allocation[].name`.
+- 25.x/26.x (v0.0.43/v0.0.44, from Slurm's published OpenAPI description): the v0.0.42 shapes for
+  every field read here, so the same readers apply.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sidecars.slurm import hostlist
+from sidecars.slurm.errors import SlurmParseError
+from sidecars.slurm.models import Job, Node, NodeState, Partition, Reason
+from sidecars.slurm.textformat import gpu_indices
+
+Obj = dict[str, Any]
+
+
+def load(argv: list[str], text: str, key: str) -> list[Obj]:
+    """Decode a document and return its list under `key`, or raise with Slurm's own errors."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SlurmParseError(argv, f"not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise SlurmParseError(argv, "JSON document is not an object")
+    errors = [e for e in doc.get("errors") or [] if isinstance(e, dict)]
+    if errors:
+        msg = "; ".join(str(e.get("description") or e.get("error") or e) for e in errors)
+        raise SlurmParseError(argv, msg)
+    items = doc.get(key)
+    if not isinstance(items, list):
+        raise SlurmParseError(argv, f"JSON document has no list {key!r}")
+    return [i for i in items if isinstance(i, dict)]
+
+
+def number(value: Any) -> int | None:
+    """A plain number, or a `{set, infinite, number}` object; None when unset or infinite."""
+    if isinstance(value, dict):
+        if value.get("infinite") or not value.get("set", True):
+            return None
+        value = value.get("number")
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return int(value)
+    return None
+
+
+def _time(value: Any) -> int | None:
+    n = number(value)
+    return n if n else None  # Slurm writes 0 for "not set"
+
+
+def _words(value: Any) -> tuple[str, ...]:
+    if isinstance(value, list):
+        return tuple(str(v) for v in value if v)
+    if isinstance(value, str) and value:
+        return tuple(v for v in value.split(",") if v)
+    return ()
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _gres(value: Any) -> str:
+    v = _str(value)
+    return "" if v in {"", "N/A", "(null)"} else v
+
+
+def node_state(obj: Obj) -> NodeState:
+    state = obj.get("state")
+    if isinstance(state, list):
+        return NodeState.from_words([str(s) for s in state])
+    flags = [str(f) for f in obj.get("state_flags") or []]
+    return NodeState.from_words([str(state or "UNKNOWN"), *flags])
+
+
+def node(obj: Obj) -> Node:
+    reason_text = _str(obj.get("reason"))
+    reason = (
+        Reason(reason_text, _str(obj.get("reason_set_by_user")) or None, _time(obj.get("reason_changed_at")))
+        if reason_text
+        else None
+    )
+    return Node(
+        name=str(obj["name"]),
+        state=node_state(obj),
+        reason=reason,
+        cpus=number(obj.get("cpus")) or 0,
+        alloc_cpus=number(obj.get("alloc_cpus")) or 0,
+        real_memory=number(obj.get("real_memory")) or 0,
+        features=_words(obj.get("features")),
+        active_features=_words(obj.get("active_features")),
+        gres=_gres(obj.get("gres")),
+        gres_used=_gres(obj.get("gres_used")),
+        address=_str(obj.get("address")),
+        hostname=_str(obj.get("hostname")),
+        partitions=_words(obj.get("partitions")),
+        boot_time=_time(obj.get("boot_time")),
+        slurmd_start_time=_time(obj.get("slurmd_start_time")),
+        version=_str(obj.get("version") or obj.get("slurmd_version")) or None,
+    )
+
+
+def _allocation_order(obj: Obj) -> list[str]:
+    res = obj.get("job_resources")
+    if isinstance(res, dict):
+        old = res.get("allocated_nodes")  # v0.0.38
+        if isinstance(old, list):
+            return [str(n.get("nodename")) for n in old if isinstance(n, dict)]
+        new = res.get("nodes")  # v0.0.40+
+        if isinstance(new, dict) and isinstance(new.get("allocation"), list):
+            return [str(n.get("name")) for n in new["allocation"] if isinstance(n, dict)]
+    return hostlist.expand(_str(obj.get("nodes")))
+
+
+def job(obj: Obj) -> Job:
+    state_v = obj.get("job_state")
+    state = (state_v[0] if isinstance(state_v, list) and state_v else str(state_v or "UNKNOWN")).upper()
+    nodes = tuple(hostlist.expand(_str(obj.get("nodes"))))
+    gpus: dict[str, tuple[int, ...]] = {}
+    # gres_detail has one entry per allocated node, in allocation order
+    for name, detail in zip(_allocation_order(obj), obj.get("gres_detail") or [], strict=False):
+        idx = gpu_indices(str(detail))
+        if idx:
+            gpus[name] = idx
+    start, end = _time(obj.get("start_time")), _time(obj.get("end_time"))
+    time_limit = obj.get("time_limit")
+    limit = number(time_limit)
+    if state == "PENDING":
+        start = end = None
+    elif limit is None and start is not None:
+        end = None  # Slurm reports start + 365 days for an unlimited job: it is not an expected end
+    return Job(
+        job_id=int(number(obj.get("job_id")) or 0),
+        name=_str(obj.get("name")),
+        user=_str(obj.get("user_name")),
+        state=state,
+        state_reason=_str(obj.get("state_reason")) or "None",
+        partition=_str(obj.get("partition")),
+        nodes=nodes,
+        submit_time=_time(obj.get("submit_time")),
+        start_time=start,
+        end_time=end,
+        time_limit_minutes=limit,
+        cpus=number(obj.get("cpus")) or 0,
+        gpu_indices=gpus,
+    )
+
+
+def partition(obj: Obj) -> Partition:
+    nodes = obj.get("nodes")
+    conf = nodes.get("configured") if isinstance(nodes, dict) else nodes
+    part = obj.get("partition")
+    state = part.get("state") if isinstance(part, dict) else obj.get("state")
+    state_s = state[0] if isinstance(state, list) and state else str(state or "UNKNOWN")
+    maximums = obj.get("maximums")
+    max_time = number(maximums.get("time")) if isinstance(maximums, dict) else None
+    cpus = obj.get("cpus")
+    total = number(cpus.get("total")) if isinstance(cpus, dict) else number(obj.get("total_cpus"))
+    return Partition(
+        name=str(obj["name"]),
+        nodes=tuple(hostlist.expand(_str(conf))),
+        state=state_s.upper(),
+        max_time_minutes=max_time,
+        total_cpus=total or 0,
+    )

@@ -1,0 +1,156 @@
+"""Typed views of what Slurm reports, the same whichever output format they were read from.
+
+Only what the sidecars act on is modelled; volatile figures (CPU load, free memory) are left out so
+that two reads of an unchanged cluster compare equal whatever path produced them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Base node states as Slurm names them (upper case, as in `scontrol show node`).
+BASE_STATES = frozenset(
+    {"IDLE", "ALLOCATED", "MIXED", "DOWN", "ERROR", "FUTURE", "UNKNOWN", "PLANNED", "END"}
+)
+# States that mean a job still holds the node.
+BUSY_STATES = frozenset({"ALLOCATED", "MIXED"})
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """A node's base state plus its flags, e.g. ALLOCATED + {DRAIN}."""
+
+    base: str
+    flags: frozenset[str] = frozenset()
+
+    @classmethod
+    def parse(cls, text: str) -> NodeState:
+        """Parse the `scontrol` form `ALLOCATED+DRAIN` (or `IDLE*`, where `*` means not responding)."""
+        parts = [p for p in text.strip().upper().split("+") if p]
+        if not parts:
+            return cls("UNKNOWN")
+        base = parts[0]
+        flags = set(parts[1:])
+        if base.endswith("*"):
+            base = base.rstrip("*")
+            flags.add("NOT_RESPONDING")
+        return cls(base, frozenset(flags))
+
+    @classmethod
+    def from_words(cls, words: list[str]) -> NodeState:
+        """Build from a list such as 24.11's `["ALLOCATED", "DRAIN"]`: the first base state wins."""
+        upper = [w.upper() for w in words]
+        base = next((w for w in upper if w in BASE_STATES), "UNKNOWN")
+        return cls(base, frozenset(w for w in upper if w != base))
+
+    @property
+    def drain(self) -> bool:
+        return "DRAIN" in self.flags
+
+    @property
+    def busy(self) -> bool:
+        """A job still runs or is completing on the node."""
+        return self.base in BUSY_STATES or "COMPLETING" in self.flags
+
+    @property
+    def drained(self) -> bool:
+        """DRAIN set and nothing running or completing: safe to take away."""
+        return self.drain and not self.busy
+
+    @property
+    def registered(self) -> bool:
+        """slurmd has registered and answers: not FUTURE, not NOT_RESPONDING, not INVALID_REG."""
+        if self.base in {"FUTURE", "UNKNOWN"}:
+            return False
+        return not ({"NOT_RESPONDING", "INVALID_REG", "INVALID"} & self.flags)
+
+    def __str__(self) -> str:
+        return "+".join([self.base, *sorted(self.flags)])
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    text: str
+    user: str | None = None
+    time: int | None = None  # epoch seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    state: NodeState
+    reason: Reason | None
+    cpus: int
+    alloc_cpus: int
+    real_memory: int
+    features: tuple[str, ...]
+    active_features: tuple[str, ...]
+    gres: str  # as configured, e.g. "gpu:4"; "" when none
+    gres_used: str  # e.g. "gpu:2"; "" when none
+    address: str
+    hostname: str
+    partitions: tuple[str, ...]
+    boot_time: int | None
+    slurmd_start_time: int | None
+    version: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    job_id: int
+    name: str
+    user: str
+    state: str  # RUNNING, PENDING, COMPLETING, ... (the first word of the state)
+    state_reason: str
+    partition: str
+    nodes: tuple[str, ...]  # expanded
+    submit_time: int | None
+    start_time: int | None  # None while pending
+    end_time: int | None  # expected end (start + limit) while running; None when unknown
+    time_limit_minutes: int | None  # None = unlimited
+    cpus: int
+    # GPU (gres "gpu") indices per node, from the allocation detail: {"n1": (0, 1)}
+    gpu_indices: dict[str, tuple[int, ...]] = field(default_factory=dict, compare=True, hash=False)
+
+    @property
+    def running(self) -> bool:
+        return self.state in {"RUNNING", "COMPLETING", "SUSPENDED"}
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    name: str
+    nodes: tuple[str, ...]  # expanded
+    state: str  # UP, DOWN, DRAIN, INACTIVE
+    max_time_minutes: int | None  # None = unlimited
+    total_cpus: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    """`scontrol ping`: which controllers answer."""
+
+    up: bool
+    controllers: dict[str, bool]  # name -> up (primary, backups)
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    major: int
+    minor: int
+    micro: int
+
+    @classmethod
+    def parse(cls, text: str) -> Version:
+        """`slurm-wlm 22.05.8` / `slurm 24.11.5` / `24.11.5` -> Version."""
+        word = text.strip().split()[-1]
+        nums = [int("".join(ch for ch in p if ch.isdigit()) or 0) for p in word.split(".")[:3]]
+        while len(nums) < 3:
+            nums.append(0)
+        return cls(nums[0], nums[1], nums[2])
+
+    def at_least(self, major: int, minor: int = 0) -> bool:
+        return (self.major, self.minor) >= (major, minor)
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor:02d}.{self.micro}"

@@ -1,0 +1,108 @@
+"""Run one Slurm command as an async subprocess: bounded in time, killed when abandoned, counted."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from sidecars.slurm.errors import SlurmTimeout, SlurmUnreachable, classify
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+
+class SlurmMetrics:
+    """Every Slurm command this process ran, by command and result."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.commands = Counter(
+            "slurm_sidecars_slurm_commands",
+            "Slurm commands run by this process",
+            ["command", "result"],
+            registry=registry,
+        )
+        self.seconds = Histogram(
+            "slurm_sidecars_slurm_command_seconds",
+            "Time taken by Slurm commands",
+            ["command"],
+            registry=registry,
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+        )
+
+    def observe(self, command: str, result: str, seconds: float) -> None:
+        self.commands.labels(command=command, result=result).inc()
+        self.seconds.labels(command=command).observe(seconds)
+
+
+async def _kill(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    # reap it so no zombie or transport is left behind; a killed child exits at once
+    with contextlib.suppress(Exception):
+        await asyncio.shield(proc.wait())
+
+
+async def run(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 10.0,
+    metrics: SlurmMetrics | None = None,
+    check: bool = True,
+    stdin: bytes | None = None,
+) -> CommandResult:
+    """Run argv; raise a classified SlurmError on failure when `check`. The child never outlives us."""
+    command = os.path.basename(argv[0])
+    label = command if len(argv) < 2 or argv[1].startswith("-") else f"{command} {argv[1]}"
+    started = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=dict(env) if env is not None else None,
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
+    except TimeoutError:
+        await _kill(proc)
+        if metrics:
+            metrics.observe(label, "timeout", time.monotonic() - started)
+        raise SlurmTimeout(argv, f"no answer within {timeout:g}s", None) from None
+    except BaseException:
+        await _kill(proc)  # cancelled: the child must not outlive the task that wanted it
+        raise
+    seconds = time.monotonic() - started
+    result = CommandResult(
+        tuple(argv),
+        proc.returncode if proc.returncode is not None else -1,
+        out.decode("utf-8", "replace"),
+        err.decode("utf-8", "replace"),
+        seconds,
+    )
+    if result.returncode != 0:
+        error = classify(argv, result.returncode, result.stderr, result.stdout)
+        if metrics:
+            metrics.observe(label, "unreachable" if isinstance(error, SlurmUnreachable) else "error", seconds)
+        if check:
+            raise error
+        return result
+    if metrics:
+        metrics.observe(label, "ok", seconds)
+    log.debug("slurm_command", command=label, seconds=round(seconds, 4))
+    return result

@@ -1,0 +1,243 @@
+"""Parsing of Slurm's one-line text output (`scontrol -o show ...`), the path for releases without JSON.
+
+Each record is one line of `Key=Value` words. Values may hold spaces (`OS=Linux 6.1 #1 SMP`,
+`Reason=maint test [root@2026-11-30T03:04:53]`), and job detail repeats keys once per node group
+(`Nodes=n1 CPU_IDs=0 GRES=gpu:2(IDX:0-1)`), so a record is a list of pairs, not a dict.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+
+from sidecars.slurm import hostlist
+from sidecars.slurm.models import Job, Node, NodeState, Partition, Ping, Reason
+
+_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_:/.\-]*$")
+_NULL = {"", "(null)", "N/A", "n/a", "None", "Unknown", "NONE", "n/s"}
+_REASON_TAIL = re.compile(r"^(?P<text>.*?)\s*\[(?P<user>[^@\]]+)@(?P<time>[0-9T:\-]+)\]\s*$")
+_GPU_IDX = re.compile(r"gpu(?::[^:(),]+)?:\d+\(IDX:(?P<idx>[^)]*)\)")
+
+
+def pairs(line: str) -> list[tuple[str, str]]:
+    """Split one record into (key, value) pairs, gluing space-separated words without `=` to the value.
+
+    `Reason=` takes the rest of the line: an operator's reason may contain anything.
+    """
+    out: list[tuple[str, str]] = []
+    words = line.strip().split(" ")
+    i = 0
+    while i < len(words):
+        word = words[i]
+        key, eq, value = word.partition("=")
+        if eq and _KEY.match(key):
+            if key == "Reason" and out and out[0][0] == "NodeName":
+                out.append((key, " ".join([value, *words[i + 1 :]]).strip()))
+                break
+            out.append((key, value))
+        elif out and word:
+            k, v = out[-1]
+            out[-1] = (k, f"{v} {word}")
+        i += 1
+    return out
+
+
+def records(text: str) -> Iterator[list[tuple[str, str]]]:
+    for line in text.splitlines():
+        if line.strip() and "=" in line:
+            yield pairs(line)
+
+
+def _null(value: str | None) -> str | None:
+    return None if value is None or value.strip() in _NULL else value.strip()
+
+
+def parse_time(value: str | None) -> int | None:
+    """`2026-11-30T03:04:53` (the controller's local time, as the client prints it) -> epoch."""
+    v = _null(value)
+    if v is None:
+        return None
+    try:
+        return int(time.mktime(time.strptime(v, "%Y-%m-%dT%H:%M:%S")))
+    except ValueError:
+        return None
+
+
+def parse_minutes(value: str | None) -> int | None:
+    """A Slurm duration (`UNLIMITED`, `1-02:03:04`, `02:03:04`, `03:04`, `5`) in whole minutes."""
+    v = _null(value)
+    if v is None or v.upper() in {"UNLIMITED", "INFINITE"}:
+        return None
+    days = 0
+    if "-" in v:
+        d, _, v = v.partition("-")
+        days = int(d)
+    parts = [int(p) for p in v.split(":")]
+    if len(parts) == 3:
+        h, m, s = parts
+    elif len(parts) == 2:
+        h, m, s = 0, parts[0], parts[1]
+    else:
+        h, m, s = 0, parts[0], 0
+    return days * 1440 + h * 60 + m + (1 if s else 0)
+
+
+def _int(value: str | None, default: int = 0) -> int:
+    v = _null(value)
+    try:
+        return int(v) if v is not None else default
+    except ValueError:
+        return default
+
+
+def _words(value: str | None) -> tuple[str, ...]:
+    v = _null(value)
+    return tuple(w for w in v.split(",") if w) if v else ()
+
+
+def parse_reason(value: str | None, user: str | None = None, when: int | None = None) -> Reason | None:
+    v = _null(value)
+    if v is None:
+        return None
+    m = _REASON_TAIL.match(v)
+    if m:
+        return Reason(m["text"], m["user"], parse_time(m["time"]))
+    return Reason(v, user, when)
+
+
+def gpu_indices(gres: str | None) -> tuple[int, ...]:
+    """`gpu:2(IDX:0-1),gpu:a100:1(IDX:3)` -> (0, 1, 3)."""
+    found: list[int] = []
+    for m in _GPU_IDX.finditer(gres or ""):
+        for item in m["idx"].split(","):
+            if not item or item == "N/A":
+                continue
+            lo, _, hi = item.partition("-")
+            found.extend(range(int(lo), int(hi or lo) + 1))
+    return tuple(sorted(set(found)))
+
+
+def _gres(value: str | None) -> str:
+    """Drop the `(IDX:...)` detail, which only `-d` prints: `gpu:2(IDX:0-1)` -> `gpu:2`."""
+    v = _null(value) or ""
+    return re.sub(r"\(IDX:[^)]*\)|\(S:[^)]*\)", "", v)
+
+
+def node_from_pairs(p: list[tuple[str, str]]) -> Node:
+    d = dict(p)
+    return Node(
+        name=d["NodeName"],
+        state=NodeState.parse(d.get("State", "UNKNOWN")),
+        reason=parse_reason(d.get("Reason")),
+        cpus=_int(d.get("CPUTot")),
+        alloc_cpus=_int(d.get("CPUAlloc")),
+        real_memory=_int(d.get("RealMemory")),
+        features=_words(d.get("AvailableFeatures")),
+        active_features=_words(d.get("ActiveFeatures")),
+        gres=_gres(d.get("Gres")),
+        gres_used=_gres(d.get("GresUsed")),
+        address=_null(d.get("NodeAddr")) or "",
+        hostname=_null(d.get("NodeHostName")) or "",
+        partitions=_words(d.get("Partitions")),
+        boot_time=parse_time(d.get("BootTime")),
+        slurmd_start_time=parse_time(d.get("SlurmdStartTime")),
+        version=_null(d.get("Version")),
+    )
+
+
+def nodes(text: str) -> list[Node]:
+    return [node_from_pairs(p) for p in records(text) if p and p[0][0] == "NodeName"]
+
+
+def job_from_pairs(p: list[tuple[str, str]]) -> Job:
+    d: dict[str, str] = {}
+    gpus: dict[str, tuple[int, ...]] = {}
+    group: list[str] = []
+    for key, value in p:
+        d.setdefault(key, value)  # the first occurrence is the job's own; later ones are node detail
+        if key == "Nodes":
+            group = hostlist.expand(value)
+        elif key == "GRES" and group:
+            idx = gpu_indices(value)
+            if idx:
+                for n in group:
+                    gpus[n] = idx
+    state = d.get("JobState", "UNKNOWN").split("+")[0].upper()
+    user = d.get("UserId", "")
+    start = parse_time(d.get("StartTime"))
+    end = parse_time(d.get("EndTime"))
+    if state == "PENDING":
+        start = end = None  # a pending job's times are estimates, not facts
+    return Job(
+        job_id=int(d["JobId"]),
+        name=d.get("JobName", ""),
+        user=user.split("(")[0],
+        state=state,
+        state_reason=d.get("Reason", "None"),
+        partition=d.get("Partition", ""),
+        nodes=tuple(hostlist.expand(_null(d.get("NodeList")) or "")),
+        submit_time=parse_time(d.get("SubmitTime")),
+        start_time=start,
+        end_time=end,
+        time_limit_minutes=parse_minutes(d.get("TimeLimit")),
+        cpus=_int(d.get("NumCPUs")),
+        gpu_indices=gpus,
+    )
+
+
+def jobs(text: str) -> list[Job]:
+    return [job_from_pairs(p) for p in records(text) if p and p[0][0] == "JobId"]
+
+
+def partitions(text: str) -> list[Partition]:
+    out = []
+    for p in records(text):
+        if not p or p[0][0] != "PartitionName":
+            continue
+        d = dict(p)
+        out.append(
+            Partition(
+                name=d["PartitionName"],
+                nodes=tuple(hostlist.expand(_null(d.get("Nodes")) or "")),
+                state=d.get("State", "UNKNOWN").upper(),
+                max_time_minutes=parse_minutes(d.get("MaxTime")),
+                total_cpus=_int(d.get("TotalCPUs")),
+            )
+        )
+    return out
+
+
+def config(text: str) -> dict[str, str]:
+    """`scontrol show config`: `Key  = Value` lines; the header and section titles are skipped."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        key = key.strip()
+        if sep and key and " " not in key:
+            out[key] = value.strip()
+    return out
+
+
+def ping(text: str) -> Ping:
+    """`Slurmctld(primary) at vm is UP` / `... is DOWN`, one line per controller."""
+    controllers: dict[str, bool] = {}
+    for m in re.finditer(r"Slurmctld\((\w+)\) at (\S+) is (UP|DOWN)", text):
+        controllers[f"{m[1]}:{m[2]}"] = m[3] == "UP"
+    return Ping(up=any(controllers.values()), controllers=controllers)
+
+
+def sdiag_rpcs(text: str) -> dict[str, int]:
+    """RPC counts by message type from `sdiag` ("Remote Procedure Call statistics by message type")."""
+    out: dict[str, int] = {}
+    section = False
+    for line in text.splitlines():
+        if "statistics by message type" in line:
+            section = True
+            continue
+        if section and "statistics by user" in line:
+            break
+        m = re.match(r"\s*(\w+)\s*\(\s*\d+\)\s*count:(\d+)", line)
+        if section and m:
+            out[m[1]] = int(m[2])
+    return out
