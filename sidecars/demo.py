@@ -12,8 +12,13 @@ from sidecars.runtime.settings import ConfigError, flag
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    flag(p, "--release", default="host", choices=["host", "chroot"],
-         help="host: this machine's Slurm packages; chroot: Debian 13's 24.11 in a chroot")
+    flag(
+        p,
+        "--release",
+        default="host",
+        choices=["host", "chroot"],
+        help="host: this machine's Slurm packages; chroot: Debian 13's 24.11 in a chroot",
+    )
     flag(p, "--nodes", default="3", help="number of slurmd nodes")
     p.add_argument("--tour", action="store_true", help="walk through the features and exit (issue #6)")
 
@@ -40,10 +45,12 @@ def main(args: argparse.Namespace) -> int:
         async with DevCluster(release, ClusterSpec(nodes=nodes, gpus=4)) as cluster:
             proc = await asyncio.create_subprocess_exec("sinfo", "-N", "-l", env=cluster.env)
             await proc.wait()
-            print(f"\nSlurm {release.version} is running in {cluster.dir}. Try it from another shell:\n"
-                  f"  export SLURM_CONF={cluster.conf_path} PATH={cluster.bin_dir}:$PATH\n"
-                  "  sbatch --wrap 'sleep 30'; squeue\n\nCtrl-C stops it and removes everything.",
-                  flush=True)
+            print(
+                f"\nSlurm {release.version} is running in {cluster.dir}. Try it from another shell:\n"
+                f"  export SLURM_CONF={cluster.conf_path} PATH={cluster.bin_dir}:$PATH\n"
+                "  sbatch --wrap 'sleep 30'; squeue\n\nCtrl-C stops it and removes everything.",
+                flush=True,
+            )
             await stop.wait()
         print("stopped; nothing left running", file=sys.stderr)
 

@@ -25,7 +25,10 @@ def configure(p: argparse.ArgumentParser) -> None:
 async def check(url: str, which: str, timeout: float) -> tuple[bool, str]:
     target = url.rstrip("/") + "/" + which
     try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as s, s.get(target) as r:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as s,
+            s.get(target) as r,
+        ):
             text = await r.text()
             ok = r.status == 200
     except (aiohttp.ClientError, TimeoutError) as exc:

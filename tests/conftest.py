@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 
 from sidecars.devcluster import ClusterSpec, DevCluster, Release
 from sidecars.devcluster.release import available_releases
+from sidecars.runtime import logs
 
 RELEASES = ("host", "chroot")
 RELEASES_KEY = pytest.StashKey[dict[str, Release]]()
@@ -25,6 +27,7 @@ DATA = Path(__file__).parent / "data"
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cluster(**spec): the ClusterSpec for the `cluster` fixture")
+    logs.configure(json=False, level=os.environ.get("SIDECARS_TEST_LOG_LEVEL", "warning"))
 
 
 def _releases(config: pytest.Config) -> dict[str, Release]:
@@ -104,8 +107,6 @@ def _no_leaked_processes() -> Iterator[None]:
     for _ in range(50):
         if not leaked:
             break
-        import time
-
         time.sleep(0.02)  # a killed child may need a moment to be reaped
         leaked = [(pid, name) for pid, name in _descendants(os.getpid()) if pid not in before]
     assert not leaked, f"test left processes running: {leaked}"

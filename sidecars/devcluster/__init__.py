@@ -4,5 +4,12 @@ from sidecars.devcluster.cluster import ClusterError, DevCluster
 from sidecars.devcluster.release import Release, ReleaseUnavailable, build_chroot, host_release
 from sidecars.devcluster.slurmconf import ClusterSpec
 
-__all__ = ["ClusterError", "ClusterSpec", "DevCluster", "Release", "ReleaseUnavailable", "build_chroot",
-           "host_release"]
+__all__ = [
+    "ClusterError",
+    "ClusterSpec",
+    "DevCluster",
+    "Release",
+    "ReleaseUnavailable",
+    "build_chroot",
+    "host_release",
+]

@@ -76,8 +76,14 @@ def _alive(pid: int) -> bool:
 class DevCluster:
     """`async with DevCluster(release, spec) as c:` starts the cluster; leaving the block removes it all."""
 
-    def __init__(self, release: Release, spec: ClusterSpec | None = None, *, base_dir: Path | None = None,
-                 keep_dir: bool = False) -> None:
+    def __init__(
+        self,
+        release: Release,
+        spec: ClusterSpec | None = None,
+        *,
+        base_dir: Path | None = None,
+        keep_dir: bool = False,
+    ) -> None:
         self.release = release
         self.spec = spec or ClusterSpec()
         self._own_dir = base_dir is None
@@ -119,8 +125,16 @@ class DevCluster:
 
     def in_namespace(self, *argv: str) -> list[str]:
         """argv run inside the cluster's namespace (and chroot) with a clean environment."""
-        return [*self._ns_prefix(), "env", "-i", f"PATH={IN_NS_PATH}", "HOME=/root", "LANG=C.UTF-8",
-                f"SLURM_CONF={self.conf_path}", *argv]
+        return [
+            *self._ns_prefix(),
+            "env",
+            "-i",
+            f"PATH={IN_NS_PATH}",
+            "HOME=/root",
+            "LANG=C.UTF-8",
+            f"SLURM_CONF={self.conf_path}",
+            *argv,
+        ]
 
     def slurmd_argv(self, name: str, *extra: str) -> list[str]:
         """The command that (re)starts one node's slurmd: what a worker agent's restart hook runs."""
@@ -128,8 +142,11 @@ class DevCluster:
 
     async def _exec(self, argv: Sequence[str], timeout: float = 30.0, check: bool = True) -> str:
         proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT, cwd=str(self.dir),
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            cwd=str(self.dir),
         )
         try:
             out, _ = await asyncio.wait_for(proc.communicate(), timeout)
@@ -140,7 +157,9 @@ class DevCluster:
             raise
         text = out.decode("utf-8", "replace")
         if check and proc.returncode != 0:
-            raise ClusterError(f"{' '.join(argv[-4:])} failed (exit {proc.returncode}): {text.strip()[-1500:]}")
+            raise ClusterError(
+                f"{' '.join(argv[-4:])} failed (exit {proc.returncode}): {text.strip()[-1500:]}"
+            )
         return text
 
     # ------------------------------------------------------------------ lifecycle
@@ -148,8 +167,9 @@ class DevCluster:
         await self.start()
         return self
 
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.stop()
 
     async def start(self) -> None:
@@ -161,14 +181,23 @@ class DevCluster:
             await self.start_slurmctld()
             for name in self.node_names:
                 await self.start_slurmd(name)
-            await self.wait_nodes(lambda ns: len(ns) >= self.spec.nodes
-                                  and all(n.state.base == "IDLE" and n.state.registered for n in ns),
-                                  timeout=60, what="all nodes idle")
+            await self.wait_nodes(
+                lambda ns: (
+                    len(ns) >= self.spec.nodes
+                    and all(n.state.base == "IDLE" and n.state.registered for n in ns)
+                ),
+                timeout=60,
+                what="all nodes idle",
+            )
         except BaseException:
             await self.stop()
             raise
-        log.info("devcluster_up", dir=str(self.dir), release=str(self.release),
-                 seconds=round(time.monotonic() - started, 2))
+        log.info(
+            "devcluster_up",
+            dir=str(self.dir),
+            release=str(self.release),
+            seconds=round(time.monotonic() - started, 2),
+        )
 
     def _write_files(self) -> None:
         for sub in ("etc", "munge", "state", "spool", "log", "run", "out", "dev", "bin"):
@@ -205,8 +234,8 @@ class DevCluster:
                 body = (
                     'conf="${SLURM_CONF:-' + str(self.conf_path) + '}"\n'
                     'exec nsenter -t "$(cat ' + str(self.dir / "run" / "init.pid") + ')" -p -m -r -w -- '
-                    "/bin/sh -c 'case $1 in \"$2\"|\"$2\"/*) cd \"$1\" 2>/dev/null || cd \"$2/out\";; "
-                    "*) cd \"$2/out\";; esac; shift 2; exec \"$@\"' sh \"$PWD\" " + str(self.dir) + " "
+                    '/bin/sh -c \'case $1 in "$2"|"$2"/*) cd "$1" 2>/dev/null || cd "$2/out";; '
+                    '*) cd "$2/out";; esac; shift 2; exec "$@"\' sh "$PWD" ' + str(self.dir) + " "
                     f'env PATH={IN_NS_PATH} SLURM_CONF="$conf" /usr/bin/{cmd} "$@"\n'
                 )
             path.write_text(f"#!/bin/sh\n# dev cluster {self.dir}: Slurm {self.release.version}\n{body}")
@@ -215,8 +244,19 @@ class DevCluster:
     async def _start_namespace(self) -> None:
         reaper = 'trap "" HUP INT TERM; while :; do sleep 3600 & wait $!; done'
         if self.release.root is None:
-            argv = ["unshare", "--pid", "--mount", "--fork", "--mount-proc", "--propagation", "private",
-                    "--", "bash", "-c", reaper]
+            argv = [
+                "unshare",
+                "--pid",
+                "--mount",
+                "--fork",
+                "--mount-proc",
+                "--propagation",
+                "private",
+                "--",
+                "bash",
+                "-c",
+                reaper,
+            ]
         else:
             root = str(self.release.root)
             script = (
@@ -224,12 +264,28 @@ class DevCluster:
                 'mount -t sysfs sysfs "$R/sys"; mkdir -p "$R$D"; mount --bind "$D" "$R$D"; '
                 'exec chroot "$R" /bin/bash -c "$2"'
             )
-            argv = ["unshare", "--pid", "--mount", "--fork", "--propagation", "private", "--",
-                    "bash", "-c", script, root, str(self.dir), reaper]
+            argv = [
+                "unshare",
+                "--pid",
+                "--mount",
+                "--fork",
+                "--propagation",
+                "private",
+                "--",
+                "bash",
+                "-c",
+                script,
+                root,
+                str(self.dir),
+                reaper,
+            ]
         init_log = open(self.log_dir / "init.log", "wb")  # noqa: SIM115 - handed to the child
         try:
             self._unshare = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=init_log, stderr=init_log,
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=init_log,
+                stderr=init_log,
                 start_new_session=True,
             )
         finally:
@@ -240,7 +296,8 @@ class DevCluster:
             with contextlib.suppress(OSError, ValueError, IndexError):
                 child = int(Path(f"/proc/{pid}/task/{pid}/children").read_text().split()[0])
                 root_ok = self.release.root is None or os.readlink(f"/proc/{child}/root") == str(
-                    self.release.root.resolve())
+                    self.release.root.resolve()
+                )
                 if root_ok and os.readlink(f"/proc/{child}/ns/pid") != os.readlink("/proc/self/ns/pid"):
                     self.init_pid = child
                     self.pidns = os.readlink(f"/proc/{child}/ns/pid")
@@ -254,14 +311,23 @@ class DevCluster:
 
     async def _start_munge(self) -> None:
         m = self.dir / "munge"
-        await self._exec(self.in_namespace(
-            "munged", "-f", "-S", f"{m}/munge.sock", f"--key-file={m}/munge.key", f"--pid-file={m}/munged.pid",
-            f"--log-file={m}/munged.log", f"--seed-file={m}/munged.seed"))
+        await self._exec(
+            self.in_namespace(
+                "munged",
+                "-f",
+                "-S",
+                f"{m}/munge.sock",
+                f"--key-file={m}/munge.key",
+                f"--pid-file={m}/munged.pid",
+                f"--log-file={m}/munged.log",
+                f"--seed-file={m}/munged.seed",
+            )
+        )
 
     async def start_slurmctld(self, timeout: float = 30.0) -> None:
         await self._exec(self.in_namespace("slurmctld"))
         client = self.client(timeout=5.0)
-        await self._poll(lambda: client.ping(), lambda p: p.up, timeout, "slurmctld answering")
+        await self._poll(client.ping, lambda p: p.up, timeout, "slurmctld answering")
 
     async def stop_slurmctld(self, *, crash: bool = False, timeout: float = 30.0) -> None:
         """Stop the controller: saving its state first (`scontrol shutdown slurmctld`), or, with
@@ -287,8 +353,12 @@ class DevCluster:
             # slurmd kills whatever its stale pid file names: that PID may now be a job's
             pidfile.unlink()
         await self._exec(self.slurmd_argv(name, *extra))
-        pid = await self._poll(self._async(lambda: self.hostpid(f"slurmd-{name}")), lambda p: p is not None,
-                               10, f"slurmd {name} pid file")
+        pid = await self._poll(
+            self._async(lambda: self.hostpid(f"slurmd-{name}")),
+            lambda p: p is not None,
+            10,
+            f"slurmd {name} pid file",
+        )
         assert pid is not None
         return pid
 
@@ -339,7 +409,9 @@ class DevCluster:
     def hostpid(self, daemon: str) -> int | None:
         """Host PID of `slurmctld`, `munged` or `slurmd-<node>` from its pid file (which holds a
         namespace PID, and which 24.11 rewrites at every reconfigure)."""
-        pidfile = self.dir / "munge" / "munged.pid" if daemon == "munged" else self.dir / "run" / f"{daemon}.pid"
+        pidfile = (
+            self.dir / "munge" / "munged.pid" if daemon == "munged" else self.dir / "run" / f"{daemon}.pid"
+        )
         try:
             nspid = int(pidfile.read_text().split()[0])
         except (OSError, ValueError, IndexError):
@@ -355,9 +427,17 @@ class DevCluster:
     async def sbatch(self, *args: str, wrap: str = "sleep 300") -> int:
         """Submit a batch job; returns its id. Output goes to DIR/out."""
         proc = await asyncio.create_subprocess_exec(
-            "sbatch", "--parsable", f"--chdir={self.out_dir}", f"--output={self.out_dir}/slurm-%j.out",
-            *args, "--wrap", wrap, env=self.env, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, cwd=str(self.out_dir),
+            "sbatch",
+            "--parsable",
+            f"--chdir={self.out_dir}",
+            f"--output={self.out_dir}/slurm-%j.out",
+            *args,
+            "--wrap",
+            wrap,
+            env=self.env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=str(self.out_dir),
         )
         out, err = await proc.communicate()
         if proc.returncode != 0:
@@ -365,8 +445,9 @@ class DevCluster:
         return int(out.decode().strip().split(";")[0])
 
     async def scancel(self, job_id: int, *args: str) -> None:
-        await self._exec(["env", f"PATH={self.env['PATH']}", f"SLURM_CONF={self.conf_path}",
-                          "scancel", *args, str(job_id)])
+        await self._exec(
+            ["env", f"PATH={self.env['PATH']}", f"SLURM_CONF={self.conf_path}", "scancel", *args, str(job_id)]
+        )
 
     @staticmethod
     def _async(fn: Callable[[], T]) -> Callable[[], Awaitable[T]]:
@@ -375,8 +456,14 @@ class DevCluster:
 
         return call
 
-    async def _poll(self, read: Callable[[], Awaitable[T]], ok: Callable[[T], bool], timeout: float,
-                    what: str, interval: float = 0.1) -> T:
+    async def _poll(
+        self,
+        read: Callable[[], Awaitable[T]],
+        ok: Callable[[T], bool],
+        timeout: float,
+        what: str,
+        interval: float = 0.1,
+    ) -> T:
         deadline = time.monotonic() + timeout
         last: object = None
         while True:
@@ -399,18 +486,21 @@ class DevCluster:
         async def read() -> Job | None:
             return next((j for j in await client.jobs() if j.job_id == job_id), None)
 
-        job = await self._poll(read, lambda j: j is not None and j.state in wanted, timeout,
-                               f"job {job_id} in {sorted(wanted)}")
+        job = await self._poll(
+            read, lambda j: j is not None and j.state in wanted, timeout, f"job {job_id} in {sorted(wanted)}"
+        )
         assert job is not None
         return job
 
-    async def wait_nodes(self, ok: Callable[[list[Node]], bool], timeout: float = 30.0,
-                         what: str = "nodes") -> list[Node]:
+    async def wait_nodes(
+        self, ok: Callable[[list[Node]], bool], timeout: float = 30.0, what: str = "nodes"
+    ) -> list[Node]:
         client = self.client(timeout=5.0)
         return await self._poll(client.nodes, ok, timeout, what)
 
-    async def wait_node(self, name: str, ok: Callable[[Node], bool], timeout: float = 30.0,
-                        what: str = "") -> Node:
+    async def wait_node(
+        self, name: str, ok: Callable[[Node], bool], timeout: float = 30.0, what: str = ""
+    ) -> Node:
         client = self.client(timeout=5.0)
 
         async def read() -> Node | None:

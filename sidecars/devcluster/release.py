@@ -75,15 +75,18 @@ async def _check(*argv: str, env: dict[str, str] | None = None) -> str:
 
 async def host_release() -> Release:
     """The host's Slurm packages, or ReleaseUnavailable naming what is missing."""
-    missing = [c for c in ("slurmctld", "slurmd", "scontrol", "munged", "unshare", "nsenter") if not shutil.which(c)]
+    missing = [
+        c for c in ("slurmctld", "slurmd", "scontrol", "munged", "unshare", "nsenter") if not shutil.which(c)
+    ]
     if missing:
         raise ReleaseUnavailable(f"not installed on this host: {', '.join(missing)} (run `make setup`)")
     out = await _check("dpkg-query", "-W", "-f=${Version}", "slurmctld")
     return Release("host", None, out.strip().split("-")[0].split("+")[0])
 
 
-async def build_chroot(root: Path | None = None, *, suite: str = "trixie",
-                       mirror: str = "http://deb.debian.org/debian") -> Release:
+async def build_chroot(
+    root: Path | None = None, *, suite: str = "trixie", mirror: str = "http://deb.debian.org/debian"
+) -> Release:
     """Build (once) a chroot with Debian `suite`'s Slurm; later calls return at once.
 
     A lock file makes concurrent callers (parallel test runs) wait for one build.
@@ -131,11 +134,23 @@ async def _build(root: Path, suite: str, mirror: str) -> None:
         'chroot "$R" apt-get clean; rm -rf "$R"/var/lib/apt/lists/*'
     )
     # /proc, /dev and /sys for dpkg live in a private mount namespace and vanish with it
-    await _check("unshare", "--mount", "--propagation", "private", "--", "bash", "-c", script, "bash",
-                 str(root), *CHROOT_PACKAGES)
+    await _check(
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "--",
+        "bash",
+        "-c",
+        script,
+        "bash",
+        str(root),
+        *CHROOT_PACKAGES,
+    )
     (root / "etc/munge/munge.key").unlink(missing_ok=True)  # each cluster has its own key
-    versions = await _check("chroot", str(root), "dpkg-query", "-W", "-f=${Package}=${Version}\\n",
-                            *CHROOT_PACKAGES)
+    versions = await _check(
+        "chroot", str(root), "dpkg-query", "-W", "-f=${Package}=${Version}\\n", *CHROOT_PACKAGES
+    )
     (root / MARKER).write_text(f"suite={suite}\n{versions}built={time.strftime('%FT%TZ', time.gmtime())}\n")
     log.info("chroot_build_done", root=str(root), seconds=round(time.monotonic() - started, 1))
 

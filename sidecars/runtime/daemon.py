@@ -16,8 +16,9 @@ from sidecars.runtime.settings import ConfigError
 EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2
 
 
-async def run_until_signalled(main: Callable[[asyncio.Event], Awaitable[None]],
-                              grace_seconds: float = 1.5) -> int:
+async def run_until_signalled(
+    main: Callable[[asyncio.Event], Awaitable[None]], grace_seconds: float = 1.5
+) -> int:
     """Run `main(stop)`; on SIGTERM/SIGINT set `stop`, give main `grace_seconds` to return, then cancel it."""
     log = structlog.get_logger("sidecars.daemon")
     loop = asyncio.get_running_loop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,8 +78,6 @@ async def serve(app: web.Application, host: str, port: int) -> AsyncIterator[int
 @contextlib.asynccontextmanager
 async def serve_unix(app: web.Application, path: str) -> AsyncIterator[str]:
     """Serve `app` on a unix socket (the worker agent's drain-hook socket), mode 0600."""
-    import os
-
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     try:

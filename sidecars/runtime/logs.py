@@ -27,5 +27,9 @@ def configure(*, json: bool | None = None, level: str = "info") -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
-    logging.basicConfig(level=max(numeric, logging.WARNING), stream=sys.stderr, force=True,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=max(numeric, logging.WARNING),
+        stream=sys.stderr,
+        force=True,
+        format="%(levelname)s %(name)s: %(message)s",
+    )

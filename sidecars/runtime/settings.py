@@ -21,8 +21,16 @@ def env_name(flag: str) -> str:
     return "SIDECARS_" + flag.lstrip("-").upper().replace("-", "_")
 
 
-def flag(parser: argparse.ArgumentParser, name: str, *, env: Mapping[str, str] | None = None,
-         required: bool = False, default: Any = None, multiple: bool = False, **kwargs: Any) -> None:
+def flag(
+    parser: argparse.ArgumentParser,
+    name: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    required: bool = False,
+    default: Any = None,
+    multiple: bool = False,
+    **kwargs: Any,
+) -> None:
     """Add `--name`, defaulting to `SIDECARS_<NAME>` from the environment (comma-separated if multiple)."""
     env = os.environ if env is None else env
     var = env_name(name)
@@ -33,8 +41,7 @@ def flag(parser: argparse.ArgumentParser, name: str, *, env: Mapping[str, str] |
         required = False
     if multiple:
         kwargs["action"] = "append"
-    parser.add_argument(name, required=required, default=default, help=f"{help_text} [env {var}]",
-                        **kwargs)
+    parser.add_argument(name, required=required, default=default, help=f"{help_text} [env {var}]", **kwargs)
 
 
 def parse_addr(value: str, what: str = "--http") -> tuple[str, int]:
@@ -45,7 +52,9 @@ def parse_addr(value: str, what: str = "--http") -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
-def positive(value: Any, what: str, *, conv: Callable[[Any], float] = float, allow_zero: bool = False) -> float:
+def positive(
+    value: Any, what: str, *, conv: Callable[[Any], float] = float, allow_zero: bool = False
+) -> float:
     try:
         number = conv(value)
     except (TypeError, ValueError):

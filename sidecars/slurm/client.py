@@ -54,8 +54,9 @@ class SlurmClient:
         """The same client with some environment changed (e.g. `SLURM_CONF` of a staged candidate)."""
         env = dict(os.environ if self.env is None else self.env)
         env.update(overrides)
-        clone = SlurmClient(env=env, timeout=self.timeout, retry=self.retry, metrics=self.metrics,
-                            output=self.output)
+        clone = SlurmClient(
+            env=env, timeout=self.timeout, retry=self.retry, metrics=self.metrics, output=self.output
+        )
         clone._version = self._version
         return clone
 
@@ -137,8 +138,9 @@ class SlurmClient:
 
     async def ping(self) -> Ping:
         """Which controllers answer. Never raises for a down controller: that is the answer."""
-        r = await run(["scontrol", "ping"], env=self.env, timeout=self.timeout, metrics=self.metrics,
-                      check=False)
+        r = await run(
+            ["scontrol", "ping"], env=self.env, timeout=self.timeout, metrics=self.metrics, check=False
+        )
         return textformat.ping(r.stdout)
 
     async def sdiag_rpcs(self) -> dict[str, int]:
@@ -172,7 +174,7 @@ class SlurmClient:
         return await self.run("scontrol", "reconfigure", retry=False, timeout=timeout)
 
     async def shutdown_controller(self) -> None:
-        """`scontrol shutdown slurmctld`: the controller saves its state and exits (its container restarts)."""
+        """`scontrol shutdown slurmctld`: the controller saves its state and exits; its container restarts."""
         await self.run("scontrol", "shutdown", "slurmctld", retry=False)
 
     async def create_node(self, spec: Mapping[str, str]) -> None:
@@ -182,12 +184,26 @@ class SlurmClient:
     async def delete_node(self, name: str) -> None:
         await self.run("scontrol", "delete", f"nodename={name}")
 
-    async def create_reservation(self, name: str, nodes: Sequence[str], start: str = "now",
-                                 duration: str = "UNLIMITED", flags: str = "MAINT,IGNORE_JOBS",
-                                 users: str = "root") -> None:
-        await self.run("scontrol", "create", "reservation", f"reservation={name}", f"starttime={start}",
-                       f"duration={duration}", f"nodes={hostlist.compress(nodes)}", f"flags={flags}",
-                       f"users={users}")
+    async def create_reservation(
+        self,
+        name: str,
+        nodes: Sequence[str],
+        start: str = "now",
+        duration: str = "UNLIMITED",
+        flags: str = "MAINT,IGNORE_JOBS",
+        users: str = "root",
+    ) -> None:
+        await self.run(
+            "scontrol",
+            "create",
+            "reservation",
+            f"reservation={name}",
+            f"starttime={start}",
+            f"duration={duration}",
+            f"nodes={hostlist.compress(nodes)}",
+            f"flags={flags}",
+            f"users={users}",
+        )
 
     async def delete_reservation(self, name: str) -> None:
         await self.run("scontrol", "delete", f"reservation={name}")

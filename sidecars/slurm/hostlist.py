@@ -41,8 +41,8 @@ def _split_top(expr: str) -> list[str]:
 
 def _expand_range(spec: str, whole: str) -> list[str]:
     out: list[str] = []
-    for item in spec.split(","):
-        item = item.strip()
+    for raw in spec.split(","):
+        item = raw.strip()
         if not item:
             raise HostlistError(f"empty range in {whole!r}")
         lo, sep, hi = item.partition("-")

@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from sidecars.slurm import hostlist
-from sidecars.slurm.errors import SlurmParseError
+from sidecars.slurm.errors import SlurmParseError, SlurmUnreachable
 from sidecars.slurm.models import Job, Node, NodeState, Partition, Reason
 from sidecars.slurm.textformat import gpu_indices
 
@@ -31,8 +31,13 @@ def load(argv: list[str], text: str, key: str) -> list[Obj]:
         raise SlurmParseError(argv, "JSON document is not an object")
     errors = [e for e in doc.get("errors") or [] if isinstance(e, dict)]
     if errors:
-        msg = "; ".join(str(e.get("description") or e.get("error") or e) for e in errors)
-        raise SlurmParseError(argv, msg)
+        # 22.05's `sinfo/squeue --json` exit 0 with `"errors":[{"error":"Unspecified error"}]` and an
+        # empty list when the controller is down: never read that as "no nodes", retry it instead
+        msg = "; ".join(
+            " ".join(str(e[k]) for k in ("source", "description", "error") if e.get(k)) or str(e)
+            for e in errors
+        )
+        raise SlurmUnreachable(argv, f"Slurm reported errors: {msg}")
     items = doc.get(key)
     if not isinstance(items, list):
         raise SlurmParseError(argv, f"JSON document has no list {key!r}")

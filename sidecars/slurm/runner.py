@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -50,6 +51,10 @@ class SlurmMetrics:
 
 
 async def _kill(proc: asyncio.subprocess.Process) -> None:
+    # the whole process group: a wrapper (a shim entering a namespace) may have forked the real client,
+    # which would otherwise keep our pipes open until it gave up by itself
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError):
         proc.kill()
     # reap it so no zombie or transport is left behind; a killed child exits at once
@@ -76,6 +81,7 @@ async def run(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env=dict(env) if env is not None else None,
+        start_new_session=True,
     )
     try:
         out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)

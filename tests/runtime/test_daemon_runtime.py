@@ -1,0 +1,160 @@
+"""What every role shares: flags from the environment, the HTTP face, exit codes and signals."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import signal
+import sys
+import time
+
+import aiohttp
+import pytest
+from prometheus_client import CollectorRegistry, Counter
+
+from sidecars.cli import main as cli_main
+from sidecars.runtime.health import CheckResult, Checks
+from sidecars.runtime.http import DaemonHTTP, serve
+from sidecars.runtime.settings import ConfigError, flag, parse_addr
+
+
+def test_every_flag_can_come_from_the_environment() -> None:
+    p = argparse.ArgumentParser()
+    env = {"SIDECARS_NODE_NAME": "gpu-7", "SIDECARS_SOURCE": "/a,/b"}
+    flag(p, "--node-name", env=env, required=True)
+    flag(p, "--source", env=env, multiple=True)
+    flag(p, "--http", env=env, default="0.0.0.0:9100")
+    args = p.parse_args([])
+    assert (args.node_name, args.source, args.http) == ("gpu-7", ["/a", "/b"], "0.0.0.0:9100")
+    assert p.parse_args(["--node-name", "x"]).node_name == "x"  # a flag beats the environment
+
+
+@pytest.mark.parametrize("bad", ["9100", "host:", "host:99999", ":x"])
+def test_bad_addresses_are_config_errors(bad: str) -> None:
+    with pytest.raises(ConfigError, match="HOST:PORT"):
+        parse_addr(bad)
+
+
+def test_good_addresses() -> None:
+    assert parse_addr("127.0.0.1:0") == ("127.0.0.1", 0)
+    assert parse_addr(":9100") == ("0.0.0.0", 9100)
+    assert parse_addr("[::1]:80") == ("::1", 80)
+
+
+async def test_probe_endpoints_name_each_check() -> None:
+    registry = CollectorRegistry()
+    Counter("slurm_sidecars_things", "things", registry=registry).inc()
+    ready = Checks(timeout=0.2)
+    ready.add("registered", lambda: CheckResult(True, "n1 registered"))
+
+    async def hangs() -> CheckResult:
+        await asyncio.sleep(10)
+        return CheckResult(True)
+
+    ready.add("slow", hangs)
+    live = Checks()
+    live.add("loop", lambda: CheckResult(True, "fresh"))
+    face = DaemonHTTP(registry, liveness=live, readiness=ready, status=lambda: {"generation": 3})
+    async with serve(face.app(), "127.0.0.1", 0) as port, aiohttp.ClientSession() as s:
+        base = f"http://127.0.0.1:{port}"
+        async with s.get(f"{base}/livez") as r:
+            assert r.status == 200 and (await r.json())["checks"]["loop"] == {"ok": True, "detail": "fresh"}
+        async with s.get(f"{base}/readyz") as r:
+            body = await r.json()
+            assert r.status == 503 and not body["ok"]
+            assert body["checks"]["registered"]["ok"] and "within" in body["checks"]["slow"]["detail"]
+        async with s.get(f"{base}/metrics") as r:
+            assert "slurm_sidecars_things_total 1.0" in await r.text()
+        async with s.get(f"{base}/status") as r:
+            assert await r.json() == {"generation": 3}
+
+
+def test_unbuilt_roles_and_bad_invocations_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["probe", "livez", "--url", "not-a-url"]) == 2
+    assert "--url must be an http(s) URL" in capsys.readouterr().err
+    assert cli_main(["no-such-role"]) == 2
+    assert cli_main([]) == 2
+    assert cli_main(["demo", "--nodes", "many"]) == 2
+
+
+async def test_probe_command_exit_codes() -> None:
+    ready = Checks()
+    ready.add("registered", lambda: CheckResult(False, "node n1 is FUTURE"))
+    face = DaemonHTTP(CollectorRegistry(), readiness=ready)
+    async with serve(face.app(), "127.0.0.1", 0) as port:
+        url = f"http://127.0.0.1:{port}"
+        for which, want in (("livez", 0), ("readyz", 1)):
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "sidecars",
+                "probe",
+                which,
+                "--url",
+                url,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            _, err = await proc.communicate()
+            assert proc.returncode == want, err
+        assert b"node n1 is FUTURE" in err
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "sidecars",
+        "probe",
+        "livez",
+        "--url",
+        "http://127.0.0.1:1",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await proc.communicate()
+    assert proc.returncode == 1 and b"unreachable" in err
+
+
+def _mentions(pid: str, text: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return text in f.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+async def test_demo_daemon_stops_on_signal_with_exit_0_and_leaves_nothing(sig: signal.Signals) -> None:
+    if os.environ.get("SIDECARS_NO_SLURM") == "1":
+        pytest.skip("needs the host's Slurm")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "sidecars",
+        "demo",
+        "--nodes",
+        "1",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    seen = b""
+    try:
+        while b"Ctrl-C stops it" not in seen:
+            line = await asyncio.wait_for(proc.stdout.readline(), 60)
+            assert line, f"demo exited early: {(await proc.stderr.read()).decode() if proc.stderr else ''}"
+            seen += line
+        assert b"idle" in seen  # sinfo showed the node
+        started = time.monotonic()
+        proc.send_signal(sig)
+        rc = await asyncio.wait_for(proc.wait(), 10)
+        assert rc == 0
+        assert time.monotonic() - started < 2.0
+        cluster_dir = re.search(rb"is running in (\S+)\.", seen)
+        assert cluster_dir is not None
+        assert not os.path.exists(cluster_dir[1])
+        assert not [p for p in os.listdir("/proc") if p.isdigit() and _mentions(p, cluster_dir[1])]
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()

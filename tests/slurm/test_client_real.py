@@ -1,0 +1,156 @@
+"""The Slurm client against real daemons, on every release: states, GRES, writes, failures."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from sidecars.devcluster import DevCluster
+from sidecars.slurm import (
+    RetryPolicy,
+    SlurmClient,
+    SlurmCommandError,
+    SlurmMetrics,
+    SlurmTimeout,
+    SlurmUnreachable,
+)
+
+
+@pytest.mark.cluster(nodes=2)
+async def test_drain_running_node_then_drained_when_job_ends_then_resume(cluster: DevCluster) -> None:
+    client = cluster.client()
+    job = await cluster.sbatch("-w", "n1", wrap="sleep 3")
+    await cluster.wait_job(job, "RUNNING")
+    await client.drain(["n1"], "slurm-sidecars: test drain")
+    node = await client.node("n1")
+    assert node is not None
+    assert node.state.drain and node.state.busy and not node.state.drained  # DRAINING
+    assert node.reason is not None and node.reason.text == "slurm-sidecars: test drain"
+    assert node.reason.user == "root" and node.reason.time is not None
+    finished = await cluster.wait_job(job, "COMPLETED", timeout=30)
+    assert finished.state == "COMPLETED"  # the drain let it finish
+    await cluster.wait_node("n1", lambda n: n.state.drained, timeout=10)
+    await client.resume(["n1"])
+    await cluster.wait_node("n1", lambda n: not n.state.drain and n.state.base == "IDLE", timeout=10)
+
+
+@pytest.mark.cluster(nodes=2, gpus=4)
+async def test_gres_job_gpu_indices(cluster: DevCluster) -> None:
+    a = await cluster.sbatch("-w", "n1", "--gres=gpu:2", wrap="sleep 60")
+    b = await cluster.sbatch("-w", "n2", "--gres=gpu:3", wrap="sleep 60")
+    ja = await cluster.wait_job(a, "RUNNING")
+    jb = await cluster.wait_job(b, "RUNNING")
+    assert ja.gpu_indices == {"n1": (0, 1)}
+    assert jb.gpu_indices == {"n2": (0, 1, 2)}
+    n1 = await cluster.client().node("n1")
+    assert n1 is not None and n1.gres == "gpu:4" and n1.gres_used.startswith("gpu:2")
+
+
+@pytest.mark.cluster(nodes=2, gpus=2)
+async def test_json_and_text_readers_agree_on_a_live_cluster(cluster: DevCluster) -> None:
+    running = await cluster.sbatch("-w", "n1", "--gres=gpu:1", "-t", "5", wrap="sleep 60")
+    await cluster.sbatch("-w", "n2", "-t", "1", wrap="true")
+    await cluster.wait_job(running, "RUNNING")
+    await cluster.sbatch("-w", "n1", "--gres=gpu:2", wrap="true")  # pending behind the first
+    auto, text = cluster.client(), cluster.client(output="text")
+    await auto.drain(["n2"], "admin: maintenance window")
+    for _ in range(3):  # the cluster moves on between two reads; a quiet moment compares equal
+        a_nodes, t_nodes = await auto.nodes(), await text.nodes()
+        a_jobs, t_jobs = await auto.jobs(), await text.jobs()
+        if a_nodes == t_nodes and a_jobs == t_jobs:
+            break
+        await asyncio.sleep(0.5)
+    assert a_nodes == t_nodes
+    assert a_jobs == t_jobs
+    assert len(a_jobs) == 3
+    assert await auto.partitions() == await text.partitions()
+
+
+@pytest.mark.cluster(nodes=1)
+async def test_reconfigure_keeps_running_jobs(cluster: DevCluster) -> None:
+    client = cluster.client()
+    job = await cluster.sbatch(wrap="sleep 120")
+    await cluster.wait_job(job, "RUNNING")
+    conf = cluster.conf_path.read_text().replace("MaxTime=INFINITE", "MaxTime=90")
+    cluster.conf_path.write_text(conf)
+    result = await client.reconfigure()
+    assert result.returncode == 0
+    (part,) = await cluster.client().partitions()
+    deadline = time.monotonic() + 15
+    while part.max_time_minutes != 90 and time.monotonic() < deadline:  # 24.11 re-execs the controller
+        await asyncio.sleep(0.1)
+        (part,) = await client.partitions()
+    assert part.max_time_minutes == 90
+    assert (await cluster.wait_job(job, "RUNNING")).state == "RUNNING"
+
+
+@pytest.mark.cluster(nodes=1)
+async def test_controller_down_is_unreachable_after_bounded_retries_then_recovers(
+    cluster: DevCluster,
+) -> None:
+    registry = CollectorRegistry()
+    # Slurm's own clients retry a refused connection for ~9 s before saying so; a shorter timeout of
+    # ours turns each attempt into a SlurmTimeout, which is just as transient
+    client = SlurmClient(
+        env=cluster.env,
+        timeout=2.0,
+        metrics=SlurmMetrics(registry),
+        retry=RetryPolicy(attempts=3, max_seconds=30, initial_wait=0.05, max_wait=0.2),
+    )
+    await client.version()
+    await cluster.stop_slurmctld(crash=True)
+    started = time.monotonic()
+    with pytest.raises(SlurmUnreachable):
+        await client.nodes()
+    assert time.monotonic() - started < 15
+    command = "sinfo" if (await client.version()).major == 22 else "scontrol show"
+    attempts = sum(
+        registry.get_sample_value(
+            "slurm_sidecars_slurm_commands_total", {"command": command, "result": result}
+        )
+        or 0
+        for result in ("timeout", "unreachable")
+    )
+    assert attempts == 3  # bounded: exactly the attempts allowed
+    assert not (await client.ping()).up
+    await cluster.start_slurmctld()
+    assert [n.name for n in await client.nodes()] == ["n1"]
+    assert (await client.ping()).up
+
+
+@pytest.mark.cluster(nodes=1)
+async def test_permanent_errors_are_raised_at_once_with_slurms_words(cluster: DevCluster) -> None:
+    registry = CollectorRegistry()
+    client = SlurmClient(env=cluster.env, metrics=SlurmMetrics(registry))
+    with pytest.raises(SlurmCommandError) as info:
+        await client.drain(["nosuch"], "slurm-sidecars: x")
+    assert "Invalid node name" in info.value.message
+    assert (
+        registry.get_sample_value(
+            "slurm_sidecars_slurm_commands_total", {"command": "scontrol update", "result": "error"}
+        )
+        == 1
+    )
+    assert await client.node("nosuch") is None
+
+
+async def test_timeout_kills_the_child(tmp_path: object) -> None:
+    from sidecars.slurm.runner import run
+
+    started = time.monotonic()
+    with pytest.raises(SlurmTimeout):
+        await run(["sleep", "30"], timeout=0.2)
+    assert time.monotonic() - started < 5  # and the leak guard checks that `sleep` is gone
+
+
+async def test_cancellation_kills_the_child() -> None:
+    from sidecars.slurm.runner import run
+
+    task = asyncio.ensure_future(run(["sleep", "30"], timeout=60))
+    await asyncio.sleep(0.2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task

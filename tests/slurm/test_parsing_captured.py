@@ -1,0 +1,171 @@
+"""The JSON and text readers on real output captured from Slurm 22.05 and 24.11 (tests/data).
+
+The captured scenario, the same on both releases: job 1 (gpu:2, 10 min) RUNNING on n1, job 2 (5 min)
+RUNNING on n2 which an admin drained ("maint test"), job 3 (no limit) RUNNING on n3, job 4 (gpu:1,
+2 min) PENDING for Resources.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sidecars.slurm import NodeState, jsonformat, textformat
+from sidecars.slurm.errors import SlurmParseError, SlurmUnreachable
+
+DATA = Path(__file__).parent.parent / "data"
+RELEASES = ["slurm-22.05", "slurm-24.11"]
+
+
+def read(release: str, name: str) -> str:
+    return (DATA / release / name).read_text()
+
+
+def json_nodes(release: str) -> list[jsonformat.Obj]:
+    name = "sinfo--json.json" if release == "slurm-22.05" else "scontrol-show-nodes--json.json"
+    return jsonformat.load(["x"], read(release, name), "nodes")
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_nodes_json_and_text_agree(release: str) -> None:
+    from_json = {n.name: n for n in map(jsonformat.node, json_nodes(release))}
+    from_text = {n.name: n for n in textformat.nodes(read(release, "scontrol--o-show-node.txt"))}
+    assert set(from_json) == {"n1", "n2", "n3"}
+    for name, n in from_text.items():
+        j = from_json[name]
+        # the capture's text lacks -d, so GresUsed is absent there; the rest must agree exactly
+        assert n.state == j.state and n.reason == j.reason, name
+        assert (n.cpus, n.alloc_cpus, n.real_memory, n.gres, n.address, n.hostname, n.partitions) == (
+            j.cpus,
+            j.alloc_cpus,
+            j.real_memory,
+            j.gres,
+            j.address,
+            j.hostname,
+            j.partitions,
+        )
+        assert (n.boot_time, n.slurmd_start_time, n.version) == (j.boot_time, j.slurmd_start_time, j.version)
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_node_states_and_reasons(release: str) -> None:
+    nodes = {n.name: n for n in map(jsonformat.node, json_nodes(release))}
+    assert nodes["n2"].state == NodeState("ALLOCATED", frozenset({"DRAIN"}))
+    assert nodes["n2"].state.drain and nodes["n2"].state.busy and not nodes["n2"].state.drained
+    assert nodes["n2"].reason is not None
+    assert (nodes["n2"].reason.text, nodes["n2"].reason.user) == ("maint test", "root")
+    assert nodes["n2"].reason.time and nodes["n2"].reason.time > 1_700_000_000
+    assert nodes["n1"].reason is None and nodes["n1"].gres == "gpu:4"
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_jobs_json_and_text_agree(release: str) -> None:
+    from_json = {
+        j.job_id: j
+        for j in map(jsonformat.job, jsonformat.load(["x"], read(release, "squeue--json.json"), "jobs"))
+    }
+    from_text = {j.job_id: j for j in textformat.jobs(read(release, "scontrol--o-show-job--d.txt"))}
+    assert from_json == from_text
+    j1, j3, j4 = from_json[1], from_json[3], from_json[4]
+    assert j1.state == "RUNNING" and j1.nodes == ("n1",) and j1.gpu_indices == {"n1": (0, 1)}
+    assert j1.time_limit_minutes == 10 and j1.start_time and j1.end_time == j1.start_time + 600
+    assert j3.time_limit_minutes is None and j3.end_time is None  # unlimited: no expected end
+    assert j4.state == "PENDING" and j4.start_time is None and j4.state_reason == "Resources"
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_partitions_text(release: str) -> None:
+    (p,) = textformat.partitions(read(release, "scontrol--o-show-partition.txt"))
+    assert (p.name, p.nodes, p.state, p.max_time_minutes, p.total_cpus) == (
+        "debug",
+        ("n1", "n2", "n3"),
+        "UP",
+        None,
+        3,
+    )
+
+
+def test_partitions_json_24_11_agrees_with_text() -> None:
+    doc = read("slurm-24.11", "scontrol-show-partition--json.json")
+    assert [
+        jsonformat.partition(o) for o in jsonformat.load(["x"], doc, "partitions")
+    ] == textformat.partitions(read("slurm-24.11", "scontrol--o-show-partition.txt"))
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_config_ping_and_sdiag(release: str) -> None:
+    conf = textformat.config(read(release, "scontrol-show-config.txt"))
+    assert conf["SelectType"] == "select/cons_tres" and conf["SlurmctldPort"].isdigit()
+    assert textformat.ping(read(release, "scontrol-ping.txt")).up
+    rpcs = textformat.sdiag_rpcs(read(release, "sdiag.txt"))
+    assert rpcs["REQUEST_NODE_INFO"] > 0 and rpcs["REQUEST_PARTITION_INFO"] > 0
+
+
+def test_unknown_json_shapes_fail_clearly() -> None:
+    with pytest.raises(SlurmParseError, match="not JSON"):
+        jsonformat.load(["squeue"], "<html>", "jobs")
+    with pytest.raises(SlurmParseError, match="no list 'jobs'"):
+        jsonformat.load(["squeue"], "{}", "jobs")
+    with pytest.raises(SlurmUnreachable, match="Invalid"):
+        jsonformat.load(
+            ["squeue"], json.dumps({"errors": [{"description": "Invalid job id"}], "jobs": []}), "jobs"
+        )
+
+
+def test_json_errors_with_exit_0_are_not_an_empty_cluster() -> None:
+    """What 22.05's `sinfo --json` prints, with exit 0, while the controller is down (seen here)."""
+    doc = {"meta": {}, "errors": [{"error": "Unspecified error", "errno": -1}], "nodes": []}
+    with pytest.raises(SlurmUnreachable, match="Unspecified error"):
+        jsonformat.load(["sinfo", "--json"], json.dumps(doc), "nodes")
+
+
+def test_newer_data_parser_shapes() -> None:
+    """v0.0.43/44 (Slurm 25.x/26.x) keep the v0.0.42 shapes for what we read: state lists and
+    {set, infinite, number} numbers; an unlimited job is `infinite`."""
+    obj = {
+        "job_id": 7,
+        "name": "big",
+        "user_name": "alice",
+        "job_state": ["RUNNING", "COMPLETING"],
+        "partition": "gpu",
+        "nodes": "g[1-2]",
+        "start_time": {"set": True, "infinite": False, "number": 1000},
+        "end_time": {"set": True, "infinite": False, "number": 4600},
+        "time_limit": {"set": True, "infinite": False, "number": 60},
+        "submit_time": {"set": True, "infinite": False, "number": 900},
+        "cpus": {"set": True, "infinite": False, "number": 16},
+        "gres_detail": ["gpu:4(IDX:0-3)", "gpu:2(IDX:1,3)"],
+        "job_resources": {"nodes": {"allocation": [{"name": "g1"}, {"name": "g2"}]}},
+    }
+    job = jsonformat.job(obj)
+    assert job.state == "RUNNING" and job.nodes == ("g1", "g2") and job.cpus == 16
+    assert job.gpu_indices == {"g1": (0, 1, 2, 3), "g2": (1, 3)}
+    assert job.end_time == 4600 and job.time_limit_minutes == 60
+    unlimited = jsonformat.job({**obj, "time_limit": {"set": False, "infinite": True, "number": 0}})
+    assert unlimited.time_limit_minutes is None and unlimited.end_time is None
+
+
+@pytest.mark.parametrize(
+    ("text", "minutes"),
+    [("UNLIMITED", None), ("00:10:00", 10), ("1-02:03:00", 1563), ("30:00", 30), ("5", 5), ("00:00:30", 1)],
+)
+def test_durations(text: str, minutes: int | None) -> None:
+    assert textformat.parse_minutes(text) == minutes
+
+
+def test_text_values_with_spaces_and_repeated_keys() -> None:
+    line = (
+        "NodeName=x1 OS=Linux 6.1 #1 SMP State=IDLE+DRAIN CPUTot=8 "
+        "Reason=needs = care [ops@2026-01-02T03:04:05]"
+    )
+    (node,) = textformat.nodes(line)
+    assert node.state.drained and node.reason is not None
+    assert (node.reason.text, node.reason.user) == ("needs = care", "ops")
+    job = (
+        "JobId=5 JobState=RUNNING NodeList=a[1-3] TimeLimit=01:00:00 StartTime=2026-01-01T00:00:00 "
+        "  Nodes=a[1-2] CPU_IDs=0 Mem=0 GRES=gpu:2(IDX:0-1)   Nodes=a3 CPU_IDs=0 Mem=0 GRES=gpu:1(IDX:3)"
+    )
+    (j,) = textformat.jobs(job)
+    assert j.gpu_indices == {"a1": (0, 1), "a2": (0, 1), "a3": (3,)}
