@@ -8,6 +8,10 @@ import sys
 import structlog
 
 
+def _stderr_logger(*_: object) -> structlog.PrintLogger:
+    return structlog.PrintLogger(file=sys.stderr)
+
+
 def configure(*, json: bool | None = None, level: str = "info") -> None:
     """Configure structlog and the stdlib root logger (aiohttp, kubernetes-asyncio log through it)."""
     if json is None:
@@ -24,7 +28,8 @@ def configure(*, json: bool | None = None, level: str = "info") -> None:
     structlog.configure(
         processors=[*shared, structlog.processors.format_exc_info, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        # look sys.stderr up per logger, not once: test runners swap and close it between tests
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(

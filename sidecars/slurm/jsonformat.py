@@ -4,8 +4,9 @@
   unlimited = null, features as a comma string, `job_resources.allocated_nodes[].nodename`.
 - 23.02+ and 24.11 (data_parser v0.0.40-v0.0.42): state lists `["ALLOCATED","DRAIN"]`, numbers as
   `{"set":..,"infinite":..,"number":..}`, features as lists, `job_resources.nodes.allocation[].name`.
-- 25.x/26.x (v0.0.43/v0.0.44, from Slurm's published OpenAPI description): the v0.0.42 shapes for
-  every field read here, so the same readers apply.
+- 25.x/26.x (v0.0.43-v0.0.45, checked field by field against Slurm's published OpenAPI documents):
+  the v0.0.42 shapes for every field read here (only enum lists grow: EXTERNAL and BLOCKED node
+  states in v0.0.44), so the same readers apply.
 """
 
 from __future__ import annotations

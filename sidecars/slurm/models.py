@@ -10,7 +10,19 @@ from dataclasses import dataclass, field
 
 # Base node states as Slurm names them (upper case, as in `scontrol show node`).
 BASE_STATES = frozenset(
-    {"IDLE", "ALLOCATED", "MIXED", "DOWN", "ERROR", "FUTURE", "UNKNOWN", "PLANNED", "END"}
+    {
+        "IDLE",
+        "ALLOCATED",
+        "MIXED",
+        "DOWN",
+        "ERROR",
+        "FUTURE",
+        "UNKNOWN",
+        "PLANNED",
+        "END",
+        "EXTERNAL",
+        "BLOCKED",
+    }
 )
 # States that mean a job still holds the node.
 BUSY_STATES = frozenset({"ALLOCATED", "MIXED"})
