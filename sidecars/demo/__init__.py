@@ -1,0 +1,73 @@
+"""`slurm-sidecars demo`: the sidecars on a real Slurm on this machine, no Kubernetes needed.
+
+Without `--tour` it runs until Ctrl-C with a live status table; with `--tour` it walks through the
+features and exits 0 with a summary."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from sidecars.runtime.daemon import run as run_daemon
+from sidecars.runtime.settings import ConfigError, flag
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    flag(
+        p,
+        "--release",
+        default="host",
+        choices=["host", "chroot"],
+        help="host: this machine's Slurm packages; chroot: Debian 13's 24.11 in a chroot",
+    )
+    flag(p, "--nodes", default="3", help="number of slurmd nodes (3 to 16)")
+    p.add_argument("--tour", action="store_true", help="walk through the features, then exit")
+
+
+def main(args: argparse.Namespace) -> int:
+    from sidecars.demo.live import live_table
+    from sidecars.demo.stack import DemoStack
+    from sidecars.demo.tour import run_tour
+    from sidecars.devcluster import build_chroot, host_release
+    from sidecars.devcluster.release import ReleaseUnavailable
+
+    try:
+        nodes = int(args.nodes)
+    except ValueError:
+        raise ConfigError(f"--nodes: not a number: {args.nodes!r}") from None
+    if not 3 <= nodes <= 16:
+        raise ConfigError(f"--nodes: must be 3..16, got {nodes}")
+    outcome: list[bool] = []
+
+    async def body(stop: asyncio.Event) -> None:
+        try:
+            release = await (host_release() if args.release == "host" else build_chroot())
+        except ReleaseUnavailable as exc:
+            raise ConfigError(str(exc)) from None
+        print(
+            f"starting Slurm {release.version}, config-sync, the control plane and {nodes} worker agents ...",
+            flush=True,
+        )
+        async with DemoStack(release, nodes) as stack:
+            c = stack.cluster
+            print(
+                f"\nSlurm {release.version} is running in {c.dir}.\n"
+                f"  config-sync status:   {stack.config_sync_url}/status\n"
+                f"  control plane:        {stack.control_plane_url}/v1/nodes (token in {stack.token_file})\n"
+                f"  the ConfigMap to edit: {c.dir / 'configmap'} (edit ..data/slurm.conf via a new version)\n"
+                f"  Slurm from a shell:   export SLURM_CONF={c.conf_path} PATH={c.bin_dir}:$PATH\n"
+                f"  logs:                 {c.log_dir}\n",
+                flush=True,
+            )
+            if args.tour:
+                outcome.append(await run_tour(stack))
+                return
+            print("Ctrl-C stops it and removes everything.", flush=True)
+            await live_table(stack, stop)
+        print("stopped; nothing left running", file=sys.stderr)
+
+    code = run_daemon(body)
+    if code == 0 and outcome and not outcome[0]:
+        return 1
+    return code

@@ -1,0 +1,200 @@
+"""Everything on one machine: a real Slurm, config-sync on a ConfigMap-like volume, the control plane
+and one worker agent per node, each started through the `slurm-sidecars` command as in a pod."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import shlex
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+import aiohttp
+import structlog
+
+from sidecars.devcluster import ClusterSpec, DevCluster, Release
+from sidecars.devcluster.volume import AtomicVolume
+
+log = structlog.get_logger(__name__)
+
+
+class DemoError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Role:
+    name: str
+    url: str
+    process: asyncio.subprocess.Process
+    log_path: Path
+
+
+@dataclass
+class DemoStack:
+    release: Release
+    nodes: int = 3
+    cluster: DevCluster = field(init=False)
+    roles: dict[str, Role] = field(default_factory=dict, init=False)
+    volume: AtomicVolume = field(init=False)
+    token_file: Path = field(init=False)
+    sockets: dict[str, Path] = field(default_factory=dict, init=False)
+
+    @property
+    def config_sync_url(self) -> str:
+        return self.roles["config-sync"].url
+
+    @property
+    def control_plane_url(self) -> str:
+        return self.roles["control-plane"].url
+
+    @property
+    def token(self) -> str:
+        return self.token_file.read_text().strip()
+
+    async def __aenter__(self) -> DemoStack:
+        # the partition limit gives jobs an expected end, which the scale-in order ranks by
+        self.cluster = DevCluster(
+            self.release, ClusterSpec(nodes=self.nodes, gpus=4, partition_max_time="60")
+        )
+        await self.cluster.start()
+        try:
+            await self._start_roles()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    async def _start_roles(self) -> None:
+        d = self.cluster.dir
+        etc = self.cluster.conf_path.parent
+        self.volume = AtomicVolume(d / "configmap")
+        self.volume.write({p.name: p.read_text() for p in sorted(etc.iterdir()) if p.suffix == ".conf"})
+        self.token_file = d / "token"
+        self.token_file.write_text(secrets.token_urlsafe(32) + "\n")
+        self.token_file.chmod(0o600)
+        port = free_port()
+        await self._spawn(
+            "config-sync",
+            port,
+            [
+                "config-sync",
+                "--source",
+                str(d / "configmap"),
+                "--target",
+                str(etc),
+                "--state-dir",
+                str(d / "config-sync-state"),
+                "--settle-seconds",
+                "1",
+            ],
+        )
+        port = free_port()
+        await self._spawn("control-plane", port, ["control-plane", "--token-file", str(self.token_file)])
+        for name in self.cluster.node_names:
+            sock = d / "run" / f"agent-{name}.sock"
+            self.sockets[name] = sock
+            await self._spawn(
+                f"worker-{name}",
+                free_port(),
+                [
+                    "worker",
+                    "--node-name",
+                    name,
+                    "--socket",
+                    str(sock),
+                    "--control-plane",
+                    self.control_plane_url,
+                    "--token-file",
+                    str(self.token_file),
+                    "--job-mapping-dir",
+                    str(d / "gpu-jobs" / name),
+                    "--slurmd-restart-command",
+                    shlex.join(self.cluster.slurmd_argv(name)),
+                    "--registration-timeout-seconds",
+                    "30",
+                    "--poll-seconds",
+                    "5",
+                ],
+            )
+        await self._wait_ready(60)
+
+    async def _spawn(self, name: str, port: int, args: list[str]) -> None:
+        log_path = self.cluster.log_dir / f"{name}.log"
+        out = log_path.open("ab")
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "sidecars",
+                "--log-format",
+                "json",
+                *args,
+                "--http",
+                f"127.0.0.1:{port}",
+                env=self.cluster.env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+            )
+        finally:
+            out.close()
+        self.roles[name] = Role(name, f"http://127.0.0.1:{port}", proc, log_path)
+
+    async def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        pending = dict(self.roles)
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as s:
+            while pending:
+                for name, role in list(pending.items()):
+                    if role.process.returncode is not None:
+                        tail = role.log_path.read_text()[-1500:]
+                        raise DemoError(f"{name} exited with {role.process.returncode}:\n{tail}")
+                    with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                        async with s.get(role.url + "/readyz") as r:
+                            if r.status == 200:
+                                del pending[name]
+                if time.monotonic() > deadline:
+                    raise DemoError(
+                        f"not ready after {timeout:g}s: {', '.join(pending)} (see {self.cluster.log_dir})"
+                    )
+                await asyncio.sleep(0.2)
+
+    async def stop(self) -> None:
+        procs = [r.process for r in self.roles.values() if r.process.returncode is None]
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                p.terminate()
+        for p in procs:
+            try:
+                await asyncio.wait_for(p.wait(), 5)
+            except TimeoutError:
+                p.kill()
+                await p.wait()
+        await self.cluster.stop()
+
+    async def get(self, url: str, *, auth: bool = False) -> object:
+        headers = {"Authorization": f"Bearer {self.token}"} if auth else {}
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s,
+            s.get(url, headers=headers) as r,
+        ):
+            if r.content_type == "application/json":
+                return await r.json()
+            return await r.text()

@@ -1,0 +1,199 @@
+"""`slurm-sidecars demo --tour`: walk through what the sidecars do, on the real local Slurm, and
+exit 0 with a summary (1 when a step did not show what it should)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sidecars.demo.stack import DemoStack
+
+
+class StepFailed(RuntimeError):
+    pass
+
+
+def say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+async def until(what: str, check: Callable[[], Awaitable[Any]], timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise StepFailed(f"timed out after {timeout:g}s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def _status(stack: DemoStack) -> dict[str, Any]:
+    body = await stack.get(stack.config_sync_url + "/status")
+    assert isinstance(body, dict)
+    return body
+
+
+async def step_jobs(stack: DemoStack) -> str:
+    c = stack.cluster
+    ids = [
+        await c.sbatch("-w", "n1", "--gres=gpu:2", "-t", "30", wrap="sleep 600"),
+        await c.sbatch("-w", "n2", "-t", "5", wrap="sleep 600"),
+    ]
+    for job in ids:
+        await c.wait_job(job, "RUNNING", timeout=30)
+    say(f"  jobs {ids[0]} (2 GPUs, 30 min limit) on n1 and {ids[1]} (5 min) on n2 are RUNNING")
+    files = (
+        sorted(p.name for p in (c.dir / "gpu-jobs" / "n1").glob("*"))
+        if (c.dir / "gpu-jobs" / "n1").exists()
+        else []
+    )
+    say(f"  dcgm-exporter job-mapping files on n1: {files or 'none yet'}")
+    return f"2 jobs running (GPU indices mapped on n1: {','.join(files) or '-'})"
+
+
+async def step_valid_change(stack: DemoStack) -> str:
+    client = stack.cluster.client()
+    before = (await _status(stack))["applied"]["generation"]
+    conf = stack.volume.files()["slurm.conf"].decode()
+    new = re.sub(r"MaxTime=\S+", "MaxTime=120", conf)
+    started = time.monotonic()
+    stack.volume.update({"slurm.conf": new})
+    say(
+        "  edited slurm.conf in the ConfigMap volume (kubelet-style ..data swap): partition MaxTime 60 -> 120"
+    )
+    await until("the change applied", lambda: _applied_after(stack, before))
+    seconds = time.monotonic() - started
+    (part,) = await client.partitions()
+    if part.max_time_minutes != 120:
+        raise StepFailed(f"slurmctld reports MaxTime={part.max_time_minutes}, not 120")
+    say(f"  applied and verified in {seconds:.2f}s (includes the settle period); scontrol shows MaxTime=120")
+    return f"valid change applied and verified in {seconds:.2f}s"
+
+
+async def _applied_after(stack: DemoStack, generation: int) -> bool:
+    status = await _status(stack)
+    return bool(status["applied"]["generation"] > generation and not status["pending"])
+
+
+async def step_broken_change(stack: DemoStack) -> str:
+    client = stack.cluster.client()
+    pid = stack.cluster.hostpid("slurmctld")
+    good = stack.volume.files()["slurm.conf"].decode()
+    stack.volume.update({"slurm.conf": good + "ThisIsNotAKey=1\n"})
+    say("  added a line Slurm does not know (ThisIsNotAKey=1) to slurm.conf")
+
+    async def rejected() -> dict[str, Any] | None:
+        status = await _status(stack)
+        return status["rejected"] if status.get("rejected") and not status["pending"] else None
+
+    rejection = await until("the rejection", rejected)
+    say(f"  rejected: {rejection['reason']}")
+    if not (await client.ping()).up or stack.cluster.hostpid("slurmctld") != pid:
+        raise StepFailed("slurmctld did not keep running")
+    on_disk = (stack.cluster.conf_path).read_text()
+    if "ThisIsNotAKey" in on_disk:
+        raise StepFailed("the broken file reached slurmctld's directory")
+    say(f"  slurmctld kept PID {pid} and answers; its directory still holds the last known good set")
+    stack.volume.update({"slurm.conf": good})
+    return "broken change rejected in Slurm's words; scheduler untouched"
+
+
+async def step_scale_in(stack: DemoStack) -> str:
+    order = await stack.get(stack.control_plane_url + "/v1/scale-in-order", auth=True)
+    nodes = await stack.get(stack.control_plane_url + "/v1/nodes", auth=True)
+    assert isinstance(order, list) and isinstance(nodes, list)
+    busy = {n["name"]: n.get("busy_until") for n in nodes}
+    say(
+        "  scale-in order (first to go first): "
+        + ", ".join(
+            f"{n} ({'idle' if not busy.get(n) or busy[n] <= time.time() else f'busy {int(busy[n] - time.time())}s'})"
+            for n in order
+        )
+    )
+    if order and order[0] in {"n1", "n2"}:
+        raise StepFailed(f"a busy node ranks first: {order}")
+    return "scale-in order: " + " > ".join(order)
+
+
+async def step_drain(stack: DemoStack) -> str:
+    c = stack.cluster
+    job = await c.sbatch("-w", "n3", "-t", "2", wrap="sleep 4")
+    await c.wait_job(job, "RUNNING", timeout=30)
+    say(
+        f"  job {job} (4 s of work) runs on n3; the pod of n3 is told to terminate: preStop runs the drain hook"
+    )
+    started = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "sidecars",
+        "drain-hook",
+        "--socket",
+        str(stack.sockets["n3"]),
+        "--timeout-seconds",
+        "60",
+        env=c.env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await proc.communicate()
+    hook_done = time.time()
+    finished = await c.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED"}, timeout=10)
+    if proc.returncode != 0 or finished.state != "COMPLETED":
+        raise StepFailed(f"drain hook exit {proc.returncode}, job {finished.state}: {out.decode()[-500:]}")
+    node = await c.client().node("n3")
+    if node is None or not node.state.drained:
+        raise StepFailed(f"n3 is not drained after the hook: {node}")
+    end = finished.end_time or hook_done
+    say(
+        f"  job {job} COMPLETED (not killed); hook returned {max(0.0, hook_done - end):.2f}s after it ended,"
+        f" {time.monotonic() - started:.1f}s after it started; n3 is {node.state}"
+    )
+    return f"n3 drained; its job finished; hook returned {max(0.0, hook_done - end):.2f}s after the job's end"
+
+
+async def step_metrics(stack: DemoStack) -> str:
+    wanted = (
+        "slurm_sidecars_config_applies_total",
+        "slurm_sidecars_drain_seconds_count",
+        "slurm_sidecars_slurm_commands_total",
+    )
+    shown = 0
+    for role in stack.roles.values():
+        text = await stack.get(role.url + "/metrics")
+        assert isinstance(text, str)
+        for line in text.splitlines():
+            if line.startswith(wanted) and not line.endswith(" 0.0"):
+                say(f"  {role.name}: {line}")
+                shown += 1
+    return f"{shown} metric series shown"
+
+
+STEPS: list[tuple[str, Callable[[DemoStack], Awaitable[str]]]] = [
+    ("Submit jobs", step_jobs),
+    ("A valid config change", step_valid_change),
+    ("A broken config change", step_broken_change),
+    ("The scale-in order", step_scale_in),
+    ("A worker scaled in", step_drain),
+    ("The metrics", step_metrics),
+]
+
+
+async def run_tour(stack: DemoStack) -> bool:
+    results: list[tuple[str, bool, str]] = []
+    for i, (title, step) in enumerate(STEPS, 1):
+        say(f"\n[{i}/{len(STEPS)}] {title}")
+        try:
+            results.append((title, True, await step(stack)))
+        except Exception as exc:
+            say(f"  FAILED: {exc}")
+            results.append((title, False, str(exc)))
+    say("\nSummary")
+    for title, ok, note in results:
+        say(f"  {'ok  ' if ok else 'FAIL'} {title}: {note}")
+    return all(ok for _, ok, _ in results)
