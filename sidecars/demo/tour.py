@@ -104,17 +104,22 @@ async def step_broken_change(stack: DemoStack) -> str:
 
 
 async def step_scale_in(stack: DemoStack) -> str:
+    async def fleet() -> list[dict[str, Any]]:
+        nodes = await stack.get(stack.control_plane_url + "/v1/nodes", auth=True)
+        assert isinstance(nodes, list)
+        return nodes if all(n["jobs"] for n in nodes if n["name"] in {"n1", "n2"}) else []
+
+    nodes = await until("the control plane's view of the running jobs", fleet, timeout=10)
     order = await stack.get(stack.control_plane_url + "/v1/scale-in-order", auth=True)
-    nodes = await stack.get(stack.control_plane_url + "/v1/nodes", auth=True)
-    assert isinstance(order, list) and isinstance(nodes, list)
+    assert isinstance(order, list)
+    now = time.time()
     busy = {n["name"]: n.get("busy_until") for n in nodes}
-    say(
-        "  scale-in order (first to go first): "
-        + ", ".join(
-            f"{n} ({'idle' if not busy.get(n) or busy[n] <= time.time() else f'busy {int(busy[n] - time.time())}s'})"
-            for n in order
-        )
-    )
+
+    def label(name: str) -> str:
+        until_ = busy.get(name)
+        return "idle" if not until_ or until_ <= now else f"busy for {int(until_ - now)}s more"
+
+    say("  scale-in order (first to go first): " + ", ".join(f"{n} ({label(n)})" for n in order))
     if order and order[0] in {"n1", "n2"}:
         raise StepFailed(f"a busy node ranks first: {order}")
     return "scale-in order: " + " > ".join(order)
@@ -124,9 +129,7 @@ async def step_drain(stack: DemoStack) -> str:
     c = stack.cluster
     job = await c.sbatch("-w", "n3", "-t", "2", wrap="sleep 4")
     await c.wait_job(job, "RUNNING", timeout=30)
-    say(
-        f"  job {job} (4 s of work) runs on n3; the pod of n3 is told to terminate: preStop runs the drain hook"
-    )
+    say(f"  job {job} (4 s of work) runs on n3; n3's pod is told to terminate: preStop runs the drain hook")
     started = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
