@@ -47,13 +47,15 @@ async def step_jobs(stack: DemoStack) -> str:
     for job in ids:
         await c.wait_job(job, "RUNNING", timeout=30)
     say(f"  jobs {ids[0]} (2 GPUs, 30 min limit) on n1 and {ids[1]} (5 min) on n2 are RUNNING")
-    files = (
-        sorted(p.name for p in (c.dir / "gpu-jobs" / "n1").glob("*"))
-        if (c.dir / "gpu-jobs" / "n1").exists()
-        else []
-    )
-    say(f"  dcgm-exporter job-mapping files on n1: {files or 'none yet'}")
-    return f"2 jobs running (GPU indices mapped on n1: {','.join(files) or '-'})"
+    mapping = c.dir / "gpu-jobs" / "n1"
+
+    async def mapped() -> dict[str, str]:
+        found = {p.name: p.read_text().strip() for p in mapping.glob("[0-9]*")} if mapping.exists() else {}
+        return found if len(found) == 2 else {}
+
+    files = await until("the GPU job-mapping files on n1", mapped, timeout=15)
+    say(f"  dcgm-exporter job-mapping files on n1 (GPU index -> job): {dict(sorted(files.items()))}")
+    return f"2 jobs running; GPUs {','.join(sorted(files))} of n1 mapped to job {ids[0]}"
 
 
 async def step_valid_change(stack: DemoStack) -> str:
