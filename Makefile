@@ -9,7 +9,7 @@ setup:
 	@bash scripts/setup.sh
 
 demo: setup
-	$(VENV)/bin/slurm-sidecars demo
+	$(VENV)/bin/slurm-sidecars demo --tour
 
 test: setup
 	$(PY) -m pytest
