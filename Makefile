@@ -23,5 +23,8 @@ typecheck: setup
 
 check: lint typecheck test
 
+bench: setup
+	$(PY) bench/run_all.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
