@@ -15,8 +15,8 @@ test: setup
 	$(PY) -m pytest
 
 lint: setup
-	$(VENV)/bin/ruff check sidecars tests bench
-	$(VENV)/bin/ruff format --check sidecars tests bench
+	$(VENV)/bin/ruff check sidecars tests bench scripts
+	$(VENV)/bin/ruff format --check sidecars tests bench scripts
 
 typecheck: setup
 	$(VENV)/bin/mypy
