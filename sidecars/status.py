@@ -88,6 +88,7 @@ class NodeRow:
 class JobRow:
     job_id: int
     state: str
+    why: str  # Slurm's reason while pending (Resources, Priority, ...)
     partition: str
     user: str
     name: str
@@ -198,6 +199,7 @@ async def read_slurm(settings: StatusSettings, snap: Snapshot) -> None:
         JobRow(
             job_id=j.job_id,
             state=j.state,
+            why=j.state_reason if j.state == "PENDING" else "",
             partition=j.partition,
             user=j.user,
             name=j.name,
@@ -289,10 +291,11 @@ def render(snap: Snapshot, now: float | None = None) -> str:
         if not draining:
             out.append("none")
         for n in sorted(draining, key=lambda n: (n.busy_until or 0, n.name)):
-            who = "by slurm-sidecars" if (n.reason or "").startswith(OUR_REASON) else "not by us"
+            # a drain someone else set is theirs to lift: say so, since we never touch it
+            whose = "" if (n.reason or "").startswith(OUR_REASON) else ", not set by slurm-sidecars"
             out.append(
                 f"{n.name}: waiting for job(s) {_ids(n.jobs)}, expected done {when(n.busy_until, now)}"
-                f" ({who}: {n.reason or 'no reason'})"
+                f" (reason: {n.reason or 'none given'}{whose})"
             )
         out.append("")
     if snap.jobs is not None:
@@ -303,7 +306,7 @@ def render(snap: Snapshot, now: float | None = None) -> str:
                 [
                     [
                         str(j.job_id),
-                        j.state,
+                        f"{j.state} ({j.why})" if j.why and j.why != "None" else j.state,
                         j.partition,
                         j.user,
                         j.name[:24],
