@@ -12,7 +12,17 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from shipping_files import DOCKERFILES, IMAGES, ROOT, all_commands, instructions, pyproject, wired_commands
+from shipping_files import (
+    DOCKERFILES,
+    IMAGES,
+    ROOT,
+    STABLE_FLAGS,
+    all_commands,
+    instructions,
+    known_flags,
+    pyproject,
+    wired_commands,
+)
 
 HADOLINT = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
 
@@ -134,3 +144,12 @@ def test_every_runtime_dependency_is_pinned_within_its_range() -> None:
         seen.add(name)
         assert name in pins, f"{req.name} (needed by the runtime) is not pinned in images/constraints.txt"
         todo += [Requirement(r) for r in distribution(req.name).requires or [] if "extra ==" not in r]
+
+
+def test_wired_roles_keep_the_stable_flag_names() -> None:
+    """Once a role is wired in the CLI its parser is what the manifests are checked against; the
+    stable names (DESIGN.md, Interfaces) must still be among its flags."""
+    for command in wired_commands():
+        if command in STABLE_FLAGS:
+            assert STABLE_FLAGS[command] <= known_flags(command), command
+    assert set(STABLE_FLAGS) <= all_commands()

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
+from status_fakes import control_plane_app, nodes_from_slurm, serving
 from status_run import status
 
 from sidecars.devcluster import DevCluster
@@ -55,3 +59,37 @@ async def test_controller_down_exits_1_and_says_so(cluster: DevCluster) -> None:
     assert r.code == 1
     assert r.err.startswith("slurm-sidecars status: slurm: ")
     assert "NODES" not in r.out
+
+
+@pytest.mark.cluster(nodes=3)
+async def test_same_fleet_whether_read_directly_or_through_the_control_plane(
+    cluster: DevCluster, tmp_path: Path
+) -> None:
+    """The control-plane contract carries everything the node table shows: both views agree."""
+    job = await cluster.sbatch("-w", "n2", "-t", "20", wrap="sleep 300")
+    await cluster.wait_job(job, "RUNNING")
+    client = cluster.client()
+    await client.drain(["n2"], "slurm-sidecars: scale-in")
+    await client.drain(["n3"], "maintenance")
+    await cluster.wait_nodes(lambda ns: all(n.state.drain for n in ns if n.name in {"n2", "n3"}))
+    token = tmp_path / "token"
+    token.write_text("tok")
+    app = control_plane_app("tok", await nodes_from_slurm(client), ["n3", "n1", "n2"])
+
+    direct = await status(env=cluster.env)
+    async with serving(app) as url:
+        via_api = await status("--control-plane", url, "--token-file", str(token))
+
+    assert direct.code == via_api.code == 0, direct.err + via_api.err
+
+    def section(out: str, title: str) -> list[str]:
+        lines = out.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith(title))
+        # the two runs are a moment apart: compare wall times, not the countdown
+        return [re.sub(r" \(in [^)]*\)", "", line) for line in lines[start + 1 : lines.index("", start)]]
+
+    assert section(direct.out, "NODES") == section(via_api.out, "NODES")
+    assert section(direct.out, "DRAINS IN PROGRESS") == section(via_api.out, "DRAINS IN PROGRESS")
+    drains = section(direct.out, "DRAINS IN PROGRESS")
+    assert len(drains) == 1 and drains[0].startswith(f"n2: waiting for job(s) {job}")
+    assert "1.n3 2.n1 3.n2" in via_api.out
