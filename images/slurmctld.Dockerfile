@@ -64,6 +64,7 @@ LABEL org.opencontainers.image.title="slurmctld with slurm-sidecars" \
       org.opencontainers.image.version="0.1.0"
 COPY --from=sidecars /opt/slurm-sidecars /opt/slurm-sidecars
 ENV PATH=/opt/slurm-sidecars/bin:$PATH
-# the state dir (last known good config) and the agent socket dir belong to the sidecars' user
+# config-sync's state dir (the last good set) and the directory it stages Slurm's files in belong
+# to the sidecars' user
 RUN install -d -o 401 -g 401 -m 0750 /var/lib/slurm-sidecars \
- && install -d -o 401 -g 401 -m 0755 /run/slurm-sidecars
+ && install -d -o 401 -g 401 -m 0755 /etc/slurm-sidecars /run/slurm-sidecars

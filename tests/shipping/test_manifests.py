@@ -163,14 +163,27 @@ def test_slurmctld_starts_after_the_first_sync(target: str, pod: str) -> None:
         assert "startupProbe" in sidecar.spec, sidecar.where
     # config-sync's startup probe is its readiness: the first set is staged
     assert sync.spec["startupProbe"]["exec"]["command"][2] == "readyz"
-    # slurmctld reads the directory config-sync writes, from a volume they share
-    target_dir = flag_value(_argv(sync), "--target")
+    # slurmctld reads the directory config-sync writes, through a volume they share at the same
+    # path, mounted above the directory so that config-sync may replace it whole
+    target_dir = flag_value(_argv(sync), "--target") or ""
     ctld = p["slurmctld"].spec
     conf = next((e["value"] for e in ctld.get("env", []) if e["name"] == "SLURM_CONF"), None)
     conf = conf or flag_value(_argv(p["slurmctld"]), "-f")
     assert conf == f"{target_dir}/slurm.conf"
-    sync_vol = next(m["name"] for m in sync.spec["volumeMounts"] if m["mountPath"] == target_dir)
-    assert any(m["name"] == sync_vol and m["mountPath"] == target_dir for m in ctld["volumeMounts"])
+    sync_mount = _mount_above(sync.spec, target_dir)
+    assert not sync_mount.get("readOnly")
+    ctld_mount = _mount_above(ctld, target_dir)
+    assert (ctld_mount["name"], ctld_mount["mountPath"]) == (sync_mount["name"], sync_mount["mountPath"])
+    # and so does the control plane, whose Slurm commands read the same file
+    assert next(e["value"] for e in plane.spec["env"] if e["name"] == "SLURM_CONF") == conf
+    assert _mount_above(plane.spec, target_dir)["name"] == sync_mount["name"]
+
+
+def _mount_above(container: Obj, path: str) -> Obj:
+    """The volume mount `path` lies in: strictly below its mount point."""
+    mounts = [m for m in container.get("volumeMounts", []) if path.startswith(m["mountPath"] + "/")]
+    assert mounts, f"{container['name']}: no volume holds {path}"
+    return max(mounts, key=lambda m: len(m["mountPath"]))
 
 
 @pytest.mark.parametrize(
