@@ -266,10 +266,30 @@ def _ids(ids: Sequence[int], limit: int = 6) -> str:
     return shown + (f",+{len(ids) - limit}" if len(ids) > limit else "")
 
 
+def summary(snap: Snapshot) -> str:
+    """One line first: how many nodes in which state, and how much work there is."""
+    nodes = snap.nodes or []
+    states: dict[str, int] = {}
+    for n in nodes:
+        states[n.state.lower()] = states.get(n.state.lower(), 0) + 1
+    parts = [", ".join(f"{count} {state}" for state, count in sorted(states.items()))]
+    draining = sum(1 for n in nodes if n.draining)
+    drained = sum(1 for n in nodes if "DRAIN" in n.flags and not n.draining)
+    if draining or drained:
+        parts.append(f"{draining} draining, {drained} drained")
+    if snap.jobs is not None:
+        running = sum(1 for j in snap.jobs if j.state != "PENDING")
+        parts.append(f"jobs: {running} running, {len(snap.jobs) - running} pending")
+    else:
+        parts.append(f"jobs: {len({j for n in nodes for j in n.jobs})} running")
+    return f"{len(nodes)} nodes ({parts[0] or 'none'}); " + "; ".join(parts[1:])
+
+
 def render(snap: Snapshot, now: float | None = None) -> str:
     now = time.time() if now is None else now
     out: list[str] = []
     if snap.nodes is not None:
+        out += [summary(snap), ""]
         out.append(f"NODES (from {snap.source})")
         out += table(
             ["NAME", "STATE", "FLAGS", "JOBS", "BUSY UNTIL", "REASON"],

@@ -55,6 +55,7 @@ async def test_shows_nodes_jobs_drains_and_scale_in_order(tmp_path: Path) -> Non
     assert r.code == 0, r.err
     assert r.err == ""
     lines = r.out.splitlines()
+    assert lines[0] == "4 nodes (1 allocated, 2 idle, 1 mixed); 1 draining, 1 drained; jobs: 3 running"
     row = next(line for line in lines if line.startswith("gpu-a "))
     assert row.split()[:4] == ["gpu-a", "MIXED", "DRAIN", "41,42"]
     assert "(in 1h01m" in row and "slurm-sidecars: scale-in" in row

@@ -25,7 +25,10 @@ async def test_running_job_and_drain_in_progress(cluster: DevCluster) -> None:
     assert r.code == 0, r.err
     assert r.err == ""
     lines = r.out.splitlines()
-    assert lines[0] == "NODES (from slurm)"
+    assert lines[0] == "2 nodes (1 allocated, 1 idle); 1 draining, 0 drained; jobs: 1 running, 0 pending" or (
+        lines[0] == "2 nodes (1 idle, 1 mixed); 1 draining, 0 drained; jobs: 1 running, 0 pending"
+    )
+    assert lines[2] == "NODES (from slurm)"
     n1 = next(line.split() for line in lines if line.startswith("n1 "))
     n2 = next(line.split() for line in lines if line.startswith("n2 "))
     assert n1[1] in {"ALLOCATED", "MIXED"} and n1[2] == "DRAIN" and n1[3] == str(job)
