@@ -21,7 +21,7 @@ from kube import (
     pod_specs,
     render,
 )
-from shipping_files import all_commands, known_flags
+from shipping_files import all_commands, env_flag, known_flags
 
 Obj = dict[str, Any]
 
@@ -106,9 +106,8 @@ def test_manifests_run_only_existing_subcommands_with_stable_flags() -> None:
             else:
                 assert i > 0 and words[i - 1].startswith("--"), f"{c.where} {what}: stray {word!r}"
         for env in c.spec.get("env", []):
-            assert not env["name"].startswith("SIDECARS_") or (
-                "--" + env["name"][9:].lower().replace("_", "-") in allowed
-            ), f"{c.where}: {env['name']} is no flag of {sub}"
+            as_flag = env_flag(env["name"])
+            assert as_flag is None or as_flag in allowed, f"{c.where}: {env['name']} is no flag of {sub}"
         seen.add(sub)
     assert {"config-sync", "control-plane", "worker", "drain-hook", "probe"} <= seen
 
