@@ -15,7 +15,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from shipping_files import ROOT, all_commands, known_flags
+from shipping_files import ROOT, all_commands, env_flag, known_flags
 
 Obj = dict[str, Any]
 
@@ -97,6 +97,12 @@ def test_commands_and_flags_exist() -> None:
             flags = [w for w in words if w.startswith("--")]
             assert set(flags) <= known_flags(sub), f"{name} {what}: {set(flags) - known_flags(sub)}"
             assert len(words) == 2 * len(flags), f"{name} {what}: every flag takes one value"
+            if what == "command":
+                for var in svc.get("environment", {}):
+                    as_flag = env_flag(var)
+                    assert as_flag is None or as_flag in known_flags(sub), (
+                        f"{name}: {var} is no flag of {sub}"
+                    )
             seen.add(sub)
     assert {"config-sync", "control-plane", "worker", "probe", "status"} <= seen
 
