@@ -165,9 +165,9 @@ async def read_control_plane(settings: StatusSettings, snap: Snapshot) -> None:
         snap.scale_in = order
 
 
-async def read_slurm(settings: StatusSettings, snap: Snapshot) -> None:
+async def read_slurm(settings: StatusSettings, snap: Snapshot, client: SlurmClient | None = None) -> None:
     # a person is waiting: retry a little, within the same time budget as the HTTP sources
-    client = SlurmClient(
+    client = client or SlurmClient(
         timeout=settings.timeout, retry=RetryPolicy(attempts=2, max_seconds=settings.timeout, max_wait=0.5)
     )
     try:
@@ -221,10 +221,13 @@ async def read_config_sync(settings: StatusSettings, snap: Snapshot) -> None:
     snap.config = body
 
 
-async def collect(settings: StatusSettings) -> Snapshot:
-    """Read every source at once; a failing one is recorded, the others still count."""
+async def collect(settings: StatusSettings, client: SlurmClient | None = None) -> Snapshot:
+    """Read every source at once; a failing one is recorded, the others still count. `client` reads
+    Slurm in direct mode (default: Slurm's commands on PATH, with this process's environment)."""
     snap = Snapshot(source=settings.control_plane or "slurm", config_asked=bool(settings.config_sync))
-    readers = [read_control_plane(settings, snap) if settings.control_plane else read_slurm(settings, snap)]
+    readers = [
+        read_control_plane(settings, snap) if settings.control_plane else read_slurm(settings, snap, client)
+    ]
     if settings.config_sync:
         readers.append(read_config_sync(settings, snap))
     for result in await asyncio.gather(*readers, return_exceptions=True):
@@ -282,7 +285,8 @@ def summary(snap: Snapshot) -> str:
         parts.append(f"jobs: {running} running, {len(snap.jobs) - running} pending")
     else:
         parts.append(f"jobs: {len({j for n in nodes for j in n.jobs})} running")
-    return f"{len(nodes)} nodes ({parts[0] or 'none'}); " + "; ".join(parts[1:])
+    noun = "node" if len(nodes) == 1 else "nodes"
+    return f"{len(nodes)} {noun} ({parts[0] or 'none'}); " + "; ".join(parts[1:])
 
 
 def render(snap: Snapshot, now: float | None = None) -> str:

@@ -10,6 +10,7 @@ from status_fakes import control_plane_app, nodes_from_slurm, serving
 from status_run import status
 
 from sidecars.devcluster import DevCluster
+from sidecars.status import StatusSettings, collect, render
 
 
 @pytest.mark.cluster(nodes=2)
@@ -96,3 +97,13 @@ async def test_same_fleet_whether_read_directly_or_through_the_control_plane(
     drains = section(direct.out, "DRAINS IN PROGRESS")
     assert len(drains) == 1 and drains[0].startswith(f"n2: waiting for job(s) {job}")
     assert "1.n3 2.n1 3.n2" in via_api.out
+
+
+@pytest.mark.cluster(nodes=1)
+async def test_collect_in_process_with_a_given_client(cluster: DevCluster) -> None:
+    """The demo draws the same table in its own process, with its cluster's client."""
+    settings = StatusSettings(control_plane=None, token=None, config_sync=None, timeout=5)
+    snap = await collect(settings, cluster.client())
+    assert snap.errors == []
+    assert [(n.name, n.state) for n in snap.nodes or []] == [("n1", "IDLE")]
+    assert render(snap).startswith("1 node (1 idle); jobs: 0 running, 0 pending\n")
