@@ -23,7 +23,7 @@ class Command:
 
 def _commands() -> list[Command]:
     # imported here, not at module level, so `--help` and unrelated roles stay cheap
-    from sidecars import demo, probe
+    from sidecars import demo, probe, status
 
     return [
         Command("config-sync", "apply ConfigMap/Secret changes to slurmctld safely", None, None, 3),
@@ -31,7 +31,7 @@ def _commands() -> list[Command]:
         Command("drain-hook", "preStop hook: drain this node and wait", None, None, 4),
         Command("control-plane", "one per cluster: fleet view, drains, scale-in order", None, None, 5),
         Command("probe", "exec probe: GET /livez or /readyz", probe.configure, probe.main),
-        Command("status", "a human-readable view of the cluster", None, None, 6),
+        Command("status", "a human-readable view of the cluster", status.configure, status.main),
         Command("demo", "run everything on this machine against a real Slurm", demo.configure, demo.main),
     ]
 

@@ -1,0 +1,328 @@
+"""manifests/: rendered by kustomize, valid for Kubernetes releases with native sidecars, and wired
+the way the sidecars need (startup order, probes, hooks, flags, least privilege)."""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+import kubernetes_validate
+import pytest
+from kube import (
+    CUSTOM_KINDS,
+    K8S_VERSIONS,
+    TARGETS,
+    Container,
+    commands,
+    containers,
+    find,
+    flag_value,
+    pod_specs,
+    render,
+)
+from shipping_files import all_commands, env_flag, known_flags
+
+Obj = dict[str, Any]
+
+
+def _version(v: str) -> str:
+    return kubernetes_validate.latest_version() if v == "latest" else v
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_object_validates_against_the_kubernetes_schema(target: str, version: str) -> None:
+    builtin = [o for o in render(target) if o["kind"] not in CUSTOM_KINDS]
+    assert builtin
+    for obj in builtin:
+        kubernetes_validate.validate(obj, _version(version), strict=True)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_pods_the_slinky_operator_would_build_validate_too(target: str) -> None:
+    """A custom resource's pod pieces, assembled into a Pod, pass the same schema."""
+    for where, spec in pod_specs(target):
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}, "spec": copy.deepcopy(spec)}
+        for c in pod["spec"]["containers"] + pod["spec"].get("initContainers", []):
+            c.setdefault("image", "image:tag")
+        try:
+            kubernetes_validate.validate(pod, _version("1.29.0"), strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            pytest.fail(f"{where}: {exc.message}")
+
+
+def test_schema_check_is_not_a_no_op() -> None:
+    sts = copy.deepcopy(find(render("base"), "StatefulSet", "slurmctld"))
+    # the same object is invalid for a release without native sidecars...
+    with pytest.raises(kubernetes_validate.ValidationError, match="restartPolicy"):
+        kubernetes_validate.validate(sts, "1.27.0", strict=True)
+    # ...and with a misspelt field
+    sts["spec"]["template"]["spec"]["initContainers"][1]["startupprobe"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(sts, "1.29.0", strict=True)
+
+
+def test_custom_resources_are_only_the_expected_ones() -> None:
+    kinds = {(t, o["kind"]) for t in TARGETS for o in render(t) if o["kind"] in CUSTOM_KINDS}
+    assert kinds == {
+        ("overlays/hpa", "ServiceMonitor"),
+        ("overlays/keda", "ServiceMonitor"),
+        ("overlays/keda", "ScaledObject"),
+        ("slinky", "Controller"),
+        ("slinky", "NodeSet"),
+    }
+    for t in TARGETS:
+        for o in render(t):
+            assert o["metadata"].get("namespace", "slurm") == "slurm" or o["kind"] == "Namespace"
+
+
+# ------------------------------------------------------------------ commands and flags
+
+
+def _sidecar_argvs() -> list[tuple[Container, str, list[str]]]:
+    out = []
+    for t in TARGETS:
+        for c in containers(t):
+            for what, argv in commands(c.spec):
+                if argv and argv[0] == "slurm-sidecars":
+                    out.append((c, what, argv))
+    return out
+
+
+def test_manifests_run_only_existing_subcommands_with_stable_flags() -> None:
+    seen = set()
+    for c, what, argv in _sidecar_argvs():
+        sub = argv[1]
+        assert sub in all_commands(), f"{c.where} {what}: no subcommand {sub!r}"
+        allowed = known_flags(sub)
+        words = argv[2:]
+        if sub == "probe":
+            assert words[0] in {"livez", "readyz"}, f"{c.where} {what}: {words}"
+            words = words[1:]
+        for i, word in enumerate(words):
+            if word.startswith("--"):
+                assert word.split("=")[0] in allowed, f"{c.where} {what}: {sub} has no flag {word}"
+            else:
+                assert i > 0 and words[i - 1].startswith("--"), f"{c.where} {what}: stray {word!r}"
+        for env in c.spec.get("env", []):
+            as_flag = env_flag(env["name"])
+            assert as_flag is None or as_flag in allowed, f"{c.where}: {env['name']} is no flag of {sub}"
+        seen.add(sub)
+    assert {"config-sync", "control-plane", "worker", "drain-hook", "probe"} <= seen
+
+
+def _argv(c: Container) -> list[str]:
+    return [*c.spec.get("command", []), *c.spec.get("args", [])]
+
+
+def _by_name(target: str) -> dict[str, dict[str, Container]]:
+    pods: dict[str, dict[str, Container]] = {}
+    for c in containers(target):
+        pods.setdefault(c.where.rsplit(" ", 1)[0], {})[c.spec["name"]] = c
+    return pods
+
+
+def _port(addr: str) -> str:
+    return addr.rsplit(":", 1)[1]
+
+
+@pytest.mark.parametrize("target", ["base", "slinky"])
+def test_probes_reach_the_port_their_daemon_serves(target: str) -> None:
+    checked = 0
+    for pod in _by_name(target).values():
+        serving = {}
+        for c in pod.values():
+            argv = _argv(c)
+            if argv[:1] == ["slurm-sidecars"] and flag_value(argv, "--http"):
+                serving[_port(flag_value(argv, "--http") or "")] = c.spec["name"]
+        for c in pod.values():
+            for what, argv in commands(c.spec):
+                if argv[:2] == ["slurm-sidecars", "probe"]:
+                    url = flag_value(argv, "--url") or ""
+                    port = re.fullmatch(r"http://127\.0\.0\.1:(\d+)", url)
+                    assert port and port.group(1) in serving, f"{c.where} {what}: nothing serves {url}"
+                    checked += 1
+    assert checked >= 4
+
+
+def _pod(target: str, kind_name: str) -> dict[str, Container]:
+    return next(p for where, p in _by_name(target).items() if where.endswith(kind_name))
+
+
+@pytest.mark.parametrize(
+    ("target", "pod"), [("base", "StatefulSet/slurmctld"), ("slinky", "Controller/slurm")]
+)
+def test_slurmctld_starts_after_the_first_sync(target: str, pod: str) -> None:
+    p = _pod(target, pod)
+    sync = next(c for c in p.values() if _argv(c)[:2] == ["slurm-sidecars", "config-sync"])
+    plane = next(c for c in p.values() if _argv(c)[:2] == ["slurm-sidecars", "control-plane"])
+    for sidecar in (sync, plane):
+        assert sidecar.init and sidecar.spec["restartPolicy"] == "Always", sidecar.where
+        assert "startupProbe" in sidecar.spec, sidecar.where
+    # config-sync's startup probe is its readiness: the first set is staged
+    assert sync.spec["startupProbe"]["exec"]["command"][2] == "readyz"
+    # slurmctld reads the directory config-sync writes, through a volume they share at the same
+    # path, mounted above the directory so that config-sync may replace it whole
+    target_dir = flag_value(_argv(sync), "--target") or ""
+    ctld = p["slurmctld"].spec
+    conf = next((e["value"] for e in ctld.get("env", []) if e["name"] == "SLURM_CONF"), None)
+    conf = conf or flag_value(_argv(p["slurmctld"]), "-f")
+    assert conf == f"{target_dir}/slurm.conf"
+    sync_mount = _mount_above(sync.spec, target_dir)
+    assert not sync_mount.get("readOnly")
+    ctld_mount = _mount_above(ctld, target_dir)
+    assert (ctld_mount["name"], ctld_mount["mountPath"]) == (sync_mount["name"], sync_mount["mountPath"])
+    # and so does the control plane, whose Slurm commands read the same file
+    assert next(e["value"] for e in plane.spec["env"] if e["name"] == "SLURM_CONF") == conf
+    assert _mount_above(plane.spec, target_dir)["name"] == sync_mount["name"]
+
+
+def _mount_above(container: Obj, path: str) -> Obj:
+    """The volume mount `path` lies in: strictly below its mount point."""
+    mounts = [m for m in container.get("volumeMounts", []) if path.startswith(m["mountPath"] + "/")]
+    assert mounts, f"{container['name']}: no volume holds {path}"
+    return max(mounts, key=lambda m: len(m["mountPath"]))
+
+
+@pytest.mark.parametrize(
+    ("target", "pod"), [("base", "Deployment/slurmd"), ("slinky", "NodeSet/slurm-worker-gpu")]
+)
+def test_worker_pod_hook_probe_and_grace(target: str, pod: str) -> None:
+    p = _pod(target, pod)
+    agent = next(c for c in p.values() if _argv(c)[:2] == ["slurm-sidecars", "worker"])
+    assert agent.init and agent.spec["restartPolicy"] == "Always" and "startupProbe" in agent.spec
+    slurmd = p["slurmd"].spec
+    hook = slurmd["lifecycle"]["preStop"]["exec"]["command"]
+    assert hook[:2] == ["slurm-sidecars", "drain-hook"]
+    socket = flag_value(hook, "--socket")
+    assert socket == flag_value(_argv(agent), "--socket") == "/run/slurm-sidecars/agent.sock"
+    shared = {m["name"] for m in slurmd["volumeMounts"] if socket.startswith(m["mountPath"] + "/")}
+    assert shared & {m["name"] for m in agent.spec["volumeMounts"] if socket.startswith(m["mountPath"] + "/")}
+    # readiness through the agent
+    readiness = slurmd["readinessProbe"]["exec"]["command"]
+    assert readiness[:3] == ["slurm-sidecars", "probe", "readyz"]
+    assert _port(flag_value(readiness, "--url") or "") == _port(flag_value(_argv(agent), "--http") or "")
+    # the grace period covers the longest job the partition allows; the hook gives up just before
+    grace = agent.pod["terminationGracePeriodSeconds"]
+    assert grace >= _max_time_seconds()
+    assert grace - 900 <= int(flag_value(hook, "--timeout-seconds") or 0) < grace
+    # the agent names the node after the pod, as slurmd does
+    assert flag_value(_argv(agent), "--node-name") == "$(POD_NAME)"
+
+
+def _max_time_seconds() -> int:
+    conf = find(render("base"), "ConfigMap", "slurm-config")["data"]["slurm.conf"]
+    days, hms = re.search(r"MaxTime=(\d+)-(\d+:\d+:\d+)", conf).groups()  # type: ignore[union-attr]
+    h, m, s = (int(x) for x in hms.split(":"))
+    return int(days) * 86400 + h * 3600 + m * 60 + s
+
+
+def test_sidecars_run_as_a_non_root_user() -> None:
+    for t in TARGETS:
+        for c in containers(t):
+            if _argv(c)[:1] == ["slurm-sidecars"]:
+                sc = c.spec.get("securityContext", {})
+                assert sc.get("runAsNonRoot") is True and sc.get("runAsUser", 0) != 0, c.where
+                assert sc.get("allowPrivilegeEscalation") is False, c.where
+
+
+# ------------------------------------------------------------------ RBAC, Services, examples
+
+
+def test_role_is_least_privilege() -> None:
+    role = find(render("base"), "Role", "slurm-sidecars")
+    rules = {(tuple(r["apiGroups"]), tuple(r["resources"]), tuple(sorted(r["verbs"]))) for r in role["rules"]}
+    assert rules == {
+        (("",), ("pods",), ("delete", "get", "list", "patch", "watch")),
+        (("", "events.k8s.io"), ("events",), ("create",)),
+        (("coordination.k8s.io",), ("leases",), ("create", "get", "update")),
+    }
+    binding = find(render("base"), "RoleBinding", "slurm-sidecars")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "slurm-sidecars", "namespace": "slurm"}]
+    assert (
+        find(render("base"), "StatefulSet")["spec"]["template"]["spec"]["serviceAccountName"]
+        == "slurm-sidecars"
+    )
+    worker = find(render("base"), "Deployment")["spec"]["template"]["spec"]
+    assert worker["automountServiceAccountToken"] is False
+
+
+def _labels_match(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def test_services_select_pods_and_name_their_ports() -> None:
+    objs = render("base")
+    workloads = [o for o in objs if o["kind"] in {"StatefulSet", "Deployment"}]
+    for svc in (o for o in objs if o["kind"] == "Service"):
+        pods = [
+            w
+            for w in workloads
+            if _labels_match(svc["spec"]["selector"], w["spec"]["template"]["metadata"]["labels"])
+        ]
+        assert len(pods) == 1, svc["metadata"]["name"]
+        spec = pods[0]["spec"]["template"]["spec"]
+        names = {
+            p["name"] for c in spec["containers"] + spec.get("initContainers", []) for p in c.get("ports", [])
+        }
+        for port in svc["spec"]["ports"]:
+            assert port["targetPort"] in names, f"{svc['metadata']['name']}: {port['targetPort']}"
+    # the agents reach the control plane by the Service's name and port
+    agent = next(c for c in containers("base") if c.spec["name"] == "worker")
+    url = flag_value(_argv(agent), "--control-plane")
+    svc = find(objs, "Service", "slurm-sidecars-control-plane")
+    assert url == f"http://{svc['metadata']['name']}:{svc['spec']['ports'][0]['port']}"
+
+
+@pytest.mark.parametrize("overlay", ["overlays/hpa", "overlays/keda"])
+def test_monitoring_pdb_and_network_policy(overlay: str) -> None:
+    objs = render(overlay)
+    monitor = find(objs, "ServiceMonitor")
+    services = [
+        o
+        for o in objs
+        if o["kind"] == "Service"
+        and _labels_match(monitor["spec"]["selector"]["matchLabels"], o["metadata"]["labels"])
+    ]
+    ports = {p["name"] for s in services for p in s["spec"]["ports"]}
+    assert {e["port"] for e in monitor["spec"]["endpoints"]} == {"config-sync", "control-plane", "agent"}
+    assert {e["port"] for e in monitor["spec"]["endpoints"]} <= ports
+    assert all(e["path"] == "/metrics" for e in monitor["spec"]["endpoints"])
+
+    pdb = find(objs, "PodDisruptionBudget")
+    worker_labels = find(objs, "Deployment", "slurmd")["spec"]["template"]["metadata"]["labels"]
+    assert _labels_match(pdb["spec"]["selector"]["matchLabels"], worker_labels)
+
+    policy = find(objs, "NetworkPolicy")
+    ctld_labels = find(objs, "StatefulSet")["spec"]["template"]["metadata"]["labels"]
+    assert _labels_match(policy["spec"]["podSelector"]["matchLabels"], ctld_labels)
+    reach_api = [r for r in policy["spec"]["ingress"] if any(p["port"] == 9200 for p in r["ports"])]
+    for rule in reach_api:
+        for peer in rule["from"]:
+            sel = peer["podSelector"]["matchLabels"]
+            # only workers, or Prometheus in the monitoring namespace (for /metrics; /v1 needs the token)
+            assert sel == {"app.kubernetes.io/name": "slurmd"} or (
+                sel == {"app.kubernetes.io/name": "prometheus"} and "namespaceSelector" in peer
+            ), rule
+    assert any(
+        peer["podSelector"].get("matchLabels") == worker_labels
+        or _labels_match(peer["podSelector"]["matchLabels"], worker_labels)
+        for r in reach_api
+        for peer in r["from"]
+    )
+
+
+def test_autoscalers_target_the_workers_on_our_metrics() -> None:
+    hpa = find(render("overlays/hpa"), "HorizontalPodAutoscaler")
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "slurmd"}
+    assert all(m["external"]["metric"]["name"].startswith("slurm_sidecars_") for m in hpa["spec"]["metrics"])
+    keda = find(render("overlays/keda"), "ScaledObject")
+    assert keda["apiVersion"] == "keda.sh/v1alpha1"
+    assert keda["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "slurmd"}
+    for trigger in keda["spec"]["triggers"]:
+        assert trigger["type"] == "prometheus"
+        assert re.search(r"\bslurm_sidecars_\w+\{", trigger["metadata"]["query"])
+        float(trigger["metadata"]["threshold"])
+    # KEDA owns its own HPA: the two examples are never rendered together
+    assert not [o for o in render("overlays/keda") if o["kind"] == "HorizontalPodAutoscaler"]
