@@ -43,7 +43,11 @@ class FileSet:
     @classmethod
     def build(cls, entries: Iterable[FileEntry], problems: Iterable[str] = ()) -> FileSet:
         files = {e.name: e for e in sorted(entries, key=lambda e: e.name)}
-        return cls(files, tuple(problems), digest(files.values()))
+        problems = tuple(problems)
+        sha = digest(files.values())
+        if problems:  # a broken read differs from the clean set it resembles
+            sha = hashlib.sha256((sha + "\0" + "\0".join(problems)).encode()).hexdigest()
+        return cls(files, problems, sha)
 
     @property
     def short(self) -> str:

@@ -92,13 +92,18 @@ def set_sha(config: dict[str, bytes], secrets: dict[str, bytes] | None = None) -
     from sidecars.configsync.sources import FileEntry, FileSet
 
     files = {**config, **(secrets or {})}
-    return FileSet.build([FileEntry(n, d, 0o644, len(d), Path("/")) for n, d in files.items()]).sha256
+    limit = 1024 * 1024 + 1  # what the reader keeps of an oversize file
+    return FileSet.build([FileEntry(n, d[:limit], 0o644, len(d), Path("/")) for n, d in files.items()]).sha256
 
 
 @contextlib.asynccontextmanager
 async def config_sync(cluster: DevCluster, *, secrets: dict[str, bytes] | None = None,
                       validator_factory: Any = None, **overrides: Any) -> AsyncIterator[Sync]:
     base = cluster_files(cluster)
+    for name, data in (secrets or {}).items():  # deployed with the cluster, as slurmctld found them
+        path = cluster.conf_path.parent / name
+        path.write_bytes(data)
+        path.chmod(0o600)
     config = Volume(cluster.dir / "vol" / "config")
     config.write(base)
     secret = Volume(cluster.dir / "vol" / "secret", mode=0o600)
