@@ -20,6 +20,7 @@ import structlog
 from sidecars.configsync.conffile import SlurmConf
 from sidecars.slurm import SlurmClient, SlurmError
 from sidecars.slurm.models import Node, Partition
+from sidecars.slurm import textformat
 from sidecars.slurm.textformat import parse_minutes
 
 log = structlog.get_logger(__name__)
@@ -193,9 +194,10 @@ class Applier:
             return Outcome(False, f"scontrol shutdown failed: {exc.message}")
         deadline = time.monotonic() + self.restart_timeout
         while True:
-            try:
-                config = await self.client.show_config()
-                if config.get("BOOT_TIME") != booted:
+            left = max(0.5, deadline - time.monotonic())
+            try:  # unretried: the deadline is ours to keep, not the client's retry budget
+                result = await self.client.run("scontrol", "show", "config", retry=False, timeout=min(5.0, left))
+                if textformat.config(result.stdout).get("BOOT_TIME") != booted:
                     break
             except SlurmError:
                 pass  # down, as expected for a while

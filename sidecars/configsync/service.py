@@ -78,6 +78,7 @@ class ConfigSync:
             max_bytes=settings.max_file_bytes, parse_timeout=settings.parse_timeout_seconds)
         self.applier = Applier(client, settle_seconds=settings.settle_seconds,
                                restart_timeout=settings.restart_timeout_seconds, log_path=log_path)
+        self._fixed_log_path = log_path is not None
         self.applied: Applied | None = None
         self.rejected: Rejection | None = None
         self.pending = False
@@ -258,6 +259,9 @@ class ConfigSync:
     async def _apply(self, files: FileSet, verdict: Verdict, *, seen: float, bound: Any) -> None:
         assert self.applied is not None and verdict.conf is not None
         old_conf = conffile.parse(self.applied.files, self.settings.main_file, self.settings.target)
+        if not self._fixed_log_path:  # slurmctld's own words for a refusal, when its log is visible here
+            logfile = old_conf.options.get("slurmctldlogfile")
+            self.applier.tail.path = Path(logfile) if logfile else None
         try:
             before = await view(self.client)
         except SlurmError as exc:
