@@ -18,16 +18,18 @@ from pathlib import Path
 import structlog
 
 from sidecars.configsync.conffile import SlurmConf
-from sidecars.slurm import SlurmClient, SlurmError
+from sidecars.slurm import SlurmClient, SlurmError, textformat
 from sidecars.slurm.models import Node, Partition
-from sidecars.slurm import textformat
 from sidecars.slurm.textformat import parse_minutes
 
 log = structlog.get_logger(__name__)
 
 _LOG_TROUBLE = re.compile(r"\b(error|fatal)\b|reconfigure failed", re.IGNORECASE)
-_HARMLESS = re.compile(r"pmix|Could not open .* state file|No such file or directory, retrying|"
-                       r"_refresh_assoc_mgr|is not a valid character or block device", re.IGNORECASE)
+_HARMLESS = re.compile(
+    r"pmix|Could not open .* state file|No such file or directory, retrying|"
+    r"_refresh_assoc_mgr|is not a valid character or block device",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +52,9 @@ class Outcome:
 
 async def view(client: SlurmClient) -> View:
     config, parts, nodes = await asyncio.gather(client.show_config(), client.partitions(), client.nodes())
-    return View({k.lower(): v for k, v in config.items()}, {p.name: p for p in parts},
-                {n.name: n for n in nodes})
+    return View(
+        {k.lower(): v for k, v in config.items()}, {p.name: p for p in parts}, {n.name: n for n in nodes}
+    )
 
 
 def _norm(value: str | None) -> str:
@@ -128,8 +131,14 @@ class LogTail:
 
 
 class Applier:
-    def __init__(self, client: SlurmClient, *, settle_seconds: float, restart_timeout: float,
-                 log_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        client: SlurmClient,
+        *,
+        settle_seconds: float,
+        restart_timeout: float,
+        log_path: Path | None = None,
+    ) -> None:
         self.client = client
         self.settle_seconds = settle_seconds
         self.restart_timeout = restart_timeout
@@ -196,14 +205,19 @@ class Applier:
         while True:
             left = max(0.5, deadline - time.monotonic())
             try:  # unretried: the deadline is ours to keep, not the client's retry budget
-                result = await self.client.run("scontrol", "show", "config", retry=False, timeout=min(5.0, left))
+                result = await self.client.run(
+                    "scontrol", "show", "config", retry=False, timeout=min(5.0, left)
+                )
                 if textformat.config(result.stdout).get("BOOT_TIME") != booted:
                     break
             except SlurmError:
                 pass  # down, as expected for a while
             if time.monotonic() >= deadline:
-                return Outcome(False, f"slurmctld did not come back within {self.restart_timeout:g}s "
-                               "of the restart", controller_died=True)
+                return Outcome(
+                    False,
+                    f"slurmctld did not come back within {self.restart_timeout:g}s of the restart",
+                    controller_died=True,
+                )
             await asyncio.sleep(0.2)
         outcome = await self.verify(old, new, before, wait=10.0)
         outcome.took_request = True

@@ -34,23 +34,38 @@ class Running:
 
 
 @contextlib.asynccontextmanager
-async def running(settings: Settings, *, client: SlurmClient | None = None, events: EventSink | None = None,
-                  registry: CollectorRegistry | None = None, validator: Validator | None = None,
-                  checkpoint: Callable[[str], None] | None = None) -> AsyncIterator[Running]:
+async def running(
+    settings: Settings,
+    *,
+    client: SlurmClient | None = None,
+    events: EventSink | None = None,
+    registry: CollectorRegistry | None = None,
+    validator: Validator | None = None,
+    checkpoint: Callable[[str], None] | None = None,
+) -> AsyncIterator[Running]:
     """The whole daemon for the duration of the block: HTTP first (probes say "not ready" until the
     target holds a set), then the start-up sync, then watching and syncing until the block ends."""
     registry = registry or CollectorRegistry()
     if client is None:
         client = SlurmClient(metrics=SlurmMetrics(registry))
-    service = ConfigSync(settings, client, registry, events or LogEventSink(), validator=validator,
-                         checkpoint=checkpoint)
+    service = ConfigSync(
+        settings, client, registry, events or LogEventSink(), validator=validator, checkpoint=checkpoint
+    )
     stop = asyncio.Event()
     tasks: list[asyncio.Task[None]] = []
     liveness, readiness = Checks(), Checks()
-    liveness.add("sync_loop", lambda: CheckResult(
-        not tasks or not any(t.done() for t in tasks), "the sync loop runs" if tasks else "starting"))
-    readiness.add("target_synced", lambda: CheckResult(
-        service.ready, "the target holds a verified set" if service.ready else "no set synced yet"))
+    liveness.add(
+        "sync_loop",
+        lambda: CheckResult(
+            not tasks or not any(t.done() for t in tasks), "the sync loop runs" if tasks else "starting"
+        ),
+    )
+    readiness.add(
+        "target_synced",
+        lambda: CheckResult(
+            service.ready, "the target holds a verified set" if service.ready else "no set synced yet"
+        ),
+    )
     app = DaemonHTTP(registry, liveness=liveness, readiness=readiness, status=service.status).app()
     async with serve(app, settings.http_host, settings.http_port) as port:
         watching = asyncio.Event()

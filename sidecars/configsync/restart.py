@@ -66,8 +66,9 @@ def _norm(value: str | None) -> str | None:
     return None if value is None else value.strip().lower()
 
 
-def classify(old: SlurmConf, new: SlurmConf, old_files: FileSet, new_files: FileSet,
-             version: Version) -> list[RestartReason]:
+def classify(
+    old: SlurmConf, new: SlurmConf, old_files: FileSet, new_files: FileSet, version: Version
+) -> list[RestartReason]:
     """Every reason the change from `old` to `new` needs slurmctld restarted (empty: reconfigure will do)."""
     reasons: list[RestartReason] = []
     for key, source in RESTART_KEYS.items():
@@ -77,8 +78,14 @@ def classify(old: SlurmConf, new: SlurmConf, old_files: FileSet, new_files: File
     old_nodes, new_nodes = set(old.node_names()), set(new.node_names())
     if old_nodes != new_nodes and not version.at_least(*NODES_RECONFIGURABLE_SINCE):
         added, removed = sorted(new_nodes - old_nodes), sorted(old_nodes - new_nodes)
-        what = "; ".join(p for p in (f"nodes added: {','.join(added)}" if added else "",
-                                     f"nodes removed: {','.join(removed)}" if removed else "") if p)
+        what = "; ".join(
+            p
+            for p in (
+                f"nodes added: {','.join(added)}" if added else "",
+                f"nodes removed: {','.join(removed)}" if removed else "",
+            )
+            if p
+        )
         source = f"scontrol(1) reconfigure, Slurm {version.major}.{version.minor:02d}"
         reasons.append(RestartReason(what, source))
     for name in sorted(set(old_files.files) | set(new_files.files)):

@@ -45,28 +45,48 @@ class Rejection:
 
 class Metrics:
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.applies = Counter("slurm_sidecars_config_applies", "Change sets by outcome", ["result"],
-                               registry=registry)
+        self.applies = Counter(
+            "slurm_sidecars_config_applies", "Change sets by outcome", ["result"], registry=registry
+        )
         for result in ("applied", "rejected", "rolled_back", "restart_required"):
             self.applies.labels(result=result)
-        self.seconds = Histogram("slurm_sidecars_config_apply_seconds",
-                                 "From a change being seen to its outcome (verified, rejected)",
-                                 ["result"], registry=registry,
-                                 buckets=(0.05, 0.1, 0.2, 0.3, 0.5, 1, 2, 5, 10, 30, 60))
-        self.generation = Gauge("slurm_sidecars_config_generation", "Generation of the applied set",
-                                registry=registry)
-        self.pending = Gauge("slurm_sidecars_config_pending", "1 while a change waits to be applied",
-                             registry=registry)
-        self.restart_required = Gauge("slurm_sidecars_config_restart_required",
-                                      "1 while a held change needs slurmctld restarted", registry=registry)
-        self.last_applied = Gauge("slurm_sidecars_config_last_applied_timestamp_seconds",
-                                  "When the applied set was last verified", registry=registry)
+        self.seconds = Histogram(
+            "slurm_sidecars_config_apply_seconds",
+            "From a change being seen to its outcome (verified, rejected)",
+            ["result"],
+            registry=registry,
+            buckets=(0.05, 0.1, 0.2, 0.3, 0.5, 1, 2, 5, 10, 30, 60),
+        )
+        self.generation = Gauge(
+            "slurm_sidecars_config_generation", "Generation of the applied set", registry=registry
+        )
+        self.pending = Gauge(
+            "slurm_sidecars_config_pending", "1 while a change waits to be applied", registry=registry
+        )
+        self.restart_required = Gauge(
+            "slurm_sidecars_config_restart_required",
+            "1 while a held change needs slurmctld restarted",
+            registry=registry,
+        )
+        self.last_applied = Gauge(
+            "slurm_sidecars_config_last_applied_timestamp_seconds",
+            "When the applied set was last verified",
+            registry=registry,
+        )
 
 
 class ConfigSync:
-    def __init__(self, settings: Settings, client: SlurmClient, registry: CollectorRegistry,
-                 events: EventSink, *, validator: Validator | None = None,
-                 checkpoint: Callable[[str], None] | None = None, log_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        client: SlurmClient,
+        registry: CollectorRegistry,
+        events: EventSink,
+        *,
+        validator: Validator | None = None,
+        checkpoint: Callable[[str], None] | None = None,
+        log_path: Path | None = None,
+    ) -> None:
         self.settings = settings
         self.client = client
         self.events = events
@@ -74,10 +94,19 @@ class ConfigSync:
         self.target = Target(settings.target, checkpoint)
         self.lkg = LastKnownGood(settings.state_dir)
         self.validator = validator or Validator(
-            client, settings.target, settings.state_dir, main=settings.main_file,
-            max_bytes=settings.max_file_bytes, parse_timeout=settings.parse_timeout_seconds)
-        self.applier = Applier(client, settle_seconds=settings.settle_seconds,
-                               restart_timeout=settings.restart_timeout_seconds, log_path=log_path)
+            client,
+            settings.target,
+            settings.state_dir,
+            main=settings.main_file,
+            max_bytes=settings.max_file_bytes,
+            parse_timeout=settings.parse_timeout_seconds,
+        )
+        self.applier = Applier(
+            client,
+            settle_seconds=settings.settle_seconds,
+            restart_timeout=settings.restart_timeout_seconds,
+            log_path=log_path,
+        )
         self._fixed_log_path = log_path is not None
         self.applied: Applied | None = None
         self.rejected: Rejection | None = None
@@ -93,7 +122,8 @@ class ConfigSync:
     def status(self) -> dict[str, Any]:
         a, r = self.applied, self.rejected
         return {
-            "applied": None if a is None
+            "applied": None
+            if a is None
             else {"generation": a.generation, "sha256": a.files.sha256, "at": a.at},
             "rejected": None if r is None else {"sha256": r.sha256, "reason": r.reason, "at": r.at},
             "restart_required": bool(r and r.restart_required),
@@ -126,8 +156,11 @@ class ConfigSync:
         on_disk = self.target.read(self.settings.max_file_bytes)
         if self.applied is not None and on_disk.sha256 != self.applied.files.sha256:
             # a crash between swap and verification left an unverified set: back to the good one
-            self._log.warning("target_differs_from_last_known_good", target_sha256=on_disk.short,
-                              lkg_sha256=self.applied.files.short)
+            self._log.warning(
+                "target_differs_from_last_known_good",
+                target_sha256=on_disk.short,
+                lkg_sha256=self.applied.files.short,
+            )
             self.target.swap(self.applied.files, self.applied.generation)
         elif self.applied is None and self.settings.main_file in on_disk.files:
             # first run beside an existing config: it is what slurmctld runs on, so it is the baseline
@@ -244,15 +277,26 @@ class ConfigSync:
         await self.events.emit("ConfigApplied", message)
         await self._notify()
 
-    async def _reject(self, files: FileSet, reason: str, result: str, seen: float, bound: Any,
-                      *, restart_required: bool = False) -> None:
+    async def _reject(
+        self,
+        files: FileSet,
+        reason: str,
+        result: str,
+        seen: float,
+        bound: Any,
+        *,
+        restart_required: bool = False,
+    ) -> None:
         self.rejected = Rejection(files.sha256, reason, now_rfc3339(), restart_required)
         self.pending = False
         self.metrics.applies.labels(result=result).inc()
         self.metrics.seconds.labels(result=result).observe(time.monotonic() - seen)
         bound.warning("config_" + result, reason=reason)
-        event = {"rejected": "ConfigRejected", "rolled_back": "ConfigRolledBack",
-                 "restart_required": "ConfigRestartRequired"}[result]
+        event = {
+            "rejected": "ConfigRejected",
+            "rolled_back": "ConfigRolledBack",
+            "restart_required": "ConfigRestartRequired",
+        }[result]
         await self.events.emit(event, f"{files.short}: {reason}", "Warning")
         await self._notify()
 
@@ -284,16 +328,24 @@ class ConfigSync:
             self.metrics.applies.labels(result="applied").inc()
             self.metrics.seconds.labels(result="applied").observe(time.monotonic() - seen)
             self.metrics.last_applied.set(time.time())
-            bound.info("config_applied", generation=generation,
-                       restarted=verdict.restart_required, seconds=round(time.monotonic() - seen, 3))
-            await self.events.emit("ConfigApplied", f"generation {generation} ({files.short}) applied"
-                                   + (" by restarting slurmctld" if verdict.restart_required else ""))
+            bound.info(
+                "config_applied",
+                generation=generation,
+                restarted=verdict.restart_required,
+                seconds=round(time.monotonic() - seen, 3),
+            )
+            await self.events.emit(
+                "ConfigApplied",
+                f"generation {generation} ({files.short}) applied"
+                + (" by restarting slurmctld" if verdict.restart_required else ""),
+            )
             await self._notify()
             return
         await self._rollback(files, outcome, verdict, seen, bound)
 
-    async def _rollback(self, files: FileSet, outcome: Outcome, verdict: Verdict, seen: float,
-                        bound: Any) -> None:
+    async def _rollback(
+        self, files: FileSet, outcome: Outcome, verdict: Verdict, seen: float, bound: Any
+    ) -> None:
         assert self.applied is not None
         self.target.swap(self.applied.files, self.applied.generation)
         bound.warning("config_rolled_back_on_disk", reason=outcome.reason)

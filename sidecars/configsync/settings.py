@@ -32,19 +32,35 @@ class Settings:
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    flag(p, "--source", required=True, multiple=True, metavar="DIR",
-         help="a ConfigMap/Secret volume or plain directory (repeat for several)")
+    flag(
+        p,
+        "--source",
+        required=True,
+        multiple=True,
+        metavar="DIR",
+        help="a ConfigMap/Secret volume or plain directory (repeat for several)",
+    )
     flag(p, "--target", required=True, metavar="DIR", help="the directory slurmctld reads")
-    flag(p, "--state-dir", default=None, metavar="DIR",
-         help="where the last known good set is kept (default: TARGET/../.config-sync)")
+    flag(
+        p,
+        "--state-dir",
+        default=None,
+        metavar="DIR",
+        help="where the last known good set is kept (default: TARGET/../.config-sync)",
+    )
     flag(p, "--http", required=True, metavar="ADDR", help="HOST:PORT for /livez /readyz /metrics /status")
     flag(p, "--debounce-seconds", default="0.2", help="quiet time that ends a change set")
     flag(p, "--debounce-max-seconds", default="5", help="apply a change storm after at most this long")
     flag(p, "--rehash-seconds", default="30", help="re-hash the sources this often, events or not")
     flag(p, "--settle-seconds", default="5", help="slurmctld must keep answering this long after a change")
     flag(p, "--max-file-bytes", default=str(1024 * 1024), help="reject files larger than this")
-    flag(p, "--restart-policy", default="hold", choices=["hold", "restart"],
-         help="restart-required changes: hold the last known good, or restart slurmctld")
+    flag(
+        p,
+        "--restart-policy",
+        default="hold",
+        choices=["hold", "restart"],
+        help="restart-required changes: hold the last known good, or restart slurmctld",
+    )
     flag(p, "--restart-timeout-seconds", default="60", help="how long slurmctld may take to come back")
     flag(p, "--main-file", default="slurm.conf", help="the file the Slurm daemon reads (SLURM_CONF)")
 

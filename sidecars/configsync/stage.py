@@ -47,8 +47,7 @@ def target_mode(entry: FileEntry) -> int:
     return 0o600 if entry.secret else entry.mode
 
 
-def write_files(where: Path, files: FileSet,
-                transform: Callable[[str, bytes], bytes] | None = None) -> None:
+def write_files(where: Path, files: FileSet, transform: Callable[[str, bytes], bytes] | None = None) -> None:
     """Write every file of the set into a new directory `where`, durably."""
     where.mkdir(mode=0o755, parents=True)
     for e in files.files.values():
@@ -67,7 +66,7 @@ def write_files(where: Path, files: FileSet,
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def _replace_symlink(path: Path, dest: str) -> None:
@@ -164,8 +163,12 @@ class LastKnownGood:
     def load(self) -> Applied | None:
         try:
             raw = json.loads(self.path.read_text())
-            entries = [FileEntry(f["name"], base64.b64decode(f["data"]), int(f["mode"]), int(f["size"]),
-                                 Path(f["source"])) for f in raw["files"]]
+            entries = [
+                FileEntry(
+                    f["name"], base64.b64decode(f["data"]), int(f["mode"]), int(f["size"]), Path(f["source"])
+                )
+                for f in raw["files"]
+            ]
             files = FileSet.build(entries)
             if files.sha256 != raw["sha256"]:
                 log.error("last_known_good_corrupt", path=str(self.path))
@@ -183,8 +186,16 @@ class LastKnownGood:
             "generation": applied.generation,
             "at": applied.at,
             "sha256": applied.files.sha256,
-            "files": [{"name": e.name, "mode": e.mode, "size": e.size, "source": str(e.source),
-                       "data": base64.b64encode(e.data).decode()} for e in applied.files.files.values()],
+            "files": [
+                {
+                    "name": e.name,
+                    "mode": e.mode,
+                    "size": e.size,
+                    "source": str(e.source),
+                    "data": base64.b64encode(e.data).decode(),
+                }
+                for e in applied.files.files.values()
+            ],
         }
         tmp = self.path.with_name(f".{self.path.name}.{secrets.token_hex(3)}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -119,8 +119,16 @@ def candidate_copy(files: FileSet, where: Path, target: Path) -> None:
 
 
 class Validator:
-    def __init__(self, client: SlurmClient, target: Path, work_dir: Path, *, main: str = "slurm.conf",
-                 max_bytes: int = 1024 * 1024, parse_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        client: SlurmClient,
+        target: Path,
+        work_dir: Path,
+        *,
+        main: str = "slurm.conf",
+        max_bytes: int = 1024 * 1024,
+        parse_timeout: float = 10.0,
+    ) -> None:
         self.client = client
         self.target = target
         self.work_dir = work_dir

@@ -13,8 +13,9 @@ from watchfiles import awatch
 log = structlog.get_logger(__name__)
 
 
-async def watch(paths: Sequence[Path], wake: Callable[[], None], stop: asyncio.Event,
-                ready: asyncio.Event | None = None) -> None:
+async def watch(
+    paths: Sequence[Path], wake: Callable[[], None], stop: asyncio.Event, ready: asyncio.Event | None = None
+) -> None:
     """Call `wake()` on every batch of events until `stop`; a failing watcher is restarted (the periodic
     re-hash covers the gap, so a lost event is never a lost change). `ready` is set once the watches
     are in place: a change after that cannot go unseen."""
@@ -22,9 +23,17 @@ async def watch(paths: Sequence[Path], wake: Callable[[], None], stop: asyncio.E
         try:
             # no filter: the kubelet's `..data_tmp` rename is exactly the event that matters; the
             # empty yields on timeout tell that the watcher runs (watchfiles has no other signal)
-            async for changes in awatch(*paths, watch_filter=None, debounce=50, step=10, stop_event=stop,
-                                        recursive=True, ignore_permission_denied=True, rust_timeout=300,
-                                        yield_on_timeout=True):
+            async for changes in awatch(
+                *paths,
+                watch_filter=None,
+                debounce=50,
+                step=10,
+                stop_event=stop,
+                recursive=True,
+                ignore_permission_denied=True,
+                rust_timeout=300,
+                yield_on_timeout=True,
+            ):
                 if ready is not None:
                     ready.set()
                 if changes:

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from sidecars.configsync.main import Running, running
 from sidecars.configsync.settings import Settings
-from sidecars.configsync.sources import read_source
+from sidecars.configsync.sources import FileEntry, FileSet, read_source
 from sidecars.configsync.validate import Validator
 from sidecars.devcluster import DevCluster
 from sidecars.slurm.runner import SlurmMetrics
@@ -71,8 +71,6 @@ class Sync:
         return 0.0
 
     def target_sha(self) -> str:
-        from sidecars.configsync.sources import FileSet
-
         entries, _ = read_source(self.settings.target, self.settings.max_file_bytes)
         return FileSet.build(entries).sha256
 
@@ -89,17 +87,21 @@ def cluster_files(cluster: DevCluster) -> dict[str, bytes]:
 
 
 def set_sha(config: dict[str, bytes], secrets: dict[str, bytes] | None = None) -> str:
-    from sidecars.configsync.sources import FileEntry, FileSet
-
     files = {**config, **(secrets or {})}
     limit = 1024 * 1024 + 1  # what the reader keeps of an oversize file
     return FileSet.build([FileEntry(n, d[:limit], 0o644, len(d), Path("/")) for n, d in files.items()]).sha256
 
 
 @contextlib.asynccontextmanager
-async def config_sync(cluster: DevCluster, *, secrets: dict[str, bytes] | None = None,
-                      validator_factory: Any = None, **overrides: Any) -> AsyncIterator[Sync]:
-    base = cluster_files(cluster)
+async def config_sync(
+    cluster: DevCluster,
+    *,
+    secrets: dict[str, bytes] | None = None,
+    validator_factory: Any = None,
+    initial: dict[str, bytes] | None = None,
+    **overrides: Any,
+) -> AsyncIterator[Sync]:
+    base = initial or cluster_files(cluster)
     for name, data in (secrets or {}).items():  # deployed with the cluster, as slurmctld found them
         path = cluster.conf_path.parent / name
         path.write_bytes(data)
@@ -109,9 +111,15 @@ async def config_sync(cluster: DevCluster, *, secrets: dict[str, bytes] | None =
     secret = Volume(cluster.dir / "vol" / "secret", mode=0o600)
     secret.write(secrets or {})
     settings = Settings(
-        sources=(config.path, secret.path), target=cluster.conf_path.parent,
-        state_dir=cluster.dir / "config-sync", http_host="127.0.0.1", http_port=0,
-        debounce_seconds=0.05, settle_seconds=0.5, rehash_seconds=30.0, restart_timeout_seconds=30.0,
+        sources=(config.path, secret.path),
+        target=cluster.conf_path.parent,
+        state_dir=cluster.dir / "config-sync",
+        http_host="127.0.0.1",
+        http_port=0,
+        debounce_seconds=0.05,
+        settle_seconds=0.5,
+        rehash_seconds=30.0,
+        restart_timeout_seconds=30.0,
         retry_max_seconds=1.0,
     )
     settings = replace(settings, **overrides)

@@ -43,8 +43,9 @@ async def test_two_files_changed_together_are_one_reconfigure(cluster: DevCluste
         await sync.wait(set_sha(files))
         parts = {p.name: p for p in await cluster.client().partitions()}
         assert parts["p2"].max_time_minutes == 20 and parts["p2"].nodes == ("n1",)
-        reconfigures = await sync.metric("slurm_sidecars_slurm_commands_total",
-                                         command="scontrol reconfigure", result="ok")
+        reconfigures = await sync.metric(
+            "slurm_sidecars_slurm_commands_total", command="scontrol reconfigure", result="ok"
+        )
         assert reconfigures == 1
         # removing both again is one change too, and the file's link leaves the target
         sync.config.write(sync.good())

@@ -55,7 +55,10 @@ async def test_hold_keeps_the_last_known_good(cluster: DevCluster) -> None:
 async def test_restart_policy_restarts_slurmctld_and_verifies(cluster: DevCluster) -> None:
     job = await cluster.sbatch(wrap="sleep 600")
     await cluster.wait_job(job, "RUNNING")
-    async with config_sync(cluster, restart_policy="restart") as sync, container_restarts(cluster) as restarts:
+    async with (
+        config_sync(cluster, restart_policy="restart") as sync,
+        container_restarts(cluster) as restarts,
+    ):
         pid = cluster.hostpid("slurmctld")
         files = bump_max_job_count(sync.good())
         sync.config.write(files)

@@ -7,8 +7,6 @@ a validator that only runs Slurm's client parse (which accepts a partition namin
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from sidecars.configsync import conffile
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileSet
@@ -48,8 +46,12 @@ async def test_refused_set_is_rolled_back_and_reported(cluster: DevCluster) -> N
             # 22.05 dies of it (why nothing unvalidated may reach it); its container restarts it on
             # the restored files, and it comes back healthy
             assert "Zero Bytes were transmitted" in reason or "Invalid node names" in reason
-            await cluster._poll(cluster._async(lambda: cluster.hostpid("slurmctld")), lambda p: p is None,
-                                10, "slurmctld gone")
+            await cluster._poll(
+                cluster._async(lambda: cluster.hostpid("slurmctld")),
+                lambda p: p is None,
+                10,
+                "slurmctld gone",
+            )
             await cluster.start_slurmctld()
         else:
             # 24.11 refuses and keeps its old config; the files now agree with it again
@@ -65,5 +67,3 @@ async def test_refused_set_is_rolled_back_and_reported(cluster: DevCluster) -> N
         st = await sync.wait(set_sha(fixed), within=15.0)
         assert st["rejected"] is None
         assert (await cluster.client().partitions())[0].max_time_minutes == 90
-
-
