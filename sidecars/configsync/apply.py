@@ -160,11 +160,13 @@ class Applier:
         problems: list[str] = []
         seen_ok = False
         while True:
-            if not await self._answers(time.monotonic() + 2.0):
-                return Outcome(False, "slurmctld stopped answering after the change", controller_died=True)
-            try:
+            try:  # an answer to these reads is also the proof that slurmctld answers
                 problems = mismatches(old, new, before, await view(self.client))
             except SlurmError as exc:
+                if not await self._answers(time.monotonic() + 2.0):
+                    return Outcome(
+                        False, "slurmctld stopped answering after the change", controller_died=True
+                    )
                 problems = [f"slurmctld could not be read: {exc.message}"]
             now = time.monotonic()
             if not problems:
@@ -173,7 +175,7 @@ class Applier:
                     return Outcome(True)
             elif seen_ok or now >= deadline:
                 return Outcome(False, "; ".join(problems))
-            await asyncio.sleep(0.05 if not seen_ok else min(0.5, max(0.0, settle_end - now)))
+            await asyncio.sleep(0.02 if not seen_ok else min(0.5, max(0.0, settle_end - now)))
 
     async def reconfigure(self, old: SlurmConf, new: SlurmConf, before: View) -> Outcome:
         self.tail.mark()

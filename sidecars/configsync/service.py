@@ -20,7 +20,7 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from sidecars.configsync import conffile
-from sidecars.configsync.apply import Applier, Outcome, view
+from sidecars.configsync.apply import Applier, Outcome, View, view
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileSet, SourceChanged, read_sources
 from sidecars.configsync.stage import Applied, LastKnownGood, Target
@@ -236,11 +236,19 @@ class ConfigSync:
         bound = self._log.bind(sha256=files.short, files=sorted(files.files))
         self.pending = True
         await self._notify()
-        verdict = await self.validator.validate(files, current)
+        # what slurmctld reports now, read while the set is validated (it is the baseline to verify against)
+        before_task = asyncio.create_task(self._controller_view()) if current is not None else None
+        try:
+            verdict = await self.validator.validate(files, current)
+            before = await before_task if before_task else None
+        finally:
+            if before_task and not before_task.done():
+                before_task.cancel()
+                await asyncio.gather(before_task, return_exceptions=True)
         if not verdict.ok:
             await self._reject(files, verdict.reason, "rejected", seen, bound)
             return
-        if current is None or (startup and not (await self.client.ping()).up):
+        if current is None or (startup and before is None):
             # nothing runs on the target yet (first start, or slurmctld not started): it starts on this set
             await self._install(files, seen, bound, reason="slurmctld is not running yet")
             return
@@ -248,12 +256,22 @@ class ConfigSync:
             why = "restart required: " + "; ".join(str(r) for r in verdict.restart)
             await self._reject(files, why, "restart_required", seen, bound, restart_required=True)
             return
-        if not (await self.client.ping()).up:
+        if before is None:
             self._backoff = min(max(self._backoff * 2, 0.5), self.settings.retry_max_seconds)
             bound.warning("slurmctld_unreachable_change_pending", retry_in=self._backoff)
             await self._notify()
             return
-        await self._apply(files, verdict, seen=seen, bound=bound)
+        await self._apply(files, verdict, before, seen=seen, bound=bound)
+
+    async def _controller_view(self) -> View | None:
+        """slurmctld's current view, or None when it does not answer (the change then waits)."""
+        if not (await self.client.ping()).up:
+            return None
+        try:
+            return await view(self.client)
+        except SlurmError as exc:
+            self._log.warning("slurmctld_unreadable", error=exc.message)
+            return None
 
     async def _adopt(self, files: FileSet) -> None:
         assert self.applied is not None
@@ -300,18 +318,14 @@ class ConfigSync:
         await self.events.emit(event, f"{files.short}: {reason}", "Warning")
         await self._notify()
 
-    async def _apply(self, files: FileSet, verdict: Verdict, *, seen: float, bound: Any) -> None:
+    async def _apply(
+        self, files: FileSet, verdict: Verdict, before: View, *, seen: float, bound: Any
+    ) -> None:
         assert self.applied is not None and verdict.conf is not None
         old_conf = conffile.parse(self.applied.files, self.settings.main_file, self.settings.target)
         if not self._fixed_log_path:  # slurmctld's own words for a refusal, when its log is visible here
             logfile = old_conf.options.get("slurmctldlogfile")
             self.applier.tail.path = Path(logfile) if logfile else None
-        try:
-            before = await view(self.client)
-        except SlurmError as exc:
-            self._backoff = min(max(self._backoff * 2, 0.5), self.settings.retry_max_seconds)
-            bound.warning("slurmctld_unreadable_change_pending", error=exc.message, retry_in=self._backoff)
-            return
         generation = self.applied.generation + 1
         self.target.swap(files, generation)
         if verdict.restart_required:
