@@ -68,8 +68,8 @@ def mismatches(old: SlurmConf, new: SlurmConf, before: View, after: View) -> lis
     out: list[str] = []
     for key in sorted(set(old.options) | set(new.options)):
         a, b = old.options.get(key), new.options.get(key)
-        if _norm(a) == _norm(b) or key not in after.config or key not in before.config:
-            continue
+        if b is None or _norm(a) == _norm(b) or key not in after.config or key not in before.config:
+            continue  # a removed key falls back to a default we cannot know; unreported ones go unchecked
         was, now = _norm(before.config[key]), _norm(after.config[key])
         if now == was and _norm(b) != now:
             out.append(f"{key} is still {after.config[key]!r} (file says {b!r})")

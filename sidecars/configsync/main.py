@@ -42,6 +42,7 @@ async def running(
     registry: CollectorRegistry | None = None,
     validator: Validator | None = None,
     checkpoint: Callable[[str], None] | None = None,
+    watch_files: bool = True,
 ) -> AsyncIterator[Running]:
     """The whole daemon for the duration of the block: HTTP first (probes say "not ready" until the
     target holds a set), then the start-up sync, then watching and syncing until the block ends."""
@@ -69,7 +70,10 @@ async def running(
     app = DaemonHTTP(registry, liveness=liveness, readiness=readiness, status=service.status).app()
     async with serve(app, settings.http_host, settings.http_port) as port:
         watching = asyncio.Event()
-        tasks.append(asyncio.create_task(watch(settings.sources, service.wake, stop, watching)))
+        if watch_files:  # off only in tests of the periodic re-hash
+            tasks.append(asyncio.create_task(watch(settings.sources, service.wake, stop, watching)))
+        else:
+            watching.set()
         try:
             # watches first, then the start-up read: a change in between is never missed
             with contextlib.suppress(TimeoutError):

@@ -99,6 +99,7 @@ async def config_sync(
     secrets: dict[str, bytes] | None = None,
     validator_factory: Any = None,
     initial: dict[str, bytes] | None = None,
+    watch_files: bool = True,
     **overrides: Any,
 ) -> AsyncIterator[Sync]:
     base = initial or cluster_files(cluster)
@@ -127,7 +128,14 @@ async def config_sync(
     client = cluster.client(metrics=SlurmMetrics(registry))
     validator: Validator | None = validator_factory(client, settings) if validator_factory else None
     events = RecordingSink()
-    async with running(settings, client=client, events=events, registry=registry, validator=validator) as r:
+    async with running(
+        settings,
+        client=client,
+        events=events,
+        registry=registry,
+        validator=validator,
+        watch_files=watch_files,
+    ) as r:
         sync = Sync(cluster, config, secret, settings, r, events, base={**base, **(secrets or {})})
         sync.base = dict(base)
         yield sync

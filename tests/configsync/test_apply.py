@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 from sidecars.devcluster import DevCluster
+from sidecars.devcluster.cluster import pick_ports
 from tests.configsync.harness import config_sync, set_sha
 
 
@@ -67,3 +70,32 @@ async def test_change_waits_while_slurmctld_is_down(cluster: DevCluster) -> None
         st = await sync.wait(set_sha(files), within=15.0)
         assert st["applied"]["generation"] == 2
         assert (await cluster.client().partitions())[0].max_time_minutes == 33
+
+
+async def test_a_missed_event_is_caught_by_the_periodic_rehash(cluster: DevCluster) -> None:
+    async with config_sync(cluster, watch_files=False, rehash_seconds=0.5) as sync:
+        files = sync.good()
+        files["slurm.conf"] = files["slurm.conf"].replace(b"MaxTime=INFINITE", b"MaxTime=12")
+        sync.config.write(files)  # no watcher runs: only the timer can see this
+        await sync.wait(set_sha(files), within=10.0)
+        assert (await cluster.client().partitions())[0].max_time_minutes == 12
+
+
+async def test_node_added_is_release_aware(cluster: DevCluster) -> None:
+    """22.05 dies of a new node on reconfigure (MaxNodeCount): held. 24.11 re-executes and takes it."""
+    async with config_sync(cluster) as sync:
+        files = sync.good()
+        conf = files["slurm.conf"].decode()
+        n1 = next(ln for ln in conf.splitlines() if ln.startswith("NodeName=n1 "))
+        port = pick_ports(1)[0]
+        n9 = re.sub(r"Port=\d+", f"Port={port}", n1.replace("NodeName=n1", "NodeName=n9"))
+        files["slurm.conf"] = (conf + n9 + "\n").encode()
+        sync.config.write(files)
+        if cluster.release.short == "22.05":
+            st = await sync.wait(set_sha(files), key="rejected")
+            assert st["restart_required"] and "nodes added: n9" in st["rejected"]["reason"]
+            assert await cluster.client().node("n9") is None
+        else:
+            st = await sync.wait(set_sha(files), within=15.0)
+            assert st["applied"]["generation"] == 2
+            assert await cluster.client().node("n9") is not None
