@@ -309,7 +309,7 @@ class ConfigSync:
         self.pending = False
         self.metrics.applies.labels(result=result).inc()
         self.metrics.seconds.labels(result=result).observe(time.monotonic() - seen)
-        bound.warning("config_" + result, reason=reason)
+        bound.warning("config_not_applied", result=result, reason=reason)
         event = {
             "rejected": "ConfigRejected",
             "rolled_back": "ConfigRolledBack",
@@ -328,11 +328,16 @@ class ConfigSync:
             self.applier.tail.path = Path(logfile) if logfile else None
         generation = self.applied.generation + 1
         self.target.swap(files, generation)
-        if verdict.restart_required:
-            bound.info("restarting_slurmctld", reasons=[str(r) for r in verdict.restart])
-            outcome = await self.applier.restart(old_conf, verdict.conf, before)
-        else:
-            outcome = await self.applier.reconfigure(old_conf, verdict.conf, before)
+        try:
+            if verdict.restart_required:
+                bound.info("restarting_slurmctld", reasons=[str(r) for r in verdict.restart])
+                outcome = await self.applier.restart(old_conf, verdict.conf, before)
+            else:
+                outcome = await self.applier.reconfigure(old_conf, verdict.conf, before)
+        except BaseException:
+            # cancelled or broken mid-apply: never leave an unverified set on disk
+            self.target.swap(self.applied.files, self.applied.generation)
+            raise
         if outcome.ok:
             self.applied = Applied(generation, now_rfc3339(), files)
             self.lkg.save(self.applied)
