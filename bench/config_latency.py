@@ -24,6 +24,7 @@ import shutil
 import statistics
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -103,14 +104,18 @@ async def config_sync_run(
             before = reconfigures(registry)
             last: dict[str, bytes] = {}
             storm_started = time.monotonic()
+            last_swap = 0.0
             for i in range(50):
                 last = with_max_time(base, 1000 + i)
                 vol.write(last)
+                last_swap = time.time()  # wall clock: /status stamps outcomes in RFC 3339
                 await asyncio.sleep(0.1)
             storm_seconds = time.monotonic() - storm_started
             want = sha_of(last)
-            await svc.wait_until(lambda s: bool(s["applied"]) and s["applied"]["sha256"] == want, 60)
-            settled = time.monotonic() - storm_started - storm_seconds
+            st = await svc.wait_until(lambda s: bool(s["applied"]) and s["applied"]["sha256"] == want, 60)
+            settled = (
+                datetime.fromisoformat(st["applied"]["at"].replace("Z", "+00:00")).timestamp() - last_swap
+            )
             storm_reconfigures = reconfigures(registry) - before
             final = (await cluster.client().partitions())[0].max_time_minutes
     return {
