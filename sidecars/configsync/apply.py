@@ -99,8 +99,13 @@ def mismatches(old: SlurmConf, new: SlurmConf, before: View, after: View) -> lis
             out.append(f"node {name} features are {list(seen_node.features)}, the files say {list(want)}")
     for name, node in before.nodes.items():
         now_node = after.nodes.get(name)
-        if name in new_nodes and now_node and node.state.base != "DOWN" and now_node.state.base == "DOWN":
-            out.append(f"node {name} went DOWN ({now_node.reason.text if now_node.reason else 'no reason'})")
+        if name not in new_nodes or now_node is None:
+            continue
+        why = now_node.reason.text if now_node.reason else "no reason"
+        if node.state.base != "DOWN" and now_node.state.base == "DOWN":
+            out.append(f"node {name} went DOWN ({why})")
+        elif {"INVALID", "INVALID_REG"} & (now_node.state.flags - node.state.flags):
+            out.append(f"node {name} became INVALID ({why})")
     return out
 
 

@@ -80,6 +80,11 @@ def semantic_problems(conf: SlurmConf) -> list[str]:
     for name, count in sorted(Counter(nodes).items()):
         if count > 1:
             problems.append(f"node {name} is defined {count} times")
+    for kind, label in (("partitionname", "partition"), ("nodeset", "NodeSet")):
+        names = [r.name for r in conf.of(kind) if r.name.upper() != "DEFAULT"]
+        for name, count in sorted(Counter(names).items()):
+            if count > 1:  # 22.05's slurmctld dies of a duplicate partition on reconfigure (measured)
+                problems.append(f"{label} {name} is defined {count} times")
     known = set(nodes)
     nodesets = {r.name for r in conf.of("nodeset")}
     for r in conf.of("nodeset"):

@@ -79,6 +79,11 @@ CASES = [
         append("NodeSet=ns1 Nodes=n7"),
         "NodeSet ns1 names unknown node(s) n7",
     ),
+    Case(
+        "duplicate partition",
+        append("PartitionName=debug Nodes=n1 MaxTime=5"),
+        "partition debug is defined 2 times",
+    ),
     Case("duplicate node", conf(lambda t: t + first_node_line(t) + "\n"), "node n1 is defined 2 times"),
     Case(
         "a new NodeName line (22.05)",
