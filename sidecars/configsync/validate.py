@@ -73,6 +73,77 @@ def file_problems(files: FileSet, current: FileSet | None, main: str, max_bytes:
     return problems
 
 
+# Keys of the files every slurmd re-reads on reconfigure (gres.conf(5), cgroup.conf(5), 22.05 and 24.11).
+# No client parses them, and a 22.05 slurmd dies of an unknown key or a garbage line (measured), so the
+# set is refused here instead.
+AUX_KEYS = {
+    "gres.conf": frozenset(
+        {
+            "autodetect",
+            "count",
+            "cores",
+            "file",
+            "flags",
+            "links",
+            "multiplefiles",
+            "name",
+            "nodename",
+            "type",
+        }
+    ),
+    "cgroup.conf": frozenset(
+        {
+            "allowedkmemspace",
+            "allowedramspace",
+            "allowedswapspace",
+            "cgroupautomount",
+            "cgroupmountpoint",
+            "cgroupplugin",
+            "cgroupreleaseagentdir",
+            "constraincores",
+            "constraindevices",
+            "constrainkmemspace",
+            "constrainramspace",
+            "constrainswapspace",
+            "enablecontrollers",
+            "ignoresystemd",
+            "ignoresystemdonfailure",
+            "maxkmempercent",
+            "maxrampercent",
+            "maxswappercent",
+            "memoryswappiness",
+            "minkmemspace",
+            "minramspace",
+            "signalchildrenprocesses",
+            "systemdtimeout",
+            "taskaffinity",
+        }
+    ),
+}
+
+
+def aux_problems(files: FileSet) -> list[str]:
+    problems: list[str] = []
+    for name, keys in AUX_KEYS.items():
+        entry = files.files.get(name)
+        if entry is None:
+            continue
+        text = entry.data.decode("utf-8", "replace")
+        for lineno, raw in enumerate(text.splitlines(), 1):
+            line = raw.split("#", 1)[0].strip()
+            if not line:
+                continue
+            for word in line.split():
+                key, eq, _ = word.partition("=")
+                if not eq:
+                    problems.append(f"{name}:{lineno}: {line[:80]!r} is not Key=Value (slurmd dies of it)")
+                    break
+                if key.lower() not in keys:
+                    problems.append(f"{name}:{lineno}: unknown key {key[:40]!r} (slurmd dies of it)")
+                    break
+    return problems
+
+
 def semantic_problems(conf: SlurmConf) -> list[str]:
     """What slurmctld dies of although the client parse accepts it."""
     problems = list(conf.problems)
@@ -162,7 +233,7 @@ class Validator:
         if problems:
             return _reject("; ".join(problems))
         conf = conffile.parse(files, self.main, self.target)
-        problems = semantic_problems(conf)
+        problems = semantic_problems(conf) + aux_problems(files)
         if problems:
             return _reject("; ".join(problems))
         refused, version = await self.client_parse(files)

@@ -107,6 +107,21 @@ CASES = [
         ),
         "unrecognized key: AlsoNotAKey",
     ),
+    Case(
+        "garbage in gres.conf",
+        lambda c, s, t: ({**c, "gres.conf": c["gres.conf"] + b"this is garbage\n"}, s),
+        "gres.conf:2: 'this is garbage' is not Key=Value",
+    ),
+    Case(
+        "unknown key in gres.conf",
+        lambda c, s, t: ({**c, "gres.conf": b"Name=gpu Bogus=1 File=/dev/null\n"}, s),
+        "gres.conf:1: unknown key 'Bogus'",
+    ),
+    Case(
+        "garbage in cgroup.conf",
+        lambda c, s, t: ({**c, "cgroup.conf": b"CgroupPlugin=disabled\nnonsense\n"}, s),
+        "cgroup.conf:2: 'nonsense' is not Key=Value",
+    ),
     Case("empty slurm.conf", lambda c, s, t: ({**c, "slurm.conf": b""}, s), "slurm.conf is empty"),
     Case("blank slurm.conf", lambda c, s, t: ({**c, "slurm.conf": b"\n  \n"}, s), "slurm.conf is empty"),
     Case(
