@@ -24,11 +24,10 @@ class Command:
 def _commands() -> list[Command]:
     # imported here, not at module level, so `--help` and unrelated roles stay cheap
     from sidecars import demo, probe
-    from sidecars.configsync import main as config_sync  # noqa: PLC0415 - cheap --help, as above
+    from sidecars.configsync import main as cs  # noqa: PLC0415 - kept cheap, as above
 
     return [
-        Command("config-sync", "apply ConfigMap/Secret changes to slurmctld safely", config_sync.configure,
-                config_sync.main, 3),
+        Command("config-sync", "apply ConfigMap/Secret changes to slurmctld safely", cs.configure, cs.main, 3),
         Command("worker", "the agent beside every slurmd", None, None, 4),
         Command("drain-hook", "preStop hook: drain this node and wait", None, None, 4),
         Command("control-plane", "one per cluster: fleet view, drains, scale-in order", None, None, 5),
