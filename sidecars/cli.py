@@ -27,7 +27,7 @@ def _commands() -> list[Command]:
     from sidecars.configsync import main as cs  # noqa: PLC0415 - kept cheap, as above
 
     return [
-        Command("config-sync", "apply ConfigMap/Secret changes to slurmctld safely", cs.configure, cs.main, 3),
+        Command("config-sync", "apply ConfigMap/Secret changes to slurmctld", cs.configure, cs.main, 3),
         Command("worker", "the agent beside every slurmd", None, None, 4),
         Command("drain-hook", "preStop hook: drain this node and wait", None, None, 4),
         Command("control-plane", "one per cluster: fleet view, drains, scale-in order", None, None, 5),
