@@ -24,9 +24,15 @@ class Command:
 def _commands() -> list[Command]:
     # imported here, not at module level, so `--help` and unrelated roles stay cheap
     from sidecars import demo, probe, status
+    from sidecars.configsync import main as config_sync
 
     return [
-        Command("config-sync", "apply ConfigMap/Secret changes to slurmctld safely", None, None, 3),
+        Command(
+            "config-sync",
+            "apply ConfigMap/Secret changes to slurmctld safely",
+            config_sync.configure,
+            config_sync.main,
+        ),
         Command("worker", "the agent beside every slurmd", None, None, 4),
         Command("drain-hook", "preStop hook: drain this node and wait", None, None, 4),
         Command("control-plane", "one per cluster: fleet view, drains, scale-in order", None, None, 5),

@@ -1,0 +1,231 @@
+"""Reconfigure slurmctld (or restart it) and verify it really took the new set.
+
+`scontrol reconfigure` returning 0 proves little: 24.11 keeps its old config on a bad file (and says
+only `Unspecified error`), and "Configuration data as of" is only the query time. So a change counts
+as applied when slurmctld keeps answering through a settle period, the values that changed in the
+files are what it now reports, and no node that was up went DOWN.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from sidecars.configsync.conffile import SlurmConf
+from sidecars.slurm import SlurmClient, SlurmError, textformat
+from sidecars.slurm.models import Node, Partition
+from sidecars.slurm.textformat import parse_minutes
+
+log = structlog.get_logger(__name__)
+
+_LOG_TROUBLE = re.compile(r"\b(error|fatal)\b|reconfigure failed", re.IGNORECASE)
+_HARMLESS = re.compile(
+    r"pmix|Could not open .* state file|No such file or directory, retrying|"
+    r"_refresh_assoc_mgr|is not a valid character or block device",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """What slurmctld reports: the basis for comparing before and after."""
+
+    config: dict[str, str]
+    partitions: dict[str, Partition]
+    nodes: dict[str, Node]
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    reason: str = ""
+    controller_died: bool = False
+    took_request: bool = False  # slurmctld accepted the reconfigure/restart (it may run part of the set)
+    steps: list[str] = field(default_factory=list)
+
+
+async def view(client: SlurmClient) -> View:
+    config, parts, nodes = await asyncio.gather(client.show_config(), client.partitions(), client.nodes())
+    return View(
+        {k.lower(): v for k, v in config.items()}, {p.name: p for p in parts}, {n.name: n for n in nodes}
+    )
+
+
+def _norm(value: str | None) -> str:
+    v = (value or "").strip().lower()
+    v = re.sub(r"\s*(sec|secs|seconds)$", "", v)
+    return v.replace('"', "")
+
+
+def mismatches(old: SlurmConf, new: SlurmConf, before: View, after: View) -> list[str]:
+    """Values changed in the files that slurmctld does not report; nodes that went down."""
+    out: list[str] = []
+    for key in sorted(set(old.options) | set(new.options)):
+        a, b = old.options.get(key), new.options.get(key)
+        if b is None or _norm(a) == _norm(b) or key not in after.config or key not in before.config:
+            continue  # a removed key falls back to a default we cannot know; unreported ones go unchecked
+        was, now = _norm(before.config[key]), _norm(after.config[key])
+        if now == was and _norm(b) != now:
+            out.append(f"{key} is still {after.config[key]!r} (file says {b!r})")
+    new_parts, old_parts = new.partitions(), old.partitions()
+    if new_parts and set(new_parts) != set(after.partitions):
+        out.append(f"partitions are {sorted(after.partitions)}, the files define {sorted(new_parts)}")
+    for name, rec in new_parts.items():
+        seen = after.partitions.get(name)
+        if seen is None or (name in old_parts and old_parts[name].fields == rec.fields):
+            continue
+        want_max = rec.fields.get("maxtime")
+        if want_max is not None and parse_minutes(want_max) != seen.max_time_minutes:
+            out.append(f"partition {name} MaxTime is {seen.max_time_minutes} min, the files say {want_max}")
+        want_state = rec.fields.get("state")
+        if want_state is not None and want_state.upper() != seen.state.upper():
+            out.append(f"partition {name} State is {seen.state}, the files say {want_state}")
+    new_nodes = set(new.node_names())
+    if new_nodes and not new_nodes <= set(after.nodes):
+        out.append(f"nodes {sorted(new_nodes - set(after.nodes))} are not known to slurmctld")
+    old_fields, new_fields = old.node_fields(), new.node_fields()
+    for name, fields in new_fields.items():
+        seen_node = after.nodes.get(name)
+        if seen_node is None or old_fields.get(name, {}).get("feature") == fields.get("feature"):
+            continue
+        want = tuple(f for f in (fields.get("feature") or fields.get("features") or "").split(",") if f)
+        if sorted(want) != sorted(seen_node.features):
+            out.append(f"node {name} features are {list(seen_node.features)}, the files say {list(want)}")
+    for name, node in before.nodes.items():
+        now_node = after.nodes.get(name)
+        if name not in new_nodes or now_node is None:
+            continue
+        why = now_node.reason.text if now_node.reason else "no reason"
+        if node.state.base != "DOWN" and now_node.state.base == "DOWN":
+            out.append(f"node {name} went DOWN ({why})")
+        elif {"INVALID", "INVALID_REG"} & (now_node.state.flags - node.state.flags):
+            out.append(f"node {name} became INVALID ({why})")
+    return out
+
+
+class LogTail:
+    """New error lines of slurmctld's log since `mark()`, when the log is readable from here."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.offset = 0
+
+    def mark(self) -> None:
+        self.offset = 0
+        if self.path is not None:
+            with contextlib.suppress(OSError):
+                self.offset = self.path.stat().st_size
+
+    def trouble(self, limit: int = 6) -> list[str]:
+        if self.path is None:
+            return []
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                text = f.read(256 * 1024).decode("utf-8", "replace")
+        except OSError:
+            return []
+        lines = [ln.split("] ", 1)[-1].strip() for ln in text.splitlines()]
+        return [ln for ln in lines if _LOG_TROUBLE.search(ln) and not _HARMLESS.search(ln)][:limit]
+
+
+class Applier:
+    def __init__(
+        self,
+        client: SlurmClient,
+        *,
+        settle_seconds: float,
+        restart_timeout: float,
+        log_path: Path | None = None,
+    ) -> None:
+        self.client = client
+        self.settle_seconds = settle_seconds
+        self.restart_timeout = restart_timeout
+        self.tail = LogTail(log_path)
+
+    async def _answers(self, deadline: float) -> bool:
+        while True:
+            with contextlib.suppress(SlurmError):
+                if (await self.client.ping()).up:
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.2)
+
+    async def verify(self, old: SlurmConf, new: SlurmConf, before: View, *, wait: float) -> Outcome:
+        """Poll until the new values show (at most `wait` s), then keep checking through the settle period."""
+        settle_end = time.monotonic() + self.settle_seconds
+        deadline = time.monotonic() + max(wait, 1.0)
+        problems: list[str] = []
+        seen_ok = False
+        while True:
+            try:  # an answer to these reads is also the proof that slurmctld answers
+                problems = mismatches(old, new, before, await view(self.client))
+            except SlurmError as exc:
+                if not await self._answers(time.monotonic() + 2.0):
+                    return Outcome(
+                        False, "slurmctld stopped answering after the change", controller_died=True
+                    )
+                problems = [f"slurmctld could not be read: {exc.message}"]
+            now = time.monotonic()
+            if not problems:
+                seen_ok = True
+                if now >= settle_end:
+                    return Outcome(True)
+            elif seen_ok or now >= deadline:
+                return Outcome(False, "; ".join(problems))
+            await asyncio.sleep(0.02 if not seen_ok else min(0.5, max(0.0, settle_end - now)))
+
+    async def reconfigure(self, old: SlurmConf, new: SlurmConf, before: View) -> Outcome:
+        self.tail.mark()
+        try:
+            await self.client.reconfigure()
+        except SlurmError as exc:
+            await asyncio.sleep(0.2)  # slurmctld logs why a moment after it answered
+            words = [exc.message, *self.tail.trouble()]
+            alive = await self._answers(time.monotonic() + 3.0)
+            return Outcome(False, "; ".join(w for w in words if w), controller_died=not alive)
+        outcome = await self.verify(old, new, before, wait=3.0)
+        outcome.took_request = True
+        if not outcome.ok:
+            extra = self.tail.trouble()
+            if extra:
+                outcome.reason = "; ".join([outcome.reason, *extra])
+        return outcome
+
+    async def restart(self, old: SlurmConf, new: SlurmConf, before: View) -> Outcome:
+        """`scontrol shutdown`: slurmctld saves its state and exits; its container starts it again.
+        It is back when it answers with another BOOT_TIME (polling ping alone can miss a quick restart)."""
+        self.tail.mark()
+        booted = before.config.get("boot_time")
+        try:
+            await self.client.shutdown_controller()
+        except SlurmError as exc:
+            return Outcome(False, f"scontrol shutdown failed: {exc.message}")
+        deadline = time.monotonic() + self.restart_timeout
+        while True:
+            left = max(0.5, deadline - time.monotonic())
+            try:  # unretried: the deadline is ours to keep, not the client's retry budget
+                result = await self.client.run(
+                    "scontrol", "show", "config", retry=False, timeout=min(5.0, left)
+                )
+                if textformat.config(result.stdout).get("BOOT_TIME") != booted:
+                    break
+            except SlurmError:
+                pass  # down, as expected for a while
+            if time.monotonic() >= deadline:
+                return Outcome(
+                    False,
+                    f"slurmctld did not come back within {self.restart_timeout:g}s of the restart",
+                    controller_died=True,
+                )
+            await asyncio.sleep(0.2)
+        outcome = await self.verify(old, new, before, wait=10.0)
+        outcome.took_request = True
+        return outcome

@@ -1,0 +1,101 @@
+"""`slurm-sidecars config-sync`: the daemon (HTTP face, watcher, sync loop) around ConfigSync."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+import structlog
+from prometheus_client import CollectorRegistry
+
+from sidecars.configsync import settings as settings_mod
+from sidecars.configsync.service import ConfigSync
+from sidecars.configsync.settings import Settings
+from sidecars.configsync.validate import Validator
+from sidecars.configsync.watch import watch
+from sidecars.runtime import daemon
+from sidecars.runtime.events import EventSink, LogEventSink
+from sidecars.runtime.health import CheckResult, Checks
+from sidecars.runtime.http import DaemonHTTP, serve
+from sidecars.slurm import SlurmClient
+from sidecars.slurm.runner import SlurmMetrics
+
+configure = settings_mod.configure
+
+
+@dataclass
+class Running:
+    service: ConfigSync
+    port: int
+    registry: CollectorRegistry
+
+
+@contextlib.asynccontextmanager
+async def running(
+    settings: Settings,
+    *,
+    client: SlurmClient | None = None,
+    events: EventSink | None = None,
+    registry: CollectorRegistry | None = None,
+    validator: Validator | None = None,
+    checkpoint: Callable[[str], None] | None = None,
+    watch_files: bool = True,
+) -> AsyncIterator[Running]:
+    """The whole daemon for the duration of the block: HTTP first (probes say "not ready" until the
+    target holds a set), then the start-up sync, then watching and syncing until the block ends."""
+    registry = registry or CollectorRegistry()
+    if client is None:
+        client = SlurmClient(metrics=SlurmMetrics(registry))
+    service = ConfigSync(
+        settings, client, registry, events or LogEventSink(), validator=validator, checkpoint=checkpoint
+    )
+    stop = asyncio.Event()
+    tasks: list[asyncio.Task[None]] = []
+    liveness, readiness = Checks(), Checks()
+    liveness.add(
+        "sync_loop",
+        lambda: CheckResult(
+            not tasks or not any(t.done() for t in tasks), "the sync loop runs" if tasks else "starting"
+        ),
+    )
+    readiness.add(
+        "target_synced",
+        lambda: CheckResult(
+            service.ready, "the target holds a verified set" if service.ready else "no set synced yet"
+        ),
+    )
+    app = DaemonHTTP(registry, liveness=liveness, readiness=readiness, status=service.status).app()
+    async with serve(app, settings.http_host, settings.http_port) as port:
+        watching = asyncio.Event()
+        if watch_files:  # off only in tests of the periodic re-hash
+            tasks.append(asyncio.create_task(watch(settings.sources, service.wake, stop, watching)))
+        else:
+            watching.set()
+        try:
+            # watches first, then the start-up read: a change in between is never missed
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(watching.wait(), 5.0)
+            await service.start()
+            tasks.append(asyncio.create_task(service.run(stop)))
+            yield Running(service, port, registry)
+        finally:
+            stop.set()
+            _, pending = await asyncio.wait(tasks, timeout=5.0)
+            for t in pending:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def main(args: argparse.Namespace) -> int:
+    settings = settings_mod.from_args(args)  # a ConfigError here is exit 2, before anything starts
+
+    async def run(stop: asyncio.Event) -> None:
+        async with running(settings) as r:
+            sources = [str(s) for s in settings.sources]
+            structlog.get_logger(__name__).info("config_sync_started", port=r.port, sources=sources)
+            await stop.wait()
+
+    return daemon.run(run)

@@ -1,0 +1,387 @@
+"""The config-sync daemon's core: one change set at a time, from the sources to a verified slurmctld.
+
+Every outcome is kept for /status, counted in metrics, reported as an event and logged. Nothing that
+failed validation is ever written to the target; whatever slurmctld refuses is rolled back to the
+last known good set, which survives a restart of this sidecar under --state-dir.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from sidecars.configsync import conffile
+from sidecars.configsync.apply import Applier, Outcome, View, view
+from sidecars.configsync.settings import Settings
+from sidecars.configsync.sources import FileSet, SourceChanged, read_sources
+from sidecars.configsync.stage import Applied, LastKnownGood, Target
+from sidecars.configsync.validate import Validator, Verdict
+from sidecars.runtime.events import EventSink
+from sidecars.slurm import SlurmClient, SlurmError
+
+log = structlog.get_logger(__name__)
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    sha256: str
+    reason: str
+    at: str
+    restart_required: bool = False
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.applies = Counter(
+            "slurm_sidecars_config_applies", "Change sets by outcome", ["result"], registry=registry
+        )
+        for result in ("applied", "rejected", "rolled_back", "restart_required"):
+            self.applies.labels(result=result)
+        self.seconds = Histogram(
+            "slurm_sidecars_config_apply_seconds",
+            "From a change being seen to its outcome (verified, rejected)",
+            ["result"],
+            registry=registry,
+            buckets=(0.05, 0.1, 0.2, 0.3, 0.5, 1, 2, 5, 10, 30, 60),
+        )
+        self.generation = Gauge(
+            "slurm_sidecars_config_generation", "Generation of the applied set", registry=registry
+        )
+        self.pending = Gauge(
+            "slurm_sidecars_config_pending", "1 while a change waits to be applied", registry=registry
+        )
+        self.restart_required = Gauge(
+            "slurm_sidecars_config_restart_required",
+            "1 while a held change needs slurmctld restarted",
+            registry=registry,
+        )
+        self.last_applied = Gauge(
+            "slurm_sidecars_config_last_applied_timestamp_seconds",
+            "When the applied set was last verified",
+            registry=registry,
+        )
+
+
+class ConfigSync:
+    def __init__(
+        self,
+        settings: Settings,
+        client: SlurmClient,
+        registry: CollectorRegistry,
+        events: EventSink,
+        *,
+        validator: Validator | None = None,
+        checkpoint: Callable[[str], None] | None = None,
+        log_path: Path | None = None,
+    ) -> None:
+        self.settings = settings
+        self.client = client
+        self.events = events
+        self.metrics = Metrics(registry)
+        self.target = Target(settings.target, checkpoint)
+        self.lkg = LastKnownGood(settings.state_dir)
+        self.validator = validator or Validator(
+            client,
+            settings.target,
+            settings.state_dir,
+            main=settings.main_file,
+            max_bytes=settings.max_file_bytes,
+            parse_timeout=settings.parse_timeout_seconds,
+        )
+        self.applier = Applier(
+            client,
+            settle_seconds=settings.settle_seconds,
+            restart_timeout=settings.restart_timeout_seconds,
+            log_path=log_path,
+        )
+        self._fixed_log_path = log_path is not None
+        self.applied: Applied | None = None
+        self.rejected: Rejection | None = None
+        self.pending = False
+        self.ready = False
+        self.last_error: str | None = None
+        self._wake = asyncio.Event()
+        self._changed = asyncio.Condition()
+        self._backoff = 0.0
+        self._log = log.bind(role="config-sync", target=str(settings.target))
+
+    # ------------------------------------------------------------------ reporting
+    def status(self) -> dict[str, Any]:
+        a, r = self.applied, self.rejected
+        return {
+            "applied": None
+            if a is None
+            else {"generation": a.generation, "sha256": a.files.sha256, "at": a.at},
+            "rejected": None if r is None else {"sha256": r.sha256, "reason": r.reason, "at": r.at},
+            "restart_required": bool(r and r.restart_required),
+            "pending": self.pending,
+        }
+
+    async def _notify(self) -> None:
+        self.metrics.pending.set(1 if self.pending else 0)
+        self.metrics.restart_required.set(1 if self.rejected and self.rejected.restart_required else 0)
+        if self.applied:
+            self.metrics.generation.set(self.applied.generation)
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def wait_until(self, pred: Callable[[dict[str, Any]], bool], within: float) -> dict[str, Any]:
+        """Wait until /status satisfies `pred` (tests and the benchmark await outcomes, never sleep)."""
+        async with asyncio.timeout(within), self._changed:
+            while not pred(self.status()):
+                await self._changed.wait()
+        return self.status()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    # ------------------------------------------------------------------ start-up
+    async def start(self) -> None:
+        """Bring the target to a known set before slurmctld (and readiness) depend on it."""
+        self.target.recover()
+        self.applied = self.lkg.load()
+        on_disk = self.target.read(self.settings.max_file_bytes)
+        if self.applied is not None and on_disk.sha256 != self.applied.files.sha256:
+            # a crash between swap and verification left an unverified set: back to the good one
+            self._log.warning(
+                "target_differs_from_last_known_good",
+                target_sha256=on_disk.short,
+                lkg_sha256=self.applied.files.short,
+            )
+            self.target.swap(self.applied.files, self.applied.generation)
+        elif self.applied is None and self.settings.main_file in on_disk.files:
+            # first run beside an existing config: it is what slurmctld runs on, so it is the baseline
+            self.applied = Applied(0, now_rfc3339(), on_disk)
+        if self.applied is not None:
+            self.ready = True
+        await self.sync_once(startup=True)
+        await self._notify()
+
+    # ------------------------------------------------------------------ the loop
+    async def run(self, stop: asyncio.Event) -> None:
+        s = self.settings
+        while not stop.is_set():
+            timeout = self._backoff if self.pending and self._backoff else s.rehash_seconds
+            await _first(self._wake.wait(), stop.wait(), within=timeout)
+            if stop.is_set():
+                return
+            if self._wake.is_set():
+                await self._debounce(stop)
+            try:
+                await self.sync_once()
+            except Exception as exc:  # one bad pass must not end the daemon; the next one retries
+                self._log.error("sync_failed", error=str(exc), exc_info=True)
+                self.last_error = str(exc)
+                self.pending = True
+                self._backoff = min(max(self._backoff * 2, 0.5), s.retry_max_seconds)
+                await self._notify()
+
+    async def _debounce(self, stop: asyncio.Event) -> None:
+        """Wait until the sources stay quiet for debounce_seconds (at most debounce_max_seconds)."""
+        s = self.settings
+        first = time.monotonic()
+        while True:
+            self._wake.clear()
+            left = s.debounce_max_seconds - (time.monotonic() - first)
+            if left <= 0 or stop.is_set():
+                return
+            if not await _first(self._wake.wait(), stop.wait(), within=min(s.debounce_seconds, left)):
+                return
+
+    # ------------------------------------------------------------------ one change set
+    def _read(self) -> FileSet | None:
+        try:
+            return read_sources(self.settings.sources, self.settings.max_file_bytes)
+        except (OSError, SourceChanged) as exc:
+            self._log.warning("sources_unreadable", error=str(exc))
+            self.last_error = str(exc)
+            return None
+
+    async def sync_once(self, *, startup: bool = False) -> None:
+        seen = time.monotonic()
+        files = self._read()
+        if files is None:
+            self.pending = True
+            await self._notify()
+            return
+        current = self.applied.files if self.applied else None
+        self._log.debug("sync_pass", sha256=files.short, startup=startup)
+        if current is not None and files.sha256 == current.sha256:
+            if startup and self.applied is not None and self.applied.generation == 0:
+                await self._adopt(files)  # same content: take over the layout, nothing for slurmctld to learn
+            self.pending = False
+            self._backoff = 0.0
+            if self.rejected is not None:
+                self._log.info("sources_back_to_applied_set", sha256=files.short)
+                self.rejected = None
+            await self._notify()
+            return
+        if self.rejected is not None and files.sha256 == self.rejected.sha256:
+            self.pending = False  # judged already; a later fix is a new hash
+            await self._notify()
+            return
+        bound = self._log.bind(sha256=files.short, files=sorted(files.files))
+        self.pending = True
+        await self._notify()
+        # what slurmctld reports now, read while the set is validated (it is the baseline to verify against)
+        before_task = asyncio.create_task(self._controller_view()) if current is not None else None
+        try:
+            verdict = await self.validator.validate(files, current)
+            before = await before_task if before_task else None
+        finally:
+            if before_task and not before_task.done():
+                before_task.cancel()
+                await asyncio.gather(before_task, return_exceptions=True)
+        if not verdict.ok:
+            await self._reject(files, verdict.reason, "rejected", seen, bound)
+            return
+        if current is None or (startup and before is None):
+            # nothing runs on the target yet (first start, or slurmctld not started): it starts on this set
+            await self._install(files, seen, bound, reason="slurmctld is not running yet")
+            return
+        if verdict.restart_required and self.settings.restart_policy == "hold":
+            why = "restart required: " + "; ".join(str(r) for r in verdict.restart)
+            await self._reject(files, why, "restart_required", seen, bound, restart_required=True)
+            return
+        if before is None:
+            self._backoff = min(max(self._backoff * 2, 0.5), self.settings.retry_max_seconds)
+            bound.warning("slurmctld_unreachable_change_pending", retry_in=self._backoff)
+            await self._notify()
+            return
+        await self._apply(files, verdict, before, seen=seen, bound=bound)
+
+    async def _controller_view(self) -> View | None:
+        """slurmctld's current view, or None when it does not answer (the change then waits)."""
+        if not (await self.client.ping()).up:
+            return None
+        try:
+            return await view(self.client)
+        except SlurmError as exc:
+            self._log.warning("slurmctld_unreadable", error=exc.message)
+            return None
+
+    async def _adopt(self, files: FileSet) -> None:
+        assert self.applied is not None
+        self.target.swap(files, 1)
+        self.applied = Applied(1, now_rfc3339(), files)
+        self.lkg.save(self.applied)
+        self.ready = True
+
+    async def _install(self, files: FileSet, seen: float, bound: Any, reason: str) -> None:
+        generation = (self.applied.generation if self.applied else 0) + 1
+        self.target.swap(files, generation)
+        self.applied = Applied(generation, now_rfc3339(), files)
+        self.lkg.save(self.applied)
+        self.ready = True
+        self.pending = False
+        self.rejected = None
+        self.metrics.applies.labels(result="applied").inc()
+        self.metrics.seconds.labels(result="applied").observe(time.monotonic() - seen)
+        bound.info("config_installed", generation=generation, why=reason)
+        message = f"generation {generation} ({files.short}) installed: {reason}"
+        await self.events.emit("ConfigApplied", message)
+        await self._notify()
+
+    async def _reject(
+        self,
+        files: FileSet,
+        reason: str,
+        result: str,
+        seen: float,
+        bound: Any,
+        *,
+        restart_required: bool = False,
+    ) -> None:
+        self.rejected = Rejection(files.sha256, reason, now_rfc3339(), restart_required)
+        self.pending = False
+        self.metrics.applies.labels(result=result).inc()
+        self.metrics.seconds.labels(result=result).observe(time.monotonic() - seen)
+        bound.warning("config_not_applied", result=result, reason=reason)
+        event = {
+            "rejected": "ConfigRejected",
+            "rolled_back": "ConfigRolledBack",
+            "restart_required": "ConfigRestartRequired",
+        }[result]
+        await self.events.emit(event, f"{files.short}: {reason}", "Warning")
+        await self._notify()
+
+    async def _apply(
+        self, files: FileSet, verdict: Verdict, before: View, *, seen: float, bound: Any
+    ) -> None:
+        assert self.applied is not None and verdict.conf is not None
+        old_conf = conffile.parse(self.applied.files, self.settings.main_file, self.settings.target)
+        if not self._fixed_log_path:  # slurmctld's own words for a refusal, when its log is visible here
+            logfile = old_conf.options.get("slurmctldlogfile")
+            self.applier.tail.path = Path(logfile) if logfile else None
+        generation = self.applied.generation + 1
+        self.target.swap(files, generation)
+        try:
+            if verdict.restart_required:
+                bound.info("restarting_slurmctld", reasons=[str(r) for r in verdict.restart])
+                outcome = await self.applier.restart(old_conf, verdict.conf, before)
+            else:
+                outcome = await self.applier.reconfigure(old_conf, verdict.conf, before)
+        except BaseException:
+            # cancelled or broken mid-apply: never leave an unverified set on disk
+            self.target.swap(self.applied.files, self.applied.generation)
+            raise
+        if outcome.ok:
+            self.applied = Applied(generation, now_rfc3339(), files)
+            self.lkg.save(self.applied)
+            self.rejected = None
+            self.pending = False
+            self._backoff = 0.0
+            self.metrics.applies.labels(result="applied").inc()
+            self.metrics.seconds.labels(result="applied").observe(time.monotonic() - seen)
+            self.metrics.last_applied.set(time.time())
+            bound.info(
+                "config_applied",
+                generation=generation,
+                restarted=verdict.restart_required,
+                seconds=round(time.monotonic() - seen, 3),
+            )
+            await self.events.emit(
+                "ConfigApplied",
+                f"generation {generation} ({files.short}) applied"
+                + (" by restarting slurmctld" if verdict.restart_required else ""),
+            )
+            await self._notify()
+            return
+        await self._rollback(files, outcome, verdict, seen, bound)
+
+    async def _rollback(
+        self, files: FileSet, outcome: Outcome, verdict: Verdict, seen: float, bound: Any
+    ) -> None:
+        assert self.applied is not None
+        self.target.swap(self.applied.files, self.applied.generation)
+        bound.warning("config_rolled_back_on_disk", reason=outcome.reason)
+        if outcome.took_request and not outcome.controller_died:
+            # slurmctld may have taken part of the set: have it read the good one again
+            with contextlib.suppress(SlurmError):
+                await self.client.reconfigure()
+        await self._reject(files, outcome.reason, "rolled_back", seen, bound)
+
+
+async def _first(*aws: Any, within: float) -> bool:
+    """Wait for the first of `aws` (at most `within` s); True if one finished."""
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        done, _ = await asyncio.wait(tasks, timeout=within, return_when=asyncio.FIRST_COMPLETED)
+        return bool(done)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,103 @@
+"""config-sync's settings: flags (each also from `SIDECARS_*`) into one frozen dataclass."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from sidecars.runtime.settings import ConfigError, flag, parse_addr, positive
+
+RestartPolicy = Literal["hold", "restart"]
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    sources: tuple[Path, ...]
+    target: Path
+    state_dir: Path
+    http_host: str = "127.0.0.1"
+    http_port: int = 0
+    debounce_seconds: float = 0.2
+    debounce_max_seconds: float = 5.0  # a storm that never goes quiet is still applied after this
+    rehash_seconds: float = 30.0
+    settle_seconds: float = 5.0
+    max_file_bytes: int = 1024 * 1024
+    restart_policy: RestartPolicy = "hold"
+    restart_timeout_seconds: float = 60.0
+    retry_max_seconds: float = 10.0  # backoff ceiling while the controller is unreachable
+    parse_timeout_seconds: float = 10.0
+    main_file: str = "slurm.conf"
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    flag(
+        p,
+        "--source",
+        required=True,
+        multiple=True,
+        metavar="DIR",
+        help="a ConfigMap/Secret volume or plain directory (repeat for several)",
+    )
+    flag(p, "--target", required=True, metavar="DIR", help="the directory slurmctld reads")
+    flag(
+        p,
+        "--state-dir",
+        default=None,
+        metavar="DIR",
+        help="where the last known good set is kept (default: TARGET/../.config-sync)",
+    )
+    flag(p, "--http", required=True, metavar="ADDR", help="HOST:PORT for /livez /readyz /metrics /status")
+    flag(p, "--debounce-seconds", default="0.2", help="quiet time that ends a change set")
+    flag(p, "--debounce-max-seconds", default="5", help="apply a change storm after at most this long")
+    flag(p, "--rehash-seconds", default="30", help="re-hash the sources this often, events or not")
+    flag(p, "--settle-seconds", default="5", help="slurmctld must keep answering this long after a change")
+    flag(p, "--max-file-bytes", default=str(1024 * 1024), help="reject files larger than this")
+    flag(
+        p,
+        "--restart-policy",
+        default="hold",
+        choices=["hold", "restart"],
+        help="restart-required changes: hold the last known good, or restart slurmctld",
+    )
+    flag(p, "--restart-timeout-seconds", default="60", help="how long slurmctld may take to come back")
+    flag(p, "--main-file", default="slurm.conf", help="the file the Slurm daemon reads (SLURM_CONF)")
+
+
+def from_args(args: argparse.Namespace) -> Settings:
+    sources = tuple(Path(s).absolute() for s in (args.source or []))
+    if not sources:
+        raise ConfigError("--source: at least one directory is required")
+    for s in sources:
+        if not s.is_dir():
+            raise ConfigError(f"--source: {s} is not a directory")
+    target = Path(args.target).absolute()
+    if target in sources:
+        raise ConfigError("--target must not be one of the --source directories")
+    if not target.is_dir():
+        raise ConfigError(f"--target: {target} is not a directory")
+    state_dir = Path(args.state_dir).absolute() if args.state_dir else target.parent / ".config-sync"
+    if state_dir == target or target in state_dir.parents:
+        raise ConfigError("--state-dir must lie outside --target")
+    host, port = parse_addr(args.http)
+    if args.restart_policy not in ("hold", "restart"):
+        raise ConfigError(f"--restart-policy: hold or restart, got {args.restart_policy!r}")
+    main_file = str(args.main_file)
+    if "/" in main_file or main_file.startswith(".."):
+        raise ConfigError(f"--main-file: a plain file name is expected, got {main_file!r}")
+    return Settings(
+        sources=sources,
+        target=target,
+        state_dir=state_dir,
+        http_host=host,
+        http_port=port,
+        debounce_seconds=positive(args.debounce_seconds, "--debounce-seconds", allow_zero=True),
+        debounce_max_seconds=positive(args.debounce_max_seconds, "--debounce-max-seconds"),
+        rehash_seconds=positive(args.rehash_seconds, "--rehash-seconds"),
+        settle_seconds=positive(args.settle_seconds, "--settle-seconds", allow_zero=True),
+        max_file_bytes=int(positive(args.max_file_bytes, "--max-file-bytes", conv=int)),
+        restart_policy=args.restart_policy,
+        restart_timeout_seconds=positive(args.restart_timeout_seconds, "--restart-timeout-seconds"),
+        main_file=main_file,
+    )

@@ -1,0 +1,246 @@
+"""Validation before anything reaches slurmctld.
+
+(a) Slurm's own parser: a Slurm client started with SLURM_CONF at the staged candidate parses the
+    whole file (and its includes) before it does anything else; `scontrol --version` is the cheapest
+    such command (it sends nothing) and prints the parse error in Slurm's words.
+(b) What the client parse accepts but kills slurmctld (measured on 22.05): partitions or nodesets
+    naming unknown nodes, duplicate nodes; and what we refuse to manage: includes that are missing or
+    point outside the set, files that are not text or too large, key files that disappeared.
+(c) Changes that need a restart rather than a reconfigure (restart.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from sidecars.configsync import conffile, restart
+from sidecars.configsync.conffile import SlurmConf
+from sidecars.configsync.restart import RestartReason
+from sidecars.configsync.sources import FileSet
+from sidecars.configsync.stage import write_files
+from sidecars.slurm import SlurmClient, SlurmError
+from sidecars.slurm.models import Version
+
+log = structlog.get_logger(__name__)
+
+MAX_REASON = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    ok: bool
+    reason: str = ""  # why not, in Slurm's words when Slurm gave any
+    restart: tuple[RestartReason, ...] = ()
+    conf: SlurmConf | None = field(default=None, compare=False)
+
+    @property
+    def restart_required(self) -> bool:
+        return self.ok and bool(self.restart)
+
+
+def _reject(reason: str) -> Verdict:
+    return Verdict(False, reason[:MAX_REASON])
+
+
+def file_problems(files: FileSet, current: FileSet | None, main: str, max_bytes: int) -> list[str]:
+    problems = list(files.problems)
+    if main not in files.files:
+        problems.append(f"{main} is missing from the set")
+    elif not files.files[main].data.strip():
+        problems.append(f"{main} is empty")
+    for e in files.files.values():
+        if e.size > max_bytes:
+            problems.append(f"{e.name} is {e.size} bytes, over the {max_bytes}-byte limit")
+            continue
+        if e.secret:
+            continue  # key material may be binary
+        if b"\0" in e.data:
+            problems.append(f"{e.name} is not text (it holds NUL bytes)")
+            continue
+        try:
+            e.data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            problems.append(f"{e.name} is not UTF-8 text (byte {exc.start})")
+    if current is not None:
+        for name, e in current.files.items():
+            if e.secret and name not in files.files:
+                problems.append(f"key file {name} was removed from the set")
+    return problems
+
+
+# Keys of the files every slurmd re-reads on reconfigure (gres.conf(5), cgroup.conf(5), 22.05 and 24.11).
+# No client parses them, and a 22.05 slurmd dies of an unknown key or a garbage line (measured), so the
+# set is refused here instead.
+AUX_KEYS = {
+    "gres.conf": frozenset(
+        {
+            "autodetect",
+            "count",
+            "cores",
+            "file",
+            "flags",
+            "links",
+            "multiplefiles",
+            "name",
+            "nodename",
+            "type",
+        }
+    ),
+    "cgroup.conf": frozenset(
+        {
+            "allowedkmemspace",
+            "allowedramspace",
+            "allowedswapspace",
+            "cgroupautomount",
+            "cgroupmountpoint",
+            "cgroupplugin",
+            "cgroupreleaseagentdir",
+            "constraincores",
+            "constraindevices",
+            "constrainkmemspace",
+            "constrainramspace",
+            "constrainswapspace",
+            "enablecontrollers",
+            "ignoresystemd",
+            "ignoresystemdonfailure",
+            "maxkmempercent",
+            "maxrampercent",
+            "maxswappercent",
+            "memoryswappiness",
+            "minkmemspace",
+            "minramspace",
+            "signalchildrenprocesses",
+            "systemdtimeout",
+            "taskaffinity",
+        }
+    ),
+}
+
+
+def aux_problems(files: FileSet) -> list[str]:
+    problems: list[str] = []
+    for name, keys in AUX_KEYS.items():
+        entry = files.files.get(name)
+        if entry is None:
+            continue
+        text = entry.data.decode("utf-8", "replace")
+        for lineno, raw in enumerate(text.splitlines(), 1):
+            line = raw.split("#", 1)[0].strip()
+            if not line:
+                continue
+            for word in line.split():
+                key, eq, _ = word.partition("=")
+                if not eq:
+                    problems.append(f"{name}:{lineno}: {line[:80]!r} is not Key=Value (slurmd dies of it)")
+                    break
+                if key.lower() not in keys:
+                    problems.append(f"{name}:{lineno}: unknown key {key[:40]!r} (slurmd dies of it)")
+                    break
+    return problems
+
+
+def semantic_problems(conf: SlurmConf) -> list[str]:
+    """What slurmctld dies of although the client parse accepts it."""
+    problems = list(conf.problems)
+    nodes = conf.node_names()
+    for name, count in sorted(Counter(nodes).items()):
+        if count > 1:
+            problems.append(f"node {name} is defined {count} times")
+    for kind, label in (("partitionname", "partition"), ("nodeset", "NodeSet")):
+        names = [r.name for r in conf.of(kind) if r.name.upper() != "DEFAULT"]
+        for name, count in sorted(Counter(names).items()):
+            if count > 1:  # 22.05's slurmctld dies of a duplicate partition on reconfigure (measured)
+                problems.append(f"{label} {name} is defined {count} times")
+    known = set(nodes)
+    nodesets = {r.name for r in conf.of("nodeset")}
+    for r in conf.of("nodeset"):
+        expr = r.fields.get("nodes", "")
+        if expr and expr.upper() != "ALL":
+            unknown = [n for n in conffile._expand(expr) if n not in known]
+            if unknown:
+                problems.append(f"{r.origin}: NodeSet {r.name} names unknown node(s) {','.join(unknown)}")
+    for r in conf.of("partitionname"):
+        expr = r.fields.get("nodes", "")
+        if not expr:
+            continue
+        unknown = [n for n in conffile._expand(expr) if n.upper() != "ALL" and n not in known | nodesets]
+        if unknown:
+            problems.append(f"{r.origin}: partition {r.name} names unknown node(s) {','.join(unknown)}")
+    return problems
+
+
+def candidate_copy(files: FileSet, where: Path, target: Path) -> None:
+    """The set written to `where` for the client parse, with includes of the target pointed at the copy."""
+    prefix = str(target).rstrip("/") + "/"
+
+    def rewrite(name: str, data: bytes) -> bytes:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return data
+        out = []
+        for line in text.splitlines(keepends=True):
+            if line.lstrip().lower().startswith("include") and prefix in line:
+                out.append(line.replace(prefix, str(where).rstrip("/") + "/"))
+            else:
+                out.append(line)
+        return "".join(out).encode()
+
+    write_files(where, files, transform=rewrite)
+
+
+class Validator:
+    def __init__(
+        self,
+        client: SlurmClient,
+        target: Path,
+        work_dir: Path,
+        *,
+        main: str = "slurm.conf",
+        max_bytes: int = 1024 * 1024,
+        parse_timeout: float = 10.0,
+    ) -> None:
+        self.client = client
+        self.target = target
+        self.work_dir = work_dir
+        self.main = main
+        self.max_bytes = max_bytes
+        self.parse_timeout = parse_timeout
+
+    async def client_parse(self, files: FileSet) -> tuple[str | None, Version | None]:
+        """Slurm's own parse of the candidate: (its message when it refuses, the client's release)."""
+        where = self.work_dir / f"candidate-{files.short}"
+        shutil.rmtree(where, ignore_errors=True)
+        candidate_copy(files, where, self.target)
+        try:
+            client = self.client.with_env(SLURM_CONF=str(where / self.main))
+            result = await client.run("scontrol", "--version", retry=False, timeout=self.parse_timeout)
+            return None, Version.parse(result.stdout)
+        except SlurmError as exc:
+            # Slurm names the file it read: say the target's name, not our scratch copy's
+            text = exc.message.replace(str(where), str(self.target))
+            return text or f"Slurm's parser failed ({exc})", None
+        finally:
+            shutil.rmtree(where, ignore_errors=True)
+
+    async def validate(self, files: FileSet, current: FileSet | None) -> Verdict:
+        problems = file_problems(files, current, self.main, self.max_bytes)
+        if problems:
+            return _reject("; ".join(problems))
+        conf = conffile.parse(files, self.main, self.target)
+        problems = semantic_problems(conf) + aux_problems(files)
+        if problems:
+            return _reject("; ".join(problems))
+        refused, version = await self.client_parse(files)
+        if refused or version is None:
+            return _reject(refused or "Slurm's parser gave no version")
+        reasons: list[RestartReason] = []
+        if current is not None:
+            old = conffile.parse(current, self.main, self.target)
+            reasons = restart.classify(old, conf, current, files, version)
+        return Verdict(True, "", tuple(reasons), conf)

@@ -1,0 +1,46 @@
+"""File events as hints: any change under a source directory wakes the sync loop, which hashes and decides."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import structlog
+from watchfiles import awatch
+
+log = structlog.get_logger(__name__)
+
+
+async def watch(
+    paths: Sequence[Path], wake: Callable[[], None], stop: asyncio.Event, ready: asyncio.Event | None = None
+) -> None:
+    """Call `wake()` on every batch of events until `stop`; a failing watcher is restarted (the periodic
+    re-hash covers the gap, so a lost event is never a lost change). `ready` is set once the watches
+    are in place: a change after that cannot go unseen."""
+    while not stop.is_set():
+        try:
+            # no filter: the kubelet's `..data_tmp` rename is exactly the event that matters; the
+            # empty yields on timeout tell that the watcher runs (watchfiles has no other signal)
+            async for changes in awatch(
+                *paths,
+                watch_filter=None,
+                debounce=50,
+                step=10,
+                stop_event=stop,
+                recursive=True,
+                ignore_permission_denied=True,
+                rust_timeout=300,
+                yield_on_timeout=True,
+            ):
+                if ready is not None:
+                    ready.set()
+                if changes:
+                    log.debug("sources_changed", count=len(changes))
+                    wake()
+        except Exception as exc:
+            log.warning("watch_failed", error=str(exc))
+            wake()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1.0)

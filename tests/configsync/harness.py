@@ -1,0 +1,141 @@
+"""Running config-sync beside a dev cluster: the cluster's files in a kubelet-style volume, the target
+being the directory slurmctld reads, and the sidecar's state under the cluster's dir (the 24.11
+chroot sees only that)."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from prometheus_client import CollectorRegistry
+
+from sidecars.configsync.main import Running, running
+from sidecars.configsync.settings import Settings
+from sidecars.configsync.sources import FileEntry, FileSet, read_source
+from sidecars.configsync.validate import Validator
+from sidecars.devcluster import DevCluster
+from sidecars.slurm.runner import SlurmMetrics
+from tests.configsync.kubelet import Volume
+
+FILES = ("slurm.conf", "gres.conf", "cgroup.conf")
+
+
+class RecordingSink:
+    """An EventSink that keeps what it was told (the Kubernetes one is built elsewhere)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    async def emit(self, reason: str, message: str, type: str = "Normal") -> None:
+        self.events.append((reason, message, type))
+
+
+@dataclass
+class Sync:
+    cluster: DevCluster
+    config: Volume
+    secrets: Volume
+    settings: Settings
+    running: Running
+    events: RecordingSink
+
+    @property
+    def service(self) -> Any:
+        return self.running.service
+
+    def good(self) -> dict[str, bytes]:
+        return dict(self.base)
+
+    base: dict[str, bytes] | None = None
+
+    async def status(self) -> dict[str, Any]:
+        async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{self.running.port}/status") as r:
+            return dict(await r.json())
+
+    async def metrics(self) -> str:
+        async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{self.running.port}/metrics") as r:
+            return await r.text()
+
+    async def metric(self, name: str, **labels: str) -> float:
+        want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+        pattern = re.compile(rf"^{re.escape(name)}(?:\{{([^}}]*)\}})? (\S+)$", re.M)
+        for m in pattern.finditer(await self.metrics()):
+            got = ",".join(sorted((m.group(1) or "").split(","))) if m.group(1) else ""
+            if got == want:
+                return float(m.group(2))
+        return 0.0
+
+    def target_sha(self) -> str:
+        entries, _ = read_source(self.settings.target, self.settings.max_file_bytes)
+        return FileSet.build(entries).sha256
+
+    async def wait(self, sha: str, key: str = "applied", within: float = 8.0) -> dict[str, Any]:
+        def done(st: dict[str, Any]) -> bool:
+            return bool(st[key] and st[key]["sha256"] == sha and not st["pending"])
+
+        return await self.service.wait_until(done, within)
+
+
+def cluster_files(cluster: DevCluster) -> dict[str, bytes]:
+    etc = cluster.conf_path.parent
+    return {n: (etc / n).read_bytes() for n in FILES if (etc / n).exists()}
+
+
+def set_sha(config: dict[str, bytes], secrets: dict[str, bytes] | None = None) -> str:
+    files = {**config, **(secrets or {})}
+    limit = 1024 * 1024 + 1  # what the reader keeps of an oversize file
+    return FileSet.build([FileEntry(n, d[:limit], 0o644, len(d), Path("/")) for n, d in files.items()]).sha256
+
+
+@contextlib.asynccontextmanager
+async def config_sync(
+    cluster: DevCluster,
+    *,
+    secrets: dict[str, bytes] | None = None,
+    validator_factory: Any = None,
+    initial: dict[str, bytes] | None = None,
+    watch_files: bool = True,
+    **overrides: Any,
+) -> AsyncIterator[Sync]:
+    base = initial or cluster_files(cluster)
+    for name, data in (secrets or {}).items():  # deployed with the cluster, as slurmctld found them
+        path = cluster.conf_path.parent / name
+        path.write_bytes(data)
+        path.chmod(0o600)
+    config = Volume(cluster.dir / "vol" / "config")
+    config.write(base)
+    secret = Volume(cluster.dir / "vol" / "secret", mode=0o600)
+    secret.write(secrets or {})
+    settings = Settings(
+        sources=(config.path, secret.path),
+        target=cluster.conf_path.parent,
+        state_dir=cluster.dir / "config-sync",
+        http_host="127.0.0.1",
+        http_port=0,
+        debounce_seconds=0.05,
+        settle_seconds=0.5,
+        rehash_seconds=30.0,
+        restart_timeout_seconds=30.0,
+        retry_max_seconds=1.0,
+    )
+    settings = replace(settings, **overrides)
+    registry = CollectorRegistry()
+    client = cluster.client(metrics=SlurmMetrics(registry))
+    validator: Validator | None = validator_factory(client, settings) if validator_factory else None
+    events = RecordingSink()
+    async with running(
+        settings,
+        client=client,
+        events=events,
+        registry=registry,
+        validator=validator,
+        watch_files=watch_files,
+    ) as r:
+        sync = Sync(cluster, config, secret, settings, r, events, base={**base, **(secrets or {})})
+        sync.base = dict(base)
+        yield sync

@@ -1,0 +1,25 @@
+"""A storm of volume updates is batched: few reconfigures, and the last set is the one applied."""
+
+from __future__ import annotations
+
+import asyncio
+
+from sidecars.devcluster import DevCluster
+from tests.configsync.harness import config_sync, set_sha
+
+
+async def test_fifty_swaps_in_five_seconds_are_at_most_three_reconfigures(cluster: DevCluster) -> None:
+    async with config_sync(cluster, debounce_seconds=0.2, debounce_max_seconds=5.0) as sync:
+        last: dict[str, bytes] = {}
+        for i in range(1, 51):
+            last = sync.good()
+            last["slurm.conf"] = last["slurm.conf"].replace(b"MaxTime=INFINITE", f"MaxTime={i}".encode())
+            sync.config.write(last)
+            await asyncio.sleep(0.1)
+        st = await sync.wait(set_sha(last), within=30.0)
+        assert (await cluster.client().partitions())[0].max_time_minutes == 50
+        reconfigures = await sync.metric(
+            "slurm_sidecars_slurm_commands_total", command="scontrol reconfigure", result="ok"
+        )
+        assert 1 <= reconfigures <= 3
+        assert st["applied"]["generation"] == 1 + reconfigures
