@@ -21,6 +21,23 @@ def env_name(flag: str) -> str:
     return "SIDECARS_" + flag.lstrip("-").upper().replace("-", "_")
 
 
+class _AppendReplacingDefault(argparse.Action):
+    """Like `append`, but the first value given on the command line replaces the default (the
+    environment's list) instead of adding to it: a flag beats its variable, for lists too."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        seen = f"_{self.dest}_given"
+        current = getattr(namespace, self.dest) if getattr(namespace, seen, False) else []
+        setattr(namespace, self.dest, [*current, values])
+        setattr(namespace, seen, True)
+
+
 def flag(
     parser: argparse.ArgumentParser,
     name: str,
@@ -40,7 +57,7 @@ def flag(
         default = [v for v in from_env.split(",") if v] if multiple else from_env
         required = False
     if multiple:
-        kwargs["action"] = "append"
+        kwargs["action"] = _AppendReplacingDefault
     parser.add_argument(name, required=required, default=default, help=f"{help_text} [env {var}]", **kwargs)
 
 

@@ -24,7 +24,8 @@ def test_every_flag_can_come_from_the_environment() -> None:
     flag(p, "--http", env=env, default="0.0.0.0:9100")
     args = p.parse_args([])
     assert (args.node_name, args.source, args.http) == ("gpu-7", ["/a", "/b"], "0.0.0.0:9100")
-    assert p.parse_args(["--node-name", "x"]).node_name == "x"  # a flag beats the environment
+    given = p.parse_args(["--node-name", "x", "--source", "/c", "--source", "/d"])
+    assert (given.node_name, given.source) == ("x", ["/c", "/d"])  # a flag beats the environment
 
 
 @pytest.mark.parametrize("bad", ["9100", "host:", "host:99999", ":x"])
