@@ -23,12 +23,13 @@ class Command:
 
 def _commands() -> list[Command]:
     # imported here, not at module level, so `--help` and unrelated roles stay cheap
-    from sidecars import demo, probe
+    from sidecars import demo, drainhook, probe
+    from sidecars.worker import service as worker
 
     return [
         Command("config-sync", "apply ConfigMap/Secret changes to slurmctld safely", None, None, 3),
-        Command("worker", "the agent beside every slurmd", None, None, 4),
-        Command("drain-hook", "preStop hook: drain this node and wait", None, None, 4),
+        Command("worker", "the agent beside every slurmd", worker.configure, worker.main, 4),
+        Command("drain-hook", "preStop hook: drain this node and wait", drainhook.configure, drainhook.main, 4),
         Command("control-plane", "one per cluster: fleet view, drains, scale-in order", None, None, 5),
         Command("probe", "exec probe: GET /livez or /readyz", probe.configure, probe.main),
         Command("status", "a human-readable view of the cluster", None, None, 6),
