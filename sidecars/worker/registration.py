@@ -70,13 +70,14 @@ class Registration:
         self.status = RegistrationStatus()
         self._since: float | None = None  # start of the current not-registered episode
         self._next_step_at = 0.0
+        self._last_heal = ""
         self._log = log.bind(node=settings.node_name, pod=settings.pod)
 
     def _slurmd_gone(self) -> str | None:
-        if not self.settings.slurmd_restart_command or not self.slurmd.ever_seen:
+        if not self.settings.slurmd_restart_command:
             return None  # without a command the container runtime restarts slurmd; registration decides
-        gone = self.slurmd.missing_for()
-        if gone > self.settings.slurmd_missing_grace:
+        gone = self.slurmd.missing_for()  # also what makes a slurmd count as seen
+        if self.slurmd.ever_seen and gone > self.settings.slurmd_missing_grace:
             return f"slurmd process gone for {gone:.1f}s"
         return None
 
@@ -100,8 +101,7 @@ class Registration:
             self._since = now
             self._log.info("slurmd_not_registered", why=why)
         if self.status.declared:
-            self.status.detail = why
-            return
+            return  # said once; a registration later takes it back
         if not gone and self.status.attempts == 0 and now - self._since < self.settings.registration_timeout:
             self.status.state = "pending"
             self.status.detail = (
@@ -140,10 +140,12 @@ class Registration:
             done = await self.slurmd.restart()
         except RestartFailed as exc:
             self.metrics.heal_attempts.labels(result="failed").inc()
+            self._last_heal = f"restart failed: {exc}"
             self.status.detail = f"{why}; restart {n}/{self.settings.heal_attempts} failed: {exc}"
             self._log.warning("slurmd_restart_failed", attempt=n, error=str(exc))
         else:
             self.metrics.heal_attempts.labels(result="restarted").inc()
+            self._last_heal = done
             self.status.detail = f"{why}; restart {n}/{self.settings.heal_attempts}: {done}"
             self._log.info("slurmd_restarted", attempt=n, how=done)
         await self.events.emit("SlurmdRestarted", self.status.detail, "Warning")
@@ -153,7 +155,7 @@ class Registration:
         self.status.declared = True
         done = self.status.attempts
         self.status.detail = (
-            f"{why}; gave up after {done} slurmd restart(s)"
+            f"{why}; gave up after {done} slurmd restart(s) (last: {self._last_heal})"
             if done
             else f"{why}; slurmd cannot be restarted from here"
         )

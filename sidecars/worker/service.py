@@ -61,6 +61,7 @@ class Agent:
         self.registration = Registration(settings, self.slurmd, self.events, self.metrics, self._report)
         self.mapping = JobMapping(settings.job_mapping_dir) if settings.job_mapping_dir else None
         self.obs: Observation | None = None
+        self.known: Observation | None = None  # the last look that succeeded (probes, status)
         self.started = time.monotonic()
         self.last_tick: float | None = None
         self.http_port: int | None = None
@@ -97,21 +98,22 @@ class Agent:
         if st.state == "registered":
             return CheckResult(True, "registered")
         if st.state == "controller_unreachable":
-            return CheckResult(True, f"controller unreachable; last known: {st.detail}")
+            # a controller outage is not this worker's fault: not judged until it is back
+            return CheckResult(True, f"not judged: {st.detail}")
         return CheckResult(False, st.detail)
 
     def _node_usable(self) -> CheckResult:
-        obs = self.obs
-        if obs is None or obs.view is None:
-            return CheckResult(False, "no record of the node" if obs else "no look at the node yet")
-        st = obs.view.state
+        known = self.known
+        if known is None or known.view is None:
+            return CheckResult(False, "no record of the node" if known else "no look at the node yet")
+        st = known.view.state
         bad = st.base in {"DOWN", "ERROR"} or bool({"FAIL", "INVALID", "INVALID_REG"} & st.flags)
-        suffix = "" if obs.ok else " (last known)"
+        suffix = "" if self.obs is known else " (last known)"
         return CheckResult(not bad, f"state {st}{suffix}")
 
     def status(self) -> dict[str, Any]:
         obs = self.obs
-        view = obs.view if obs else None
+        view = self.known.view if self.known else None
         return {
             "node": self.settings.node_name,
             "pod": self.settings.pod,
@@ -200,6 +202,8 @@ class Agent:
                     obs = await self.source.observe(0, never)
                 assert obs is not None
                 self.obs = obs
+                if obs.ok:
+                    self.known = obs
                 self.last_tick = time.monotonic()
                 await self._handle(obs)
         finally:
