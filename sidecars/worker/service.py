@@ -57,7 +57,7 @@ class Agent:
         self.slurmd = Slurmd(settings.node_name, settings.slurmd_restart_command, env=env)
         self.slurm = SlurmSource(self.client, settings.node_name)
         self.source = NodeSource(self.slurm, None)
-        self.drainer = Drainer(settings, self.source, self.metrics, self.events, lambda: self.slurmd.dynamic)
+        self.drainer = Drainer(settings, self.source, self.metrics, self.events, self._dynamic)
         self.registration = Registration(settings, self.slurmd, self.events, self.metrics, self._report)
         self.mapping = JobMapping(settings.job_mapping_dir) if settings.job_mapping_dir else None
         self.obs: Observation | None = None
@@ -71,6 +71,10 @@ class Agent:
         self._mapped_state = ""
         self._mapped_at = 0.0
         self._log = log.bind(node=settings.node_name, pod=settings.pod)
+
+    def _dynamic(self) -> bool:
+        """A dynamic node (`slurmd -Z`): its record goes after the drain."""
+        return self.slurmd.find() is not None and self.slurmd.dynamic
 
     # ------------------------------------------------------------------ probes
     def _loop_fresh(self) -> CheckResult:

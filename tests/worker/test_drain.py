@@ -145,3 +145,17 @@ async def test_node_without_a_record_counts_as_drained(cluster: DevCluster, sock
     async with running_agent(cluster, s):
         code, answer = await hook(s, within=10)
         assert (code, answer["result"]) == (0, "no_record"), answer
+
+
+@pytest.mark.cluster(nodes=1, max_node_count=4)
+async def test_dynamic_node_record_is_deleted_after_the_drain(cluster: DevCluster, sockdir) -> None:
+    await cluster.start_slurmd("d1", "-Z", "--conf", "CPUs=1 RealMemory=1000")
+    await cluster.wait_node("d1", lambda n: n.state.registered and n.state.base == "IDLE")
+    s = settings_for(cluster, sockdir, node="d1")  # dynamic: seen from slurmd's `-Z`, no flag needed
+    async with running_agent(cluster, s):
+        job = await cluster.sbatch("-t", "1", "-w", "d1", wrap="sleep 2")
+        await cluster.wait_job(job, "RUNNING")
+        code, answer = await hook(s, within=60)
+        assert (code, answer["result"]) == (0, "drained"), answer
+        assert await cluster.client().node("d1") is None
+        assert (await cluster.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED"})).state == "COMPLETED"
