@@ -56,7 +56,7 @@ class Agent:
         self.events: EventSink = events or LogEventSink()
         self.slurmd = Slurmd(settings.node_name, settings.slurmd_restart_command, env=env)
         self.slurm = SlurmSource(self.client, settings.node_name)
-        self.source = NodeSource(self.slurm, None)
+        self.source = NodeSource(self.slurm)
         self.drainer = Drainer(settings, self.source, self.metrics, self.events, self._dynamic)
         self.registration = Registration(settings, self.slurmd, self.events, self.metrics, self._report)
         self.mapping = JobMapping(settings.job_mapping_dir) if settings.job_mapping_dir else None
@@ -86,6 +86,8 @@ class Agent:
         pid = self.slurmd.find()
         if pid is not None:
             return CheckResult(True, f"slurmd pid {pid}")
+        if self.drainer.pod_terminating:
+            return CheckResult(True, "pod terminating: slurmd stops after the drain")
         if not self.slurmd.ever_seen:
             return CheckResult(True, "no slurmd visible from here (no shared process namespace?)")
         gone = self.slurmd.missing_for()
@@ -145,7 +147,10 @@ class Agent:
 
     async def _confirm(self) -> Observation:
         """A direct look, controller first: what a remediation must rest on."""
-        ping = await self.client.ping()
+        try:
+            ping = await self.client.ping()
+        except SlurmError as exc:
+            return Observation("slurm", error=str(exc), controller_down=True)
         if not ping.up:
             return Observation("slurm", error="controller unreachable (scontrol ping)", controller_down=True)
         return await self.slurm.observe()
@@ -160,10 +165,9 @@ class Agent:
             if s.control_plane and s.token:
                 session = await stack.enter_async_context(aiohttp.ClientSession())
                 cp = ControlPlaneClient(session, s.control_plane, s.token, s.node_name)
-                self.source.cp = cp
-                self.source.mode = "control-plane"
-                self.source.retry_seconds = min(s.poll_seconds, 5.0)
-                self.source._on_fallback = self.metrics.fallbacks.inc
+                self.source.attach(
+                    cp, retry_seconds=min(s.poll_seconds, 5.0), on_fallback=self.metrics.fallbacks.inc
+                )
             self.http_port = await stack.enter_async_context(
                 serve(self.http().app(), s.http_host, s.http_port)
             )
@@ -219,7 +223,9 @@ class Agent:
         if not self._startup_done and obs.ok:
             await self._startup(obs)
         await self.drainer.step(obs)
-        await self.registration.step(obs, self._confirm)
+        if not self.drainer.pod_terminating:
+            # once the pod is terminating slurmd is stopped on purpose after the hook: never heal it
+            await self.registration.step(obs, self._confirm)
         if self.mapping is not None:
             await self._map(obs)
 
@@ -269,7 +275,11 @@ class Agent:
             self._log.warning("gpu_mapping_not_refreshed", error=str(exc))
             return
         self._wanted = wanted
-        self.mapping.reconcile(wanted)
+        try:
+            self.mapping.reconcile(wanted)
+        except OSError as exc:  # a full or read-only volume must not stop drains and healing
+            self._log.error("gpu_mapping_not_written", error=str(exc), dir=str(self.mapping.dir))
+            return
         self.metrics.gpu_files.set(len(wanted))
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -68,7 +68,10 @@ class SlurmSource:
 
     async def observe(self) -> Observation:
         if self._controller_down:
-            ping = await self.client.ping()
+            try:
+                ping = await self.client.ping()
+            except SlurmError as exc:  # even `scontrol ping` can time out
+                return Observation("slurm", error=str(exc), controller_down=True)
             if not ping.up:
                 return Observation(
                     "slurm", error="controller unreachable (scontrol ping)", controller_down=True
@@ -191,19 +194,27 @@ class ControlPlaneClient:
 class NodeSource:
     """Either source, with the fallback: the control plane when configured and answering, else Slurm."""
 
-    def __init__(
-        self,
-        slurm: SlurmSource,
-        control_plane: ControlPlaneClient | None = None,
-        retry_seconds: float = 5.0,
-        on_fallback: Any = None,
-    ) -> None:
+    def __init__(self, slurm: SlurmSource) -> None:
         self.slurm = slurm
-        self.cp = control_plane
-        self.retry_seconds = retry_seconds
+        self.cp: ControlPlaneClient | None = None
+        self.retry_seconds = 5.0
         self._cp_retry_at = 0.0
         self._version: int | None = None
-        self.mode: str = "control-plane" if control_plane else "alone"
+        self.mode: str = "alone"
+        self._on_fallback: Callable[[], None] | None = None
+
+    def attach(
+        self,
+        cp: ControlPlaneClient,
+        *,
+        retry_seconds: float = 5.0,
+        on_fallback: Callable[[], None] | None = None,
+    ) -> None:
+        """Coordinated mode: ask the control plane first, Slurm when it does not answer
+        (and the control plane again `retry_seconds` later)."""
+        self.cp = cp
+        self.retry_seconds = retry_seconds
+        self.mode = "control-plane"
         self._on_fallback = on_fallback
 
     def _fell_back(self, what: str, exc: Exception) -> None:
