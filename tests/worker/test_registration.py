@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 
 import pytest
-from agent_helpers import RecordingEvents, http_get, running_agent, settings_for, until
+from agent_helpers import RecordingEvents, hook, http_get, running_agent, settings_for, until
 
 from sidecars.devcluster import DevCluster
 from sidecars.probe import check
@@ -115,3 +115,22 @@ async def test_controller_outage_is_not_remediated(cluster: DevCluster, sockdir)
         await until(lambda: agent.registration.status.state == "registered", within=40, what="registered")
         assert cluster.hostpid("slurmd-n1") == pid
         assert agent.metrics.heal_attempts.labels(result="restarted")._value.get() == 0
+
+
+@pytest.mark.cluster(nodes=1)
+async def test_no_healing_once_the_pod_is_terminating(cluster: DevCluster, sockdir) -> None:
+    s = settings_for(cluster, sockdir, slurmd_restart_command=tuple(cluster.slurmd_argv("n1")))
+    async with running_agent(cluster, s) as agent:
+        await until(lambda: agent.registration.status.state == "registered", what="registered")
+        code, answer = await hook(s, within=30)
+        assert (code, answer["result"]) == (0, "drained"), answer
+        # after the hook the kubelet stops slurmd on purpose: the agent must not bring it back
+        await cluster.kill_slurmd("n1")
+        seen = agent.last_tick
+        for _ in range(5):
+            await until(lambda t=seen: agent.last_tick != t, what="another look")
+            seen = agent.last_tick
+        assert cluster.hostpid("slurmd-n1") is None
+        assert agent.metrics.heal_attempts.labels(result="restarted")._value.get() == 0
+        status, body = await http_get(agent, "/livez")
+        assert status == 200, body
