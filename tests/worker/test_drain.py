@@ -159,3 +159,20 @@ async def test_dynamic_node_record_is_deleted_after_the_drain(cluster: DevCluste
         assert (code, answer["result"]) == (0, "drained"), answer
         assert await cluster.client().node("d1") is None
         assert (await cluster.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED"})).state == "COMPLETED"
+
+
+@pytest.mark.cluster(nodes=1)
+async def test_time_out_never_overrides_someone_elses_drain(cluster: DevCluster, sockdir) -> None:
+    s = settings_for(cluster, sockdir, drain_timeout_policy="requeue")
+    client = cluster.client()
+    async with running_agent(cluster, s):
+        job = await cluster.sbatch("-t", "2", wrap="sleep 100")
+        await cluster.wait_job(job, "RUNNING")
+        await client.drain(["n1"], "firmware update")
+        code, answer = await hook(s, within=2)
+        assert (code, answer["result"]) == (1, "timed_out"), answer
+        assert "drained by someone else" in answer["detail"]
+        node = await client.node("n1")
+        assert node is not None and node.state.base != "DOWN"
+        assert node.reason is not None and node.reason.text == "firmware update"
+        assert (await cluster.wait_job(job, "RUNNING")).state == "RUNNING"
