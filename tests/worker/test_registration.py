@@ -134,3 +134,19 @@ async def test_no_healing_once_the_pod_is_terminating(cluster: DevCluster, sockd
         assert agent.metrics.heal_attempts.labels(result="restarted")._value.get() == 0
         status, body = await http_get(agent, "/livez")
         assert status == 200, body
+
+
+@pytest.mark.cluster(nodes=1, max_node_count=4)
+async def test_dynamic_node_that_never_showed_up_is_started_and_registers(
+    cluster: DevCluster, sockdir
+) -> None:
+    # the pod's slurmd -Z never came up: Slurm has no record at all until the agent's restart
+    command = tuple(cluster.slurmd_argv("d1", "-Z", "--conf", "CPUs=1 RealMemory=1000"))
+    s = settings_for(cluster, sockdir, node="d1", registration_timeout=0.5, slurmd_restart_command=command)
+    async with running_agent(cluster, s) as agent:
+        await until(lambda: agent.registration.status.attempts == 1, what="a restart")
+        await until(lambda: agent.registration.status.state == "registered", what="registered")
+        node = await cluster.client().node("d1")
+        assert node is not None and node.state.registered and "DYNAMIC_NORM" in node.state.flags
+        status, body = await http_get(agent, "/readyz")
+        assert status == 200, body
