@@ -29,7 +29,8 @@ def _commands() -> list[Command]:
     return [
         Command("config-sync", "apply ConfigMap/Secret changes to slurmctld safely", None, None, 3),
         Command("worker", "the agent beside every slurmd", worker.configure, worker.main, 4),
-        Command("drain-hook", "preStop hook: drain this node and wait", drainhook.configure, drainhook.main, 4),
+        Command("drain-hook", "preStop hook: drain this node and wait", drainhook.configure, drainhook.main,
+                4),
         Command("control-plane", "one per cluster: fleet view, drains, scale-in order", None, None, 5),
         Command("probe", "exec probe: GET /livez or /readyz", probe.configure, probe.main),
         Command("status", "a human-readable view of the cluster", None, None, 6),

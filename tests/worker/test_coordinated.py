@@ -134,8 +134,9 @@ async def test_unregistered_pod_is_reported_to_the_control_plane(cluster: DevClu
             slurmd_restart_command=("false",),
         )
         async with running_agent(cluster, s) as agent:
-            await until(lambda: agent.registration.status.declared, what="declared unregistered")
+            await until(lambda: any(a == "report" for _, a, _ in cp.requests), what="a report")
+            assert agent.registration.status.declared
             reports = [b for n, a, b in cp.requests if a == "report"]
-            assert reports and reports[-1]["registered"] is False
+            assert reports[-1]["registered"] is False
             assert reports[-1]["pod_name"] == "worker-nosuch" and reports[-1]["pod_namespace"] == "slurm"
             assert "gave up after 1" in reports[-1]["detail"]
