@@ -3,7 +3,8 @@
 slurmd is found by scanning /proc (the pod shares its process namespace, or, in tests, the host's):
 a `slurmd` whose command line names our node (`-N name`), else the only slurmd there is. A slurmd
 whose SLURM_CONF differs from ours belongs to another cluster. On 24.11 every reconfigure re-execs
-slurmd under a new PID: we look for *a* slurmd each time, never hold on to one PID.
+slurmd under a new PID (and, on Debian, under its real name `slurmd-wlm`): we look for *a* slurmd
+each time, never hold on to one PID.
 """
 
 from __future__ import annotations
@@ -63,8 +64,9 @@ class Slurmd:
             if not entry.isdigit():
                 continue
             base = self.proc / entry
-            comm = _read(base / "comm")
-            if comm is None or comm.strip() != b"slurmd":
+            comm = (_read(base / "comm") or b"").strip()
+            # after a 24.11 reconfigure slurmd re-execs its real binary: Debian's is `slurmd-wlm`
+            if comm != b"slurmd" and not comm.startswith(b"slurmd-"):
                 continue
             stat = _read(base / "stat")
             if stat is None or stat.rsplit(b")", 1)[-1].split()[:1] == [b"Z"]:

@@ -156,3 +156,28 @@ async def test_dynamic_node_that_never_showed_up_is_started_and_registers(
         assert node is not None and node.state.registered and "DYNAMIC_NORM" in node.state.flags
         status, body = await http_get(agent, "/readyz")
         assert status == 200, body
+
+
+@pytest.mark.cluster(nodes=1)
+async def test_reconfigure_is_not_a_slurmd_death(cluster: DevCluster, sockdir) -> None:
+    # 24.11 re-execs slurmd under a new PID at every reconfigure; 22.05 keeps it
+    s = settings_for(
+        cluster, sockdir, slurmd_missing_grace=2.0, slurmd_restart_command=tuple(cluster.slurmd_argv("n1"))
+    )
+    async with running_agent(cluster, s) as agent:
+        await until(lambda: agent.registration.status.state == "registered", what="registered")
+        before = cluster.hostpid("slurmd-n1")
+        result = await cluster.client().reconfigure()
+        assert result.returncode == 0
+        await cluster.wait_node("n1", lambda n: n.state.registered and n.state.base == "IDLE")
+        seen = agent.last_tick
+        for _ in range(6):  # a few looks past the grace
+            await until(lambda t=seen: agent.last_tick != t, what="another look")
+            seen = agent.last_tick
+        status, body = await http_get(agent, "/livez")
+        assert status == 200, body
+        assert agent.metrics.heal_attempts.labels(result="restarted")._value.get() == 0
+        after = cluster.hostpid("slurmd-n1")
+        assert after is not None
+        if cluster.release.name == "chroot":
+            assert after != before
