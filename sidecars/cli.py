@@ -23,8 +23,9 @@ class Command:
 
 def _commands() -> list[Command]:
     # imported here, not at module level, so `--help` and unrelated roles stay cheap
-    from sidecars import demo, probe, status
+    from sidecars import demo, drainhook, probe, status
     from sidecars.configsync import main as config_sync
+    from sidecars.worker import service as worker
 
     return [
         Command(
@@ -33,8 +34,8 @@ def _commands() -> list[Command]:
             config_sync.configure,
             config_sync.main,
         ),
-        Command("worker", "the agent beside every slurmd", None, None, 4),
-        Command("drain-hook", "preStop hook: drain this node and wait", None, None, 4),
+        Command("worker", "the agent beside every slurmd", worker.configure, worker.main),
+        Command("drain-hook", "preStop hook: drain this node and wait", drainhook.configure, drainhook.main),
         Command("control-plane", "one per cluster: fleet view, drains, scale-in order", None, None, 5),
         Command("probe", "exec probe: GET /livez or /readyz", probe.configure, probe.main),
         Command("status", "a human-readable view of the cluster", status.configure, status.main),

@@ -1,0 +1,116 @@
+"""P4: the worker agent's idle footprint (RSS and CPU) against a real local Slurm.
+
+Runs `slurm-sidecars worker` as its own process beside one idle node for `--seconds` (60 by
+default) with its production defaults, and samples /proc. Beside it, in the same run and the same
+way: a bare Python that imports the same libraries and sleeps (the floor any asyncio sidecar in
+Python pays), so the agent's own share is visible. CPU counts the Slurm commands it ran (its reaped
+children). Goal: RSS <= 35 MB, CPU <= 0.5 % of a core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from sidecars.devcluster import ClusterSpec, DevCluster
+from sidecars.devcluster.release import build_chroot, host_release
+
+TICK = os.sysconf("SC_CLK_TCK")
+FLOOR = "import asyncio, aiohttp, structlog, prometheus_client, tenacity; asyncio.run(asyncio.sleep(3600))"
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def pss_mb(pid: int) -> float:
+    """Proportional set size: shared library pages split among the processes that map them."""
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime + reaped children's (the Slurm commands the agent ran)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(fields[i]) for i in (11, 12, 13, 14)) / TICK
+
+
+async def measure(proc: asyncio.subprocess.Process, warmup: float, seconds: float) -> dict[str, float]:
+    await asyncio.sleep(warmup)
+    cpu0, t0 = cpu_seconds(proc.pid), time.monotonic()
+    peak = rss_mb(proc.pid)
+    end = t0 + seconds
+    while time.monotonic() < end:
+        await asyncio.sleep(min(1.0, max(end - time.monotonic(), 0)))
+        peak = max(peak, rss_mb(proc.pid))
+    cpu1, t1 = cpu_seconds(proc.pid), time.monotonic()
+    return {
+        "rss_mb": rss_mb(proc.pid),
+        "peak_rss_mb": peak,
+        "pss_mb": pss_mb(proc.pid),
+        "cpu_pct": 100 * (cpu1 - cpu0) / (t1 - t0),
+    }
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--warmup", type=float, default=3.0)
+    ap.add_argument("--release", choices=["host", "chroot"], default="host")
+    args = ap.parse_args()
+    release = await (host_release() if args.release == "host" else build_chroot())
+    async with DevCluster(release, ClusterSpec(nodes=1)) as cluster:
+        sockdir = Path(tempfile.mkdtemp(prefix="wkb-", dir="/tmp"))
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        agent = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "sidecars",
+            "--log-format",
+            "json",
+            "worker",
+            "--node-name",
+            "n1",
+            "--http",
+            f"127.0.0.1:{port}",
+            "--socket",
+            str(sockdir / "agent.sock"),
+            env=cluster.env,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        floor = await asyncio.create_subprocess_exec(sys.executable, "-c", FLOOR)
+        try:
+            a, f = await asyncio.gather(
+                measure(agent, args.warmup, args.seconds), measure(floor, args.warmup, args.seconds)
+            )
+        finally:
+            for p in (agent, floor):
+                p.terminate()
+                await p.wait()
+            shutil.rmtree(sockdir, ignore_errors=True)
+    print(f"P4 agent idle over {args.seconds:g}s (Slurm {release.version}, default --poll-seconds 15)")
+    print(f"  {'':28} {'RSS MB':>8} {'peak MB':>8} {'PSS MB':>8} {'CPU % core':>11}")
+    for label, m in (("worker agent", a), ("baseline: bare python+libs", f)):
+        print(
+            f"  {label:28} {m['rss_mb']:8.1f} {m['peak_rss_mb']:8.1f} {m['pss_mb']:8.1f} {m['cpu_pct']:11.3f}"
+        )
+    print("  goal: RSS <= 35 MB, CPU <= 0.5 % of a core")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,292 @@
+"""The worker agent: one loop that looks at its node and drives the drain, registration and GPU
+mapping from what it saw; an HTTP face for probes and metrics; a unix socket for the drain hook."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+import structlog
+from prometheus_client import CollectorRegistry
+
+from sidecars.runtime import daemon
+from sidecars.runtime.events import EventSink, LogEventSink
+from sidecars.runtime.health import CheckResult, Checks
+from sidecars.runtime.http import DaemonHTTP, serve, serve_unix
+from sidecars.slurm import RetryPolicy, SlurmClient, SlurmError, SlurmMetrics
+from sidecars.worker import api
+from sidecars.worker.drain import Drainer
+from sidecars.worker.jobmap import JobMapping, gpu_jobs
+from sidecars.worker.metrics import WorkerMetrics
+from sidecars.worker.registration import Registration
+from sidecars.worker.settings import WorkerSettings, configure, from_args, is_our_reason
+from sidecars.worker.slurmd import Slurmd
+from sidecars.worker.source import ControlPlaneClient, NodeSource, Observation, SlurmSource
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["Agent", "configure", "main"]
+
+
+class Agent:
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        *,
+        env: Mapping[str, str] | None = None,
+        registry: CollectorRegistry | None = None,
+        events: EventSink | None = None,
+    ) -> None:
+        self.settings = settings
+        self.registry = registry or CollectorRegistry()
+        self.slurm_metrics = SlurmMetrics(self.registry)
+        # the loop retries; one bounded retry here keeps a look within a poll or two
+        self.client = SlurmClient(
+            env=env,
+            timeout=settings.slurm_timeout,
+            retry=RetryPolicy(attempts=2, max_seconds=3.0),
+            metrics=self.slurm_metrics,
+        )
+        self.metrics = WorkerMetrics(self.registry)
+        self.events: EventSink = events or LogEventSink()
+        self.slurmd = Slurmd(settings.node_name, settings.slurmd_restart_command, env=env)
+        self.slurm = SlurmSource(self.client, settings.node_name)
+        self.source = NodeSource(self.slurm)
+        self.drainer = Drainer(settings, self.source, self.metrics, self.events, self._dynamic)
+        self.registration = Registration(settings, self.slurmd, self.events, self.metrics, self._report)
+        self.mapping = JobMapping(settings.job_mapping_dir) if settings.job_mapping_dir else None
+        self.obs: Observation | None = None
+        self.known: Observation | None = None  # the last look that succeeded (probes, status)
+        self.started = time.monotonic()
+        self.last_tick: float | None = None
+        self.http_port: int | None = None
+        self._startup_done = False
+        self._mapped_for: frozenset[int] | None = None
+        self._wanted: dict[int, list[int]] = {}
+        self._mapped_state = ""
+        self._mapped_at = 0.0
+        self._log = log.bind(node=settings.node_name, pod=settings.pod)
+
+    def _dynamic(self) -> bool:
+        """A dynamic node (`slurmd -Z`): its record goes after the drain."""
+        return self.slurmd.find() is not None and self.slurmd.dynamic
+
+    # ------------------------------------------------------------------ probes
+    def _loop_fresh(self) -> CheckResult:
+        age = time.monotonic() - (self.last_tick or self.started)
+        ok = age <= self.settings.stale_seconds
+        return CheckResult(ok, f"last turn {age:.1f}s ago (limit {self.settings.stale_seconds:g}s)")
+
+    def _slurmd_alive(self) -> CheckResult:
+        pid = self.slurmd.find()
+        if pid is not None:
+            return CheckResult(True, f"slurmd pid {pid}")
+        if self.drainer.pod_terminating:
+            return CheckResult(True, "pod terminating: slurmd stops after the drain")
+        if not self.slurmd.ever_seen:
+            return CheckResult(True, "no slurmd visible from here (no shared process namespace?)")
+        gone = self.slurmd.missing_for()
+        # a 24.11 reconfigure re-execs slurmd: a short gap is not a death
+        return CheckResult(gone <= self.settings.slurmd_missing_grace, f"slurmd not running for {gone:.1f}s")
+
+    def _registered(self) -> CheckResult:
+        st = self.registration.status
+        if st.declared:
+            return CheckResult(False, f"unregistered: {st.detail}")
+        obs = self.obs
+        if obs is None:
+            return CheckResult(False, "no look at the node yet")
+        if st.state == "registered":
+            return CheckResult(True, "registered")
+        if st.state == "controller_unreachable":
+            # a controller outage is not this worker's fault: not judged until it is back
+            return CheckResult(True, f"not judged: {st.detail}")
+        return CheckResult(False, st.detail)
+
+    def _node_usable(self) -> CheckResult:
+        known = self.known
+        if known is None or known.view is None:
+            return CheckResult(False, "no record of the node" if known else "no look at the node yet")
+        st = known.view.state
+        bad = st.base in {"DOWN", "ERROR"} or bool({"FAIL", "INVALID", "INVALID_REG"} & st.flags)
+        suffix = "" if self.obs is known else " (last known)"
+        return CheckResult(not bad, f"state {st}{suffix}")
+
+    def status(self) -> dict[str, Any]:
+        obs = self.obs
+        view = self.known.view if self.known else None
+        return {
+            "node": self.settings.node_name,
+            "pod": self.settings.pod,
+            "mode": self.source.mode,
+            "node_state": str(view.state) if view else None,
+            "reason": view.reason if view else None,
+            "lookup_error": obs.error if obs else None,
+            "registration": self.registration.status.as_json(),
+            "drain": self.drainer.as_json(),
+            "slurmd_pid": self.slurmd.find(),
+            "gpu_jobs": self.mapping.current() if self.mapping else None,
+        }
+
+    def http(self) -> DaemonHTTP:
+        live, ready = Checks(), Checks()
+        live.add("agent_loop", self._loop_fresh)
+        live.add("slurmd_alive", self._slurmd_alive)
+        ready.add("registered", self._registered)
+        ready.add("node_usable", self._node_usable)
+        return DaemonHTTP(self.registry, liveness=live, readiness=ready, status=self.status)
+
+    # ------------------------------------------------------------------ the loop
+    async def _report(self, registered: bool, detail: str) -> None:
+        await self.source.report(self.settings.pod_namespace, self.settings.pod_name, registered, detail)
+
+    async def _confirm(self) -> Observation:
+        """A direct look, controller first: what a remediation must rest on."""
+        try:
+            ping = await self.client.ping()
+        except SlurmError as exc:
+            return Observation("slurm", error=str(exc), controller_down=True)
+        if not ping.up:
+            return Observation("slurm", error="controller unreachable (scontrol ping)", controller_down=True)
+        return await self.slurm.observe()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        s = self.settings
+        self.drainer.load()
+        if self.mapping is not None:
+            # files are right only when we can vouch for them: start empty, the first look refills
+            self.mapping.reconcile({})
+        async with contextlib.AsyncExitStack() as stack:
+            if s.control_plane and s.token:
+                session = await stack.enter_async_context(aiohttp.ClientSession())
+                cp = ControlPlaneClient(session, s.control_plane, s.token, s.node_name)
+                self.source.attach(
+                    cp, retry_seconds=min(s.poll_seconds, 5.0), on_fallback=self.metrics.fallbacks.inc
+                )
+            self.http_port = await stack.enter_async_context(
+                serve(self.http().app(), s.http_host, s.http_port)
+            )
+            wake = asyncio.Event()
+            await stack.enter_async_context(serve_unix(api.app(self.drainer, wake), str(s.socket_path)))
+            self._log.info(
+                "worker_started",
+                mode=self.source.mode,
+                http_port=self.http_port,
+                socket=str(s.socket_path),
+                drain_resumed=self.drainer.active,
+            )
+            await self._loop(stop, wake)
+        self._log.info("worker_stopped")
+
+    async def _loop(self, stop: asyncio.Event, wake: asyncio.Event) -> None:
+        async def on_stop() -> None:
+            await stop.wait()
+            wake.set()
+
+        watcher = asyncio.ensure_future(on_stop())
+        never = asyncio.Event()
+        try:
+            first = True
+            while not stop.is_set():
+                if self.drainer.active:
+                    interval = (
+                        self.settings.drain_poll_seconds
+                        if self.source.cp is None or not self.source.using_cp
+                        else min(self.settings.poll_seconds, 1.0)
+                    )
+                else:
+                    interval = self.settings.poll_seconds
+                obs = await self.source.observe(0 if first else interval, wake)
+                first = False
+                if obs is None:
+                    if stop.is_set():
+                        break
+                    wake.clear()
+                    obs = await self.source.observe(0, never)
+                assert obs is not None
+                self.obs = obs
+                if obs.ok:
+                    self.known = obs
+                self.last_tick = time.monotonic()
+                await self._handle(obs)
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+
+    async def _handle(self, obs: Observation) -> None:
+        if not self._startup_done and obs.ok:
+            await self._startup(obs)
+        await self.drainer.step(obs)
+        if not self.drainer.pod_terminating:
+            # once the pod is terminating slurmd is stopped on purpose after the hook: never heal it
+            await self.registration.step(obs, self._confirm)
+        if self.mapping is not None:
+            await self._map(obs)
+
+    async def _startup(self, obs: Observation) -> None:
+        """A node left drained by us for a pod that is gone (a cancelled scale-in, a replaced pod)
+        is given back; anyone else's drain, or this pod's own drain in progress, is kept."""
+        view = obs.view
+        if self.drainer.pod_terminating or view is None:
+            self._startup_done = True
+            return
+        st = view.state
+        if (st.drain or st.base == "DOWN") and is_our_reason(view.reason):
+            try:
+                await self.source.undrain(st, f"{self.settings.drain_reason()}: agent started")
+            except SlurmError as exc:
+                self._log.warning("undrain_failed_retrying", error=str(exc))
+                return
+            self._log.info("own_drain_undone", previous_reason=view.reason, state=str(st))
+            await self.events.emit(
+                "Undrained", f"node {view.name} was drained by us ({view.reason}); a new agent took it back"
+            )
+        self._startup_done = True
+
+    async def _map(self, obs: Observation) -> None:
+        assert self.mapping is not None
+        if not obs.ok:
+            return
+        view = obs.view
+        try:
+            if view is None or (view.jobs is None and not view.state.busy) or view.jobs == ():
+                wanted: dict[int, list[int]] = {}
+                self._mapped_for = frozenset()
+            elif view.jobs is not None and frozenset(view.jobs) == self._mapped_for:
+                wanted = self._wanted  # coordinated and unchanged: no Slurm query of our own
+            elif (
+                view.jobs is None
+                and str(view.state) == self._mapped_state
+                and time.monotonic() - self._mapped_at < self.settings.poll_seconds
+            ):
+                wanted = self._wanted  # alone: re-read jobs on a state change or once per poll
+            else:
+                jobs = await self.slurm.jobs_here()
+                wanted = gpu_jobs(jobs, self.settings.node_name)
+                self._mapped_for = frozenset(view.jobs) if view.jobs is not None else None
+                self._mapped_state, self._mapped_at = str(view.state), time.monotonic()
+        except SlurmError as exc:
+            self._log.warning("gpu_mapping_not_refreshed", error=str(exc))
+            return
+        self._wanted = wanted
+        try:
+            self.mapping.reconcile(wanted)
+        except OSError as exc:  # a full or read-only volume must not stop drains and healing
+            self._log.error("gpu_mapping_not_written", error=str(exc), dir=str(self.mapping.dir))
+            return
+        self.metrics.gpu_files.set(len(wanted))
+
+
+def main(args: argparse.Namespace) -> int:
+    settings = from_args(args)
+
+    async def body(stop: asyncio.Event) -> None:
+        await Agent(settings).run(stop)
+
+    return daemon.run(body)

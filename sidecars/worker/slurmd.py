@@ -1,0 +1,167 @@
+"""Finding this pod's slurmd and restarting it.
+
+slurmd is found by scanning /proc (the pod shares its process namespace, or, in tests, the host's):
+a `slurmd` whose command line names our node (`-N name`), else the only slurmd there is. A slurmd
+whose SLURM_CONF differs from ours belongs to another cluster. On 24.11 every reconfigure re-execs
+slurmd under a new PID (and, on Debian, under its real name `slurmd-wlm`): we look for *a* slurmd
+each time, never hold on to one PID.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+
+class RestartFailed(RuntimeError):
+    """slurmd could not be restarted; the message says why (the command's own output where it gave any)."""
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _node_arg(argv: Sequence[str]) -> str | None:
+    for i, word in enumerate(argv):
+        if word == "-N" and i + 1 < len(argv):
+            return argv[i + 1]
+        if word.startswith("-N") and len(word) > 2:
+            return word[2:]
+    return None
+
+
+@dataclass
+class Slurmd:
+    """This node's slurmd process, as seen from /proc."""
+
+    node_name: str
+    restart_command: tuple[str, ...] = ()
+    env: Mapping[str, str] | None = None  # the agent's environment (SLURM_CONF) and the command's
+    proc: Path = Path("/proc")
+    command_timeout: float = 30.0
+    _last_seen: float | None = field(default=None, init=False)
+    _argv: tuple[str, ...] = field(default=(), init=False)
+
+    def _conf(self) -> str | None:
+        return (os.environ if self.env is None else self.env).get("SLURM_CONF")
+
+    def _candidates(self) -> list[tuple[int, list[str]]]:
+        found = []
+        for entry in os.listdir(self.proc):
+            if not entry.isdigit():
+                continue
+            base = self.proc / entry
+            comm = (_read(base / "comm") or b"").strip()
+            # after a 24.11 reconfigure slurmd re-execs its real binary: Debian's is `slurmd-wlm`
+            if comm != b"slurmd" and not comm.startswith(b"slurmd-"):
+                continue
+            stat = _read(base / "stat")
+            if stat is None or stat.rsplit(b")", 1)[-1].split()[:1] == [b"Z"]:
+                continue  # a zombie waiting for a slow reaper is no live slurmd
+            raw = _read(base / "cmdline") or b""
+            argv = [w.decode("utf-8", "replace") for w in raw.split(b"\0") if w]
+            conf = self._conf()
+            environ = _read(base / "environ")
+            if conf and environ is not None:
+                theirs = [
+                    e[len(b"SLURM_CONF=") :].decode()
+                    for e in environ.split(b"\0")
+                    if e.startswith(b"SLURM_CONF=")
+                ]
+                if theirs and theirs[0] != conf:
+                    continue
+            found.append((int(entry), argv))
+        return found
+
+    def find(self) -> int | None:
+        """The PID of our slurmd, or None when none is visible."""
+        cands = self._candidates()
+        named = [(pid, argv) for pid, argv in cands if _node_arg(argv) == self.node_name]
+        unnamed = [(pid, argv) for pid, argv in cands if _node_arg(argv) is None]
+        pick = named or (unnamed if len(unnamed) == 1 else [])
+        if not pick:
+            return None
+        pid, argv = min(pick)  # a daemon that forks a child: the parent is the daemon
+        self._last_seen = time.monotonic()
+        self._argv = tuple(argv)
+        return pid
+
+    @property
+    def ever_seen(self) -> bool:
+        return self._last_seen is not None
+
+    def missing_for(self) -> float:
+        """Seconds since a slurmd was last seen (0 when it is visible now)."""
+        if self.find() is not None:
+            return 0.0
+        return time.monotonic() - self._last_seen if self._last_seen is not None else float("inf")
+
+    @property
+    def dynamic(self) -> bool:
+        """Started as a dynamic node (`slurmd -Z`)."""
+        return "-Z" in self._argv
+
+    @property
+    def can_restart(self) -> bool:
+        return bool(self.restart_command) or self.find() is not None
+
+    async def _stop(self, pid: int, wait: float = 5.0) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and self.find() == pid:  # noqa: ASYNC110 - /proc has no event
+            await asyncio.sleep(0.05)
+        if self.find() == pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    async def restart(self) -> str:
+        """Restart slurmd; returns what was done. Raises RestartFailed."""
+        pid = self.find()
+        if not self.restart_command:
+            if pid is None:
+                raise RestartFailed("no restart command configured and no slurmd process visible")
+            # the container's restart policy brings it back (the pod shares its process namespace)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            return f"sent SIGTERM to slurmd pid {pid}"
+        if pid is not None:
+            await self._stop(pid)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *self.restart_command,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                env=dict(self.env) if self.env is not None else None,
+            )
+        except OSError as exc:
+            raise RestartFailed(f"cannot run {self.restart_command[0]}: {exc.strerror}") from None
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), self.command_timeout)
+        except BaseException as exc:  # timed out or cancelled: the command must not outlive us
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+            if isinstance(exc, TimeoutError):
+                raise RestartFailed(
+                    f"restart command did not finish within {self.command_timeout:g}s"
+                ) from None
+            raise
+        text = out.decode("utf-8", "replace").strip()
+        if proc.returncode != 0:
+            raise RestartFailed(f"restart command exited {proc.returncode}: {text[-500:] or 'no output'}")
+        return "ran restart command" + (f": {text[-200:]}" if text else "")

@@ -1,0 +1,98 @@
+"""Helpers: running a real worker agent against the test's dev cluster, with every interval short."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from sidecars.devcluster import DevCluster
+from sidecars.drainhook import drain
+from sidecars.runtime.events import EventType
+from sidecars.worker.service import Agent
+from sidecars.worker.settings import WorkerSettings
+
+
+class RecordingEvents:
+    """An EventSink that keeps what it was told, for assertions."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    async def emit(self, reason: str, message: str, type: EventType = "Normal") -> None:
+        self.events.append((reason, message, type))
+
+    def reasons(self) -> list[str]:
+        return [r for r, _, _ in self.events]
+
+
+def settings_for(cluster: DevCluster, sockdir: Path, node: str = "n1", **overrides: Any) -> WorkerSettings:
+    base = WorkerSettings(
+        node_name=node,
+        http_host="127.0.0.1",
+        http_port=0,
+        socket_path=sockdir / "agent.sock",
+        state_dir=sockdir,
+        pod_namespace="slurm",
+        pod_name=f"worker-{node}",
+        registration_timeout=30.0,
+        heal_attempts=2,
+        heal_backoff=1.0,
+        poll_seconds=0.5,
+        drain_poll_seconds=0.2,
+        slurmd_missing_grace=0.5,
+        slurm_timeout=15.0,
+    )
+    return dataclasses.replace(base, **overrides)
+
+
+@contextlib.asynccontextmanager
+async def running_agent(
+    cluster: DevCluster, settings: WorkerSettings, events: RecordingEvents | None = None
+) -> AsyncIterator[Agent]:
+    """An agent running in this event loop until the block ends; yields once it has looked at its node."""
+    agent = Agent(settings, env=cluster.env, events=events or RecordingEvents())
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(agent.run(stop))
+    try:
+        for _ in range(600):
+            if agent.last_tick is not None or task.done():
+                break
+            await asyncio.sleep(0.05)
+        if task.done():
+            task.result()  # raise what stopped it
+        assert agent.last_tick is not None, "agent never looked at its node"
+        yield agent
+    finally:
+        stop.set()
+        try:
+            await asyncio.wait_for(task, 30)
+        finally:
+            if not task.done():
+                task.cancel()
+
+
+async def hook(settings: WorkerSettings, within: float = 60.0, reason: str | None = None) -> tuple[int, Any]:
+    return await drain(str(settings.socket_path), within, reason)
+
+
+async def http_get(agent: Agent, path: str) -> tuple[int, Any]:
+    async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{agent.http_port}{path}") as r:
+        if r.content_type == "application/json":
+            return r.status, await r.json()
+        return r.status, await r.text()
+
+
+async def until(predicate: Any, within: float = 30.0, what: str = "condition") -> None:
+    """Poll a cheap in-process predicate (agent state) until it holds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {within:g}s waiting for {what}")
+        await asyncio.sleep(0.05)

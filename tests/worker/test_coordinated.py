@@ -1,0 +1,142 @@
+"""Coordinated mode: the node's state comes from the control plane's long poll and drains go through
+it, with no Slurm query of the agent's own in steady state; without it the agent works alone."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from pathlib import Path
+
+import pytest
+from agent_helpers import hook, running_agent, settings_for, until
+from fake_control_plane import FakeControlPlane
+
+from sidecars.devcluster import DevCluster
+from sidecars.worker.service import Agent
+
+TOKEN = "s3cret-token"
+
+
+def slurm_commands(agent: Agent) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for metric in agent.slurm_metrics.commands.collect():
+        for sample in metric.samples:
+            if sample.name.endswith("_total"):
+                key = sample.labels["command"]
+                out[key] = out.get(key, 0) + sample.value
+    return out
+
+
+async def polls_pass(cp: FakeControlPlane, node: str, count: int) -> None:
+    start = cp.polls[node]
+    await until(lambda: cp.polls[node] >= start + count, what=f"{count} long polls")
+
+
+@pytest.mark.cluster(nodes=1, gpus=2)
+async def test_steady_state_makes_no_slurm_query_of_its_own(
+    cluster: DevCluster, sockdir, tmp_path: Path
+) -> None:
+    cp = FakeControlPlane(cluster.env, TOKEN)
+    mapping = tmp_path / "gpus"
+    mapping.mkdir()
+    async with cp.running() as url:
+        s = settings_for(cluster, sockdir, control_plane=url, token=TOKEN, job_mapping_dir=mapping)
+        async with running_agent(cluster, s) as agent:
+            await until(lambda: agent.registration.status.state == "registered", what="registered")
+            await polls_pass(cp, "n1", 5)
+            assert slurm_commands(agent) == {}
+            assert agent.source.mode == "control-plane"
+            # a job arrives: the GPU files need Slurm's allocation once, then nothing more
+            job = await cluster.sbatch("-t", "1", "--gres=gpu:1", wrap="sleep 30")
+            await cluster.wait_job(job, "RUNNING")
+            await until((mapping / "0").exists, what="GPU file")
+            assert (mapping / "0").read_text() == f"{job}\n"
+            before = slurm_commands(agent)
+            await polls_pass(cp, "n1", 5)
+            assert slurm_commands(agent) == before
+            assert sum(before.values()) <= 2
+
+
+@pytest.mark.cluster(nodes=1)
+async def test_drain_goes_through_the_control_plane(cluster: DevCluster, sockdir) -> None:
+    cp = FakeControlPlane(cluster.env, TOKEN)
+    async with cp.running() as url:
+        s = settings_for(cluster, sockdir, control_plane=url, token=TOKEN)
+        async with running_agent(cluster, s) as agent:
+            job = await cluster.sbatch("-t", "1", wrap="sleep 3")
+            await cluster.wait_job(job, "RUNNING")
+            code, answer = await hook(s, within=60)
+            assert (code, answer["result"]) == (0, "drained"), answer
+            assert (await cluster.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED"})).state == "COMPLETED"
+            assert (
+                "n1",
+                "drain",
+                {"reason": "slurm-sidecars: pod slurm/worker-n1 terminating"},
+            ) in cp.requests
+            used = slurm_commands(agent)
+            assert "scontrol update" not in used, used  # the drain itself went through the control plane
+            assert agent.metrics.fallbacks._value.get() == 0
+
+
+@pytest.mark.cluster(nodes=1)
+async def test_unreachable_control_plane_never_blocks_a_drain(cluster: DevCluster, sockdir) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"  # nothing listens once closed
+    s = settings_for(cluster, sockdir, control_plane=dead, token=TOKEN)
+    async with running_agent(cluster, s) as agent:
+        job = await cluster.sbatch("-t", "1", wrap="sleep 3")
+        await cluster.wait_job(job, "RUNNING")
+        code, answer = await hook(s, within=60)
+        assert (code, answer["result"]) == (0, "drained"), answer
+        assert (await cluster.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED"})).state == "COMPLETED"
+        assert agent.source.mode == "fallback"
+        assert agent.metrics.fallbacks._value.get() >= 1
+
+
+@pytest.mark.cluster(nodes=1)
+async def test_control_plane_lost_mid_drain_falls_back(cluster: DevCluster, sockdir) -> None:
+    cp = FakeControlPlane(cluster.env, TOKEN)
+    job = await cluster.sbatch("-t", "1", wrap="sleep 4")
+    await cluster.wait_job(job, "RUNNING")
+    async with contextlib.AsyncExitStack() as cp_alive:
+        url = await cp_alive.enter_async_context(cp.running())
+        s = settings_for(cluster, sockdir, control_plane=url, token=TOKEN)
+        async with running_agent(cluster, s) as agent:
+            waiting = asyncio.ensure_future(hook(s, within=60))
+            await cluster.wait_node("n1", lambda n: n.state.drain)
+            assert (
+                "n1",
+                "drain",
+                {"reason": "slurm-sidecars: pod slurm/worker-n1 terminating"},
+            ) in cp.requests
+            await cp_alive.aclose()  # the control plane goes away while the job still runs
+            code, answer = await waiting
+            assert (code, answer["result"]) == (0, "drained"), answer
+            assert agent.source.mode == "fallback"
+    assert (await cluster.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED"})).state == "COMPLETED"
+
+
+@pytest.mark.cluster(nodes=1)
+async def test_unregistered_pod_is_reported_to_the_control_plane(cluster: DevCluster, sockdir) -> None:
+    cp = FakeControlPlane(cluster.env, TOKEN)
+    async with cp.running() as url:
+        s = settings_for(
+            cluster,
+            sockdir,
+            node="nosuch",
+            control_plane=url,
+            token=TOKEN,
+            registration_timeout=0.5,
+            heal_attempts=1,
+            heal_backoff=0.2,
+            slurmd_restart_command=("false",),
+        )
+        async with running_agent(cluster, s) as agent:
+            await until(lambda: any(a == "report" for _, a, _ in cp.requests), what="a report")
+            assert agent.registration.status.declared
+            reports = [b for n, a, b in cp.requests if a == "report"]
+            assert reports[-1]["registered"] is False
+            assert reports[-1]["pod_name"] == "worker-nosuch" and reports[-1]["pod_namespace"] == "slurm"
+            assert "gave up after 1" in reports[-1]["detail"]
