@@ -90,7 +90,7 @@ async def main() -> None:
                 agents.append(agent)
                 settings.append(s)
                 tasks.append(asyncio.ensure_future(agent.run(stop)))
-            while any(a.last_tick is None for a in agents):  # noqa: ASYNC110 - agents expose no event
+            while any(a.last_tick is None for a in agents):
                 await asyncio.sleep(0.05)
             for _ in range(rounds):
                 for latency, baseline in await asyncio.gather(

@@ -122,7 +122,7 @@ class Slurmd:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and self.find() == pid:  # noqa: ASYNC110 - /proc has no event
+        while time.monotonic() < deadline and self.find() == pid:
             await asyncio.sleep(0.05)
         if self.find() == pid:
             with contextlib.suppress(ProcessLookupError):
