@@ -183,7 +183,19 @@ def job_from_pairs(p: list[tuple[str, str]]) -> Job:
         time_limit_minutes=parse_minutes(d.get("TimeLimit")),
         cpus=_int(d.get("NumCPUs")),
         gpu_indices=gpus,
+        node_count=_int(d.get("NumNodes", "0").split("-")[0]),
+        gpus_per_node=gpus_per_node(_null(d.get("TresPerNode")) or ""),
     )
+
+
+def gpus_per_node(tres: str) -> int:
+    """`gres:gpu:2` (22.05) or `gres/gpu:2`, `gres/gpu:a100:2` (24.11) -> 2; one GPU when no count."""
+    for item in tres.split(","):
+        parts = item.replace("/", ":").split(":")
+        if len(parts) >= 2 and parts[0] == "gres" and parts[1] == "gpu":
+            last = parts[-1]
+            return int(last) if last.isdigit() and len(parts) > 2 else 1
+    return 0
 
 
 def jobs(text: str) -> list[Job]:
