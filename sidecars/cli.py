@@ -24,12 +24,19 @@ class Command:
 def _commands() -> list[Command]:
     # imported here, not at module level, so `--help` and unrelated roles stay cheap
     from sidecars import demo, probe
+    from sidecars.controlplane import service as control_plane  # noqa: PLC0415 (cheap --help)
 
     return [
         Command("config-sync", "apply ConfigMap/Secret changes to slurmctld safely", None, None, 3),
         Command("worker", "the agent beside every slurmd", None, None, 4),
         Command("drain-hook", "preStop hook: drain this node and wait", None, None, 4),
-        Command("control-plane", "one per cluster: fleet view, drains, scale-in order", None, None, 5),
+        Command(
+            "control-plane",
+            "one per cluster: fleet view, drains, scale-in order",
+            control_plane.configure,
+            control_plane.main,
+            5,
+        ),
         Command("probe", "exec probe: GET /livez or /readyz", probe.configure, probe.main),
         Command("status", "a human-readable view of the cluster", None, None, 6),
         Command("demo", "run everything on this machine against a real Slurm", demo.configure, demo.main),

@@ -117,8 +117,12 @@ class KubeClient:
         self.coordination = k.CoordinationV1Api(self.api)
         self.requests: Counter | None = None
         if self.registry is not None:
-            self.requests = Counter("slurm_sidecars_kube_requests", "Kubernetes API calls by outcome",
-                                    ["operation", "result"], registry=self.registry)
+            self.requests = Counter(
+                "slurm_sidecars_kube_requests",
+                "Kubernetes API calls by outcome",
+                ["operation", "result"],
+                registry=self.registry,
+            )
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -162,20 +166,27 @@ class KubeClient:
     # ------------------------------------------------------------------ pods
     async def list_pods(self, namespace: str, selector: str = "") -> tuple[list[Pod], str]:
         """The pods matching `selector` and the list's resourceVersion (to watch from)."""
-        result = await self._call("list_pods", lambda: self.core.list_namespaced_pod(
-            namespace, label_selector=selector or None))
+        result = await self._call(
+            "list_pods", lambda: self.core.list_namespaced_pod(namespace, label_selector=selector)
+        )
         return [Pod.from_model(p) for p in result.items], result.metadata.resource_version or ""
 
-    async def watch_pods(self, namespace: str, selector: str, resource_version: str,
-                         timeout_seconds: int = 300) -> AsyncIterator[tuple[str, Pod]]:
+    async def watch_pods(
+        self, namespace: str, selector: str, resource_version: str, timeout_seconds: int = 300
+    ) -> AsyncIterator[tuple[str, Pod]]:
         """(ADDED|MODIFIED|DELETED, pod) from `resource_version` until the server ends the watch.
 
         An expired resourceVersion (410) raises ApiException: the caller lists again.
         """
         async with watch.Watch() as w:
-            stream = w.stream(self.core.list_namespaced_pod, namespace, label_selector=selector or None,
-                              resource_version=resource_version, timeout_seconds=timeout_seconds,
-                              allow_watch_bookmarks=True)
+            stream = w.stream(
+                self.core.list_namespaced_pod,
+                namespace,
+                label_selector=selector,
+                resource_version=resource_version,
+                timeout_seconds=timeout_seconds,
+                allow_watch_bookmarks=True,
+            )
             async for event in stream:
                 kind = event["type"]
                 if kind in {"ADDED", "MODIFIED", "DELETED"}:
@@ -193,16 +204,18 @@ class KubeClient:
     async def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> Pod:
         """Strategic-merge patch of the pod's annotations (None removes one)."""
         body = {"metadata": {"annotations": dict(annotations)}}
-        pod = await self._call("patch_pod", lambda: self.core.patch_namespaced_pod(name, namespace, body),
-                               conflict_too=True)
+        pod = await self._call(
+            "patch_pod", lambda: self.core.patch_namespaced_pod(name, namespace, body), conflict_too=True
+        )
         return Pod.from_model(pod)
 
     async def delete_pod(self, namespace: str, name: str, uid: str | None = None) -> bool:
         """Delete the pod (only this incarnation when `uid` is given). False when it was already gone."""
         options = k.V1DeleteOptions(preconditions=k.V1Preconditions(uid=uid) if uid else None)
         try:
-            await self._call("delete_pod", lambda: self.core.delete_namespaced_pod(name, namespace,
-                                                                                   body=options))
+            await self._call(
+                "delete_pod", lambda: self.core.delete_namespaced_pod(name, namespace, body=options)
+            )
         except ApiException as exc:
             if exc.status == 404:
                 return False
@@ -210,20 +223,37 @@ class KubeClient:
         return True
 
     # ------------------------------------------------------------------ events
-    async def create_event(self, namespace: str, involved: Mapping[str, str], reason: str, message: str,
-                           type: str = "Normal", component: str = "slurm-sidecars") -> None:
+    async def create_event(
+        self,
+        namespace: str,
+        involved: Mapping[str, str],
+        reason: str,
+        message: str,
+        *,
+        type: str = "Normal",
+        component: str = "slurm-sidecars",
+    ) -> None:
         """A core/v1 Event about `involved` ({kind, name, namespace, uid?, apiVersion?})."""
         now = dt.datetime.now(dt.UTC)
         name = involved.get("name", "object")
         event = k.CoreV1Event(
             metadata=k.V1ObjectMeta(generate_name=f"{name}.", namespace=namespace),
             involved_object=k.V1ObjectReference(
-                kind=involved.get("kind", "Pod"), name=name, namespace=involved.get("namespace", namespace),
-                uid=involved.get("uid"), api_version=involved.get("apiVersion", "v1")),
-            reason=reason, message=message[:1024], type=type,
+                kind=involved.get("kind", "Pod"),
+                name=name,
+                namespace=involved.get("namespace", namespace),
+                uid=involved.get("uid"),
+                api_version=involved.get("apiVersion", "v1"),
+            ),
+            reason=reason,
+            message=message[:1024],
+            type=type,
             source=k.V1EventSource(component=component),
-            first_timestamp=now, last_timestamp=now, count=1,
-            reporting_component=component, reporting_instance=involved.get("reporter", component),
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+            reporting_component=component,
+            reporting_instance=involved.get("reporter", component),
         )
         try:
             await self._call("create_event", lambda: self.core.create_namespaced_event(namespace, event))
@@ -236,16 +266,21 @@ class KubeClient:
     def _lease(obj: Any) -> LeaseRecord:
         spec = obj.spec or k.V1LeaseSpec()
         return LeaseRecord(
-            namespace=obj.metadata.namespace or "", name=obj.metadata.name or "",
-            holder=spec.holder_identity, duration_seconds=int(spec.lease_duration_seconds or 15),
-            acquire_time=spec.acquire_time, renew_time=spec.renew_time,
+            namespace=obj.metadata.namespace or "",
+            name=obj.metadata.name or "",
+            holder=spec.holder_identity,
+            duration_seconds=int(spec.lease_duration_seconds or 15),
+            acquire_time=spec.acquire_time,
+            renew_time=spec.renew_time,
             transitions=int(spec.lease_transitions or 0),
             resource_version=obj.metadata.resource_version or "",
         )
 
     async def get_lease(self, namespace: str, name: str) -> LeaseRecord | None:
         try:
-            obj = await self._call("get_lease", lambda: self.coordination.read_namespaced_lease(name, namespace))
+            obj = await self._call(
+                "get_lease", lambda: self.coordination.read_namespaced_lease(name, namespace)
+            )
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -254,18 +289,24 @@ class KubeClient:
 
     def _lease_body(self, record: LeaseRecord) -> Any:
         return k.V1Lease(
-            metadata=k.V1ObjectMeta(name=record.name, namespace=record.namespace,
-                                    resource_version=record.resource_version or None),
-            spec=k.V1LeaseSpec(holder_identity=record.holder, lease_duration_seconds=record.duration_seconds,
-                               acquire_time=record.acquire_time, renew_time=record.renew_time,
-                               lease_transitions=record.transitions),
+            metadata=k.V1ObjectMeta(
+                name=record.name, namespace=record.namespace, resource_version=record.resource_version or None
+            ),
+            spec=k.V1LeaseSpec(
+                holder_identity=record.holder,
+                lease_duration_seconds=record.duration_seconds,
+                acquire_time=record.acquire_time,
+                renew_time=record.renew_time,
+                lease_transitions=record.transitions,
+            ),
         )
 
     async def create_lease(self, record: LeaseRecord) -> LeaseRecord:
         body = self._lease_body(record)
         try:
-            obj = await self._call("create_lease", lambda: self.coordination.create_namespaced_lease(
-                record.namespace, body))
+            obj = await self._call(
+                "create_lease", lambda: self.coordination.create_namespaced_lease(record.namespace, body)
+            )
         except ApiException as exc:
             if exc.status == 409:
                 raise LeaseConflict(f"lease {record.name} exists already") from None
@@ -276,8 +317,10 @@ class KubeClient:
         """Replace the Lease, guarded by `record.resource_version` (optimistic concurrency)."""
         body = self._lease_body(record)
         try:
-            obj = await self._call("update_lease", lambda: self.coordination.replace_namespaced_lease(
-                record.name, record.namespace, body))
+            obj = await self._call(
+                "update_lease",
+                lambda: self.coordination.replace_namespaced_lease(record.name, record.namespace, body),
+            )
         except ApiException as exc:
             if exc.status == 409:
                 raise LeaseConflict(f"lease {record.name} changed since it was read") from None

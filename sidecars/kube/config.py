@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -25,16 +26,19 @@ async def load_configuration(kubeconfig: str | None = None) -> Configuration | N
         return conf
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         try:
-            kconfig.load_incluster_config(client_configuration=conf)
+            kconfig.load_incluster_config(client_configuration=conf)  # type: ignore[no-untyped-call]
             log.info("kubernetes_config", source="in-cluster")
             return conf
         except kconfig.ConfigException as exc:
             log.warning("kubernetes_incluster_config_failed", error=str(exc))
     path = os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
-    if Path(path).is_file():
+    if await asyncio.to_thread(Path(path).is_file):
         await kconfig.load_kube_config(config_file=path, client_configuration=conf)
         log.info("kubernetes_config", source="kubeconfig", path=path)
         return conf
-    log.warning("kubernetes_disabled", reason="no in-cluster service account and no kubeconfig; "
-                "Kubernetes features (events, deletion cost, recycling, leader election) are off")
+    log.warning(
+        "kubernetes_disabled",
+        reason="no in-cluster service account and no kubeconfig; "
+        "Kubernetes features (events, deletion cost, recycling, leader election) are off",
+    )
     return None

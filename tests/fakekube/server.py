@@ -43,8 +43,18 @@ class Request:
 
 
 def _status(code: int, reason: str, message: str) -> web.Response:
-    return web.json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                              "message": message, "reason": reason, "code": code}, status=code)
+    return web.json_response(
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": reason,
+            "code": code,
+        },
+        status=code,
+    )
 
 
 def _merge(target: Obj, patch: Obj) -> Obj:
@@ -114,20 +124,47 @@ class FakeKube:
             with contextlib.suppress(RuntimeError):
                 asyncio.get_running_loop().create_task(notify())
 
-    def add_pod(self, name: str, *, namespace: str = "slurm", hostname: str | None = None,
-                labels: dict[str, str] | None = None, ready: bool = True,
-                owner_kind: str | None = "ReplicaSet") -> Obj:
-        owners = ([{"apiVersion": "apps/v1", "kind": owner_kind, "name": "workers-abc", "uid": str(uuid.uuid4()),
-                    "controller": True}] if owner_kind else [])
+    def add_pod(
+        self,
+        name: str,
+        *,
+        namespace: str = "slurm",
+        hostname: str | None = None,
+        labels: dict[str, str] | None = None,
+        ready: bool = True,
+        owner_kind: str | None = "ReplicaSet",
+    ) -> Obj:
+        owners = (
+            [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": owner_kind,
+                    "name": "workers-abc",
+                    "uid": str(uuid.uuid4()),
+                    "controller": True,
+                }
+            ]
+            if owner_kind
+            else []
+        )
         pod: Obj = {
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace, "uid": str(uuid.uuid4()),
-                         "labels": labels if labels is not None else {"app": "slurmd"}, "annotations": {},
-                         "ownerReferences": owners, "resourceVersion": self._bump(),
-                         "creationTimestamp": now_micro()[:19] + "Z"},
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": str(uuid.uuid4()),
+                "labels": labels if labels is not None else {"app": "slurmd"},
+                "annotations": {},
+                "ownerReferences": owners,
+                "resourceVersion": self._bump(),
+                "creationTimestamp": now_micro()[:19] + "Z",
+            },
             "spec": {"hostname": hostname or name, "containers": [{"name": "slurmd", "image": "slurmd"}]},
-            "status": {"phase": "Running",
-                       "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+            "status": {
+                "phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            },
         }
         self.pods[(namespace, name)] = pod
         self._record("ADDED", pod)
@@ -143,8 +180,13 @@ class FakeKube:
         self.faults.append(Fault(method.upper(), path_contains, status, times))
 
     def answered(self, method: str, path_contains: str, status: int | None = None) -> list[Request]:
-        return [r for r in self.requests if r.method == method.upper() and path_contains in r.path
-                and (status is None or r.status == status)]
+        return [
+            r
+            for r in self.requests
+            if r.method == method.upper()
+            and path_contains in r.path
+            and (status is None or r.status == status)
+        ]
 
     # ------------------------------------------------------------------ server
     @web.middleware
@@ -161,8 +203,14 @@ class FakeKube:
         if request.headers.get("Authorization") != f"Bearer {self.token}":
             resp: web.StreamResponse = _status(401, "Unauthorized", "Unauthorized")
         else:
-            fault = next((f for f in self.faults if f.times > 0 and f.method == request.method
-                          and f.path_contains in request.path), None)
+            fault = next(
+                (
+                    f
+                    for f in self.faults
+                    if f.times > 0 and f.method == request.method and f.path_contains in request.path
+                ),
+                None,
+            )
             if fault is not None:
                 fault.times -= 1
                 resp = _status(fault.status, "Injected", f"injected {fault.status}")
@@ -208,10 +256,19 @@ class FakeKube:
         selector = q.get("labelSelector")
         if q.get("watch") in {"true", "1", "True"}:
             return await self._watch(request, ns, selector)
-        items = [copy.deepcopy(p) for (pns, _), p in sorted(self.pods.items()) if pns == ns
-                 and _selected(p, selector)]
-        return web.json_response({"kind": "PodList", "apiVersion": "v1",
-                                  "metadata": {"resourceVersion": str(self.rv)}, "items": items})
+        items = [
+            copy.deepcopy(p)
+            for (pns, _), p in sorted(self.pods.items())
+            if pns == ns and _selected(p, selector)
+        ]
+        return web.json_response(
+            {
+                "kind": "PodList",
+                "apiVersion": "v1",
+                "metadata": {"resourceVersion": str(self.rv)},
+                "items": items,
+            }
+        )
 
     async def _watch(self, request: web.Request, ns: str, selector: str | None) -> web.StreamResponse:
         since = int(request.query.get("resourceVersion") or self.rv)
@@ -219,8 +276,14 @@ class FakeKube:
         resp = web.StreamResponse(headers={"Content-Type": "application/json"})
         await resp.prepare(request)
         if since < self.min_watch_rv:
-            gone = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Expired",
-                    "message": f"too old resource version: {since}", "code": 410}
+            gone = {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Failure",
+                "reason": "Expired",
+                "message": f"too old resource version: {since}",
+                "code": 410,
+            }
             await resp.write(json.dumps({"type": "ERROR", "object": gone}).encode() + b"\n")
             return resp
         assert self._changed is not None
@@ -231,23 +294,30 @@ class FakeKube:
         assert me is not None
         self._watches.add(me)
         try:
-            await self._stream(resp, request, ns, selector, sent, deadline)
+            await self._stream(resp, request, ns=ns, selector=selector, sent=sent, deadline=deadline)
         except (asyncio.CancelledError, ConnectionResetError):
             pass
         finally:
             self._watches.discard(me)
         return resp
 
-    async def _stream(self, resp: web.StreamResponse, request: web.Request, ns: str, selector: str | None,
-                      sent: int, deadline: float) -> None:
+    async def _stream(
+        self,
+        resp: web.StreamResponse,
+        request: web.Request,
+        *,
+        ns: str,
+        selector: str | None,
+        sent: int,
+        deadline: float,
+    ) -> None:
         assert self._changed is not None
         loop = asyncio.get_running_loop()
         while loop.time() < deadline and request.transport is not None and not request.transport.is_closing():
             for rv, kind, pod in list(self.history):
                 if rv > sent and pod["metadata"]["namespace"] == ns and _selected(pod, selector):
                     await resp.write(json.dumps({"type": kind, "object": pod}).encode() + b"\n")
-                if rv > sent:
-                    sent = rv
+                sent = max(sent, rv)
             async with self._changed:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), min(0.2, max(0.01, deadline - loop.time())))
@@ -264,8 +334,9 @@ class FakeKube:
     async def patch_pod(self, request: web.Request) -> web.StreamResponse:
         ctype = request.headers.get("Content-Type", "").split(";")[0]
         if ctype not in MERGE_TYPES:
-            return _status(415, "UnsupportedMediaType", f"the body of the request was in an unknown format: "
-                           f"{ctype}")
+            return _status(
+                415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {ctype}"
+            )
         pod = self._pod(request)
         if pod is None:
             return _status(404, "NotFound", f'pods "{request.match_info["name"]}" not found')
@@ -306,7 +377,9 @@ class FakeKube:
     async def get_lease(self, request: web.Request) -> web.StreamResponse:
         lease = self.leases.get((request.match_info["ns"], request.match_info["name"]))
         if lease is None:
-            return _status(404, "NotFound", f'leases.coordination.k8s.io "{request.match_info["name"]}" not found')
+            return _status(
+                404, "NotFound", f'leases.coordination.k8s.io "{request.match_info["name"]}" not found'
+            )
         return web.json_response(lease)
 
     async def create_lease(self, request: web.Request) -> web.StreamResponse:
@@ -328,9 +401,13 @@ class FakeKube:
         lease = request[BODY]
         wanted = lease["metadata"].get("resourceVersion")
         if wanted and wanted != current["metadata"]["resourceVersion"]:
-            return _status(409, "Conflict", f'Operation cannot be fulfilled on leases.coordination.k8s.io '
-                           f'"{name}": the object has been modified; please apply your changes to the latest '
-                           "version and try again")
+            return _status(
+                409,
+                "Conflict",
+                f"Operation cannot be fulfilled on leases.coordination.k8s.io "
+                f'"{name}": the object has been modified; please apply your changes to the latest '
+                "version and try again",
+            )
         lease["metadata"]["namespace"] = ns
         lease["metadata"]["resourceVersion"] = self._bump()
         self.leases[(ns, name)] = lease

@@ -14,8 +14,9 @@ from tests.fakekube import FakeKube
 from tests.kube.conftest import configuration
 
 
-async def test_list_get_and_watch_pods_from_a_resource_version(fake: tuple[FakeKube, str],
-                                                               kube: KubeClient) -> None:
+async def test_list_get_and_watch_pods_from_a_resource_version(
+    fake: tuple[FakeKube, str], kube: KubeClient
+) -> None:
     f, _ = fake
     f.add_pod("w1", hostname="n1")
     f.add_pod("other", labels={"app": "web"})
@@ -51,8 +52,9 @@ async def test_watch_from_an_expired_version_raises_410(fake: tuple[FakeKube, st
     assert err.value.status == 410
 
 
-async def test_annotation_patch_is_a_strategic_merge_and_retries_409_429_500(fake: tuple[FakeKube, str],
-                                                                           kube: KubeClient) -> None:
+async def test_annotation_patch_is_a_strategic_merge_and_retries_409_429_500(
+    fake: tuple[FakeKube, str], kube: KubeClient
+) -> None:
     f, _ = fake
     f.add_pod("w1")
     for status in (409, 429, 500):
@@ -60,10 +62,12 @@ async def test_annotation_patch_is_a_strategic_merge_and_retries_409_429_500(fak
     pod = await kube.annotate_pod("slurm", "w1", {"controller.kubernetes.io/pod-deletion-cost": "3"})
     assert pod.annotations["controller.kubernetes.io/pod-deletion-cost"] == "3"
     answers = [(r.status, r.content_type) for r in f.answered("PATCH", "/pods/w1")]
-    assert answers == [(409, "application/strategic-merge-patch+json"),
-                       (429, "application/strategic-merge-patch+json"),
-                       (500, "application/strategic-merge-patch+json"),
-                       (200, "application/strategic-merge-patch+json")]
+    assert answers == [
+        (409, "application/strategic-merge-patch+json"),
+        (429, "application/strategic-merge-patch+json"),
+        (500, "application/strategic-merge-patch+json"),
+        (200, "application/strategic-merge-patch+json"),
+    ]
     pod = await kube.annotate_pod("slurm", "w1", {"controller.kubernetes.io/pod-deletion-cost": None})
     assert "controller.kubernetes.io/pod-deletion-cost" not in pod.annotations
 
@@ -71,7 +75,9 @@ async def test_annotation_patch_is_a_strategic_merge_and_retries_409_429_500(fak
 async def test_retries_are_bounded_and_permanent_errors_are_not_retried(fake: tuple[FakeKube, str]) -> None:
     f, url = fake
     f.add_pod("w1")
-    async with KubeClient(configuration(url), retry=KubeRetry(attempts=3, initial_wait=0.01, max_wait=0.02)) as k:
+    async with KubeClient(
+        configuration(url), retry=KubeRetry(attempts=3, initial_wait=0.01, max_wait=0.02)
+    ) as k:
         f.inject("GET", "/pods/w1", 503, times=10)
         with pytest.raises(ApiException) as err:
             await k.get_pod("slurm", "w1")
@@ -84,8 +90,9 @@ async def test_retries_are_bounded_and_permanent_errors_are_not_retried(fake: tu
         assert len(f.answered("DELETE", "/pods/w1")) == 1
 
 
-async def test_delete_with_a_uid_precondition_spares_a_replacement(fake: tuple[FakeKube, str],
-                                                                   kube: KubeClient) -> None:
+async def test_delete_with_a_uid_precondition_spares_a_replacement(
+    fake: tuple[FakeKube, str], kube: KubeClient
+) -> None:
     f, _ = fake
     f.add_pod("w1")
     with pytest.raises(ApiException) as err:
@@ -95,14 +102,16 @@ async def test_delete_with_a_uid_precondition_spares_a_replacement(fake: tuple[F
     assert pod is not None and await kube.delete_pod("slurm", "w1", uid=pod.uid)
 
 
-async def test_event_sink_writes_events_and_survives_api_failure(fake: tuple[FakeKube, str],
-                                                                 kube: KubeClient) -> None:
+async def test_event_sink_writes_events_and_survives_api_failure(
+    fake: tuple[FakeKube, str], kube: KubeClient
+) -> None:
     f, _ = fake
     sink = KubeEventSink(kube, "slurm", {"kind": "Pod", "name": "ctl-0", "uid": "u1"}, component="cp")
     f.inject("POST", "/events", 500)
     await sink.emit("WorkerRecycled", "pod w1 deleted", "Warning")
     assert [(e["reason"], e["type"], e["involvedObject"]["name"]) for e in f.events] == [
-        ("WorkerRecycled", "Warning", "ctl-0")]
+        ("WorkerRecycled", "Warning", "ctl-0")
+    ]
     f.inject("POST", "/events", 403, times=5)
     await sink.emit("X", "y")  # logged, not raised
 
