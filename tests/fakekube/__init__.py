@@ -1,5 +1,5 @@
 """A local fake Kubernetes API server for tests (see server.py)."""
 
-from tests.fakekube.server import FakeKube
+from tests.fakekube.server import FakeKube, configuration
 
-__all__ = ["FakeKube"]
+__all__ = ["FakeKube", "configuration"]

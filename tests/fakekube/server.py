@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from kubernetes_asyncio.client import Configuration
 
 Obj = dict[str, Any]
 BODY = web.RequestKey("json", object)
@@ -91,6 +92,11 @@ def now_micro() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def configuration(url: str, token: str = "fake-token") -> Configuration:
+    """A client Configuration for the fake, built as production builds one (host + bearer token)."""
+    return Configuration(host=url, api_key={"BearerToken": token}, api_key_prefix={"BearerToken": "Bearer"})
+
+
 @dataclass
 class FakeKube:
     """State plus an aiohttp app. `async with FakeKube().serving() as url:`."""
@@ -104,6 +110,8 @@ class FakeKube:
     requests: list[Request] = field(default_factory=list)
     min_watch_rv: int = 0  # versions older than this answer 410 Gone (compaction)
     token: str = "fake-token"
+    tokens: set[str] = field(default_factory=set)  # further accepted tokens (one per simulated replica)
+    blocked: set[str] = field(default_factory=set)  # tokens answered 403, e.g. a replica cut off from the API
     _changed: asyncio.Condition | None = None
     _watches: set[asyncio.Task[Any]] = field(default_factory=set)
 
@@ -200,8 +208,11 @@ class FakeKube:
                 return _status(400, "BadRequest", "body is not JSON")
         request[BODY] = body
         ctype = request.headers.get("Content-Type", "").split(";")[0]
-        if request.headers.get("Authorization") != f"Bearer {self.token}":
+        given = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        if given != self.token and given not in self.tokens:
             resp: web.StreamResponse = _status(401, "Unauthorized", "Unauthorized")
+        elif given in self.blocked:
+            resp = _status(403, "Forbidden", "Forbidden")
         else:
             fault = next(
                 (

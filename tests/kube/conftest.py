@@ -3,16 +3,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from kubernetes_asyncio.client import Configuration
 
 from sidecars.kube import KubeClient
 from sidecars.kube.client import KubeRetry
-from tests.fakekube import FakeKube
-
-
-def configuration(url: str, token: str = "fake-token") -> Configuration:
-    conf = Configuration(host=url, api_key={"BearerToken": token}, api_key_prefix={"BearerToken": "Bearer"})
-    return conf
+from tests.fakekube import FakeKube, configuration
 
 
 @pytest.fixture

@@ -10,8 +10,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from sidecars.kube import KubeClient, KubeEventSink, LeaseConflict, LeaseRecord
 from sidecars.kube.client import KubeRetry
-from tests.fakekube import FakeKube
-from tests.kube.conftest import configuration
+from tests.fakekube import FakeKube, configuration
 
 
 async def test_list_get_and_watch_pods_from_a_resource_version(
