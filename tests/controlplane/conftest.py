@@ -28,10 +28,21 @@ T = TypeVar("T")
 
 def settings(**overrides: Any) -> ControlPlaneSettings:
     base = ControlPlaneSettings(
-        host="127.0.0.1", port=0, token=TOKEN, interval_seconds=0.3, fast_interval_seconds=0.1,
-        batch_window_seconds=0.2, namespace="slurm", worker_selector="app=slurmd", identity="cp-a",
-        lease_seconds=1.0, renew_seconds=0.2, recycle_grace_seconds=0.5, recycle_window_seconds=60,
-        recycle_backoff_seconds=30, deletion_cost_qps=50,
+        host="127.0.0.1",
+        port=0,
+        token=TOKEN,
+        interval_seconds=0.3,
+        fast_interval_seconds=0.1,
+        batch_window_seconds=0.2,
+        namespace="slurm",
+        worker_selector="app=slurmd",
+        identity="cp-a",
+        lease_seconds=1.0,
+        renew_seconds=0.2,
+        recycle_grace_seconds=0.5,
+        recycle_window_seconds=60,
+        recycle_backoff_seconds=30,
+        deletion_cost_qps=50,
     )
     return dataclasses.replace(base, **overrides)
 
@@ -56,8 +67,12 @@ class Running:
         return self.registry.get_sample_value(name, labels) or 0.0
 
 
-async def eventually(read: Callable[[], Awaitable[T]], ok: Callable[[T], bool], timeout: float = 15.0,
-                     what: str = "condition") -> T:
+async def eventually(
+    read: Callable[[], Awaitable[T]],
+    ok: Callable[[T], bool],
+    timeout: float = 15.0,  # noqa: ASYNC109 (a deadline for the polling, not for one await)
+    what: str = "condition",
+) -> T:
     deadline = time.monotonic() + timeout
     while True:
         value = await read()
@@ -69,19 +84,25 @@ async def eventually(read: Callable[[], Awaitable[T]], ok: Callable[[T], bool], 
 
 
 @contextlib.asynccontextmanager
-async def control_plane(cluster: DevCluster, kube_url: str | None = None, kube_token: str = "fake-token",
-                        **overrides: Any) -> AsyncIterator[Running]:
+async def control_plane(
+    cluster: DevCluster, kube_url: str | None = None, kube_token: str = "fake-token", **overrides: Any
+) -> AsyncIterator[Running]:
     registry = CollectorRegistry()
     slurm = cluster.client(timeout=3.0, retry=RetryPolicy(attempts=2, max_seconds=1.0, initial_wait=0.05))
     async with contextlib.AsyncExitStack() as stack:
         kube = None
         if kube_url is not None:
-            kube = await stack.enter_async_context(KubeClient(
-                configuration(kube_url, kube_token), retry=KubeRetry(attempts=3, initial_wait=0.01, max_wait=0.05)))
+            kube = await stack.enter_async_context(
+                KubeClient(
+                    configuration(kube_url, kube_token),
+                    retry=KubeRetry(attempts=3, initial_wait=0.01, max_wait=0.05),
+                )
+            )
         plane = ControlPlane(settings(**overrides), slurm, kube, registry)
         port = await stack.enter_async_context(plane.running())
         session = await stack.enter_async_context(
-            aiohttp.ClientSession(headers={"Authorization": f"Bearer {TOKEN}"}))
+            aiohttp.ClientSession(headers={"Authorization": f"Bearer {TOKEN}"})
+        )
         running = Running(plane, f"http://127.0.0.1:{port}", session, registry)
         await eventually(lambda: running.get("/readyz"), lambda r: r[0] == 200, what="first fleet read")
         yield running

@@ -33,7 +33,9 @@ async def test_nodes_jobs_and_long_poll(cluster: DevCluster) -> None:
         status, changed = await asyncio.wait_for(poll, 20)
         assert status == 200 and changed["version"] != version
         # the poll may have woken for another change first; the job shows within a few refreshes
-        node = await eventually(lambda: cp.get("/v1/nodes/n1"), lambda r: job in r[1]["jobs"], what="job on n1")
+        node = await eventually(
+            lambda: cp.get("/v1/nodes/n1"), lambda r: job in r[1]["jobs"], what="job on n1"
+        )
         assert node[1]["state"] in {"ALLOCATED", "MIXED"}
         running = await cluster.wait_job(job, "RUNNING")
         assert running.start_time is not None
@@ -66,19 +68,31 @@ async def test_bad_requests_get_clear_4xx(cluster: DevCluster) -> None:
             assert r.status == 413
         assert (await cp.post("/v1/nodes/nope/drain", {"reason": "slurm-sidecars: x"}))[0] == 404
         assert (await cp.post("/v1/nodes/n1/report", {"pod_name": "w", "registered": "yes"}))[0] == 422
-        status, _ = await cp.post("/v1/nodes/n9/report", {"pod_namespace": "slurm", "pod_name": "w9",
-                                                          "registered": False, "detail": "never registered"})
+        status, _ = await cp.post(
+            "/v1/nodes/n9/report",
+            {"pod_namespace": "slurm", "pod_name": "w9", "registered": False, "detail": "never registered"},
+        )
         assert status == 204  # a node absent from Slurm may report: that is the point
 
 
 async def test_401_without_or_with_a_wrong_token(cluster: DevCluster) -> None:
     async with control_plane(cluster) as cp, aiohttp.ClientSession() as anon:
-        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN},
-                        {"Authorization": f"Bearer {TOKEN}x"}):
-            for method, path in (("GET", "/v1/nodes"), ("GET", "/v1/nodes/n1"), ("GET", "/v1/scale-in-order"),
-                                 ("POST", "/v1/nodes/n1/drain"), ("GET", "/v1/openapi.json")):
-                async with anon.request(method, cp.url + path, headers=headers,
-                                        json={"reason": "slurm-sidecars: x"}) as r:
+        for headers in (
+            {},
+            {"Authorization": "Bearer wrong"},
+            {"Authorization": TOKEN},
+            {"Authorization": f"Bearer {TOKEN}x"},
+        ):
+            for method, path in (
+                ("GET", "/v1/nodes"),
+                ("GET", "/v1/nodes/n1"),
+                ("GET", "/v1/scale-in-order"),
+                ("POST", "/v1/nodes/n1/drain"),
+                ("GET", "/v1/openapi.json"),
+            ):
+                async with anon.request(
+                    method, cp.url + path, headers=headers, json={"reason": "slurm-sidecars: x"}
+                ) as r:
                     assert r.status == 401, (headers, path)
                     assert TOKEN not in await r.text()
         async with anon.get(cp.url + "/livez") as r:  # probes stay open for the kubelet

@@ -15,8 +15,9 @@ from tests.fakekube import FakeKube
 pytestmark = pytest.mark.cluster(nodes=4)
 
 
-async def test_order_and_deletion_costs_from_real_jobs(cluster: DevCluster,
-                                                       fake_kube: tuple[FakeKube, str]) -> None:
+async def test_order_and_deletion_costs_from_real_jobs(
+    cluster: DevCluster, fake_kube: tuple[FakeKube, str]
+) -> None:
     fake, url = fake_kube
     for i in range(1, 5):
         fake.add_pod(f"worker-{i}", hostname=f"n{i}", labels={"app": "slurmd"})
@@ -29,33 +30,43 @@ async def test_order_and_deletion_costs_from_real_jobs(cluster: DevCluster,
     for job in jobs.values():
         await cluster.wait_job(job, "RUNNING")
     async with control_plane(cluster, kube_url=url) as cp:
-        status, order = await eventually(lambda: cp.get("/v1/scale-in-order"),
-                                          lambda r: r[1] == ["n4", "n3", "n1", "n2"], what="order")
+        await eventually(
+            lambda: cp.get("/v1/scale-in-order"), lambda r: r[1] == ["n4", "n3", "n1", "n2"], what="order"
+        )
         nodes = {n["name"]: n for n in (await cp.get("/v1/nodes"))[1]}
         assert nodes["n4"]["busy_until"] is None
         assert nodes["n2"]["busy_until"] == ranking.FAR_FUTURE
         assert nodes["n1"]["busy_until"] - nodes["n3"]["busy_until"] in range(295, 306)
 
         def costs() -> dict[str, str | None]:
-            return {name: pod["metadata"]["annotations"].get(ANNOTATION) for (_, name), pod in fake.pods.items()}
+            return {
+                name: pod["metadata"]["annotations"].get(ANNOTATION) for (_, name), pod in fake.pods.items()
+            }
 
         async def read() -> dict[str, str | None]:
             return costs()
 
-        final = await eventually(read, lambda c: all(c[f"worker-{i}"] is not None for i in range(1, 5)),
-                                 what="deletion costs")
+        final = await eventually(
+            read, lambda c: all(c[f"worker-{i}"] is not None for i in range(1, 5)), what="deletion costs"
+        )
         assert final["sts-0"] is None  # only ReplicaSet-owned pods
-        assert int(final["worker-4"] or -1) < int(final["worker-3"] or -1) < int(final["worker-1"] or -1) \
+        assert (
+            int(final["worker-4"] or -1)
+            < int(final["worker-3"] or -1)
+            < int(final["worker-1"] or -1)
             < int(final["worker-2"] or -1)
+        )
         assert final["worker-4"] == "0" and final["worker-2"] == str(ranking.MAX_BUCKET)
         patches = len(fake.answered("PATCH", "/pods/"))
         assert patches == 4
         # later refreshes do not patch again while the buckets stay the same
         version = cp.plane.fleet.snapshot.version
         refreshed = cp.sample("slurm_sidecars_fleet_refreshes_total", result="ok")
-        await eventually(lambda: asyncio.sleep(0.1, cp.sample("slurm_sidecars_fleet_refreshes_total",
-                                                              result="ok")),
-                         lambda n: n >= refreshed + 3, what="three more refreshes")
+        await eventually(
+            lambda: asyncio.sleep(0.1, cp.sample("slurm_sidecars_fleet_refreshes_total", result="ok")),
+            lambda n: n >= refreshed + 3,
+            what="three more refreshes",
+        )
         assert len(fake.answered("PATCH", "/pods/")) == patches
 
         # the n3 job ends: n3 becomes idle, its bucket drops to 0 and only it is patched
