@@ -113,7 +113,7 @@ class FleetView:
         self.last_attempt = 0.0  # monotonic, for liveness
         self.refresh_seconds = 0.0
 
-    def _publish(self, snapshot: Snapshot) -> None:
+    def publish(self, snapshot: Snapshot) -> None:
         changed = snapshot.version != self.snapshot.version
         self.snapshot = snapshot
         if changed:
@@ -132,7 +132,7 @@ class FleetView:
             reachable = not isinstance(exc, SlurmUnreachable)
             if old.reachable or old.error != exc.message:
                 log.warning("fleet_read_failed", error=exc.message, unreachable=not reachable)
-            self._publish(
+            self.publish(
                 Snapshot(
                     old.version,
                     old.nodes,
@@ -144,7 +144,7 @@ class FleetView:
                 )
             )
             raise
-        self._publish(self.assemble(nodes, jobs))
+        self.publish(self.assemble(nodes, jobs))
         self.refresh_seconds = time.monotonic() - started
         return self.snapshot
 
