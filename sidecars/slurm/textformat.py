@@ -198,6 +198,37 @@ def gpus_per_node(tres: str) -> int:
     return 0
 
 
+# `squeue -o` fields of a job summary, in this order; the reason (free text) last
+SUMMARY_FORMAT = "%A|%T|%P|%C|%D|%l|%S|%b|%N|%r"
+
+
+def job_summaries(text: str) -> list[Job]:
+    """`squeue -h -o SUMMARY_FORMAT` lines: what scheduling and ranking need, ~60 bytes a job instead
+    of the ~5 KB of a JSON record (the difference between 0.2 s and 5 s at 50,000 jobs)."""
+    out: list[Job] = []
+    times: dict[str, int | None] = {}  # many jobs share a start second; strptime is the slow part
+    for line in text.splitlines():
+        parts = line.split("|", 9)
+        if len(parts) != 10 or not parts[0].isdigit():
+            continue
+        job_id, state, part, cpus, count, limit, start_s, tres, nodes, reason = parts
+        state = state.split("+")[0].upper()
+        start = None
+        if state != "PENDING":
+            if start_s not in times:
+                times[start_s] = parse_time(start_s)
+            start = times[start_s]
+        minutes = parse_minutes(limit)
+        out.append(Job(
+            job_id=int(job_id), name="", user="", state=state, state_reason=reason or "None", partition=part,
+            nodes=tuple(hostlist.expand(_null(nodes) or "")), submit_time=None, start_time=start,
+            end_time=start + 60 * minutes if start is not None and minutes is not None else None,
+            time_limit_minutes=minutes, cpus=_int(cpus), node_count=_int(count),
+            gpus_per_node=gpus_per_node(_null(tres) or ""),
+        ))
+    return out
+
+
 def jobs(text: str) -> list[Job]:
     return [job_from_pairs(p) for p in records(text) if p and p[0][0] == "JobId"]
 
