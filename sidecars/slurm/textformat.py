@@ -219,13 +219,24 @@ def job_summaries(text: str) -> list[Job]:
                 times[start_s] = parse_time(start_s)
             start = times[start_s]
         minutes = parse_minutes(limit)
-        out.append(Job(
-            job_id=int(job_id), name="", user="", state=state, state_reason=reason or "None", partition=part,
-            nodes=tuple(hostlist.expand(_null(nodes) or "")), submit_time=None, start_time=start,
-            end_time=start + 60 * minutes if start is not None and minutes is not None else None,
-            time_limit_minutes=minutes, cpus=_int(cpus), node_count=_int(count),
-            gpus_per_node=gpus_per_node(_null(tres) or ""),
-        ))
+        out.append(
+            Job(
+                job_id=int(job_id),
+                name="",
+                user="",
+                state=state,
+                state_reason=reason or "None",
+                partition=part,
+                nodes=tuple(hostlist.expand(_null(nodes) or "")),
+                submit_time=None,
+                start_time=start,
+                end_time=start + 60 * minutes if start is not None and minutes is not None else None,
+                time_limit_minutes=minutes,
+                cpus=_int(cpus),
+                node_count=_int(count),
+                gpus_per_node=gpus_per_node(_null(tres) or ""),
+            )
+        )
     return out
 
 
