@@ -40,12 +40,14 @@ class DrainBatcher:
         *,
         window: float = 0.1,
         on_written: Callable[[set[str]], None] | None = None,
+        may_write: Callable[[], bool] = lambda: True,
     ) -> None:
         self._client = client
         self._fleet = fleet
         self._metrics = metrics
         self._window = window
         self._on_written = on_written or (lambda _: None)
+        self._may_write = may_write
         self.pending: dict[str, DrainRequest] = {}  # the latest request per node wins
         self._wake = asyncio.Event()
 
@@ -61,7 +63,11 @@ class DrainBatcher:
             await asyncio.sleep(self._window)  # let the rest of the burst arrive
             self._wake.clear()
             batch, self.pending = self.pending, {}
-            if batch:
+            if batch and not self._may_write():
+                # leadership lost since they were accepted: the agents retry against the new leader
+                log.warning("drain_batch_dropped", nodes=len(batch), reason="not the leader")
+                self._metrics.drain_requests.labels("drain", "dropped_not_leader").inc(len(batch))
+            elif batch:
                 await self.flush(batch)
 
     async def flush(self, batch: dict[str, DrainRequest]) -> None:

@@ -54,7 +54,12 @@ class ControlPlane:
         self._refreshed = asyncio.Event()
         self.fleet = FleetView(slurm)
         self.drains = DrainBatcher(
-            slurm, self.fleet, self.metrics, window=settings.batch_window_seconds, on_written=self._written
+            slurm,
+            self.fleet,
+            self.metrics,
+            window=settings.batch_window_seconds,
+            on_written=self._written,
+            may_write=lambda: self.leader.is_leader,
         )
         self.leader = LeaderElector(
             kube,
@@ -223,9 +228,16 @@ class ControlPlane:
             leader_task = tasks[3]
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(leader_task), 3.0)
+            # cancel until done: on Python 3.11 a wait_for whose inner await completes at the moment
+            # of the cancel swallows it (cpython#86296), and a loop would then run on forever
+            pending = set(tasks)
+            while pending:
+                for task in pending:
+                    task.cancel()
+                _, pending = await asyncio.wait(pending, timeout=0.5)
             for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+                if not task.cancelled() and task.exception() is not None:
+                    log.warning("task_failed", task=task.get_name(), error=str(task.exception()))
 
 
 async def serve(settings: ControlPlaneSettings, stop: asyncio.Event) -> None:
