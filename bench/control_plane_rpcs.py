@@ -91,6 +91,9 @@ async def main() -> None:
     ap.add_argument("--direct-seconds", type=float, default=15.0)
     ap.add_argument("--interval", type=float, default=2.0, help="control-plane read / direct poll interval")
     ap.add_argument("--release", default="host", choices=["host", "chroot"])
+    ap.add_argument(
+        "--job-read", default="brief", choices=["brief", "full"], help="the control plane's --job-read"
+    )
     args = ap.parse_args()
     logs.configure(json=False, level="warning")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -113,6 +116,7 @@ async def main() -> None:
             interval_seconds=args.interval,
             kubernetes=False,
             identity="bench",
+            brief_jobs=args.job_read == "brief",
         )
         plane = ControlPlane(settings, cluster.client(), None)
         agents = args.agents + 3

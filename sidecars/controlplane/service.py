@@ -52,7 +52,7 @@ class ControlPlane:
         self.draining: set[str] = set()  # nodes we drained that still run work: refresh fast
         self._refresh_now = asyncio.Event()
         self._refreshed = asyncio.Event()
-        self.fleet = FleetView(slurm)
+        self.fleet = FleetView(slurm, brief_jobs=settings.brief_jobs)
         self.drains = DrainBatcher(
             slurm,
             self.fleet,

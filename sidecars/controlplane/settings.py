@@ -17,6 +17,7 @@ class ControlPlaneSettings:
     token: str
     interval_seconds: float = 2.0
     fast_interval_seconds: float = 0.25  # while a drain we asked for is still in progress
+    brief_jobs: bool = True  # jobs read with squeue's brief format, not Slurm's JSON
     batch_window_seconds: float = 0.1  # drain/undrain requests within this window become one call
     max_wait_seconds: float = 60.0  # cap on a long poll
     namespace: str = "slurm"
@@ -42,6 +43,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     flag(parser, "--token-file", required=True, help="file holding the bearer token the agents present")
     flag(parser, "--interval-seconds", default="2", help="how often to read the fleet from Slurm")
     flag(parser, "--fast-interval-seconds", default="0.25", help="read interval while a drain is in progress")
+    flag(
+        parser,
+        "--job-read",
+        default="brief",
+        choices=["brief", "full"],
+        help="brief: squeue with a fixed format (small at any size); full: Slurm's job JSON (one RPC fewer)",
+    )
     flag(
         parser,
         "--batch-window-seconds",
@@ -118,6 +126,7 @@ def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
         token=read_token(args.token_file),
         interval_seconds=positive(args.interval_seconds, "--interval-seconds"),
         fast_interval_seconds=positive(args.fast_interval_seconds, "--fast-interval-seconds"),
+        brief_jobs=args.job_read != "full",
         batch_window_seconds=positive(args.batch_window_seconds, "--batch-window-seconds", allow_zero=True),
         max_wait_seconds=positive(args.max_wait_seconds, "--max-wait-seconds"),
         namespace=args.namespace,

@@ -1,7 +1,8 @@
 """The fleet view: one node read and one job read per refresh, kept as a versioned snapshot.
 
-Jobs are read in brief (`squeue` with a fixed format): at 50,000 jobs Slurm's JSON is ~250 MB and
-takes seconds only to decode, the brief form a few MB.
+Jobs are read in brief by default (`squeue` with a fixed format): at 50,000 jobs Slurm's JSON is
+~250 MB and takes seconds only to decode, the brief form a few MB. `--job-read full` reads the JSON
+(one RPC fewer per refresh: squeue's text mode also asks for the partitions) for small clusters.
 
 The version changes only when what the API serves changes (a node's state, flags, reason, jobs or
 busy_until), so a long poll wakes for a real change and not for every refresh. Versions start from
@@ -108,8 +109,11 @@ def build(nodes: Iterable[Node], jobs: Iterable[Job]) -> tuple[dict[str, NodeVie
 class FleetView:
     """The current snapshot, refreshed by `refresh()`; `wait_change(v, t)` is the long poll."""
 
-    def __init__(self, client: SlurmClient, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, client: SlurmClient, *, clock: Callable[[], float] = time.time, brief_jobs: bool = True
+    ) -> None:
         self._client = client
+        self._brief_jobs = brief_jobs
         self._clock = clock
         self.snapshot = Snapshot(int(clock() * 1000), {}, (), (), 0.0, False, "not read yet")
         self._next: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -130,7 +134,8 @@ class FleetView:
         old = self.snapshot
         try:
             nodes = await self._client.nodes()
-            jobs = await self._client.job_summaries()  # brief: ~60 bytes a job, not ~5 KB of JSON
+            # brief: ~60 bytes a job instead of ~5 KB of JSON, but squeue adds a PARTITION_INFO RPC
+            jobs = await (self._client.job_summaries() if self._brief_jobs else self._client.jobs())
         except SlurmError as exc:
             reachable = not isinstance(exc, SlurmUnreachable)
             if old.reachable or old.error != exc.message:

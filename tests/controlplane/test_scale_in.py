@@ -15,8 +15,9 @@ from tests.fakekube import FakeKube
 pytestmark = pytest.mark.cluster(nodes=4)
 
 
+@pytest.mark.parametrize("brief_jobs", [True, False], ids=["brief-jobs", "json-jobs"])
 async def test_order_and_deletion_costs_from_real_jobs(
-    cluster: DevCluster, fake_kube: tuple[FakeKube, str]
+    cluster: DevCluster, fake_kube: tuple[FakeKube, str], brief_jobs: bool
 ) -> None:
     fake, url = fake_kube
     for i in range(1, 5):
@@ -29,7 +30,7 @@ async def test_order_and_deletion_costs_from_real_jobs(
     }
     for job in jobs.values():
         await cluster.wait_job(job, "RUNNING")
-    async with control_plane(cluster, kube_url=url) as cp:
+    async with control_plane(cluster, kube_url=url, brief_jobs=brief_jobs) as cp:
         await eventually(
             lambda: cp.get("/v1/scale-in-order"), lambda r: r[1] == ["n4", "n3", "n1", "n2"], what="order"
         )
