@@ -150,7 +150,7 @@ async def main() -> None:
         )
         print(
             f"  the control plane ran {cmd_rate:.2f} Slurm commands/s (one node read + one job read per "
-            f"{args.interval:g}s; Slurm counts a node read as NODE_INFO + PARTITION_INFO)"
+            f"{args.interval:g}s; sdiag adds a PARTITION_INFO to the node read and to squeue's brief job read)"
         )
 
         direct_client = cluster.client()
