@@ -150,7 +150,7 @@ async def main() -> None:
         )
         print(
             f"  the control plane ran {cmd_rate:.2f} Slurm commands/s (one node read + one job read per "
-            f"{args.interval:g}s; sdiag adds a PARTITION_INFO to the node read and to squeue's brief job read)"
+            f"{args.interval:g}s; sdiag adds a PARTITION_INFO to the node read and to squeue's brief read)"
         )
 
         direct_client = cluster.client()
