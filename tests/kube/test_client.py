@@ -129,3 +129,24 @@ async def test_lease_create_update_and_conflicts(fake: tuple[FakeKube, str], kub
     with pytest.raises(LeaseConflict):  # written with the version read before the renewal
         await kube.update_lease(created)
     assert int(renewed.resource_version) > int(created.resource_version)
+
+
+async def test_fake_speaks_merge_patch_and_refuses_json_patch(
+    fake: tuple[FakeKube, str], kube: KubeClient
+) -> None:
+    f, _ = fake
+    f.add_pod("w1")
+    await kube.core.patch_namespaced_pod(
+        "w1",
+        "slurm",
+        {"metadata": {"labels": {"x": "1", "app": None}}},
+        _content_type="application/merge-patch+json",
+    )
+    assert f.pods[("slurm", "w1")]["metadata"]["labels"] == {"x": "1"}
+    with pytest.raises(ApiException) as err:
+        await kube.core.patch_namespaced_pod("w1", "slurm", [{"op": "remove", "path": "/metadata/labels/x"}])
+    assert err.value.status == 415
+    assert [r.content_type for r in f.answered("PATCH", "/pods/w1")] == [
+        "application/merge-patch+json",
+        "application/json-patch+json",
+    ]
