@@ -67,10 +67,7 @@ class ControlPlaneAPI:
         if request.path.startswith("/v1/"):
             given = request.headers.get("Authorization", "").encode("utf-8", "replace")
             if not hmac.compare_digest(given, self._token):
-                return _error(
-                    401,
-                    "missing or wrong bearer token",
-                )
+                return _error(401, "missing or wrong bearer token")
         try:
             return await handler(request)
         except web.HTTPRequestEntityTooLarge:
