@@ -241,6 +241,7 @@ class ControlPlane:
 
 
 async def serve(settings: ControlPlaneSettings, stop: asyncio.Event) -> None:
+    structlog.contextvars.bind_contextvars(role="control-plane", identity=settings.identity)
     async with AsyncExitStack() as stack:
         kube: KubeClient | None = None
         registry = CollectorRegistry()
