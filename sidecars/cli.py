@@ -25,6 +25,7 @@ def _commands() -> list[Command]:
     # imported here, not at module level, so `--help` and unrelated roles stay cheap
     from sidecars import demo, drainhook, probe, status
     from sidecars.configsync import main as config_sync
+    from sidecars.controlplane import service as control_plane
     from sidecars.worker import service as worker
 
     return [
@@ -36,7 +37,12 @@ def _commands() -> list[Command]:
         ),
         Command("worker", "the agent beside every slurmd", worker.configure, worker.main),
         Command("drain-hook", "preStop hook: drain this node and wait", drainhook.configure, drainhook.main),
-        Command("control-plane", "one per cluster: fleet view, drains, scale-in order", None, None, 5),
+        Command(
+            "control-plane",
+            "one per cluster: fleet view, drains, scale-in order",
+            control_plane.configure,
+            control_plane.main,
+        ),
         Command("probe", "exec probe: GET /livez or /readyz", probe.configure, probe.main),
         Command("status", "a human-readable view of the cluster", status.configure, status.main),
         Command("demo", "run everything on this machine against a real Slurm", demo.configure, demo.main),

@@ -17,7 +17,7 @@ from typing import Any
 from sidecars.slurm import hostlist
 from sidecars.slurm.errors import SlurmParseError, SlurmUnreachable
 from sidecars.slurm.models import Job, Node, NodeState, Partition, Reason
-from sidecars.slurm.textformat import gpu_indices
+from sidecars.slurm.textformat import gpu_indices, gpus_per_node
 
 Obj = dict[str, Any]
 
@@ -158,6 +158,8 @@ def job(obj: Obj) -> Job:
         time_limit_minutes=limit,
         cpus=number(obj.get("cpus")) or 0,
         gpu_indices=gpus,
+        node_count=number(obj.get("node_count")) or 0,
+        gpus_per_node=gpus_per_node(_str(obj.get("tres_per_node"))),
     )
 
 

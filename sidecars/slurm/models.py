@@ -123,6 +123,8 @@ class Job:
     cpus: int
     # GPU (gres "gpu") indices per node, from the allocation detail: {"n1": (0, 1)}
     gpu_indices: dict[str, tuple[int, ...]] = field(default_factory=dict, compare=True, hash=False)
+    node_count: int = 0  # nodes requested (pending) or allocated (running)
+    gpus_per_node: int = 0  # GPUs requested per node (`--gres=gpu:N`), 0 when none
 
     @property
     def running(self) -> bool:

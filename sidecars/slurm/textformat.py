@@ -183,7 +183,69 @@ def job_from_pairs(p: list[tuple[str, str]]) -> Job:
         time_limit_minutes=parse_minutes(d.get("TimeLimit")),
         cpus=_int(d.get("NumCPUs")),
         gpu_indices=gpus,
+        node_count=_int(d.get("NumNodes", "0").split("-")[0]),
+        gpus_per_node=gpus_per_node(_null(d.get("TresPerNode")) or ""),
     )
+
+
+def gpus_per_node(tres: str) -> int:
+    """`gres:gpu:2` (22.05) or `gres/gpu:2`, `gres/gpu:a100:2` (24.11) -> 2; one GPU when no count."""
+    for item in tres.split(","):
+        parts = item.replace("/", ":").split(":")
+        if len(parts) >= 2 and parts[0] == "gres" and parts[1] == "gpu":
+            last = parts[-1]
+            return int(last) if last.isdigit() and len(parts) > 2 else 1
+    return 0
+
+
+# `squeue -o` fields of a job summary, in this order; the reason (free text) last
+SUMMARY_FORMAT = "%A|%T|%P|%C|%D|%l|%S|%b|%N|%r"
+
+
+def job_summaries(text: str) -> list[Job]:
+    """`squeue -h -o SUMMARY_FORMAT` lines: what scheduling and ranking need, ~60 bytes a job instead
+    of the ~5 KB of a JSON record (the difference between 0.2 s and 5 s at 50,000 jobs)."""
+    out: list[Job] = []
+    # few distinct values repeat over many jobs: parse each once (strptime is the slow part)
+    times: dict[str, int | None] = {}
+    limits: dict[str, int | None] = {}
+    gres: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split("|", 9)
+        if len(parts) != 10 or not parts[0].isdigit():
+            continue
+        job_id, state, part, cpus, count, limit, start_s, tres, nodes, reason = parts
+        state = state.split("+")[0].upper()
+        start = None
+        if state != "PENDING":
+            if start_s not in times:
+                times[start_s] = parse_time(start_s)
+            start = times[start_s]
+        if limit not in limits:
+            limits[limit] = parse_minutes(limit)
+        minutes = limits[limit]
+        if tres not in gres:
+            gres[tres] = gpus_per_node(_null(tres) or "")
+        plain = nodes and "[" not in nodes and "," not in nodes
+        out.append(
+            Job(
+                job_id=int(job_id),
+                name="",
+                user="",
+                state=state,
+                state_reason=reason or "None",
+                partition=part,
+                nodes=(nodes,) if plain else tuple(hostlist.expand(_null(nodes) or "")),
+                submit_time=None,
+                start_time=start,
+                end_time=start + 60 * minutes if start is not None and minutes is not None else None,
+                time_limit_minutes=minutes,
+                cpus=_int(cpus),
+                node_count=_int(count),
+                gpus_per_node=gres[tres],
+            )
+        )
+    return out
 
 
 def jobs(text: str) -> list[Job]:

@@ -1,0 +1,182 @@
+"""P3: Slurm RPCs the suite causes, read from `sdiag` on a real local cluster, in one run:
+
+0. background: the cluster alone (slurmd registrations, the scheduler), to subtract;
+1. via the control plane: 3 agents' worth of long polls plus `--agents` simulated agents, all
+   long-polling `GET /v1/nodes/{name}?version=V&wait=30` as the worker agent does;
+2. directly: `--direct-agents` agents each asking Slurm for their node every `--interval` seconds
+   (what a sidecar without the control plane does), over a shorter window, reported per agent and
+   scaled to the same number of agents.
+
+`sdiag`'s own request (REQUEST_STATS_INFO) is left out of every count.
+
+Usage: .venv/bin/python bench/control_plane_rpcs.py [--seconds 60] [--release host|chroot]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import resource
+import time
+
+import aiohttp
+import structlog
+
+from sidecars.controlplane.service import ControlPlane
+from sidecars.controlplane.settings import ControlPlaneSettings
+from sidecars.devcluster import ClusterSpec, DevCluster
+from sidecars.devcluster.release import available_releases
+from sidecars.runtime import logs
+from sidecars.slurm import SlurmClient
+
+TOKEN = "bench"
+
+
+async def rpc_counts(client: SlurmClient) -> dict[str, int]:
+    counts = await client.sdiag_rpcs()
+    return {k: v for k, v in counts.items() if k != "REQUEST_STATS_INFO"}
+
+
+async def measure(client: SlurmClient, seconds: float, label: str) -> float:
+    """RPCs per second over `seconds` (and the types seen, printed)."""
+    before = await rpc_counts(client)
+    t0 = time.monotonic()
+    await asyncio.sleep(seconds)
+    after = await rpc_counts(client)
+    elapsed = time.monotonic() - t0
+    delta = {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
+    print(f"  [{label}] RPCs by type over {elapsed:.0f}s: {delta or 'none'}")
+    return sum(delta.values()) / elapsed
+
+
+def commands(plane: ControlPlane) -> float:
+    """Slurm commands the control plane ran (its own counter), whatever their result."""
+    total = 0.0
+    for metric in plane.registry.collect():
+        if metric.name == "slurm_sidecars_slurm_commands":
+            total += sum(s.value for s in metric.samples if s.name.endswith("_total"))
+    return total
+
+
+async def long_poll_agent(session: aiohttp.ClientSession, url: str, node: str, polls: list[int]) -> None:
+    version = -1
+    while True:
+        try:
+            async with session.get(
+                f"{url}/v1/nodes/{node}", params={"version": str(version), "wait": "30"}
+            ) as r:
+                body = await r.json()
+                version = int(body["version"])
+                polls[0] += 1
+        except (aiohttp.ClientError, KeyError, ValueError):
+            await asyncio.sleep(1.0)
+
+
+async def direct_agent(client: SlurmClient, node: str, interval: float, offset: float) -> None:
+    await asyncio.sleep(offset)
+    while True:
+        with contextlib.suppress(Exception):
+            await client.node(node)
+        await asyncio.sleep(interval)
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=60.0, help="window of the control-plane phase")
+    ap.add_argument(
+        "--agents", type=int, default=1000, help="simulated agents (besides 3 real agents' worth)"
+    )
+    ap.add_argument("--direct-agents", type=int, default=20)
+    ap.add_argument("--direct-seconds", type=float, default=15.0)
+    ap.add_argument("--interval", type=float, default=2.0, help="control-plane read / direct poll interval")
+    ap.add_argument("--release", default="host", choices=["host", "chroot"])
+    ap.add_argument(
+        "--job-read", default="brief", choices=["brief", "full"], help="the control plane's --job-read"
+    )
+    args = ap.parse_args()
+    logs.configure(json=False, level="warning")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4 * args.agents + 512)), hard))
+    found, missing = await available_releases(build=False)
+    release = next((r for r in found if r.name == args.release), None)
+    if release is None:
+        raise SystemExit(f"release {args.release} unavailable: {missing}")
+    async with DevCluster(release, ClusterSpec(nodes=3)) as cluster:
+        client = cluster.client()
+        await cluster.wait_nodes(lambda ns: all(n.state.registered for n in ns), what="nodes up")
+        names = cluster.node_names
+        background = await measure(client, min(10.0, args.seconds), "background")
+        print(f"Slurm {release}: background RPC rate {background:.2f}/s (subtracted below)")
+
+        settings = ControlPlaneSettings(
+            host="127.0.0.1",
+            port=0,
+            token=TOKEN,
+            interval_seconds=args.interval,
+            kubernetes=False,
+            identity="bench",
+            brief_jobs=args.job_read == "brief",
+        )
+        plane = ControlPlane(settings, cluster.client(), None)
+        agents = args.agents + 3
+        async with plane.running() as port:
+            url = f"http://127.0.0.1:{port}"
+            conn = aiohttp.TCPConnector(limit=0)
+            async with aiohttp.ClientSession(
+                connector=conn,
+                headers={"Authorization": f"Bearer {TOKEN}"},
+                timeout=aiohttp.ClientTimeout(total=90),
+            ) as session:
+                polls = [0]
+                tasks = [
+                    asyncio.create_task(long_poll_agent(session, url, names[i % 3], polls))
+                    for i in range(agents)
+                ]
+                await asyncio.sleep(3.0)  # all agents connected and parked
+                before_polls, before_cmds = polls[0], commands(plane)
+                t0 = time.monotonic()
+                via = await measure(client, args.seconds, "control plane")
+                cmd_rate = (commands(plane) - before_cmds) / (time.monotonic() - t0)
+                answered = polls[0] - before_polls
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+        via_net = max(0.0, via - background)
+        print(
+            f"via the control plane, {agents} agents long-polling for {args.seconds:.0f}s: "
+            f"{via_net:.2f} RPC/s ({via_net / agents:.5f} per agent), {answered} polls answered   "
+            f"goal <= 1/s, constant in agents"
+        )
+        print(
+            f"  the control plane ran {cmd_rate:.2f} Slurm commands/s (one node read + one job read per "
+            f"{args.interval:g}s; sdiag adds a PARTITION_INFO to the node read and to squeue's brief read)"
+        )
+
+        direct_client = cluster.client()
+        tasks = [
+            asyncio.create_task(
+                direct_agent(
+                    direct_client, names[i % 3], args.interval, args.interval * i / args.direct_agents
+                )
+            )
+            for i in range(args.direct_agents)
+        ]
+        await asyncio.sleep(args.interval)
+        direct = await measure(client, args.direct_seconds, "direct")
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        per_agent = max(0.0, direct - background) / args.direct_agents
+        print(
+            f"directly, {args.direct_agents} agents polling every {args.interval:g}s for "
+            f"{args.direct_seconds:.0f}s: {per_agent:.3f} RPC/s per agent -> {per_agent * agents:.0f} RPC/s "
+            f"for {agents} agents"
+        )
+        if via_net > 0:
+            print(f"reduction at {agents} agents: {per_agent * agents / via_net:.0f}x")
+    structlog.reset_defaults()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

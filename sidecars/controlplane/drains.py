@@ -1,0 +1,143 @@
+"""Drain and undrain requests, batched: everything that arrives within a short window becomes one
+`scontrol update nodename=<hostlist>` call per reason (agents use one reason, so one call).
+
+Only reasons that start with `slurm-sidecars:` are ever written, and an undrain only clears a drain
+whose current reason is exactly the one asked for: someone else's drain is never touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import structlog
+
+from sidecars.controlplane.metrics import ControlPlaneMetrics
+from sidecars.controlplane.snapshot import FleetView
+from sidecars.slurm import SlurmClient, SlurmCommandError, SlurmError
+
+log = structlog.get_logger(__name__)
+
+REASON_PREFIX = "slurm-sidecars:"
+Action = Literal["drain", "undrain"]
+
+
+@dataclass(frozen=True, slots=True)
+class DrainRequest:
+    action: Action
+    reason: str
+
+
+class DrainBatcher:
+    def __init__(
+        self,
+        client: SlurmClient,
+        fleet: FleetView,
+        metrics: ControlPlaneMetrics,
+        *,
+        window: float = 0.1,
+        on_written: Callable[[set[str]], None] | None = None,
+        may_write: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self._client = client
+        self._fleet = fleet
+        self._metrics = metrics
+        self._window = window
+        self._on_written = on_written or (lambda _: None)
+        self._may_write = may_write
+        self.pending: dict[str, DrainRequest] = {}  # the latest request per node wins
+        self._wake = asyncio.Event()
+
+    def submit(self, node: str, action: Action, reason: str) -> None:
+        self.pending[node] = DrainRequest(action, reason)
+        self._metrics.drain_requests.labels(action, "queued").inc()
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Flush batches forever (run only while leader; pending requests survive a pause)."""
+        while True:
+            await self._wake.wait()
+            await asyncio.sleep(self._window)  # let the rest of the burst arrive
+            self._wake.clear()
+            batch, self.pending = self.pending, {}
+            if batch and not self._may_write():
+                # leadership lost since they were accepted: the agents retry against the new leader
+                log.warning("drain_batch_dropped", nodes=len(batch), reason="not the leader")
+                self._metrics.drain_requests.labels("drain", "dropped_not_leader").inc(len(batch))
+            elif batch:
+                await self.flush(batch)
+
+    async def flush(self, batch: dict[str, DrainRequest]) -> None:
+        nodes = self._fleet.snapshot.nodes
+        drains: dict[str, list[str]] = defaultdict(list)
+        undrains: list[str] = []
+        for name, req in sorted(batch.items()):
+            node = nodes.get(name)
+            if node is None:
+                self._metrics.drain_requests.labels(req.action, "unknown_node").inc()
+                continue
+            if req.action == "drain":
+                if node.drain:  # drained already, by us or by someone whose reason we keep
+                    self._metrics.drain_requests.labels("drain", "already").inc()
+                    continue
+                drains[req.reason].append(name)
+            elif node.drain and node.reason == req.reason:
+                undrains.append(name)
+            else:
+                self._metrics.drain_requests.labels("undrain", "not_ours" if node.drain else "already").inc()
+        written: set[str] = set()
+        for reason, names in drains.items():
+            written |= await self._write("drain", names, reason, batch)
+        if undrains:
+            written |= await self._write("undrain", undrains, None, batch)
+        if written:
+            self._on_written(written)
+
+    async def _write(
+        self, action: Action, names: list[str], reason: str | None, batch: dict[str, DrainRequest]
+    ) -> set[str]:
+        try:
+            await self._call(action, names, reason)
+        except SlurmCommandError as exc:
+            if len(names) == 1:
+                return self._failed(action, names, exc)
+            # one bad node must not sink the others: isolate it
+            log.warning("drain_batch_refused", action=action, nodes=len(names), error=exc.message)
+            done: set[str] = set()
+            for name in names:
+                try:
+                    await self._call(action, [name], reason)
+                    done.add(name)
+                except SlurmError as one:
+                    self._failed(action, [name], one)
+            return done
+        except SlurmError as exc:
+            # unreachable after the client's retries: keep the requests for the next batch
+            for name in names:
+                self.pending.setdefault(name, batch[name])
+            self._wake.set()
+            return self._failed(action, names, exc)
+        log.info("drain_batch", action=action, nodes=len(names), reason=reason)
+        return set(names)
+
+    async def _call(self, action: Action, names: list[str], reason: str | None) -> None:
+        try:
+            if action == "drain":
+                assert reason is not None
+                await self._client.drain(names, reason)
+            else:
+                await self._client.undrain(names)
+        except SlurmError:
+            self._metrics.drain_batches.labels(action, "error").inc()
+            raise
+        self._metrics.drain_batches.labels(action, "ok").inc()
+        self._metrics.drain_batch_size.observe(len(names))
+        self._metrics.drain_requests.labels(action, "written").inc(len(names))
+
+    def _failed(self, action: Action, names: list[str], exc: SlurmError) -> set[str]:
+        log.warning("drain_failed", action=action, nodes=",".join(names), error=exc.message)
+        self._metrics.drain_requests.labels(action, "failed").inc(len(names))
+        return set()

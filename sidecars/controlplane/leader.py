@@ -1,0 +1,152 @@
+"""Leader election through a coordination.k8s.io/v1 Lease, as client-go does it.
+
+A Lease is expired when its holder has not renewed it within `leaseDurationSeconds`, measured on
+this replica's clock from when it last saw the Lease change (so clock skew between replicas does
+not matter). The leader steps down if it cannot renew for 2/3 of the duration, before anyone else
+may take over. Without Kubernetes there is one replica, and it leads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import time
+from collections.abc import Callable
+
+import structlog
+
+from sidecars.kube import KubeClient, LeaseConflict, LeaseRecord
+
+log = structlog.get_logger(__name__)
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        kube: KubeClient | None,
+        namespace: str,
+        name: str,
+        identity: str,
+        *,
+        lease_seconds: float = 15.0,
+        renew_seconds: float = 5.0,
+        on_change: Callable[[bool], None] | None = None,
+    ) -> None:
+        self._kube = kube
+        self.namespace, self.name, self.identity = namespace, name, identity
+        self.lease_seconds = lease_seconds
+        self.renew_seconds = renew_seconds
+        self._on_change = on_change or (lambda _: None)
+        self.is_leader = kube is None
+        self.holder: str | None = identity if kube is None else None
+        self._observed: tuple[str, float] = ("", 0.0)  # (resourceVersion, monotonic when first seen)
+        self._renewed_at = 0.0
+        self.changed = asyncio.Event()
+
+    def _set(self, leader: bool) -> None:
+        if leader != self.is_leader:
+            self.is_leader = leader
+            log.info("leadership", leader=leader, identity=self.identity, lease=self.name)
+            self._on_change(leader)
+            self.changed.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        if self._kube is None:
+            self._on_change(True)
+            await stop.wait()
+            return
+        try:
+            while not stop.is_set():
+                try:
+                    await self.step()
+                except LeaseConflict:
+                    log.info("lease_conflict", lease=self.name)  # another replica wrote first; re-read
+                except Exception as exc:
+                    log.warning("lease_failed", error=str(exc))
+                if self.is_leader and time.monotonic() - self._renewed_at > self.lease_seconds * 2 / 3:
+                    log.warning("lease_renew_deadline_passed", lease=self.name)
+                    self._set(False)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.renew_seconds)
+        finally:
+            if self.is_leader:
+                await self._release()
+
+    async def step(self) -> None:
+        """Read the Lease once and acquire, renew or follow."""
+        assert self._kube is not None
+        now = dt.datetime.now(dt.UTC)
+        record = await self._kube.get_lease(self.namespace, self.name)
+        if record is None:
+            created = await self._kube.create_lease(
+                LeaseRecord(
+                    self.namespace, self.name, self.identity, int(self.lease_seconds), now, now, 0, ""
+                )
+            )
+            self._took(created)
+            return
+        if record.resource_version != self._observed[0]:
+            self._observed = (record.resource_version, time.monotonic())
+        self.holder = record.holder
+        if record.holder == self.identity:
+            renewed = await self._kube.update_lease(
+                LeaseRecord(
+                    record.namespace,
+                    record.name,
+                    self.identity,
+                    int(self.lease_seconds),
+                    record.acquire_time or now,
+                    now,
+                    record.transitions,
+                    record.resource_version,
+                )
+            )
+            self._took(renewed)
+            return
+        expired = not record.holder or time.monotonic() - self._observed[1] >= record.duration_seconds
+        if not expired:
+            self._set(False)
+            return
+        taken = await self._kube.update_lease(
+            LeaseRecord(
+                record.namespace,
+                record.name,
+                self.identity,
+                int(self.lease_seconds),
+                now,
+                now,
+                record.transitions + 1,
+                record.resource_version,
+            )
+        )
+        log.info("lease_taken_over", lease=self.name, previous=record.holder)
+        self._took(taken)
+
+    def _took(self, record: LeaseRecord) -> None:
+        self._observed = (record.resource_version, time.monotonic())
+        self._renewed_at = time.monotonic()
+        self.holder = record.holder
+        self._set(True)
+
+    async def _release(self) -> None:
+        """Hand the Lease back on a graceful stop so another replica takes over at once."""
+        assert self._kube is not None
+        self._set(False)
+        try:
+            record = await self._kube.get_lease(self.namespace, self.name)
+            if record is not None and record.holder == self.identity:
+                await self._kube.update_lease(
+                    LeaseRecord(
+                        record.namespace,
+                        record.name,
+                        None,
+                        record.duration_seconds,
+                        record.acquire_time,
+                        record.renew_time,
+                        record.transitions,
+                        record.resource_version,
+                    )
+                )
+        except Exception as exc:
+            log.warning("lease_release_failed", error=str(exc))

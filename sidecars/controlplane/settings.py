@@ -1,0 +1,152 @@
+"""The control plane's settings: flags (each also from `SIDECARS_*`) into one frozen dataclass."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+from dataclasses import dataclass
+
+from sidecars.runtime.settings import ConfigError, flag, parse_addr, positive, read_token
+
+
+@dataclass(frozen=True, slots=True)
+class ControlPlaneSettings:
+    host: str
+    port: int
+    token: str
+    interval_seconds: float = 2.0
+    fast_interval_seconds: float = 0.25  # while a drain we asked for is still in progress
+    brief_jobs: bool = True  # jobs read with squeue's brief format, not Slurm's JSON
+    batch_window_seconds: float = 0.1  # drain/undrain requests within this window become one call
+    max_wait_seconds: float = 60.0  # cap on a long poll
+    namespace: str = "slurm"
+    worker_selector: str = "app.kubernetes.io/component=worker"
+    node_label: str = ""  # a pod label naming its Slurm node; "" = the pod's spec.hostname, else its name
+    kubeconfig: str | None = None
+    kubernetes: bool = True  # False: never talk to Kubernetes, even when a config is found
+    lease_name: str = "slurm-sidecars-control-plane"
+    lease_seconds: float = 15.0
+    renew_seconds: float = 5.0
+    identity: str = ""
+    pod_name: str = ""
+    deletion_cost_qps: float = 5.0
+    recycle_grace_seconds: float = 300.0
+    recycle_window_seconds: float = 600.0
+    recycle_fraction: float = 0.10
+    recycle_backoff_seconds: float = 60.0
+    recycle_backoff_max_seconds: float = 3600.0
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    flag(parser, "--http", required=True, help="HOST:PORT to serve the API, probes and metrics on")
+    flag(parser, "--token-file", required=True, help="file holding the bearer token the agents present")
+    flag(parser, "--interval-seconds", default="2", help="how often to read the fleet from Slurm")
+    flag(parser, "--fast-interval-seconds", default="0.25", help="read interval while a drain is in progress")
+    flag(
+        parser,
+        "--job-read",
+        default="brief",
+        choices=["brief", "full"],
+        help="brief: squeue with a fixed format (small at any size); full: Slurm's job JSON (one RPC fewer)",
+    )
+    flag(
+        parser,
+        "--batch-window-seconds",
+        default="0.1",
+        help="drain/undrain requests within this window become one scontrol call",
+    )
+    flag(parser, "--max-wait-seconds", default="60", help="cap on the wait= of a long poll")
+    flag(
+        parser,
+        "--namespace",
+        default=os.environ.get("POD_NAMESPACE", "slurm"),
+        help="namespace of the worker pods and of the Lease",
+    )
+    flag(
+        parser,
+        "--worker-selector",
+        default="app.kubernetes.io/component=worker",
+        help="label selector of the worker (slurmd) pods",
+    )
+    flag(
+        parser,
+        "--node-label",
+        default="",
+        help="pod label naming the Slurm node (default: spec.hostname, else the pod name, as in Slinky)",
+    )
+    flag(parser, "--kubeconfig", default=None, help="kubeconfig file (default: in-cluster, else $KUBECONFIG)")
+    flag(
+        parser, "--kubernetes", default="auto", choices=["auto", "off"], help="off: never talk to Kubernetes"
+    )
+    flag(parser, "--lease-name", default="slurm-sidecars-control-plane", help="Lease for leader election")
+    flag(parser, "--lease-seconds", default="15", help="lease duration")
+    flag(parser, "--renew-seconds", default="5", help="how often the leader renews the lease")
+    flag(parser, "--identity", default=None, help="this replica's name in the Lease (default: pod name)")
+    flag(parser, "--pod-name", default=os.environ.get("POD_NAME", ""), help="this pod (for Events)")
+    flag(parser, "--deletion-cost-qps", default="5", help="at most this many deletion-cost patches a second")
+    flag(
+        parser,
+        "--recycle-grace-seconds",
+        default="300",
+        help="a Ready worker absent from Slurm this long is recycled",
+    )
+    flag(parser, "--recycle-window-seconds", default="600", help="the window of the recycling cap")
+    flag(
+        parser,
+        "--recycle-fraction",
+        default="0.1",
+        help="at most max(1, this fraction of the workers) recycled per window",
+    )
+    flag(
+        parser,
+        "--recycle-backoff-seconds",
+        default="60",
+        help="first wait before recycling the same pod again",
+    )
+    flag(
+        parser, "--recycle-backoff-max-seconds", default="3600", help="longest wait between recycles of a pod"
+    )
+
+
+def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
+    host, port = parse_addr(args.http)
+    fraction = positive(args.recycle_fraction, "--recycle-fraction")
+    if fraction > 1:
+        raise ConfigError(f"--recycle-fraction: must be <= 1, got {args.recycle_fraction!r}")
+    lease = positive(args.lease_seconds, "--lease-seconds")
+    renew = positive(args.renew_seconds, "--renew-seconds")
+    if renew >= lease:
+        raise ConfigError("--renew-seconds must be shorter than --lease-seconds")
+    pod_name = args.pod_name or ""
+    identity = args.identity or pod_name or socket.gethostname()
+    return ControlPlaneSettings(
+        host=host,
+        port=port,
+        token=read_token(args.token_file),
+        interval_seconds=positive(args.interval_seconds, "--interval-seconds"),
+        fast_interval_seconds=positive(args.fast_interval_seconds, "--fast-interval-seconds"),
+        brief_jobs=args.job_read != "full",
+        batch_window_seconds=positive(args.batch_window_seconds, "--batch-window-seconds", allow_zero=True),
+        max_wait_seconds=positive(args.max_wait_seconds, "--max-wait-seconds"),
+        namespace=args.namespace,
+        worker_selector=args.worker_selector,
+        node_label=args.node_label,
+        kubeconfig=args.kubeconfig or None,
+        kubernetes=args.kubernetes != "off",
+        lease_name=args.lease_name,
+        lease_seconds=lease,
+        renew_seconds=renew,
+        identity=identity,
+        pod_name=pod_name,
+        deletion_cost_qps=positive(args.deletion_cost_qps, "--deletion-cost-qps"),
+        recycle_grace_seconds=positive(
+            args.recycle_grace_seconds, "--recycle-grace-seconds", allow_zero=True
+        ),
+        recycle_window_seconds=positive(args.recycle_window_seconds, "--recycle-window-seconds"),
+        recycle_fraction=fraction,
+        recycle_backoff_seconds=positive(args.recycle_backoff_seconds, "--recycle-backoff-seconds"),
+        recycle_backoff_max_seconds=positive(
+            args.recycle_backoff_max_seconds, "--recycle-backoff-max-seconds"
+        ),
+    )

@@ -1,0 +1,328 @@
+"""Pods, events and leases through kubernetes-asyncio, with transient failures retried at this edge.
+
+Retried: 429 (throttled), 5xx and connection errors, for every call; 409 for pod patches (a
+concurrent writer; a strategic-merge patch of annotations applies cleanly on the next try). A 409
+on a Lease is not retried: it means another replica wrote first, and the caller must re-read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import aiohttp
+import structlog
+from kubernetes_asyncio import client as k
+from kubernetes_asyncio import watch
+from kubernetes_asyncio.client.exceptions import ApiException
+from prometheus_client import CollectorRegistry, Counter
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_random_exponential,
+)
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+RETRYABLE = frozenset({429, 500, 502, 503, 504})
+
+
+class LeaseConflict(Exception):
+    """Someone else created or updated the Lease first (HTTP 409): re-read it."""
+
+
+@dataclass(frozen=True, slots=True)
+class KubeRetry:
+    attempts: int = 5
+    max_seconds: float = 20.0
+    initial_wait: float = 0.1
+    max_wait: float = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    namespace: str
+    name: str
+    uid: str
+    hostname: str  # spec.hostname (Slinky sets it to the Slurm node name); "" when unset
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    ready: bool
+    phase: str
+    owner_kind: str  # kind of the controller owner ("ReplicaSet", "StatefulSet", ...) or ""
+    deleting: bool
+    resource_version: str
+
+    @classmethod
+    def from_model(cls, pod: Any) -> Pod:
+        meta, spec, status = pod.metadata, pod.spec, pod.status
+        owner = next((o for o in meta.owner_references or [] if o.controller), None)
+        ready = any(c.type == "Ready" and c.status == "True" for c in (status and status.conditions) or [])
+        return cls(
+            namespace=meta.namespace or "",
+            name=meta.name or "",
+            uid=meta.uid or "",
+            hostname=(spec and spec.hostname) or "",
+            labels=dict(meta.labels or {}),
+            annotations=dict(meta.annotations or {}),
+            ready=ready,
+            phase=(status and status.phase) or "",
+            owner_kind=owner.kind if owner else "",
+            deleting=meta.deletion_timestamp is not None,
+            resource_version=meta.resource_version or "",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    namespace: str
+    name: str
+    holder: str | None
+    duration_seconds: int
+    acquire_time: dt.datetime | None
+    renew_time: dt.datetime | None
+    transitions: int
+    resource_version: str
+
+    def expired(self, now: dt.datetime) -> bool:
+        if not self.holder or self.renew_time is None:
+            return True
+        return now >= self.renew_time + dt.timedelta(seconds=self.duration_seconds)
+
+
+def _retryable(exc: BaseException, conflict_too: bool) -> bool:
+    if isinstance(exc, ApiException):
+        return exc.status in RETRYABLE or (conflict_too and exc.status == 409)
+    return isinstance(exc, aiohttp.ClientError | asyncio.TimeoutError)
+
+
+@dataclass
+class KubeClient:
+    """One ApiClient for the process; `async with KubeClient(conf)` closes it."""
+
+    configuration: k.Configuration
+    retry: KubeRetry = field(default_factory=KubeRetry)
+    registry: CollectorRegistry | None = None
+
+    def __post_init__(self) -> None:
+        self.api = k.ApiClient(self.configuration)
+        self.core = k.CoreV1Api(self.api)
+        self.coordination = k.CoordinationV1Api(self.api)
+        self.requests: Counter | None = None
+        if self.registry is not None:
+            self.requests = Counter(
+                "slurm_sidecars_kube_requests",
+                "Kubernetes API calls by outcome",
+                ["operation", "result"],
+                registry=self.registry,
+            )
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.api.close()
+
+    def _count(self, operation: str, result: str) -> None:
+        if self.requests is not None:
+            self.requests.labels(operation=operation, result=result).inc()
+
+    async def _call(self, operation: str, fn: Callable[[], Awaitable[T]], *, conflict_too: bool = False) -> T:
+        policy = self.retry
+
+        def before_sleep(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            status = exc.status if isinstance(exc, ApiException) else type(exc).__name__
+            self._count(operation, f"retry_{status}")
+            log.info("kube_retry", operation=operation, status=status, attempt=state.attempt_number)
+
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception(lambda e: _retryable(e, conflict_too)),
+            stop=stop_after_attempt(policy.attempts) | stop_after_delay(policy.max_seconds),
+            wait=wait_random_exponential(multiplier=policy.initial_wait, max=policy.max_wait),
+            before_sleep=before_sleep,
+            reraise=True,
+        ):
+            with attempt:
+                try:
+                    result = await fn()
+                except ApiException as exc:
+                    self._count(operation, str(exc.status))
+                    raise
+                self._count(operation, "ok")
+                return result
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # ------------------------------------------------------------------ pods
+    async def list_pods(self, namespace: str, selector: str = "") -> tuple[list[Pod], str]:
+        """The pods matching `selector` and the list's resourceVersion (to watch from)."""
+        result = await self._call(
+            "list_pods", lambda: self.core.list_namespaced_pod(namespace, label_selector=selector)
+        )
+        return [Pod.from_model(p) for p in result.items], result.metadata.resource_version or ""
+
+    async def watch_pods(
+        self, namespace: str, selector: str, resource_version: str, timeout_seconds: int = 300
+    ) -> AsyncIterator[tuple[str, Pod]]:
+        """(ADDED|MODIFIED|DELETED, pod) from `resource_version` until the server ends the watch.
+
+        An expired resourceVersion (410) raises ApiException: the caller lists again.
+        """
+        async with watch.Watch() as w:
+            stream = w.stream(
+                self.core.list_namespaced_pod,
+                namespace,
+                label_selector=selector,
+                resource_version=resource_version,
+                timeout_seconds=timeout_seconds,
+                allow_watch_bookmarks=True,
+            )
+            async for event in stream:
+                kind = event["type"]
+                if kind in {"ADDED", "MODIFIED", "DELETED"}:
+                    yield kind, Pod.from_model(event["object"])
+
+    async def get_pod(self, namespace: str, name: str) -> Pod | None:
+        try:
+            pod = await self._call("get_pod", lambda: self.core.read_namespaced_pod(name, namespace))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return Pod.from_model(pod)
+
+    async def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> Pod:
+        """Strategic-merge patch of the pod's annotations (None removes one)."""
+        body = {"metadata": {"annotations": dict(annotations)}}
+        pod = await self._call(
+            "patch_pod", lambda: self.core.patch_namespaced_pod(name, namespace, body), conflict_too=True
+        )
+        return Pod.from_model(pod)
+
+    async def delete_pod(self, namespace: str, name: str, uid: str | None = None) -> bool:
+        """Delete the pod (only this incarnation when `uid` is given). False when it was already gone."""
+        options = k.V1DeleteOptions(preconditions=k.V1Preconditions(uid=uid) if uid else None)
+        try:
+            await self._call(
+                "delete_pod", lambda: self.core.delete_namespaced_pod(name, namespace, body=options)
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    # ------------------------------------------------------------------ events
+    async def create_event(
+        self,
+        namespace: str,
+        involved: Mapping[str, str],
+        reason: str,
+        message: str,
+        *,
+        type: str = "Normal",
+        component: str = "slurm-sidecars",
+    ) -> None:
+        """A core/v1 Event about `involved` ({kind, name, namespace, uid?, apiVersion?})."""
+        now = dt.datetime.now(dt.UTC)
+        name = involved.get("name", "object")
+        event = k.CoreV1Event(
+            metadata=k.V1ObjectMeta(generate_name=f"{name}.", namespace=namespace),
+            involved_object=k.V1ObjectReference(
+                kind=involved.get("kind", "Pod"),
+                name=name,
+                namespace=involved.get("namespace", namespace),
+                uid=involved.get("uid"),
+                api_version=involved.get("apiVersion", "v1"),
+            ),
+            reason=reason,
+            message=message[:1024],
+            type=type,
+            source=k.V1EventSource(component=component),
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+            reporting_component=component,
+            reporting_instance=involved.get("reporter", component),
+        )
+        try:
+            await self._call("create_event", lambda: self.core.create_namespaced_event(namespace, event))
+        except ApiException as exc:
+            if exc.status != 409:  # 409: an identical event exists already; nothing lost
+                raise
+
+    # ------------------------------------------------------------------ leases
+    @staticmethod
+    def _lease(obj: Any) -> LeaseRecord:
+        spec = obj.spec or k.V1LeaseSpec()
+        return LeaseRecord(
+            namespace=obj.metadata.namespace or "",
+            name=obj.metadata.name or "",
+            holder=spec.holder_identity,
+            duration_seconds=int(spec.lease_duration_seconds or 15),
+            acquire_time=spec.acquire_time,
+            renew_time=spec.renew_time,
+            transitions=int(spec.lease_transitions or 0),
+            resource_version=obj.metadata.resource_version or "",
+        )
+
+    async def get_lease(self, namespace: str, name: str) -> LeaseRecord | None:
+        try:
+            obj = await self._call(
+                "get_lease", lambda: self.coordination.read_namespaced_lease(name, namespace)
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return self._lease(obj)
+
+    def _lease_body(self, record: LeaseRecord) -> Any:
+        return k.V1Lease(
+            metadata=k.V1ObjectMeta(
+                name=record.name, namespace=record.namespace, resource_version=record.resource_version or None
+            ),
+            spec=k.V1LeaseSpec(
+                holder_identity=record.holder,
+                lease_duration_seconds=record.duration_seconds,
+                acquire_time=record.acquire_time,
+                renew_time=record.renew_time,
+                lease_transitions=record.transitions,
+            ),
+        )
+
+    async def create_lease(self, record: LeaseRecord) -> LeaseRecord:
+        body = self._lease_body(record)
+        try:
+            obj = await self._call(
+                "create_lease", lambda: self.coordination.create_namespaced_lease(record.namespace, body)
+            )
+        except ApiException as exc:
+            if exc.status == 409:
+                raise LeaseConflict(f"lease {record.name} exists already") from None
+            raise
+        return self._lease(obj)
+
+    async def update_lease(self, record: LeaseRecord) -> LeaseRecord:
+        """Replace the Lease, guarded by `record.resource_version` (optimistic concurrency)."""
+        body = self._lease_body(record)
+        try:
+            obj = await self._call(
+                "update_lease",
+                lambda: self.coordination.replace_namespaced_lease(record.name, record.namespace, body),
+            )
+        except ApiException as exc:
+            if exc.status == 409:
+                raise LeaseConflict(f"lease {record.name} changed since it was read") from None
+            raise
+        return self._lease(obj)

@@ -1,0 +1,115 @@
+"""A control plane in-process against the real dev cluster, with the fake Kubernetes API when asked."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import aiohttp
+import pytest
+from prometheus_client import CollectorRegistry
+
+from sidecars.controlplane.service import ControlPlane
+from sidecars.controlplane.settings import ControlPlaneSettings
+from sidecars.devcluster import DevCluster
+from sidecars.kube import KubeClient
+from sidecars.kube.client import KubeRetry
+from sidecars.slurm import RetryPolicy
+from tests.fakekube import FakeKube, configuration
+
+TOKEN = "s3cret-token-for-tests"
+T = TypeVar("T")
+
+
+def settings(**overrides: Any) -> ControlPlaneSettings:
+    base = ControlPlaneSettings(
+        host="127.0.0.1",
+        port=0,
+        token=TOKEN,
+        interval_seconds=0.3,
+        fast_interval_seconds=0.1,
+        batch_window_seconds=0.2,
+        namespace="slurm",
+        worker_selector="app=slurmd",
+        identity="cp-a",
+        lease_seconds=1.0,
+        renew_seconds=0.2,
+        recycle_grace_seconds=0.5,
+        recycle_window_seconds=60,
+        recycle_backoff_seconds=30,
+        deletion_cost_qps=50,
+    )
+    return dataclasses.replace(base, **overrides)
+
+
+@dataclass
+class Running:
+    plane: ControlPlane
+    url: str
+    session: aiohttp.ClientSession
+    registry: CollectorRegistry
+
+    async def get(self, path: str, **kw: Any) -> tuple[int, Any]:
+        async with self.session.get(self.url + path, **kw) as r:
+            return r.status, await r.json(content_type=None) if r.content_length != 0 else None
+
+    async def post(self, path: str, body: Any, **kw: Any) -> tuple[int, Any]:
+        async with self.session.post(self.url + path, json=body, **kw) as r:
+            text = await r.text()
+            return r.status, text
+
+    def sample(self, name: str, **labels: str) -> float:
+        return self.registry.get_sample_value(name, labels) or 0.0
+
+
+async def eventually(
+    read: Callable[[], Awaitable[T]],
+    ok: Callable[[T], bool],
+    timeout: float = 15.0,  # noqa: ASYNC109 (a deadline for the polling, not for one await)
+    what: str = "condition",
+) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await read()
+        if ok(value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}; last: {value!r}")
+        await asyncio.sleep(0.05)
+
+
+@contextlib.asynccontextmanager
+async def control_plane(
+    cluster: DevCluster, kube_url: str | None = None, kube_token: str = "fake-token", **overrides: Any
+) -> AsyncIterator[Running]:
+    registry = CollectorRegistry()
+    slurm = cluster.client(timeout=3.0, retry=RetryPolicy(attempts=2, max_seconds=1.0, initial_wait=0.05))
+    async with contextlib.AsyncExitStack() as stack:
+        kube = None
+        if kube_url is not None:
+            kube = await stack.enter_async_context(
+                KubeClient(
+                    configuration(kube_url, kube_token),
+                    retry=KubeRetry(attempts=3, initial_wait=0.01, max_wait=0.05),
+                )
+            )
+        plane = ControlPlane(settings(**overrides), slurm, kube, registry)
+        port = await stack.enter_async_context(plane.running())
+        session = await stack.enter_async_context(
+            aiohttp.ClientSession(headers={"Authorization": f"Bearer {TOKEN}"})
+        )
+        running = Running(plane, f"http://127.0.0.1:{port}", session, registry)
+        await eventually(lambda: running.get("/readyz"), lambda r: r[0] == 200, what="first fleet read")
+        yield running
+
+
+@pytest.fixture
+async def fake_kube() -> AsyncIterator[tuple[FakeKube, str]]:
+    fake = FakeKube()
+    async with fake.serving() as url:
+        yield fake, url

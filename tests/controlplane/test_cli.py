@@ -1,0 +1,103 @@
+"""`slurm-sidecars control-plane` as a process: serves, exits 0 on SIGTERM, 2 on a bad configuration."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from sidecars.devcluster import DevCluster
+from sidecars.kube import load_configuration
+from tests.controlplane.conftest import eventually
+
+pytestmark = pytest.mark.cluster(nodes=1)
+CLI = str(Path(sys.executable).parent / "slurm-sidecars")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_serves_until_sigterm_then_exits_0(cluster: DevCluster, tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("tok-123\n")
+    port = _free_port()
+    env = {
+        **cluster.env,
+        "SIDECARS_TOKEN_FILE": str(token),
+        "SIDECARS_KUBERNETES": "off",
+        "SIDECARS_INTERVAL_SECONDS": "0.5",
+    }
+    proc = await asyncio.create_subprocess_exec(
+        CLI,
+        "--log-format",
+        "json",
+        "control-plane",
+        "--http",
+        f"127.0.0.1:{port}",
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        async with aiohttp.ClientSession(headers={"Authorization": "Bearer tok-123"}) as s:
+
+            async def ready() -> int:
+                try:
+                    async with s.get(f"http://127.0.0.1:{port}/readyz") as r:
+                        return r.status
+                except aiohttp.ClientConnectionError:
+                    return 0
+
+            await eventually(ready, lambda st: st == 200, timeout=20, what="readyz")
+            async with s.get(f"http://127.0.0.1:{port}/v1/nodes") as r:
+                assert [n["name"] for n in await r.json()] == ["n1"]
+        proc.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(proc.communicate(), 10)
+        assert proc.returncode == 0
+        assert b"tok-123" not in err  # the token is never logged
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def test_bad_configuration_exits_2(tmp_path: Path) -> None:
+    for argv in (
+        ["control-plane", "--http", "127.0.0.1:0", "--token-file", str(tmp_path / "missing")],
+        ["control-plane", "--http", "nope", "--token-file", str(tmp_path / "missing")],
+    ):
+        proc = await asyncio.create_subprocess_exec(
+            CLI, *argv, stderr=asyncio.subprocess.PIPE, env={**os.environ, "SIDECARS_KUBERNETES": "off"}
+        )
+        _, err = await proc.communicate()
+        assert proc.returncode == 2, err
+        assert err.decode().count("\n") == 1
+
+
+async def test_without_a_cluster_config_kubernetes_is_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    assert await load_configuration() is None
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("""
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://127.0.0.1:1"}}]
+users: [{name: u, user: {token: abc}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+""")
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    conf = await load_configuration()
+    assert conf is not None and conf.host == "http://127.0.0.1:1"

@@ -1,0 +1,80 @@
+"""Drain requests arriving together become one scontrol call; an undrain never clears another's drain."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sidecars.devcluster import DevCluster
+from tests.controlplane.conftest import control_plane, eventually
+
+pytestmark = pytest.mark.cluster(nodes=4)
+REASON = "slurm-sidecars: preStop"
+
+
+async def test_a_burst_of_drains_is_one_call_and_undrain_respects_other_reasons(cluster: DevCluster) -> None:
+    async with control_plane(cluster, batch_window_seconds=0.3) as cp:
+        client = cluster.client()
+        await client.drain(["n4"], "admin: bad DIMM")  # someone else's drain
+        updates = cp.sample("slurm_sidecars_slurm_commands_total", command="scontrol update", result="ok")
+        answers = await asyncio.gather(
+            *(cp.post(f"/v1/nodes/{n}/drain", {"reason": REASON}) for n in ("n1", "n2", "n3"))
+        )
+        assert [s for s, _ in answers] == [202, 202, 202]
+        nodes = await cluster.wait_nodes(
+            lambda ns: all(n.state.drain for n in ns if n.name in {"n1", "n2", "n3"}), what="n1-n3 drained"
+        )
+        assert {n.name: n.reason.text for n in nodes if n.reason} == {
+            "n1": REASON,
+            "n2": REASON,
+            "n3": REASON,
+            "n4": "admin: bad DIMM",
+        }
+        after = cp.sample("slurm_sidecars_slurm_commands_total", command="scontrol update", result="ok")
+        assert after - updates == 1  # one `scontrol update nodename=n[1-3]` for the three requests
+        assert cp.sample("slurm_sidecars_drain_batches_total", action="drain", result="ok") == 1
+
+        # the view shows the drains; then undrain n1 with our reason, n4 with ours (not its reason)
+        await eventually(lambda: cp.get("/v1/nodes/n1"), lambda r: "DRAIN" in r[1]["flags"], what="view")
+        for name in ("n1", "n2", "n4"):
+            assert (await cp.post(f"/v1/nodes/{name}/undrain", {"reason": REASON}))[0] == 202
+        assert (await cp.post("/v1/nodes/n3/undrain", {"reason": "slurm-sidecars: something else"}))[0] == 202
+        await cluster.wait_nodes(
+            lambda ns: not any(n.state.drain for n in ns if n.name in {"n1", "n2"}), what="n1,n2 undrained"
+        )
+        await eventually(
+            lambda: cp.get("/status"), lambda r: not r[1]["drains_pending"], what="batch flushed"
+        )
+        nodes = {n.name: n for n in await client.nodes()}
+        assert nodes["n4"].state.drain and nodes["n4"].reason is not None
+        assert nodes["n4"].reason.text == "admin: bad DIMM"
+        assert nodes["n3"].state.drain  # a different reason than the one it was drained with
+        assert cp.sample("slurm_sidecars_drain_batches_total", action="undrain", result="ok") == 1
+        assert cp.sample("slurm_sidecars_drain_requests_total", action="undrain", result="not_ours") == 2
+
+
+async def test_drain_of_a_busy_node_refreshes_fast_until_drained(cluster: DevCluster) -> None:
+    async with control_plane(cluster, interval_seconds=5.0, fast_interval_seconds=0.1) as cp:
+        job = await cluster.sbatch("-w", "n2", wrap="sleep 300")
+        await cluster.wait_job(job, "RUNNING")
+        assert (await cp.post("/v1/nodes/n2/drain", {"reason": REASON}))[0] == 202
+        node = await eventually(
+            lambda: cp.get("/v1/nodes/n2"), lambda r: "DRAIN" in r[1]["flags"], what="drain"
+        )
+        assert node[1]["state"] in {"ALLOCATED", "MIXED"}
+        assert cp.plane.draining == {"n2"}
+        version = node[1]["version"]
+        await cluster.scancel(job)
+        # with a 5 s interval, only the fast refresh while draining delivers this within 2 s
+        status, changed = await asyncio.wait_for(cp.get(f"/v1/nodes/n2?version={version}&wait=10"), 2.0)
+        assert status == 200 and changed["version"] != version
+        drained = (
+            await eventually(
+                lambda: cp.get("/v1/nodes/n2"), lambda r: r[1]["state"] == "IDLE", timeout=2.0, what="drained"
+            )
+        )[1]
+        assert drained["jobs"] == [] and "DRAIN" in drained["flags"]
+        await eventually(
+            lambda: asyncio.sleep(0.05, cp.plane.draining), lambda d: not d, timeout=2, what="calm"
+        )

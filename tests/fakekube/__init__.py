@@ -1,0 +1,5 @@
+"""A local fake Kubernetes API server for tests (see server.py)."""
+
+from tests.fakekube.server import FakeKube, configuration
+
+__all__ = ["FakeKube", "configuration"]

@@ -1,0 +1,425 @@
+"""A small Kubernetes API server: the real REST paths and JSON for pods, events and leases.
+
+Enough of the API for kubernetes-asyncio to be driven exactly as in production: list and watch
+(with resourceVersion, bookmarks and 410 for a too-old version), get, strategic-merge and merge
+patches, delete (with a uid precondition), events, and leases with optimistic concurrency. Faults
+(409, 429, 500, ...) are injected per method and path; every request is recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import datetime as dt
+import json
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from kubernetes_asyncio.client import Configuration
+
+Obj = dict[str, Any]
+BODY = web.RequestKey("json", object)
+MERGE_TYPES = {"application/strategic-merge-patch+json", "application/merge-patch+json"}
+
+
+@dataclass
+class Fault:
+    method: str
+    path_contains: str
+    status: int
+    times: int
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    status: int
+    content_type: str
+    body: Any
+
+
+def _status(code: int, reason: str, message: str) -> web.Response:
+    return web.json_response(
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": reason,
+            "code": code,
+        },
+        status=code,
+    )
+
+
+def _merge(target: Obj, patch: Obj) -> Obj:
+    """RFC 7386 merge (also what a strategic merge does for the maps we patch)."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+    return target
+
+
+def _selected(obj: Obj, selector: str | None) -> bool:
+    if not selector:
+        return True
+    labels = obj["metadata"].get("labels") or {}
+    for term in selector.split(","):
+        key, sep, value = term.partition("=")
+        key, value = key.strip().rstrip("!"), value.lstrip("=").strip()
+        if not sep:
+            if key not in labels:
+                return False
+        elif term.strip().count("!=") == 1:
+            if labels.get(key) == value:
+                return False
+        elif labels.get(key) != value:
+            return False
+    return True
+
+
+def now_micro() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def configuration(url: str, token: str = "fake-token") -> Configuration:
+    """A client Configuration for the fake, built as production builds one (host + bearer token)."""
+    return Configuration(host=url, api_key={"BearerToken": token}, api_key_prefix={"BearerToken": "Bearer"})
+
+
+@dataclass
+class FakeKube:
+    """State plus an aiohttp app. `async with FakeKube().serving() as url:`."""
+
+    rv: int = 100
+    pods: dict[tuple[str, str], Obj] = field(default_factory=dict)
+    leases: dict[tuple[str, str], Obj] = field(default_factory=dict)
+    events: list[Obj] = field(default_factory=list)
+    history: list[tuple[int, str, Obj]] = field(default_factory=list)  # (rv, type, pod) for watches
+    faults: list[Fault] = field(default_factory=list)
+    requests: list[Request] = field(default_factory=list)
+    min_watch_rv: int = 0  # versions older than this answer 410 Gone (compaction)
+    token: str = "fake-token"
+    tokens: set[str] = field(default_factory=set)  # further accepted tokens (one per simulated replica)
+    blocked: set[str] = field(default_factory=set)  # tokens answered 403, e.g. a replica cut off from the API
+    _changed: asyncio.Condition | None = None
+    _watches: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    # ------------------------------------------------------------------ test helpers
+    def _bump(self) -> str:
+        self.rv += 1
+        return str(self.rv)
+
+    def _record(self, kind: str, pod: Obj) -> None:
+        self.history.append((int(pod["metadata"]["resourceVersion"]), kind, copy.deepcopy(pod)))
+        if self._changed is not None:
+            cond = self._changed
+
+            async def notify() -> None:
+                async with cond:
+                    cond.notify_all()
+
+            with contextlib.suppress(RuntimeError):
+                asyncio.get_running_loop().create_task(notify())
+
+    def add_pod(
+        self,
+        name: str,
+        *,
+        namespace: str = "slurm",
+        hostname: str | None = None,
+        labels: dict[str, str] | None = None,
+        ready: bool = True,
+        owner_kind: str | None = "ReplicaSet",
+    ) -> Obj:
+        owners = (
+            [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": owner_kind,
+                    "name": "workers-abc",
+                    "uid": str(uuid.uuid4()),
+                    "controller": True,
+                }
+            ]
+            if owner_kind
+            else []
+        )
+        pod: Obj = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": str(uuid.uuid4()),
+                "labels": labels if labels is not None else {"app": "slurmd"},
+                "annotations": {},
+                "ownerReferences": owners,
+                "resourceVersion": self._bump(),
+                "creationTimestamp": now_micro()[:19] + "Z",
+            },
+            "spec": {"hostname": hostname or name, "containers": [{"name": "slurmd", "image": "slurmd"}]},
+            "status": {
+                "phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            },
+        }
+        self.pods[(namespace, name)] = pod
+        self._record("ADDED", pod)
+        return pod
+
+    def set_ready(self, name: str, ready: bool, namespace: str = "slurm") -> None:
+        pod = self.pods[(namespace, name)]
+        pod["status"]["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
+        pod["metadata"]["resourceVersion"] = self._bump()
+        self._record("MODIFIED", pod)
+
+    def inject(self, method: str, path_contains: str, status: int, times: int = 1) -> None:
+        self.faults.append(Fault(method.upper(), path_contains, status, times))
+
+    def answered(self, method: str, path_contains: str, status: int | None = None) -> list[Request]:
+        return [
+            r
+            for r in self.requests
+            if r.method == method.upper()
+            and path_contains in r.path
+            and (status is None or r.status == status)
+        ]
+
+    # ------------------------------------------------------------------ server
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        body: Any = None
+        if request.can_read_body:
+            raw = await request.read()
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                return _status(400, "BadRequest", "body is not JSON")
+        request[BODY] = body
+        ctype = request.headers.get("Content-Type", "").split(";")[0]
+        given = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        if given != self.token and given not in self.tokens:
+            resp: web.StreamResponse = _status(401, "Unauthorized", "Unauthorized")
+        elif given in self.blocked:
+            resp = _status(403, "Forbidden", "Forbidden")
+        else:
+            fault = next(
+                (
+                    f
+                    for f in self.faults
+                    if f.times > 0 and f.method == request.method and f.path_contains in request.path
+                ),
+                None,
+            )
+            if fault is not None:
+                fault.times -= 1
+                resp = _status(fault.status, "Injected", f"injected {fault.status}")
+                if fault.status == 429:
+                    resp.headers["Retry-After"] = "0"
+            else:
+                resp = await handler(request)
+        self.requests.append(Request(request.method, request.path, resp.status, ctype, body))
+        return resp
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._middleware])
+        pods = "/api/v1/namespaces/{ns}/pods"
+        leases = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
+        app.router.add_get(pods, self.list_pods)
+        app.router.add_get(pods + "/{name}", self.get_pod)
+        app.router.add_patch(pods + "/{name}", self.patch_pod)
+        app.router.add_delete(pods + "/{name}", self.delete_pod)
+        app.router.add_post("/api/v1/namespaces/{ns}/events", self.create_event)
+        app.router.add_get(leases + "/{name}", self.get_lease)
+        app.router.add_post(leases, self.create_lease)
+        app.router.add_put(leases + "/{name}", self.replace_lease)
+        return app
+
+    @contextlib.asynccontextmanager
+    async def serving(self) -> AsyncIterator[str]:
+        self._changed = asyncio.Condition()
+        runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=0.5)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            for task in list(self._watches):  # a watch runs until its timeout: end it with the server
+                task.cancel()
+            await runner.cleanup()
+
+    # ------------------------------------------------------------------ pods
+    async def list_pods(self, request: web.Request) -> web.StreamResponse:
+        ns, q = request.match_info["ns"], request.query
+        selector = q.get("labelSelector")
+        if q.get("watch") in {"true", "1", "True"}:
+            return await self._watch(request, ns, selector)
+        items = [
+            copy.deepcopy(p)
+            for (pns, _), p in sorted(self.pods.items())
+            if pns == ns and _selected(p, selector)
+        ]
+        return web.json_response(
+            {
+                "kind": "PodList",
+                "apiVersion": "v1",
+                "metadata": {"resourceVersion": str(self.rv)},
+                "items": items,
+            }
+        )
+
+    async def _watch(self, request: web.Request, ns: str, selector: str | None) -> web.StreamResponse:
+        since = int(request.query.get("resourceVersion") or self.rv)
+        timeout = float(request.query.get("timeoutSeconds") or 300)
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await resp.prepare(request)
+        if since < self.min_watch_rv:
+            gone = {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Failure",
+                "reason": "Expired",
+                "message": f"too old resource version: {since}",
+                "code": 410,
+            }
+            await resp.write(json.dumps({"type": "ERROR", "object": gone}).encode() + b"\n")
+            return resp
+        assert self._changed is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        sent = since
+        me = asyncio.current_task()
+        assert me is not None
+        self._watches.add(me)
+        try:
+            await self._stream(resp, request, ns=ns, selector=selector, sent=sent, deadline=deadline)
+        except (asyncio.CancelledError, ConnectionResetError):
+            pass
+        finally:
+            self._watches.discard(me)
+        return resp
+
+    async def _stream(
+        self,
+        resp: web.StreamResponse,
+        request: web.Request,
+        *,
+        ns: str,
+        selector: str | None,
+        sent: int,
+        deadline: float,
+    ) -> None:
+        assert self._changed is not None
+        loop = asyncio.get_running_loop()
+        while loop.time() < deadline and request.transport is not None and not request.transport.is_closing():
+            for rv, kind, pod in list(self.history):
+                if rv > sent and pod["metadata"]["namespace"] == ns and _selected(pod, selector):
+                    await resp.write(json.dumps({"type": kind, "object": pod}).encode() + b"\n")
+                sent = max(sent, rv)
+            async with self._changed:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), min(0.2, max(0.01, deadline - loop.time())))
+
+    def _pod(self, request: web.Request) -> Obj | None:
+        return self.pods.get((request.match_info["ns"], request.match_info["name"]))
+
+    async def get_pod(self, request: web.Request) -> web.StreamResponse:
+        pod = self._pod(request)
+        if pod is None:
+            return _status(404, "NotFound", f'pods "{request.match_info["name"]}" not found')
+        return web.json_response(pod)
+
+    async def patch_pod(self, request: web.Request) -> web.StreamResponse:
+        ctype = request.headers.get("Content-Type", "").split(";")[0]
+        if ctype not in MERGE_TYPES:
+            return _status(
+                415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {ctype}"
+            )
+        pod = self._pod(request)
+        if pod is None:
+            return _status(404, "NotFound", f'pods "{request.match_info["name"]}" not found')
+        patch = request[BODY]
+        if not isinstance(patch, dict):
+            return _status(400, "BadRequest", "patch is not an object")
+        _merge(pod, patch)
+        pod["metadata"]["resourceVersion"] = self._bump()
+        self._record("MODIFIED", pod)
+        return web.json_response(pod)
+
+    async def delete_pod(self, request: web.Request) -> web.StreamResponse:
+        pod = self._pod(request)
+        if pod is None:
+            return _status(404, "NotFound", f'pods "{request.match_info["name"]}" not found')
+        body = request[BODY] or {}
+        uid = (body.get("preconditions") or {}).get("uid")
+        if uid and uid != pod["metadata"]["uid"]:
+            return _status(409, "Conflict", "Precondition failed: UID in precondition does not match")
+        del self.pods[(request.match_info["ns"], request.match_info["name"])]
+        pod["metadata"]["resourceVersion"] = self._bump()
+        self._record("DELETED", pod)
+        return web.json_response(pod)
+
+    # ------------------------------------------------------------------ events
+    async def create_event(self, request: web.Request) -> web.StreamResponse:
+        event = request[BODY]
+        if not isinstance(event, dict) or "involvedObject" not in event:
+            return _status(422, "Invalid", "event needs involvedObject")
+        meta = event.setdefault("metadata", {})
+        meta.setdefault("name", (meta.get("generateName") or "event.") + uuid.uuid4().hex[:10])
+        meta["namespace"] = request.match_info["ns"]
+        meta["resourceVersion"] = self._bump()
+        self.events.append(event)
+        return web.json_response(event, status=201)
+
+    # ------------------------------------------------------------------ leases
+    async def get_lease(self, request: web.Request) -> web.StreamResponse:
+        lease = self.leases.get((request.match_info["ns"], request.match_info["name"]))
+        if lease is None:
+            return _status(
+                404, "NotFound", f'leases.coordination.k8s.io "{request.match_info["name"]}" not found'
+            )
+        return web.json_response(lease)
+
+    async def create_lease(self, request: web.Request) -> web.StreamResponse:
+        lease = request[BODY]
+        ns = request.match_info["ns"]
+        name = lease["metadata"]["name"]
+        if (ns, name) in self.leases:
+            return _status(409, "AlreadyExists", f'leases.coordination.k8s.io "{name}" already exists')
+        lease["metadata"]["namespace"] = ns
+        lease["metadata"]["resourceVersion"] = self._bump()
+        self.leases[(ns, name)] = lease
+        return web.json_response(lease, status=201)
+
+    async def replace_lease(self, request: web.Request) -> web.StreamResponse:
+        ns, name = request.match_info["ns"], request.match_info["name"]
+        current = self.leases.get((ns, name))
+        if current is None:
+            return _status(404, "NotFound", f'leases.coordination.k8s.io "{name}" not found')
+        lease = request[BODY]
+        wanted = lease["metadata"].get("resourceVersion")
+        if wanted and wanted != current["metadata"]["resourceVersion"]:
+            return _status(
+                409,
+                "Conflict",
+                f"Operation cannot be fulfilled on leases.coordination.k8s.io "
+                f'"{name}": the object has been modified; please apply your changes to the latest '
+                "version and try again",
+            )
+        lease["metadata"]["namespace"] = ns
+        lease["metadata"]["resourceVersion"] = self._bump()
+        self.leases[(ns, name)] = lease
+        return web.json_response(lease)

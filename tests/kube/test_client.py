@@ -1,0 +1,152 @@
+"""kubernetes-asyncio against the fake API server, exactly as production drives it."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+
+import pytest
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from sidecars.kube import KubeClient, KubeEventSink, LeaseConflict, LeaseRecord
+from sidecars.kube.client import KubeRetry
+from tests.fakekube import FakeKube, configuration
+
+
+async def test_list_get_and_watch_pods_from_a_resource_version(
+    fake: tuple[FakeKube, str], kube: KubeClient
+) -> None:
+    f, _ = fake
+    f.add_pod("w1", hostname="n1")
+    f.add_pod("other", labels={"app": "web"})
+    pods, rv = await kube.list_pods("slurm", "app=slurmd")
+    assert [(p.name, p.hostname, p.ready, p.owner_kind) for p in pods] == [("w1", "n1", True, "ReplicaSet")]
+    seen: list[tuple[str, str, bool]] = []
+
+    async def consume() -> None:
+        async for kind, pod in kube.watch_pods("slurm", "app=slurmd", rv, timeout_seconds=5):
+            seen.append((kind, pod.name, pod.ready))
+            if kind == "DELETED":
+                return
+
+    task = asyncio.create_task(consume())
+    f.add_pod("w2", hostname="n2")
+    f.set_ready("w1", False)
+    f.add_pod("web2", labels={"app": "web"})
+    await asyncio.sleep(0.05)
+    assert (await kube.get_pod("slurm", "w2")) is not None
+    assert await kube.delete_pod("slurm", "w2")
+    await asyncio.wait_for(task, 5)
+    assert seen == [("ADDED", "w2", True), ("MODIFIED", "w1", False), ("DELETED", "w2", True)]
+    assert await kube.get_pod("slurm", "w2") is None
+    assert not await kube.delete_pod("slurm", "w2")
+
+
+async def test_watch_from_an_expired_version_raises_410(fake: tuple[FakeKube, str], kube: KubeClient) -> None:
+    f, _ = fake
+    f.min_watch_rv = 1000
+    with pytest.raises(ApiException) as err:
+        async for _ in kube.watch_pods("slurm", "", "5", timeout_seconds=2):
+            pass
+    assert err.value.status == 410
+
+
+async def test_annotation_patch_is_a_strategic_merge_and_retries_409_429_500(
+    fake: tuple[FakeKube, str], kube: KubeClient
+) -> None:
+    f, _ = fake
+    f.add_pod("w1")
+    for status in (409, 429, 500):
+        f.inject("PATCH", "/pods/w1", status)
+    pod = await kube.annotate_pod("slurm", "w1", {"controller.kubernetes.io/pod-deletion-cost": "3"})
+    assert pod.annotations["controller.kubernetes.io/pod-deletion-cost"] == "3"
+    answers = [(r.status, r.content_type) for r in f.answered("PATCH", "/pods/w1")]
+    assert answers == [
+        (409, "application/strategic-merge-patch+json"),
+        (429, "application/strategic-merge-patch+json"),
+        (500, "application/strategic-merge-patch+json"),
+        (200, "application/strategic-merge-patch+json"),
+    ]
+    pod = await kube.annotate_pod("slurm", "w1", {"controller.kubernetes.io/pod-deletion-cost": None})
+    assert "controller.kubernetes.io/pod-deletion-cost" not in pod.annotations
+
+
+async def test_retries_are_bounded_and_permanent_errors_are_not_retried(fake: tuple[FakeKube, str]) -> None:
+    f, url = fake
+    f.add_pod("w1")
+    async with KubeClient(
+        configuration(url), retry=KubeRetry(attempts=3, initial_wait=0.01, max_wait=0.02)
+    ) as k:
+        f.inject("GET", "/pods/w1", 503, times=10)
+        with pytest.raises(ApiException) as err:
+            await k.get_pod("slurm", "w1")
+        assert err.value.status == 503
+        assert len(f.answered("GET", "/pods/w1")) == 3
+        f.faults.clear()
+        f.inject("DELETE", "/pods/w1", 403)
+        with pytest.raises(ApiException):
+            await k.delete_pod("slurm", "w1")
+        assert len(f.answered("DELETE", "/pods/w1")) == 1
+
+
+async def test_delete_with_a_uid_precondition_spares_a_replacement(
+    fake: tuple[FakeKube, str], kube: KubeClient
+) -> None:
+    f, _ = fake
+    f.add_pod("w1")
+    with pytest.raises(ApiException) as err:
+        await kube.delete_pod("slurm", "w1", uid="not-this-one")
+    assert err.value.status == 409
+    pod = await kube.get_pod("slurm", "w1")
+    assert pod is not None and await kube.delete_pod("slurm", "w1", uid=pod.uid)
+
+
+async def test_event_sink_writes_events_and_survives_api_failure(
+    fake: tuple[FakeKube, str], kube: KubeClient
+) -> None:
+    f, _ = fake
+    sink = KubeEventSink(kube, "slurm", {"kind": "Pod", "name": "ctl-0", "uid": "u1"}, component="cp")
+    f.inject("POST", "/events", 500)
+    await sink.emit("WorkerRecycled", "pod w1 deleted", "Warning")
+    assert [(e["reason"], e["type"], e["involvedObject"]["name"]) for e in f.events] == [
+        ("WorkerRecycled", "Warning", "ctl-0")
+    ]
+    f.inject("POST", "/events", 403, times=5)
+    await sink.emit("X", "y")  # logged, not raised
+
+
+async def test_lease_create_update_and_conflicts(fake: tuple[FakeKube, str], kube: KubeClient) -> None:
+    now = dt.datetime.now(dt.UTC)
+    assert await kube.get_lease("slurm", "cp") is None
+    rec = LeaseRecord("slurm", "cp", "a", 15, now, now, 0, "")
+    created = await kube.create_lease(rec)
+    with pytest.raises(LeaseConflict):
+        await kube.create_lease(rec)
+    got = await kube.get_lease("slurm", "cp")
+    assert got is not None and got.holder == "a" and got.renew_time is not None
+    assert abs((got.renew_time - now).total_seconds()) < 0.001
+    renewed = await kube.update_lease(got)
+    with pytest.raises(LeaseConflict):  # written with the version read before the renewal
+        await kube.update_lease(created)
+    assert int(renewed.resource_version) > int(created.resource_version)
+
+
+async def test_fake_speaks_merge_patch_and_refuses_json_patch(
+    fake: tuple[FakeKube, str], kube: KubeClient
+) -> None:
+    f, _ = fake
+    f.add_pod("w1")
+    await kube.core.patch_namespaced_pod(
+        "w1",
+        "slurm",
+        {"metadata": {"labels": {"x": "1", "app": None}}},
+        _content_type="application/merge-patch+json",
+    )
+    assert f.pods[("slurm", "w1")]["metadata"]["labels"] == {"x": "1"}
+    with pytest.raises(ApiException) as err:
+        await kube.core.patch_namespaced_pod("w1", "slurm", [{"op": "remove", "path": "/metadata/labels/x"}])
+    assert err.value.status == 415
+    assert [r.content_type for r in f.answered("PATCH", "/pods/w1")] == [
+        "application/merge-patch+json",
+        "application/json-patch+json",
+    ]
