@@ -166,7 +166,7 @@ async def long_polls(
                 done_at.append(time.perf_counter())
 
             tasks = [asyncio.create_task(one(i)) for i in range(polls)]
-            while metrics.long_polls._value.get() < polls:  # noqa: ASYNC110 (every poll parked on the server)
+            while metrics.long_polls._value.get() < polls:
                 await asyncio.sleep(0.05)
             # the change: job number `drop` has ended (the same documents, re-read, without it)
             nodes = [jsonformat.node(o) for o in jsonformat.load(["scontrol"], node_text, "nodes")]

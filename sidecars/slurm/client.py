@@ -127,8 +127,9 @@ class SlurmClient:
     async def job_summaries(self) -> list[Job]:
         """Pending and running jobs in brief (no names, users or GPU indices): one `squeue` call whose
         output stays small at any fleet size. For readers that poll the whole cluster often."""
-        r = await self.run("squeue", "--noheader", "--states=PD,R,S,CG,CF", "--format",
-                           textformat.SUMMARY_FORMAT)
+        r = await self.run(
+            "squeue", "--noheader", "--states=PD,R,S,CG,CF", "--format", textformat.SUMMARY_FORMAT
+        )
         return textformat.job_summaries(r.stdout)
 
     async def partitions(self) -> list[Partition]:

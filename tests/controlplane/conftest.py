@@ -70,7 +70,7 @@ class Running:
 async def eventually(
     read: Callable[[], Awaitable[T]],
     ok: Callable[[T], bool],
-    timeout: float = 15.0,  # noqa: ASYNC109 (a deadline for the polling, not for one await)
+    timeout: float = 15.0,
     what: str = "condition",
 ) -> T:
     deadline = time.monotonic() + timeout
