@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sidecars.runtime import logs
 from sidecars.runtime.daemon import EXIT_CONFIG
@@ -14,59 +16,58 @@ from sidecars.runtime.settings import ConfigError
 
 @dataclass(frozen=True)
 class Command:
+    """A subcommand: `module` has `configure(parser)` and `main(args) -> exit code`. It is imported
+    only when its subcommand runs, so a worker agent never loads the control plane's Kubernetes
+    client (kubernetes-asyncio alone is ~35 MB of resident memory in every pod)."""
+
     name: str
     help: str
-    configure: Callable[[argparse.ArgumentParser], None] | None  # None: not built yet
-    run: Callable[[argparse.Namespace], int] | None
-    issue: int = 0
+    module: str
 
 
-def _commands() -> list[Command]:
-    # imported here, not at module level, so `--help` and unrelated roles stay cheap
-    from sidecars import demo, drainhook, probe, status
-    from sidecars.configsync import main as config_sync
-    from sidecars.controlplane import service as control_plane
-    from sidecars.worker import service as worker
-
-    return [
-        Command(
-            "config-sync",
-            "apply ConfigMap/Secret changes to slurmctld safely",
-            config_sync.configure,
-            config_sync.main,
-        ),
-        Command("worker", "the agent beside every slurmd", worker.configure, worker.main),
-        Command("drain-hook", "preStop hook: drain this node and wait", drainhook.configure, drainhook.main),
-        Command(
-            "control-plane",
-            "one per cluster: fleet view, drains, scale-in order",
-            control_plane.configure,
-            control_plane.main,
-        ),
-        Command("probe", "exec probe: GET /livez or /readyz", probe.configure, probe.main),
-        Command("status", "a human-readable view of the cluster", status.configure, status.main),
-        Command("demo", "run everything on this machine against a real Slurm", demo.configure, demo.main),
-    ]
+COMMANDS = (
+    Command("config-sync", "apply ConfigMap/Secret changes to slurmctld safely", "sidecars.configsync.main"),
+    Command("worker", "the agent beside every slurmd", "sidecars.worker.service"),
+    Command("drain-hook", "preStop hook: drain this node and wait", "sidecars.drainhook"),
+    Command(
+        "control-plane",
+        "one per cluster: fleet view, drains, scale-in order",
+        "sidecars.controlplane.service",
+    ),
+    Command("probe", "exec probe: GET /livez or /readyz", "sidecars.probe"),
+    Command("status", "a human-readable view of the cluster", "sidecars.status"),
+    Command("demo", "run everything on this machine against a real Slurm", "sidecars.demo"),
+)
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
+def _role(cmd: Command) -> Any:
+    return importlib.import_module(cmd.module)
+
+
+def build_parser(only: str | None = None) -> tuple[argparse.ArgumentParser, dict[str, Command]]:
+    """The parser with every subcommand listed; flags are added for `only` (every one when None)."""
     parser = argparse.ArgumentParser(prog="slurm-sidecars", description=__doc__)
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-format", default="auto", choices=["auto", "json", "console"])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands = {}
-    for cmd in _commands():
+    for cmd in COMMANDS:
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
-        if cmd.configure is not None:
-            cmd.configure(p)
-        else:
-            p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        if only is None or cmd.name == only:
+            _role(cmd).configure(p)
         commands[cmd.name] = cmd
     return parser, commands
 
 
+def _chosen(argv: Sequence[str]) -> str:
+    """The subcommand named in argv (the first word that is one), or "" when there is none."""
+    names = {c.name for c in COMMANDS}
+    return next((a for a in argv if a in names), "")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser, commands = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser, commands = build_parser(only=_chosen(argv))
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: 0 for --help, 2 for a bad invocation
@@ -75,12 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_CONFIG
     cmd = commands[args.command]
-    if cmd.run is None:
-        print(f"slurm-sidecars {cmd.name}: not available yet (issue #{cmd.issue})", file=sys.stderr)
-        return EXIT_CONFIG
     logs.configure(json={"auto": None, "json": True, "console": False}[args.log_format], level=args.log_level)
     try:
-        return cmd.run(args)
+        return int(_role(cmd).main(args))
     except ConfigError as exc:
         print(f"slurm-sidecars {cmd.name}: {exc}", file=sys.stderr)
         return EXIT_CONFIG
