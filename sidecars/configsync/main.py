@@ -17,7 +17,7 @@ from sidecars.configsync.settings import Settings
 from sidecars.configsync.validate import Validator
 from sidecars.configsync.watch import watch
 from sidecars.runtime import daemon
-from sidecars.runtime.events import EventSink, LogEventSink
+from sidecars.runtime.events import EventSink, LogEventSink, pod_events
 from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, serve
 from sidecars.slurm import SlurmClient
@@ -93,7 +93,7 @@ def main(args: argparse.Namespace) -> int:
     settings = settings_mod.from_args(args)  # a ConfigError here is exit 2, before anything starts
 
     async def run(stop: asyncio.Event) -> None:
-        async with running(settings) as r:
+        async with pod_events("slurm-sidecars-config-sync") as events, running(settings, events=events) as r:
             sources = [str(s) for s in settings.sources]
             structlog.get_logger(__name__).info("config_sync_started", port=r.port, sources=sources)
             await stop.wait()

@@ -15,7 +15,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from sidecars.runtime import daemon
-from sidecars.runtime.events import EventSink, LogEventSink
+from sidecars.runtime.events import EventSink, LogEventSink, pod_events
 from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, serve, serve_unix
 from sidecars.slurm import RetryPolicy, SlurmClient, SlurmError, SlurmMetrics
@@ -287,6 +287,7 @@ def main(args: argparse.Namespace) -> int:
     settings = from_args(args)
 
     async def body(stop: asyncio.Event) -> None:
-        await Agent(settings).run(stop)
+        async with pod_events("slurm-sidecars-worker") as events:
+            await Agent(settings, events=events).run(stop)
 
     return daemon.run(body)

@@ -1,0 +1,40 @@
+"""Roles report on their own pod when they run in a cluster, and in the log otherwise, without
+loading the Kubernetes client there."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from sidecars.runtime.events import LogEventSink, pod_events
+from tests.fakekube import FakeKube
+
+
+async def test_outside_a_cluster_events_go_to_the_log() -> None:
+    async with pod_events("slurm-sidecars-worker", env={"POD_NAME": "w-1"}) as sink:
+        assert isinstance(sink, LogEventSink)
+        await sink.emit("SlurmdRestarted", "restarted slurmd once")
+
+
+async def test_in_a_cluster_events_land_on_the_pod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeKube()
+    async with fake.serving() as url:
+        kubeconfig = tmp_path / "config"
+        kubeconfig.write_text(
+            "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+            f"clusters: [{{name: t, cluster: {{server: '{url}'}}}}]\n"
+            f"users: [{{name: t, user: {{token: {fake.token}}}}}]\n"
+            "contexts: [{name: t, context: {cluster: t, user: t}}]\n"
+        )
+        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))  # no service account here: the kubeconfig stands in
+        env = {"POD_NAME": "slurmctld-0", "POD_NAMESPACE": "slurm", "KUBERNETES_SERVICE_HOST": "10.0.0.1"}
+        async with pod_events("slurm-sidecars-config-sync", env=env) as sink:
+            assert not isinstance(sink, LogEventSink)
+            await sink.emit("ConfigRejected", "Parsing error at unrecognized key: X", type="Warning")
+    (event,) = fake.events
+    assert event["involvedObject"]["name"] == "slurmctld-0" and event["involvedObject"]["kind"] == "Pod"
+    assert event["metadata"]["namespace"] == "slurm"
+    assert (event["reason"], event["type"]) == ("ConfigRejected", "Warning")
+    assert "kubernetes_asyncio" in sys.modules
