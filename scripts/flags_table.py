@@ -1,5 +1,6 @@
 """Print the Markdown reference of every subcommand's flags and environment variables, from the
-parser itself, so the README cannot drift from the code (a test compares them)."""
+parser itself, so the README cannot drift from the code (a test compares them). `--write` puts it,
+and the metrics reference (metrics_table.py), into README.md."""
 
 from __future__ import annotations
 
@@ -46,11 +47,21 @@ def flags_markdown() -> str:
     return "\n".join(out)
 
 
+def replace_section(text: str, begin: str, end: str, body: str) -> str:
+    head, found, rest = text.partition(begin)
+    if not found:
+        raise SystemExit(f"README has no {begin!r} marker")
+    _, _, tail = rest.partition(end)
+    return f"{head}{begin}\n{body}{end}{tail}"
+
+
 def write_readme(path: Path) -> None:
-    text = path.read_text()
-    head, _, rest = text.partition(BEGIN)
-    _, _, tail = rest.partition(END)
-    path.write_text(f"{head}{BEGIN}\n{flags_markdown()}{END}{tail}")
+    from metrics_table import BEGIN as M_BEGIN
+    from metrics_table import END as M_END
+    from metrics_table import metrics_markdown
+
+    text = replace_section(path.read_text(), BEGIN, END, flags_markdown())
+    path.write_text(replace_section(text, M_BEGIN, M_END, metrics_markdown()))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,52 @@
+"""The README's references (flags, metrics) are generated from the code and must match it; every
+metric that the manifests and docs scale or alert on is one the sidecars really export."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import flags_table  # noqa: E402
+import metrics_table  # noqa: E402
+
+
+def _section(begin: str, end: str) -> str:
+    text = (ROOT / "README.md").read_text()
+    return text.split(begin, 1)[1].split(end, 1)[0].strip()
+
+
+def test_flags_reference_matches_the_parsers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SIDECARS_HTTP", "1.2.3.4:5")  # the reference must not depend on this shell
+    assert _section(flags_table.BEGIN, flags_table.END) == flags_table.flags_markdown().strip(), (
+        "README flags are stale: run `cd scripts && ../.venv/bin/python flags_table.py --write`"
+    )
+
+
+def test_metrics_reference_matches_the_code() -> None:
+    assert _section(metrics_table.BEGIN, metrics_table.END) == metrics_table.metrics_markdown().strip(), (
+        "README metrics are stale: run `cd scripts && ../.venv/bin/python flags_table.py --write`"
+    )
+
+
+def test_every_metric_named_in_manifests_and_docs_exists() -> None:
+    exported = {row[0] for row in metrics_table.metric_rows()}
+    bases = {re.sub(r"_total$", "", n) for n in exported}
+    files = [
+        *ROOT.glob("manifests/**/*.yaml"),
+        *ROOT.glob("docs/*.md"),
+        ROOT / "README.md",
+        ROOT / "docker-compose.yml",
+    ]
+    named = {(f.name, m) for f in files for m in re.findall(r"slurm_sidecars_[a-z_]+", f.read_text())}
+    unknown = sorted(
+        (f, m)
+        for f, m in named
+        if m not in exported and re.sub(r"_(total|bucket|count|sum)$", "", m) not in bases | exported
+    )
+    assert not unknown, f"metrics named but not exported: {unknown}"
