@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 import yaml
-from shipping_files import ROOT
+
+from tests.shipping.shipping_files import ROOT
 
 MANIFESTS = ROOT / "manifests"
 # every kustomization a user applies; each is rendered and validated

@@ -15,7 +15,8 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from shipping_files import ROOT, all_commands, env_flag, known_flags
+
+from tests.shipping.shipping_files import ROOT, all_commands, env_flag, known_flags
 
 Obj = dict[str, Any]
 

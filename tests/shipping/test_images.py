@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from shipping_files import (
+
+from tests.shipping.shipping_files import (
     DOCKERFILES,
     IMAGES,
     ROOT,

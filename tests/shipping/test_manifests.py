@@ -9,7 +9,8 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from kube import (
+
+from tests.shipping.kube import (
     CUSTOM_KINDS,
     K8S_VERSIONS,
     TARGETS,
@@ -21,7 +22,7 @@ from kube import (
     pod_specs,
     render,
 )
-from shipping_files import all_commands, env_flag, known_flags
+from tests.shipping.shipping_files import all_commands, env_flag, known_flags
 
 Obj = dict[str, Any]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from status_run import status
+
+from tests.status.status_run import status
 
 
 @pytest.mark.parametrize(

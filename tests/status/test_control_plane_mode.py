@@ -6,8 +6,8 @@ import os
 import time
 from pathlib import Path
 
-from status_fakes import SEEN_KEY, config_sync_app, control_plane_app, serving
-from status_run import status
+from tests.status.status_fakes import SEEN_KEY, config_sync_app, control_plane_app, serving
+from tests.status.status_run import status
 
 TOKEN = "t0ken-for-tests"
 

@@ -6,11 +6,11 @@ import re
 from pathlib import Path
 
 import pytest
-from status_fakes import control_plane_app, nodes_from_slurm, serving
-from status_run import status
 
 from sidecars.devcluster import DevCluster
 from sidecars.status import StatusSettings, collect, render
+from tests.status.status_fakes import control_plane_app, nodes_from_slurm, serving
+from tests.status.status_run import status
 
 
 @pytest.mark.cluster(nodes=2)

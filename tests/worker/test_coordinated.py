@@ -9,11 +9,11 @@ import socket
 from pathlib import Path
 
 import pytest
-from agent_helpers import hook, running_agent, settings_for, until
-from fake_control_plane import FakeControlPlane
 
 from sidecars.devcluster import DevCluster
 from sidecars.worker.service import Agent
+from tests.worker.agent_helpers import hook, running_agent, settings_for, until
+from tests.worker.fake_control_plane import FakeControlPlane
 
 TOKEN = "s3cret-token"
 

@@ -6,9 +6,9 @@ import asyncio
 import time
 
 import pytest
-from agent_helpers import RecordingEvents, hook, running_agent, settings_for, until
 
 from sidecars.devcluster import DevCluster
+from tests.worker.agent_helpers import RecordingEvents, hook, running_agent, settings_for, until
 
 REASON = "slurm-sidecars: pod slurm/worker-n1 terminating"
 

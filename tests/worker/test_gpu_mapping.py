@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agent_helpers import running_agent, settings_for, until
 
 from sidecars.devcluster import DevCluster
 from sidecars.worker.service import Agent
+from tests.worker.agent_helpers import running_agent, settings_for, until
 
 
 def files(d: Path) -> dict[str, str]:

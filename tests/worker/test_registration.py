@@ -6,10 +6,10 @@ from __future__ import annotations
 import shlex
 
 import pytest
-from agent_helpers import RecordingEvents, hook, http_get, running_agent, settings_for, until
 
 from sidecars.devcluster import DevCluster
 from sidecars.probe import check
+from tests.worker.agent_helpers import RecordingEvents, hook, http_get, running_agent, settings_for, until
 
 
 @pytest.mark.cluster(nodes=1)
