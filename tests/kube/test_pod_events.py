@@ -3,6 +3,7 @@ loading the Kubernetes client there."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -33,8 +34,23 @@ async def test_in_a_cluster_events_land_on_the_pod(tmp_path: Path, monkeypatch: 
         async with pod_events("slurm-sidecars-config-sync", env=env) as sink:
             assert not isinstance(sink, LogEventSink)
             await sink.emit("ConfigRejected", "Parsing error at unrecognized key: X", type="Warning")
-    (event,) = fake.events
+            await sink.emit("ConfigApplied", "generation 2")
+    event, second = fake.events
+    assert second["reason"] == "ConfigApplied"
     assert event["involvedObject"]["name"] == "slurmctld-0" and event["involvedObject"]["kind"] == "Pod"
     assert event["metadata"]["namespace"] == "slurm"
     assert (event["reason"], event["type"]) == ("ConfigRejected", "Warning")
     assert "kubernetes_asyncio" in sys.modules
+
+
+def test_the_kubernetes_client_is_loaded_only_at_the_first_event() -> None:
+    code = (
+        "import asyncio, sys\nfrom sidecars.runtime.events import pod_events\n"
+        "async def main():\n"
+        "    env = {'POD_NAME': 'w', 'POD_NAMESPACE': 'ns', 'KUBERNETES_SERVICE_HOST': '10.0.0.1'}\n"
+        "    async with pod_events('c', env=env):\n"
+        "        print('kubernetes_asyncio' in sys.modules)\n"
+        "asyncio.run(main())"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
