@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
+from _report import result
 from prometheus_client import CollectorRegistry
 
 from sidecars.controlplane import ranking
@@ -219,19 +220,21 @@ async def main() -> None:
         return fleet, min(runs, key=lambda r: r["total"]), runs
 
     fleet, best, runs = run(textformat.job_summaries, job_brief)
+    worst = max(r["total"] for r in runs)
     print(
         f"refresh + ranking cycle on one core, as the control plane runs it (best of {args.cycles}): "
-        f"{best['total']:.3f}s   goal <= 1 s"
+        f"{best['total']:.3f}s, worst {worst:.3f}s   goal <= 1 s"
     )
     print(
         f"  [node JSON {best['nodes']:.3f}s, brief jobs {best['jobs']:.3f}s, snapshot+order "
         f"{best['snapshot+order']:.3f}s, buckets+gauges {best['buckets+gauges']:.3f}s]; first cycle "
         f"(snapshot changed) {runs[0]['total']:.3f}s"
     )
-    _, slow, _ = run(json_jobs, job_json)
+    _, slow, slow_runs = run(json_jobs, job_json)
+    slow_worst = max(r["total"] for r in slow_runs)
     print(
         f"  baseline, the same cycle reading Slurm's job JSON: {slow['total']:.3f}s "
-        f"[jobs {slow['jobs']:.3f}s]"
+        f"[jobs {slow['jobs']:.3f}s], worst {slow_worst:.3f}s"
     )
     t = time.perf_counter()
     json.loads(node_text)
@@ -248,6 +251,25 @@ async def main() -> None:
         f"p99 {pct(lat, 99) * 1000:.0f} ms, max {max(lat) * 1000:.0f} ms   goal p99 <= 1 s"
     )
     print(f"  baseline, one long poll: {single[0] * 1000:.1f} ms")
+    size = f"{args.nodes:,} nodes / {args.jobs:,} jobs"
+    # every cycle must fit, so the goal is judged on the worst of them
+    result(
+        "P5",
+        f"refresh + ranking cycle, {size}, one core, best/worst of {args.cycles}",
+        f"{best['total']:.2f} s / {worst:.2f} s",
+        f"{slow['total']:.2f} s / {slow_worst:.2f} s (the same cycle reading Slurm's job JSON)",
+        "<= 1 s",
+        worst <= 1.0,
+    )
+    p99 = pct(lat, 99)
+    result(
+        "P5",
+        f"one change -> {args.polls:,} parked long polls, delivery p50/p99, one core ({size})",
+        f"{pct(lat, 50) * 1000:.0f} ms / {p99 * 1000:.0f} ms",
+        f"{single[0] * 1000:.0f} ms (a single long poll)",
+        "p99 <= 1 s",
+        p99 <= 1.0,
+    )
 
 
 if __name__ == "__main__":
