@@ -39,9 +39,9 @@ from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileEntry, FileSet
 from sidecars.devcluster import ClusterSpec, DevCluster, Release
 from sidecars.devcluster.release import available_releases, build_chroot, host_release
+from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime import logs
 from sidecars.slurm.runner import SlurmMetrics
-from tests.configsync.kubelet import Volume
 
 
 def sha_of(files: dict[str, bytes]) -> str:
@@ -57,7 +57,7 @@ STORM_SWAPS = 50
 STORM_SPAN = 4.9  # seconds from the first swap to the last: "50 swaps within 5 s"
 
 
-async def storm(vol: Volume, base: dict[str, bytes]) -> tuple[dict[str, bytes], float, float, float]:
+async def storm(vol: AtomicVolume, base: dict[str, bytes]) -> tuple[dict[str, bytes], float, float, float]:
     """50 evenly spaced swaps within 5 s: (the last set, span in s, last swap monotonic, and wall clock)."""
     started = time.monotonic()
     last: dict[str, bytes] = {}
@@ -120,7 +120,7 @@ def reconfigures(registry: CollectorRegistry) -> float:
 async def config_sync_run(release: Release, changes: int, debounce: float, settle: float) -> Run:
     async with DevCluster(release, ClusterSpec(nodes=2)) as cluster:
         base = base_files(cluster)
-        vol = Volume(cluster.dir / "vol" / "cm")
+        vol = AtomicVolume(cluster.dir / "vol" / "cm")
         vol.write(base)
         settings = Settings(
             sources=(vol.path,),
@@ -174,7 +174,7 @@ async def baseline_run(release: Release, samples_wanted: int, period: float = 5.
     """
     async with DevCluster(release, ClusterSpec(nodes=2)) as cluster:
         base = base_files(cluster)
-        vol = Volume(cluster.dir / "vol" / "cm")
+        vol = AtomicVolume(cluster.dir / "vol" / "cm")
         vol.write(base)
         target = cluster.conf_path.parent
         client = cluster.client()

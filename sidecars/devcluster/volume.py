@@ -22,10 +22,11 @@ DATA = "..data"
 
 
 class AtomicVolume:
-    def __init__(self, root: Path, *, mode: int = 0o644) -> None:
-        self.root = root
+    def __init__(self, path: Path, mode: int = 0o644) -> None:
+        self.path = path
         self.mode = mode  # 0o600 for a Secret
         self._counter = 0
+        path.mkdir(parents=True, exist_ok=True)
 
     def _stamp(self) -> str:
         self._counter += 1
@@ -35,38 +36,38 @@ class AtomicVolume:
 
     def files(self) -> dict[str, bytes]:
         """What a reader of the volume sees now."""
-        data = self.root / DATA
+        data = self.path / DATA
         if not data.exists():
             return {}
         return {p.name: p.read_bytes() for p in sorted(data.iterdir()) if p.is_file()}
 
     def write(self, files: Mapping[str, str | bytes], *, keep_old: bool = False) -> Path:
         """Publish a new version holding exactly `files`; returns the new timestamped directory."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        data = self.root / DATA
+        data = self.path / DATA
         old_target = os.readlink(data) if data.is_symlink() else None
         old_names = set(self.files())
-        stamp = self.root / self._stamp()
+        stamp = self.path / self._stamp()
         stamp.mkdir()
+        stamp.chmod(0o755)
         for name, content in files.items():
             if "/" in name or name.startswith(".."):
                 raise ValueError(f"bad file name in volume: {name!r}")
             path = stamp / name
             path.write_bytes(content.encode() if isinstance(content, str) else content)
             path.chmod(self.mode)
-        tmp = self.root / "..data_tmp"
+        tmp = self.path / "..data_tmp"
         if tmp.is_symlink():
             tmp.unlink()
         tmp.symlink_to(stamp.name)
         os.rename(tmp, data)  # the atomic swap
         for name in files:
-            link = self.root / name
+            link = self.path / name
             if not link.is_symlink():
                 link.symlink_to(f"{DATA}/{name}")
         for name in old_names - set(files):
-            (self.root / name).unlink(missing_ok=True)
+            (self.path / name).unlink(missing_ok=True)
         if old_target and not keep_old:
-            shutil.rmtree(self.root / old_target, ignore_errors=True)
+            shutil.rmtree(self.path / old_target, ignore_errors=True)
         return stamp
 
     def update(self, changes: Mapping[str, str | bytes | None]) -> Path:

@@ -19,8 +19,8 @@ from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileEntry, FileSet, read_source
 from sidecars.configsync.validate import Validator
 from sidecars.devcluster import DevCluster
+from sidecars.devcluster.volume import AtomicVolume
 from sidecars.slurm.runner import SlurmMetrics
-from tests.configsync.kubelet import Volume
 
 FILES = ("slurm.conf", "gres.conf", "cgroup.conf")
 
@@ -38,8 +38,8 @@ class RecordingSink:
 @dataclass
 class Sync:
     cluster: DevCluster
-    config: Volume
-    secrets: Volume
+    config: AtomicVolume
+    secrets: AtomicVolume
     settings: Settings
     running: Running
     events: RecordingSink
@@ -107,9 +107,9 @@ async def config_sync(
         path = cluster.conf_path.parent / name
         path.write_bytes(data)
         path.chmod(0o600)
-    config = Volume(cluster.dir / "vol" / "config")
+    config = AtomicVolume(cluster.dir / "vol" / "config")
     config.write(base)
-    secret = Volume(cluster.dir / "vol" / "secret", mode=0o600)
+    secret = AtomicVolume(cluster.dir / "vol" / "secret", mode=0o600)
     secret.write(secrets or {})
     settings = Settings(
         sources=(config.path, secret.path),

@@ -16,9 +16,9 @@ import pytest
 from sidecars.configsync import settings as settings_mod
 from sidecars.configsync.sources import FileEntry, FileSet
 from sidecars.devcluster import DevCluster
+from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime.settings import ConfigError
 from tests.configsync.harness import cluster_files, config_sync, set_sha
-from tests.configsync.kubelet import Volume
 
 
 def test_bad_invocations_are_config_errors(tmp_path: Path) -> None:
@@ -104,7 +104,7 @@ def _free_port() -> int:
 
 
 async def test_the_command_serves_status_and_exits_0_on_sigterm(cluster: DevCluster) -> None:
-    vol = Volume(cluster.dir / "vol" / "cm")
+    vol = AtomicVolume(cluster.dir / "vol" / "cm")
     vol.write(cluster_files(cluster))
     port = _free_port()
     env = {**cluster.env, "SIDECARS_STATE_DIR": str(cluster.dir / "cs-state")}

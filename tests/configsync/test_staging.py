@@ -10,7 +10,7 @@ import pytest
 
 from sidecars.configsync.sources import FileEntry, FileSet, read_source, read_sources
 from sidecars.configsync.stage import Applied, LastKnownGood, Target
-from tests.configsync.kubelet import Volume
+from sidecars.devcluster.volume import AtomicVolume
 
 STEPS = ("written", "swapped", "linked")
 
@@ -70,7 +70,7 @@ def test_swap_keeps_modes_and_makes_key_files_0600(tmp_path: Path) -> None:
 
 
 def test_kubelet_volume_reads_the_snapshot_and_skips_its_machinery(tmp_path: Path) -> None:
-    vol = Volume(tmp_path / "cm")
+    vol = AtomicVolume(tmp_path / "cm")
     vol.write({"slurm.conf": "a=1\n", "gres.conf": "b\n"})
     first = read_sources([vol.path], 1 << 20)
     assert sorted(first.files) == ["gres.conf", "slurm.conf"] and not first.problems
