@@ -31,14 +31,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _report import result
+from _report import releases, result
 from prometheus_client import CollectorRegistry
 
 from sidecars.configsync.main import running
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileEntry, FileSet
 from sidecars.devcluster import ClusterSpec, DevCluster, Release
-from sidecars.devcluster.release import available_releases, build_chroot, host_release
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime import logs
 from sidecars.slurm.runner import SlurmMetrics
@@ -301,13 +300,7 @@ async def main() -> None:
     p.add_argument("--settle-seconds", type=float, default=0.0)
     args = p.parse_args()
     logs.configure(json=False, level="warning")
-    if args.release == "both":
-        releases, missing = await available_releases(build=False)
-        for why in missing:
-            print(f"not measured: {why}")
-    else:
-        releases = [await host_release() if args.release == "host" else await build_chroot()]
-    for release in releases:
+    for release in await releases(args.release):
         await measure(release, args)
 
 

@@ -24,10 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from _report import result
+from _report import releases, result
 
 from sidecars.devcluster import ClusterSpec, DevCluster, Release
-from sidecars.devcluster.release import available_releases, build_chroot, host_release
 from sidecars.drainhook import drain
 from sidecars.runtime import logs
 from sidecars.worker.service import Agent
@@ -141,13 +140,7 @@ async def main() -> None:
     )
     args = ap.parse_args()
     logs.configure(json=False, level="warning")
-    if args.release == "both":
-        releases, missing = await available_releases(build=False)
-        for why in missing:
-            print(f"not measured: {why}")
-    else:
-        releases = [await (host_release() if args.release == "host" else build_chroot())]
-    for release in releases:
+    for release in await releases(args.release):
         lat, base = await measure(release, args.drains, args.nodes)
         report(release, args.nodes, lat, base)
 
