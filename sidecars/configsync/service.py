@@ -165,9 +165,10 @@ class ConfigSync:
         elif self.applied is None and self.settings.main_file in on_disk.files:
             # first run beside an existing config: it is what slurmctld runs on, so it is the baseline
             self.applied = Applied(0, now_rfc3339(), on_disk)
+        # ready only after the start-up pass: the sources are synced (or judged) before anyone relies on it
+        await self.sync_once(startup=True)
         if self.applied is not None:
             self.ready = True
-        await self.sync_once(startup=True)
         await self._notify()
 
     # ------------------------------------------------------------------ the loop
