@@ -4,8 +4,11 @@ chroot sees only that)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
+import socket
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -139,3 +142,54 @@ async def config_sync(
         sync = Sync(cluster, config, secret, settings, r, events, base={**base, **(secrets or {})})
         sync.base = dict(base)
         yield sync
+
+
+@dataclass
+class Command:
+    """The real `slurm-sidecars config-sync` process and the port of its HTTP face."""
+
+    proc: asyncio.subprocess.Process
+    port: int
+
+    async def get(self, path: str) -> Any:
+        async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{self.port}{path}") as r:
+            return await r.json() if r.content_type == "application/json" else await r.text()
+
+
+async def start_command(
+    cluster: DevCluster, vol: AtomicVolume, *args: str, env: dict[str, str] | None = None
+) -> Command:
+    """Start the command on `vol` with the cluster's directory as target; return once it is ready."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "sidecars",
+        "--log-format",
+        "json",
+        "config-sync",
+        "--source",
+        str(vol.path),
+        "--target",
+        str(cluster.conf_path.parent),
+        "--http",
+        f"127.0.0.1:{port}",
+        *args,
+        env={**cluster.env, **(env or {})},
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with aiohttp.ClientSession() as s:
+        for _ in range(300):
+            with contextlib.suppress(aiohttp.ClientError):
+                async with s.get(f"http://127.0.0.1:{port}/readyz") as r:
+                    if r.status == 200:
+                        return Command(proc, port)
+            if proc.returncode is not None:
+                break
+            await asyncio.sleep(0.05)
+    proc.kill()
+    _, err = await proc.communicate()
+    raise AssertionError(f"config-sync never became ready: {err.decode()[-2000:]}")

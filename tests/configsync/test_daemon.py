@@ -6,11 +6,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
-import socket
 import sys
 from pathlib import Path
 
-import aiohttp
 import pytest
 
 from sidecars.configsync import settings as settings_mod
@@ -18,7 +16,7 @@ from sidecars.configsync.sources import FileEntry, FileSet
 from sidecars.devcluster import DevCluster
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime.settings import ConfigError
-from tests.configsync.harness import cluster_files, config_sync, set_sha
+from tests.configsync.harness import cluster_files, config_sync, set_sha, start_command
 
 
 def test_bad_invocations_are_config_errors(tmp_path: Path) -> None:
@@ -97,55 +95,19 @@ async def test_sidecar_restart_keeps_the_last_known_good(cluster: DevCluster) ->
         assert again.target_sha() == set_sha(files) and st["pending"] is False
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_the_command_serves_status_and_exits_0_on_sigterm(cluster: DevCluster) -> None:
     vol = AtomicVolume(cluster.dir / "vol" / "cm")
     vol.write(cluster_files(cluster))
-    port = _free_port()
-    env = {**cluster.env, "SIDECARS_STATE_DIR": str(cluster.dir / "cs-state")}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sidecars",
-        "--log-format",
-        "json",
-        "config-sync",
-        "--source",
-        str(vol.path),
-        "--target",
-        str(cluster.conf_path.parent),
-        "--http",
-        f"127.0.0.1:{port}",
-        "--settle-seconds",
-        "0",
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
+    cmd = await start_command(
+        cluster, vol, "--settle-seconds", "0", env={"SIDECARS_STATE_DIR": str(cluster.dir / "cs-state")}
     )
     try:
-        async with aiohttp.ClientSession() as s:
-            for _ in range(100):
-                try:
-                    async with s.get(f"http://127.0.0.1:{port}/readyz") as r:
-                        if r.status == 200:
-                            break
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.1)
-            async with s.get(f"http://127.0.0.1:{port}/status") as r:
-                st = await r.json()
-            async with s.get(f"http://127.0.0.1:{port}/metrics") as r:
-                metrics = await r.text()
+        st = await cmd.get("/status")
+        metrics = await cmd.get("/metrics")
         assert set(st) == {"applied", "rejected", "restart_required", "pending"}
         assert set(st["applied"]) == {"generation", "sha256", "at"} and st["applied"]["generation"] == 1
         assert 'slurm_sidecars_config_applies_total{result="rolled_back"} 0.0' in metrics
     finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = await asyncio.wait_for(proc.communicate(), 10)
-    assert proc.returncode == 0, err.decode()[-2000:]
-    assert cluster.conf_path.is_symlink()
+        cmd.proc.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(cmd.proc.communicate(), 10)
+    assert cmd.proc.returncode == 0, err.decode()[-2000:]

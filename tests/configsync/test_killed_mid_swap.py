@@ -8,18 +8,27 @@ import asyncio
 import random
 import re
 import signal
-import socket
-import sys
 from pathlib import Path
 
-import aiohttp
 import pytest
 
 from sidecars.devcluster import DevCluster
 from sidecars.devcluster.volume import AtomicVolume
-from tests.configsync.harness import cluster_files
+from tests.configsync.harness import cluster_files, start_command
 
 MARK = re.compile(rb"# set (\d+)")
+
+
+def _args(cluster: DevCluster) -> tuple[str, ...]:
+    # a debounce of 0.05 s, then validation, staging, the swap and the reconfigure: a kill lands anywhere
+    return (
+        "--state-dir",
+        str(cluster.dir / "cs-state"),
+        "--settle-seconds",
+        "0",
+        "--debounce-seconds",
+        "0.05",
+    )
 
 
 def _version(base: dict[str, bytes], k: int) -> dict[str, bytes]:
@@ -38,47 +47,6 @@ def _sets_on_disk(target: Path) -> set[int]:
     return found
 
 
-async def _start(cluster: DevCluster, vol: AtomicVolume) -> tuple[asyncio.subprocess.Process, int]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sidecars",
-        "--log-format",
-        "json",
-        "config-sync",
-        "--source",
-        str(vol.path),
-        "--target",
-        str(cluster.conf_path.parent),
-        "--state-dir",
-        str(cluster.dir / "cs-state"),
-        "--http",
-        f"127.0.0.1:{port}",
-        "--settle-seconds",
-        "0",
-        "--debounce-seconds",
-        "0.05",
-        env=cluster.env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    async with aiohttp.ClientSession() as s:
-        for _ in range(300):
-            try:
-                async with s.get(f"http://127.0.0.1:{port}/readyz") as r:
-                    if r.status == 200:
-                        return proc, port
-            except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.05)
-    proc.kill()
-    await proc.wait()
-    raise AssertionError("config-sync never became ready")
-
-
 @pytest.mark.timeout(180)
 async def test_sigkill_at_any_moment_leaves_a_whole_set(cluster: DevCluster) -> None:
     target = cluster.conf_path.parent
@@ -87,24 +55,22 @@ async def test_sigkill_at_any_moment_leaves_a_whole_set(cluster: DevCluster) -> 
     vol.write(_version(base, 0))
     rng = random.Random(20261130)
     for k in range(1, 9):
-        proc, _ = await _start(cluster, vol)
+        proc = (await start_command(cluster, vol, *_args(cluster))).proc
         assert _sets_on_disk(target) == {k - 1}  # the start-up sync applied the volume's set
         vol.write(_version(base, k))
-        # a debounce of 0.05 s, then validation, staging, the swap and the reconfigure: the kill
-        # lands anywhere among them
         await asyncio.sleep(rng.uniform(0.02, 0.35))
         proc.send_signal(signal.SIGKILL)
-        await proc.wait()
+        await proc.communicate()
         on_disk = _sets_on_disk(target)
         assert len(on_disk) == 1, f"half a set in {target}: {on_disk}"
         assert on_disk <= {k - 1, k}
         assert (await cluster.client().ping()).up
-    proc, port = await _start(cluster, vol)
+    cmd = await start_command(cluster, vol, *_args(cluster))
     try:
         assert _sets_on_disk(target) == {8}
-        async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{port}/status") as r:
-            status = await r.json()
+        status = await cmd.get("/status")
         assert status["rejected"] is None and status["pending"] is False
     finally:
-        proc.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(proc.wait(), 10) == 0
+        cmd.proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(cmd.proc.communicate(), 10)
+    assert cmd.proc.returncode == 0
