@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import os
 import shutil
-import socket
 import sys
 import tempfile
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 
 from _report import result
 
-from sidecars.devcluster import ClusterSpec, DevCluster
+from sidecars.devcluster import ClusterSpec, DevCluster, free_port
 from sidecars.devcluster.release import build_chroot, host_release
 from sidecars.runtime import logs
 
@@ -79,9 +78,7 @@ async def main() -> None:
     release = await (host_release() if args.release == "host" else build_chroot())
     async with DevCluster(release, ClusterSpec(nodes=1)) as cluster:
         sockdir = Path(tempfile.mkdtemp(prefix="wkb-", dir="/tmp"))
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         agent = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",

@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import secrets
 import shlex
-import socket
 import sys
 import time
 from dataclasses import dataclass, field
@@ -17,7 +16,8 @@ from types import TracebackType
 import aiohttp
 import structlog
 
-from sidecars.devcluster import ClusterSpec, DevCluster, Release
+from sidecars import probe
+from sidecars.devcluster import ClusterSpec, DevCluster, Release, free_port
 from sidecars.devcluster.volume import AtomicVolume
 
 log = structlog.get_logger(__name__)
@@ -25,12 +25,6 @@ log = structlog.get_logger(__name__)
 
 class DemoError(RuntimeError):
     pass
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -160,21 +154,18 @@ class DemoStack:
     async def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         pending = dict(self.roles)
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as s:
-            while pending:
-                for name, role in list(pending.items()):
-                    if role.process.returncode is not None:
-                        tail = role.log_path.read_text()[-1500:]
-                        raise DemoError(f"{name} exited with {role.process.returncode}:\n{tail}")
-                    with contextlib.suppress(aiohttp.ClientError, TimeoutError):
-                        async with s.get(role.url + "/readyz") as r:
-                            if r.status == 200:
-                                del pending[name]
-                if time.monotonic() > deadline:
-                    raise DemoError(
-                        f"not ready after {timeout:g}s: {', '.join(pending)} (see {self.cluster.log_dir})"
-                    )
-                await asyncio.sleep(0.2)
+        while pending:
+            for name, role in list(pending.items()):
+                if role.process.returncode is not None:
+                    tail = role.log_path.read_text()[-1500:]
+                    raise DemoError(f"{name} exited with {role.process.returncode}:\n{tail}")
+                if (await probe.check(role.url, "readyz", 2.0))[0]:
+                    del pending[name]
+            if time.monotonic() > deadline:
+                raise DemoError(
+                    f"not ready after {timeout:g}s: {', '.join(pending)} (see {self.cluster.log_dir})"
+                )
+            await asyncio.sleep(0.2)
 
     async def stop(self) -> None:
         procs = [r.process for r in self.roles.values() if r.process.returncode is None]

@@ -1,6 +1,6 @@
 """A real local Slurm for tests and the demo (see `cluster.py`)."""
 
-from sidecars.devcluster.cluster import ClusterError, DevCluster
+from sidecars.devcluster.cluster import ClusterError, DevCluster, free_port
 from sidecars.devcluster.release import Release, ReleaseUnavailable, build_chroot, host_release
 from sidecars.devcluster.slurmconf import ClusterSpec
 
@@ -11,5 +11,6 @@ __all__ = [
     "Release",
     "ReleaseUnavailable",
     "build_chroot",
+    "free_port",
     "host_release",
 ]

@@ -65,6 +65,13 @@ def pick_ports(count: int, rng: random.Random | None = None) -> list[int]:
     raise ClusterError(f"no {count} consecutive free ports found in 20000-32000")
 
 
+def free_port() -> int:
+    """A TCP port free on the loopback right now (bound to 0 and released), for a local server."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:

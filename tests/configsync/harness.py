@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import socket
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
@@ -17,11 +16,12 @@ from typing import Any
 import aiohttp
 from prometheus_client import CollectorRegistry
 
+from sidecars import probe
 from sidecars.configsync.main import Running, running
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileEntry, FileSet, read_source
 from sidecars.configsync.validate import Validator
-from sidecars.devcluster import DevCluster
+from sidecars.devcluster import DevCluster, free_port
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.slurm.runner import SlurmMetrics
 
@@ -160,9 +160,7 @@ async def start_command(
     cluster: DevCluster, vol: AtomicVolume, *args: str, env: dict[str, str] | None = None
 ) -> Command:
     """Start the command on `vol` with the cluster's directory as target; return once it is ready."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
+    port = free_port()
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -181,15 +179,12 @@ async def start_command(
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )
-    async with aiohttp.ClientSession() as s:
-        for _ in range(300):
-            with contextlib.suppress(aiohttp.ClientError):
-                async with s.get(f"http://127.0.0.1:{port}/readyz") as r:
-                    if r.status == 200:
-                        return Command(proc, port)
-            if proc.returncode is not None:
-                break
-            await asyncio.sleep(0.05)
+    for _ in range(300):
+        if (await probe.check(f"http://127.0.0.1:{port}", "readyz", 2.0))[0]:
+            return Command(proc, port)
+        if proc.returncode is not None:
+            break
+        await asyncio.sleep(0.05)
     proc.kill()
     _, err = await proc.communicate()
     raise AssertionError(f"config-sync never became ready: {err.decode()[-2000:]}")

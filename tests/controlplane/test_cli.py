@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sys
 from pathlib import Path
 
 import aiohttp
 import pytest
 
-from sidecars.devcluster import DevCluster
+from sidecars.devcluster import DevCluster, free_port
 from sidecars.kube import load_configuration
 from tests.controlplane.conftest import eventually
 
@@ -20,16 +19,10 @@ pytestmark = pytest.mark.cluster(nodes=1)
 CLI = str(Path(sys.executable).parent / "slurm-sidecars")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_serves_until_sigterm_then_exits_0(cluster: DevCluster, tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("tok-123\n")
-    port = _free_port()
+    port = free_port()
     env = {
         **cluster.env,
         "SIDECARS_TOKEN_FILE": str(token),

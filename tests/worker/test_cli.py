@@ -5,13 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import socket
 import sys
 from pathlib import Path
 
 import pytest
 
-from sidecars.devcluster import DevCluster
+from sidecars.devcluster import DevCluster, free_port
 
 
 async def run(*argv: str, env: dict[str, str] | None = None, within: float = 60) -> tuple[int, str]:
@@ -31,12 +30,6 @@ async def run(*argv: str, env: dict[str, str] | None = None, within: float = 60)
             proc.kill()
             await proc.wait()
     return proc.returncode or 0, out.decode()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.mark.parametrize(

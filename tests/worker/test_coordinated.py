@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from pathlib import Path
 
 import pytest
 
-from sidecars.devcluster import DevCluster
+from sidecars.devcluster import DevCluster, free_port
 from sidecars.worker.service import Agent
 from tests.worker.agent_helpers import hook, running_agent, settings_for, until
 from tests.worker.fake_control_plane import FakeControlPlane
@@ -81,9 +80,7 @@ async def test_drain_goes_through_the_control_plane(cluster: DevCluster, sockdir
 
 @pytest.mark.cluster(nodes=1)
 async def test_unreachable_control_plane_never_blocks_a_drain(cluster: DevCluster, sockdir) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"  # nothing listens once closed
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     s = settings_for(cluster, sockdir, control_plane=dead, token=TOKEN)
     async with running_agent(cluster, s) as agent:
         job = await cluster.sbatch("-t", "1", wrap="sleep 3")
