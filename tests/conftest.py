@@ -73,7 +73,7 @@ async def cluster(release: Release, request: pytest.FixtureRequest) -> AsyncIter
         assert not c.processes(), f"cluster processes left behind: {c.processes()}"
 
 
-def _descendants(root: int) -> list[tuple[int, str]]:
+def descendants(root: int) -> list[tuple[int, str]]:
     children: dict[int, list[int]] = {}
     names: dict[int, str] = {}
     for entry in os.listdir("/proc"):
@@ -101,14 +101,14 @@ def _descendants(root: int) -> list[tuple[int, str]]:
 @pytest.fixture(autouse=True)
 def _no_leaked_processes() -> Iterator[None]:
     """Every process a test starts (daemons, jobs, subprocesses) is gone when it ends."""
-    before = {pid for pid, _ in _descendants(os.getpid())}
+    before = {pid for pid, _ in descendants(os.getpid())}
     yield
-    leaked = [(pid, name) for pid, name in _descendants(os.getpid()) if pid not in before]
+    leaked = [(pid, name) for pid, name in descendants(os.getpid()) if pid not in before]
     for _ in range(50):
         if not leaked:
             break
         time.sleep(0.02)  # a killed child may need a moment to be reaped
-        leaked = [(pid, name) for pid, name in _descendants(os.getpid()) if pid not in before]
+        leaked = [(pid, name) for pid, name in descendants(os.getpid()) if pid not in before]
     assert not leaked, f"test left processes running: {leaked}"
 
 

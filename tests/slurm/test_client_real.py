@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 import pytest
@@ -17,6 +18,8 @@ from sidecars.slurm import (
     SlurmTimeout,
     SlurmUnreachable,
 )
+from sidecars.slurm.runner import run
+from tests.conftest import descendants
 
 
 @pytest.mark.cluster(nodes=2)
@@ -137,9 +140,7 @@ async def test_permanent_errors_are_raised_at_once_with_slurms_words(cluster: De
     assert await client.node("nosuch") is None
 
 
-async def test_timeout_kills_the_child(tmp_path: object) -> None:
-    from sidecars.slurm.runner import run
-
+async def test_timeout_kills_the_child() -> None:
     started = time.monotonic()
     with pytest.raises(SlurmTimeout):
         await run(["sleep", "30"], timeout=0.2)
@@ -147,10 +148,13 @@ async def test_timeout_kills_the_child(tmp_path: object) -> None:
 
 
 async def test_cancellation_kills_the_child() -> None:
-    from sidecars.slurm.runner import run
-
     task = asyncio.ensure_future(run(["sleep", "30"], timeout=60))
-    await asyncio.sleep(0.2)
+    # cancel only once the child runs, so what is tested is the kill, not a cancel before the start
+    deadline = time.monotonic() + 10
+    while not [pid for pid, name in descendants(os.getpid()) if name == "sleep"]:
+        assert time.monotonic() < deadline, "the child never started"
+        await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+    assert not [pid for pid, name in descendants(os.getpid()) if name == "sleep"]
