@@ -23,13 +23,10 @@ import hashlib
 import random
 import shutil
 import statistics
-import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _report import releases, result
 from prometheus_client import CollectorRegistry
