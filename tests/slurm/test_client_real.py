@@ -40,6 +40,20 @@ async def test_drain_running_node_then_drained_when_job_ends_then_resume(cluster
     await cluster.wait_node("n1", lambda n: not n.state.drain and n.state.base == "IDLE", timeout=10)
 
 
+@pytest.mark.cluster(nodes=3)
+async def test_nodes_named_reads_just_those_and_skips_unknown_names(cluster: DevCluster) -> None:
+    client = cluster.client()
+    await client.drain(["n2"], "admin: fan")
+    named = await client.nodes_named(["n2", "n3"])
+    assert sorted(named) == ["n2", "n3"]
+    assert named["n2"].state.drain and named["n2"].reason is not None
+    assert named["n2"].reason.text == "admin: fan"
+    assert named["n2"] == await client.node("n2")
+    # an unknown name makes scontrol exit non-zero; the known ones are still answered
+    assert sorted(await client.nodes_named(["n1", "gone9"])) == ["n1"]
+    assert await client.nodes_named([]) == {}
+
+
 @pytest.mark.cluster(nodes=2, gpus=4)
 async def test_gres_job_gpu_indices(cluster: DevCluster) -> None:
     a = await cluster.sbatch("-w", "n1", "--gres=gpu:2", wrap="sleep 60")
