@@ -2,9 +2,9 @@
 
 Drained means DRAIN set and nothing ALLOCATED, MIXED or COMPLETING; a failed look never counts
 (fail closed). A node someone else drained keeps their reason. On time-out the policy decides:
-`requeue` sets the node DOWN (only when the drain is ours) so Slurm requeues its batch jobs,
-`leave` leaves it. The drain is recorded in the pod-lifetime state directory, so an agent
-restarted during a drain keeps it instead of undraining its own node.
+`requeue` sets the node DOWN so Slurm requeues its batch jobs (only when Slurm, asked at the
+deadline, shows our drain), `leave` leaves it. The drain is recorded in the pod-lifetime state
+directory, so an agent restarted during a drain keeps it instead of undraining its own node.
 """
 
 from __future__ import annotations
@@ -153,9 +153,12 @@ class Drainer:
             if time.monotonic() - self._sent_at < 2.0:
                 return  # just asked; a batching control plane may take a moment
             try:
-                await self.source.drain(rec.reason)
+                written = await self.source.drain(rec.reason)
                 self._sent_at = time.monotonic()
-                self._log.info("drain_set", reason=rec.reason, state=str(st))
+                if written:
+                    self._log.info("drain_set", reason=rec.reason, state=str(st))
+                else:  # drained since that look (someone's reason, kept); the next look goes on
+                    self._log.info("drain_found_set", state=str(st))
             except SlurmError as exc:
                 self._log.warning("drain_set_failed_retrying", error=str(exc))
             return
@@ -207,9 +210,22 @@ class Drainer:
 
     async def _time_out(self, obs: Observation) -> None:
         assert self.record is not None
-        view = obs.view
         policy = self.settings.drain_timeout_policy
-        if policy == "requeue" and view is not None and view.state.busy and is_our_reason(view.reason):
+        if policy == "requeue":
+            # DOWN ends jobs: it rests on Slurm's word now, not on a look (or a control-plane
+            # snapshot) that predates a drain someone else set since
+            obs = await self.source.slurm.observe()
+        view = obs.view
+        if not obs.ok:
+            detail = f"drain timed out; node state unknown: {obs.error}"
+        elif policy == "leave":
+            detail = "drain timed out; jobs left running (policy leave)"
+        elif view is None or not view.state.busy:
+            if view is not None and view.state.drained:
+                await self._delete_if_dynamic()
+                await self._finish(DRAINED, f"drained ({view.state}); reason {view.reason!r}")
+            return  # the jobs ended meanwhile: the machine goes on with this look's successor
+        elif is_our_reason(view.reason):
             reason = f"{self.record.reason}: drain timed out, jobs requeued"
             try:
                 # straight to Slurm: the deadline is now, no batching
@@ -217,12 +233,10 @@ class Drainer:
                 detail = "drain timed out; node set DOWN so Slurm requeues its batch jobs"
             except SlurmError as exc:
                 detail = f"drain timed out; setting the node DOWN failed: {exc}"
-        elif policy == "requeue" and view is not None and view.state.busy:
+        elif view.state.drain:
             detail = f"drain timed out; node drained by someone else ({view.reason!r}): left as it is"
-        elif not obs.ok:
-            detail = f"drain timed out; node state unknown: {obs.error}"
         else:
-            detail = "drain timed out; jobs left running (policy leave)"
+            detail = f"drain timed out; node undrained by someone else ({view.reason!r}): left as it is"
         await self._finish(TIMED_OUT, detail)
 
     async def _delete_if_dynamic(self) -> None:

@@ -237,11 +237,16 @@ class Agent:
             self._startup_done = True
             return
         st = view.state
-        if (st.drain or st.base == "DOWN") and is_our_reason(view.reason):
+        if (st.drain or st.base == "DOWN") and view.reason is not None and is_our_reason(view.reason):
             try:
-                await self.source.undrain(st, f"{self.settings.drain_reason()}: agent started")
+                # the reason seen is the condition: cleared only while it is still the node's reason
+                undone = await self.source.undrain(view.reason)
             except SlurmError as exc:
                 self._log.warning("undrain_failed_retrying", error=str(exc))
+                return
+            self._startup_done = True
+            if not undone:
+                self._log.info("own_drain_taken_over", previous_reason=view.reason)
                 return
             self._log.info("own_drain_undone", previous_reason=view.reason, state=str(st))
             await self.events.emit(

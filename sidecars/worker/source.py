@@ -92,15 +92,37 @@ class SlurmSource:
     async def jobs_here(self) -> list[Job]:
         return [j for j in await self.client.jobs() if self.name in j.nodes]
 
-    async def drain(self, reason: str) -> None:
+    async def drain(self, reason: str) -> bool:
+        """Set DRAIN with our reason, unless the node is drained already: a write with a reason
+        replaces the one there, so it rests on a look taken just before it, never on an older one
+        (Slurm has no conditional update; what is left is the few milliseconds between the two)."""
+        now = await self._fresh()
+        if now.view is None or now.view.state.drain:
+            return False
         await self.client.drain([self.name], reason)
+        return True
 
-    async def undrain(self, state: NodeState) -> None:
+    async def undrain(self, reason: str) -> bool:
+        """Clear a drain (or a time-out's DOWN) only while its reason is still exactly `reason`,
+        looked at now: the control plane's rule, so both paths behave alike."""
+        now = await self._fresh()
+        if now.view is None or now.view.reason != reason:
+            return False
+        state = now.view.state
         # RESUME also clears a DOWN we set on a drain time-out; UNDRAIN alone keeps DOWN
         if state.base == "DOWN":
             await self.client.resume([self.name])
-        else:
+        elif state.drain:
             await self.client.undrain([self.name])
+        else:
+            return False
+        return True
+
+    async def _fresh(self) -> Observation:
+        now = await self.observe()
+        if not now.ok:
+            raise SlurmError(("scontrol", "show", "node"), now.error or "lookup failed")
+        return now
 
 
 def view_from_json(obj: dict[str, Any]) -> NodeView:
@@ -261,23 +283,25 @@ class NodeSource:
             return None
         return await self.slurm.observe()
 
-    async def drain(self, reason: str) -> None:
+    async def drain(self, reason: str) -> bool:
+        """Ask for our drain; False when Slurm, looked at just now, shows the node drained already.
+        The control plane makes the same check itself before its batched write."""
         if self.cp is not None and self.using_cp:
             try:
                 await self.cp.drain(reason)
-                return
+                return True
             except ControlPlaneUnavailable as exc:
                 self._fell_back("drain", exc)
-        await self.slurm.drain(reason)
+        return await self.slurm.drain(reason)
 
-    async def undrain(self, state: NodeState, reason: str) -> None:
+    async def undrain(self, reason: str) -> bool:
         if self.cp is not None and self.using_cp:
             try:
                 await self.cp.undrain(reason)
-                return
+                return True
             except ControlPlaneUnavailable as exc:
                 self._fell_back("undrain", exc)
-        await self.slurm.undrain(state)
+        return await self.slurm.undrain(reason)
 
     async def report(self, pod_namespace: str, pod_name: str, registered: bool, detail: str) -> None:
         """Best effort: the readiness probe, metric and Event say the same."""

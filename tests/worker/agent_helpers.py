@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from sidecars.drainhook import drain
 from sidecars.runtime.events import EventType
 from sidecars.worker.service import Agent
 from sidecars.worker.settings import WorkerSettings
+from sidecars.worker.source import Observation
 
 
 class RecordingEvents:
@@ -96,3 +97,20 @@ async def until(predicate: Any, within: float = 30.0, what: str = "condition") -
         if loop.time() > deadline:
             raise AssertionError(f"timed out after {within:g}s waiting for {what}")
         await asyncio.sleep(0.05)
+
+
+def stale_look_once(agent: Agent, when: Callable[[], bool], then: Callable[[], Awaitable[Any]]) -> list[bool]:
+    """Make the agent's first look at Slurm taken while `when()` holds predate `then()`: the look
+    is taken, `then()` changes the node, and the agent gets the older look. The list says it fired."""
+    real = agent.source.slurm.observe
+    fired: list[bool] = []
+
+    async def observe() -> Observation:
+        obs = await real()
+        if not fired and when():
+            fired.append(True)
+            await then()
+        return obs
+
+    agent.source.slurm.observe = observe  # type: ignore[method-assign]
+    return fired

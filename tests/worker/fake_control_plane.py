@@ -3,8 +3,8 @@
 It reads the whole cluster from Slurm on an interval (one client of its own, its own metrics), keeps a
 snapshot version that changes when anything changes, and serves, with `Authorization: Bearer <token>`:
 `GET /v1/nodes/{name}?version=V&wait=S` (long poll; 404 for an unknown node),
-`POST /v1/nodes/{name}/drain {"reason"}` → 202 (never over someone else's drain),
-`POST /v1/nodes/{name}/undrain {"reason"}` → 202 (only a drain of ours),
+`POST /v1/nodes/{name}/drain {"reason"}` → 202 (a drained node is left as it is),
+`POST /v1/nodes/{name}/undrain {"reason"}` → 202 (only a drain whose reason is exactly that one),
 `POST /v1/nodes/{name}/report {"pod_namespace","pod_name","registered","detail"}` → 204.
 """
 
@@ -21,8 +21,6 @@ from prometheus_client import CollectorRegistry
 
 from sidecars.runtime.http import serve
 from sidecars.slurm import RetryPolicy, SlurmClient, SlurmError, SlurmMetrics
-
-OURS = "slurm-sidecars:"
 
 
 class FakeControlPlane:
@@ -98,9 +96,11 @@ class FakeControlPlane:
         if node is None:
             raise web.HTTPNotFound(text=f"no node {name}")
         reason = node.reason.text if node.reason else ""
-        if action == "drain" and not (node.state.drain and not reason.startswith(OURS)):
+        # the control plane's contract (docs/control-plane.md): a drained node is left as it is;
+        # an undrain clears only a drain whose reason is exactly the one given
+        if action == "drain" and not node.state.drain:
             await self.client.drain([name], body["reason"])
-        elif action == "undrain" and reason.startswith(OURS):
+        elif action == "undrain" and reason == body["reason"]:
             await (self.client.resume if node.state.base == "DOWN" else self.client.undrain)([name])
         elif action not in {"drain", "undrain"}:
             raise web.HTTPNotFound()

@@ -8,7 +8,14 @@ import time
 import pytest
 
 from sidecars.devcluster import DevCluster
-from tests.worker.agent_helpers import RecordingEvents, hook, running_agent, settings_for, until
+from tests.worker.agent_helpers import (
+    RecordingEvents,
+    hook,
+    running_agent,
+    settings_for,
+    stale_look_once,
+    until,
+)
 
 REASON = "slurm-sidecars: pod slurm/worker-n1 terminating"
 
@@ -162,6 +169,53 @@ async def test_dynamic_node_record_is_deleted_after_the_drain(cluster: DevCluste
         assert (code, answer["result"]) == (0, "drained"), answer
         assert await cluster.client().node("d1") is None
         assert (await cluster.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED"})).state == "COMPLETED"
+
+
+@pytest.mark.cluster(nodes=1)
+async def test_a_drain_set_after_the_agents_last_look_keeps_its_reason(cluster: DevCluster, sockdir) -> None:
+    # the admin's drain lands between the agent's look and its write: a write with our reason would
+    # replace theirs, and the time-out would then take the node DOWN and requeue the job
+    s = settings_for(cluster, sockdir, drain_timeout_policy="requeue")
+    client = cluster.client()
+    async with running_agent(cluster, s) as agent:
+        job = await cluster.sbatch("-t", "2", wrap="sleep 100")
+        await cluster.wait_job(job, "RUNNING")
+        fired = stale_look_once(
+            agent, lambda: agent.drainer.active, lambda: client.drain(["n1"], "firmware update")
+        )
+        code, answer = await hook(s, within=2)
+        assert fired, "the stale look was never served"
+        assert (code, answer["result"]) == (1, "timed_out"), answer
+        assert "drained by someone else" in answer["detail"]
+        node = await client.node("n1")
+        assert node is not None and node.state.base != "DOWN"
+        assert node.reason is not None and node.reason.text == "firmware update"
+        assert (await cluster.wait_job(job, "RUNNING")).state == "RUNNING"
+
+
+@pytest.mark.cluster(nodes=1)
+async def test_time_out_rests_on_a_look_taken_at_the_deadline(cluster: DevCluster, sockdir) -> None:
+    # our drain is in place; at the deadline the agent's look still shows it, but an admin has just
+    # drained the node for their own work: the DOWN that requeues jobs must not be sent
+    s = settings_for(cluster, sockdir, drain_timeout_policy="requeue")
+    client = cluster.client()
+    async with running_agent(cluster, s) as agent:
+        job = await cluster.sbatch("-t", "2", wrap="sleep 100")
+        await cluster.wait_job(job, "RUNNING")
+
+        def at_deadline() -> bool:
+            rec = agent.drainer.record
+            return rec is not None and time.time() >= rec.deadline
+
+        fired = stale_look_once(agent, at_deadline, lambda: client.drain(["n1"], "firmware update"))
+        code, answer = await hook(s, within=2)
+        assert fired, "the stale look was never served"
+        assert (code, answer["result"]) == (1, "timed_out"), answer
+        assert "drained by someone else" in answer["detail"]
+        node = await client.node("n1")
+        assert node is not None and node.state.base != "DOWN"
+        assert node.reason is not None and node.reason.text == "firmware update"
+        assert (await cluster.wait_job(job, "RUNNING")).state == "RUNNING"
 
 
 @pytest.mark.cluster(nodes=1)
