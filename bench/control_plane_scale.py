@@ -143,7 +143,7 @@ async def long_polls(
     api = ControlPlaneAPI(
         TOKEN,
         fleet=fleet,
-        drains=DrainBatcher(SlurmClient(), fleet, metrics),
+        drains=DrainBatcher(SlurmClient(), metrics),
         recycler=None,
         leadership=_Leader(),
         metrics=metrics,

@@ -2,21 +2,21 @@
 `scontrol update nodename=<hostlist>` call per reason (agents use one reason, so one call).
 
 Only reasons that start with `slurm-sidecars:` are ever written, and an undrain only clears a drain
-whose current reason is exactly the one asked for: someone else's drain is never touched.
+whose current reason is exactly the one asked for: someone else's drain is never touched. Both are
+decided on the named nodes read from Slurm just before the write, not on the fleet snapshot.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 import structlog
 
 from sidecars.controlplane.metrics import ControlPlaneMetrics
-from sidecars.controlplane.snapshot import FleetView
 from sidecars.slurm import SlurmClient, SlurmCommandError, SlurmError
 
 log = structlog.get_logger(__name__)
@@ -35,7 +35,6 @@ class DrainBatcher:
     def __init__(
         self,
         client: SlurmClient,
-        fleet: FleetView,
         metrics: ControlPlaneMetrics,
         *,
         window: float = 0.1,
@@ -43,7 +42,6 @@ class DrainBatcher:
         may_write: Callable[[], bool] = lambda: True,
     ) -> None:
         self._client = client
-        self._fleet = fleet
         self._metrics = metrics
         self._window = window
         self._on_written = on_written or (lambda _: None)
@@ -71,36 +69,62 @@ class DrainBatcher:
                 await self.flush(batch)
 
     async def flush(self, batch: dict[str, DrainRequest]) -> None:
-        nodes = self._fleet.snapshot.nodes
+        try:
+            # decide on Slurm's state now, not on a snapshot up to an interval old: a drain written
+            # with our reason would replace a reason set since, an undrain would clear someone's drain
+            nodes = await self._client.nodes_named(batch)
+        except SlurmError as exc:
+            log.warning("drain_batch_deferred", nodes=len(batch), error=exc.message)
+            self._requeue(batch, batch)
+            return
         drains: dict[str, list[str]] = defaultdict(list)
         undrains: list[str] = []
+        resumes: list[str] = []  # ours and DOWN (a drain that timed out): UNDRAIN would keep it down
         for name, req in sorted(batch.items()):
             node = nodes.get(name)
             if node is None:
                 self._metrics.drain_requests.labels(req.action, "unknown_node").inc()
                 continue
+            st, reason = node.state, node.reason.text if node.reason else None
             if req.action == "drain":
-                if node.drain:  # drained already, by us or by someone whose reason we keep
+                if st.drain:  # drained already, by us or by someone whose reason we keep
                     self._metrics.drain_requests.labels("drain", "already").inc()
                     continue
                 drains[req.reason].append(name)
-            elif node.drain and node.reason == req.reason:
+            elif reason == req.reason and st.base == "DOWN":
+                resumes.append(name)
+            elif reason == req.reason and st.drain:
                 undrains.append(name)
             else:
-                self._metrics.drain_requests.labels("undrain", "not_ours" if node.drain else "already").inc()
+                taken = st.drain or st.base == "DOWN"
+                self._metrics.drain_requests.labels("undrain", "not_ours" if taken else "already").inc()
         written: set[str] = set()
         for reason, names in drains.items():
             written |= await self._write("drain", names, reason, batch)
         if undrains:
             written |= await self._write("undrain", undrains, None, batch)
+        if resumes:
+            written |= await self._write("undrain", resumes, None, batch, resume=True)
         if written:
             self._on_written(written)
 
+    def _requeue(self, names: Iterable[str], batch: dict[str, DrainRequest]) -> None:
+        """Keep requests for the next batch (a newer request for a node wins)."""
+        for name in names:
+            self.pending.setdefault(name, batch[name])
+        self._wake.set()
+
     async def _write(
-        self, action: Action, names: list[str], reason: str | None, batch: dict[str, DrainRequest]
+        self,
+        action: Action,
+        names: list[str],
+        reason: str | None,
+        batch: dict[str, DrainRequest],
+        *,
+        resume: bool = False,
     ) -> set[str]:
         try:
-            await self._call(action, names, reason)
+            await self._call(action, names, reason, resume)
         except SlurmCommandError as exc:
             if len(names) == 1:
                 return self._failed(action, names, exc)
@@ -109,25 +133,25 @@ class DrainBatcher:
             done: set[str] = set()
             for name in names:
                 try:
-                    await self._call(action, [name], reason)
+                    await self._call(action, [name], reason, resume)
                     done.add(name)
                 except SlurmError as one:
                     self._failed(action, [name], one)
             return done
         except SlurmError as exc:
             # unreachable after the client's retries: keep the requests for the next batch
-            for name in names:
-                self.pending.setdefault(name, batch[name])
-            self._wake.set()
+            self._requeue(names, batch)
             return self._failed(action, names, exc)
-        log.info("drain_batch", action=action, nodes=len(names), reason=reason)
+        log.info("drain_batch", action="resume" if resume else action, nodes=len(names), reason=reason)
         return set(names)
 
-    async def _call(self, action: Action, names: list[str], reason: str | None) -> None:
+    async def _call(self, action: Action, names: list[str], reason: str | None, resume: bool) -> None:
         try:
             if action == "drain":
                 assert reason is not None
                 await self._client.drain(names, reason)
+            elif resume:
+                await self._client.resume(names)
             else:
                 await self._client.undrain(names)
         except SlurmError:

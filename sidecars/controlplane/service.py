@@ -55,7 +55,6 @@ class ControlPlane:
         self.fleet = FleetView(slurm, brief_jobs=settings.brief_jobs)
         self.drains = DrainBatcher(
             slurm,
-            self.fleet,
             self.metrics,
             window=settings.batch_window_seconds,
             on_written=self._written,

@@ -78,3 +78,48 @@ async def test_drain_of_a_busy_node_refreshes_fast_until_drained(cluster: DevClu
         await eventually(
             lambda: asyncio.sleep(0.05, cp.plane.draining), lambda d: not d, timeout=2, what="calm"
         )
+
+
+async def test_drains_rest_on_slurms_state_now_not_on_the_snapshot(cluster: DevCluster) -> None:
+    # a 60 s interval: the snapshot predates what the admin does below, and stays so
+    async with control_plane(cluster, interval_seconds=60.0, fast_interval_seconds=60.0) as cp:
+        client = cluster.client()
+        assert (await cp.post("/v1/nodes/n2/drain", {"reason": REASON}))[0] == 202
+        await cluster.wait_node("n2", lambda n: n.state.drain)
+        await eventually(lambda: cp.get("/v1/nodes/n2"), lambda r: r[1]["reason"] == REASON, what="view")
+        await client.drain(["n1"], "admin: firmware")  # n1 not drained in the snapshot
+        await client.drain(["n2"], "admin: reseat GPU")  # n2 drained by us in the snapshot
+        assert (await cp.get("/v1/nodes/n1"))[1]["flags"] == []
+        assert (await cp.get("/v1/nodes/n2"))[1]["reason"] == REASON  # stale, as intended
+
+        assert (await cp.post("/v1/nodes/n1/drain", {"reason": REASON}))[0] == 202
+        assert (await cp.post("/v1/nodes/n2/undrain", {"reason": REASON}))[0] == 202
+        await eventually(
+            lambda: cp.get("/status"), lambda r: not r[1]["drains_pending"], what="batch flushed"
+        )
+        await eventually(
+            lambda: asyncio.sleep(
+                0.05, cp.sample("slurm_sidecars_drain_requests_total", action="undrain", result="not_ours")
+            ),
+            lambda n: n == 1,
+            what="undrain decided",
+        )
+        nodes = await client.nodes_named(["n1", "n2"])
+        assert {n: (v.state.drain, v.reason.text if v.reason else None) for n, v in nodes.items()} == {
+            "n1": (True, "admin: firmware"),
+            "n2": (True, "admin: reseat GPU"),
+        }
+        assert cp.sample("slurm_sidecars_drain_requests_total", action="drain", result="already") == 1
+        assert cp.sample("slurm_sidecars_drain_batches_total", action="undrain", result="ok") == 0
+
+
+@pytest.mark.cluster(nodes=3, extra_conf="ReturnToService=1")  # =2 would bring it back by itself
+async def test_undrain_of_our_timed_out_drain_resumes_the_down_node(cluster: DevCluster) -> None:
+    async with control_plane(cluster) as cp:
+        client = cluster.client()
+        ours = f"{REASON}: drain timed out, jobs requeued"
+        await client.down(["n3"], ours)
+        await cluster.wait_node("n3", lambda n: n.state.base == "DOWN")
+        assert (await cp.post("/v1/nodes/n3/undrain", {"reason": ours}))[0] == 202
+        # UNDRAIN would leave it DOWN; ours, it is given back whole
+        await cluster.wait_node("n3", lambda n: n.state.base == "IDLE" and not n.state.drain)

@@ -1,0 +1,57 @@
+"""The worker agent and the real control plane together, against real Slurm: the agent's requests
+are what the control plane's contract (docs/control-plane.md) accepts."""
+
+from __future__ import annotations
+
+import pytest
+
+from sidecars.devcluster import DevCluster
+from tests.controlplane.conftest import TOKEN, control_plane
+from tests.worker.agent_helpers import RecordingEvents, hook, running_agent, settings_for, until
+from tests.worker.test_coordinated import slurm_commands
+
+OLD_POD_REASON = "slurm-sidecars: pod slurm/worker-n1 terminating: scale-in"
+
+
+@pytest.mark.cluster(nodes=2)
+async def test_a_drain_left_by_an_earlier_pod_is_given_back_through_the_control_plane(
+    cluster: DevCluster, sockdir
+) -> None:
+    client = cluster.client()
+    await client.drain(["n1"], OLD_POD_REASON)  # a scale-in that was cancelled: the pod came back
+    await client.drain(["n2"], "admin: memory errors")
+    events = RecordingEvents()
+    async with control_plane(cluster) as cp:
+        s = settings_for(cluster, sockdir, control_plane=cp.url, token=TOKEN)
+        async with running_agent(cluster, s, events) as agent:
+            await until(lambda: agent._startup_done, what="startup check")
+            assert agent.source.mode == "control-plane"
+            await cluster.wait_node("n1", lambda n: not n.state.drain)
+            assert events.reasons() == ["Undrained"]
+            assert "scontrol update" not in slurm_commands(agent)  # the control plane wrote it
+    n2 = await client.node("n2")
+    assert n2 is not None and n2.state.drain
+    assert n2.reason is not None and n2.reason.text == "admin: memory errors"
+
+
+@pytest.mark.cluster(nodes=2)
+async def test_the_drain_hook_through_the_control_plane_waits_for_the_job(
+    cluster: DevCluster, sockdir
+) -> None:
+    async with control_plane(cluster) as cp:
+        s = settings_for(cluster, sockdir, control_plane=cp.url, token=TOKEN)
+        async with running_agent(cluster, s) as agent:
+            job = await cluster.sbatch("-w", "n1", "-t", "1", wrap="sleep 3")
+            await cluster.wait_job(job, "RUNNING")
+            code, answer = await hook(s, within=60, reason="scale-in")
+            assert (code, answer["result"]) == (0, "drained"), answer
+            assert (await cluster.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED"})).state == "COMPLETED"
+            assert "scontrol update" not in slurm_commands(agent)
+            assert agent.metrics.fallbacks._value.get() == 0
+            assert cp.sample("slurm_sidecars_drain_batches_total", action="drain", result="ok") == 1
+    node = await cluster.client().node("n1")
+    assert node is not None and node.state.drained
+    assert (
+        node.reason is not None
+        and node.reason.text == "slurm-sidecars: pod slurm/worker-n1 terminating: scale-in"
+    )
