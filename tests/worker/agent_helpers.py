@@ -100,17 +100,18 @@ async def until(predicate: Any, within: float = 30.0, what: str = "condition") -
 
 
 def stale_look_once(agent: Agent, when: Callable[[], bool], then: Callable[[], Awaitable[Any]]) -> list[bool]:
-    """Make the agent's first look at Slurm taken while `when()` holds predate `then()`: the look
-    is taken, `then()` changes the node, and the agent gets the older look. The list says it fired."""
-    real = agent.source.slurm.observe
+    """Make the first look of the agent's loop taken while `when()` holds predate `then()`: the look
+    is taken, `then()` changes the node, and the loop gets the older look. Looks the agent takes
+    right before a write (straight from SlurmSource) are left alone. The list says it fired."""
+    real = agent.source.observe
     fired: list[bool] = []
 
-    async def observe() -> Observation:
-        obs = await real()
-        if not fired and when():
+    async def observe(wait: float, wake: asyncio.Event) -> Observation | None:
+        obs = await real(wait, wake)
+        if obs is not None and not fired and when():
             fired.append(True)
             await then()
         return obs
 
-    agent.source.slurm.observe = observe  # type: ignore[method-assign]
+    agent.source.observe = observe  # type: ignore[method-assign]
     return fired
