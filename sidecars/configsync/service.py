@@ -30,6 +30,9 @@ from sidecars.slurm import SlurmClient, SlurmError
 
 log = structlog.get_logger(__name__)
 
+# a burst's quiet time stops growing here: a storm then waits at most this long after its last change
+BURST_QUIET_SECONDS = 1.0
+
 
 def now_rfc3339() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -116,6 +119,8 @@ class ConfigSync:
         self._wake = asyncio.Event()
         self._changed = asyncio.Condition()
         self._backoff = 0.0
+        self._quiet = settings.debounce_seconds  # the debounce's quiet time, grown by a burst
+        self._in_burst = False
         self._log = log.bind(role="config-sync", target=str(settings.target))
 
     # ------------------------------------------------------------------ reporting
@@ -189,18 +194,28 @@ class ConfigSync:
                 self.pending = True
                 self._backoff = min(max(self._backoff * 2, 0.5), s.retry_max_seconds)
                 await self._notify()
+            # a change that arrived while this set was applied continues a burst
+            self._in_burst = self._wake.is_set()
 
     async def _debounce(self, stop: asyncio.Event) -> None:
-        """Wait until the sources stay quiet for debounce_seconds (at most debounce_max_seconds)."""
+        """Wait until the sources stay quiet, at most debounce_max_seconds. A lone change waits
+        debounce_seconds; each further change of a burst doubles the quiet time (up to
+        BURST_QUIET_SECONDS), so one edit applies at once and a storm becomes few reconfigures."""
         s = self.settings
+        ceiling = max(BURST_QUIET_SECONDS, s.debounce_seconds)
+        quiet = min(self._quiet * 2, ceiling) if self._in_burst else s.debounce_seconds
         first = time.monotonic()
-        while True:
-            self._wake.clear()
-            left = s.debounce_max_seconds - (time.monotonic() - first)
-            if left <= 0 or stop.is_set():
-                return
-            if not await _first(self._wake.wait(), stop.wait(), within=min(s.debounce_seconds, left)):
-                return
+        try:
+            while True:
+                self._wake.clear()
+                left = s.debounce_max_seconds - (time.monotonic() - first)
+                if left <= 0 or stop.is_set():
+                    return
+                if not await _first(self._wake.wait(), stop.wait(), within=min(quiet, left)):
+                    return
+                quiet = min(max(quiet * 2, 0.05), ceiling)
+        finally:
+            self._quiet = quiet
 
     # ------------------------------------------------------------------ one change set
     def _read(self) -> FileSet | None:

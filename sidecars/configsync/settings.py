@@ -19,7 +19,7 @@ class Settings:
     state_dir: Path
     http_host: str = "127.0.0.1"
     http_port: int = 0
-    debounce_seconds: float = 0.2
+    debounce_seconds: float = 0.1  # a lone change; a burst's quiet time grows from here
     debounce_max_seconds: float = 5.0  # a storm that never goes quiet is still applied after this
     rehash_seconds: float = 30.0
     settle_seconds: float = 5.0
@@ -49,7 +49,12 @@ def configure(p: argparse.ArgumentParser) -> None:
         help="where the last known good set is kept (default: TARGET/../.config-sync)",
     )
     flag(p, "--http", required=True, metavar="ADDR", help="HOST:PORT for /livez /readyz /metrics /status")
-    flag(p, "--debounce-seconds", default="0.2", help="quiet time that ends a change set")
+    flag(
+        p,
+        "--debounce-seconds",
+        default="0.1",
+        help="quiet time that ends a lone change; doubled by each further change of a burst, up to 1 s",
+    )
     flag(p, "--debounce-max-seconds", default="5", help="apply a change storm after at most this long")
     flag(p, "--rehash-seconds", default="30", help="re-hash the sources this often, events or not")
     flag(p, "--settle-seconds", default="5", help="slurmctld must keep answering this long after a change")

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
+from sidecars.configsync.settings import Settings
 from sidecars.devcluster import DevCluster
 from tests.configsync.harness import config_sync, set_sha
 
 
 async def test_fifty_swaps_in_five_seconds_are_at_most_three_reconfigures(cluster: DevCluster) -> None:
-    async with config_sync(cluster, debounce_seconds=0.2, debounce_max_seconds=5.0) as sync:
+    # the production defaults: a lone change waits 0.1 s, less than the swaps' spacing; only the
+    # quiet time growing through the burst keeps this to a few reconfigures
+    defaults = Settings(sources=(), target=Path(), state_dir=Path())
+    async with config_sync(
+        cluster,
+        debounce_seconds=defaults.debounce_seconds,
+        debounce_max_seconds=defaults.debounce_max_seconds,
+    ) as sync:
         last: dict[str, bytes] = {}
         for i in range(1, 51):
             last = sync.good()
