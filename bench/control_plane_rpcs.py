@@ -127,7 +127,13 @@ async def main() -> None:
     )
     ap.add_argument("--direct-agents", type=int, default=20)
     ap.add_argument("--direct-seconds", type=float, default=15.0)
-    ap.add_argument("--interval", type=float, default=2.0, help="control-plane read / direct poll interval")
+    production = ControlPlaneSettings(host="", port=0, token="")
+    ap.add_argument(
+        "--interval",
+        type=float,
+        default=production.interval_seconds,
+        help="control-plane read interval, and the direct agents' poll interval (the same freshness)",
+    )
     ap.add_argument("--release", default="host", choices=["host", "chroot"])
     ap.add_argument(
         "--job-read", default="brief", choices=["brief", "full"], help="the control plane's --job-read"

@@ -15,7 +15,7 @@ class ControlPlaneSettings:
     host: str
     port: int
     token: str
-    interval_seconds: float = 2.0
+    interval_seconds: float = 4.0  # a read costs slurmctld 4 RPCs: 1 RPC/s
     fast_interval_seconds: float = 0.25  # while a drain we asked for is still in progress
     brief_jobs: bool = True  # jobs read with squeue's brief format, not Slurm's JSON
     batch_window_seconds: float = 0.1  # drain/undrain requests within this window become one call
@@ -41,7 +41,7 @@ class ControlPlaneSettings:
 def configure(parser: argparse.ArgumentParser) -> None:
     flag(parser, "--http", required=True, help="HOST:PORT to serve the API, probes and metrics on")
     flag(parser, "--token-file", required=True, help="file holding the bearer token the agents present")
-    flag(parser, "--interval-seconds", default="2", help="how often to read the fleet from Slurm")
+    flag(parser, "--interval-seconds", default="4", help="how often to read the fleet from Slurm")
     flag(parser, "--fast-interval-seconds", default="0.25", help="read interval while a drain is in progress")
     flag(
         parser,
