@@ -22,6 +22,7 @@ from sidecars.slurm import SlurmClient, SlurmCommandError, SlurmError
 log = structlog.get_logger(__name__)
 
 REASON_PREFIX = "slurm-sidecars:"
+READ_RETRY_SECONDS = 1.0  # after the read a batch rests on failed (the client has retried already)
 Action = Literal["drain", "undrain"]
 
 
@@ -72,9 +73,10 @@ class DrainBatcher:
         try:
             # decide on Slurm's state now, not on a snapshot up to an interval old: a drain written
             # with our reason would replace a reason set since, an undrain would clear someone's drain
-            nodes = await self._client.nodes_named(batch)
+            nodes = await self._client.nodes_named(batch.keys())
         except SlurmError as exc:
             log.warning("drain_batch_deferred", nodes=len(batch), error=exc.message)
+            await asyncio.sleep(READ_RETRY_SECONDS)  # newer requests meanwhile win over these
             self._requeue(batch, batch)
             return
         drains: dict[str, list[str]] = defaultdict(list)
