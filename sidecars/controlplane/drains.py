@@ -76,6 +76,8 @@ class DrainBatcher:
             nodes = await self._client.nodes_named(batch.keys())
         except SlurmError as exc:
             log.warning("drain_batch_deferred", nodes=len(batch), error=exc.message)
+            for req in batch.values():
+                self._metrics.drain_requests.labels(req.action, "deferred").inc()
             await asyncio.sleep(READ_RETRY_SECONDS)  # newer requests meanwhile win over these
             self._requeue(batch, batch)
             return

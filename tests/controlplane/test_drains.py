@@ -123,3 +123,22 @@ async def test_undrain_of_our_timed_out_drain_resumes_the_down_node(cluster: Dev
         assert (await cp.post("/v1/nodes/n3/undrain", {"reason": ours}))[0] == 202
         # UNDRAIN would leave it DOWN; ours, it is given back whole
         await cluster.wait_node("n3", lambda n: n.state.base == "IDLE" and not n.state.drain)
+
+
+async def test_a_drain_asked_while_slurmctld_is_down_is_written_once_it_is_back(cluster: DevCluster) -> None:
+    async with control_plane(cluster) as cp:
+        await cluster.stop_slurmctld()
+        assert (await cp.post("/v1/nodes/n1/drain", {"reason": REASON}))[0] == 202
+        # the read the batch rests on fails: nothing is written, the request waits
+        await eventually(
+            lambda: asyncio.sleep(
+                0.05, cp.sample("slurm_sidecars_drain_requests_total", action="drain", result="deferred")
+            ),
+            lambda n: n >= 1,
+            what="the batch deferred",
+        )
+        assert cp.sample("slurm_sidecars_drain_batches_total", action="drain", result="ok") == 0
+        await cluster.start_slurmctld()
+        node = await cluster.wait_node("n1", lambda n: n.state.drain)
+        assert node.reason is not None and node.reason.text == REASON
+        assert cp.sample("slurm_sidecars_drain_batches_total", action="drain", result="ok") == 1
