@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from sidecars.devcluster import DevCluster
+from sidecars.worker.service import Agent
 from tests.worker.agent_helpers import (
     RecordingEvents,
     hook,
@@ -171,51 +174,44 @@ async def test_dynamic_node_record_is_deleted_after_the_drain(cluster: DevCluste
         assert (await cluster.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED"})).state == "COMPLETED"
 
 
-@pytest.mark.cluster(nodes=1)
-async def test_a_drain_set_after_the_agents_last_look_keeps_its_reason(cluster: DevCluster, sockdir) -> None:
-    # the admin's drain lands between the agent's look and its write: a write with our reason would
+def _while_draining(agent: Agent) -> bool:
+    # the admin's drain lands between the agent's look and its drain: a write with our reason would
     # replace theirs, and the time-out would then take the node DOWN and requeue the job
-    s = settings_for(cluster, sockdir, drain_timeout_policy="requeue")
-    client = cluster.client()
-    async with running_agent(cluster, s) as agent:
-        job = await cluster.sbatch("-t", "2", wrap="sleep 100")
-        await cluster.wait_job(job, "RUNNING")
-        fired = stale_look_once(
-            agent, lambda: agent.drainer.active, lambda: client.drain(["n1"], "firmware update")
-        )
-        code, answer = await hook(s, within=2)
-        assert fired, "the stale look was never served"
-        assert (code, answer["result"]) == (1, "timed_out"), answer
-        assert "drained by someone else" in answer["detail"]
-        node = await client.node("n1")
-        assert node is not None and node.state.base != "DOWN"
-        assert node.reason is not None and node.reason.text == "firmware update"
-        assert (await cluster.wait_job(job, "RUNNING")).state == "RUNNING"
+    return agent.drainer.active
 
 
+def _at_the_deadline(agent: Agent) -> bool:
+    # our drain is in place and the loop's look shows it, but an admin has just drained the node
+    # for their own work: the DOWN that requeues jobs must not be sent
+    rec = agent.drainer.record
+    return rec is not None and time.time() >= rec.deadline
+
+
+@pytest.mark.parametrize(
+    "moment", [_while_draining, _at_the_deadline], ids=["on_the_drain", "at_the_deadline"]
+)
 @pytest.mark.cluster(nodes=1)
-async def test_time_out_rests_on_a_look_taken_at_the_deadline(cluster: DevCluster, sockdir) -> None:
-    # our drain is in place; at the deadline the agent's look still shows it, but an admin has just
-    # drained the node for their own work: the DOWN that requeues jobs must not be sent
+async def test_an_admins_drain_after_the_agents_last_look_is_kept(
+    cluster: DevCluster, sockdir, moment: Callable[[Agent], bool]
+) -> None:
     s = settings_for(cluster, sockdir, drain_timeout_policy="requeue")
     client = cluster.client()
     async with running_agent(cluster, s) as agent:
         job = await cluster.sbatch("-t", "2", wrap="sleep 100")
         await cluster.wait_job(job, "RUNNING")
-
-        def at_deadline() -> bool:
-            rec = agent.drainer.record
-            return rec is not None and time.time() >= rec.deadline
-
-        fired = stale_look_once(agent, at_deadline, lambda: client.drain(["n1"], "firmware update"))
+        fired = stale_look_once(agent, lambda: moment(agent), lambda: client.drain(["n1"], "firmware update"))
         code, answer = await hook(s, within=2)
         assert fired, "the stale look was never served"
-        assert (code, answer["result"]) == (1, "timed_out"), answer
-        assert "drained by someone else" in answer["detail"]
-        node = await client.node("n1")
-        assert node is not None and node.state.base != "DOWN"
-        assert node.reason is not None and node.reason.text == "firmware update"
-        assert (await cluster.wait_job(job, "RUNNING")).state == "RUNNING"
+        await _kept_the_admins_drain(cluster, code, answer, job)
+
+
+async def _kept_the_admins_drain(cluster: DevCluster, code: int, answer: Any, job: int) -> None:
+    assert (code, answer["result"]) == (1, "timed_out"), answer
+    assert "drained by someone else" in answer["detail"]
+    node = await cluster.client().node("n1")
+    assert node is not None and node.state.base != "DOWN"
+    assert node.reason is not None and node.reason.text == "firmware update"
+    assert (await cluster.wait_job(job, "RUNNING")).state == "RUNNING"
 
 
 @pytest.mark.cluster(nodes=1)
@@ -227,9 +223,4 @@ async def test_time_out_never_overrides_someone_elses_drain(cluster: DevCluster,
         await cluster.wait_job(job, "RUNNING")
         await client.drain(["n1"], "firmware update")
         code, answer = await hook(s, within=2)
-        assert (code, answer["result"]) == (1, "timed_out"), answer
-        assert "drained by someone else" in answer["detail"]
-        node = await client.node("n1")
-        assert node is not None and node.state.base != "DOWN"
-        assert node.reason is not None and node.reason.text == "firmware update"
-        assert (await cluster.wait_job(job, "RUNNING")).state == "RUNNING"
+        await _kept_the_admins_drain(cluster, code, answer, job)
