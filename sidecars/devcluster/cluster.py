@@ -358,9 +358,9 @@ class DevCluster:
 
     async def _start_foreground_ctld(self) -> None:
         if self._ctld is not None:
-            if self._ctld.returncode is None:
+            if self.foreground_pid() is not None:
                 raise ClusterError("the foreground slurmctld is still running")
-            await self._ctld.wait()
+            await self._reap_ctld(10)  # its slurmctld ended; nsenter is about to
         with open(self.ctld_stderr, "ab") as err:  # appended: every start's last words are kept
             err.write(f"{STDERR_MARK} {time.strftime('%FT%TZ', time.gmtime())}\n".encode())
             err.flush()
