@@ -127,3 +127,22 @@ async def test_verify_sees_a_dead_controller_within_seconds(cluster: DevCluster)
     outcome = await asyncio.wait_for(applier.verify(conf, conf, before, wait=3.0), 8.0)
     assert outcome.controller_died and not outcome.ok
     assert time.monotonic() - started < 4.0
+
+
+async def test_new_cluster_name_is_refused_before_it_reaches_slurmctld(cluster: DevCluster) -> None:
+    """Measured without this refusal: 22.05 took the new name on reconfigure (config-sync called it
+    applied, and made it the last known good) and its next start died of `CLUSTER NAME MISMATCH`, a
+    crash loop on the good set; 24.11 -D died of it on the reconfigure itself."""
+    pid = cluster.foreground_pid()
+    async with config_sync(cluster) as sync:
+        good = sync.target_sha()
+        files = edit(sync.good(), rb"ClusterName=\S+", b"ClusterName=renamed")
+        sync.config.write(files)
+        st = await sync.wait(set_sha(files), key="rejected")
+        assert "ClusterName changed" in st["rejected"]["reason"]
+        assert "CLUSTER NAME MISMATCH" in st["rejected"]["reason"]
+        assert sync.target_sha() == good == st["applied"]["sha256"]
+        assert await sync.metric("slurm_sidecars_config_applies_total", result="rejected") == 1
+    assert cluster.foreground_pid() == pid and cluster.foreground_exit is None
+    await cluster.restart_slurmctld()  # what the files on disk say still starts
+    assert (await cluster.client().ping()).up
