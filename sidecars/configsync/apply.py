@@ -229,11 +229,27 @@ class Applier:
                 outcome.reason = "; ".join([outcome.reason, *extra])
         return outcome
 
+    async def _boot_time(self) -> str | None:
+        """slurmctld's BOOT_TIME once its clock has left that second. BOOT_TIME has 1-s resolution,
+        so a controller restarted within the second the old one booted in (a quick container restart
+        after a recent start) would look unrestarted; this waits out that second (at most ~1 s)."""
+        for _ in range(12):
+            try:
+                result = await self.client.run("scontrol", "show", "config", retry=False, timeout=5.0)
+            except SlurmError:
+                return None
+            booted = textformat.config(result.stdout).get("BOOT_TIME")
+            now = re.search(r"^Configuration data as of (\S+)", result.stdout, re.MULTILINE)
+            if booted is None or now is None or now[1] != booted:
+                return booted
+            await asyncio.sleep(0.1)
+        return booted
+
     async def restart(self, old: SlurmConf, new: SlurmConf, before: View) -> Outcome:
         """`scontrol shutdown`: slurmctld saves its state and exits; its container starts it again.
         It is back when it answers with another BOOT_TIME (polling ping alone can miss a quick restart)."""
         self.tail.mark()
-        booted = before.config.get("boot_time")
+        booted = await self._boot_time() or before.config.get("boot_time")
         try:
             await self.client.shutdown_controller()
         except SlurmError as exc:

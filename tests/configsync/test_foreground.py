@@ -22,6 +22,7 @@ from sidecars.configsync.apply import Applier, view
 from sidecars.configsync.sources import FileEntry, FileSet
 from sidecars.devcluster import DevCluster
 from tests.configsync.harness import cluster_files, config_sync, set_sha
+from tests.configsync.test_restart import bump_max_job_count, container_restarts
 
 pytestmark = pytest.mark.cluster(nodes=1, foreground_ctld=True)
 
@@ -146,3 +147,36 @@ async def test_new_cluster_name_is_refused_before_it_reaches_slurmctld(cluster: 
     assert cluster.foreground_pid() == pid and cluster.foreground_exit is None
     await cluster.restart_slurmctld()  # what the files on disk say still starts
     assert (await cluster.client().ping()).up
+
+
+async def test_restart_policy_restarts_a_foreground_controller(cluster: DevCluster) -> None:
+    """`scontrol shutdown` ends slurmctld -D with status 0; the container (here a loop) starts it
+    again on the new files, and the change is verified on the new process."""
+    pid = cluster.foreground_pid()
+    async with (
+        config_sync(cluster, restart_policy="restart") as sync,
+        container_restarts(cluster) as restarts,
+    ):
+        files = bump_max_job_count(sync.good())
+        sync.config.write(files)
+        st = await sync.wait(set_sha(files), within=15.0)
+        assert st["applied"]["generation"] == 2 and st["rejected"] is None
+        assert len(restarts) == 1 and cluster.foreground_pid() == cluster.hostpid("slurmctld") != pid
+        assert (await cluster.client().show_config())["MaxJobCount"] == "12345"
+
+
+async def test_a_restart_within_the_second_slurmctld_booted_in_is_seen(cluster: DevCluster) -> None:
+    """BOOT_TIME has 1-s resolution. A container that restarts slurmctld quickly, soon after its
+    previous start, gives the new controller the same BOOT_TIME: the restart must still be seen
+    (before, config-sync waited out its time-out and rolled back files slurmctld was running on)."""
+    client = cluster.client()
+    conf = conffile.parse(read_set(cluster_files(cluster)), "slurm.conf", cluster.conf_path.parent)
+    applier = Applier(client, settle_seconds=0.2, restart_timeout=3.0)
+    await asyncio.sleep(1.0 - time.time() % 1.0)  # at the start of a second...
+    await cluster.restart_slurmctld()  # ...slurmctld boots
+    before = await view(client)
+    async with container_restarts(cluster) as restarts:
+        outcome = await applier.restart(conf, conf, before)
+    assert outcome.ok, outcome.reason
+    assert len(restarts) == 1
+    assert (await client.show_config())["BOOT_TIME"] != before.config["boot_time"]
