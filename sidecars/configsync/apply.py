@@ -24,6 +24,8 @@ from sidecars.slurm.textformat import parse_minutes
 
 log = structlog.get_logger(__name__)
 
+DOWN_SECONDS = 2.0  # a controller that says DOWN this long after a change died of it
+
 _LOG_TROUBLE = re.compile(r"\b(error|fatal)\b|reconfigure failed", re.IGNORECASE)
 _HARMLESS = re.compile(
     r"pmix|Could not open .* state file|No such file or directory, retrying|"
@@ -158,6 +160,30 @@ class Applier:
                 return False
             await asyncio.sleep(0.2)
 
+    async def _watched_view(self) -> View | None:
+        """slurmctld's view, or None once it has not answered a ping for DOWN_SECONDS.
+
+        A read of a dead controller blocks: scontrol retries the connection ~9 s (22.05 and 24.11)
+        and the client retries that, while `scontrol ping` says DOWN at once. A foreground slurmctld
+        (our images) that cannot start on the new files dies right after answering the reconfigure."""
+        read = asyncio.create_task(view(self.client))
+        down_since: float | None = None
+        try:
+            while True:
+                done, _ = await asyncio.wait({read}, timeout=0.2)
+                if done:
+                    return read.result()
+                if (await self.client.ping()).up:
+                    down_since = None
+                elif down_since is None:
+                    down_since = time.monotonic()
+                elif time.monotonic() - down_since >= DOWN_SECONDS:
+                    return None
+        finally:
+            if not read.done():
+                read.cancel()
+                await asyncio.gather(read, return_exceptions=True)
+
     async def verify(self, old: SlurmConf, new: SlurmConf, before: View, *, wait: float) -> Outcome:
         """Poll until the new values show (at most `wait` s), then keep checking through the settle period."""
         settle_end = time.monotonic() + self.settle_seconds
@@ -166,13 +192,17 @@ class Applier:
         seen_ok = False
         while True:
             try:  # an answer to these reads is also the proof that slurmctld answers
-                problems = mismatches(old, new, before, await view(self.client))
+                after: View | SlurmError | None = await self._watched_view()
             except SlurmError as exc:
-                if not await self._answers(time.monotonic() + 2.0):
-                    return Outcome(
-                        False, "slurmctld stopped answering after the change", controller_died=True
-                    )
-                problems = [f"slurmctld could not be read: {exc.message}"]
+                after = exc
+            if after is None or (
+                isinstance(after, SlurmError) and not await self._answers(time.monotonic() + DOWN_SECONDS)
+            ):
+                return Outcome(False, "slurmctld stopped answering after the change", controller_died=True)
+            if isinstance(after, SlurmError):
+                problems = [f"slurmctld could not be read: {after.message}"]
+            else:
+                problems = mismatches(old, new, before, after)
             now = time.monotonic()
             if not problems:
                 seen_ok = True
@@ -199,11 +229,27 @@ class Applier:
                 outcome.reason = "; ".join([outcome.reason, *extra])
         return outcome
 
+    async def _boot_time(self) -> str | None:
+        """slurmctld's BOOT_TIME once its clock has left that second. BOOT_TIME has 1-s resolution,
+        so a controller restarted within the second the old one booted in (a quick container restart
+        after a recent start) would look unrestarted; this waits out that second (at most ~1 s)."""
+        for _ in range(12):
+            try:
+                result = await self.client.run("scontrol", "show", "config", retry=False, timeout=5.0)
+            except SlurmError:
+                return None
+            booted = textformat.config(result.stdout).get("BOOT_TIME")
+            now = re.search(r"^Configuration data as of (\S+)", result.stdout, re.MULTILINE)
+            if booted is None or now is None or now[1] != booted:
+                return booted
+            await asyncio.sleep(0.1)
+        return booted
+
     async def restart(self, old: SlurmConf, new: SlurmConf, before: View) -> Outcome:
         """`scontrol shutdown`: slurmctld saves its state and exits; its container starts it again.
         It is back when it answers with another BOOT_TIME (polling ping alone can miss a quick restart)."""
         self.tail.mark()
-        booted = before.config.get("boot_time")
+        booted = await self._boot_time() or before.config.get("boot_time")
         try:
             await self.client.shutdown_controller()
         except SlurmError as exc:

@@ -6,7 +6,8 @@
 (b) What the client parse accepts but kills slurmctld (measured on 22.05): partitions or nodesets
     naming unknown nodes, duplicate nodes; and what we refuse to manage: includes that are missing or
     point outside the set, files that are not text or too large, key files that disappeared.
-(c) Changes that need a restart rather than a reconfigure (restart.py).
+(c) Changes that need a restart rather than a reconfigure (restart.py), and those no restart can
+    take (a new ClusterName).
 """
 
 from __future__ import annotations
@@ -174,6 +175,19 @@ def semantic_problems(conf: SlurmConf) -> list[str]:
     return problems
 
 
+def identity_problems(old: SlurmConf, new: SlurmConf) -> list[str]:
+    """Changes neither a reconfigure nor a restart can take. slurmctld keeps its ClusterName in
+    StateSaveLocation and refuses to start under another one (measured, 22.05 and 24.11: `fatal:
+    CLUSTER NAME MISMATCH`); 22.05 even takes the new name on reconfigure, and dies at its next start."""
+    a, b = old.options.get("clustername"), new.options.get("clustername")
+    if (a or "").strip().lower() == (b or "").strip().lower():
+        return []
+    return [
+        f"ClusterName changed ({a!r} -> {b!r}): slurmctld refuses to start on the state saved "
+        "under the old name (fatal: CLUSTER NAME MISMATCH)"
+    ]
+
+
 def candidate_copy(files: FileSet, where: Path, target: Path) -> None:
     """The set written to `where` for the client parse, with includes of the target pointed at the copy."""
     prefix = str(target).rstrip("/") + "/"
@@ -242,5 +256,8 @@ class Validator:
         reasons: list[RestartReason] = []
         if current is not None:
             old = conffile.parse(current, self.main, self.target)
+            problems = identity_problems(old, conf)
+            if problems:
+                return _reject("; ".join(problems))
             reasons = restart.classify(old, conf, current, files, version)
         return Verdict(True, "", tuple(reasons), conf)

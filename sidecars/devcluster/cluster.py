@@ -6,6 +6,10 @@ which `scontrol shutdown` leaves running. For the chroot release the namespace's
 chroot, with the cluster directory bind-mounted at the same path, so paths mean the same inside
 and out. Client commands go through shims in DIR/bin that set SLURM_CONF (and, for the chroot,
 enter the namespace), so code under test runs `scontrol` from PATH as it does in production.
+
+With `ClusterSpec(foreground_ctld=True)` slurmctld runs as our images run it, `slurmctld -D`, a
+child the cluster holds (its stderr in DIR/log/slurmctld.stderr): its death is seen at once, and a
+"container restart" is `start_slurmctld()` on whatever files are on disk.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ log = structlog.get_logger(__name__)
 
 CLIENT_COMMANDS = ("sinfo", "squeue", "scontrol", "sbatch", "scancel", "srun", "salloc", "sdiag", "sacct")
 IN_NS_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+STDERR_MARK = "--- slurmctld -D started at"
 MAX_DIR_LEN = 80  # the munge socket path must fit in sun_path (108 bytes)
 
 T = TypeVar("T")
@@ -107,6 +112,10 @@ class DevCluster:
         self._unshare: asyncio.subprocess.Process | None = None
         self.init_pid: int | None = None
         self.pidns: str | None = None
+        # with spec.foreground_ctld: the nsenter whose child is `slurmctld -D` (nsenter forks to enter
+        # the PID namespace, waits for that child and exits with its status)
+        self._ctld: asyncio.subprocess.Process | None = None
+        self.ctld_stderr = self.log_dir / "slurmctld.stderr"
 
     # ------------------------------------------------------------------ environment
     @property
@@ -332,21 +341,84 @@ class DevCluster:
         )
 
     async def start_slurmctld(self, timeout: float = 30.0) -> None:
-        await self._exec(self.in_namespace("slurmctld"))
+        if self.spec.foreground_ctld:
+            await self._start_foreground_ctld()
+        else:
+            await self._exec(self.in_namespace("slurmctld"))
         client = self.client(timeout=5.0)
-        await self._poll(client.ping, lambda p: p.up, timeout, "slurmctld answering")
+
+        async def answering() -> bool:
+            if self._ctld is not None and self._ctld.returncode is not None:
+                raise ClusterError(
+                    f"slurmctld -D exited with {self._ctld.returncode} at start: {self.ctld_stderr_tail()}"
+                )
+            return (await client.ping()).up
+
+        await self._poll(answering, bool, timeout, "slurmctld answering")
+
+    async def _start_foreground_ctld(self) -> None:
+        if self._ctld is not None:
+            if self.foreground_pid() is not None:
+                raise ClusterError("the foreground slurmctld is still running")
+            await self._reap_ctld(10)  # its slurmctld ended; nsenter is about to
+        with open(self.ctld_stderr, "ab") as err:  # appended: every start's last words are kept
+            err.write(f"{STDERR_MARK} {time.strftime('%FT%TZ', time.gmtime())}\n".encode())
+            err.flush()
+            self._ctld = await asyncio.create_subprocess_exec(
+                *self.in_namespace("slurmctld", "-D", "-f", str(self.conf_path)),  # as our images run it
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=err,
+                stderr=err,
+                cwd=str(self.dir),
+                start_new_session=True,  # a terminal's ^C is for pytest, not for the controller
+            )
+
+    def foreground_pid(self) -> int | None:
+        """Host PID of the `slurmctld -D` this cluster started and holds, while it lives (else None)."""
+        if self._ctld is None or self._ctld.returncode is not None:
+            return None
+        pid = self._ctld.pid
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            child = int(Path(f"/proc/{pid}/task/{pid}/children").read_text().split()[0])
+            return child if _alive(child) else None
+        return None
+
+    @property
+    def foreground_exit(self) -> int | None:
+        """The exit status of the foreground slurmctld once it ended (-N: killed by signal N)."""
+        return None if self._ctld is None else self._ctld.returncode
+
+    def ctld_stderr_tail(self, limit: int = 1500) -> str:
+        """The end of what the latest foreground slurmctld wrote (its fatal, when it died)."""
+        with contextlib.suppress(OSError):
+            text = self.ctld_stderr.read_text(errors="replace")
+            return text.rsplit(STDERR_MARK, 1)[-1].split("\n", 1)[-1][-limit:].strip()
+        return ""
 
     async def stop_slurmctld(self, *, crash: bool = False, timeout: float = 30.0) -> None:
         """Stop the controller: saving its state first (`scontrol shutdown slurmctld`), or, with
         `crash`, by SIGKILL, losing whatever it had not saved yet."""
-        pid = self.hostpid("slurmctld")
+        pid = self.foreground_pid() or self.hostpid("slurmctld")
         if pid is None:
+            await self._reap_ctld(timeout)
             return
         if crash:
             os.kill(pid, signal.SIGKILL)
         else:
             await self.client(timeout=10.0).shutdown_controller()
         await self._poll(self._async(lambda: _alive(pid)), lambda alive: not alive, timeout, "slurmctld gone")
+        await self._reap_ctld(timeout)
+
+    async def _reap_ctld(self, timeout: float) -> None:
+        """Wait for the held foreground process to end (its slurmctld is gone or being killed)."""
+        if self._ctld is None:
+            return
+        try:
+            await asyncio.wait_for(self._ctld.wait(), timeout)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                self._ctld.kill()
+            await self._ctld.wait()
 
     async def restart_slurmctld(self) -> None:
         await self.stop_slurmctld()
@@ -384,6 +456,7 @@ class DevCluster:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 if os.readlink(f"/proc/{self.init_pid}/ns/pid") == self.pidns:
                     os.kill(self.init_pid, signal.SIGKILL)
+        await self._reap_ctld(10)  # its slurmctld died with the namespace; nsenter follows
         if self._unshare is not None:
             if self._unshare.returncode is None:
                 with contextlib.suppress(ProcessLookupError):

@@ -18,6 +18,8 @@ class ClusterSpec:
     slurmd_timeout: int = 30
     max_node_count: int = 0  # > 0: room for dynamic nodes
     partition_max_time: str = "INFINITE"
+    # run slurmctld as our images do (`slurmctld -D`, a child the cluster holds) instead of daemonized
+    foreground_ctld: bool = False
 
     def node_names(self) -> list[str]:
         return [f"n{i}" for i in range(1, self.nodes + 1)]
