@@ -124,6 +124,7 @@ async def config_sync_run(release: Release, changes: int, debounce: float, settl
             state_dir=cluster.dir / "cs",
             debounce_seconds=debounce,
             settle_seconds=settle,
+            plugin_dir=await cluster.plugin_dir(),
         )
         registry = CollectorRegistry()
         client = cluster.client(metrics=SlurmMetrics(registry))

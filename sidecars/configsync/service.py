@@ -103,6 +103,7 @@ class ConfigSync:
             main=settings.main_file,
             max_bytes=settings.max_file_bytes,
             parse_timeout=settings.parse_timeout_seconds,
+            plugin_dir=settings.plugin_dir,
         )
         self.applier = Applier(
             client,

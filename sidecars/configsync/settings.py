@@ -28,6 +28,7 @@ class Settings:
     restart_timeout_seconds: float = 60.0
     retry_max_seconds: float = 10.0  # backoff ceiling while the controller is unreachable
     parse_timeout_seconds: float = 10.0
+    plugin_dir: Path | None = None  # None: the PluginDir slurmctld reports
     main_file: str = "slurm.conf"
 
 
@@ -68,6 +69,13 @@ def configure(p: argparse.ArgumentParser) -> None:
     )
     flag(p, "--restart-timeout-seconds", default="60", help="how long slurmctld may take to come back")
     flag(p, "--main-file", default="slurm.conf", help="the file the Slurm daemon reads (SLURM_CONF)")
+    flag(
+        p,
+        "--plugin-dir",
+        default=None,
+        metavar="DIR",
+        help="slurmctld's plugins as seen here (default: its PluginDir); unknown plugin names are refused",
+    )
 
 
 def from_args(args: argparse.Namespace) -> Settings:
@@ -91,6 +99,9 @@ def from_args(args: argparse.Namespace) -> Settings:
     main_file = str(args.main_file)
     if "/" in main_file or main_file.startswith(".."):
         raise ConfigError(f"--main-file: a plain file name is expected, got {main_file!r}")
+    plugin_dir = Path(args.plugin_dir).absolute() if args.plugin_dir else None
+    if plugin_dir is not None and not plugin_dir.is_dir():
+        raise ConfigError(f"--plugin-dir: {plugin_dir} is not a directory")
     return Settings(
         sources=sources,
         target=target,
@@ -105,4 +116,5 @@ def from_args(args: argparse.Namespace) -> Settings:
         restart_policy=args.restart_policy,
         restart_timeout_seconds=positive(args.restart_timeout_seconds, "--restart-timeout-seconds"),
         main_file=main_file,
+        plugin_dir=plugin_dir,
     )

@@ -8,12 +8,14 @@
     point outside the set, files that are not text or too large, key files that disappeared.
 (c) Changes that need a restart rather than a reconfigure (restart.py), and those no restart can
     take (a new ClusterName).
+(d) Plugin names with no plugin file where slurmctld loads them from (a misspelt one kills it).
 """
 
 from __future__ import annotations
 
 import shutil
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -188,6 +190,41 @@ def identity_problems(old: SlurmConf, new: SlurmConf) -> list[str]:
     ]
 
 
+# slurm.conf keys naming plugins slurmctld loads, and their files' prefix. A misspelt name passes the
+# client parse (it loads no plugin) and kills slurmctld on reconfigure or at its next start
+# (measured: PreemptType and MCSPlugin on 22.05; those, PriorityType, JobCompType, JobAcctGatherType
+# and JobSubmitPlugins on 24.11 `slurmctld -D`). `none` needs no file (24.11 ships none).
+PLUGIN_KEYS = {
+    "PreemptType": "preempt",
+    "PriorityType": "priority",
+    "JobCompType": "jobcomp",
+    "JobAcctGatherType": "jobacct_gather",
+    "JobSubmitPlugins": "job_submit",
+    "MCSPlugin": "mcs",
+    "SchedulerType": "sched",
+    "ProctrackType": "proctrack",
+    "TaskPlugin": "task",
+}
+
+
+def plugin_problems(old: SlurmConf | None, new: SlurmConf, dirs: Sequence[Path]) -> list[str]:
+    """Plugins named by a changed key that have no file in slurmctld's plugin directories."""
+    problems: list[str] = []
+    for key, prefix in PLUGIN_KEYS.items():
+        value = new.options.get(key.lower())
+        if not value or (old is not None and old.options.get(key.lower()) == value):
+            continue  # what slurmctld runs on now loaded fine
+        for item in value.split(","):
+            name = item.strip().rsplit("/", 1)[-1]  # "preempt/qos" and JobSubmitPlugins' bare "lua"
+            if not name or name.lower() == "none":
+                continue
+            so = f"{prefix}_{name}.so"
+            if not any((d / so).is_file() for d in dirs):
+                where = ":".join(str(d) for d in dirs)
+                problems.append(f"{key}={value}: no plugin {so} in {where}; slurmctld would die loading it")
+    return problems
+
+
 def candidate_copy(files: FileSet, where: Path, target: Path) -> None:
     """The set written to `where` for the client parse, with includes of the target pointed at the copy."""
     prefix = str(target).rstrip("/") + "/"
@@ -218,6 +255,7 @@ class Validator:
         main: str = "slurm.conf",
         max_bytes: int = 1024 * 1024,
         parse_timeout: float = 10.0,
+        plugin_dir: Path | None = None,
     ) -> None:
         self.client = client
         self.target = target
@@ -225,6 +263,28 @@ class Validator:
         self.main = main
         self.max_bytes = max_bytes
         self.parse_timeout = parse_timeout
+        self.plugin_dir = plugin_dir  # None: slurmctld's PluginDir, asked once
+        self._plugin_dirs: list[Path] | None = None
+
+    async def plugin_dirs(self) -> list[Path]:
+        """Where slurmctld's plugins are, as seen from here; [] when that cannot be known here
+        (the check is then skipped and said so, rather than refusing every change)."""
+        if self._plugin_dirs is not None:
+            return self._plugin_dirs
+        if self.plugin_dir is not None:
+            dirs = [self.plugin_dir]
+        else:
+            try:
+                reported = (await self.client.show_config()).get("PluginDir", "")
+            except SlurmError as exc:
+                log.warning("plugin_dir_unknown", error=str(exc))
+                return []  # asked again at the next change
+            dirs = [Path(d) for d in reported.split(":") if d]
+        found = [d for d in dirs if d.is_dir()]
+        if not found:
+            log.warning("plugin_names_not_checked", plugin_dirs=[str(d) for d in dirs], why="not found here")
+        self._plugin_dirs = found
+        return found
 
     async def client_parse(self, files: FileSet) -> tuple[str | None, Version | None]:
         """Slurm's own parse of the candidate: (its message when it refuses, the client's release)."""
@@ -254,10 +314,15 @@ class Validator:
         if refused or version is None:
             return _reject(refused or "Slurm's parser gave no version")
         reasons: list[RestartReason] = []
+        old: SlurmConf | None = None
         if current is not None:
             old = conffile.parse(current, self.main, self.target)
             problems = identity_problems(old, conf)
             if problems:
                 return _reject("; ".join(problems))
             reasons = restart.classify(old, conf, current, files, version)
+        dirs = await self.plugin_dirs()
+        problems = plugin_problems(old, conf, dirs) if dirs else []
+        if problems:
+            return _reject("; ".join(problems))
         return Verdict(True, "", tuple(reasons), conf)

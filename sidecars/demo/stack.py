@@ -97,6 +97,8 @@ class DemoStack:
                 str(d / "config-sync-state"),
                 "--settle-seconds",
                 "1",
+                "--plugin-dir",  # for 24.11: its plugins are in the chroot, not where slurmctld says
+                str(await self.cluster.plugin_dir()),
             ],
         )
         port = free_port()

@@ -373,6 +373,13 @@ class DevCluster:
                 start_new_session=True,  # a terminal's ^C is for pytest, not for the controller
             )
 
+    async def plugin_dir(self) -> Path:
+        """slurmctld's PluginDir as this host sees it (inside the chroot for that release)."""
+        reported = Path((await self.client().show_config())["PluginDir"].split(":")[0])
+        if self.release.root is None:
+            return reported
+        return self.release.root / reported.relative_to("/")
+
     def foreground_pid(self) -> int | None:
         """Host PID of the `slurmctld -D` this cluster started and holds, while it lives (else None)."""
         if self._ctld is None or self._ctld.returncode is not None:

@@ -125,6 +125,7 @@ async def config_sync(
         rehash_seconds=30.0,
         restart_timeout_seconds=30.0,
         retry_max_seconds=1.0,
+        plugin_dir=await cluster.plugin_dir(),  # 24.11's live in its chroot, not where it reports
     )
     settings = replace(settings, **overrides)
     registry = CollectorRegistry()
