@@ -17,7 +17,9 @@ async def container_restarts(cluster: DevCluster) -> AsyncIterator[list[int]]:
 
     async def loop() -> None:
         while True:
-            pid = cluster.hostpid("slurmctld")
+            # like a kubelet, only once the process has exited: a foreground slurmctld removes its
+            # pid file a moment before it ends
+            pid = cluster.foreground_pid() or cluster.hostpid("slurmctld")
             if pid is None:
                 await cluster.start_slurmctld()
                 restarts.append(cluster.hostpid("slurmctld") or 0)
