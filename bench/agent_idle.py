@@ -20,6 +20,7 @@ from pathlib import Path
 
 from _report import result
 
+from sidecars.cli import self_argv
 from sidecars.devcluster import ClusterSpec, DevCluster, free_port
 from sidecars.devcluster.release import build_chroot, host_release
 from sidecars.runtime import logs
@@ -80,18 +81,17 @@ async def main() -> None:
         sockdir = Path(tempfile.mkdtemp(prefix="wkb-", dir="/tmp"))
         port = free_port()
         agent = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "sidecars",
-            "--log-format",
-            "json",
-            "worker",
-            "--node-name",
-            "n1",
-            "--http",
-            f"127.0.0.1:{port}",
-            "--socket",
-            str(sockdir / "agent.sock"),
+            *self_argv(
+                "--log-format",
+                "json",
+                "worker",
+                "--node-name",
+                "n1",
+                "--http",
+                f"127.0.0.1:{port}",
+                "--socket",
+                str(sockdir / "agent.sock"),
+            ),
             env=cluster.env,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,

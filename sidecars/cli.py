@@ -82,3 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"slurm-sidecars {cmd.name}: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+
+
+def self_argv(*args: str) -> list[str]:
+    """The argv that runs this command with the running interpreter (for the demo, tests and
+    benchmarks that start the sidecars as the processes they are in production)."""
+    return [sys.executable, "-m", "sidecars", *args]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -58,6 +60,16 @@ def release(request: pytest.FixtureRequest) -> Release:
             pytest.skip(f"Slurm release {request.param} unavailable: {reason}")
         pytest.fail(f"Slurm release {request.param} unavailable: {reason}")
     return releases[request.param]
+
+
+@pytest.fixture
+def sockdir() -> Iterator[Path]:
+    """A short directory for unix sockets (sun_path is 108 bytes: pytest's tmp_path is too deep)."""
+    d = Path(tempfile.mkdtemp(prefix="wk-", dir="/tmp"))
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

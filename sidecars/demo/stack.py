@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import secrets
 import shlex
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ import aiohttp
 import structlog
 
 from sidecars import probe
+from sidecars.cli import self_argv
 from sidecars.devcluster import ClusterSpec, DevCluster, Release, free_port
 from sidecars.devcluster.volume import AtomicVolume
 
@@ -136,14 +136,7 @@ class DemoStack:
         out = log_path.open("ab")
         try:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "sidecars",
-                "--log-format",
-                "json",
-                *args,
-                "--http",
-                f"127.0.0.1:{port}",
+                *self_argv("--log-format", "json", *args, "--http", f"127.0.0.1:{port}"),
                 env=self.cluster.env,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=out,

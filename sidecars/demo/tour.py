@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import re
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from sidecars.cli import self_argv
 from sidecars.demo.stack import DemoStack
 
 
@@ -136,14 +136,7 @@ async def step_drain(stack: DemoStack) -> str:
     say(f"  job {job} (4 s of work) runs on n3; n3's pod is told to terminate: preStop runs the drain hook")
     started = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sidecars",
-        "drain-hook",
-        "--socket",
-        str(stack.sockets["n3"]),
-        "--timeout-seconds",
-        "60",
+        *self_argv("drain-hook", "--socket", str(stack.sockets["n3"]), "--timeout-seconds", "60"),
         env=c.env,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -17,6 +16,7 @@ import aiohttp
 from prometheus_client import CollectorRegistry
 
 from sidecars import probe
+from sidecars.cli import self_argv
 from sidecars.configsync.main import Running, running
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileEntry, FileSet, read_source
@@ -89,10 +89,14 @@ def cluster_files(cluster: DevCluster) -> dict[str, bytes]:
     return {n: (etc / n).read_bytes() for n in FILES if (etc / n).exists()}
 
 
+def read_set(files: dict[str, bytes], limit: int | None = None) -> FileSet:
+    """The FileSet the reader would make of these files (keeping `limit` bytes of each)."""
+    return FileSet.build([FileEntry(n, d[:limit], 0o644, len(d), Path("/")) for n, d in files.items()])
+
+
 def set_sha(config: dict[str, bytes], secrets: dict[str, bytes] | None = None) -> str:
-    files = {**config, **(secrets or {})}
-    limit = 1024 * 1024 + 1  # what the reader keeps of an oversize file
-    return FileSet.build([FileEntry(n, d[:limit], 0o644, len(d), Path("/")) for n, d in files.items()]).sha256
+    # what the reader keeps of an oversize file
+    return read_set({**config, **(secrets or {})}, limit=1024 * 1024 + 1).sha256
 
 
 @contextlib.asynccontextmanager
@@ -163,19 +167,18 @@ async def start_command(
     """Start the command on `vol` with the cluster's directory as target; return once it is ready."""
     port = free_port()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sidecars",
-        "--log-format",
-        "json",
-        "config-sync",
-        "--source",
-        str(vol.path),
-        "--target",
-        str(cluster.conf_path.parent),
-        "--http",
-        f"127.0.0.1:{port}",
-        *args,
+        *self_argv(
+            "--log-format",
+            "json",
+            "config-sync",
+            "--source",
+            str(vol.path),
+            "--target",
+            str(cluster.conf_path.parent),
+            "--http",
+            f"127.0.0.1:{port}",
+            *args,
+        ),
         env={**cluster.env, **(env or {})},
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,

@@ -6,17 +6,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
-import sys
 from pathlib import Path
 
 import pytest
 
+from sidecars.cli import self_argv
 from sidecars.configsync import settings as settings_mod
-from sidecars.configsync.sources import FileEntry, FileSet
 from sidecars.devcluster import DevCluster
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime.settings import ConfigError
-from tests.configsync.harness import cluster_files, config_sync, set_sha, start_command
+from tests.configsync.harness import cluster_files, config_sync, read_set, set_sha, start_command
 
 
 def test_bad_invocations_are_config_errors(tmp_path: Path) -> None:
@@ -39,16 +38,15 @@ def test_bad_invocations_are_config_errors(tmp_path: Path) -> None:
 
 async def test_a_bad_invocation_exits_2_with_a_reason(tmp_path: Path) -> None:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sidecars",
-        "config-sync",
-        "--source",
-        str(tmp_path / "nope"),
-        "--target",
-        str(tmp_path),
-        "--http",
-        "127.0.0.1:0",
+        *self_argv(
+            "config-sync",
+            "--source",
+            str(tmp_path / "nope"),
+            "--target",
+            str(tmp_path),
+            "--http",
+            "127.0.0.1:0",
+        ),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -86,9 +84,7 @@ async def test_sidecar_restart_keeps_the_last_known_good(cluster: DevCluster) ->
         await sync.wait(set_sha(files))
         # the sidecar dies between a swap and its verification: an unverified set is on disk
         unverified = {**files, "slurm.conf": files["slurm.conf"] + b"# never verified\n"}
-        sync.service.target.swap(
-            FileSet.build([FileEntry(n, d, 0o644, len(d), Path("/")) for n, d in unverified.items()]), 99
-        )
+        sync.service.target.swap(read_set(unverified), 99)
     async with config_sync(cluster, initial=files) as again:
         st = await again.status()
         assert st["applied"] == {**st["applied"], "generation": 2, "sha256": set_sha(files)}

@@ -13,23 +13,17 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from pathlib import Path
 
 import pytest
 
 from sidecars.configsync import conffile
 from sidecars.configsync.apply import Applier, view
-from sidecars.configsync.sources import FileEntry, FileSet
 from sidecars.devcluster import DevCluster
-from tests.configsync.harness import cluster_files, config_sync, set_sha
+from tests.configsync.harness import cluster_files, config_sync, read_set, set_sha
 from tests.configsync.test_restart import bump_max_job_count, container_restarts
 from tests.configsync.test_rollback import parser_only
 
 pytestmark = pytest.mark.cluster(nodes=1, foreground_ctld=True)
-
-
-def read_set(files: dict[str, bytes]) -> FileSet:
-    return FileSet.build([FileEntry(n, d, 0o644, len(d), Path("/")) for n, d in files.items()])
 
 
 def edit(files: dict[str, bytes], old: bytes, new: bytes) -> dict[str, bytes]:

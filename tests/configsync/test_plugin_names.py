@@ -7,16 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from sidecars.configsync import conffile
-from sidecars.configsync.sources import FileEntry, FileSet
 from sidecars.configsync.validate import plugin_problems
 from sidecars.devcluster import DevCluster
-from tests.configsync.harness import config_sync, set_sha
+from tests.configsync.harness import config_sync, read_set, set_sha
 
 
 def conf(text: str) -> conffile.SlurmConf:
-    data = text.encode()
-    files = FileSet.build([FileEntry("slurm.conf", data, 0o644, len(data), Path("/"))])
-    return conffile.parse(files, "slurm.conf", Path("/etc/slurm"))
+    return conffile.parse(read_set({"slurm.conf": text.encode()}), "slurm.conf", Path("/etc/slurm"))
 
 
 def test_only_changed_plugin_keys_are_checked_and_none_needs_no_file(tmp_path: Path) -> None:
@@ -54,8 +51,5 @@ async def test_a_misspelt_plugin_is_refused_and_a_real_one_passes(cluster: DevCl
         # the release's real plugin passes (24.11's plugins are looked for in its chroot)
         files = sync.good()
         files["slurm.conf"] += b"PriorityType=priority/multifactor\n"
-        verdict = await sync.service.validator.validate(
-            FileSet.build([FileEntry(n, d, 0o644, len(d), Path("/")) for n, d in files.items()]),
-            FileSet.build([FileEntry(n, d, 0o644, len(d), Path("/")) for n, d in sync.good().items()]),
-        )
+        verdict = await sync.service.validator.validate(read_set(files), read_set(sync.good()))
         assert verdict.ok, verdict.reason

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from sidecars.cli import self_argv
 from sidecars.devcluster import Release
 
 
@@ -47,10 +48,7 @@ async def test_live_mode_stops_on_signal_and_leaves_nothing(sig: signal.Signals)
     if os.environ.get("SIDECARS_NO_SLURM") == "1":
         pytest.skip("needs the host's Slurm")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sidecars",
-        "demo",
+        *self_argv("demo"),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )

@@ -7,8 +7,14 @@ import pytest
 
 from sidecars.devcluster import DevCluster
 from tests.controlplane.conftest import TOKEN, control_plane
-from tests.worker.agent_helpers import RecordingEvents, hook, running_agent, settings_for, until
-from tests.worker.test_coordinated import slurm_commands
+from tests.worker.agent_helpers import (
+    RecordingEvents,
+    hook,
+    running_agent,
+    settings_for,
+    slurm_commands,
+    until,
+)
 
 OLD_POD_REASON = "slurm-sidecars: pod slurm/worker-n1 terminating: scale-in"
 

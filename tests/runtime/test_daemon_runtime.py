@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 
 import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
 from sidecars.cli import main as cli_main
+from sidecars.cli import self_argv
 from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, serve
 from sidecars.runtime.settings import ConfigError, flag, parse_addr
@@ -85,13 +85,7 @@ async def test_probe_command_exit_codes() -> None:
         url = f"http://127.0.0.1:{port}"
         for which, want in (("livez", 0), ("readyz", 1)):
             proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "sidecars",
-                "probe",
-                which,
-                "--url",
-                url,
+                *self_argv("probe", which, "--url", url),
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
             )
@@ -99,13 +93,7 @@ async def test_probe_command_exit_codes() -> None:
             assert proc.returncode == want, err
         assert b"node n1 is FUTURE" in err
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sidecars",
-        "probe",
-        "livez",
-        "--url",
-        "http://127.0.0.1:1",
+        *self_argv("probe", "livez", "--url", "http://127.0.0.1:1"),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from sidecars.cli import self_argv
 
 
 @dataclass(frozen=True)
@@ -18,11 +19,7 @@ class Result:
 
 async def status(*args: str, env: Mapping[str, str] | None = None, limit: float = 60) -> Result:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sidecars",
-        "status",
-        *args,
+        *self_argv("status", *args),
         env=dict(os.environ if env is None else env),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

@@ -115,3 +115,13 @@ def stale_look_once(agent: Agent, when: Callable[[], bool], then: Callable[[], A
 
     agent.source.observe = observe  # type: ignore[method-assign]
     return fired
+
+
+def slurm_commands(agent: Agent) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for metric in agent.slurm_metrics.commands.collect():
+        for sample in metric.samples:
+            if sample.name.endswith("_total"):
+                key = sample.labels["command"]
+                out[key] = out.get(key, 0) + sample.value
+    return out

@@ -5,20 +5,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import sys
 from pathlib import Path
 
 import pytest
 
+from sidecars.cli import self_argv
 from sidecars.devcluster import DevCluster, free_port
 
 
 async def run(*argv: str, env: dict[str, str] | None = None, within: float = 60) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sidecars",
-        *argv,
+        *self_argv(*argv),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         env=env,
@@ -95,20 +92,19 @@ async def test_worker_and_hook_processes_drain_an_idle_node(cluster: DevCluster,
     env = {**cluster.env, "POD_NAME": "worker-0", "POD_NAMESPACE": "hpc"}
     sock = sockdir / "agent.sock"
     worker = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sidecars",
-        "--log-format",
-        "json",
-        "worker",
-        "--node-name",
-        "n1",
-        "--http",
-        f"127.0.0.1:{port}",
-        "--socket",
-        str(sock),
-        "--poll-seconds",
-        "0.5",
+        *self_argv(
+            "--log-format",
+            "json",
+            "worker",
+            "--node-name",
+            "n1",
+            "--http",
+            f"127.0.0.1:{port}",
+            "--socket",
+            str(sock),
+            "--poll-seconds",
+            "0.5",
+        ),
         env=env,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,

@@ -10,21 +10,10 @@ from pathlib import Path
 import pytest
 
 from sidecars.devcluster import DevCluster, free_port
-from sidecars.worker.service import Agent
-from tests.worker.agent_helpers import hook, running_agent, settings_for, until
+from tests.worker.agent_helpers import hook, running_agent, settings_for, slurm_commands, until
 from tests.worker.fake_control_plane import FakeControlPlane
 
 TOKEN = "s3cret-token"
-
-
-def slurm_commands(agent: Agent) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for metric in agent.slurm_metrics.commands.collect():
-        for sample in metric.samples:
-            if sample.name.endswith("_total"):
-                key = sample.labels["command"]
-                out[key] = out.get(key, 0) + sample.value
-    return out
 
 
 async def polls_pass(cp: FakeControlPlane, node: str, count: int) -> None:
