@@ -53,10 +53,13 @@ class SlurmMetrics:
 async def _kill(proc: asyncio.subprocess.Process) -> None:
     # the whole process group: a wrapper (a shim entering a namespace) may have forked the real client,
     # which would otherwise keep our pipes open until it gave up by itself
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError):
-        proc.kill()
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # its own group: started with start_new_session
+    except (ProcessLookupError, PermissionError):
+        # only then: Popen.kill() first polls the child, and that waitpid would reap it behind
+        # asyncio's child watcher ("Unknown child process pid N" on stderr, seen in CI)
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
     # reap it so no zombie or transport is left behind; a killed child exits at once
     with contextlib.suppress(Exception):
         await asyncio.shield(proc.wait())
