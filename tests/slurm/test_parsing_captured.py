@@ -131,6 +131,7 @@ def test_config_ping_and_sdiag(release: str) -> None:
     [
         ("slurm-22.05", "2026-11-30T03:04:47", "2026-11-30T03:04:58"),
         ("slurm-24.11", "2026-11-30T03:01:22", "2026-11-30T03:02:13"),
+        ("slurm-26.05", "2026-12-01T08:46:16", "2026-12-01T08:46:22"),
     ],
 )
 def test_boot_time_and_query_time_of_show_config(release: str, booted: str, asked: str) -> None:
@@ -143,9 +144,12 @@ def test_boot_time_and_query_time_of_show_config(release: str, booted: str, aske
     )
 
 
-@pytest.mark.parametrize(("release", "version"), [("slurm-22.05", (22, 5, 8)), ("slurm-24.11", (24, 11, 5))])
+@pytest.mark.parametrize(
+    ("release", "version"),
+    [("slurm-22.05", (22, 5, 8)), ("slurm-24.11", (24, 11, 5)), ("slurm-26.05", (26, 5, 5))],
+)
 def test_client_version(release: str, version: tuple[int, int, int]) -> None:
-    v = Version.parse(read(release, "scontrol---version.txt"))
+    v = Version.parse(read(release, "scontrol--version.txt"))
     assert (v.major, v.minor, v.micro) == version
 
 
