@@ -13,7 +13,7 @@ from tests.shipping.kube import MANIFESTS, find, render
 from tests.shipping.shipping_files import ROOT
 
 sys.path.insert(0, str(ROOT / "scripts"))
-import metrics_table  # noqa: E402  (the exported names, from the metric objects themselves)
+import metrics_table  # the exported names, from the metric objects themselves
 
 DASHBOARD = MANIFESTS / "grafana" / "slurm-sidecars.json"
 METRIC = re.compile(r"\bslurm_sidecars_[a-z0-9_]+")
@@ -103,9 +103,9 @@ def test_the_dashboard_covers_what_an_operator_looks_for() -> None:
         assert metric in everything, metric
     assert any("rate(slurm_sidecars_slurm_commands_total" in e for e in by_panel.values())
     # pending work per partition and desired workers, on one panel
-    assert any(
-        "slurm_sidecars_desired_workers" in e and "partition" in e for e in by_panel.values()
-    ) and any("slurm_sidecars_pending_jobs" in e for e in by_panel.values())
+    assert any("slurm_sidecars_desired_workers" in e and "partition" in e for e in by_panel.values()) and any(
+        "slurm_sidecars_pending_jobs" in e for e in by_panel.values()
+    )
     ids = [p["id"] for p in panels(dash["panels"])]
     assert len(ids) == len(set(ids))
     for p in panels(dash["panels"]):
