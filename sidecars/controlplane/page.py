@@ -110,6 +110,7 @@ class PageState:
         self._local = 0  # bumped by touch(): a change the fleet version does not cover
         self._next: asyncio.Future[None] | None = None
         self._big: tuple[int, bytes] | None = None
+        self._closed = False
 
     # ------------------------------------------------------------------ change
     def touch(self) -> None:
@@ -119,13 +120,18 @@ class PageState:
             self._next.set_result(None)
         self._next = None
 
+    def close(self) -> None:
+        """Answer every parked poll now (shutting down): a browser then retries elsewhere."""
+        self._closed = True
+        self.touch()
+
     def version(self) -> str:
         return f"{self.fleet.snapshot.version}.{self._local}"
 
     async def wait(self, since: str | None, seconds: float) -> bytes:
         """The document once its version differs from `since`, or as it is after `seconds`."""
         deadline = time.monotonic() + seconds
-        while since == self.version():
+        while since == self.version() and not self._closed:
             left = deadline - time.monotonic()
             if left <= 0:
                 break

@@ -252,7 +252,10 @@ class ControlPlane:
                     identity=self.settings.identity,
                     kubernetes=self.kube is not None,
                 )
-                yield port
+                try:
+                    yield port
+                finally:
+                    self.page.close()  # parked page polls answer now, not at the server's shutdown
         finally:
             stop.set()  # the elector hands the Lease back before it returns
             leader_task = tasks[3]

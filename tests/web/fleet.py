@@ -84,7 +84,10 @@ async def served(config: ConfigFeed | None = None, token: str = VIEWER) -> Async
     app = http.DaemonHTTP(CollectorRegistry()).app()
     web.install(app)
     async with http.serve(app, "127.0.0.1", 0) as port:
-        yield Served(f"http://127.0.0.1:{port}", fleet, page, web, drains)
+        try:
+            yield Served(f"http://127.0.0.1:{port}", fleet, page, web, drains)
+        finally:
+            page.close()
 
 
 def session() -> aiohttp.ClientSession:

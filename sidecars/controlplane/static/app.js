@@ -307,12 +307,19 @@
     $("config-history").replaceChildren(...items);
   }
 
+  const ORDER_SHOWN = 48; // the first to go matter; the rest folds away at fleet sizes
+
   function renderOrder(order) {
     const key = order.join(" ");
     if (key === rendered.order) return;
     rendered.order = key;
-    $("scale-in-order").replaceChildren(...order.map((n) => el("li", { text: n })));
-    if (!order.length) $("scale-in-order").append(el("li", { className: "muted", text: "no node to remove" }));
+    const list = $("scale-in-order");
+    list.replaceChildren(...order.map((n) => el("li", { text: n })));
+    if (!order.length) list.append(el("li", { className: "muted", text: "no node to remove" }));
+    const more = $("scale-in-more");
+    more.hidden = order.length <= ORDER_SHOWN;
+    [...list.children].forEach((li, i) => { li.hidden = i >= ORDER_SHOWN && !more.open; });
+    $("scale-in-more-label").textContent = `all ${order.length} (${order.length - ORDER_SHOWN} more)`;
   }
 
   function renderSection(name, value) {
@@ -345,6 +352,10 @@
   document.addEventListener("DOMContentLoaded", () => {
     $("login-form").addEventListener("submit", login);
     $("logout").addEventListener("click", logout);
+    $("scale-in-more").addEventListener("toggle", () => {
+      rendered.order = null;
+      if (last) renderOrder(last.scale_in);
+    });
     setInterval(() => last && renderDrains(last), 1000); // progress bars move between answers
     start(); // a live session cookie opens the page at once; otherwise the answer is 401: log in
   });
