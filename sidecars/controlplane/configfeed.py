@@ -38,7 +38,6 @@ class ConfigFeed:
         self.error: str | None = None if url else "no --config-sync URL given"
         self.read_at: float | None = None
         self.version = 0
-        self._history_version: int | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -59,27 +58,24 @@ class ConfigFeed:
 
     async def read_once(self, session: aiohttp.ClientSession) -> None:
         error: str | None = None
-        status, history = self.status, self.history
-        limit, hversion = self.history_limit, self._history_version
+        status, history, limit = self.status, self.history, self.history_limit
         try:
             status = await self._get(session, "/status")
             body = await self._get(session, "/history")
             if not isinstance(status, dict) or not isinstance(body, dict):
                 raise ValueError("unexpected answer (not a JSON object)")
-            if body.get("version") != self._history_version:
-                gens = body.get("generations")
-                if not isinstance(gens, list):
-                    raise ValueError("/history: no 'generations' list")
-                history, limit, hversion = gens, body.get("limit"), body.get("version")
+            gens, limit = body.get("generations"), body.get("limit")
+            if not isinstance(gens, list):
+                raise ValueError("/history: no 'generations' list")
+            history = gens
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             error = f"config-sync at {self.url}: {exc or type(exc).__name__}"
         if error is not None and error != self.error:
             log.warning("config_sync_unreadable", error=error)
-        changed = (error, status, hversion) != (self.error, self.status, self._history_version)
+        changed = error != self.error or (error is None and (status, history) != (self.status, self.history))
         self.error = error
         if error is None:
             self.status, self.history, self.history_limit = status, history, limit
-            self._history_version = hversion
             self.read_at = time.time()
         if changed:
             self.version += 1

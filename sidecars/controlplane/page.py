@@ -158,7 +158,7 @@ class PageState:
             self._big = (snap.version, body[1:-1].encode())
         return self._big[1]
 
-    def _drains(self, snap: Snapshot, now: float) -> list[dict[str, Any]]:
+    def _drains(self, snap: Snapshot) -> list[dict[str, Any]]:
         out = []
         for name, started in self.drains.started.items():
             node = snap.nodes.get(name)
@@ -191,7 +191,7 @@ class PageState:
             "cluster": dict(self._cluster()),
             "counts": counts,
             "unregistered_pods": self._unregistered_pods(),
-            "drains": self._drains(snap, now),
+            "drains": self._drains(snap),
             "drains_done": list(reversed(self.drains.done)),
             "config": self.config.as_json(),
             **{name: provide() for name, provide in self.sections.items()},
