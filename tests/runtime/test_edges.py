@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -180,6 +181,16 @@ def test_the_checks_catch_each_kind_of_breach() -> None:
         "B = b'slurmd'\n"
     )
     assert slurm_commands(allowed) == []
+
+
+def test_every_module_of_the_package_has_its_layer() -> None:
+    """A new top-level module or package outside the layers would be checked by nothing."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (layers,) = [c["layers"] for c in config["contracts"] if c["type"] == "layers"]
+    placed = {m.strip() for layer in layers for m in layer.split("|")}
+    top = {f"sidecars.{p.stem}" for p in PACKAGE.iterdir() if p.suffix == ".py" and p.stem != "__init__"}
+    top |= {f"sidecars.{p.name}" for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert top == placed
 
 
 def _lint(tree: Path) -> subprocess.CompletedProcess[str]:
