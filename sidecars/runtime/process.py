@@ -85,12 +85,16 @@ class Child:
         return self.proc.returncode if self.proc.returncode is not None else -signal.SIGKILL
 
     async def stop(self, grace: float) -> int:
-        """SIGTERM, `grace` seconds to exit, then the whole group is killed; returns the exit status."""
+        """SIGTERM, `grace` seconds to exit, then the whole group is killed; returns the exit status.
+        Cancelled while it waits, it kills the group at once: the child never outlives its stop."""
         self.signal(signal.SIGTERM)
         try:
             return await self.wait(grace)
         except TimeoutError:
             return await self.kill()
+        except BaseException:
+            await self.kill()
+            raise
 
 
 async def _kill(proc: asyncio.subprocess.Process) -> None:

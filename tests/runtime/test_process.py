@@ -126,3 +126,17 @@ async def test_a_held_child_is_stopped_gracefully_then_killed(tmp_path: Path) ->
             await held.wait(0.05)
         finally:
             await held.kill()
+
+
+async def test_a_cancelled_stop_kills_the_group_at_once(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    stubborn = await process.start(["sh", "-c", "trap '' TERM; " + FORKS.format(pids=pids)])
+    group = await _pids(pids, 3)
+    stopping = asyncio.ensure_future(stubborn.stop(grace=300))
+    await asyncio.sleep(0.2)  # it waits out its grace: SIGTERM is ignored
+    assert not stopping.done()
+    stopping.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await stopping
+    assert stubborn.returncode == -signal.SIGKILL
+    await _all_gone(group)
