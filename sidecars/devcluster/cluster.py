@@ -2,7 +2,9 @@
 
 Every process of a cluster runs in one PID namespace whose init is a small reaper loop we own:
 killing that init makes the kernel kill everything in it, slurmstepd and job processes included,
-which `scontrol shutdown` leaves running. For the chroot release the namespace's root is the
+which `scontrol shutdown` leaves running. The init dies with `unshare` (`--kill-child`) and
+`unshare` with the thread that started it (PR_SET_PDEATHSIG), so a cluster never outlives its
+owner, even one killed by SIGKILL. For the chroot release the namespace's root is the
 chroot, with the cluster directory bind-mounted at the same path, so paths mean the same inside
 and out. Client commands go through shims in DIR/bin that set SLURM_CONF (and, for the chroot,
 enter the namespace), so code under test runs `scontrol` from PATH as it does in production.
@@ -32,6 +34,7 @@ import structlog
 
 from sidecars.devcluster.release import Release
 from sidecars.devcluster.slurmconf import ClusterSpec, Ports, render
+from sidecars.runtime.pdeathsig import die_with_parent
 from sidecars.slurm import Job, Node, SlurmClient, SlurmError
 
 log = structlog.get_logger(__name__)
@@ -265,6 +268,7 @@ class DevCluster:
                 "--pid",
                 "--mount",
                 "--fork",
+                "--kill-child",  # the namespace init dies with unshare, and everything in it with the init
                 "--mount-proc",
                 "--propagation",
                 "private",
@@ -285,6 +289,7 @@ class DevCluster:
                 "--pid",
                 "--mount",
                 "--fork",
+                "--kill-child",  # as above: bash, then chroot, then the init it execs, keep the signal
                 "--propagation",
                 "private",
                 "--",
@@ -303,6 +308,7 @@ class DevCluster:
                 stdout=init_log,
                 stderr=init_log,
                 start_new_session=True,
+                preexec_fn=die_with_parent(),  # and unshare with us, however we end (SIGKILL included)
             )
         finally:
             init_log.close()
