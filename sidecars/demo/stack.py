@@ -19,6 +19,7 @@ from sidecars import probe
 from sidecars.cli import self_argv
 from sidecars.devcluster import ClusterSpec, DevCluster, Release, free_port
 from sidecars.devcluster.volume import AtomicVolume
+from sidecars.runtime.pdeathsig import die_with_parent
 
 log = structlog.get_logger(__name__)
 
@@ -141,6 +142,7 @@ class DemoStack:
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=out,
                 stderr=out,
+                preexec_fn=die_with_parent(),  # a demo killed by SIGKILL takes its sidecars with it
             )
         finally:
             out.close()

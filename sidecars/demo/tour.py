@@ -11,6 +11,7 @@ from typing import Any
 
 from sidecars.cli import self_argv
 from sidecars.demo.stack import DemoStack
+from sidecars.runtime.pdeathsig import die_with_parent
 
 
 class StepFailed(RuntimeError):
@@ -140,6 +141,7 @@ async def step_drain(stack: DemoStack) -> str:
         env=c.env,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
+        preexec_fn=die_with_parent(),
     )
     out, _ = await proc.communicate()
     hook_done = time.time()
