@@ -15,6 +15,7 @@ import pytest
 
 from sidecars.cli import self_argv
 from sidecars.devcluster import Release
+from sidecars.runtime.pdeathsig import die_with_parent
 from tests.devcluster import lifetime
 
 
@@ -33,7 +34,10 @@ def _demo_argv(release: Release, *extra: str) -> list[str]:
 @pytest.mark.timeout(240)
 async def test_tour_runs_to_the_end(release: Release) -> None:
     proc = await asyncio.create_subprocess_exec(
-        *_demo_argv(release, "--tour"), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        *_demo_argv(release, "--tour"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        preexec_fn=die_with_parent(),  # a test run that is killed takes its demo (and cluster) along
     )
     out, _ = await asyncio.wait_for(proc.communicate(), 200)
     text = out.decode()
@@ -54,6 +58,7 @@ async def test_live_mode_stops_on_signal_and_leaves_nothing(sig: signal.Signals)
         *self_argv("demo"),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        preexec_fn=die_with_parent(),
     )
     assert proc.stdout is not None
     seen = b""
@@ -83,6 +88,7 @@ async def test_killed_demo_leaves_nothing_running(release: Release) -> None:
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
+        preexec_fn=die_with_parent(),
     )
     assert proc.stdout is not None
     seen, cluster_dir, watched = b"", None, None
