@@ -16,13 +16,13 @@ from collections.abc import Callable
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
-def die_with_parent(sig: signal.Signals = signal.SIGKILL) -> Callable[[], None]:
+def die_with_parent(sig: signal.Signals = signal.SIGKILL, *, parent: int | None = None) -> Callable[[], None]:
     """A preexec function that has the child get `sig` when its parent thread ends.
 
     prctl is looked up here, in the parent: between fork and exec only the call itself runs (a
     dlopen there could wait forever on a lock another thread held at the fork)."""
     prctl = ctypes.CDLL(None, use_errno=True).prctl
-    parent = os.getpid()
+    parent = os.getpid() if parent is None else parent
 
     def preexec() -> None:
         if prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
@@ -31,3 +31,9 @@ def die_with_parent(sig: signal.Signals = signal.SIGKILL) -> Callable[[], None]:
             os.kill(os.getpid(), sig)
 
     return preexec
+
+
+def tie_to_parent(sig: signal.Signals = signal.SIGKILL) -> None:
+    """Have this process get `sig` when its parent ends: for a process started by code that is not
+    ours (a pytest-xdist worker), which cannot be given a preexec function."""
+    die_with_parent(sig, parent=os.getppid())()

@@ -1,7 +1,8 @@
 """For the tests that kill a cluster's owner: the owner itself, and a record of what must end with it.
 
 `python -m tests.devcluster.lifetime` (with SIDECARS_HOLD_RELEASE set) is a small owner: it starts
-a dev cluster, runs a job on it, prints one `HOLDING {...}` line and waits to be killed. Run by
+a dev cluster, runs a job on it, prints one `HOLDING {...}` line (also written to the file named by
+SIDECARS_HOLD_INFO, when set) and waits to be killed. Run by
 pytest (`pytest tests/devcluster/lifetime.py`), `test_hold_a_cluster_until_killed` does the same
 inside a pytest run, for the test that stops a whole run with SIGTERM.
 """
@@ -24,6 +25,11 @@ from sidecars.devcluster import ClusterSpec, DevCluster, Release
 from tests.conftest import descendants
 
 HOLD_ENV = "SIDECARS_HOLD_RELEASE"
+INFO_ENV = "SIDECARS_HOLD_INFO"
+# the kernel ends them all at once (measured: within 0.1 s of the owner's death); a few seconds is
+# ample on a loaded machine, and shorter than the 5 s an orphaned xdist worker waits before it
+# stops its test gracefully, so only a death tied to the owner's passes
+FEW_SECONDS = 4.0
 HOLDING = "HOLDING "
 # what a cluster with a job on it runs: every one of them must be seen before the owner is killed,
 # so a test that watched nothing cannot pass
@@ -44,7 +50,12 @@ async def hold() -> None:
     async with DevCluster(_release_from_env(), ClusterSpec(nodes=2)) as c:
         job = await c.sbatch("-N", "1", wrap="sleep 600")
         await c.wait_job(job, "RUNNING", timeout=60)
-        print(HOLDING + json.dumps({"dir": str(c.dir), "init": c.init_pid}), flush=True)
+        line = HOLDING + json.dumps({"dir": str(c.dir), "init": c.init_pid})
+        print(line, flush=True)
+        if INFO_ENV in os.environ:  # an xdist worker's output does not reach its controller's
+            tmp = Path(os.environ[INFO_ENV] + ".tmp")
+            tmp.write_text(line + "\n")
+            tmp.rename(os.environ[INFO_ENV])  # whole, or not there at all
         await asyncio.sleep(3600)
 
 
@@ -128,7 +139,7 @@ class Watched:
                 out[pid] = _cmdline(pid)
         return sorted(out.items())
 
-    async def wait_gone(self, timeout: float = 15.0) -> list[tuple[int, str]]:
+    async def wait_gone(self, timeout: float) -> list[tuple[int, str]]:
         """Poll /proc until nothing is left, or `timeout`; returns what is left."""
         deadline = time.monotonic() + timeout
         while (left := self.left()) and time.monotonic() < deadline:
@@ -141,7 +152,7 @@ async def kill_left(watched: Watched) -> None:
     for pid, _ in watched.left():
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-    await watched.wait_gone(timeout=10)
+    await watched.wait_gone(10.0)
 
 
 def remove_dir(cluster_dir: str, release: Release) -> None:

@@ -1,5 +1,6 @@
 """A dev cluster ends with the process that owns it, however that process ends: a small owner killed
-by SIGKILL, or a whole pytest run stopped by SIGTERM, leaves no daemon, slurmstepd or job behind."""
+by SIGKILL, or a whole pytest run stopped by SIGTERM (its clusters in the run itself or in an xdist
+worker), leaves no daemon, slurmstepd or job behind."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,12 +24,15 @@ REPO = Path(__file__).resolve().parents[2]
 def _owner_argv(kind: str) -> list[str]:
     if kind == "owner":
         return [sys.executable, "-m", "tests.devcluster.lifetime"]
+    # a whole pytest run, on its own or with an xdist worker holding the cluster
+    workers = ["-p", "no:xdist"] if kind == "pytest" else ["-n", "1"]
     return [
         sys.executable,
         "-m",
         "pytest",
         "-q",
         "-s",
+        *workers,
         "-p",
         "no:cacheprovider",
         "--timeout=0",
@@ -34,37 +40,48 @@ def _owner_argv(kind: str) -> list[str]:
     ]
 
 
+async def _holding(proc: asyncio.subprocess.Process, info_file: Path, log: Path) -> dict[str, Any]:
+    deadline = time.monotonic() + 150
+    while not info_file.exists():
+        assert proc.returncode is None, f"the owner exited early: {log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"no cluster after 150s: {log.read_text()[-3000:]}"
+        await asyncio.sleep(0.1)
+    info: dict[str, Any] = json.loads(info_file.read_text()[len(lifetime.HOLDING) :])
+    return info
+
+
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize(
     ("kind", "sig"),
-    [("owner", signal.SIGKILL), ("pytest", signal.SIGTERM)],
-    ids=["owner-sigkill", "pytest-sigterm"],
+    [("owner", signal.SIGKILL), ("pytest", signal.SIGTERM), ("xdist", signal.SIGTERM)],
+    ids=["owner-sigkill", "pytest-sigterm", "xdist-sigterm"],
 )
-async def test_nothing_outlives_the_owner(release: Release, kind: str, sig: signal.Signals) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        *_owner_argv(kind),
-        cwd=REPO,
-        env={**os.environ, lifetime.HOLD_ENV: lifetime.release_json(release)},
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    assert proc.stdout is not None
-    seen, info, watched = b"", None, None
+async def test_nothing_outlives_the_owner(
+    release: Release, kind: str, sig: signal.Signals, tmp_path: Path
+) -> None:
+    info_file, log = tmp_path / "holding", tmp_path / "owner.log"
+    with log.open("wb") as out:
+        proc = await asyncio.create_subprocess_exec(
+            *_owner_argv(kind),
+            cwd=REPO,
+            env={
+                **os.environ,
+                lifetime.HOLD_ENV: lifetime.release_json(release),
+                lifetime.INFO_ENV: str(info_file),
+            },
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+        )
+    info, watched = None, None
     try:
-        while info is None:
-            line = await asyncio.wait_for(proc.stdout.readline(), 150)
-            assert line, f"the owner exited early: {seen.decode()[-3000:]}"
-            seen += line
-            text = line.decode().strip()
-            if text.startswith(lifetime.HOLDING):
-                info = json.loads(text[len(lifetime.HOLDING) :])
+        info = await _holding(proc, info_file, log)
         watched = await lifetime.Watched.capture(proc.pid, info["init"], info["dir"])
         assert watched.names() >= lifetime.CLUSTER_NAMES, watched.procs
         proc.send_signal(sig)
         await asyncio.wait_for(proc.wait(), 30)
-        assert proc.returncode == -sig
-        left = await watched.wait_gone(timeout=15)
+        assert proc.returncode == -sig, log.read_text()[-3000:]
+        left = await watched.wait_gone(lifetime.FEW_SECONDS)
         assert not left, f"still running after the owner was killed: {left}"
     finally:
         if proc.returncode is None:
