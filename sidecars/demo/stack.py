@@ -165,17 +165,19 @@ class DemoStack:
             await asyncio.sleep(0.2)
 
     async def stop(self) -> None:
-        procs = [r.process for r in self.roles.values() if r.process.returncode is None]
-        for p in procs:
-            with contextlib.suppress(ProcessLookupError):
-                p.terminate()
-        for p in procs:
-            try:
-                await asyncio.wait_for(p.wait(), 5)
-            except TimeoutError:
-                p.kill()
-                await p.wait()
-        await self.cluster.stop()
+        try:
+            procs = [r.process for r in self.roles.values() if r.process.returncode is None]
+            for p in procs:
+                with contextlib.suppress(ProcessLookupError):
+                    p.terminate()
+            for p in procs:
+                try:
+                    await asyncio.wait_for(p.wait(), 5)
+                except TimeoutError:
+                    p.kill()
+                    await p.wait()
+        finally:  # cancelled while the sidecars stop, the cluster and its directory still go
+            await self.cluster.stop()
 
     async def get(self, url: str, *, auth: bool = False) -> object:
         headers = {"Authorization": f"Bearer {self.token}"} if auth else {}
