@@ -121,7 +121,7 @@ async def test_killed_demo_leaves_nothing_running(release: Release) -> None:
             assert f"sidecars --log-format json {role}" in roles, roles
         proc.kill()
         await proc.wait()
-        left = await watched.wait_gone(timeout=15)
+        left = await watched.wait_gone(lifetime.FEW_SECONDS)
         assert not left, f"still running after the demo was killed: {left}"
     finally:
         if proc.returncode is None:
