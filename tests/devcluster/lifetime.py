@@ -2,9 +2,9 @@
 
 `python -m tests.devcluster.lifetime` (with SIDECARS_HOLD_RELEASE set) is a small owner: it starts
 a dev cluster, runs a job on it, prints one `HOLDING {...}` line (also written to the file named by
-SIDECARS_HOLD_INFO, when set) and waits to be killed. Run by
-pytest (`pytest tests/devcluster/lifetime.py`), `test_hold_a_cluster_until_killed` does the same
-inside a pytest run, for the test that stops a whole run with SIGTERM.
+SIDECARS_HOLD_INFO, when set) and waits to be killed. Run by pytest (`pytest
+tests/devcluster/lifetime.py`, not collected otherwise), `test_hold_a_cluster_until_killed` does
+the same inside a pytest run, for the tests that stop a whole run with SIGTERM.
 """
 
 from __future__ import annotations
