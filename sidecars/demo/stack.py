@@ -19,6 +19,7 @@ from sidecars.cli import self_argv
 from sidecars.devcluster import ClusterSpec, DevCluster, Release, free_port
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime import process
+from sidecars.runtime.pdeathsig import die_with_parent
 
 log = structlog.get_logger(__name__)
 
@@ -165,6 +166,7 @@ class DemoStack:
                 env=self.cluster.env,
                 stdout=out,
                 stderr=out,
+                preexec_fn=die_with_parent(),  # a demo killed by SIGKILL takes its sidecars with it
             )
         finally:
             out.close()
@@ -187,9 +189,9 @@ class DemoStack:
             await asyncio.sleep(0.2)
 
     async def stop(self) -> None:
-        # all at once: each gets SIGTERM and 5 s to exit gracefully, then its group is killed. The
-        # daemon loop cancels a shutdown that takes over 1.5 s (a loaded machine): the roles are then
-        # killed at once, and the cluster is stopped all the same, never left running
+        # all at once: each gets SIGTERM and 5 s to exit gracefully, then its group is killed. A stop
+        # cut short (the daemon loop's grace ran out) kills the roles at once, and the cluster is
+        # stopped all the same, never left running
         try:
             await asyncio.gather(*(r.process.stop(grace=5) for r in self.roles.values()))
         finally:

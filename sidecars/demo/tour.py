@@ -12,6 +12,7 @@ from typing import Any
 from sidecars.cli import self_argv
 from sidecars.demo.stack import DemoStack
 from sidecars.runtime import process
+from sidecars.runtime.pdeathsig import die_with_parent
 
 
 class StepFailed(RuntimeError):
@@ -141,6 +142,7 @@ async def step_drain(stack: DemoStack) -> str:
         timeout=None,  # the hook keeps its own --timeout-seconds
         env=c.env,
         merge_stderr=True,
+        preexec_fn=die_with_parent(),
     )
     hook_done = time.time()
     finished = await c.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED"}, timeout=10)

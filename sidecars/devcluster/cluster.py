@@ -2,7 +2,9 @@
 
 Every process of a cluster runs in one PID namespace whose init is a small reaper loop we own:
 killing that init makes the kernel kill everything in it, slurmstepd and job processes included,
-which `scontrol shutdown` leaves running. For the chroot release the namespace's root is the
+which `scontrol shutdown` leaves running. The init dies with `unshare` (`--kill-child`) and
+`unshare` with the thread that started it (PR_SET_PDEATHSIG), so a cluster never outlives its
+owner, even one killed by SIGKILL. For the chroot release the namespace's root is the
 chroot, with the cluster directory bind-mounted at the same path, so paths mean the same inside
 and out. Client commands go through shims in DIR/bin that set SLURM_CONF (and, for the chroot,
 enter the namespace), so code under test runs `scontrol` from PATH as it does in production.
@@ -33,6 +35,7 @@ import structlog
 from sidecars.devcluster.release import Release
 from sidecars.devcluster.slurmconf import ClusterSpec, Ports, render
 from sidecars.runtime import process
+from sidecars.runtime.pdeathsig import die_with_parent
 from sidecars.slurm import Job, Node, SlurmClient, SlurmError
 
 log = structlog.get_logger(__name__)
@@ -256,6 +259,7 @@ class DevCluster:
                 "--pid",
                 "--mount",
                 "--fork",
+                "--kill-child",  # the namespace init dies with unshare, and everything in it with the init
                 "--mount-proc",
                 "--propagation",
                 "private",
@@ -276,6 +280,7 @@ class DevCluster:
                 "--pid",
                 "--mount",
                 "--fork",
+                "--kill-child",  # as above: bash, then chroot, then the init it execs, keep the signal
                 "--propagation",
                 "private",
                 "--",
@@ -288,7 +293,12 @@ class DevCluster:
             ]
         init_log = open(self.log_dir / "init.log", "wb")  # noqa: SIM115 - handed to the child
         try:
-            self._unshare = await process.start(argv, stdout=init_log, stderr=init_log)
+            self._unshare = await process.start(
+                argv,
+                stdout=init_log,
+                stderr=init_log,
+                preexec_fn=die_with_parent(),  # and unshare with us, however we end (SIGKILL included)
+            )
         finally:
             init_log.close()
         pid = self._unshare.pid
