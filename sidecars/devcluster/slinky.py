@@ -36,7 +36,8 @@ def check(spec: ClusterSpec, version: str) -> str | None:
         return None
     major, minor = (int(x) for x in version.split(".")[:2])
     if (major, minor) < MIN_RELEASE:
-        return f"the Slinky shape needs Slurm {MIN_RELEASE[0]}.{MIN_RELEASE[1]} or later (auth/slurm); this is {version}"
+        need = ".".join(str(x) for x in MIN_RELEASE)
+        return f"the Slinky shape needs Slurm {need} or later (auth/slurm); this is {version}"
     return None
 
 
@@ -99,9 +100,8 @@ def render(spec: ClusterSpec, d: Path, ports: Ports, host: str, cluster_name: st
     if spec.gpus:
         lines.append("GresTypes=gpu")
     lines += [f"NodeSet={ns} Feature={ns}" for ns in nodesets]
-    lines.append(
-        f"PartitionName=debug Nodes={','.join(nodesets)} Default=YES MaxTime={spec.partition_max_time} State=UP"
-    )
+    limit = spec.partition_max_time
+    lines.append(f"PartitionName=debug Nodes={','.join(nodesets)} Default=YES MaxTime={limit} State=UP")
     if spec.extra_conf:
         lines.append(spec.extra_conf.strip())
     files = {"slurm.conf": "\n".join(lines) + "\n", "cgroup.conf": "CgroupPlugin=disabled\n"}

@@ -2,8 +2,8 @@
 
 slurmd is found by scanning /proc (the pod shares its process namespace, or, in tests, the host's):
 a `slurmd` whose command line names our node (`-N name`), else the only slurmd there is. A slurmd
-whose SLURM_CONF differs from ours belongs to another cluster. On 24.11 every reconfigure re-execs
-slurmd under a new PID (and, on Debian, under its real name `slurmd-wlm`): we look for *a* slurmd
+whose SLURM_CONF (configless: SLURM_SACK_KEY) differs from ours belongs to another cluster. On 24.11
+every reconfigure re-execs slurmd under a new PID (and, on Debian, under its real name `slurmd-wlm`): we look for *a* slurmd
 each time, never hold on to one PID.
 """
 
@@ -55,8 +55,16 @@ class Slurmd:
     _last_seen: float | None = field(default=None, init=False)
     _argv: tuple[str, ...] = field(default=(), init=False)
 
-    def _conf(self) -> str | None:
-        return (os.environ if self.env is None else self.env).get("SLURM_CONF")
+    def _foreign(self, environ: bytes) -> bool:
+        """A slurmd of another cluster: its SLURM_CONF differs from ours, or (a configless slurmd has
+        none) its SLURM_SACK_KEY, the auth/slurm key it was pointed at, does."""
+        ours = os.environ if self.env is None else self.env
+        theirs = dict(e.split(b"=", 1) for e in environ.split(b"\0") if b"=" in e)
+        for var in ("SLURM_CONF", "SLURM_SACK_KEY"):
+            mine, seen = ours.get(var), theirs.get(var.encode())
+            if mine and seen is not None:
+                return seen.decode("utf-8", "replace") != mine
+        return False
 
     def _candidates(self) -> list[tuple[int, list[str]]]:
         found = []
@@ -73,16 +81,9 @@ class Slurmd:
                 continue  # a zombie waiting for a slow reaper is no live slurmd
             raw = _read(base / "cmdline") or b""
             argv = [w.decode("utf-8", "replace") for w in raw.split(b"\0") if w]
-            conf = self._conf()
             environ = _read(base / "environ")
-            if conf and environ is not None:
-                theirs = [
-                    e[len(b"SLURM_CONF=") :].decode()
-                    for e in environ.split(b"\0")
-                    if e.startswith(b"SLURM_CONF=")
-                ]
-                if theirs and theirs[0] != conf:
-                    continue
+            if environ is not None and self._foreign(environ):
+                continue
             found.append((int(entry), argv))
         return found
 
