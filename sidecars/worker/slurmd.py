@@ -3,8 +3,8 @@
 slurmd is found by scanning /proc (the pod shares its process namespace, or, in tests, the host's):
 a `slurmd` whose command line names our node (`-N name`), else the only slurmd there is. A slurmd
 whose SLURM_CONF (configless: SLURM_SACK_KEY) differs from ours belongs to another cluster. On 24.11
-every reconfigure re-execs slurmd under a new PID (and, on Debian, under its real name `slurmd-wlm`): we look for *a* slurmd
-each time, never hold on to one PID.
+every reconfigure re-execs slurmd under a new PID (and, on Debian, under its real name
+`slurmd-wlm`): we look for *a* slurmd each time, never hold on to one PID.
 """
 
 from __future__ import annotations
