@@ -21,7 +21,7 @@ from sidecars.slurm import SlurmClient, SlurmError, health, podinfo
 
 log = structlog.get_logger(__name__)
 
-RECORD_SECONDS = 60.0
+RECORDS_PER_POLLS = 4  # the node record is re-read every 4th poll (a minute at the default 15 s)
 
 
 class SlurmdHealth:
@@ -53,7 +53,7 @@ class SlurmdHealth:
 
     async def step(self) -> None:
         """Ask slurmd's /readyz at most once per `interval`. The node record (address, port, the
-        Comment) is read from Slurm once a minute, or at once after a failed probe: per-pod agents
+        Comment) is read from Slurm every 4th poll, or at once after a failed probe: per-pod agents
         must not add a query per poll to slurmctld's load."""
         now = time.monotonic()
         if now < self._next:
@@ -67,7 +67,7 @@ class SlurmdHealth:
             except SlurmError as exc:
                 self._log.debug("slurmd_health_not_refreshed", error=str(exc))
                 return
-            self._record_due = now + RECORD_SECONDS
+            self._record_due = now + self.interval * RECORDS_PER_POLLS
             self.identity = podinfo.parse(node.comment) if node else None
             self._where = (node.address or "127.0.0.1", node.port or self._port) if node else None
         if not self._served or self.session is None:
