@@ -6,6 +6,7 @@ say. This is a Slurm edge like the commands are: the only place we speak HTTP to
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
 
 import aiohttp
@@ -24,6 +25,9 @@ def served(version: Version, comm_params: str = "") -> bool:
 class Answer:
     ok: bool
     detail: str  # "204 from http://..." or why it failed
+    # True: an HTTP answer came (any status); False: the daemon took the connection and dropped it
+    # without one (Slurm's own protocol: no HTTP here); None: nothing learnt (refused, timed out)
+    http: bool | None = None
 
 
 async def probe(
@@ -33,6 +37,12 @@ async def probe(
     url = f"http://{host}:{port}{path}"
     try:
         async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as r:
-            return Answer(200 <= r.status < 300, f"{r.status} from {url}")
+            return Answer(200 <= r.status < 300, f"{r.status} from {url}", http=True)
+    except (aiohttp.ServerDisconnectedError, aiohttp.ClientResponseError) as exc:
+        return Answer(False, f"{url}: {type(exc).__name__}: {exc}".rstrip(": "), http=False)
+    except aiohttp.ClientOSError as exc:
+        # measured: 24.11's slurmd resets the connection, its slurmctld closes it (both: no HTTP)
+        dropped = exc.errno == errno.ECONNRESET
+        return Answer(False, f"{url}: {type(exc).__name__}: {exc}", http=False if dropped else None)
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         return Answer(False, f"{url}: {type(exc).__name__}: {exc}".rstrip(": "))

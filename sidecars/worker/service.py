@@ -65,6 +65,7 @@ class Agent:
             self.client,
             settings.node_name,
             (settings.pod_namespace, settings.pod_name),
+            self.slurmd.find,
             interval=settings.poll_seconds,
         )
         self.obs: Observation | None = None
@@ -178,6 +179,7 @@ class Agent:
                 self.source.attach(
                     cp, retry_seconds=min(s.poll_seconds, 5.0), on_fallback=self.metrics.fallbacks.inc
                 )
+                self.slurmd_health.read_record = False  # coordinated: no Slurm query of its own
             self.http_port = await stack.enter_async_context(
                 serve(self.http().app(), s.http_host, s.http_port)
             )

@@ -56,15 +56,16 @@ class Slurmd:
     _argv: tuple[str, ...] = field(default=(), init=False)
 
     def _foreign(self, environ: bytes) -> bool:
-        """A slurmd of another cluster: its SLURM_CONF differs from ours, or (a configless slurmd has
-        none) its SLURM_SACK_KEY, the auth/slurm key it was pointed at, does."""
+        """A slurmd of another cluster: its SLURM_CONF differs from ours; or it was pointed at an
+        auth/slurm key (SLURM_SACK_KEY: a configless slurmd has no SLURM_CONF) other than ours, or
+        at one while we were not."""
         ours = os.environ if self.env is None else self.env
         theirs = dict(e.split(b"=", 1) for e in environ.split(b"\0") if b"=" in e)
-        for var in ("SLURM_CONF", "SLURM_SACK_KEY"):
-            mine, seen = ours.get(var), theirs.get(var.encode())
-            if mine and seen is not None:
-                return seen.decode("utf-8", "replace") != mine
-        return False
+        key, their_key = ours.get("SLURM_SACK_KEY"), theirs.get(b"SLURM_SACK_KEY")
+        if their_key is not None and their_key.decode("utf-8", "replace") != key:
+            return True
+        conf, their_conf = ours.get("SLURM_CONF"), theirs.get(b"SLURM_CONF")
+        return bool(conf) and their_conf is not None and their_conf.decode("utf-8", "replace") != conf
 
     def _candidates(self) -> list[tuple[int, list[str]]]:
         found = []
