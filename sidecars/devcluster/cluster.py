@@ -298,9 +298,9 @@ class DevCluster:
             script = (
                 'set -e; R=$0 D=$1; mount -t proc proc "$R/proc"; mount --rbind /dev "$R/dev"; '
                 'mount -t sysfs sysfs "$R/sys"; mkdir -p "$R$D"; mount --bind "$D" "$R$D"; '
-                # a /run of its own: 24.11+ daemons make sockets there (auth/slurm's sack.socket)
-                'mount -t tmpfs tmpfs "$R/run"; '
-                'exec chroot "$R" /bin/bash -c "$2"'
+                # Slinky shape: a /run of its own, where auth/slurm's daemons make their sack.socket
+                + ('mount -t tmpfs tmpfs "$R/run"; ' if self.slinky else "")
+                + 'exec chroot "$R" /bin/bash -c "$2"'
             )
             argv = [
                 "unshare",

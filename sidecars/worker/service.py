@@ -65,7 +65,7 @@ class Agent:
             self.client,
             settings.node_name,
             (settings.pod_namespace, settings.pod_name),
-            self.slurmd.find,
+            lambda: self.slurmd.find(record=False),
             interval=settings.poll_seconds,
         )
         self.obs: Observation | None = None

@@ -88,8 +88,9 @@ class Slurmd:
             found.append((int(entry), argv))
         return found
 
-    def find(self) -> int | None:
-        """The PID of our slurmd, or None when none is visible."""
+    def find(self, *, record: bool = True) -> int | None:
+        """The PID of our slurmd, or None when none is visible. `record=False`: a look that leaves
+        no trace (a slurmd counts as seen, and its death as one, only through the checks' looks)."""
         cands = self._candidates()
         named = [(pid, argv) for pid, argv in cands if _node_arg(argv) == self.node_name]
         unnamed = [(pid, argv) for pid, argv in cands if _node_arg(argv) is None]
@@ -97,8 +98,9 @@ class Slurmd:
         if not pick:
             return None
         pid, argv = min(pick)  # a daemon that forks a child: the parent is the daemon
-        self._last_seen = time.monotonic()
-        self._argv = tuple(argv)
+        if record:
+            self._last_seen = time.monotonic()
+            self._argv = tuple(argv)
         return pid
 
     @property
