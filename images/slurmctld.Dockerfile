@@ -50,6 +50,8 @@ RUN --mount=type=bind,target=/src \
     sh /src/images/install-sidecars.sh /src /src/images/constraints.txt
 ENV PATH=/opt/slurm-sidecars/bin:$PATH
 # config-sync's state dir (the last good set) and the directory it stages Slurm's files in belong
-# to the sidecars' user
+# to the sidecars' user (config-sync wants --target to exist: a named volume is seeded from it),
+# and so does slurmctld's pid dir (a container's own, where no volume is
+# mounted: podman 4.3 cannot give a tmpfs an owner)
 RUN install -d -o 401 -g 401 -m 0750 /var/lib/slurm-sidecars \
- && install -d -o 401 -g 401 -m 0755 /etc/slurm-sidecars /run/slurm-sidecars
+ && install -d -o 401 -g 401 -m 0755 /etc/slurm-sidecars /etc/slurm-sidecars/slurm /run/slurm-sidecars /run/slurmctld
