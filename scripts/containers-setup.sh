@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # What building and running the images needs on this machine, as root: podman with runc, buildah,
-# podman-compose and the CNI dnsname plugin (containers find each other by service name), and
+# podman-compose, the CNI dnsname plugin (containers find each other by service name), catatonit
+# (the pause process of the pods `podman kube play` makes), and
 # /etc/containers/containers.conf with the two settings the machine needs. Safe to run again.
 set -euo pipefail
 
-PKGS=(podman buildah runc podman-compose golang-github-containernetworking-plugin-dnsname debootstrap)
+PKGS=(podman buildah runc podman-compose golang-github-containernetworking-plugin-dnsname catatonit debootstrap)
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
 missing=()
