@@ -39,7 +39,14 @@ COMPOSE_FILE = ROOT / "docker-compose.yml"
 SEED = ROOT / "images" / "compose"
 T = TypeVar("T")
 # the slurmd pod's preStop hook (manifests/base/slurmd.yaml), with a timeout for a tour
-PRESTOP = ("slurm-sidecars", "drain-hook", "--socket", "/run/slurm-sidecars/agent.sock", "--timeout-seconds", "60")
+PRESTOP = (
+    "slurm-sidecars",
+    "drain-hook",
+    "--socket",
+    "/run/slurm-sidecars/agent.sock",
+    "--timeout-seconds",
+    "60",
+)
 
 
 class StepFailed(RuntimeError):
@@ -97,7 +104,9 @@ class Stack:
         cmd = ["podman", "exec", *(["--user", user] if user else []), self.name(service), *argv]
         r = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if check and r.returncode != 0:
-            raise StepFailed(f"{service}: {' '.join(argv)}: exit {r.returncode}: {(r.stdout + r.stderr)[-1500:]}")
+            raise StepFailed(
+                f"{service}: {' '.join(argv)}: exit {r.returncode}: {(r.stdout + r.stderr)[-1500:]}"
+            )
         return r.stdout
 
     def inspect(self, service: str) -> dict[str, Any]:
@@ -159,13 +168,17 @@ class Stack:
                 ["podman", "wait", self.name(service)], capture_output=True, text=True, check=False
             )
             if r.returncode != 0 or r.stdout.strip() != "0":
-                logs = subprocess.run(["podman", "logs", self.name(service)], capture_output=True, text=True)
+                logs = subprocess.run(
+                    ["podman", "logs", self.name(service)], capture_output=True, text=True, check=False
+                )
                 raise StepFailed(f"{service} did not complete successfully: {r.stdout}{logs.stderr[-1000:]}")
         elif condition == "service_healthy":
             try:
                 until(f"{service}'s healthcheck", lambda: self.healthy(service), timeout=timeout, every=1.0)
             except StepFailed:
-                logs = subprocess.run(["podman", "logs", self.name(service)], capture_output=True, text=True)
+                logs = subprocess.run(
+                    ["podman", "logs", self.name(service)], capture_output=True, text=True, check=False
+                )
                 raise StepFailed(
                     f"{service} never became healthy; its log ends: {(logs.stdout + logs.stderr)[-1500:]}"
                 ) from None
@@ -187,13 +200,23 @@ class Stack:
         """Remove every container, volume and network of the project; return what is left."""
         self.compose("down", "-v", "-t", "20", check=False)
         label = f"label=io.podman.compose.project={self.project}"
-        r = subprocess.run(["podman", "ps", "-aq", "--filter", label], capture_output=True, text=True)
+        r = subprocess.run(
+            ["podman", "ps", "-aq", "--filter", label], capture_output=True, text=True, check=False
+        )
         if r.stdout.split():
-            subprocess.run(["podman", "rm", "-f", "-t", "5", *r.stdout.split()], capture_output=True)
-        r = subprocess.run(["podman", "volume", "ls", "-q", "--filter", label], capture_output=True, text=True)
+            subprocess.run(
+                ["podman", "rm", "-f", "-t", "5", *r.stdout.split()], capture_output=True, check=False
+            )
+        r = subprocess.run(
+            ["podman", "volume", "ls", "-q", "--filter", label], capture_output=True, text=True, check=False
+        )
         if r.stdout.split():
-            subprocess.run(["podman", "volume", "rm", "-f", *r.stdout.split()], capture_output=True)
-        subprocess.run(["podman", "network", "rm", "-f", f"{self.project}_default"], capture_output=True)
+            subprocess.run(
+                ["podman", "volume", "rm", "-f", *r.stdout.split()], capture_output=True, check=False
+            )
+        subprocess.run(
+            ["podman", "network", "rm", "-f", f"{self.project}_default"], capture_output=True, check=False
+        )
         return self.leftovers()
 
 
@@ -234,14 +257,19 @@ class Tour:
         (self.stack.seed / "slurm.conf").write_text(text)
         # the kubelet service swaps `..data` in the ConfigMap volume, as the kubelet does
         r = subprocess.run(
-            ["podman", "start", "--attach", self.stack.name("kubelet")], capture_output=True, text=True
+            ["podman", "start", "--attach", self.stack.name("kubelet")],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if r.returncode != 0:
             raise StepFailed(f"the kubelet service failed: {r.stderr[-1000:]}")
 
     def step_jobs(self) -> str:
         for worker, limit in (("worker-1", "30"), ("worker-2", "5")):
-            job = self.sbatch("-w", worker, "-t", limit, "--wrap", "hostname > /tmp/job-$SLURM_JOB_ID; sleep 600")
+            job = self.sbatch(
+                "-w", worker, "-t", limit, "--wrap", "hostname > /tmp/job-$SLURM_JOB_ID; sleep 600"
+            )
             self.jobs[worker] = job
         for worker, job in self.jobs.items():
             self.wait_job(job, {"RUNNING"})
@@ -273,7 +301,7 @@ class Tour:
         part = self.slurm("scontrol", "-o", "show", "partition")
         if "MaxTime=02:00:00" not in part:
             raise StepFailed(f"slurmctld reports {part.strip()}")
-        say(f"  applied and verified in {seconds:.2f}s; scontrol in the slurmctld container shows MaxTime=02:00:00")
+        say(f"  applied and verified in {seconds:.2f}s; slurmctld container: MaxTime=02:00:00")
         return f"valid change applied in {seconds:.2f}s"
 
     def step_broken_change(self) -> str:
@@ -281,6 +309,7 @@ class Tour:
         started = self.stack.inspect("slurmctld")["State"]["StartedAt"]
         self.update_configmap(good + "ThisIsNotAKey=1\n")
         say("  added ThisIsNotAKey=1 to slurm.conf in the ConfigMap volume")
+
         def rejected() -> dict[str, Any] | None:
             status = self.status()
             return status["rejected"] if status.get("rejected") and not status["pending"] else None
@@ -319,7 +348,10 @@ class Tour:
         say(f"  job {job} (4 s of work) runs on worker-2; its preStop command runs in the worker-2 container")
         started = time.monotonic()
         r = subprocess.run(
-            ["podman", "exec", self.stack.name("worker-2"), *PRESTOP], capture_output=True, text=True, check=False
+            ["podman", "exec", self.stack.name("worker-2"), *PRESTOP],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         hook_done = time.time()
         state = self.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}, timeout=30)
@@ -330,10 +362,12 @@ class Tour:
             raise StepFailed(f"worker-2 is {node} after the hook")
         ended = float(self.stack.exec("worker-2", "cat", "/tmp/drain-job-done"))
         lag = hook_done - ended
-        subprocess.run(["podman", "stop", "-t", "30", self.stack.name("worker-2")], capture_output=True, check=True)
+        subprocess.run(
+            ["podman", "stop", "-t", "30", self.stack.name("worker-2")], capture_output=True, check=True
+        )
         say(
             f"  job {job} COMPLETED (not killed); the hook returned {lag:.2f}s after the job's last command,"
-            f" {time.monotonic() - started:.1f}s after it was called; worker-2 is {node}; its container stopped"
+            f" {time.monotonic() - started:.1f}s after it was called; worker-2 is {node}; container stopped"
         )
         return f"worker-2 drained and stopped; its job completed; hook returned {lag:.2f}s after it"
 
@@ -378,7 +412,9 @@ def run_tour(stack: Stack) -> bool:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--project", default=f"sidecars-tour-{uuid.uuid4().hex[:8]}", help="compose project name")
-    p.add_argument("--up-only", action="store_true", help="bring the stack up and check it, then take it down")
+    p.add_argument(
+        "--up-only", action="store_true", help="bring the stack up and check it, then take it down"
+    )
     args = p.parse_args()
     if shutil.which("podman-compose") is None:
         print("compose-tour: podman-compose is missing; `make images` installs it", file=sys.stderr)

@@ -88,7 +88,13 @@ def podman_pod(obj: Obj, name: str, tag: str, prefix: str) -> Obj:
     spec["restartPolicy"] = "Always"
     for claim in obj["spec"].get("volumeClaimTemplates", []):
         spec["volumes"].append({"name": claim["metadata"]["name"], "emptyDir": {}})
+    # podman 4.3 makes an emptyDir a named volume of the volume's name: two pods would share one
+    renamed = {v["name"]: f"{name}-{v['name']}" for v in spec["volumes"] if "emptyDir" in v}
+    for c in spec["containers"] + spec.get("initContainers", []):
+        for m in c.get("volumeMounts", []):
+            m["name"] = renamed.get(m["name"], m["name"])
     for v in spec["volumes"]:
+        v["name"] = renamed.get(v["name"], v["name"])
         if "secret" in v:
             v["configMap"] = {"name": v.pop("secret")["secretName"]}
     for c in spec["containers"]:
@@ -101,7 +107,9 @@ def podman_pod(obj: Obj, name: str, tag: str, prefix: str) -> Obj:
             path = env.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
             if path in {"metadata.name", "metadata.namespace"}:
                 del env["valueFrom"]
-                env["value"] = name if path == "metadata.name" else obj["metadata"].get("namespace", "default")
+                env["value"] = (
+                    name if path == "metadata.name" else obj["metadata"].get("namespace", "default")
+                )
         for key in ("command", "args"):
             if key in c:
                 c[key] = [w.replace("$(POD_NAME)", name) for w in c[key]]
@@ -112,7 +120,12 @@ def secret_as_configmap(obj: Obj) -> Obj:
     data = {}
     for key in obj.get("stringData", {}):
         data[key] = secrets.token_hex(512 if key == "munge.key" else 32)
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": obj["metadata"]["name"]}, "data": data}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": obj["metadata"]["name"]},
+        "data": data,
+    }
 
 
 class Play:
@@ -133,6 +146,12 @@ class Play:
         }
         for pod in self.pods.values():
             pod["metadata"]["name"] = f"{pod['spec']['hostname']}-{self.run_id}"
+            # podman keeps a ConfigMap as a volume of its name: one per run, removed at the end
+            for v in pod["spec"]["volumes"]:
+                if "configMap" in v:
+                    v["configMap"]["name"] += f"-{self.run_id}"
+        for cm in self.configmaps:
+            cm["metadata"]["name"] += f"-{self.run_id}"
         self.played: list[Path] = []
 
     def container(self, role: str, name: str) -> str:
@@ -153,6 +172,10 @@ class Play:
 
     def up(self) -> None:
         run("podman", "network", "create", self.network)
+        # the headless Service's name for the controller, from inside its own pod (one netns)
+        self.pods["slurmctld"]["spec"]["hostAliases"] = [
+            {"ip": "127.0.0.1", "hostnames": ["slurmctld-0.slurmctld"]}
+        ]
         self.play("slurmctld")
         ip = self.address("slurmctld")
         self.pods["slurmd"]["spec"]["hostAliases"] = [
@@ -166,10 +189,22 @@ class Play:
         for pod in self.pods.values():
             run("podman", "pod", "rm", "-f", pod["metadata"]["name"], check=False)
         run("podman", "network", "rm", "-f", self.network, check=False)
+        for cm in self.configmaps:
+            run("podman", "volume", "rm", "-f", cm["metadata"]["name"], check=False)
+        left_volumes = [
+            v
+            for v in run("podman", "volume", "ls", "--format", "{{.Name}}").stdout.split()
+            if self.run_id in v
+        ]
         left = [
             p for p in run("podman", "pod", "ls", "--format", "{{.Name}}").stdout.split() if self.run_id in p
         ]
-        left += [n for n in run("podman", "network", "ls", "--format", "{{.Name}}").stdout.split() if n == self.network]
+        left += left_volumes
+        left += [
+            n
+            for n in run("podman", "network", "ls", "--format", "{{.Name}}").stdout.split()
+            if n == self.network
+        ]
         for path in self.played:
             path.unlink(missing_ok=True)
         self.dir.rmdir()
@@ -177,7 +212,9 @@ class Play:
 
     # -------------------------------------------------------------------- checks
     def exec(self, role: str, name: str, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return run("podman", "exec", self.container(role, name), *argv, check=check)
+        # Slurm's commands in the controller's containers read the file config-sync staged
+        env = ["--env", "SLURM_CONF=/etc/slurm-sidecars/slurm/slurm.conf"] if role == "slurmctld" else []
+        return run("podman", "exec", *env, self.container(role, name), *argv, check=check)
 
     def check_probes(self) -> list[str]:
         done = []
@@ -210,7 +247,9 @@ class Play:
                     r = self.exec(role, c["name"], "touch", "/.written", check=False)
                     if r.returncode == 0:
                         raise CheckFailed(f"{role}/{c['name']} could write its root filesystem")
-                if ctx.get("capabilities", {}).get("drop") == ["ALL"] and not ctx.get("capabilities", {}).get("add"):
+                if ctx.get("capabilities", {}).get("drop") == ["ALL"] and not ctx.get("capabilities", {}).get(
+                    "add"
+                ):
                     status = self.exec(role, c["name"], "cat", "/proc/self/status").stdout
                     eff = re.search(r"CapEff:\s*(\w+)", status)
                     if not eff or int(eff.group(1), 16) != 0:
