@@ -11,6 +11,7 @@ turned into what podman 4.3's `kube play` can run, changing only what it cannot 
   tests/shipping/test_manifests.py and live by the compose tour, whose depends_on mirrors it;
 - `$(POD_NAME)` in a command and the downward API's metadata.name and metadata.namespace are
   filled in as the kubelet would (podman 4.3 expands neither and knows no namespace);
+- emptyDirs are fresh empty host directories (podman would seed a volume from the image);
 - Secrets are served as ConfigMaps of the same keys (podman 4.3.1 crashes on secret volumes), with
   real random values in place of the placeholders, as a user is told to make;
 - the Services' names resolve through hostAliases to the controller pod's address;
@@ -30,6 +31,7 @@ import copy
 import json
 import re
 import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -78,7 +80,7 @@ def render(kubectl: str) -> list[Obj]:
     return [d for d in yaml.safe_load_all(out) if d]
 
 
-def podman_pod(obj: Obj, name: str, tag: str, prefix: str) -> Obj:
+def podman_pod(obj: Obj, name: str, tag: str, prefix: str, empty_dirs: Path) -> Obj:
     spec = copy.deepcopy(obj["spec"]["template"]["spec"])
     sidecars = [c for c in spec.pop("initContainers", []) if c.get("restartPolicy") == "Always"]
     for c in sidecars:
@@ -88,16 +90,19 @@ def podman_pod(obj: Obj, name: str, tag: str, prefix: str) -> Obj:
     spec["restartPolicy"] = "Always"
     for claim in obj["spec"].get("volumeClaimTemplates", []):
         spec["volumes"].append({"name": claim["metadata"]["name"], "emptyDir": {}})
-    # podman 4.3 makes an emptyDir a named volume of the volume's name: two pods would share one
-    renamed = {v["name"]: f"{name}-{v['name']}" for v in spec["volumes"] if "emptyDir" in v}
-    for c in spec["containers"] + spec.get("initContainers", []):
-        for m in c.get("volumeMounts", []):
-            m["name"] = renamed.get(m["name"], m["name"])
+    # a Kubernetes emptyDir starts empty and world-writable; podman 4.3 makes it a volume seeded
+    # from the image's directory, which would hide a manifest that relies on the image's content:
+    # each emptyDir is a fresh empty host directory instead
     for v in spec["volumes"]:
-        v["name"] = renamed.get(v["name"], v["name"])
+        if "emptyDir" in v:
+            path = empty_dirs / f"{name}-{v['name']}"
+            path.mkdir()
+            path.chmod(0o777)
+            del v["emptyDir"]
+            v["hostPath"] = {"path": str(path), "type": "Directory"}
         if "secret" in v:
             v["configMap"] = {"name": v.pop("secret")["secretName"]}
-    for c in spec["containers"]:
+    for c in spec["containers"] + spec.get("initContainers", []):
         image, _, _ = c["image"].partition(":")
         c["image"] = f"localhost/{prefix}/{image.split('/')[-1]}:{tag}"
         c["imagePullPolicy"] = "Never"
@@ -141,8 +146,8 @@ class Play:
         dep = next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == "slurmd")
         # unique pod names per run: a test and a manual run never meet; hostnames stay Kubernetes'
         self.pods = {
-            "slurmctld": podman_pod(sts, "slurmctld-0", tag, prefix),
-            "slurmd": podman_pod(dep, "slurmd-0", tag, prefix),
+            "slurmctld": podman_pod(sts, "slurmctld-0", tag, prefix, self.dir),
+            "slurmd": podman_pod(dep, "slurmd-0", tag, prefix, self.dir),
         }
         for pod in self.pods.values():
             pod["metadata"]["name"] = f"{pod['spec']['hostname']}-{self.run_id}"
@@ -205,9 +210,7 @@ class Play:
             for n in run("podman", "network", "ls", "--format", "{{.Name}}").stdout.split()
             if n == self.network
         ]
-        for path in self.played:
-            path.unlink(missing_ok=True)
-        self.dir.rmdir()
+        shutil.rmtree(self.dir, ignore_errors=True)
         return left
 
     # -------------------------------------------------------------------- checks

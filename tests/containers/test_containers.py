@@ -7,6 +7,7 @@ they made on every path, and the guard below checks that nothing of this session
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import uuid
@@ -40,11 +41,17 @@ def images() -> None:
         assert f"images: slurm-sidecars/{role}:0.1.0" in r.stdout  # its size was printed
 
 
+# the names these tests make: compose projects, kube-play pods, networks, volumes and images
+OURS = re.compile(r"sidecars-(test|kube|broken)-|^(slurmctld|slurmd)-0-[0-9a-f]{8}")
+
+
 @pytest.fixture(autouse=True)
 def _nothing_left() -> Iterator[None]:
+    """Beyond what each script checks itself: no container, pod, volume or network of ours that
+    was not there before (others' podman objects on this shared machine are not looked at)."""
     before = {k: _podman_names(k) for k in ("container", "pod", "volume", "network")}
     yield
-    left = {k: _podman_names(k) - before[k] for k in before}
+    left = {k: {n for n in _podman_names(k) - before[k] if OURS.search(n)} for k in before}
     assert not any(left.values()), f"left behind: {left}"
 
 
