@@ -19,8 +19,9 @@ def configure(p: argparse.ArgumentParser) -> None:
         p,
         "--release",
         default="host",
-        choices=["host", "chroot"],
-        help="host: this machine's Slurm packages; chroot: Debian 13's 24.11 in a chroot",
+        choices=["host", "chroot", "sid"],
+        help="host: this machine's Slurm packages; chroot: Debian 13's 24.11 in a chroot; "
+        "sid: Debian unstable's 26.05 in a chroot",
     )
     flag(p, "--nodes", default="3", help="number of slurmd nodes (3 to 16)")
     p.add_argument("--tour", action="store_true", help="walk through the features, then exit")
@@ -30,8 +31,7 @@ def main(args: argparse.Namespace) -> int:
     from sidecars.demo.live import live_table
     from sidecars.demo.stack import DemoStack
     from sidecars.demo.tour import run_tour
-    from sidecars.devcluster import build_chroot, host_release
-    from sidecars.devcluster.release import ReleaseUnavailable
+    from sidecars.devcluster.release import ReleaseUnavailable, release_named
 
     if args.log_level == "info":  # the demo's own narration is the output; its log only says what went wrong
         logs.configure(json=False, level="warning")
@@ -45,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
 
     async def body(stop: asyncio.Event) -> None:
         try:
-            release = await (host_release() if args.release == "host" else build_chroot())
+            release = await release_named(args.release)
         except ReleaseUnavailable as exc:
             raise ConfigError(str(exc)) from None
         print(
@@ -58,6 +58,7 @@ def main(args: argparse.Namespace) -> int:
                 f"\nSlurm {release.version} is running in {c.dir}.\n"
                 f"  config-sync status:   {stack.config_sync_url}/status\n"
                 f"  control plane:        {stack.control_plane_url}/v1/nodes (token in {stack.token_file})\n"
+                f"  web page:             {stack.page_url} (viewer token in {stack.viewer_token_file})\n"
                 f"  the ConfigMap to edit: {c.dir / 'configmap'} (edit ..data/slurm.conf via a new version)\n"
                 f"  Slurm from a shell:   export SLURM_CONF={c.conf_path} PATH={c.bin_dir}:$PATH\n"
                 f"  logs:                 {c.log_dir}\n",
