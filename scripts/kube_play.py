@@ -82,7 +82,11 @@ def render(kubectl: str) -> list[Obj]:
 
 def podman_pod(obj: Obj, name: str, tag: str, prefix: str, empty_dirs: Path) -> Obj:
     spec = copy.deepcopy(obj["spec"]["template"]["spec"])
-    sidecars = [c for c in spec.pop("initContainers", []) if c.get("restartPolicy") == "Always"]
+    inits = spec.pop("initContainers", [])
+    sidecars = [c for c in inits if c.get("restartPolicy") == "Always"]
+    # one-shot init containers stay: podman runs them to completion first, as the kubelet does
+    if plain := [c for c in inits if c.get("restartPolicy") != "Always"]:
+        spec["initContainers"] = plain
     for c in sidecars:
         del c["restartPolicy"]
     spec["containers"] = sidecars + spec["containers"]
@@ -118,7 +122,9 @@ def podman_pod(obj: Obj, name: str, tag: str, prefix: str, empty_dirs: Path) -> 
         for key in ("command", "args"):
             if key in c:
                 c[key] = [w.replace("$(POD_NAME)", name) for w in c[key]]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {}}, "spec": spec}
+    # podman 4.3 fails removing a run-"once" init container (it removes them after the run): keep it
+    meta = {"name": name, "annotations": {"io.podman.annotations.init.container.type": "always"}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
 def secret_as_configmap(obj: Obj) -> Obj:
@@ -219,7 +225,7 @@ class Play:
         env = ["--env", "SLURM_CONF=/etc/slurm-sidecars/slurm/slurm.conf"] if role == "slurmctld" else []
         return run("podman", "exec", *env, self.container(role, name), *argv, check=check)
 
-    def check_probes(self) -> list[str]:
+    def check_probes(self, timeout: float) -> list[str]:
         done = []
         for role, pod in self.pods.items():
             for c in pod["spec"]["containers"]:
@@ -230,6 +236,7 @@ class Play:
                     until(
                         f"{role}/{c['name']} {probe} ({' '.join(argv)})",
                         lambda r=role, n=c["name"], a=argv: self.exec(r, n, *a, check=False).returncode == 0,
+                        timeout=timeout,
                     )
                     done.append(f"{role}/{c['name']} {probe}")
         return done
@@ -290,13 +297,14 @@ def main() -> int:
     p.add_argument("--kubectl", default=str(Path(sys.executable).parent / "kubectl"))
     p.add_argument("--tag", default="0.1.0")
     p.add_argument("--prefix", default="slurm-sidecars")
+    p.add_argument("--probe-timeout", type=float, default=180.0, help="seconds for each probe to pass")
     args = p.parse_args()
     play = Play(args.kubectl, args.tag, args.prefix)
     ok = False
     try:
         play.up()
         say(f"podman kube play: pods {', '.join(pod['metadata']['name'] for pod in play.pods.values())}")
-        probes = play.check_probes()
+        probes = play.check_probes(args.probe_timeout)
         say(f"  every exec probe passes in its container ({len(probes)}): {', '.join(probes)}")
         secure = play.check_security()
         say(f"  running, with the manifests' user, read-only root and capabilities: {', '.join(secure)}")

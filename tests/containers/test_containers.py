@@ -63,6 +63,16 @@ def test_the_images_run_their_commands(images: None) -> None:
             capture_output=True, text=True, check=False,
         )  # fmt: skip
         assert r.returncode == 0 and "slurm-wlm 26.05" in r.stdout and "drain-hook" in r.stdout, r.stderr
+    # the wheel carried the web page's package data into the image, and the read-only sidecars
+    # find it as a resource; nothing of pip is left
+    r = subprocess.run(
+        ["podman", "run", "--rm", "--read-only", "--user", "401:401", "slurm-sidecars/slurmctld:0.1.0",
+         "/opt/slurm-sidecars/venv/bin/python", "-c",
+         "from sidecars.controlplane.web import _static_files; import importlib.util as u;"
+         " print(sorted(_static_files())); print(u.find_spec('pip'))"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0 and "index.html" in r.stdout and r.stdout.strip().endswith("None"), r.stderr
 
 
 def test_compose_tour_walks_through_the_containers(images: None) -> None:
@@ -99,7 +109,7 @@ def test_a_broken_command_in_an_image_fails_the_check(images: None, tmp_path: Pa
         )
         subprocess.run(["podman", "tag", "slurm-sidecars/slurmctld:0.1.0", made[1]], check=True)
         r = subprocess.run(
-            [PY, "scripts/kube_play.py", "--prefix", prefix],
+            [PY, "scripts/kube_play.py", "--prefix", prefix, "--probe-timeout", "60"],
             cwd=ROOT,
             capture_output=True,
             text=True,

@@ -193,7 +193,9 @@ def test_config_sync_target_exists_before_it_starts() -> None:
         for c in inits[:sync_at]
         if "restartPolicy" not in c
         and c["command"] == ["mkdir", "-p", target]
-        and any(m["name"] == volume["name"] and m["mountPath"] == volume["mountPath"] for m in c["volumeMounts"])
+        and any(
+            m["name"] == volume["name"] and m["mountPath"] == volume["mountPath"] for m in c["volumeMounts"]
+        )
     ]
     assert makers, f"nothing creates {target} before config-sync starts"
 
