@@ -45,9 +45,12 @@ LABEL org.opencontainers.image.title="slurmctld with slurm-sidecars" \
       org.opencontainers.image.description="Slurm controller with config-sync and the control plane" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.version="0.1.0"
+# the digest of the sources (scripts/images.sh passes it): podman's build cache does not look into
+# a bind mount, so without it a changed source would reuse the old layer (BuildKit needs no help)
+ARG SOURCE_SHA=unset
 RUN --mount=type=bind,target=/src \
     --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    sh /src/images/install-sidecars.sh /src /src/images/constraints.txt
+    SOURCE_SHA=${SOURCE_SHA} sh /src/images/install-sidecars.sh /src /src/images/constraints.txt
 ENV PATH=/opt/slurm-sidecars/bin:$PATH
 # config-sync's state dir (the last good set) and the directory it stages Slurm's files in belong
 # to the sidecars' user (config-sync wants --target to exist: a named volume is seeded from it),

@@ -48,9 +48,12 @@ LABEL org.opencontainers.image.title="slurmd with slurm-sidecars" \
       org.opencontainers.image.description="Slurm worker with the slurm-sidecars worker agent and drain hook" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.version="0.1.0"
+# the digest of the sources (scripts/images.sh passes it): podman's build cache does not look into
+# a bind mount, so without it a changed source would reuse the old layer (BuildKit needs no help)
+ARG SOURCE_SHA=unset
 RUN --mount=type=bind,target=/src \
     --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    sh /src/images/install-sidecars.sh /src /src/images/constraints.txt
+    SOURCE_SHA=${SOURCE_SHA} sh /src/images/install-sidecars.sh /src /src/images/constraints.txt
 ENV PATH=/opt/slurm-sidecars/bin:$PATH
 # the agent's socket dir (the drain hook connects there) and the dcgm-exporter job-mapping dir
 RUN install -d -o 401 -g 401 -m 0755 /run/slurm-sidecars /var/lib/dcgm-job-mapping

@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -409,7 +410,12 @@ def run_tour(stack: Stack) -> bool:
     return all(ok for _, ok, _ in results)
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(143)  # through the `finally` that removes what was made
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--project", default=f"sidecars-tour-{uuid.uuid4().hex[:8]}", help="compose project name")
     p.add_argument(

@@ -64,11 +64,17 @@ flock -u 9
 CA_BUNDLE=${BUILD_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 CA_MOUNT=()
 [ -f "$CA_BUNDLE" ] && CA_MOUNT=(-v "$CA_BUNDLE:/run/build-ca/ca-certificates.crt:ro")
+# what the sidecars' layer is made from; a change to any of it rebuilds that layer
+SOURCE_SHA=$( (git ls-files -s pyproject.toml README.md sidecars images 2>/dev/null ||
+  find pyproject.toml README.md sidecars images -type f -exec sha256sum {} +) | sha256sum | cut -c1-16)
+# uncommitted changes count too
+SOURCE_SHA=$( (echo "$SOURCE_SHA"; git diff HEAD -- pyproject.toml README.md sidecars images 2>/dev/null) |
+  sha256sum | cut -c1-16)
 podman_build() { # log, then podman build's arguments
   local log=$1
   shift
   # shellcheck disable=SC2086  # EXTRA_BUILD_ARGS is a list of words
-  podman build --runtime runc --build-arg "DEBIAN_IMAGE=$BASE" "${CA_MOUNT[@]}" ${EXTRA_BUILD_ARGS:-} \
+  podman build --runtime runc --build-arg "DEBIAN_IMAGE=$BASE" --build-arg "SOURCE_SHA=$SOURCE_SHA" "${CA_MOUNT[@]}" ${EXTRA_BUILD_ARGS:-} \
     "$@" . >>"$log" 2>&1 || {
     tail -40 "$log" >&2
     echo "images: podman build $* failed (whole log: $log)" >&2

@@ -32,6 +32,7 @@ import json
 import re
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -292,7 +293,12 @@ class Play:
         return f"preStop ({' '.join(hook[:2])}) drained {node} while job {job} ran; the job COMPLETED"
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(143)  # through the `finally` that removes what was made
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--kubectl", default=str(Path(sys.executable).parent / "kubectl"))
     p.add_argument("--tag", default="0.1.0")

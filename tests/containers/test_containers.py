@@ -32,6 +32,27 @@ def _podman_names(kind: str) -> set[str]:
     return set(r.stdout.split())
 
 
+def run_script(*argv: str) -> subprocess.CompletedProcess[str]:
+    """Run one of scripts/; if the test is cut short, SIGTERM lets the script take down what it
+    made (subprocess.run would SIGKILL it)."""
+    proc = subprocess.Popen([PY, *argv], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=1500)
+    except BaseException:
+        proc.terminate()
+        proc.communicate(timeout=180)
+        raise
+    print(out)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _remove_ours(left: dict[str, set[str]]) -> None:
+    for kind, argv in (("pod", ["pod", "rm", "-f"]), ("container", ["rm", "-f"]),
+                       ("volume", ["volume", "rm", "-f"]), ("network", ["network", "rm", "-f"])):  # fmt: skip
+        if left.get(kind):
+            subprocess.run(["podman", *argv, *sorted(left[kind])], capture_output=True, check=False)
+
+
 @pytest.fixture(scope="module")
 def images() -> None:
     r = subprocess.run(["bash", "scripts/images.sh"], cwd=ROOT, capture_output=True, text=True, check=False)
@@ -42,7 +63,9 @@ def images() -> None:
 
 
 # the names these tests make: compose projects, kube-play pods, networks, volumes and images
-OURS = re.compile(r"sidecars-(test|kube|broken)-|^(slurmctld|slurmd)-0-[0-9a-f]{8}")
+OURS = re.compile(
+    r"sidecars-(test|kube|broken)-|^(slurmctld|slurmd)-0-[0-9a-f]{8}|^(slurm-auth|slurm-config|slurm-sidecars-token)-[0-9a-f]{8}$"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -52,6 +75,7 @@ def _nothing_left() -> Iterator[None]:
     before = {k: _podman_names(k) for k in ("container", "pod", "volume", "network")}
     yield
     left = {k: {n for n in _podman_names(k) - before[k] if OURS.search(n)} for k in before}
+    _remove_ours(left)  # so that a failure here leaves nothing behind either
     assert not any(left.values()), f"left behind: {left}"
 
 
@@ -76,19 +100,14 @@ def test_the_images_run_their_commands(images: None) -> None:
 
 
 def test_compose_tour_walks_through_the_containers(images: None) -> None:
-    r = subprocess.run(
-        [PY, "scripts/compose_tour.py", "--project", f"sidecars-test-{uuid.uuid4().hex[:8]}"],
-        cwd=ROOT, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    print(r.stdout)
+    r = run_script("scripts/compose_tour.py", "--project", f"sidecars-test-{uuid.uuid4().hex[:8]}")
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert r.stdout.count("\n  ok   ") == 6 and "FAIL" not in r.stdout
     assert "no container, volume or network of" in r.stdout
 
 
 def test_kube_play_runs_the_base_manifests(images: None) -> None:
-    r = subprocess.run([PY, "scripts/kube_play.py"], cwd=ROOT, capture_output=True, text=True, check=False)
-    print(r.stdout)
+    r = run_script("scripts/kube_play.py")
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert "every exec probe passes" in r.stdout and "preStop" in r.stdout and "COMPLETED" in r.stdout
 
@@ -108,14 +127,7 @@ def test_a_broken_command_in_an_image_fails_the_check(images: None, tmp_path: Pa
             check=True,
         )
         subprocess.run(["podman", "tag", "slurm-sidecars/slurmctld:0.1.0", made[1]], check=True)
-        r = subprocess.run(
-            [PY, "scripts/kube_play.py", "--prefix", prefix, "--probe-timeout", "60"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        print(r.stdout)
+        r = run_script("scripts/kube_play.py", "--prefix", prefix, "--probe-timeout", "60")
         assert r.returncode == 1
         assert "FAILED: timed out" in r.stdout and "slurmd/worker startupProbe" in r.stdout
         assert "no pod or network of this run is left" in r.stdout

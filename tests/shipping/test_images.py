@@ -85,7 +85,9 @@ def test_sidecars_come_from_this_repository(dockerfile: Path) -> None:
     assert not [s for s in steps if s.keyword == "COPY"], "no COPY: the source is bind-mounted"
     run = " ".join(s.args for s in steps if s.keyword == "RUN")
     assert "--mount=type=bind,target=/src" in run
-    assert "sh /src/images/install-sidecars.sh /src /src/images/constraints.txt" in run
+    assert (
+        "SOURCE_SHA=${SOURCE_SHA} sh /src/images/install-sidecars.sh /src /src/images/constraints.txt" in run
+    )
     script = (IMAGES / "install-sidecars.sh").read_text()
     assert (
         '"$src/pyproject.toml" "$src/README.md" "$src/sidecars"' in script
