@@ -87,9 +87,16 @@ build() { # role
   log="$CACHE/build-$role.log"
   : >"$log"
   echo "images: building $PREFIX/$role:$TAG ..."
+  local old
+  old=$(podman image inspect --format '{{.Id}}' "$PREFIX/$role:$TAG" "localhost/$PREFIX/$role-debian:$TAG" 2>/dev/null || true)
   podman_build "$log" -f "images/$role.Dockerfile" --target "$role-debian" -t "localhost/$PREFIX/$role-debian:$TAG"
   podman_build "$log" -f "images/$role.Dockerfile" --build-arg "BASE_IMAGE=localhost/$PREFIX/$role-debian:$TAG" \
     -t "$PREFIX/$role:$TAG"
+  # the images a rebuild replaced, now untagged (one still in use stays)
+  for id in $old; do
+    podman image inspect --format '{{len .RepoTags}}' "$id" 2>/dev/null | grep -qx 0 &&
+      podman rmi "$id" >/dev/null 2>&1 || true
+  done
   echo "images: built $PREFIX/$role:$TAG in $(($(date +%s) - started))s"
 }
 for role in ${IMAGE_ROLES:-slurmctld slurmd}; do
