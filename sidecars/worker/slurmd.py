@@ -2,8 +2,7 @@
 
 slurmd is found by scanning /proc (the pod shares its process namespace, or, in tests, the host's):
 a `slurmd` whose command line names our node (`-N name`), else the only slurmd there is. A slurmd
-whose SLURM_CONF differs from ours belongs to another cluster, and so does one without SLURM_CONF
-(configless) outside our PID namespace. On 24.11 every reconfigure re-execs
+whose SLURM_CONF differs from ours belongs to another cluster. On 24.11 every reconfigure re-execs
 slurmd under a new PID (and, on Debian, under its real name `slurmd-wlm`): we look for *a* slurmd
 each time, never hold on to one PID.
 """
@@ -59,13 +58,6 @@ class Slurmd:
     def _conf(self) -> str | None:
         return (os.environ if self.env is None else self.env).get("SLURM_CONF")
 
-    def _in_our_pid_namespace(self, base: Path) -> bool:
-        """The pod shares its process namespace: its own slurmd is in ours, whatever its environment."""
-        try:
-            return os.readlink(base / "ns" / "pid") == os.readlink(self.proc / "self" / "ns" / "pid")
-        except OSError:
-            return False
-
     def _candidates(self) -> list[tuple[int, list[str]]]:
         found = []
         for entry in os.listdir(self.proc):
@@ -91,8 +83,6 @@ class Slurmd:
                 ]
                 if theirs and theirs[0] != conf:
                     continue
-                if not theirs and not self._in_our_pid_namespace(base):
-                    continue  # a configless slurmd of a container or another cluster on this host
             found.append((int(entry), argv))
         return found
 
