@@ -461,7 +461,7 @@ class DevCluster:
         pid = await self._poll(
             self._async(lambda: self.hostpid(f"slurmd-{name}")),
             lambda p: p is not None,
-            10,
+            30,  # seconds only on a loaded machine (parallel test workers on two cores)
             f"slurmd {name} pid file",
         )
         assert pid is not None
