@@ -9,10 +9,14 @@
 (c) Changes that need a restart rather than a reconfigure (restart.py), and those no restart can
     take (a new ClusterName).
 (d) Plugin names with no plugin file where slurmctld loads them from (a misspelt one kills it).
+(e) Last, the dry run (dryrun.py): a throwaway slurmctld of the same release started on the candidate
+    and a copy of the live state. Hand-written checks trail Slurm's own; this one is Slurm's own. With
+    it, what the change does to pending and running jobs (jobs.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from collections import Counter
 from collections.abc import Sequence
@@ -21,13 +25,14 @@ from pathlib import Path
 
 import structlog
 
-from sidecars.configsync import conffile, restart
+from sidecars.configsync import conffile, jobs, restart
 from sidecars.configsync.conffile import SlurmConf
+from sidecars.configsync.dryrun import DryRunner, DryRunResult
 from sidecars.configsync.restart import RestartReason
 from sidecars.configsync.sources import FileSet
 from sidecars.configsync.stage import write_files
 from sidecars.slurm import SlurmClient, SlurmError
-from sidecars.slurm.models import Version
+from sidecars.slurm.models import JobPlacement, Version
 
 log = structlog.get_logger(__name__)
 
@@ -40,6 +45,8 @@ class Verdict:
     reason: str = ""  # why not, in Slurm's words when Slurm gave any
     restart: tuple[RestartReason, ...] = ()
     conf: SlurmConf | None = field(default=None, compare=False)
+    jobs: dict[int, str] = field(default_factory=dict)  # job id -> what the change would do to it
+    dry_run: DryRunResult | None = field(default=None, compare=False)
 
     @property
     def restart_required(self) -> bool:
@@ -256,6 +263,7 @@ class Validator:
         max_bytes: int = 1024 * 1024,
         parse_timeout: float = 10.0,
         plugin_dir: Path | None = None,
+        dry_runner: DryRunner | None = None,
     ) -> None:
         self.client = client
         self.target = target
@@ -265,6 +273,7 @@ class Validator:
         self.parse_timeout = parse_timeout
         self.plugin_dir = plugin_dir  # None: slurmctld's PluginDir, asked once
         self._plugin_dirs: list[Path] | None = None
+        self.dry_runner = dry_runner
 
     async def plugin_dirs(self) -> list[Path]:
         """Where slurmctld's plugins are, as seen from here; [] when that cannot be known here
@@ -325,4 +334,46 @@ class Validator:
         problems = plugin_problems(old, conf, dirs) if dirs else []
         if problems:
             return _reject("; ".join(problems))
-        return Verdict(True, "", tuple(reasons), conf)
+        if self.dry_runner is None:
+            return Verdict(True, "", tuple(reasons), conf)
+        return await self._dry_run(files, old, conf, version, tuple(reasons))
+
+    async def _placements(self) -> tuple[list[JobPlacement], dict[str, tuple[str, ...]]]:
+        """The live controller's pending and running jobs and reservations ([] if it does not answer)."""
+        try:
+            placed, resv = await asyncio.gather(self.client.job_placements(), self.client.reservations())
+            return placed, resv
+        except SlurmError as exc:
+            log.warning("jobs_unreadable", error=exc.message)
+            return [], {}
+
+    async def _dry_run(
+        self,
+        files: FileSet,
+        old: SlurmConf | None,
+        conf: SlurmConf,
+        version: Version,
+        reasons: tuple[RestartReason, ...],
+    ) -> Verdict:
+        assert self.dry_runner is not None
+        live = asyncio.create_task(self._placements()) if old is not None else None
+        try:
+            result = await self.dry_runner.run(files, old)
+            placed, resv = await live if live is not None else ([], {})
+        finally:
+            if live is not None and not live.done():
+                live.cancel()
+                await asyncio.gather(live, return_exceptions=True)
+        if not result.ok:
+            release = f"{version.major}.{version.minor:02d}"
+            return Verdict(
+                False,
+                f"slurmctld {release} (dry run) refused it: {result.reason}"[:MAX_REASON],
+                dry_run=result,
+            )
+        known = {p.job_id for p in placed}
+        risk = {j: f"slurmctld loading the state: {why}" for j, why in result.jobs.items() if j in known}
+        if old is not None:
+            for j, why in jobs.compare(old, conf, placed, resv).items():
+                risk.setdefault(j, why)
+        return Verdict(True, "", reasons, conf, jobs=risk, dry_run=result)

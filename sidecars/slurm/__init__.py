@@ -8,12 +8,13 @@ from sidecars.slurm.errors import (
     SlurmTimeout,
     SlurmUnreachable,
 )
-from sidecars.slurm.models import Job, Node, NodeState, Partition, Ping, Reason, Version
+from sidecars.slurm.models import Job, JobPlacement, Node, NodeState, Partition, Ping, Reason, Version
 from sidecars.slurm.runner import CommandResult, SlurmMetrics
 
 __all__ = [
     "CommandResult",
     "Job",
+    "JobPlacement",
     "Node",
     "NodeState",
     "Partition",

@@ -1,4 +1,5 @@
-"""Run one Slurm command as an async subprocess: bounded in time, killed when abandoned, counted."""
+"""Run one Slurm command as an async subprocess: bounded in time, killed when abandoned, counted;
+and, for a dry run, one Slurm daemon for the duration of a block (`spawn`)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -115,3 +117,33 @@ async def run(
         metrics.observe(label, "ok", seconds)
     log.debug("slurm_command", command=label, seconds=round(seconds, 4))
     return result
+
+
+@contextlib.asynccontextmanager
+async def spawn(
+    argv: Sequence[str],
+    *,
+    stdout: Path,
+    env: Mapping[str, str] | None = None,
+    metrics: SlurmMetrics | None = None,
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """A long-running Slurm daemon for the duration of the block (its output appended to `stdout`).
+    However the block ends (cancellation included), its whole process group is killed and reaped."""
+    command = os.path.basename(argv[0])
+    started = time.monotonic()
+    with open(stdout, "ab") as out:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            env=dict(env) if env is not None else None,
+            start_new_session=True,  # its own group: a daemon's forks (slurmscriptd) go with it
+        )
+    try:
+        yield proc
+    finally:
+        exited = proc.returncode is not None
+        await _kill(proc)  # the group may outlive its leader (a forked child): killed either way
+        if metrics:
+            metrics.observe(f"{command} (spawned)", "exited" if exited else "ok", time.monotonic() - started)

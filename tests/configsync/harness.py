@@ -130,6 +130,9 @@ async def config_sync(
         restart_timeout_seconds=30.0,
         retry_max_seconds=1.0,
         plugin_dir=await cluster.plugin_dir(),  # 24.11's live in its chroot, not where it reports
+        # the dry run's slurmctld is the cluster's release, started in its namespace (and chroot) as
+        # the cluster's own is; the cluster's teardown would take a leftover one with it
+        dry_run_slurmctld=tuple(cluster.in_namespace("slurmctld")),
     )
     settings = replace(settings, **overrides)
     registry = CollectorRegistry()
