@@ -133,24 +133,36 @@ def overrides(conf: SlurmConf, d: Path, ctld_port: int, dead_port: int) -> str:
 
 
 def copy_state(live: Path, dest: Path) -> None:
-    """The live StateSaveLocation's files (jobs, nodes, reservations, triggers...), not the per-job
-    script directories (hash.N/): slurmctld reads those only to launch a job, which a dry run never
-    does, and they are what makes a state directory large."""
+    """The live StateSaveLocation: its state files (jobs, nodes, reservations, triggers...) copied,
+    and the per-job script directories (hash.N/job.M/) mirrored with empty files. slurmctld checks
+    at start that each batch job's script is there (a job without one is FAILED: "Script for JobId=N
+    lost"), but reads it only to launch the job, which a dry run never does; the scripts are what
+    makes a state directory large."""
     dest.mkdir(mode=0o700)
     try:
+        st = live.stat()
         entries = list(os.scandir(live))
     except OSError as exc:
         log.warning("dry_run_without_state", state=str(live), error=str(exc))
         return
+    made = [dest]
     for e in entries:
-        if e.is_file(follow_symlinks=False):
-            with contextlib.suppress(OSError):  # one written (renamed) under us: the .old one stays
+        with contextlib.suppress(OSError):  # a file renamed under us by slurmctld: the .old one stays
+            if e.is_file(follow_symlinks=False):
                 shutil.copy2(e.path, dest / e.name)
-    with contextlib.suppress(OSError):
-        st = live.stat()
-        os.chown(dest, st.st_uid, st.st_gid)  # slurmctld drops to SlurmUser: the copy must be its
-        for name in os.listdir(dest):
-            os.chown(dest / name, st.st_uid, st.st_gid)
+                made.append(dest / e.name)
+            elif e.is_dir(follow_symlinks=False) and e.name.startswith("hash."):
+                for root, _dirs, names in os.walk(e.path):
+                    here = dest / os.path.relpath(root, live)
+                    here.mkdir(exist_ok=True)
+                    made.append(here)
+                    for name in names:
+                        (here / name).touch()
+                        made.append(here / name)
+    with contextlib.suppress(OSError):  # slurmctld drops to SlurmUser: the copy must be its
+        if os.geteuid() == 0 and (st.st_uid, st.st_gid) != (0, 0):
+            for path in made:
+                os.chown(path, st.st_uid, st.st_gid)
 
 
 class DryRunner:
@@ -195,6 +207,10 @@ class DryRunner:
             log.info("dry_run_isolation", isolation=self._isolation)
         return self._isolation
 
+    def isolate(self, text: str, dead_port: int) -> str:
+        """A file's node records as the dry run sees them (tests turn this off to show it matters)."""
+        return isolate_nodes(text, dead_port)
+
     def _prepare(self, files: FileSet, d: Path, live_state: Path | None, ctld_port: int, dead: int) -> Path:
         etc = d / "etc"
         prefix = str(self.target).rstrip("/") + "/"
@@ -208,7 +224,7 @@ class DryRunner:
                 return data  # key material: copied as it is
             text = text.replace(prefix, str(etc) + "/")  # includes, plugstack, keys: the copies
             if name == self.main or name in included:
-                text = isolate_nodes(text, dead)
+                text = self.isolate(text, dead)
             if name == self.main:
                 text = text + ("" if text.endswith("\n") else "\n") + overrides(conf, d, ctld_port, dead)
             return text.encode()
