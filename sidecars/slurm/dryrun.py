@@ -32,10 +32,17 @@ Isolation = Literal["netns", "ports"]
 
 NETNS_UNAVAILABLE = 97  # the namespace helper's exit status when unshare() is not permitted
 
-# argv[1:] is the command to exec inside a new network namespace with a working loopback
-NETNS_HELPER = """
+# argv[1] is "netns" or "plain", argv[2:] the command to exec: first bound to die with its parent
+# (PR_SET_PDEATHSIG: a config-sync killed mid-run leaves no throwaway behind), then, for "netns", in a
+# new network namespace with a working loopback
+HELPER = """
 import ctypes, fcntl, os, socket, struct, sys
 libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(1, 9)
+if os.getppid() == 1:
+    sys.exit(1)
+if sys.argv[1] == "plain":
+    os.execvp(sys.argv[2], sys.argv[2:])
 if libc.unshare(0x40000000) != 0:
     sys.stderr.write("unshare(CLONE_NEWNET): " + os.strerror(ctypes.get_errno()) + "\\n")
     sys.exit(97)
@@ -44,7 +51,7 @@ fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", 0x1 | 0x8 | 0x40))
 fcntl.ioctl(s, 0x8916, struct.pack("16s16s", b"lo:1",
             struct.pack("=HH4s8x", socket.AF_INET, 0, socket.inet_aton("127.0.0.2"))))
 s.close()
-os.execvp(sys.argv[1], sys.argv[1:])
+os.execvp(sys.argv[2], sys.argv[2:])
 """
 
 PRIMARY = "Running as primary controller"
@@ -56,14 +63,14 @@ _NOISE = re.compile(
 )
 
 
-def netns_argv(argv: Sequence[str]) -> list[str]:
-    """`argv` run in a new network namespace that has a loopback and nothing else."""
-    return [sys.executable, "-I", "-S", "-c", NETNS_HELPER, *argv]
+def helper_argv(argv: Sequence[str], isolation: Isolation) -> list[str]:
+    """`argv` bound to die with this process and, for netns, in a network namespace of its own."""
+    return [sys.executable, "-I", "-S", "-c", HELPER, "netns" if isolation == "netns" else "plain", *argv]
 
 
 async def netns_available(metrics: SlurmMetrics | None = None) -> bool:
     """Whether this process may make a network namespace (asked once by the caller, ~50 ms)."""
-    result = await run(netns_argv(["true"]), timeout=10.0, metrics=metrics, check=False)
+    result = await run(helper_argv(["true"], "netns"), timeout=10.0, metrics=metrics, check=False)
     if result.returncode != 0:
         log.info("dry_run_netns_unavailable", why=result.stderr.strip()[-200:] or f"exit {result.returncode}")
     return result.returncode == 0
@@ -129,7 +136,7 @@ async def try_controller(
 ) -> Trial:
     """Start `argv` (a `slurmctld -D -f FILE` command line), wait for it to be the primary and to stay
     up `stay` seconds, or to die; kill it in every case (the caller removes its files)."""
-    full = netns_argv(argv) if isolation == "netns" else list(argv)
+    full = helper_argv(argv, isolation)
     started = time.monotonic()
 
     def text() -> str:

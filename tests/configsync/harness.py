@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import shlex
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -182,7 +183,12 @@ async def start_command(
             f"127.0.0.1:{port}",
             *args,
         ),
-        env={**cluster.env, **(env or {})},
+        # the dry run's slurmctld: the cluster's release, in its namespace (see config_sync)
+        env={
+            **cluster.env,
+            "SIDECARS_DRY_RUN_SLURMCTLD": shlex.join(cluster.in_namespace("slurmctld")),
+            **(env or {}),
+        },
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )
