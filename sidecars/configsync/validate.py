@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 from collections import Counter
 from collections.abc import Sequence
@@ -132,8 +133,40 @@ AUX_KEYS = {
 }
 
 
-def aux_problems(files: FileSet) -> list[str]:
+# values of those files that slurmd dies of (no slurmctld reads them, so the dry run cannot tell)
+CGROUP_PLUGINS = frozenset({"autodetect", "cgroup/v1", "cgroup/v2", "disabled"})
+_YES_NO = frozenset({"yes", "no", "true", "false", "1", "0"})
+_NUMBER = re.compile(r"^\d+(\.\d+)?%?$")
+_COUNT = re.compile(r"^\d+[KMGTP]?$", re.IGNORECASE)
+
+
+def _aux_value(name: str, key: str, value: str, gres_types: set[str]) -> str | None:
+    k = key.lower()
+    if name == "gres.conf":
+        if k == "name" and value.lower() not in gres_types:
+            return f"GRES {value!r} is not in GresTypes ({','.join(sorted(gres_types)) or 'none'})"
+        if k == "count" and not _COUNT.match(value):
+            return f"Count={value!r} is not a count"
+        return None
+    if k == "cgroupplugin" and value.lower() not in CGROUP_PLUGINS:
+        return f"CgroupPlugin={value!r} is none of {', '.join(sorted(CGROUP_PLUGINS))}"
+    if (
+        k.startswith(("constrain", "ignoresystemd")) or k in ("cgroupautomount", "signalchildrenprocesses")
+    ) and (value.lower() not in _YES_NO):
+        return f"{key}={value!r} is not yes or no"
+    if (
+        k.endswith(("space", "percent")) or k in ("memoryswappiness", "systemdtimeout")
+    ) and not _NUMBER.match(value):
+        return f"{key}={value!r} is not a number"
+    return None
+
+
+def aux_problems(files: FileSet, conf: SlurmConf | None = None) -> list[str]:
     problems: list[str] = []
+    gres_types = {
+        g.strip().lower() for g in ((conf.options.get("grestypes") if conf else None) or "").split(",")
+    }
+    gres_types.discard("")
     for name, keys in AUX_KEYS.items():
         entry = files.files.get(name)
         if entry is None:
@@ -151,6 +184,10 @@ def aux_problems(files: FileSet) -> list[str]:
                 if key.lower() not in keys:
                     problems.append(f"{name}:{lineno}: unknown key {key[:40]!r} (slurmd dies of it)")
                     break
+                bad = _aux_value(name, key, word.partition("=")[2], gres_types)
+                if bad:
+                    problems.append(f"{name}:{lineno}: {bad} (slurmd dies of it)")
+                    break
     return problems
 
 
@@ -166,6 +203,12 @@ def semantic_problems(conf: SlurmConf) -> list[str]:
         for name, count in sorted(Counter(names).items()):
             if count > 1:  # 22.05's slurmctld dies of a duplicate partition on reconfigure (measured)
                 problems.append(f"{label} {name} is defined {count} times")
+    gres_types = {g.strip().lower() for g in (conf.options.get("grestypes") or "").split(",") if g.strip()}
+    for r in conf.of("nodename"):
+        for item in (r.fields.get("gres") or "").split(","):
+            name = item.split(":", 1)[0].strip().lower()
+            if name and name != "(null)" and name not in gres_types:
+                problems.append(f"{r.origin}: node {r.name} has GRES {name!r}, which GresTypes does not name")
     known = set(nodes)
     nodesets = {r.name for r in conf.of("nodeset")}
     for r in conf.of("nodeset"):
@@ -211,6 +254,7 @@ PLUGIN_KEYS = {
     "SchedulerType": "sched",
     "ProctrackType": "proctrack",
     "TaskPlugin": "task",
+    "TopologyPlugin": "topology",
 }
 
 
@@ -316,7 +360,7 @@ class Validator:
         if problems:
             return _reject("; ".join(problems))
         conf = conffile.parse(files, self.main, self.target)
-        problems = semantic_problems(conf) + aux_problems(files)
+        problems = semantic_problems(conf) + aux_problems(files, conf)
         if problems:
             return _reject("; ".join(problems))
         refused, version = await self.client_parse(files)

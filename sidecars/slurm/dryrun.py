@@ -58,7 +58,8 @@ PRIMARY = "Running as primary controller"
 _FATAL = re.compile(r"\bfatal\b", re.IGNORECASE)
 _ERROR = re.compile(r"\berror\b", re.IGNORECASE)
 _NOISE = re.compile(
-    r"pmix|MPI:|Could not open .* state file|NOTE: Trying backup state|No .* state file .* to recover",
+    r"pmix|MPI:|Could not open .* state file|NOTE: Trying backup state|No .* state file .* to recover"
+    r"|specified more than once",  # the dry run's own lines, appended to override the candidate's
     re.IGNORECASE,
 )
 
