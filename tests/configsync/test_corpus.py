@@ -321,9 +321,7 @@ async def test_the_corpus_never_kills_slurmctld_nor_a_job(release: Release) -> N
                     continue
                 took.append(time.monotonic() - t0)
                 if took[-1] > 5:
-                    print(
-                        f"slow case on {release}: {case.name}: {took[-1]:.1f}s: {st['rejected']['reason'][:300]}"
-                    )
+                    print("slow case", release, case.name, round(took[-1], 1), st["rejected"]["reason"][:300])
                 st = await sync.status()  # through HTTP, as a user sees it
                 reason = st["rejected"]["reason"]
                 if not any(s.lower() in reason.lower() for s in case.says):
