@@ -108,6 +108,7 @@ async def config_sync(
     validator_factory: Any = None,
     initial: dict[str, bytes] | None = None,
     watch_files: bool = True,
+    checkpoint: Any = None,
     **overrides: Any,
 ) -> AsyncIterator[Sync]:
     base = initial or cluster_files(cluster)
@@ -147,6 +148,7 @@ async def config_sync(
         registry=registry,
         validator=validator,
         watch_files=watch_files,
+        checkpoint=checkpoint,
     ) as r:
         sync = Sync(cluster, config, secret, settings, r, events, base={**base, **(secrets or {})})
         sync.base = dict(base)
