@@ -23,6 +23,7 @@ import re
 import secrets
 import shutil
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,6 +193,7 @@ class DryRunner:
         self.metrics = metrics
         self._isolation: Isolation | None = None
         self._lock = asyncio.Lock()
+        self.recent: deque[float] = deque(maxlen=1000)  # seconds of the latest dry runs (benchmarks)
 
     @property
     def current_isolation(self) -> Isolation | None:
@@ -276,6 +278,7 @@ class DryRunner:
             dead.close()
             await asyncio.shield(asyncio.to_thread(shutil.rmtree, d, True))
         seconds = time.monotonic() - started
+        self.recent.append(seconds)
         reason = trial.reason.replace(str(d / "etc"), str(self.target))
         log.info(
             "dry_run", sha256=files.short, ok=trial.started, seconds=round(seconds, 3), isolation=isolation

@@ -1,8 +1,9 @@
 """A throwaway slurmctld: started on files prepared elsewhere (configsync/dryrun.py), watched until it
 is the primary controller and has stayed up a moment, or until it died; then killed, always.
 
-Isolation. Where the process may create a network namespace (root, or CAP_SYS_ADMIN), the controller
-runs in a fresh one that has only a loopback interface: nothing it sends can leave it, so no slurmd,
+Isolation. Where the process may create a network namespace (root or CAP_SYS_ADMIN; or, unprivileged,
+inside a user namespace that maps only its own uid, where the kernel and the container's seccomp
+profile allow one), the controller runs in a fresh one that has only a loopback interface: nothing it sends can leave it, so no slurmd,
 client or slurmdbd can hear it. The namespace is made by a few lines of Python run by this same
 interpreter (ctypes `unshare(CLONE_NEWNET)`, then the loopback brought up and given a second address:
 glibc's AI_ADDRCONFIG, which Slurm uses, counts no IPv4 address but 127.0.0.1 otherwise, and every
@@ -44,8 +45,15 @@ if os.getppid() == 1:
 if sys.argv[1] == "plain":
     os.execvp(sys.argv[2], sys.argv[2:])
 if libc.unshare(0x40000000) != 0:
-    sys.stderr.write("unshare(CLONE_NEWNET): " + os.strerror(ctypes.get_errno()) + "\\n")
-    sys.exit(97)
+    err = ctypes.get_errno()
+    uid, gid = os.geteuid(), os.getegid()
+    # unprivileged: a user namespace mapping only ourselves, which owns the network namespace
+    if uid == 0 or libc.unshare(0x10000000 | 0x40000000) != 0:
+        sys.stderr.write("unshare(CLONE_NEWNET): " + os.strerror(err) + "\\n")
+        sys.exit(97)
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        with open("/proc/self/" + name, "w") as f:
+            f.write(text)
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", 0x1 | 0x8 | 0x40))
 fcntl.ioctl(s, 0x8916, struct.pack("16s16s", b"lo:1",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from sidecars.configsync import conffile
 from sidecars.configsync.dryrun import DryRunner
 from sidecars.configsync.validate import Validator
 from sidecars.devcluster import DevCluster
+from sidecars.slurm.dryrun import helper_argv
+from sidecars.slurm.runner import run
 from tests.configsync.harness import cluster_files, config_sync, read_set, set_sha
 
 pytestmark = pytest.mark.cluster(
@@ -177,3 +180,18 @@ async def test_nothing_is_left_behind_on_any_path(cluster: DevCluster) -> None:
     await cluster._poll(
         cluster._async(lambda: scratch_processes(work)), lambda p: not p, 5, "no dry-run process"
     )
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to drop to nobody")
+async def test_an_unprivileged_sidecar_still_gets_a_network_namespace() -> None:
+    """config-sync runs as the SlurmUser with every capability dropped: the helper then makes a user
+    namespace that maps only that uid, which owns the network namespace (where the kernel allows it;
+    otherwise `auto` falls back to the closed ports)."""
+    argv = helper_argv(["sh", "-c", "id -u; cat /proc/net/if_inet6 /proc/net/fib_trie"], "netns")
+    argv[0] = "/usr/bin/python3"  # the venv's interpreter lives under /root, which nobody may not enter
+    result = await run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv], check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[0] == "65534"
+    assert "127.0.0.2" in result.stdout  # the loopback's second address: our namespace, not the host's
+    host = Path("/proc/net/fib_trie").read_text()
+    assert "127.0.0.2" not in host
