@@ -177,7 +177,7 @@ class DryRunner:
         target: Path,
         main: str = "slurm.conf",
         isolation: IsolationSetting = "auto",
-        stay_seconds: float = 0.3,
+        stay_seconds: float = 0.2,
         timeout: float = 15.0,
         state_dir: Path | None = None,
         metrics: SlurmMetrics | None = None,

@@ -200,6 +200,8 @@ class ConfigSync:
     async def start(self) -> None:
         """Bring the target to a known set before slurmctld (and readiness) depend on it."""
         self.target.recover()
+        if self.validator.dry_runner is not None:
+            await self.validator.dry_runner.isolation()  # decided once, before any change waits on it
         self.applied = self.lkg.load()
         on_disk = self.target.read(self.settings.max_file_bytes)
         if self.applied is not None and on_disk.sha256 != self.applied.files.sha256:
@@ -288,10 +290,11 @@ class ConfigSync:
                 self.rejected = None
             await self._notify()
             return
-        if self.rejected is not None and files.sha256 == self.rejected.sha256:
+        if self.rejected is not None and files.sha256 == self.rejected.sha256 and not self.rejected.jobs:
             self.pending = False  # judged already; a later fix is a new hash
             await self._notify()
             return
+        # a set held for jobs is judged again at every pass (the re-hash timer): once they ended, it applies
         bound = self._log.bind(sha256=files.short, files=sorted(files.files))
         self.pending = True
         await self._notify()
@@ -313,12 +316,18 @@ class ConfigSync:
         if verdict.jobs:
             who = jobs.forced_by(files, self.settings.allow_job_loss)
             risk = jobs.JobRisk(verdict.jobs)
+            held = tuple(sorted(verdict.jobs))
+            again = self.rejected is not None and self.rejected.sha256 == files.sha256
+            if who is None and again and self.rejected is not None and self.rejected.jobs == held:
+                self.pending = False  # still held for the same jobs: said already
+                await self._notify()
+                return
             if who is None:
                 why = (
                     f"held: the change {risk.describe()}; "
                     f"to apply it anyway add a {jobs.FORCE_FILE} key naming who"
                 )
-                await self._reject(files, why, "held", seen, bound, jobs=tuple(sorted(verdict.jobs)))
+                await self._reject(files, why, "held", seen, bound, jobs=held)
                 return
             forced = {"by": who, "jobs": sorted(verdict.jobs), "why": risk.describe()}
             bound.warning("config_forced_past_jobs", forced_by=who, jobs=sorted(verdict.jobs))

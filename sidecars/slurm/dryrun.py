@@ -3,12 +3,13 @@ is the primary controller and has stayed up a moment, or until it died; then kil
 
 Isolation. Where the process may create a network namespace (root or CAP_SYS_ADMIN; or, unprivileged,
 inside a user namespace that maps only its own uid, where the kernel and the container's seccomp
-profile allow one), the controller runs in a fresh one that has only a loopback interface: nothing it sends can leave it, so no slurmd,
-client or slurmdbd can hear it. The namespace is made by a few lines of Python run by this same
-interpreter (ctypes `unshare(CLONE_NEWNET)`, then the loopback brought up and given a second address:
-glibc's AI_ADDRCONFIG, which Slurm uses, counts no IPv4 address but 127.0.0.1 otherwise, and every
-lookup fails), so the pod needs neither util-linux nor iproute2. Where it may not, the files alone
-isolate it (every address it could reach points at a port held closed here); `isolation` says which.
+profile allow one), the controller runs in a fresh one that has only a loopback interface: nothing
+it sends can leave it, so no slurmd, client or slurmdbd can hear it. The namespace is made by a few
+lines of Python run by this same interpreter (ctypes `unshare(CLONE_NEWNET)`, then the loopback
+brought up and given a second address: glibc's AI_ADDRCONFIG, which Slurm uses, counts no IPv4
+address but 127.0.0.1 otherwise, and every lookup fails), so the pod needs neither util-linux nor
+iproute2. Where it may not, the files alone isolate it (every address it could reach points at a
+port held closed here); `isolation` says which.
 """
 
 from __future__ import annotations
@@ -139,7 +140,7 @@ async def try_controller(
     log_file: Path,
     stderr_file: Path,
     isolation: Isolation,
-    stay: float = 0.3,
+    stay: float = 0.2,
     timeout: float = 15.0,
     metrics: SlurmMetrics | None = None,
 ) -> Trial:
