@@ -41,6 +41,7 @@ from sidecars.configsync.main import running
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileEntry, FileSet
 from sidecars.devcluster import ClusterSpec, DevCluster, Release
+from sidecars.devcluster.release import release_named
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime import logs
 from sidecars.slurm.runner import SlurmMetrics
@@ -370,9 +371,9 @@ async def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
         "--release",
-        choices=["host", "chroot", "both"],
+        choices=["host", "chroot", "sid", "both"],
         default="both",
-        help="both: 22.05 (host) and, when already built, 24.11 (chroot)",
+        help="both: 22.05 (host) and, when already built, 24.11 (chroot) and 26.05 (sid)",
     )
     p.add_argument("--changes", type=int, default=30)
     p.add_argument("--baseline", type=int, default=6, help="baseline samples (each takes up to 5 s)")
@@ -381,7 +382,8 @@ async def main() -> None:
     p.add_argument("--settle-seconds", type=float, default=0.0)
     args = p.parse_args()
     logs.configure(json=False, level="warning")
-    for release in await releases(args.release):
+    chosen = [await release_named("sid")] if args.release == "sid" else await releases(args.release)
+    for release in chosen:
         await measure(release, args)
 
 

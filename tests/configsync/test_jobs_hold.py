@@ -117,3 +117,20 @@ async def test_the_flag_forces_every_change(cluster: DevCluster) -> None:
         assert st["applied"]["forced"]["by"] == "--allow-job-loss" and st["applied"]["forced"]["jobs"] == [
             job
         ]
+
+
+@pytest.mark.cluster(nodes=2, extra_conf=P2.decode())
+async def test_a_held_change_applies_once_its_jobs_ended(cluster: DevCluster) -> None:
+    job = await cluster.sbatch("-p", "p2", wrap="sleep 600")
+    await cluster.wait_job(job, "RUNNING")
+    async with config_sync(cluster, rehash_seconds=1.0) as sync:
+        files = without_p2(sync.good())
+        sync.config.write(files)
+        st = await sync.wait(set_sha(files), key="rejected")
+        assert st["held_for_jobs"] == [job]
+        held_events = sum(1 for r, _, _ in sync.events.events if r == "ConfigHeldForJobs")
+        await cluster.scancel(job)
+        st = await sync.wait(set_sha(files), within=30.0)
+        assert st["applied"]["forced"] is None and st["held_for_jobs"] == []
+        # judged again at each re-hash while held, but reported once
+        assert sum(1 for r, _, _ in sync.events.events if r == "ConfigHeldForJobs") == held_events == 1
