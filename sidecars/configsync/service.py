@@ -25,6 +25,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from sidecars.configsync import conffile, jobs
 from sidecars.configsync.apply import Applier, Outcome, View, view
 from sidecars.configsync.dryrun import DryRunner
+from sidecars.configsync.history import History
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileSet, SourceChanged, read_sources
 from sidecars.configsync.stage import Applied, LastKnownGood, Target
@@ -134,6 +135,7 @@ class ConfigSync:
         self.applied: Applied | None = None
         self.forced: dict[str, Any] | None = None  # who forced the applied set past the job check, and why
         self.rejected: Rejection | None = None
+        self.history = History(settings.history_limit)
         self.pending = False
         self.ready = False
         self.last_error: str | None = None
@@ -161,6 +163,10 @@ class ConfigSync:
         )
 
     # ------------------------------------------------------------------ reporting
+    def history_view(self) -> dict[str, Any]:
+        """`GET /history`: the last generations, newest first, with their diffs."""
+        return self.history.as_json()
+
     def status(self) -> dict[str, Any]:
         a, r = self.applied, self.rejected
         runner = self.validator.dry_runner
@@ -366,8 +372,18 @@ class ConfigSync:
     async def _install(self, files: FileSet, seen: float, bound: Any, reason: str) -> None:
         generation = (self.applied.generation if self.applied else 0) + 1
         self.target.swap(files, generation)
+        old = self.applied
         self.applied = Applied(generation, now_rfc3339(), files)
         self.forced = None
+        self.history.record(
+            "applied",
+            files,
+            old.files if old else None,
+            at=self.applied.at,
+            generation=generation,
+            based_on=old.generation if old else None,
+            reason=reason,
+        )
         self.lkg.save(self.applied)
         self.ready = True
         self.pending = False
@@ -391,6 +407,15 @@ class ConfigSync:
         jobs: tuple[int, ...] = (),
     ) -> None:
         self.rejected = Rejection(files.sha256, reason, now_rfc3339(), restart_required, jobs)
+        self.history.record(
+            result,
+            files,
+            self.applied.files if self.applied else None,
+            at=self.rejected.at,
+            generation=None,
+            based_on=self.applied.generation if self.applied else None,
+            reason=reason,
+        )
         self.pending = False
         self.metrics.applies.labels(result=result).inc()
         self.metrics.seconds.labels(result=result).observe(time.monotonic() - seen)
@@ -433,8 +458,18 @@ class ConfigSync:
             self.target.swap(self.applied.files, self.applied.generation)
             raise
         if outcome.ok:
+            old = self.applied
             self.applied = Applied(generation, now_rfc3339(), files)
             self.forced = forced
+            self.history.record(
+                "applied",
+                files,
+                old.files,
+                at=self.applied.at,
+                generation=generation,
+                based_on=old.generation,
+                reason="slurmctld restarted on it" if verdict.restart_required else None,
+            )
             self.lkg.save(self.applied)
             self.rejected = None
             self.pending = False

@@ -40,6 +40,7 @@ class Settings:
     dry_run_stay_seconds: float = 0.2
     dry_run_timeout_seconds: float = 15.0
     allow_job_loss: bool = False  # apply changes that would end or requeue jobs anyway
+    history_limit: int = 20  # generations kept (with their diffs) for /history
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -78,6 +79,12 @@ def configure(p: argparse.ArgumentParser) -> None:
         help="restart-required changes: hold the last known good, or restart slurmctld",
     )
     flag(p, "--restart-timeout-seconds", default="60", help="how long slurmctld may take to come back")
+    flag(
+        p,
+        "--history-limit",
+        default="20",
+        help="config generations kept, with their diffs, for GET /history (in memory)",
+    )
     flag(p, "--main-file", default="slurm.conf", help="the file the Slurm daemon reads (SLURM_CONF)")
     flag(
         p,
@@ -179,4 +186,5 @@ def from_args(args: argparse.Namespace) -> Settings:
         dry_run_stay_seconds=positive(args.dry_run_stay_seconds, "--dry-run-stay-seconds", allow_zero=True),
         dry_run_timeout_seconds=positive(args.dry_run_timeout_seconds, "--dry-run-timeout-seconds"),
         allow_job_loss=args.allow_job_loss == "yes",
+        history_limit=int(positive(args.history_limit, "--history-limit", conv=int)),
     )
