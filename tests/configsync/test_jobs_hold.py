@@ -134,3 +134,22 @@ async def test_a_held_change_applies_once_its_jobs_ended(cluster: DevCluster) ->
         assert st["applied"]["forced"] is None and st["held_for_jobs"] == []
         # judged again at each re-hash while held, but reported once
         assert sum(1 for r, _, _ in sync.events.events if r == "ConfigHeldForJobs") == held_events == 1
+
+
+def test_placements_and_reservations_as_squeue_and_scontrol_print_them() -> None:
+    from sidecars.slurm import textformat
+
+    out = textformat.job_placements(
+        "7|RUNNING|p2|n[2-3]|(null)|normal\n8|PENDING|p2,debug||r1|normal\n9|COMPLETING|debug|n1|(null)|(null)\n"
+    )
+    assert out == [
+        placed(7, "RUNNING", "p2", "n2,n3"),
+        placed(8, "PENDING", "p2,debug", resv="r1"),
+        JobPlacement(9, "COMPLETING", ("debug",), ("n1",), "", ""),
+    ]
+    assert out[0].running and not out[1].running and out[2].running
+    resv = textformat.reservations(
+        "ReservationName=r1 StartTime=2026-12-01T09:00:00 EndTime=2027-12-01T09:00:00 Duration=365-00:00:00 "
+        "Nodes=n[1-2] NodeCnt=2 CoreCnt=2 Features=(null) PartitionName=(null) Flags=MAINT,SPEC_NODES\n"
+    )
+    assert resv == {"r1": ("n1", "n2")}
