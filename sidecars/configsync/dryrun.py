@@ -232,7 +232,7 @@ class DryRunner:
             return text.encode()
 
         d.mkdir(mode=0o755)
-        write_files(etc, files, transform=rewrite)
+        write_files(etc, files, transform=rewrite, durable=False)
         if live_state is not None:
             copy_state(live_state, d / "state")
         else:

@@ -293,7 +293,7 @@ def candidate_copy(files: FileSet, where: Path, target: Path) -> None:
                 out.append(line)
         return "".join(out).encode()
 
-    write_files(where, files, transform=rewrite)
+    write_files(where, files, transform=rewrite, durable=False)
 
 
 class Validator:
