@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -363,13 +364,35 @@ class Validator:
         problems = semantic_problems(conf) + aux_problems(files, conf)
         if problems:
             return _reject("; ".join(problems))
+        old = conffile.parse(current, self.main, self.target) if current is not None else None
+        # the dry run (and the live jobs' read) go on while the quicker checks run; a refusal by
+        # one of those, in its plainer words, cancels them
+        tasks: list[asyncio.Task[Any]] = []
+        if self.dry_runner is not None:
+            tasks.append(asyncio.create_task(self.dry_runner.run(files, old)))
+            if old is not None:
+                tasks.append(asyncio.create_task(self._placements()))
+        try:
+            return await self._judge(files, current, old, conf, tasks)
+        finally:
+            for t in tasks:
+                if not t.done():
+                    t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _judge(
+        self,
+        files: FileSet,
+        current: FileSet | None,
+        old: SlurmConf | None,
+        conf: SlurmConf,
+        tasks: list[asyncio.Task[Any]],
+    ) -> Verdict:
         refused, version = await self.client_parse(files)
         if refused or version is None:
             return _reject(refused or "Slurm's parser gave no version")
         reasons: list[RestartReason] = []
-        old: SlurmConf | None = None
-        if current is not None:
-            old = conffile.parse(current, self.main, self.target)
+        if current is not None and old is not None:
             problems = identity_problems(old, conf)
             if problems:
                 return _reject("; ".join(problems))
@@ -378,9 +401,11 @@ class Validator:
         problems = plugin_problems(old, conf, dirs) if dirs else []
         if problems:
             return _reject("; ".join(problems))
-        if self.dry_runner is None:
+        if not tasks:
             return Verdict(True, "", tuple(reasons), conf)
-        return await self._dry_run(files, old, conf, version, tuple(reasons))
+        result: DryRunResult = await tasks[0]
+        placed, resv = await tasks[1] if len(tasks) > 1 else ([], {})
+        return self._dry_run_verdict(result, placed, resv, old, conf, version, tuple(reasons))
 
     async def _placements(self) -> tuple[list[JobPlacement], dict[str, tuple[str, ...]]]:
         """The live controller's pending and running jobs and reservations ([] if it does not answer)."""
@@ -391,23 +416,16 @@ class Validator:
             log.warning("jobs_unreadable", error=exc.message)
             return [], {}
 
-    async def _dry_run(
-        self,
-        files: FileSet,
+    @staticmethod
+    def _dry_run_verdict(
+        result: DryRunResult,
+        placed: list[JobPlacement],
+        resv: dict[str, tuple[str, ...]],
         old: SlurmConf | None,
         conf: SlurmConf,
         version: Version,
         reasons: tuple[RestartReason, ...],
     ) -> Verdict:
-        assert self.dry_runner is not None
-        live = asyncio.create_task(self._placements()) if old is not None else None
-        try:
-            result = await self.dry_runner.run(files, old)
-            placed, resv = await live if live is not None else ([], {})
-        finally:
-            if live is not None and not live.done():
-                live.cancel()
-                await asyncio.gather(live, return_exceptions=True)
         if not result.ok:
             release = f"{version.major}.{version.minor:02d}"
             return Verdict(
