@@ -35,7 +35,15 @@ from sidecars.configsync import conffile
 from sidecars.configsync.conffile import SlurmConf
 from sidecars.configsync.sources import FileSet
 from sidecars.configsync.stage import write_files
-from sidecars.slurm.dryrun import ClosedPort, Isolation, Trial, free_port, netns_available, try_controller
+from sidecars.slurm.dryrun import (
+    ClosedPort,
+    Isolation,
+    Trial,
+    free_port,
+    netns_available,
+    try_controller,
+    uses_slurmdbd,
+)
 from sidecars.slurm.runner import SlurmMetrics
 
 log = structlog.get_logger(__name__)
@@ -125,7 +133,7 @@ def overrides(conf: SlurmConf, d: Path, ctld_port: int, dead_port: int) -> str:
     ]
     if conf.options.get("slurmschedlogfile"):
         lines.append(f"SlurmSchedLogFile={d / 'sched.log'}")
-    if "slurmdbd" in (conf.options.get("accountingstoragetype") or ""):
+    if uses_slurmdbd(conf.options.get("accountingstoragetype")):
         lines += ["AccountingStorageHost=127.0.0.1", f"AccountingStoragePort={dead_port}"]
     for key in SCRIPT_KEYS:
         if conf.options.get(key.lower()):

@@ -10,6 +10,7 @@ from typing import Literal
 
 from sidecars.configsync.jobs import FORCE_FILE
 from sidecars.runtime.settings import ConfigError, flag, parse_addr, positive
+from sidecars.slurm.dryrun import SLURMCTLD
 
 RestartPolicy = Literal["hold", "restart"]
 DryRunIsolation = Literal["auto", "netns", "ports"]
@@ -34,7 +35,7 @@ class Settings:
     plugin_dir: Path | None = None  # None: the PluginDir slurmctld reports
     main_file: str = "slurm.conf"
     dry_run: bool = True  # every candidate tried by a throwaway slurmctld before the live one sees it
-    dry_run_slurmctld: tuple[str, ...] = ("slurmctld",)  # how to start slurmctld of the live release
+    dry_run_slurmctld: tuple[str, ...] = SLURMCTLD  # how to start slurmctld of the live release
     dry_run_isolation: DryRunIsolation = "auto"
     dry_run_state_dir: Path | None = None  # None: the StateSaveLocation the applied set names
     dry_run_stay_seconds: float = 0.2
@@ -104,7 +105,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     flag(
         p,
         "--dry-run-slurmctld",
-        default="slurmctld",
+        default=shlex.join(SLURMCTLD),
         metavar="CMD",
         help="the command that starts this release's slurmctld (split like a shell would)",
     )

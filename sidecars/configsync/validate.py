@@ -347,8 +347,7 @@ class Validator:
         candidate_copy(files, where, self.target)
         try:
             client = self.client.with_env(SLURM_CONF=str(where / self.main))
-            result = await client.run("scontrol", "--version", retry=False, timeout=self.parse_timeout)
-            return None, Version.parse(result.stdout)
+            return None, await client.parse_config(timeout=self.parse_timeout)
         except SlurmError as exc:
             # Slurm names the file it read: say the target's name, not our scratch copy's
             text = exc.message.replace(str(where), str(self.target))
@@ -430,7 +429,7 @@ class Validator:
             release = f"{version.major}.{version.minor:02d}"
             return Verdict(
                 False,
-                f"slurmctld {release} (dry run) refused it: {result.reason}"[:MAX_REASON],
+                f"the dry run on Slurm {release} refused it: {result.reason}"[:MAX_REASON],
                 dry_run=result,
             )
         known = {p.job_id for p in placed}

@@ -71,7 +71,8 @@ def main(args: argparse.Namespace) -> int:
             await live_table(stack, stop)
         print("stopped; nothing left running", file=sys.stderr)
 
-    code = run_daemon(body)
+    # its teardown stops five daemons and a cluster (seconds on a busy machine), not one role's loop
+    code = run_daemon(body, grace_seconds=30.0)
     if code == 0 and outcome and not outcome[0]:
         return 1
     return code

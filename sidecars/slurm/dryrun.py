@@ -64,6 +64,13 @@ os.execvp(sys.argv[2], sys.argv[2:])
 """
 
 PRIMARY = "Running as primary controller"
+SLURMCTLD = ("slurmctld",)  # the default command of the dry run: this release's, on PATH
+
+
+def uses_slurmdbd(accounting_storage_type: str | None) -> bool:
+    return (accounting_storage_type or "").strip().lower() == "accounting_storage/slurmdbd"
+
+
 _FATAL = re.compile(r"\bfatal\b", re.IGNORECASE)
 _ERROR = re.compile(r"\berror\b", re.IGNORECASE)
 _NOISE = re.compile(
