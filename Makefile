@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test lint typecheck check bench clean
+.PHONY: setup demo test lint typecheck check bench clean images compose-tour kube-play
 
 setup:
 	@bash scripts/setup.sh
@@ -23,6 +23,18 @@ typecheck: setup
 	$(VENV)/bin/mypy
 
 check: lint typecheck test
+
+# the images, built here with podman on a Debian sid base made with debootstrap (cached)
+images:
+	@bash scripts/images.sh
+
+# the demo's tour through the compose stack's real containers; removes everything it made
+compose-tour: setup images
+	$(PY) scripts/compose_tour.py
+
+# manifests/base's pods run by `podman kube play`, probes, security contexts and preStop checked
+kube-play: setup images
+	$(PY) scripts/kube_play.py
 
 bench: setup
 	$(PY) bench/run_all.py

@@ -181,6 +181,8 @@ class ConfigSync:
             "held_for_jobs": list(r.jobs) if r else [],
             "pending": self.pending,
             "dry_run": None if runner is None else {"isolation": runner.current_isolation},
+            # the workers' side of the last reconfigure (configsync/workers.py), None before one
+            "workers": None if self.applier.workers.last is None else self.applier.workers.last.as_json(),
         }
 
     async def _notify(self) -> None:

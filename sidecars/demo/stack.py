@@ -40,6 +40,7 @@ class Role:
 class DemoStack:
     release: Release
     nodes: int = 3
+    shape: str = "classic"  # or "slinky" (see sidecars/devcluster/slinky.py)
     cluster: DevCluster = field(init=False)
     roles: dict[str, Role] = field(default_factory=dict, init=False)
     volume: AtomicVolume = field(init=False)
@@ -70,9 +71,8 @@ class DemoStack:
 
     async def __aenter__(self) -> DemoStack:
         # the partition limit gives jobs an expected end, which the scale-in order ranks by
-        self.cluster = DevCluster(
-            self.release, ClusterSpec(nodes=self.nodes, gpus=4, partition_max_time="60")
-        )
+        spec = ClusterSpec(nodes=self.nodes, gpus=4, partition_max_time="60", shape=self.shape)
+        self.cluster = DevCluster(self.release, spec)
         await self.cluster.start()
         try:
             await self._start_roles()
@@ -91,6 +91,8 @@ class DemoStack:
         etc = self.cluster.conf_path.parent
         self.volume = AtomicVolume(d / "configmap")
         self.volume.write({p.name: p.read_text() for p in sorted(etc.iterdir()) if p.suffix == ".conf"})
+        secret = AtomicVolume(d / "secret", mode=0o600)  # slurm.key, as Slinky mounts it from a Secret
+        secret.write({p.name: p.read_bytes() for p in sorted(etc.iterdir()) if p.suffix == ".key"})
         self.token_file = d / "token"
         self.token_file.write_text(secrets.token_urlsafe(32) + "\n")
         self.token_file.chmod(0o600)
@@ -105,6 +107,8 @@ class DemoStack:
                 "config-sync",
                 "--source",
                 str(d / "configmap"),
+                "--source",
+                str(d / "secret"),
                 "--target",
                 str(etc),
                 "--state-dir",
