@@ -50,6 +50,7 @@ class Outcome:
     reason: str = ""
     controller_died: bool = False
     took_request: bool = False  # slurmctld accepted the reconfigure/restart (it may run part of the set)
+    settled: bool = True  # False: a later change cut the settle period short
     steps: list[str] = field(default_factory=list)
 
 
@@ -186,8 +187,18 @@ class Applier:
                 read.cancel()
                 await asyncio.gather(read, return_exceptions=True)
 
-    async def verify(self, old: SlurmConf, new: SlurmConf, before: View, *, wait: float) -> Outcome:
-        """Poll until the new values show (at most `wait` s), then keep checking through the settle period."""
+    async def verify(
+        self,
+        old: SlurmConf,
+        new: SlurmConf,
+        before: View,
+        *,
+        wait: float,
+        interrupt: asyncio.Event | None = None,
+    ) -> Outcome:
+        """Poll until the new values show (at most `wait` s), then keep checking through the settle
+        period, which `interrupt` (a later change waiting) ends early: the later change's own
+        verification keeps watching slurmctld, so it never waits for this one's settle."""
         settle_end = time.monotonic() + self.settle_seconds
         deadline = time.monotonic() + max(wait, 1.0)
         problems: list[str] = []
@@ -208,13 +219,21 @@ class Applier:
             now = time.monotonic()
             if not problems:
                 seen_ok = True
-                if now >= settle_end:
-                    return Outcome(True)
+                if now >= settle_end or (interrupt is not None and interrupt.is_set()):
+                    return Outcome(True, settled=now >= settle_end)
             elif seen_ok or now >= deadline:
                 return Outcome(False, "; ".join(problems))
-            await asyncio.sleep(0.02 if not seen_ok else min(0.5, max(0.0, settle_end - now)))
+            if not seen_ok:
+                await asyncio.sleep(0.02)
+            elif interrupt is None:
+                await asyncio.sleep(min(0.5, max(0.0, settle_end - now)))
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(interrupt.wait(), min(0.5, max(0.0, settle_end - now)))
 
-    async def reconfigure(self, old: SlurmConf, new: SlurmConf, before: View) -> Outcome:
+    async def reconfigure(
+        self, old: SlurmConf, new: SlurmConf, before: View, *, interrupt: asyncio.Event | None = None
+    ) -> Outcome:
         self.tail.mark()
         since = time.time()
         try:
@@ -227,7 +246,7 @@ class Applier:
         # the workers are checked while the controller is: the verdict costs no time of its own
         workers = asyncio.ensure_future(self.workers.verify(since))
         try:
-            outcome = await self.verify(old, new, before, wait=3.0)
+            outcome = await self.verify(old, new, before, wait=3.0, interrupt=interrupt)
             outcome.took_request = True
             if outcome.ok:
                 verdict = await workers

@@ -1,8 +1,11 @@
 """The config-sync daemon's core: one change set at a time, from the sources to a verified slurmctld.
 
 Every outcome is kept for /status, counted in metrics, reported as an event and logged. Nothing that
-failed validation is ever written to the target; whatever slurmctld refuses is rolled back to the
-last known good set, which survives a restart of this sidecar under --state-dir.
+failed validation (the dry run on a throwaway slurmctld included) is ever written to the target, so a
+slurmctld that restarts at any moment after a refusal reads the last known good set; whatever the
+live slurmctld then refuses is rolled back to that set, which survives a restart of this sidecar
+under --state-dir. A change that would end or requeue jobs is held like a restart-required one,
+unless forced (--allow-job-loss, or a `slurm-sidecars.force` key in the set naming who).
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from sidecars.configsync import conffile
+from sidecars.configsync import conffile, jobs
 from sidecars.configsync.apply import Applier, Outcome, View, view
+from sidecars.configsync.dryrun import DryRunner
 from sidecars.configsync.history import History
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileSet, SourceChanged, read_sources
@@ -31,8 +35,10 @@ from sidecars.slurm import SlurmClient, SlurmError
 
 log = structlog.get_logger(__name__)
 
-# a burst's quiet time stops growing here: a storm then waits at most this long after its last change
-BURST_QUIET_SECONDS = 1.0
+# a burst's quiet time stops growing here: a storm then waits at most this long after its last change.
+# Kept under the spacing of changes made by hand (1 s apart must not wait for each other); a storm is
+# batched anyway, since every pass reads the newest set
+BURST_QUIET_SECONDS = 0.3
 
 
 def now_rfc3339() -> str:
@@ -45,6 +51,7 @@ class Rejection:
     reason: str
     at: str
     restart_required: bool = False
+    jobs: tuple[int, ...] = ()  # held: the jobs it would end or requeue
 
 
 class Metrics:
@@ -52,7 +59,7 @@ class Metrics:
         self.applies = Counter(
             "slurm_sidecars_config_applies", "Change sets by outcome", ["result"], registry=registry
         )
-        for result in ("applied", "rejected", "rolled_back", "restart_required"):
+        for result in ("applied", "rejected", "rolled_back", "restart_required", "held"):
             self.applies.labels(result=result)
         self.seconds = Histogram(
             "slurm_sidecars_config_apply_seconds",
@@ -71,6 +78,17 @@ class Metrics:
             "slurm_sidecars_config_restart_required",
             "1 while a held change needs slurmctld restarted",
             registry=registry,
+        )
+        self.held_jobs = Gauge(
+            "slurm_sidecars_config_held_jobs",
+            "Jobs a held change would end or requeue (0: nothing held for jobs)",
+            registry=registry,
+        )
+        self.dry_run_seconds = Histogram(
+            "slurm_sidecars_config_dry_run_seconds",
+            "Time a dry run on a throwaway slurmctld took",
+            registry=registry,
+            buckets=(0.1, 0.2, 0.3, 0.5, 0.75, 1, 2, 5, 15),
         )
         self.last_applied = Gauge(
             "slurm_sidecars_config_last_applied_timestamp_seconds",
@@ -105,6 +123,7 @@ class ConfigSync:
             max_bytes=settings.max_file_bytes,
             parse_timeout=settings.parse_timeout_seconds,
             plugin_dir=settings.plugin_dir,
+            dry_runner=self._dry_runner(settings, client),
         )
         self.applier = Applier(
             client,
@@ -114,6 +133,7 @@ class ConfigSync:
         )
         self._fixed_log_path = log_path is not None
         self.applied: Applied | None = None
+        self.forced: dict[str, Any] | None = None  # who forced the applied set past the job check, and why
         self.rejected: Rejection | None = None
         self.history = History(settings.history_limit)
         self.pending = False
@@ -126,6 +146,22 @@ class ConfigSync:
         self._in_burst = False
         self._log = log.bind(role="config-sync", target=str(settings.target))
 
+    @staticmethod
+    def _dry_runner(settings: Settings, client: SlurmClient) -> DryRunner | None:
+        if not settings.dry_run:
+            return None
+        return DryRunner(
+            command=settings.dry_run_slurmctld,
+            work_dir=settings.state_dir / "dry-run",
+            target=settings.target,
+            main=settings.main_file,
+            isolation=settings.dry_run_isolation,
+            stay_seconds=settings.dry_run_stay_seconds,
+            timeout=settings.dry_run_timeout_seconds,
+            state_dir=settings.dry_run_state_dir,
+            metrics=client.metrics,
+        )
+
     # ------------------------------------------------------------------ reporting
     def history_view(self) -> dict[str, Any]:
         """`GET /history`: the last generations, newest first, with their diffs."""
@@ -133,13 +169,18 @@ class ConfigSync:
 
     def status(self) -> dict[str, Any]:
         a, r = self.applied, self.rejected
+        runner = self.validator.dry_runner
         return {
             "applied": None
             if a is None
-            else {"generation": a.generation, "sha256": a.files.sha256, "at": a.at},
-            "rejected": None if r is None else {"sha256": r.sha256, "reason": r.reason, "at": r.at},
+            else {"generation": a.generation, "sha256": a.files.sha256, "at": a.at, "forced": self.forced},
+            "rejected": None
+            if r is None
+            else {"sha256": r.sha256, "reason": r.reason, "at": r.at, "jobs": list(r.jobs)},
             "restart_required": bool(r and r.restart_required),
+            "held_for_jobs": list(r.jobs) if r else [],
             "pending": self.pending,
+            "dry_run": None if runner is None else {"isolation": runner.current_isolation},
             # the workers' side of the last reconfigure (configsync/workers.py), None before one
             "workers": None if self.applier.workers.last is None else self.applier.workers.last.as_json(),
         }
@@ -147,6 +188,7 @@ class ConfigSync:
     async def _notify(self) -> None:
         self.metrics.pending.set(1 if self.pending else 0)
         self.metrics.restart_required.set(1 if self.rejected and self.rejected.restart_required else 0)
+        self.metrics.held_jobs.set(len(self.rejected.jobs) if self.rejected else 0)
         if self.applied:
             self.metrics.generation.set(self.applied.generation)
         async with self._changed:
@@ -166,6 +208,8 @@ class ConfigSync:
     async def start(self) -> None:
         """Bring the target to a known set before slurmctld (and readiness) depend on it."""
         self.target.recover()
+        if self.validator.dry_runner is not None:
+            await self.validator.dry_runner.isolation()  # decided once, before any change waits on it
         self.applied = self.lkg.load()
         on_disk = self.target.read(self.settings.max_file_bytes)
         if self.applied is not None and on_disk.sha256 != self.applied.files.sha256:
@@ -254,10 +298,11 @@ class ConfigSync:
                 self.rejected = None
             await self._notify()
             return
-        if self.rejected is not None and files.sha256 == self.rejected.sha256:
+        if self.rejected is not None and files.sha256 == self.rejected.sha256 and not self.rejected.jobs:
             self.pending = False  # judged already; a later fix is a new hash
             await self._notify()
             return
+        # a set held for jobs is judged again at every pass (the re-hash timer): once they ended, it applies
         bound = self._log.bind(sha256=files.short, files=sorted(files.files))
         self.pending = True
         await self._notify()
@@ -270,9 +315,30 @@ class ConfigSync:
             if before_task and not before_task.done():
                 before_task.cancel()
                 await asyncio.gather(before_task, return_exceptions=True)
+        if verdict.dry_run is not None:
+            self.metrics.dry_run_seconds.observe(verdict.dry_run.seconds)
         if not verdict.ok:
             await self._reject(files, verdict.reason, "rejected", seen, bound)
             return
+        forced = None
+        if verdict.jobs:
+            who = jobs.forced_by(files, self.settings.allow_job_loss)
+            risk = jobs.JobRisk(verdict.jobs)
+            held = tuple(sorted(verdict.jobs))
+            again = self.rejected is not None and self.rejected.sha256 == files.sha256
+            if who is None and again and self.rejected is not None and self.rejected.jobs == held:
+                self.pending = False  # still held for the same jobs: said already
+                await self._notify()
+                return
+            if who is None:
+                why = (
+                    f"held: the change {risk.describe()}; "
+                    f"to apply it anyway add a {jobs.FORCE_FILE} key naming who"
+                )
+                await self._reject(files, why, "held", seen, bound, jobs=held)
+                return
+            forced = {"by": who, "jobs": sorted(verdict.jobs), "why": risk.describe()}
+            bound.warning("config_forced_past_jobs", forced_by=who, jobs=sorted(verdict.jobs))
         if current is None or (startup and before is None):
             # nothing runs on the target yet (first start, or slurmctld not started): it starts on this set
             await self._install(files, seen, bound, reason="slurmctld is not running yet")
@@ -286,7 +352,7 @@ class ConfigSync:
             bound.warning("slurmctld_unreachable_change_pending", retry_in=self._backoff)
             await self._notify()
             return
-        await self._apply(files, verdict, before, seen=seen, bound=bound)
+        await self._apply(files, verdict, before, seen=seen, bound=bound, forced=forced)
 
     async def _controller_view(self) -> View | None:
         """slurmctld's current view, or None when it does not answer (the change then waits)."""
@@ -310,6 +376,7 @@ class ConfigSync:
         self.target.swap(files, generation)
         old = self.applied
         self.applied = Applied(generation, now_rfc3339(), files)
+        self.forced = None
         self.history.record(
             "applied",
             files,
@@ -339,8 +406,9 @@ class ConfigSync:
         bound: Any,
         *,
         restart_required: bool = False,
+        jobs: tuple[int, ...] = (),
     ) -> None:
-        self.rejected = Rejection(files.sha256, reason, now_rfc3339(), restart_required)
+        self.rejected = Rejection(files.sha256, reason, now_rfc3339(), restart_required, jobs)
         self.history.record(
             result,
             files,
@@ -358,12 +426,20 @@ class ConfigSync:
             "rejected": "ConfigRejected",
             "rolled_back": "ConfigRolledBack",
             "restart_required": "ConfigRestartRequired",
+            "held": "ConfigHeldForJobs",
         }[result]
         await self.events.emit(event, f"{files.short}: {reason}", "Warning")
         await self._notify()
 
     async def _apply(
-        self, files: FileSet, verdict: Verdict, before: View, *, seen: float, bound: Any
+        self,
+        files: FileSet,
+        verdict: Verdict,
+        before: View,
+        *,
+        seen: float,
+        bound: Any,
+        forced: dict[str, Any] | None = None,
     ) -> None:
         assert self.applied is not None and verdict.conf is not None
         old_conf = conffile.parse(self.applied.files, self.settings.main_file, self.settings.target)
@@ -377,7 +453,8 @@ class ConfigSync:
                 bound.info("restarting_slurmctld", reasons=[str(r) for r in verdict.restart])
                 outcome = await self.applier.restart(old_conf, verdict.conf, before)
             else:
-                outcome = await self.applier.reconfigure(old_conf, verdict.conf, before)
+                # a later change cuts this one's settle period short: its own verification goes on watching
+                outcome = await self.applier.reconfigure(old_conf, verdict.conf, before, interrupt=self._wake)
         except BaseException:
             # cancelled or broken mid-apply: never leave an unverified set on disk
             self.target.swap(self.applied.files, self.applied.generation)
@@ -385,6 +462,7 @@ class ConfigSync:
         if outcome.ok:
             old = self.applied
             self.applied = Applied(generation, now_rfc3339(), files)
+            self.forced = forced
             self.history.record(
                 "applied",
                 files,
@@ -410,7 +488,9 @@ class ConfigSync:
             await self.events.emit(
                 "ConfigApplied",
                 f"generation {generation} ({files.short}) applied"
-                + (" by restarting slurmctld" if verdict.restart_required else ""),
+                + (" by restarting slurmctld" if verdict.restart_required else "")
+                + (f", forced by {forced['by']}: it {forced['why']}" if forced else ""),
+                "Warning" if forced else "Normal",
             )
             await self._notify()
             return

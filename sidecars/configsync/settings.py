@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from sidecars.configsync.jobs import FORCE_FILE
 from sidecars.runtime.settings import ConfigError, flag, parse_addr, positive
+from sidecars.slurm.dryrun import SLURMCTLD
 
 RestartPolicy = Literal["hold", "restart"]
+DryRunIsolation = Literal["auto", "netns", "ports"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +34,13 @@ class Settings:
     parse_timeout_seconds: float = 10.0
     plugin_dir: Path | None = None  # None: the PluginDir slurmctld reports
     main_file: str = "slurm.conf"
+    dry_run: bool = True  # every candidate tried by a throwaway slurmctld before the live one sees it
+    dry_run_slurmctld: tuple[str, ...] = SLURMCTLD  # how to start slurmctld of the live release
+    dry_run_isolation: DryRunIsolation = "auto"
+    dry_run_state_dir: Path | None = None  # None: the StateSaveLocation the applied set names
+    dry_run_stay_seconds: float = 0.2
+    dry_run_timeout_seconds: float = 15.0
+    allow_job_loss: bool = False  # apply changes that would end or requeue jobs anyway
     history_limit: int = 20  # generations kept (with their diffs) for /history
 
 
@@ -84,6 +95,44 @@ def configure(p: argparse.ArgumentParser) -> None:
         help="slurmctld's plugins as seen here (default: its PluginDir); unknown plugin names are refused",
     )
 
+    flag(
+        p,
+        "--dry-run",
+        default="on",
+        choices=["on", "off"],
+        help="try each candidate on a throwaway slurmctld (same release, copied state) before applying it",
+    )
+    flag(
+        p,
+        "--dry-run-slurmctld",
+        default=shlex.join(SLURMCTLD),
+        metavar="CMD",
+        help="the command that starts this release's slurmctld (split like a shell would)",
+    )
+    flag(
+        p,
+        "--dry-run-isolation",
+        default="auto",
+        choices=["auto", "netns", "ports"],
+        help="netns: a network namespace (CAP_SYS_ADMIN); ports: closed ports only; auto: netns if allowed",
+    )
+    flag(
+        p,
+        "--dry-run-state-dir",
+        default=None,
+        metavar="DIR",
+        help="slurmctld's StateSaveLocation as seen here (default: the path slurm.conf names)",
+    )
+    flag(p, "--dry-run-stay-seconds", default="0.2", help="the throwaway must stay up this long once primary")
+    flag(p, "--dry-run-timeout-seconds", default="15", help="give up on a throwaway not primary by then")
+    flag(
+        p,
+        "--allow-job-loss",
+        default="no",
+        choices=["yes", "no"],
+        help=f"apply changes that would end or requeue jobs (per change: a {FORCE_FILE} key naming who)",
+    )
+
 
 def from_args(args: argparse.Namespace) -> Settings:
     sources = tuple(Path(s).absolute() for s in (args.source or []))
@@ -109,6 +158,13 @@ def from_args(args: argparse.Namespace) -> Settings:
     plugin_dir = Path(args.plugin_dir).absolute() if args.plugin_dir else None
     if plugin_dir is not None and not plugin_dir.is_dir():
         raise ConfigError(f"--plugin-dir: {plugin_dir} is not a directory")
+    try:
+        slurmctld = tuple(shlex.split(str(args.dry_run_slurmctld)))
+    except ValueError as exc:
+        raise ConfigError(f"--dry-run-slurmctld: {exc}") from None
+    if not slurmctld:
+        raise ConfigError("--dry-run-slurmctld: a command is required")
+    dry_state = Path(args.dry_run_state_dir).absolute() if args.dry_run_state_dir else None
     return Settings(
         sources=sources,
         target=target,
@@ -124,5 +180,12 @@ def from_args(args: argparse.Namespace) -> Settings:
         restart_timeout_seconds=positive(args.restart_timeout_seconds, "--restart-timeout-seconds"),
         main_file=main_file,
         plugin_dir=plugin_dir,
+        dry_run=args.dry_run == "on",
+        dry_run_slurmctld=slurmctld,
+        dry_run_isolation=args.dry_run_isolation,
+        dry_run_state_dir=dry_state,
+        dry_run_stay_seconds=positive(args.dry_run_stay_seconds, "--dry-run-stay-seconds", allow_zero=True),
+        dry_run_timeout_seconds=positive(args.dry_run_timeout_seconds, "--dry-run-timeout-seconds"),
+        allow_job_loss=args.allow_job_loss == "yes",
         history_limit=int(positive(args.history_limit, "--history-limit", conv=int)),
     )

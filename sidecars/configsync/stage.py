@@ -47,8 +47,15 @@ def target_mode(entry: FileEntry) -> int:
     return 0o600 if entry.secret else entry.mode
 
 
-def write_files(where: Path, files: FileSet, transform: Callable[[str, bytes], bytes] | None = None) -> None:
-    """Write every file of the set into a new directory `where`, durably."""
+def write_files(
+    where: Path,
+    files: FileSet,
+    transform: Callable[[str, bytes], bytes] | None = None,
+    *,
+    durable: bool = True,
+) -> None:
+    """Write every file of the set into a new directory `where`, durably unless told it is scratch
+    (a copy for a parse or a dry run, removed within the second: no fsync to wait for)."""
     where.mkdir(mode=0o755, parents=True)
     for e in files.files.values():
         data = transform(e.name, e.data) if transform else e.data
@@ -57,10 +64,12 @@ def write_files(where: Path, files: FileSet, transform: Callable[[str, bytes], b
         try:
             _write_all(fd, data)
             os.fchmod(fd, target_mode(e))  # the umask must not widen or narrow what the source said
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
-    _fsync_dir(where)
+    if durable:
+        _fsync_dir(where)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -9,25 +9,32 @@
 (c) Changes that need a restart rather than a reconfigure (restart.py), and those no restart can
     take (a new ClusterName).
 (d) Plugin names with no plugin file where slurmctld loads them from (a misspelt one kills it).
+(e) Last, the dry run (dryrun.py): a throwaway slurmctld of the same release started on the candidate
+    and a copy of the live state. Hand-written checks trail Slurm's own; this one is Slurm's own. With
+    it, what the change does to pending and running jobs (jobs.py).
 """
 
 from __future__ import annotations
 
+import asyncio
+import re
 import shutil
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import structlog
 
-from sidecars.configsync import conffile, restart
+from sidecars.configsync import conffile, jobs, restart
 from sidecars.configsync.conffile import SlurmConf
+from sidecars.configsync.dryrun import DryRunner, DryRunResult
 from sidecars.configsync.restart import RestartReason
 from sidecars.configsync.sources import FileSet
 from sidecars.configsync.stage import write_files
 from sidecars.slurm import SlurmClient, SlurmError
-from sidecars.slurm.models import Version
+from sidecars.slurm.models import JobPlacement, Version
 
 log = structlog.get_logger(__name__)
 
@@ -40,6 +47,8 @@ class Verdict:
     reason: str = ""  # why not, in Slurm's words when Slurm gave any
     restart: tuple[RestartReason, ...] = ()
     conf: SlurmConf | None = field(default=None, compare=False)
+    jobs: dict[int, str] = field(default_factory=dict)  # job id -> what the change would do to it
+    dry_run: DryRunResult | None = field(default=None, compare=False)
 
     @property
     def restart_required(self) -> bool:
@@ -125,8 +134,40 @@ AUX_KEYS = {
 }
 
 
-def aux_problems(files: FileSet) -> list[str]:
+# values of those files that slurmd dies of (no slurmctld reads them, so the dry run cannot tell)
+CGROUP_PLUGINS = frozenset({"autodetect", "cgroup/v1", "cgroup/v2", "disabled"})
+_YES_NO = frozenset({"yes", "no", "true", "false", "1", "0"})
+_NUMBER = re.compile(r"^\d+(\.\d+)?%?$")
+_COUNT = re.compile(r"^\d+[KMGTP]?$", re.IGNORECASE)
+
+
+def _aux_value(name: str, key: str, value: str, gres_types: set[str]) -> str | None:
+    k = key.lower()
+    if name == "gres.conf":
+        if k == "name" and value.lower() not in gres_types:
+            return f"GRES {value!r} is not in GresTypes ({','.join(sorted(gres_types)) or 'none'})"
+        if k == "count" and not _COUNT.match(value):
+            return f"Count={value!r} is not a count"
+        return None
+    if k == "cgroupplugin" and value.lower() not in CGROUP_PLUGINS:
+        return f"CgroupPlugin={value!r} is none of {', '.join(sorted(CGROUP_PLUGINS))}"
+    if (
+        k.startswith(("constrain", "ignoresystemd")) or k in ("cgroupautomount", "signalchildrenprocesses")
+    ) and (value.lower() not in _YES_NO):
+        return f"{key}={value!r} is not yes or no"
+    if (
+        k.endswith(("space", "percent")) or k in ("memoryswappiness", "systemdtimeout")
+    ) and not _NUMBER.match(value):
+        return f"{key}={value!r} is not a number"
+    return None
+
+
+def aux_problems(files: FileSet, conf: SlurmConf | None = None) -> list[str]:
     problems: list[str] = []
+    gres_types = {
+        g.strip().lower() for g in ((conf.options.get("grestypes") if conf else None) or "").split(",")
+    }
+    gres_types.discard("")
     for name, keys in AUX_KEYS.items():
         entry = files.files.get(name)
         if entry is None:
@@ -144,6 +185,10 @@ def aux_problems(files: FileSet) -> list[str]:
                 if key.lower() not in keys:
                     problems.append(f"{name}:{lineno}: unknown key {key[:40]!r} (slurmd dies of it)")
                     break
+                bad = _aux_value(name, key, word.partition("=")[2], gres_types)
+                if bad:
+                    problems.append(f"{name}:{lineno}: {bad} (slurmd dies of it)")
+                    break
     return problems
 
 
@@ -159,6 +204,12 @@ def semantic_problems(conf: SlurmConf) -> list[str]:
         for name, count in sorted(Counter(names).items()):
             if count > 1:  # 22.05's slurmctld dies of a duplicate partition on reconfigure (measured)
                 problems.append(f"{label} {name} is defined {count} times")
+    gres_types = {g.strip().lower() for g in (conf.options.get("grestypes") or "").split(",") if g.strip()}
+    for r in conf.of("nodename"):
+        for item in (r.fields.get("gres") or "").split(","):
+            name = item.split(":", 1)[0].strip().lower()
+            if name and name != "(null)" and name not in gres_types:
+                problems.append(f"{r.origin}: node {r.name} has GRES {name!r}, which GresTypes does not name")
     known = set(nodes)
     nodesets = {r.name for r in conf.of("nodeset")}
     for r in conf.of("nodeset"):
@@ -204,6 +255,7 @@ PLUGIN_KEYS = {
     "SchedulerType": "sched",
     "ProctrackType": "proctrack",
     "TaskPlugin": "task",
+    "TopologyPlugin": "topology",
 }
 
 
@@ -242,7 +294,7 @@ def candidate_copy(files: FileSet, where: Path, target: Path) -> None:
                 out.append(line)
         return "".join(out).encode()
 
-    write_files(where, files, transform=rewrite)
+    write_files(where, files, transform=rewrite, durable=False)
 
 
 class Validator:
@@ -256,6 +308,7 @@ class Validator:
         max_bytes: int = 1024 * 1024,
         parse_timeout: float = 10.0,
         plugin_dir: Path | None = None,
+        dry_runner: DryRunner | None = None,
     ) -> None:
         self.client = client
         self.target = target
@@ -265,6 +318,7 @@ class Validator:
         self.parse_timeout = parse_timeout
         self.plugin_dir = plugin_dir  # None: slurmctld's PluginDir, asked once
         self._plugin_dirs: list[Path] | None = None
+        self.dry_runner = dry_runner
 
     async def plugin_dirs(self) -> list[Path]:
         """Where slurmctld's plugins are, as seen from here; [] when that cannot be known here
@@ -306,16 +360,38 @@ class Validator:
         if problems:
             return _reject("; ".join(problems))
         conf = conffile.parse(files, self.main, self.target)
-        problems = semantic_problems(conf) + aux_problems(files)
+        problems = semantic_problems(conf) + aux_problems(files, conf)
         if problems:
             return _reject("; ".join(problems))
+        old = conffile.parse(current, self.main, self.target) if current is not None else None
+        # the dry run (and the live jobs' read) go on while the quicker checks run; a refusal by
+        # one of those, in its plainer words, cancels them
+        tasks: list[asyncio.Task[Any]] = []
+        if self.dry_runner is not None:
+            tasks.append(asyncio.create_task(self.dry_runner.run(files, old)))
+            if old is not None:
+                tasks.append(asyncio.create_task(self._placements()))
+        try:
+            return await self._judge(files, current, old, conf, tasks)
+        finally:
+            for t in tasks:
+                if not t.done():
+                    t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _judge(
+        self,
+        files: FileSet,
+        current: FileSet | None,
+        old: SlurmConf | None,
+        conf: SlurmConf,
+        tasks: list[asyncio.Task[Any]],
+    ) -> Verdict:
         refused, version = await self.client_parse(files)
         if refused or version is None:
             return _reject(refused or "Slurm's parser gave no version")
         reasons: list[RestartReason] = []
-        old: SlurmConf | None = None
-        if current is not None:
-            old = conffile.parse(current, self.main, self.target)
+        if current is not None and old is not None:
             problems = identity_problems(old, conf)
             if problems:
                 return _reject("; ".join(problems))
@@ -324,4 +400,41 @@ class Validator:
         problems = plugin_problems(old, conf, dirs) if dirs else []
         if problems:
             return _reject("; ".join(problems))
-        return Verdict(True, "", tuple(reasons), conf)
+        if not tasks:
+            return Verdict(True, "", tuple(reasons), conf)
+        result: DryRunResult = await tasks[0]
+        placed, resv = await tasks[1] if len(tasks) > 1 else ([], {})
+        return self._dry_run_verdict(result, placed, resv, old, conf, version, tuple(reasons))
+
+    async def _placements(self) -> tuple[list[JobPlacement], dict[str, tuple[str, ...]]]:
+        """The live controller's pending and running jobs and reservations ([] if it does not answer)."""
+        try:
+            placed, resv = await asyncio.gather(self.client.job_placements(), self.client.reservations())
+            return placed, resv
+        except SlurmError as exc:
+            log.warning("jobs_unreadable", error=exc.message)
+            return [], {}
+
+    @staticmethod
+    def _dry_run_verdict(
+        result: DryRunResult,
+        placed: list[JobPlacement],
+        resv: dict[str, tuple[str, ...]],
+        old: SlurmConf | None,
+        conf: SlurmConf,
+        version: Version,
+        reasons: tuple[RestartReason, ...],
+    ) -> Verdict:
+        if not result.ok:
+            release = f"{version.major}.{version.minor:02d}"
+            return Verdict(
+                False,
+                f"the dry run on Slurm {release} refused it: {result.reason}"[:MAX_REASON],
+                dry_run=result,
+            )
+        known = {p.job_id for p in placed}
+        risk = {j: f"slurmctld loading the state: {why}" for j, why in result.jobs.items() if j in known}
+        if old is not None:
+            for j, why in jobs.compare(old, conf, placed, resv).items():
+                risk.setdefault(j, why)
+        return Verdict(True, "", reasons, conf, jobs=risk, dry_run=result)

@@ -8,13 +8,24 @@ from sidecars.slurm.errors import (
     SlurmTimeout,
     SlurmUnreachable,
 )
-from sidecars.slurm.models import BootTime, Job, Node, NodeState, Partition, Ping, Reason, Version
+from sidecars.slurm.models import (
+    BootTime,
+    Job,
+    JobPlacement,
+    Node,
+    NodeState,
+    Partition,
+    Ping,
+    Reason,
+    Version,
+)
 from sidecars.slurm.runner import CommandResult, SlurmMetrics
 
 __all__ = [
     "BootTime",
     "CommandResult",
     "Job",
+    "JobPlacement",
     "Node",
     "NodeState",
     "Partition",

@@ -23,7 +23,7 @@ from tenacity import (
 
 from sidecars.slurm import hostlist, jsonformat, textformat
 from sidecars.slurm.errors import SlurmCommandError, SlurmUnreachable
-from sidecars.slurm.models import BootTime, Job, Node, Partition, Ping, Version
+from sidecars.slurm.models import BootTime, Job, JobPlacement, Node, Partition, Ping, Version
 from sidecars.slurm.runner import CommandResult, SlurmMetrics, run
 
 log = structlog.get_logger(__name__)
@@ -156,6 +156,18 @@ class SlurmClient:
             "squeue", "--noheader", "--states=PD,R,S,CG,CF", "--format", textformat.SUMMARY_FORMAT
         )
         return textformat.job_summaries(r.stdout)
+
+    async def job_placements(self) -> list[JobPlacement]:
+        """Pending and running jobs with what they depend on (partitions, nodes, reservation, QOS)."""
+        r = await self.run(
+            "squeue", "--noheader", "--states=PD,R,S,CG,CF", "--format", textformat.PLACEMENT_FORMAT
+        )
+        return textformat.job_placements(r.stdout)
+
+    async def reservations(self) -> dict[str, tuple[str, ...]]:
+        """Reservation name -> its nodes."""
+        r = await self.run("scontrol", "-o", "show", "reservation")
+        return textformat.reservations(r.stdout)
 
     async def partitions(self) -> list[Partition]:
         if await self._json("partitions"):

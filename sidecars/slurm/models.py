@@ -179,3 +179,19 @@ class Version:
 
     def __str__(self) -> str:
         return f"{self.major}.{self.minor:02d}.{self.micro}"
+
+
+@dataclass(frozen=True, slots=True)
+class JobPlacement:
+    """What a pending or running job depends on in the configuration: where it runs or may run."""
+
+    job_id: int
+    state: str  # RUNNING, PENDING, ...
+    partitions: tuple[str, ...]  # a pending job may name several
+    nodes: tuple[str, ...]  # expanded; empty while pending
+    reservation: str  # "" when none
+    qos: str
+
+    @property
+    def running(self) -> bool:
+        return self.state in {"RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING"}

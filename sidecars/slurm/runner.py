@@ -1,11 +1,14 @@
-"""Run one Slurm command as an async subprocess: bounded in time, killed when abandoned, counted."""
+"""Run one Slurm command as an async subprocess: bounded in time, killed when abandoned, counted;
+and, for a dry run, one Slurm daemon for the duration of a block (`spawn`)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -86,3 +89,26 @@ async def run(
         metrics.observe(label, "ok", seconds)
     log.debug("slurm_command", command=label, seconds=round(seconds, 4))
     return result
+
+
+@contextlib.asynccontextmanager
+async def spawn(
+    argv: Sequence[str],
+    *,
+    stdout: Path,
+    env: Mapping[str, str] | None = None,
+    metrics: SlurmMetrics | None = None,
+) -> AsyncIterator[process.Child]:
+    """A long-running Slurm daemon for the duration of the block (its output appended to `stdout`).
+    However the block ends (cancellation included), its whole process group is killed and reaped."""
+    command = os.path.basename(argv[0])
+    started = time.monotonic()
+    with open(stdout, "ab") as out:
+        child = await process.start(argv, env=env, stdout=out, stderr=out)
+    try:
+        yield child
+    finally:
+        exited = child.returncode is not None
+        await child.kill()  # the group may outlive its leader (slurmscriptd): killed either way
+        if metrics:
+            metrics.observe(f"{command} (spawned)", "exited" if exited else "ok", time.monotonic() - started)

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 
 from sidecars.slurm import hostlist
-from sidecars.slurm.models import BootTime, Job, Node, NodeState, Partition, Ping, Reason
+from sidecars.slurm.models import BootTime, Job, JobPlacement, Node, NodeState, Partition, Ping, Reason
 
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_:/.\-]*$")
 _NULL = {"", "(null)", "N/A", "n/a", "None", "Unknown", "NONE", "n/s"}
@@ -310,4 +310,39 @@ def sdiag_rpcs(text: str) -> dict[str, int]:
         m = re.match(r"\s*(\w+)\s*\(\s*\d+\)\s*count:(\d+)", line)
         if section and m:
             out[m[1]] = int(m[2])
+    return out
+
+
+# `squeue -o` fields of a job's placement, in this order
+PLACEMENT_FORMAT = "%A|%T|%P|%N|%v|%q"
+
+
+def job_placements(text: str) -> list[JobPlacement]:
+    """`squeue -h -o PLACEMENT_FORMAT` lines."""
+    out: list[JobPlacement] = []
+    for line in text.splitlines():
+        parts = line.split("|", 5)
+        if len(parts) != 6 or not parts[0].isdigit():
+            continue
+        job_id, state, part, nodes, resv, qos = parts
+        out.append(
+            JobPlacement(
+                job_id=int(job_id),
+                state=state.split("+")[0].upper(),
+                partitions=tuple(p for p in part.split(",") if p),
+                nodes=tuple(hostlist.expand(_null(nodes) or "")),
+                reservation=_null(resv) or "",
+                qos=_null(qos) or "",
+            )
+        )
+    return out
+
+
+def reservations(text: str) -> dict[str, tuple[str, ...]]:
+    """`scontrol -o show reservation`: name -> its nodes (expanded)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for p in records(text):
+        d = dict(p)
+        if "ReservationName" in d:
+            out[d["ReservationName"]] = tuple(hostlist.expand(_null(d.get("Nodes")) or ""))
     return out

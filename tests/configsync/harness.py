@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import shlex
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -107,6 +108,7 @@ async def config_sync(
     validator_factory: Any = None,
     initial: dict[str, bytes] | None = None,
     watch_files: bool = True,
+    checkpoint: Any = None,
     **overrides: Any,
 ) -> AsyncIterator[Sync]:
     base = initial or cluster_files(cluster)
@@ -130,6 +132,9 @@ async def config_sync(
         restart_timeout_seconds=30.0,
         retry_max_seconds=1.0,
         plugin_dir=await cluster.plugin_dir(),  # 24.11's live in its chroot, not where it reports
+        # the dry run's slurmctld is the cluster's release, started in its namespace (and chroot) as
+        # the cluster's own is; the cluster's teardown would take a leftover one with it
+        dry_run_slurmctld=tuple(cluster.in_namespace("slurmctld")),
     )
     settings = replace(settings, **overrides)
     registry = CollectorRegistry()
@@ -143,6 +148,7 @@ async def config_sync(
         registry=registry,
         validator=validator,
         watch_files=watch_files,
+        checkpoint=checkpoint,
     ) as r:
         sync = Sync(cluster, config, secret, settings, r, events, base={**base, **(secrets or {})})
         sync.base = dict(base)
@@ -179,7 +185,12 @@ async def start_command(
             f"127.0.0.1:{port}",
             *args,
         ),
-        env={**cluster.env, **(env or {})},
+        # the dry run's slurmctld: the cluster's release, in its namespace (see config_sync)
+        env={
+            **cluster.env,
+            "SIDECARS_DRY_RUN_SLURMCTLD": shlex.join(cluster.in_namespace("slurmctld")),
+            **(env or {}),
+        },
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )

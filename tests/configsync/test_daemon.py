@@ -100,8 +100,10 @@ async def test_the_command_serves_status_and_exits_0_on_sigterm(cluster: DevClus
     try:
         st = await cmd.get("/status")
         metrics = await cmd.get("/metrics")
-        assert set(st) == {"applied", "rejected", "restart_required", "pending", "workers"}
-        assert set(st["applied"]) == {"generation", "sha256", "at"} and st["applied"]["generation"] == 1
+        keys = {"applied", "rejected", "restart_required", "pending", "held_for_jobs", "dry_run", "workers"}
+        assert set(st) == keys
+        assert set(st["applied"]) == {"generation", "sha256", "at", "forced"}
+        assert st["applied"]["generation"] == 1 and st["applied"]["forced"] is None
         assert 'slurm_sidecars_config_applies_total{result="rolled_back"} 0.0' in metrics
     finally:
         cmd.proc.send_signal(signal.SIGTERM)

@@ -1,0 +1,98 @@
+"""What a change would do to the jobs running or waiting now.
+
+Two sources, joined: the dry run's log (what a slurmctld loading the current state under the
+candidate did to each job) and a direct comparison of what each pending or running job uses
+(partitions, nodes, the nodes of its reservation, its QOS in its partition) with what the candidate
+removes. The state the dry run loads may lag the live controller by the few seconds slurmctld takes
+to save it; the comparison reads the live controller and covers that gap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from sidecars.configsync.conffile import SlurmConf
+from sidecars.configsync.sources import FileSet
+from sidecars.slurm.models import JobPlacement
+
+# the marker a ConfigMap carries to apply a change that would end or requeue jobs: its content names
+# who forced it (and is reported); removing it is the next change
+FORCE_FILE = "slurm-sidecars.force"
+
+
+@dataclass(frozen=True, slots=True)
+class JobRisk:
+    jobs: dict[int, str]  # job id -> why it would end, be requeued or never run
+
+    def __bool__(self) -> bool:
+        return bool(self.jobs)
+
+    def describe(self, limit: int = 20) -> str:
+        items = sorted(self.jobs.items())
+        text = "; ".join(f"job {j}: {why}" for j, why in items[:limit])
+        more = f"; and {len(items) - limit} more" if len(items) > limit else ""
+        return f"would end, requeue or strand {len(items)} job(s): {text}{more}"
+
+
+def forced_by(files: FileSet, flag: bool) -> str | None:
+    """Who forced this change past the job check: the marker's content, or the flag."""
+    entry = files.files.get(FORCE_FILE)
+    if entry is not None:
+        who = entry.data.decode("utf-8", "replace").strip().splitlines()
+        return f"{FORCE_FILE}: {who[0][:200]}" if who and who[0].strip() else f"{FORCE_FILE} (unsigned)"
+    return "--allow-job-loss" if flag else None
+
+
+def _qos_list(value: str | None) -> set[str] | None:
+    if value is None or value.strip().upper() in ("", "ALL"):
+        return None
+    return {q.strip().lower() for q in value.split(",") if q.strip()}
+
+
+def compare(
+    old: SlurmConf,
+    new: SlurmConf,
+    jobs: Iterable[JobPlacement],
+    reservations: Mapping[str, tuple[str, ...]],
+) -> dict[int, str]:
+    """Jobs that use what the candidate removes. Only what the old files defined counts as removed:
+    dynamic nodes and partitions made by `scontrol create` are in neither."""
+    old_parts, new_parts = old.partitions(), new.partitions()
+    gone_parts = set(old_parts) - set(new_parts)
+    gone_nodes = set(old.node_names()) - set(new.node_names())
+    out: dict[int, str] = {}
+    for job in jobs:
+        if job.running:
+            lost = [p for p in job.partitions if p in gone_parts]
+            if lost:
+                out[job.job_id] = f"partition {lost[0]} it runs in is removed"
+                continue
+            nodes = sorted(set(job.nodes) & gone_nodes)
+            if nodes:
+                out[job.job_id] = f"node(s) {','.join(nodes)} it runs on are removed"
+                continue
+        elif job.partitions and all(p in gone_parts for p in job.partitions):
+            out[job.job_id] = f"partition {','.join(job.partitions)} it waits for is removed"
+            continue
+        resv_nodes = sorted(set(reservations.get(job.reservation, ())) & gone_nodes)
+        if job.reservation and resv_nodes:
+            out[job.job_id] = f"reservation {job.reservation} it uses loses node(s) {','.join(resv_nodes)}"
+            continue
+        qos = job.qos.lower()
+        for p in job.partitions:
+            rec_new, rec_old = new_parts.get(p), old_parts.get(p)
+            if rec_new is None or rec_old is None or not qos:
+                continue
+            allow_new, allow_old = (
+                _qos_list(rec_new.fields.get("allowqos")),
+                _qos_list(rec_old.fields.get("allowqos")),
+            )
+            deny_new = _qos_list(rec_new.fields.get("denyqos")) or set()
+            deny_old = _qos_list(rec_old.fields.get("denyqos")) or set()
+            was_ok = (allow_old is None or qos in allow_old) and qos not in deny_old
+            now_ok = (allow_new is None or qos in allow_new) and qos not in deny_new
+            if was_ok and not now_ok:
+                out[job.job_id] = f"QOS {job.qos} is no longer allowed in partition {p}"
+                break
+    return out

@@ -1,0 +1,188 @@
+"""A throwaway slurmctld: started on files prepared elsewhere (configsync/dryrun.py), watched until it
+is the primary controller and has stayed up a moment, or until it died; then killed, always.
+
+Isolation. Where the process may create a network namespace (root or CAP_SYS_ADMIN; or, unprivileged,
+inside a user namespace that maps only its own uid, where the kernel and the container's seccomp
+profile allow one), the controller runs in a fresh one that has only a loopback interface: nothing
+it sends can leave it, so no slurmd, client or slurmdbd can hear it. The namespace is made by a few
+lines of Python run by this same interpreter (ctypes `unshare(CLONE_NEWNET)`, then the loopback
+brought up and given a second address: glibc's AI_ADDRCONFIG, which Slurm uses, counts no IPv4
+address but 127.0.0.1 otherwise, and every lookup fails), so the pod needs neither util-linux nor
+iproute2. Where it may not, the files alone isolate it (every address it could reach points at a
+port held closed here); `isolation` says which.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import structlog
+
+from sidecars.slurm.runner import SlurmMetrics, run, spawn
+
+log = structlog.get_logger(__name__)
+
+Isolation = Literal["netns", "ports"]
+
+NETNS_UNAVAILABLE = 97  # the namespace helper's exit status when unshare() is not permitted
+
+# argv[1] is "netns" or "plain", argv[2:] the command to exec: first bound to die with its parent
+# (PR_SET_PDEATHSIG: a config-sync killed mid-run leaves no throwaway behind), then, for "netns", in a
+# new network namespace with a working loopback
+HELPER = """
+import ctypes, fcntl, os, socket, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(1, 9)
+if os.getppid() == 1:
+    sys.exit(1)
+if sys.argv[1] == "plain":
+    os.execvp(sys.argv[2], sys.argv[2:])
+if libc.unshare(0x40000000) != 0:
+    err = ctypes.get_errno()
+    uid, gid = os.geteuid(), os.getegid()
+    # unprivileged: a user namespace mapping only ourselves, which owns the network namespace
+    if uid == 0 or libc.unshare(0x10000000 | 0x40000000) != 0:
+        sys.stderr.write("unshare(CLONE_NEWNET): " + os.strerror(err) + "\\n")
+        sys.exit(97)
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        with open("/proc/self/" + name, "w") as f:
+            f.write(text)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", 0x1 | 0x8 | 0x40))
+fcntl.ioctl(s, 0x8916, struct.pack("16s16s", b"lo:1",
+            struct.pack("=HH4s8x", socket.AF_INET, 0, socket.inet_aton("127.0.0.2"))))
+s.close()
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+PRIMARY = "Running as primary controller"
+SLURMCTLD = ("slurmctld",)  # the default command of the dry run: this release's, on PATH
+
+
+def uses_slurmdbd(accounting_storage_type: str | None) -> bool:
+    return (accounting_storage_type or "").strip().lower() == "accounting_storage/slurmdbd"
+
+
+_FATAL = re.compile(r"\bfatal\b", re.IGNORECASE)
+_ERROR = re.compile(r"\berror\b", re.IGNORECASE)
+_NOISE = re.compile(
+    r"pmix|MPI:|Could not open .* state file|NOTE: Trying backup state|No .* state file .* to recover"
+    r"|specified more than once",  # the dry run's own lines, appended to override the candidate's
+    re.IGNORECASE,
+)
+
+
+def helper_argv(argv: Sequence[str], isolation: Isolation) -> list[str]:
+    """`argv` bound to die with this process and, for netns, in a network namespace of its own."""
+    return [sys.executable, "-I", "-S", "-c", HELPER, "netns" if isolation == "netns" else "plain", *argv]
+
+
+async def netns_available(metrics: SlurmMetrics | None = None) -> bool:
+    """Whether this process may make a network namespace (asked once by the caller, ~50 ms)."""
+    result = await run(helper_argv(["true"], "netns"), timeout=10.0, metrics=metrics, check=False)
+    if result.returncode != 0:
+        log.info("dry_run_netns_unavailable", why=result.stderr.strip()[-200:] or f"exit {result.returncode}")
+    return result.returncode == 0
+
+
+class ClosedPort:
+    """A loopback TCP port held bound but never listening: a connection to it is refused at once."""
+
+    def __init__(self) -> None:
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.bind(("127.0.0.1", 0))
+        self.port = int(self._sock.getsockname()[1])
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True, slots=True)
+class Trial:
+    started: bool  # it became the primary controller and was still up `stay` seconds later
+    reason: str  # why not, in Slurm's words (its fatal and the errors just before it)
+    log: str  # what it wrote, log file and stderr (bounded)
+    seconds: float  # from spawn to verdict
+    isolation: Isolation
+
+
+def _read(path: Path, limit: int = 512 * 1024) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def slurm_words(text: str, limit: int = 6) -> str:
+    """The fatal and the errors before it: what slurmctld said about why it stopped."""
+    lines = [ln.split("] ", 1)[-1].strip() for ln in text.splitlines()]
+    lines = [ln.removeprefix("slurmctld: ") for ln in lines if ln and not _NOISE.search(ln)]
+    fatal = [i for i, ln in enumerate(lines) if _FATAL.search(ln)]
+    if fatal:
+        end = fatal[0]
+        errors = [ln for ln in lines[:end] if _ERROR.search(ln)][-(limit - 1) :]
+        out = [*dict.fromkeys([*errors, lines[end]])]
+        return "; ".join(out)
+    return "; ".join([ln for ln in lines if _ERROR.search(ln)][-limit:])
+
+
+async def try_controller(
+    argv: Sequence[str],
+    *,
+    log_file: Path,
+    stderr_file: Path,
+    isolation: Isolation,
+    stay: float = 0.2,
+    timeout: float = 15.0,
+    metrics: SlurmMetrics | None = None,
+) -> Trial:
+    """Start `argv` (a `slurmctld -D -f FILE` command line), wait for it to be the primary and to stay
+    up `stay` seconds, or to die; kill it in every case (the caller removes its files)."""
+    full = helper_argv(argv, isolation)
+    started = time.monotonic()
+
+    def text() -> str:
+        return _read(log_file) + "\n" + _read(stderr_file)
+
+    async with spawn(full, stdout=stderr_file, metrics=metrics) as proc:
+        primary_at: float | None = None
+        while True:
+            now = time.monotonic()
+            if proc.returncode is not None:
+                await asyncio.sleep(0.05)  # its last words may still be on their way to the file
+                words = text()
+                why = slurm_words(words)
+                if proc.returncode == NETNS_UNAVAILABLE and isolation == "netns":
+                    why = why or "no network namespace could be made"
+                why = why or f"slurmctld exited with status {proc.returncode}"
+                return Trial(False, why, words[-20000:], now - started, isolation)
+            if primary_at is None and PRIMARY in _read(log_file):
+                primary_at = now
+            if primary_at is not None and now - primary_at >= stay:
+                return Trial(True, "", text()[-20000:], now - started, isolation)
+            if primary_at is None and now - started >= timeout:
+                words = text()
+                why = slurm_words(words) or "no error logged"
+                return Trial(
+                    False,
+                    f"slurmctld did not become the primary controller within {timeout:g}s ({why})",
+                    words[-20000:],
+                    now - started,
+                    isolation,
+                )
+            await asyncio.sleep(0.02)

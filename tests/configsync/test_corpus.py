@@ -1,0 +1,368 @@
+"""A corpus of bad and dangerous change sets, on every release, against a foreground slurmctld
+(`slurmctld -D`, as our images run it) with a job running in each partition.
+
+Across slurm.conf, its includes, gres.conf, cgroup.conf, topology.conf and key files: values out of
+range, required things missing, objects running jobs use removed, files only slurmd reads. For
+every set: it is refused or held with a reason, slurmctld never dies (same process, never exited),
+no job is lost (each still RUNNING since the same start), the target keeps the last known good set.
+Then a good change still applies. One cluster per release serves the whole corpus; a failing case
+is collected, so one run names them all.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from sidecars.devcluster import ClusterSpec, DevCluster, Release
+from tests.configsync.harness import cluster_files, config_sync, set_sha
+
+Files = dict[str, bytes]
+Change = Callable[[Files, Files, str], tuple[Files, Files]]
+SECRET = {"slurm.key": os.urandom(64)}
+EXTRA = """TopologyPlugin=topology/tree
+PartitionName=p2 Nodes=n2 State=UP
+NodeSet=ns3 Nodes=n3
+PartitionName=p3 Nodes=ns3 State=UP"""
+TOPOLOGY = b"SwitchName=s0 Nodes=n[1-3]\n"
+PARTITIONS = {"debug": "n1", "p2": "n2", "p3": "n3"}
+ANY = frozenset({"rejected", "held", "restart_required"})
+
+
+class CorpusCluster(DevCluster):
+    """The dev cluster with a topology.conf, which slurmctld reads at start."""
+
+    def _write_files(self) -> None:
+        super()._write_files()
+        (self.conf_path.parent / "topology.conf").write_bytes(TOPOLOGY)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    change: Change
+    says: tuple[str, ...]  # the reason holds one of these (case-insensitive)
+    kinds: frozenset[str] = ANY
+    jobs: frozenset[str] = field(default_factory=frozenset)  # partitions whose job is named as at risk
+
+
+def conf(edit: Callable[[str], str]) -> Change:
+    def change(c: Files, s: Files, target: str) -> tuple[Files, Files]:
+        return {**c, "slurm.conf": edit(c["slurm.conf"].decode().replace("@T@", target)).encode()}, s
+
+    return change
+
+
+def append(text: str) -> Change:
+    def change(c: Files, s: Files, target: str) -> tuple[Files, Files]:
+        return {**c, "slurm.conf": c["slurm.conf"] + text.replace("@T@", target).encode() + b"\n"}, s
+
+    return change
+
+
+def file(name: str, data: bytes | None, then: Change | None = None) -> Change:
+    def change(c: Files, s: Files, target: str) -> tuple[Files, Files]:
+        c = {**c}
+        if data is None:
+            c.pop(name, None)
+        else:
+            c[name] = data.replace(b"@T@", target.encode())
+        return then(c, s, target) if then else (c, s)
+
+    return change
+
+
+def drop(prefix: str) -> Callable[[str], str]:
+    return lambda t: "\n".join(ln for ln in t.splitlines() if not ln.startswith(prefix)) + "\n"
+
+
+def node_line(t: str, name: str = "n1") -> str:
+    return next(ln for ln in t.splitlines() if ln.startswith(f"NodeName={name} "))
+
+
+def include(extra: bytes) -> Change:
+    return file("extra.conf", extra, append("Include @T@/extra.conf"))
+
+
+CASES = [
+    # --- slurm.conf: values out of range or malformed
+    Case("unknown key", append("ThisIsNotAKey=1"), ("unrecognized key",), frozenset({"rejected"})),
+    Case("garbage line", append("this is garbage"), ("Parse error",), frozenset({"rejected"})),
+    Case("CPUs not a number", conf(lambda t: t.replace("CPUs=1", "CPUs=abc")), ("not a valid number",)),
+    Case("RealMemory not a number", conf(lambda t: t.replace("RealMemory=1000", "RealMemory=abc")), ("abc",)),
+    Case("MaxTime nonsense", conf(lambda t: t.replace("MaxTime=INFINITE", "MaxTime=banana")), ("banana",)),
+    Case("partition State nonsense", append("PartitionName=p9 Nodes=n1 State=BOGUS"), ("BOGUS",)),
+    Case("node State nonsense", conf(lambda t: t.replace("State=UNKNOWN", "State=BOGUS", 1)), ("BOGUS",)),
+    Case("SlurmctldPort not a number", append("SlurmctldPort=abc"), ("SlurmctldPort",)),
+    Case("licenses malformed", append("Licenses=foo:abc"), ("Invalid configured licenses",)),
+    Case("a scheduler plugin misspelt", append("SchedulerType=sched/bogus"), ("sched",)),
+    Case("ReturnToService nonsense", append("ReturnToService=abc"), ("ReturnToService", "abc")),
+    Case(
+        "OverSubscribe nonsense", append("PartitionName=p9 Nodes=n1 OverSubscribe=SOMETIMES"), ("SOMETIMES",)
+    ),
+    Case("PreemptMode nonsense", append("PreemptMode=BOGUS"), ("PreemptMode", "BOGUS")),
+    Case("DefMemPerCPU not a number", append("DefMemPerCPU=abc"), ("DefMemPerCPU", "abc")),
+    Case("MessageTimeout not a number", append("MessageTimeout=abc"), ("MessageTimeout", "abc")),
+    Case(
+        "node Weight not a number",
+        conf(lambda t: t.replace("State=UNKNOWN", "Weight=abc State=UNKNOWN", 1)),
+        ("abc",),
+    ),
+    Case("PriorityWeightAge not a number", append("PriorityWeightAge=abc"), ("PriorityWeightAge", "abc")),
+    Case("SelectType without the parameters it needs", append("SelectType=select/linear"), ("select",)),
+    Case("SelectTypeParameters nonsense", append("SelectTypeParameters=CR_Bogus"), ("SelectTypeParameter",)),
+    Case("a preempt plugin misspelt", append("PreemptType=preempt/qos_typo"), ("preempt",)),
+    Case("an MCS plugin misspelt", append("MCSPlugin=mcs/bogus"), ("mcs",)),
+    Case("a priority plugin misspelt", append("PriorityType=priority/bogus"), ("priority",)),
+    Case("a job_submit plugin misspelt", append("JobSubmitPlugins=bogus"), ("job_submit",)),
+    Case("a topology plugin misspelt", append("TopologyPlugin=topology/bogus"), ("topology",)),
+    Case(
+        "an unknown GRES on the nodes",
+        conf(lambda t: t.replace("Gres=gpu:2", "Gres=bogus:1")),
+        ("gres", "bogus"),
+    ),
+    Case("GresTypes dropped while nodes have GPUs", conf(drop("GresTypes=")), ("gres",)),
+    # --- slurm.conf: required things missing
+    Case("no SlurmctldHost", conf(drop("SlurmctldHost")), ("SlurmctldHost",), frozenset({"rejected"})),
+    Case("no ClusterName", conf(drop("ClusterName")), ("ClusterName",)),
+    Case("slurm.conf empty", file("slurm.conf", b""), ("empty",), frozenset({"rejected"})),
+    Case("slurm.conf missing", file("slurm.conf", None), ("missing",), frozenset({"rejected"})),
+    Case("a NodeSet a partition uses removed", conf(drop("NodeSet=ns3")), ("ns3",), frozenset({"rejected"})),
+    # --- what running jobs use, removed
+    Case(
+        "a partition with a running job removed",
+        conf(drop("PartitionName=p2")),
+        ("p2",),
+        frozenset({"held"}),
+        frozenset({"p2"}),
+    ),
+    Case(
+        "a NodeSet partition with a running job removed",
+        conf(drop("PartitionName=p3")),
+        ("p3",),
+        frozenset({"held"}),
+        frozenset({"p3"}),
+    ),
+    Case(
+        "the default partition renamed",
+        conf(lambda t: t.replace("PartitionName=debug", "PartitionName=main")),
+        ("debug",),
+        frozenset({"held"}),
+        frozenset({"debug"}),
+    ),
+    Case(
+        "a node with a running job removed",
+        conf(lambda t: drop("NodeName=n3 ")(t).replace("NodeSet=ns3 Nodes=n3", "NodeSet=ns3 Nodes=n2")),
+        ("n3",),
+        frozenset({"held"}),
+        frozenset({"p3"}),
+    ),
+    Case("every partition removed", conf(drop("PartitionName=")), ("partition",)),
+    # --- includes
+    Case("missing include", append("Include @T@/nope.conf"), ("nope.conf",), frozenset({"rejected"})),
+    Case(
+        "include outside the set",
+        append("Include /etc/hostname"),
+        ("outside the set",),
+        frozenset({"rejected"}),
+    ),
+    Case(
+        "an included file with a bad key",
+        include(b"AlsoNotAKey=2\n"),
+        ("AlsoNotAKey",),
+        frozenset({"rejected"}),
+    ),
+    Case(
+        "an included file that kills slurmctld",
+        include(b"Licenses=bar:xyz\n"),
+        ("Invalid configured licenses",),
+    ),
+    Case(
+        "an included file moving a partition away under a new name",
+        file(
+            "extra.conf",
+            b"PartitionName=p22 Nodes=n2 State=UP\n",
+            conf(lambda t: drop("PartitionName=p2 ")(t) + "Include extra.conf\n"),
+        ),
+        ("p2",),
+        frozenset({"held"}),
+        frozenset({"p2"}),
+    ),
+    # --- gres.conf (only slurmd reads it)
+    Case(
+        "garbage in gres.conf",
+        file("gres.conf", b"this is garbage\n"),
+        ("gres.conf",),
+        frozenset({"rejected"}),
+    ),
+    Case(
+        "unknown key in gres.conf",
+        file("gres.conf", b"Name=gpu Bogus=1 File=/dev/null\n"),
+        ("Bogus",),
+        frozenset({"rejected"}),
+    ),
+    Case(
+        "a GRES gres.conf names outside GresTypes",
+        file("gres.conf", b"Name=tpu Count=2\n"),
+        ("GresTypes",),
+        frozenset({"rejected"}),
+    ),
+    Case(
+        "a gres.conf Count that is not one",
+        file("gres.conf", b"Name=gpu Count=lots\n"),
+        ("Count",),
+        frozenset({"rejected"}),
+    ),
+    # --- cgroup.conf (only slurmd reads it)
+    Case(
+        "garbage in cgroup.conf",
+        file("cgroup.conf", b"CgroupPlugin=disabled\nnonsense\n"),
+        ("cgroup.conf",),
+        frozenset({"rejected"}),
+    ),
+    Case(
+        "an unknown cgroup plugin",
+        file("cgroup.conf", b"CgroupPlugin=cgroup/v9\n"),
+        ("CgroupPlugin",),
+        frozenset({"rejected"}),
+    ),
+    Case(
+        "a cgroup.conf yes/no that is neither",
+        file("cgroup.conf", b"CgroupPlugin=disabled\nConstrainCores=maybe\n"),
+        ("ConstrainCores",),
+        frozenset({"rejected"}),
+    ),
+    Case(
+        "a cgroup.conf space that is no number",
+        file("cgroup.conf", b"CgroupPlugin=disabled\nAllowedRAMSpace=lots\n"),
+        ("AllowedRAMSpace",),
+        frozenset({"rejected"}),
+    ),
+    # --- topology.conf (slurmctld reads it at start)
+    Case(
+        "garbage in topology.conf", file("topology.conf", b"this is garbage\n"), ("topology", "Parse error")
+    ),
+    Case(
+        "unknown key in topology.conf",
+        file("topology.conf", b"SwitchName=s0 Nodes=n[1-3] Bogus=1\n"),
+        ("Bogus", "unrecognized"),
+    ),
+    Case("topology.conf removed", file("topology.conf", None), ("topology",)),
+    # --- key files
+    Case(
+        "a key file removed",
+        lambda c, s, t: (c, {}),
+        ("key file slurm.key was removed",),
+        frozenset({"rejected"}),
+    ),
+    Case(
+        "a key rotated",
+        lambda c, s, t: (c, {"slurm.key": os.urandom(64)}),
+        ("key file slurm.key changed",),
+        frozenset({"restart_required"}),
+    ),
+    Case(
+        "JWT with a key that is not there",
+        append("AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key=@T@/jwt.key"),
+        ("jwt", "authalttypes"),
+    ),
+]
+
+
+def kind(st: dict[str, Any]) -> str:
+    if st["held_for_jobs"]:
+        return "held"
+    return "restart_required" if st["restart_required"] else "rejected"
+
+
+@pytest.mark.timeout(900)
+async def test_the_corpus_never_kills_slurmctld_nor_a_job(release: Release) -> None:
+    assert len(CASES) >= 40
+    spec = ClusterSpec(nodes=3, gpus=2, foreground_ctld=True, extra_conf=EXTRA)
+    async with CorpusCluster(release, spec) as cluster:
+        jobs: dict[str, int] = {}
+        for part, node in PARTITIONS.items():
+            jobs[part] = await cluster.sbatch("-p", part, "-w", node, wrap="sleep 900")
+        started = {j: (await cluster.wait_job(j, "RUNNING", timeout=60)).start_time for j in jobs.values()}
+        pid = cluster.foreground_pid()
+        target = str(cluster.conf_path.parent)
+        initial = {**cluster_files(cluster), "topology.conf": TOPOLOGY}
+        async with config_sync(cluster, secrets=SECRET, initial=initial) as sync:
+            good_config = sync.good()
+            good_sha = (await sync.status())["applied"]["sha256"]
+            failures: list[str] = []
+            took: list[float] = []
+            for case in CASES:
+                config, secrets = case.change(dict(good_config), dict(SECRET), target)
+                sync.config.write(config)
+                sync.secrets.write(secrets)
+                sha = set_sha(config, secrets)
+                t0 = time.monotonic()
+
+                def judged(st: dict[str, Any], sha: str = sha) -> bool:
+                    done = [st[k] and st[k]["sha256"] == sha for k in ("rejected", "applied")]
+                    return any(done) and not st["pending"]
+
+                try:
+                    st = await sync.service.wait_until(judged, 30.0)
+                except TimeoutError:
+                    failures.append(f"{case.name}: no verdict; status {await sync.status()}")
+                    continue
+                if st["applied"]["sha256"] == sha:
+                    failures.append(f"{case.name}: applied")
+                    sync.config.write(good_config)  # back to the good set for the next cases
+                    sync.secrets.write(SECRET)
+                    await sync.service.wait_until(lambda st: st["applied"]["sha256"] == good_sha, 30.0)
+                    continue
+                took.append(time.monotonic() - t0)
+                if took[-1] > 5:
+                    print("slow case", release, case.name, round(took[-1], 1), st["rejected"]["reason"][:300])
+                st = await sync.status()  # through HTTP, as a user sees it
+                reason = st["rejected"]["reason"]
+                if not any(s.lower() in reason.lower() for s in case.says):
+                    failures.append(f"{case.name}: reason {reason!r} has none of {case.says}")
+                if kind(st) not in case.kinds:
+                    failures.append(
+                        f"{case.name}: {kind(st)}, expected {sorted(case.kinds)} ({reason[:300]})"
+                    )
+                want_jobs = {jobs[p] for p in case.jobs}
+                if not want_jobs <= set(st["held_for_jobs"]):
+                    failures.append(
+                        f"{case.name}: held for {st['held_for_jobs']}, expected {sorted(want_jobs)}"
+                    )
+                if st["applied"]["sha256"] != good_sha or sync.target_sha() != good_sha:
+                    failures.append(f"{case.name}: the target no longer holds the last known good set")
+                if cluster.foreground_pid() != pid or cluster.foreground_exit is not None:
+                    failures.append(f"{case.name}: slurmctld died ({cluster.ctld_stderr_tail()[-500:]})")
+                    await cluster.start_slurmctld()
+                    pid = cluster.foreground_pid()
+                live = {j.job_id: j for j in await cluster.client().jobs()}
+                lost = [
+                    j
+                    for j, t in started.items()
+                    if j not in live or live[j].state != "RUNNING" or live[j].start_time != t
+                ]
+                if lost:
+                    failures.append(f"{case.name}: jobs {lost} no longer run as they did")
+                    started = {j: t for j, t in started.items() if j not in lost}
+            assert not failures, f"{len(failures)} of {len(CASES)} cases failed:\n" + "\n".join(failures)
+            # a good change applies after all that
+            fixed = {
+                **good_config,
+                "slurm.conf": good_config["slurm.conf"].replace(b"MaxTime=INFINITE", b"MaxTime=30", 1),
+            }
+            sync.config.write(fixed)
+            sync.secrets.write(SECRET)
+            await sync.wait(set_sha(fixed, SECRET), within=30.0)
+            parts = {p.name: p for p in await cluster.client().partitions()}
+            assert parts["debug"].max_time_minutes == 30
+            p50 = sorted(took)[len(took) // 2]
+            print(f"corpus on {release}: {len(CASES)} cases, verdict p50 {p50:.2f}s, max {max(took):.2f}s")
+        for j, t in started.items():
+            assert (await cluster.wait_job(j, "RUNNING")).start_time == t
+        assert cluster.foreground_pid() == pid and cluster.foreground_exit is None

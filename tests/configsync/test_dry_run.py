@@ -1,0 +1,198 @@
+"""The dry run: a throwaway slurmctld of the cluster's own release tries every candidate first.
+
+It catches what no check of ours knows (a set Slurm's client parse and our rules accept and that
+kills slurmctld), it reaches no slurmd (shown against a control run without the isolation, which
+ends a running job within a third of a second), and it leaves no process and no file behind on any
+path, cancellation included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from sidecars.configsync import conffile
+from sidecars.configsync.dryrun import DryRunner
+from sidecars.configsync.validate import Validator
+from sidecars.devcluster import DevCluster
+from sidecars.slurm.dryrun import helper_argv
+from sidecars.slurm.runner import run
+from tests.configsync.harness import cluster_files, config_sync, read_set, set_sha
+
+pytestmark = pytest.mark.cluster(
+    nodes=2, foreground_ctld=True, extra_conf="PartitionName=p2 Nodes=n2 State=UP\nSlurmdDebug=debug2"
+)
+
+KILLER = b"Licenses=foo:abc\n"  # Slurm's client parse and our rules accept it; slurmctld does not
+
+
+class Unisolated(DryRunner):
+    """The control: node records left as they are, no namespace."""
+
+    def isolate(self, text: str, dead_port: int) -> str:
+        return text
+
+
+def runner(cluster: DevCluster, cls: type[DryRunner] = DryRunner, **kw: object) -> DryRunner:
+    return cls(
+        command=cluster.in_namespace("slurmctld"),
+        work_dir=cluster.dir / "dry-run-work",
+        target=cluster.conf_path.parent,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def without_p2(files: dict[str, bytes]) -> dict[str, bytes]:
+    conf = files["slurm.conf"].replace(b"PartitionName=p2 Nodes=n2 State=UP", b"")
+    return {**files, "slurm.conf": conf}
+
+
+def scratch_processes(where: Path) -> list[int]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if str(where).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+async def wait_saved(cluster: DevCluster) -> None:
+    """Until slurmctld has saved its job state after now (it saves a few seconds after a change):
+    the throwaway loads only what was saved."""
+    state = cluster.dir / "state" / "job_state"
+    now = time.time()
+    await cluster._poll(
+        cluster._async(lambda: state.exists() and state.stat().st_mtime > now), bool, 30, "job state saved"
+    )
+
+
+async def test_dry_run_catches_a_fatal_the_other_checks_accept(cluster: DevCluster) -> None:
+    job = await cluster.sbatch("-p", "debug", wrap="sleep 600")
+    await cluster.wait_job(job, "RUNNING")
+    pid = cluster.foreground_pid()
+    async with config_sync(cluster) as sync:
+        good = sync.target_sha()
+        files = {**sync.good(), "slurm.conf": sync.good()["slurm.conf"] + KILLER}
+        # what the validation said before the dry run: fine
+        plain = Validator(sync.service.client, sync.settings.target, sync.settings.state_dir)
+        verdict = await plain.validate(read_set(files), read_set(sync.good()))
+        assert verdict.ok and not verdict.restart, verdict.reason
+        sync.config.write(files)
+        st = await sync.wait(set_sha(files), key="rejected")
+        reason = st["rejected"]["reason"]
+        assert f"the dry run on Slurm {cluster.release.short} refused it" in reason
+        assert "fatal: Invalid configured licenses: foo:abc" in reason  # in slurmctld's own words
+        assert sync.target_sha() == good == st["applied"]["sha256"]
+        assert st["dry_run"] == {"isolation": "netns"}
+        assert await sync.metric("slurm_sidecars_config_applies_total", result="rejected") == 1
+        assert await sync.metric("slurm_sidecars_config_dry_run_seconds_count") >= 1
+        assert not list((sync.settings.state_dir / "dry-run").iterdir())
+    assert cluster.foreground_pid() == pid and cluster.foreground_exit is None
+    # and a restart of the live one now reads the last known good set
+    await cluster.stop_slurmctld(crash=True)
+    await cluster.start_slurmctld()  # raises if it dies at start
+    assert "foo" not in (await cluster.client().show_config()).get("Licenses", "")
+
+
+@pytest.mark.parametrize("isolation", ["netns", "ports"])
+async def test_the_dry_run_reaches_no_slurmd(cluster: DevCluster, isolation: str) -> None:
+    """A throwaway loading the state under a candidate without p2 fails the job running there and
+    tells its node to end it at once: unisolated, the job dies (the control); isolated, the node's
+    slurmd hears nothing and the job runs on."""
+    job = await cluster.sbatch("-p", "p2", wrap="sleep 600")
+    started = (await cluster.wait_job(job, "RUNNING")).start_time
+    await wait_saved(cluster)
+    base = cluster_files(cluster)
+    current = conffile.parse(read_set(base), "slurm.conf", cluster.conf_path.parent)
+    slurmd_log = cluster.dir / "log" / "slurmd-n2.log"
+    mark = slurmd_log.stat().st_size
+    result = await runner(cluster, isolation=isolation, stay_seconds=1.0).run(
+        read_set(without_p2(base)), current
+    )
+    assert result.ok and result.isolation == isolation, result.reason
+    # "Invalid partition (p2) for JobId=N" (22.05, 24.11), "Killing JobId=N on defunct partition p2" (26.05)
+    assert job in result.jobs and "partition" in result.jobs[job] and "p2" in result.jobs[job]
+    await asyncio.sleep(1.0)  # what the throwaway sent would have landed by now (the control: ~10 ms)
+    heard = slurmd_log.read_bytes()[mark:].decode("utf-8", "replace")
+    assert "REQUEST_TERMINATE_JOB" not in heard and "_rpc_terminate_job" not in heard, heard[-2000:]
+    assert (await cluster.wait_job(job, "RUNNING")).start_time == started
+    assert (await cluster.client().node("n2")).state.base == "ALLOCATED"  # type: ignore[union-attr]
+    # the control: the same throwaway without the isolation reaches n2's slurmd, which ends the job
+    control = await runner(cluster, Unisolated, isolation="ports", stay_seconds=1.0).run(
+        read_set(without_p2(base)), current
+    )
+    assert control.ok
+    await cluster._poll(
+        cluster._async(
+            lambda: "REQUEST_TERMINATE_JOB" in slurmd_log.read_bytes()[mark:].decode("utf-8", "replace")
+        ),
+        bool,
+        10,
+        "the unisolated throwaway reaching slurmd",
+    )
+
+
+async def test_nothing_is_left_behind_on_any_path(cluster: DevCluster) -> None:
+    base = cluster_files(cluster)
+    current = conffile.parse(read_set(base), "slurm.conf", cluster.conf_path.parent)
+    work = cluster.dir / "dry-run-work"
+    good = runner(cluster)
+    passed = await good.run(read_set(base), current)
+    assert passed.ok and passed.seconds < 10
+    assert not list(work.iterdir()) and not scratch_processes(work)
+    refused = await good.run(read_set({**base, "slurm.conf": base["slurm.conf"] + KILLER}), current)
+    assert not refused.ok and "Invalid configured licenses" in refused.reason
+    assert not list(work.iterdir()) and not scratch_processes(work)
+    # one that never becomes primary: given up after its time-out
+    stuck = DryRunner(
+        command=["sh", "-c", "sleep 60", "sh"],
+        work_dir=work,
+        target=cluster.conf_path.parent,
+        timeout=1.0,
+    )
+    slow = await stuck.run(read_set(base), current)
+    assert not slow.ok and "did not become the primary controller within 1s" in slow.reason
+    assert not list(work.iterdir()) and not scratch_processes(work)
+    # cancelled while its slurmctld runs
+    task = asyncio.create_task(runner(cluster, stay_seconds=30.0).run(read_set(base), current))
+    await cluster._poll(
+        cluster._async(lambda: any(work.iterdir()) and bool(scratch_processes(work))),
+        bool,
+        10,
+        "a dry run running",
+    )
+    await cluster._poll(
+        cluster._async(lambda: any((d / "slurmctld.log").exists() for d in work.iterdir())),
+        bool,
+        10,
+        "its log",
+    )
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not list(work.iterdir())
+    await cluster._poll(
+        cluster._async(lambda: scratch_processes(work)), lambda p: not p, 5, "no dry-run process"
+    )
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to drop to nobody")
+async def test_an_unprivileged_sidecar_still_gets_a_network_namespace() -> None:
+    """config-sync runs as the SlurmUser with every capability dropped: the helper then makes a user
+    namespace that maps only that uid, which owns the network namespace (where the kernel allows it;
+    otherwise `auto` falls back to the closed ports)."""
+    argv = helper_argv(["sh", "-c", "id -u; cat /proc/net/if_inet6 /proc/net/fib_trie"], "netns")
+    argv[0] = "/usr/bin/python3"  # the venv's interpreter lives under /root, which nobody may not enter
+    result = await run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv], check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[0] == "65534"
+    assert "127.0.0.2" in result.stdout  # the loopback's second address: our namespace, not the host's
+    host = Path("/proc/net/fib_trie").read_text()
+    assert "127.0.0.2" not in host

@@ -1,0 +1,74 @@
+"""Never restart on a bad set: a slurmctld that starts at any moment of a failing apply reads a set
+it can run on, the last known good one.
+
+With the dry run a set slurmctld cannot start on is refused before it is staged: the files on disk
+never hold it, and the window is zero. Only a set that passed the dry run and then failed the
+verification is ever on disk unverified, and then only until the rollback (measured below; a set
+slurmctld could start on, by the dry run's proof).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+import pytest
+
+from sidecars.devcluster import DevCluster
+from tests.configsync.harness import config_sync, set_sha
+from tests.configsync.test_rollback import parser_only
+
+pytestmark = pytest.mark.cluster(nodes=1, foreground_ctld=True)
+
+KILLER = b"Licenses=foo:abc\n"  # passes Slurm's client parse and our rules; slurmctld dies of it
+
+
+@pytest.mark.timeout(300)
+async def test_a_restart_at_any_moment_of_a_refused_change_reads_the_good_set(cluster: DevCluster) -> None:
+    job = await cluster.sbatch(wrap="sleep 600")
+    await cluster.wait_job(job, "RUNNING")
+    rng = random.Random(20261201)
+    async with config_sync(cluster) as sync:
+        good = sync.target_sha()
+        for i in range(6):
+            bad = {**sync.good(), "slurm.conf": sync.good()["slurm.conf"] + KILLER + f"# try {i}\n".encode()}
+            sync.config.write(bad)
+            # a restart somewhere within the change's validation and dry run (~0.1-0.6 s)
+            await asyncio.sleep(rng.uniform(0.0, 0.6))
+            assert sync.target_sha() == good, f"try {i}: the target holds an unverified set"
+            await cluster.stop_slurmctld(crash=True)
+            await cluster.start_slurmctld()  # raises if it dies at start
+            assert "foo" not in (await cluster.client().show_config()).get("Licenses", "")
+            st = await sync.wait(set_sha(bad), key="rejected", within=30.0)
+            assert "Invalid configured licenses" in st["rejected"]["reason"], st["rejected"]["reason"]
+            assert sync.target_sha() == good
+        await cluster.wait_job(job, {"RUNNING", "PENDING"})  # 22.05 may requeue a job it had not saved
+
+
+@pytest.mark.timeout(300)
+async def test_without_the_dry_run_the_window_is_the_verification(cluster: DevCluster) -> None:
+    """The bound where a set reaches the disk unverified: from its swap to the rollback. Shown with
+    the dry run left out, on a set that kills slurmctld: the rollback comes within seconds, and the
+    restart after it reads the good set."""
+    swaps: list[float] = []
+
+    def checkpoint(step: str) -> None:
+        if step == "swapped":
+            swaps.append(time.monotonic())
+
+    async with config_sync(cluster, validator_factory=parser_only, checkpoint=checkpoint) as sync:
+        good = sync.target_sha()
+        swaps.clear()
+        bad = {**sync.good(), "slurm.conf": sync.good()["slurm.conf"] + KILLER}
+        sync.config.write(bad)
+        st = await sync.wait(set_sha(bad), key="rejected", within=60.0)
+        assert sync.target_sha() == good and len(swaps) == 2, swaps
+        window = swaps[1] - swaps[0]
+        print(f"unverified set on disk for {window:.2f}s on {cluster.release} (swap -> rollback)")
+        assert "Invalid configured licenses" in st["rejected"]["reason"]
+        await cluster._poll(
+            cluster._async(lambda: cluster.foreground_exit), lambda rc: rc is not None, 10, "slurmctld exit"
+        )
+        await cluster.start_slurmctld()  # the container's restart, on the rolled-back files
+        assert (await cluster.client().ping()).up
