@@ -144,8 +144,12 @@ def from_args(args: argparse.Namespace) -> Settings:
     target = Path(args.target).absolute()
     if target in sources:
         raise ConfigError("--target must not be one of the --source directories")
-    if not target.is_dir():
+    # a Kubernetes emptyDir for the target may be mounted above it: config-sync makes the directory
+    # itself, but a parent that is missing means a wrong path, not a fresh volume
+    if target.exists() and not target.is_dir():
         raise ConfigError(f"--target: {target} is not a directory")
+    if not target.exists() and not target.parent.is_dir():
+        raise ConfigError(f"--target: neither {target} nor its parent {target.parent} is a directory")
     state_dir = Path(args.state_dir).absolute() if args.state_dir else target.parent / ".config-sync"
     if state_dir == target or target in state_dir.parents:
         raise ConfigError("--state-dir must lie outside --target")

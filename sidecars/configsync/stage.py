@@ -145,7 +145,9 @@ class Target:
                     path.unlink()
 
     def recover(self) -> None:
-        """After a crash: make the links match the generation `..current` names; drop half-written ones."""
+        """After a crash: make the links match the generation `..current` names; drop half-written ones.
+        A target that does not exist yet (a fresh emptyDir's subdirectory) is made here."""
+        self.path.mkdir(mode=0o755, exist_ok=True)
         gen = self._current_gen()
         if gen is None:
             self._prune(set(), keep="")  # nothing swapped in yet: only leftovers to clear

@@ -28,12 +28,21 @@ def test_bad_invocations_are_config_errors(tmp_path: Path) -> None:
         ["--source", str(tmp_path / "nope"), "--target", str(tmp_path / "etc"), "--http", "127.0.0.1:0"],
         [*base[:2], "--target", str(tmp_path / "src"), "--http", "127.0.0.1:0"],
         [*base, "--http", "127.0.0.1:0", "--state-dir", str(tmp_path / "etc" / "state")],
+        [*base[:2], "--target", str(tmp_path / "no" / "such"), "--http", "127.0.0.1:0"],
+        [*base[:2], "--target", str(tmp_path / "file"), "--http", "127.0.0.1:0"],
     ]
+    (tmp_path / "file").write_text("not a directory")
     for argv in bad:
         p = argparse.ArgumentParser()
         settings_mod.configure(p)
         with pytest.raises(ConfigError):
             settings_mod.from_args(p.parse_args(argv))
+    # a target not made yet under an existing directory (an emptyDir) is fine: config-sync makes it
+    p = argparse.ArgumentParser()
+    settings_mod.configure(p)
+    fresh = tmp_path / "etc" / "slurm"
+    args = p.parse_args([*base[:2], "--target", str(fresh), "--http", "127.0.0.1:0"])
+    assert settings_mod.from_args(args).target == fresh
 
 
 async def test_a_bad_invocation_exits_2_with_a_reason(tmp_path: Path) -> None:

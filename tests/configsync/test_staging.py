@@ -95,3 +95,13 @@ def test_last_known_good_survives_a_restart_and_is_private(tmp_path: Path) -> No
     assert store.path.stat().st_mode & 0o777 == 0o600
     store.path.write_text("{not json")
     assert LastKnownGood(tmp_path / "state").load() is None
+
+
+def test_a_target_not_made_yet_is_made_at_recovery_and_takes_a_set(tmp_path: Path) -> None:
+    # a Kubernetes emptyDir starts empty: the directory slurmctld reads below it does not exist yet
+    target = Target(tmp_path / "empty-dir" / "slurm")
+    (tmp_path / "empty-dir").mkdir()
+    target.recover()
+    assert target.path.is_dir()
+    target.swap(fileset(NEW), 1)
+    assert seen(target.path).sha256 == fileset(NEW).sha256
