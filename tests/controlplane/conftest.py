@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -21,6 +19,7 @@ from sidecars.kube import KubeClient
 from sidecars.kube.client import KubeRetry
 from sidecars.slurm import RetryPolicy
 from tests.fakekube import FakeKube, configuration
+from tests.helpers import eventually
 
 TOKEN = "s3cret-token-for-tests"
 T = TypeVar("T")
@@ -65,22 +64,6 @@ class Running:
 
     def sample(self, name: str, **labels: str) -> float:
         return self.registry.get_sample_value(name, labels) or 0.0
-
-
-async def eventually(
-    read: Callable[[], Awaitable[T]],
-    ok: Callable[[T], bool],
-    timeout: float = 15.0,
-    what: str = "condition",
-) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await read()
-        if ok(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}; last: {value!r}")
-        await asyncio.sleep(0.05)
 
 
 @contextlib.asynccontextmanager

@@ -14,8 +14,8 @@ from sidecars.controlplane.pods import PodCache, node_name
 from sidecars.controlplane.snapshot import NodeView, Snapshot
 from sidecars.kube import KubeClient
 from sidecars.kube.client import KubeRetry
-from tests.controlplane.conftest import eventually
 from tests.fakekube import FakeKube, configuration
+from tests.helpers import eventually
 
 
 async def test_cache_follows_the_watch_and_relists_after_410(fake_kube: tuple[FakeKube, str]) -> None:
@@ -41,7 +41,7 @@ async def test_cache_follows_the_watch_and_relists_after_410(fake_kube: tuple[Fa
             fake.history.clear()
             fake.add_pod("w3", hostname="n3")
             fake.history.clear()
-            await eventually(names, lambda n: n == {"w2", "w3"}, timeout=10, what="relist after 410")
+            await eventually(names, lambda n: n == {"w2", "w3"}, within=10, what="relist after 410")
             assert len(fake.answered("GET", "/pods")) >= 3
         finally:
             task.cancel()

@@ -13,23 +13,10 @@ import aiohttp
 
 from sidecars.devcluster import DevCluster
 from sidecars.drainhook import drain
-from sidecars.runtime.events import EventType
 from sidecars.worker.service import Agent
 from sidecars.worker.settings import WorkerSettings
 from sidecars.worker.source import Observation
-
-
-class RecordingEvents:
-    """An EventSink that keeps what it was told, for assertions."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str, str]] = []
-
-    async def emit(self, reason: str, message: str, type: EventType = "Normal") -> None:
-        self.events.append((reason, message, type))
-
-    def reasons(self) -> list[str]:
-        return [r for r, _, _ in self.events]
+from tests.helpers import RecordingEvents
 
 
 def settings_for(cluster: DevCluster, sockdir: Path, node: str = "n1", **overrides: Any) -> WorkerSettings:
@@ -87,16 +74,6 @@ async def http_get(agent: Agent, path: str) -> tuple[int, Any]:
         if r.content_type == "application/json":
             return r.status, await r.json()
         return r.status, await r.text()
-
-
-async def until(predicate: Any, within: float = 30.0, what: str = "condition") -> None:
-    """Poll a cheap in-process predicate (agent state) until it holds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {within:g}s waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 def stale_look_once(agent: Agent, when: Callable[[], bool], then: Callable[[], Awaitable[Any]]) -> list[bool]:
