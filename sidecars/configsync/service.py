@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 
 from sidecars.configsync import conffile
 from sidecars.configsync.apply import Applier, Outcome, View, view
+from sidecars.configsync.metrics import ConfigSyncMetrics
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileSet, SourceChanged, read_sources
 from sidecars.configsync.stage import Applied, LastKnownGood, Target
@@ -46,38 +47,6 @@ class Rejection:
     restart_required: bool = False
 
 
-class Metrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.applies = Counter(
-            "slurm_sidecars_config_applies", "Change sets by outcome", ["result"], registry=registry
-        )
-        for result in ("applied", "rejected", "rolled_back", "restart_required"):
-            self.applies.labels(result=result)
-        self.seconds = Histogram(
-            "slurm_sidecars_config_apply_seconds",
-            "From a change being seen to its outcome (verified, rejected)",
-            ["result"],
-            registry=registry,
-            buckets=(0.05, 0.1, 0.2, 0.3, 0.5, 1, 2, 5, 10, 30, 60),
-        )
-        self.generation = Gauge(
-            "slurm_sidecars_config_generation", "Generation of the applied set", registry=registry
-        )
-        self.pending = Gauge(
-            "slurm_sidecars_config_pending", "1 while a change waits to be applied", registry=registry
-        )
-        self.restart_required = Gauge(
-            "slurm_sidecars_config_restart_required",
-            "1 while a held change needs slurmctld restarted",
-            registry=registry,
-        )
-        self.last_applied = Gauge(
-            "slurm_sidecars_config_last_applied_timestamp_seconds",
-            "When the applied set was last verified",
-            registry=registry,
-        )
-
-
 class ConfigSync:
     def __init__(
         self,
@@ -93,7 +62,7 @@ class ConfigSync:
         self.settings = settings
         self.client = client
         self.events = events
-        self.metrics = Metrics(registry)
+        self.metrics = ConfigSyncMetrics(registry)
         self.target = Target(settings.target, checkpoint)
         self.lkg = LastKnownGood(settings.state_dir)
         self.validator = validator or Validator(
