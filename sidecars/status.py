@@ -21,9 +21,7 @@ import aiohttp
 from sidecars.runtime import logs
 from sidecars.runtime.daemon import EXIT_FAILURE, EXIT_OK
 from sidecars.runtime.settings import ConfigError, flag, positive, read_token
-from sidecars.slurm import RetryPolicy, SlurmClient, SlurmError
-
-OUR_REASON = "slurm-sidecars:"
+from sidecars.slurm import REASON_PREFIX, RetryPolicy, SlurmClient, SlurmError
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -316,7 +314,7 @@ def render(snap: Snapshot, now: float | None = None) -> str:
             out.append("none")
         for n in sorted(draining, key=lambda n: (n.busy_until or 0, n.name)):
             # a drain someone else set is theirs to lift: say so, since we never touch it
-            whose = "" if (n.reason or "").startswith(OUR_REASON) else ", not set by slurm-sidecars"
+            whose = "" if (n.reason or "").startswith(REASON_PREFIX) else ", not set by slurm-sidecars"
             out.append(
                 f"{n.name}: waiting for job(s) {_ids(n.jobs)}, expected done {when(n.busy_until, now)}"
                 f" (reason: {n.reason or 'none given'}{whose})"

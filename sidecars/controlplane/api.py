@@ -16,11 +16,12 @@ from typing import Any, Protocol
 import structlog
 from aiohttp import web
 
-from sidecars.controlplane.drains import REASON_PREFIX, Action, DrainBatcher
+from sidecars.controlplane.drains import Action, DrainBatcher
 from sidecars.controlplane.metrics import ControlPlaneMetrics
 from sidecars.controlplane.openapi import document
 from sidecars.controlplane.recycle import Recycler
 from sidecars.controlplane.snapshot import FleetView, Snapshot
+from sidecars.slurm import REASON_PREFIX
 
 log = structlog.get_logger(__name__)
 

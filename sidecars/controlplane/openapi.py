@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sidecars.slurm import REASON_PREFIX
+
 _ERROR = {
     "description": "refused",
     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
@@ -25,9 +27,9 @@ _REASON_BODY = {
                 "properties": {
                     "reason": {
                         "type": "string",
-                        "pattern": "^slurm-sidecars:",
+                        "pattern": "^" + REASON_PREFIX,  # no character in it is special to a regex
                         "maxLength": 256,
-                        "description": "Slurm reason; must start with `slurm-sidecars:`",
+                        "description": f"Slurm reason; must start with `{REASON_PREFIX}`",
                     }
                 },
             }
