@@ -23,8 +23,9 @@ import structlog
 from sidecars.runtime.events import EventSink
 from sidecars.slurm import Job, SlurmError
 from sidecars.worker.metrics import WorkerMetrics
+from sidecars.worker.observation import Observation
 from sidecars.worker.settings import WorkerSettings, is_our_reason
-from sidecars.worker.source import NodeSource, Observation
+from sidecars.worker.source import NodeSource
 
 log = structlog.get_logger(__name__)
 

@@ -17,9 +17,9 @@ import structlog
 
 from sidecars.runtime.events import EventSink
 from sidecars.worker.metrics import WorkerMetrics
+from sidecars.worker.observation import Observation
 from sidecars.worker.settings import WorkerSettings
 from sidecars.worker.slurmd import RestartFailed, Slurmd
-from sidecars.worker.source import Observation
 
 log = structlog.get_logger(__name__)
 

@@ -20,13 +20,16 @@ from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, serve, serve_unix
 from sidecars.slurm import RetryPolicy, SlurmClient, SlurmError, SlurmMetrics
 from sidecars.worker import api
+from sidecars.worker.cp_client import ControlPlaneClient
 from sidecars.worker.drain import Drainer
 from sidecars.worker.jobmap import JobMapping, gpu_jobs
 from sidecars.worker.metrics import WorkerMetrics
+from sidecars.worker.observation import Observation
 from sidecars.worker.registration import Registration
 from sidecars.worker.settings import WorkerSettings, configure, from_args, is_our_reason
+from sidecars.worker.slurm_source import SlurmSource
 from sidecars.worker.slurmd import Slurmd
-from sidecars.worker.source import ControlPlaneClient, NodeSource, Observation, SlurmSource
+from sidecars.worker.source import NodeSource
 
 log = structlog.get_logger(__name__)
 

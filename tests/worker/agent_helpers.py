@@ -13,9 +13,9 @@ import aiohttp
 
 from sidecars.devcluster import DevCluster
 from sidecars.drainhook import drain
+from sidecars.worker.observation import Observation
 from sidecars.worker.service import Agent
 from sidecars.worker.settings import WorkerSettings
-from sidecars.worker.source import Observation
 from tests.helpers import RecordingEvents
 
 
