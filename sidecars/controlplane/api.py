@@ -20,7 +20,7 @@ from sidecars.controlplane.drains import Action, DrainBatcher
 from sidecars.controlplane.metrics import ControlPlaneMetrics
 from sidecars.controlplane.openapi import document
 from sidecars.controlplane.recycle import Recycler
-from sidecars.controlplane.snapshot import FleetView, Snapshot
+from sidecars.controlplane.snapshot import FleetSnapshot, FleetView
 from sidecars.slurm import REASON_PREFIX
 
 log = structlog.get_logger(__name__)
@@ -85,7 +85,7 @@ class ControlPlaneAPI:
         r.add_get("/v1/scale-in-order", self.scale_in_order)
         r.add_get("/v1/openapi.json", self.openapi)
 
-    def _loaded(self) -> Snapshot | web.Response:
+    def _loaded(self) -> FleetSnapshot | web.Response:
         snap = self._fleet.snapshot
         if not snap.loaded:
             resp = _error(503, "no fleet view yet: Slurm has not been read", detail=snap.error)

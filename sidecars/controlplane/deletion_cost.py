@@ -12,7 +12,7 @@ import structlog
 
 from sidecars.controlplane import ranking
 from sidecars.controlplane.metrics import ControlPlaneMetrics
-from sidecars.controlplane.snapshot import Snapshot
+from sidecars.controlplane.snapshot import FleetSnapshot
 from sidecars.kube import KubeClient, Pod
 
 log = structlog.get_logger(__name__)
@@ -63,7 +63,7 @@ class DeletionCostWriter:
         self._clock = clock
         self._written: dict[str, int] = {}  # pod uid -> cost we wrote
 
-    async def sync(self, pods: Iterable[Pod], snapshot: Snapshot) -> int:
+    async def sync(self, pods: Iterable[Pod], snapshot: FleetSnapshot) -> int:
         """Patch the pods whose bucket changed, lowest cost first, within the rate. Returns patches made."""
         now = self._clock()
         wanted: list[tuple[int, Pod]] = []

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 from sidecars.controlplane.deletion_cost import ANNOTATION, DeletionCostWriter
 from sidecars.controlplane.metrics import ControlPlaneMetrics
 from sidecars.controlplane.pods import PodCache, node_name
-from sidecars.controlplane.snapshot import NodeView, Snapshot
+from sidecars.controlplane.snapshot import FleetNode, FleetSnapshot
 from sidecars.kube import KubeClient
 from sidecars.kube.client import KubeRetry
 from tests.fakekube import FakeKube, configuration
@@ -49,8 +49,19 @@ async def test_cache_follows_the_watch_and_relists_after_410(fake_kube: tuple[Fa
                 await task
 
 
-def _node(name: str, busy_until: int | None) -> NodeView:
-    return NodeView(name, "IDLE", (), None, (), busy_until, ("debug",), 1, 0, True)
+def _node(name: str, busy_until: int | None) -> FleetNode:
+    return FleetNode(
+        name=name,
+        state="IDLE",
+        flags=(),
+        reason=None,
+        jobs=(),
+        busy_until=busy_until,
+        partitions=("debug",),
+        cpus=1,
+        gpus=0,
+        registered=True,
+    )
 
 
 async def test_deletion_costs_are_rate_limited_and_only_on_bucket_changes(
@@ -63,7 +74,9 @@ async def test_deletion_costs_are_rate_limited_and_only_on_bucket_changes(
         pods, _ = await kube.list_pods("slurm", "app=slurmd")
         now = time.time()
         nodes = {f"n{i}": _node(f"n{i}", None if i % 2 else int(now) + 3600) for i in range(6)}
-        snap = Snapshot(1, nodes, (), (), now, True, None)
+        snap = FleetSnapshot(
+            version=1, nodes=nodes, jobs=(), order=(), taken_at=now, reachable=True, error=None
+        )
         metrics = ControlPlaneMetrics(CollectorRegistry())
         writer = DeletionCostWriter(kube, metrics, qps=2.0, node_of=node_name)
         assert await writer.sync(pods, snap) == 2  # the bucket holds two tokens
