@@ -18,6 +18,7 @@ from sidecars.runtime import daemon
 from sidecars.runtime.events import EventSink, LogEventSink, pod_events
 from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, serve, serve_unix
+from sidecars.runtime.tasks import RootTasks, until_stopped
 from sidecars.slurm import RetryPolicy, SlurmClient, SlurmError, SlurmMetrics
 from sidecars.worker import api
 from sidecars.worker.cp_client import ControlPlaneClient
@@ -66,6 +67,7 @@ class Agent:
         self.obs: Observation | None = None
         self.known: Observation | None = None  # the last look that succeeded (probes, status)
         self.started = time.monotonic()
+        self.tasks = RootTasks()
         self.last_tick: float | None = None
         self.http_port: int | None = None
         self._startup_done = False
@@ -138,6 +140,7 @@ class Agent:
 
     def http(self) -> DaemonHTTP:
         live, ready = Checks(), Checks()
+        live.add("root_tasks", self.tasks.check)
         live.add("agent_loop", self._loop_fresh)
         live.add("slurmd_alive", self._slurmd_alive)
         ready.add("registered", self._registered)
@@ -183,7 +186,18 @@ class Agent:
                 socket=str(s.socket_path),
                 drain_resumed=self.drainer.active,
             )
-            await self._loop(stop, wake)
+            # the loop has its own stop, set only once the tasks know they are stopping: a loop
+            # that ends after it is a daemon stopping, one that ends before it a failure
+            loop_stop = asyncio.Event()
+            self.tasks.start("agent_loop", self._loop(loop_stop, wake))
+            try:
+                await until_stopped(stop, self.tasks)
+            finally:
+                self.tasks.stopping()
+                loop_stop.set()
+                # the loop ends by itself once it sees its stop: a step in progress (a drain
+                # written, a slurmd restarted) is finished, never cut in half
+                await self.tasks.stop(grace=None, first=("agent_loop",))
         self._log.info("worker_stopped")
 
     async def _loop(self, stop: asyncio.Event, wake: asyncio.Event) -> None:

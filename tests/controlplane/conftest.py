@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -68,8 +68,13 @@ class Running:
 
 @contextlib.asynccontextmanager
 async def control_plane(
-    cluster: DevCluster, kube_url: str | None = None, kube_token: str = "fake-token", **overrides: Any
+    cluster: DevCluster,
+    kube_url: str | None = None,
+    kube_token: str = "fake-token",
+    prepare: Callable[[ControlPlane], None] | None = None,
+    **overrides: Any,
 ) -> AsyncIterator[Running]:
+    """A running control plane, once it has read the fleet; `prepare` sees it before it starts."""
     registry = CollectorRegistry()
     slurm = cluster.client(timeout=3.0, retry=RetryPolicy(attempts=2, max_seconds=1.0, initial_wait=0.05))
     async with contextlib.AsyncExitStack() as stack:
@@ -82,6 +87,8 @@ async def control_plane(
                 )
             )
         plane = ControlPlane(settings(**overrides), slurm, kube, registry)
+        if prepare is not None:
+            prepare(plane)
         port = await stack.enter_async_context(plane.running())
         session = await stack.enter_async_context(
             aiohttp.ClientSession(headers={"Authorization": f"Bearer {TOKEN}"})
