@@ -1,8 +1,22 @@
 """Shared test machinery: the real Slurm releases, a dev cluster per test, and guards against leaks.
 
-Every test that asks for `cluster` runs once per Slurm release available here (22.05 on the host,
-24.11 in a chroot built once per run). A release that cannot run is an error, not a silent skip,
-unless SIDECARS_ALLOW_MISSING_SLURM=1 says a partial run is wanted.
+Every test that asks for `release` (or for `cluster`, which asks for it) runs once per Slurm release,
+with the release in its id: `slurm22` (22.05, the host's packages), `slurm24` (24.11, Debian trixie
+in a chroot) and `slurm26` (26.05, Debian sid in a chroot); the chroots are built once per machine
+and reused. A release that cannot run is an error, not a silent skip, unless
+SIDECARS_ALLOW_MISSING_SLURM=1 says a partial run is wanted.
+
+A test (or a class, or a module through `pytestmark`) that holds only on some releases says which:
+
+    @pytest.mark.releases("slurm24", "slurm26")
+    async def test_configless(cluster: DevCluster) -> None: ...
+
+It then runs, and is named, only for those; an unknown id is a collection error. `-k slurm26` runs
+the suite against one release only.
+
+Under pytest-xdist (`make test` runs `-n`), the controller builds the releases once and hands them
+to its workers; each worker starts its own clusters (their own dirs under /tmp and their own ports),
+and the leak guards below watch each worker's own processes and tasks.
 """
 
 from __future__ import annotations
@@ -14,6 +28,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,23 +36,74 @@ from sidecars.devcluster import ClusterSpec, DevCluster, Release
 from sidecars.devcluster.release import available_releases
 from sidecars.runtime import logs
 
-RELEASES = ("host", "chroot")
+# test id -> release name, in the order tests run
+RELEASE_IDS = {"slurm22": "host", "slurm24": "chroot", "slurm26": "sid"}
 RELEASES_KEY = pytest.StashKey[dict[str, Release]]()
 MISSING_KEY = pytest.StashKey[list[str]]()
+WORKERINPUT = "sidecars_releases"
 DATA = Path(__file__).parent / "data"
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cluster(**spec): the ClusterSpec for the `cluster` fixture")
+    config.addinivalue_line(
+        "markers", "releases(*ids): run only on these releases (slurm22, slurm24, slurm26)"
+    )
     logs.configure(json=False, level=os.environ.get("SIDECARS_TEST_LOG_LEVEL", "warning"))
 
 
 def _releases(config: pytest.Config) -> dict[str, Release]:
     if RELEASES_KEY not in config.stash:
-        found, missing = asyncio.run(available_releases(build=True))
+        given = getattr(config, "workerinput", {}).get(WORKERINPUT)
+        if given is not None:  # an xdist worker: the controller built them
+            found = [
+                Release(r["name"], Path(r["root"]) if r["root"] else None, r["version"]) for r in given[0]
+            ]
+            missing = list(given[1])
+        else:
+            found, missing = asyncio.run(available_releases(build=True))
         config.stash[RELEASES_KEY] = {r.name: r for r in found}
         config.stash[MISSING_KEY] = missing
     return config.stash[RELEASES_KEY]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist's controller, once per worker: build the releases here, once, and pass them on."""
+    if os.environ.get("SIDECARS_NO_SLURM") == "1":
+        return
+    releases = _releases(node.config)
+    node.workerinput[WORKERINPUT] = (
+        [
+            {"name": r.name, "root": str(r.root) if r.root else None, "version": r.version}
+            for r in releases.values()
+        ],
+        node.config.stash[MISSING_KEY],
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize `release` over the releases, or over those a `releases` marker names."""
+    if "release" not in metafunc.fixturenames:
+        return
+    if any("release" in _argnames(m) for m in metafunc.definition.iter_markers("parametrize")):
+        return  # the test parametrizes a `release` argument of its own
+    ids = list(RELEASE_IDS)
+    marker = metafunc.definition.get_closest_marker("releases")
+    if marker is not None:
+        unknown = [a for a in marker.args if a not in RELEASE_IDS]
+        if unknown or not marker.args:
+            raise pytest.UsageError(
+                f"{metafunc.definition.nodeid}: @pytest.mark.releases({', '.join(map(repr, marker.args))}):"
+                f" expected one or more of {', '.join(RELEASE_IDS)}"
+            )
+        ids = [i for i in ids if i in marker.args]
+    metafunc.parametrize("release", [RELEASE_IDS[i] for i in ids], ids=ids, indirect=True)
+
+
+def _argnames(mark: pytest.Mark) -> list[str]:
+    names = mark.args[0] if mark.args else mark.kwargs.get("argnames", "")
+    return [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -49,7 +115,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return lines
 
 
-@pytest.fixture(params=RELEASES, ids=lambda r: {"host": "slurm22", "chroot": "slurm24"}[r])
+@pytest.fixture
 def release(request: pytest.FixtureRequest) -> Release:
     if os.environ.get("SIDECARS_NO_SLURM") == "1":
         pytest.skip("SIDECARS_NO_SLURM=1")

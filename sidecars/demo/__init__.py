@@ -19,8 +19,9 @@ def configure(p: argparse.ArgumentParser) -> None:
         p,
         "--release",
         default="host",
-        choices=["host", "chroot"],
-        help="host: this machine's Slurm packages; chroot: Debian 13's 24.11 in a chroot",
+        choices=["host", "chroot", "sid"],
+        help="host: this machine's Slurm packages; chroot: Debian 13's 24.11 in a chroot; "
+        "sid: Debian unstable's 26.05 in a chroot",
     )
     flag(p, "--nodes", default="3", help="number of slurmd nodes (3 to 16)")
     p.add_argument("--tour", action="store_true", help="walk through the features, then exit")
@@ -30,8 +31,7 @@ def main(args: argparse.Namespace) -> int:
     from sidecars.demo.live import live_table
     from sidecars.demo.stack import DemoStack
     from sidecars.demo.tour import run_tour
-    from sidecars.devcluster import build_chroot, host_release
-    from sidecars.devcluster.release import ReleaseUnavailable
+    from sidecars.devcluster.release import ReleaseUnavailable, release_named
 
     if args.log_level == "info":  # the demo's own narration is the output; its log only says what went wrong
         logs.configure(json=False, level="warning")
@@ -45,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
 
     async def body(stop: asyncio.Event) -> None:
         try:
-            release = await (host_release() if args.release == "host" else build_chroot())
+            release = await release_named(args.release)
         except ReleaseUnavailable as exc:
             raise ConfigError(str(exc)) from None
         print(

@@ -1,8 +1,10 @@
-"""Which Slurm releases a dev cluster can run here, and building the chroot that holds the newer one.
+"""Which Slurm releases a dev cluster can run here, and building the chroots that hold the newer ones.
 
 - `host`: the Slurm packages installed on this machine (Debian 12: 22.05).
-- `chroot`: Debian 13's Slurm (24.11) in a debootstrap tree, built once (about 35 s) and reused;
-  a marker file records the versions so tests can print them.
+- `chroot`: Debian 13 (trixie)'s Slurm (24.11) in a debootstrap tree, built once (about 35 s) and reused.
+- `sid`: Debian unstable's Slurm (26.05) in a second such tree.
+
+A marker file in each tree records the versions so tests can print them.
 """
 
 from __future__ import annotations
@@ -24,6 +26,26 @@ CHROOT_PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
 MARKER = ".slurm-chroot"
 
 
+@dataclass(frozen=True, slots=True)
+class ChrootRecipe:
+    """How one chroot release is built: the Debian suite and where its tree lives by default."""
+
+    suite: str
+    dirname: str  # under ~/.cache/slurm-sidecars
+    env: str  # names another root for it
+    apt_conf: str = ""  # written to the tree's /etc/apt/apt.conf.d before `apt-get update`
+
+
+CHROOTS = {
+    "chroot": ChrootRecipe("trixie", "slurm-trixie-root", "SIDECARS_SLURM_CHROOT"),
+    # sid's Release file carries a Valid-Until the mirror's copy has passed: apt refuses it without this
+    "sid": ChrootRecipe(
+        "sid", "slurm-sid-root", "SIDECARS_SLURM_SID_CHROOT", 'Acquire::Check-Valid-Until "false";\n'
+    ),
+}
+RELEASE_NAMES = ("host", *CHROOTS)
+
+
 class ReleaseUnavailable(RuntimeError):
     """This release cannot run here (packages missing, chroot not buildable); the message says why."""
 
@@ -32,7 +54,7 @@ class ReleaseUnavailable(RuntimeError):
 class Release:
     """A Slurm installation to run clusters from. `root` is None for the host's own packages."""
 
-    name: str  # "host" or "chroot"
+    name: str  # one of RELEASE_NAMES
     root: Path | None
     version: str  # e.g. "22.05.8"
 
@@ -44,12 +66,20 @@ class Release:
         return f"slurm {self.version} ({self.name})"
 
 
-def default_chroot_root() -> Path:
-    env = os.environ.get("SIDECARS_SLURM_CHROOT")
+def _recipe(name: str) -> ChrootRecipe:
+    try:
+        return CHROOTS[name]
+    except KeyError:
+        raise ReleaseUnavailable(f"no chroot release named {name!r} (one of: {', '.join(CHROOTS)})") from None
+
+
+def default_chroot_root(name: str = "chroot") -> Path:
+    recipe = _recipe(name)
+    env = os.environ.get(recipe.env)
     if env:
         return Path(env)
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "slurm-sidecars" / "slurm-trixie-root"
+    return cache / "slurm-sidecars" / recipe.dirname
 
 
 def _marker_version(root: Path) -> str | None:
@@ -85,13 +115,14 @@ async def host_release() -> Release:
 
 
 async def build_chroot(
-    root: Path | None = None, *, suite: str = "trixie", mirror: str = "http://deb.debian.org/debian"
+    root: Path | None = None, *, name: str = "chroot", mirror: str = "http://deb.debian.org/debian"
 ) -> Release:
-    """Build (once) a chroot with Debian `suite`'s Slurm; later calls return at once.
+    """Build (once) the chroot of release `name` (see CHROOTS); later calls return at once.
 
-    A lock file makes concurrent callers (parallel test runs) wait for one build.
+    A lock file makes concurrent callers (parallel test runs, test workers) wait for one build.
     """
-    root = (root or default_chroot_root()).resolve()
+    recipe = _recipe(name)
+    root = (root or default_chroot_root(name)).resolve()
     if os.geteuid() != 0:
         raise ReleaseUnavailable("building the Slurm chroot needs root")
     root.parent.mkdir(parents=True, exist_ok=True)
@@ -100,17 +131,25 @@ async def build_chroot(
         try:
             version = _marker_version(root)
             if version:
-                return Release("chroot", root, version)
-            await _build(root, suite, mirror)
+                return Release(name, root, version)
+            await _build(root, recipe, mirror)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     version = _marker_version(root)
     if not version:
         raise ReleaseUnavailable(f"chroot at {root} built without a version marker")
-    return Release("chroot", root, version)
+    return Release(name, root, version)
 
 
-async def _build(root: Path, suite: str, mirror: str) -> None:
+async def release_named(name: str) -> Release:
+    """The release called `name` (one of RELEASE_NAMES), building its chroot if it has one."""
+    if name == "host":
+        return await host_release()
+    return await build_chroot(name=name)
+
+
+async def _build(root: Path, recipe: ChrootRecipe, mirror: str) -> None:
+    suite = recipe.suite
     started = time.monotonic()
     if not shutil.which("debootstrap"):
         raise ReleaseUnavailable("debootstrap is not installed (run `make setup`)")
@@ -127,6 +166,8 @@ async def _build(root: Path, suite: str, mirror: str) -> None:
     policy = root / "usr/sbin/policy-rc.d"
     policy.write_text("#!/bin/sh\nexit 101\n")  # packages must never start daemons in the chroot
     policy.chmod(0o755)
+    if recipe.apt_conf:
+        (root / "etc/apt/apt.conf.d/99slurm-sidecars").write_text(recipe.apt_conf)
     script = (
         'set -e; R=$1; shift; mount -t proc proc "$R/proc"; mount --rbind /dev "$R/dev"; '
         'mount -t sysfs sysfs "$R/sys"; chroot "$R" apt-get update -qq; '
@@ -155,22 +196,30 @@ async def _build(root: Path, suite: str, mirror: str) -> None:
     log.info("chroot_build_done", root=str(root), seconds=round(time.monotonic() - started, 1))
 
 
+async def _chroot_release(name: str, build: bool) -> Release:
+    root = default_chroot_root(name)
+    if build:
+        return await build_chroot(root, name=name)
+    version = _marker_version(root)
+    if not version:
+        raise ReleaseUnavailable(f"not built at {root}")
+    return Release(name, root.resolve(), version)
+
+
 async def available_releases(*, build: bool = True) -> tuple[list[Release], list[str]]:
-    """Every release usable here, and the reasons for those that are not."""
+    """Every release usable here (in RELEASE_NAMES order), and the reasons for those that are not.
+
+    The chroots are built side by side: each build mostly waits on the mirror and on dpkg."""
+    results = await asyncio.gather(
+        host_release(), *(_chroot_release(name, build) for name in CHROOTS), return_exceptions=True
+    )
     found: list[Release] = []
     missing: list[str] = []
-    try:
-        found.append(await host_release())
-    except ReleaseUnavailable as exc:
-        missing.append(f"host: {exc}")
-    try:
-        root = default_chroot_root()
-        if build:
-            found.append(await build_chroot(root))
-        elif _marker_version(root):
-            found.append(Release("chroot", root, _marker_version(root) or ""))
+    for name, result in zip(RELEASE_NAMES, results, strict=True):
+        if isinstance(result, Release):
+            found.append(result)
+        elif isinstance(result, ReleaseUnavailable):
+            missing.append(f"{name}: {result}")
         else:
-            missing.append(f"chroot: not built at {root}")
-    except ReleaseUnavailable as exc:
-        missing.append(f"chroot: {exc}")
+            raise result
     return found, missing

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sidecars.devcluster import ClusterSpec, DevCluster, Release
+from sidecars.devcluster.release import RELEASE_NAMES
 from tests.configsync.harness import config_sync, set_sha
 
 Files = dict[str, bytes]
@@ -26,7 +27,7 @@ class Case:
     change: Callable[[Files, Files, str], tuple[Files, Files]]  # (config, secrets, target) -> new ones
     says: str  # a piece of the reason /status must give
     restart_required: bool = False
-    releases: frozenset[str] = field(default_factory=lambda: frozenset({"host", "chroot"}))
+    releases: frozenset[str] = field(default_factory=lambda: frozenset(RELEASE_NAMES))
     exact_sha: bool = True  # False where the set read is not simply config + secrets
 
 

@@ -1,6 +1,7 @@
-"""The JSON and text readers on real output captured from Slurm 22.05 and 24.11 (tests/data).
+"""The JSON and text readers on real output captured from Slurm 22.05, 24.11 and 26.05 (tests/data;
+26.05's by `scripts/capture_slurm.py sid tests/data/slurm-26.05`).
 
-The captured scenario, the same on both releases: job 1 (gpu:2, 10 min) RUNNING on n1, job 2 (5 min)
+The captured scenario, the same on every release: job 1 (gpu:2, 10 min) RUNNING on n1, job 2 (5 min)
 RUNNING on n2 which an admin drained ("maint test"), job 3 (no limit) RUNNING on n3, job 4 (gpu:1,
 2 min) PENDING for Resources.
 """
@@ -16,7 +17,7 @@ from sidecars.slurm import NodeState, jsonformat, textformat
 from sidecars.slurm.errors import SlurmParseError, SlurmUnreachable
 
 DATA = Path(__file__).parent.parent / "data"
-RELEASES = ["slurm-22.05", "slurm-24.11"]
+RELEASES = ["slurm-22.05", "slurm-24.11", "slurm-26.05"]
 
 
 def read(release: str, name: str) -> str:
@@ -75,6 +76,14 @@ def test_jobs_json_and_text_agree(release: str) -> None:
     assert j4.state == "PENDING" and j4.start_time is None and j4.state_reason == "Resources"
 
 
+@pytest.mark.parametrize("release", ["slurm-24.11", "slurm-26.05"])
+def test_jobs_from_scontrol_json_agree_with_text(release: str) -> None:
+    """What the client reads on 23.02+ (`scontrol show job --json`), not only squeue's document."""
+    doc = read(release, "scontrol-show-job--json.json")
+    from_json = {j.job_id: j for j in map(jsonformat.job, jsonformat.load(["x"], doc, "jobs"))}
+    assert from_json == {j.job_id: j for j in textformat.jobs(read(release, "scontrol--o-show-job--d.txt"))}
+
+
 @pytest.mark.parametrize("release", RELEASES)
 def test_partitions_text(release: str) -> None:
     (p,) = textformat.partitions(read(release, "scontrol--o-show-partition.txt"))
@@ -87,11 +96,25 @@ def test_partitions_text(release: str) -> None:
     )
 
 
-def test_partitions_json_24_11_agrees_with_text() -> None:
-    doc = read("slurm-24.11", "scontrol-show-partition--json.json")
+@pytest.mark.parametrize("release", ["slurm-24.11", "slurm-26.05"])
+def test_partitions_json_agrees_with_text(release: str) -> None:
+    doc = read(release, "scontrol-show-partition--json.json")
     assert [
         jsonformat.partition(o) for o in jsonformat.load(["x"], doc, "partitions")
-    ] == textformat.partitions(read("slurm-24.11", "scontrol--o-show-partition.txt"))
+    ] == textformat.partitions(read(release, "scontrol--o-show-partition.txt"))
+
+
+@pytest.mark.parametrize(
+    ("release", "parser"),
+    [("slurm-24.11", "v0.0.42"), ("slurm-26.05", "v0.0.45"), ("slurm-26.05", "v0.0.43")],
+)
+def test_captures_are_the_data_parser_they_claim(release: str, parser: str) -> None:
+    """The readers above were run on each layout jsonformat names, not on one layout twice."""
+    name = "squeue--json.json" if parser != "v0.0.43" else "squeue--json=v0.0.43.json"
+    doc = json.loads(read(release, name))
+    assert doc["meta"]["plugin"]["data_parser"] == f"data_parser/{parser}"
+    jobs = {j.job_id: j for j in map(jsonformat.job, jsonformat.load(["x"], read(release, name), "jobs"))}
+    assert jobs[1].gpu_indices == {"n1": (0, 1)} and jobs[4].state_reason == "Resources"
 
 
 @pytest.mark.parametrize("release", RELEASES)

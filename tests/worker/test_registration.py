@@ -184,5 +184,5 @@ async def test_reconfigure_is_not_a_slurmd_death(cluster: DevCluster, sockdir) -
         assert agent.metrics.heal_attempts.labels(result="restarted")._value.get() == 0
         after = cluster.hostpid("slurmd-n1")
         assert after is not None
-        if cluster.release.name == "chroot":
+        if cluster.release.short != "22.05":  # 24.11 and later re-exec every slurmd on reconfigure
             assert after != before
