@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
@@ -16,7 +17,7 @@ from sidecars.configsync.service import ConfigSync
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.validate import Validator
 from sidecars.configsync.watch import watch
-from sidecars.runtime import daemon
+from sidecars.runtime import daemon, logs
 from sidecars.runtime.events import EventSink, LogEventSink, pod_events
 from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, serve
@@ -88,6 +89,7 @@ def main(args: argparse.Namespace) -> int:
     settings = settings_mod.from_args(args)  # a ConfigError here is exit 2, before anything starts
 
     async def run(stop: asyncio.Event) -> None:
+        logs.bind("config-sync", env=os.environ, target=str(settings.target))
         async with pod_events("slurm-sidecars-config-sync") as events, running(settings, events=events) as r:
             sources = [str(s) for s in settings.sources]
             structlog.get_logger(__name__).info("config_sync_started", port=r.port, sources=sources)

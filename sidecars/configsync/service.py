@@ -91,7 +91,6 @@ class ConfigSync:
         self._backoff = 0.0
         self._quiet = settings.debounce_seconds  # the debounce's quiet time, grown by a burst
         self._in_burst = False
-        self._log = log.bind(role="config-sync", target=str(settings.target))
 
     # ------------------------------------------------------------------ reporting
     def status(self) -> dict[str, Any]:
@@ -131,7 +130,7 @@ class ConfigSync:
         on_disk = self.target.read(self.settings.max_file_bytes)
         if self.applied is not None and on_disk.sha256 != self.applied.files.sha256:
             # a crash between swap and verification left an unverified set: back to the good one
-            self._log.warning(
+            log.warning(
                 "target_differs_from_last_known_good",
                 target_sha256=on_disk.short,
                 lkg_sha256=self.applied.files.short,
@@ -159,7 +158,7 @@ class ConfigSync:
             try:
                 await self.sync_once()
             except Exception as exc:  # one bad pass must not end the daemon; the next one retries
-                self._log.error("sync_failed", error=str(exc), exc_info=True)
+                log.error("sync_failed", error=str(exc), exc_info=True)
                 self.last_error = str(exc)
                 self.pending = True
                 self._backoff = min(max(self._backoff * 2, 0.5), s.retry_max_seconds)
@@ -192,7 +191,7 @@ class ConfigSync:
         try:
             return read_sources(self.settings.sources, self.settings.max_file_bytes)
         except (OSError, SourceChanged) as exc:
-            self._log.warning("sources_unreadable", error=str(exc))
+            log.warning("sources_unreadable", error=str(exc))
             self.last_error = str(exc)
             return None
 
@@ -204,14 +203,14 @@ class ConfigSync:
             await self._notify()
             return
         current = self.applied.files if self.applied else None
-        self._log.debug("sync_pass", sha256=files.short, startup=startup)
+        log.debug("sync_pass", sha256=files.short, startup=startup)
         if current is not None and files.sha256 == current.sha256:
             if startup and self.applied is not None and self.applied.generation == 0:
                 await self._adopt(files)  # same content: take over the layout, nothing for slurmctld to learn
             self.pending = False
             self._backoff = 0.0
             if self.rejected is not None:
-                self._log.info("sources_back_to_applied_set", sha256=files.short)
+                log.info("sources_back_to_applied_set", sha256=files.short)
                 self.rejected = None
             await self._notify()
             return
@@ -219,7 +218,12 @@ class ConfigSync:
             self.pending = False  # judged already; a later fix is a new hash
             await self._notify()
             return
-        bound = self._log.bind(sha256=files.short, files=sorted(files.files))
+        # every line about this change set names it, whichever step logs it
+        with structlog.contextvars.bound_contextvars(sha256=files.short, files=sorted(files.files)):
+            await self._judge(files, current, seen, startup=startup)
+
+    async def _judge(self, files: FileSet, current: FileSet | None, seen: float, *, startup: bool) -> None:
+        """Validate a new set, then install, apply or reject it."""
         self.pending = True
         await self._notify()
         # what slurmctld reports now, read while the set is validated (it is the baseline to verify against)
@@ -232,22 +236,22 @@ class ConfigSync:
                 before_task.cancel()
                 await asyncio.gather(before_task, return_exceptions=True)
         if not verdict.ok:
-            await self._reject(files, verdict.reason, "rejected", seen, bound)
+            await self._reject(files, verdict.reason, "rejected", seen)
             return
         if current is None or (startup and before is None):
             # nothing runs on the target yet (first start, or slurmctld not started): it starts on this set
-            await self._install(files, seen, bound, reason="slurmctld is not running yet")
+            await self._install(files, seen, reason="slurmctld is not running yet")
             return
         if verdict.restart_required and self.settings.restart_policy == "hold":
             why = "restart required: " + "; ".join(str(r) for r in verdict.restart)
-            await self._reject(files, why, "restart_required", seen, bound, restart_required=True)
+            await self._reject(files, why, "restart_required", seen, restart_required=True)
             return
         if before is None:
             self._backoff = min(max(self._backoff * 2, 0.5), self.settings.retry_max_seconds)
-            bound.warning("slurmctld_unreachable_change_pending", retry_in=self._backoff)
+            log.warning("slurmctld_unreachable_change_pending", retry_in=self._backoff)
             await self._notify()
             return
-        await self._apply(files, verdict, before, seen=seen, bound=bound)
+        await self._apply(files, verdict, before, seen=seen)
 
     async def _controller_view(self) -> View | None:
         """slurmctld's current view, or None when it does not answer (the change then waits)."""
@@ -256,7 +260,7 @@ class ConfigSync:
         try:
             return await view(self.client)
         except SlurmError as exc:
-            self._log.warning("slurmctld_unreadable", error=exc.message)
+            log.warning("slurmctld_unreadable", error=exc.message)
             return None
 
     async def _adopt(self, files: FileSet) -> None:
@@ -266,7 +270,7 @@ class ConfigSync:
         self.lkg.save(self.applied)
         self.ready = True
 
-    async def _install(self, files: FileSet, seen: float, bound: Any, reason: str) -> None:
+    async def _install(self, files: FileSet, seen: float, reason: str) -> None:
         generation = (self.applied.generation if self.applied else 0) + 1
         self.target.swap(files, generation)
         self.applied = Applied(generation, now_rfc3339(), files)
@@ -276,7 +280,7 @@ class ConfigSync:
         self.rejected = None
         self.metrics.applies.labels(result="applied").inc()
         self.metrics.seconds.labels(result="applied").observe(time.monotonic() - seen)
-        bound.info("config_installed", generation=generation, why=reason)
+        log.info("config_installed", generation=generation, why=reason)
         message = f"generation {generation} ({files.short}) installed: {reason}"
         await self.events.emit("ConfigApplied", message)
         await self._notify()
@@ -287,7 +291,6 @@ class ConfigSync:
         reason: str,
         result: str,
         seen: float,
-        bound: Any,
         *,
         restart_required: bool = False,
     ) -> None:
@@ -295,7 +298,7 @@ class ConfigSync:
         self.pending = False
         self.metrics.applies.labels(result=result).inc()
         self.metrics.seconds.labels(result=result).observe(time.monotonic() - seen)
-        bound.warning("config_not_applied", result=result, reason=reason)
+        log.warning("config_not_applied", result=result, reason=reason)
         event = {
             "rejected": "ConfigRejected",
             "rolled_back": "ConfigRolledBack",
@@ -304,9 +307,7 @@ class ConfigSync:
         await self.events.emit(event, f"{files.short}: {reason}", "Warning")
         await self._notify()
 
-    async def _apply(
-        self, files: FileSet, verdict: Verdict, before: View, *, seen: float, bound: Any
-    ) -> None:
+    async def _apply(self, files: FileSet, verdict: Verdict, before: View, *, seen: float) -> None:
         assert self.applied is not None and verdict.conf is not None
         old_conf = conffile.parse(self.applied.files, self.settings.main_file, self.settings.target)
         if not self._fixed_log_path:  # slurmctld's own words for a refusal, when its log is visible here
@@ -316,7 +317,7 @@ class ConfigSync:
         self.target.swap(files, generation)
         try:
             if verdict.restart_required:
-                bound.info("restarting_slurmctld", reasons=[str(r) for r in verdict.restart])
+                log.info("restarting_slurmctld", reasons=[str(r) for r in verdict.restart])
                 outcome = await self.applier.restart(old_conf, verdict.conf, before)
             else:
                 outcome = await self.applier.reconfigure(old_conf, verdict.conf, before)
@@ -333,7 +334,7 @@ class ConfigSync:
             self.metrics.applies.labels(result="applied").inc()
             self.metrics.seconds.labels(result="applied").observe(time.monotonic() - seen)
             self.metrics.last_applied.set(time.time())
-            bound.info(
+            log.info(
                 "config_applied",
                 generation=generation,
                 restarted=verdict.restart_required,
@@ -346,19 +347,17 @@ class ConfigSync:
             )
             await self._notify()
             return
-        await self._rollback(files, outcome, verdict, seen, bound)
+        await self._rollback(files, outcome, verdict, seen)
 
-    async def _rollback(
-        self, files: FileSet, outcome: Outcome, verdict: Verdict, seen: float, bound: Any
-    ) -> None:
+    async def _rollback(self, files: FileSet, outcome: Outcome, verdict: Verdict, seen: float) -> None:
         assert self.applied is not None
         self.target.swap(self.applied.files, self.applied.generation)
-        bound.warning("config_rolled_back_on_disk", reason=outcome.reason)
+        log.warning("config_rolled_back_on_disk", reason=outcome.reason)
         if outcome.took_request and not outcome.controller_died:
             # slurmctld may have taken part of the set: have it read the good one again
             with contextlib.suppress(SlurmError):
                 await self.client.reconfigure()
-        await self._reject(files, outcome.reason, "rolled_back", seen, bound)
+        await self._reject(files, outcome.reason, "rolled_back", seen)
 
 
 async def _first(*aws: Any, within: float) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
@@ -24,7 +25,7 @@ from sidecars.controlplane.recycle import RecyclePolicy, Recycler
 from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.controlplane.snapshot import FleetView
 from sidecars.kube import KubeClient, KubeEventSink, Pod, load_configuration
-from sidecars.runtime import daemon, http
+from sidecars.runtime import daemon, http, logs
 from sidecars.runtime.events import EventSink, LogEventSink
 from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.tasks import RootTasks, until_stopped
@@ -229,7 +230,8 @@ class ControlPlane:
 
 
 async def serve(settings: ControlPlaneSettings, stop: asyncio.Event) -> None:
-    structlog.contextvars.bind_contextvars(role="control-plane", identity=settings.identity)
+    pod = f"{settings.namespace}/{settings.pod_name}" if settings.pod_name else None
+    logs.bind("control-plane", env=os.environ, pod=pod, identity=settings.identity)
     async with AsyncExitStack() as stack:
         kube: KubeClient | None = None
         registry = CollectorRegistry()

@@ -14,7 +14,7 @@ import aiohttp
 import structlog
 from prometheus_client import CollectorRegistry
 
-from sidecars.runtime import daemon
+from sidecars.runtime import daemon, logs
 from sidecars.runtime.events import EventSink, LogEventSink, pod_events
 from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, serve, serve_unix
@@ -75,7 +75,6 @@ class Agent:
         self._wanted: dict[int, list[int]] = {}
         self._mapped_state = ""
         self._mapped_at = 0.0
-        self._log = log.bind(node=settings.node_name, pod=settings.pod)
 
     def _dynamic(self) -> bool:
         """A dynamic node (`slurmd -Z`): its record goes after the drain."""
@@ -179,7 +178,7 @@ class Agent:
             )
             wake = asyncio.Event()
             await stack.enter_async_context(serve_unix(api.app(self.drainer, wake), str(s.socket_path)))
-            self._log.info(
+            log.info(
                 "worker_started",
                 mode=self.source.mode,
                 http_port=self.http_port,
@@ -198,7 +197,7 @@ class Agent:
                 # the loop ends by itself once it sees its stop: a step in progress (a drain
                 # written, a slurmd restarted) is finished, never cut in half
                 await self.tasks.stop(grace=None, first=("agent_loop",))
-        self._log.info("worker_stopped")
+        log.info("worker_stopped")
 
     async def _loop(self, stop: asyncio.Event, wake: asyncio.Event) -> None:
         async def on_stop() -> None:
@@ -259,13 +258,13 @@ class Agent:
                 # the reason seen is the condition: cleared only while it is still the node's reason
                 undone = await self.source.undrain(view.reason)
             except SlurmError as exc:
-                self._log.warning("undrain_failed_retrying", error=str(exc))
+                log.warning("undrain_failed_retrying", error=str(exc))
                 return
             self._startup_done = True
             if not undone:
-                self._log.info("own_drain_taken_over", previous_reason=view.reason)
+                log.info("own_drain_taken_over", previous_reason=view.reason)
                 return
-            self._log.info("own_drain_undone", previous_reason=view.reason, state=str(st))
+            log.info("own_drain_undone", previous_reason=view.reason, state=str(st))
             await self.events.emit(
                 "Undrained", f"node {view.name} was drained by us ({view.reason}); a new agent took it back"
             )
@@ -294,13 +293,13 @@ class Agent:
                 self._mapped_for = frozenset(view.jobs) if view.jobs is not None else None
                 self._mapped_state, self._mapped_at = str(view.state), time.monotonic()
         except SlurmError as exc:
-            self._log.warning("gpu_mapping_not_refreshed", error=str(exc))
+            log.warning("gpu_mapping_not_refreshed", error=str(exc))
             return
         self._wanted = wanted
         try:
             self.mapping.reconcile(wanted)
         except OSError as exc:  # a full or read-only volume must not stop drains and healing
-            self._log.error("gpu_mapping_not_written", error=str(exc), dir=str(self.mapping.dir))
+            log.error("gpu_mapping_not_written", error=str(exc), dir=str(self.mapping.dir))
             return
         self.metrics.gpu_files.set(len(wanted))
 
@@ -309,6 +308,7 @@ def main(args: argparse.Namespace) -> int:
     settings = from_args(args)
 
     async def body(stop: asyncio.Event) -> None:
+        logs.bind("worker", node=settings.node_name, pod=settings.pod)
         async with pod_events("slurm-sidecars-worker") as events:
             await Agent(settings, events=events).run(stop)
 
