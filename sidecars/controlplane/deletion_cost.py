@@ -30,7 +30,8 @@ class TokenBucket:
 
     def take(self) -> bool:
         now = self._clock()
-        self._tokens = min(self.capacity, self._tokens + (now - self._at) * self.rate)
+        # a clock stepped back (the wall clock, corrected) adds nothing rather than taking tokens
+        self._tokens = min(self.capacity, self._tokens + max(0.0, now - self._at) * self.rate)
         self._at = now
         if self._tokens >= 1:
             self._tokens -= 1
@@ -58,7 +59,7 @@ class DeletionCostWriter:
     ) -> None:
         self._kube = kube
         self._metrics = metrics
-        self._bucket = TokenBucket(qps)
+        self._bucket = TokenBucket(qps, clock)  # one injected clock for the rate and the ranking
         self._node_of = node_of
         self._clock = clock
         self._written: dict[str, int] = {}  # pod uid -> cost we wrote
