@@ -70,7 +70,9 @@ def main(args: argparse.Namespace) -> int:
             await live_table(stack, stop)
         print("stopped; nothing left running", file=sys.stderr)
 
-    code = run_daemon(body)
+    # its clean-up stops five processes and a cluster (up to 5 s a role): 1.5 s, enough for one
+    # daemon, cut it short on a loaded machine and left the cluster's directory behind
+    code = run_daemon(body, grace_seconds=30.0)
     if code == 0 and outcome and not outcome[0]:
         return 1
     return code

@@ -53,11 +53,11 @@ async def run_until_signalled(
             loop.remove_signal_handler(sig)
 
 
-def run(main: Callable[[asyncio.Event], Awaitable[None]]) -> int:
+def run(main: Callable[[asyncio.Event], Awaitable[None]], grace_seconds: float = 1.5) -> int:
     """The process entry for a daemon role: returns the exit code."""
     log = structlog.get_logger("sidecars.daemon")
     try:
-        return asyncio.run(run_until_signalled(main))
+        return asyncio.run(run_until_signalled(main, grace_seconds))
     except ConfigError as exc:
         print(f"slurm-sidecars: {exc}", file=sys.stderr)
         return EXIT_CONFIG
