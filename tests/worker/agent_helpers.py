@@ -16,7 +16,7 @@ from sidecars.drainhook import drain
 from sidecars.worker.observation import Observation
 from sidecars.worker.service import Agent
 from sidecars.worker.settings import WorkerSettings
-from tests.helpers import RecordingEvents
+from tests.helpers import RecordingEvents, eventually
 
 
 def settings_for(cluster: DevCluster, sockdir: Path, node: str = "n1", **overrides: Any) -> WorkerSettings:
@@ -48,10 +48,7 @@ async def running_agent(
     stop = asyncio.Event()
     task = asyncio.ensure_future(agent.run(stop))
     try:
-        for _ in range(600):
-            if agent.last_tick is not None or task.done():
-                break
-            await asyncio.sleep(0.05)
+        await eventually(lambda: agent.last_tick is not None or task.done(), what="a first look")
         if task.done():
             task.result()  # raise what stopped it
         assert agent.last_tick is not None, "agent never looked at its node"
