@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS=(slurmctld slurmd slurm-client munge debootstrap util-linux iproute2 procps)
+# chromium: the web page's tests drive Debian's headless Chromium over the DevTools Protocol
+PKGS=(slurmctld slurmd slurm-client munge debootstrap util-linux iproute2 procps chromium)
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
 missing=()

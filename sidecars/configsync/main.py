@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import structlog
+from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from sidecars.configsync import settings as settings_mod
@@ -66,6 +67,11 @@ async def running(
         ),
     )
     app = DaemonHTTP(registry, liveness=liveness, readiness=readiness, status=service.status).app()
+
+    async def history(_: web.Request) -> web.Response:
+        return web.json_response(service.history_view())
+
+    app.router.add_get("/history", history)
     async with serve(app, settings.http_host, settings.http_port) as port:
         watching = asyncio.Event()
         if watch_files:  # off only in tests of the periodic re-hash

@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from sidecars.configsync import conffile
 from sidecars.configsync.apply import Applier, Outcome, View, view
+from sidecars.configsync.history import History
 from sidecars.configsync.metrics import ConfigSyncMetrics
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileSet, SourceChanged, read_sources
@@ -83,6 +84,7 @@ class ConfigSync:
         self._fixed_log_path = log_path is not None
         self.applied: Applied | None = None
         self.rejected: Rejection | None = None
+        self.history = History(settings.history_limit)
         self.pending = False
         self.ready = False
         self.last_error: str | None = None
@@ -93,6 +95,10 @@ class ConfigSync:
         self._in_burst = False
 
     # ------------------------------------------------------------------ reporting
+    def history_view(self) -> dict[str, Any]:
+        """`GET /history`: the last generations, newest first, with their diffs."""
+        return self.history.as_json()
+
     def status(self) -> dict[str, Any]:
         a, r = self.applied, self.rejected
         return {
@@ -273,7 +279,17 @@ class ConfigSync:
     async def _install(self, files: FileSet, seen: float, reason: str) -> None:
         generation = (self.applied.generation if self.applied else 0) + 1
         self.target.swap(files, generation)
+        old = self.applied
         self.applied = Applied(generation, now_rfc3339(), files)
+        self.history.record(
+            "applied",
+            files,
+            old.files if old else None,
+            at=self.applied.at,
+            generation=generation,
+            based_on=old.generation if old else None,
+            reason=reason,
+        )
         self.lkg.save(self.applied)
         self.ready = True
         self.pending = False
@@ -295,6 +311,15 @@ class ConfigSync:
         restart_required: bool = False,
     ) -> None:
         self.rejected = Rejection(files.sha256, reason, now_rfc3339(), restart_required)
+        self.history.record(
+            result,
+            files,
+            self.applied.files if self.applied else None,
+            at=self.rejected.at,
+            generation=None,
+            based_on=self.applied.generation if self.applied else None,
+            reason=reason,
+        )
         self.pending = False
         self.metrics.applies.labels(result=result).inc()
         self.metrics.seconds.labels(result=result).observe(time.monotonic() - seen)
@@ -326,7 +351,17 @@ class ConfigSync:
             self.target.swap(self.applied.files, self.applied.generation)
             raise
         if outcome.ok:
+            old = self.applied
             self.applied = Applied(generation, now_rfc3339(), files)
+            self.history.record(
+                "applied",
+                files,
+                old.files,
+                at=self.applied.at,
+                generation=generation,
+                based_on=old.generation,
+                reason="slurmctld restarted on it" if verdict.restart_required else None,
+            )
             self.lkg.save(self.applied)
             self.rejected = None
             self.pending = False

@@ -30,6 +30,7 @@ class Settings:
     parse_timeout_seconds: float = 10.0
     plugin_dir: Path | None = None  # None: the PluginDir slurmctld reports
     main_file: str = "slurm.conf"
+    history_limit: int = 20  # generations kept (with their diffs) for /history
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -68,6 +69,12 @@ def configure(p: argparse.ArgumentParser) -> None:
         help="restart-required changes: hold the last known good, or restart slurmctld",
     )
     flag(p, "--restart-timeout-seconds", default="60", help="how long slurmctld may take to come back")
+    flag(
+        p,
+        "--history-limit",
+        default="20",
+        help="config generations kept, with their diffs, for GET /history (in memory)",
+    )
     flag(p, "--main-file", default="slurm.conf", help="the file the Slurm daemon reads (SLURM_CONF)")
     flag(
         p,
@@ -117,4 +124,5 @@ def from_args(args: argparse.Namespace) -> Settings:
         restart_timeout_seconds=positive(args.restart_timeout_seconds, "--restart-timeout-seconds"),
         main_file=main_file,
         plugin_dir=plugin_dir,
+        history_limit=int(positive(args.history_limit, "--history-limit", conv=int)),
     )

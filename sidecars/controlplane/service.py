@@ -16,14 +16,17 @@ from prometheus_client import CollectorRegistry
 
 from sidecars.controlplane import settings as cp_settings
 from sidecars.controlplane.api import ControlPlaneAPI
+from sidecars.controlplane.configfeed import ConfigFeed
 from sidecars.controlplane.deletion_cost import DeletionCostWriter
 from sidecars.controlplane.drains import DrainBatcher
 from sidecars.controlplane.leader import LeaderElector
 from sidecars.controlplane.metrics import ControlPlaneMetrics
+from sidecars.controlplane.page import DrainClock, PageState
 from sidecars.controlplane.pods import PodCache, node_name
 from sidecars.controlplane.recycle import RecyclePolicy, Recycler
 from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.controlplane.snapshot import FleetView
+from sidecars.controlplane.web import WebUI
 from sidecars.kube import KubeClient, KubeEventSink, Pod, load_configuration
 from sidecars.runtime import daemon, http, logs
 from sidecars.runtime.events import EventSink, LogEventSink
@@ -112,12 +115,37 @@ class ControlPlane:
             metrics=self.metrics,
             max_wait=settings.max_wait_seconds,
         )
+        # the operator's page (/ui/): its own read-only credential, config-sync's part read from it
+        self.drain_clock = DrainClock()
+        self.config_feed = ConfigFeed(settings.config_sync)
+        self.page = PageState(
+            self.fleet,
+            config=self.config_feed,
+            drains=self.drain_clock,
+            cluster=self._page_cluster,
+            unregistered_pods=self._unregistered_pods,
+        )
+        self.config_feed.on_change = self.page.touch
+        self.web = WebUI(settings.viewer_token or settings.token, self.page)
+
+    def _page_cluster(self) -> dict[str, Any]:
+        status = self.status()
+        return {k: status[k] for k in status if k not in {"drains_pending", "draining"}}
+
+    def _unregistered_pods(self) -> list[dict[str, Any]]:
+        rec = self.recycler
+        if rec is None:
+            return []
+        return [
+            {"namespace": ns, "pod": pod, "detail": r.detail} for (ns, pod), r in sorted(rec.reports.items())
+        ]
 
     def node_of(self, pod: Pod) -> str:
         return node_name(pod, self.settings.node_label)
 
     def _written(self, names: set[str]) -> None:
         self.draining |= names
+        self.drain_clock.written(names)
         self._refresh_now.set()
 
     # ------------------------------------------------------------------ loops
@@ -129,6 +157,7 @@ class ControlPlane:
                 self.metrics.refreshes.labels("ok").inc()
                 self.metrics.refresh_seconds.observe(time.monotonic() - started)
                 self.metrics.observe(snap)
+                self.drain_clock.observe(snap)
                 self.draining = {
                     n for n in self.draining if n in snap.nodes and snap.nodes[n].drain and snap.nodes[n].busy
                 }
@@ -200,6 +229,7 @@ class ControlPlane:
         readiness.add("fleet_view", loaded)
         app = http.DaemonHTTP(self.registry, liveness, readiness, self.status).app(client_max_size=16 * 1024)
         self.api.install(app)
+        self.web.install(app)
         return app
 
     @contextlib.asynccontextmanager
@@ -214,6 +244,8 @@ class ControlPlane:
         self.tasks.start("leader", self.leader.run(stop))
         if self.pods is not None:
             self.tasks.start("pod_watch", self.pods.run())
+        if self.config_feed.url is not None:  # without config-sync's URL there is nothing to feed
+            self.tasks.start("config_feed", self.config_feed.run())
         try:
             async with http.serve(self.http_app(), self.settings.host, self.settings.port) as port:
                 log.info(
@@ -222,7 +254,10 @@ class ControlPlane:
                     identity=self.settings.identity,
                     kubernetes=self.kube is not None,
                 )
-                yield port
+                try:
+                    yield port
+                finally:
+                    self.page.close()  # parked page polls answer now, not at the server's shutdown
         finally:
             self.tasks.stopping()
             stop.set()  # the elector hands the Lease back before it returns

@@ -36,11 +36,25 @@ class ControlPlaneSettings:
     recycle_fraction: float = 0.10
     recycle_backoff_seconds: float = 60.0
     recycle_backoff_max_seconds: float = 3600.0
+    viewer_token: str | None = None  # the web page's read-only credential; None: the agents' token
+    config_sync: str | None = None  # config-sync's URL, for the page's config history
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     flag(parser, "--http", required=True, help="HOST:PORT to serve the API, probes and metrics on")
     flag(parser, "--token-file", required=True, help="file holding the bearer token the agents present")
+    flag(
+        parser,
+        "--viewer-token-file",
+        default=None,
+        help="file holding the read-only token that opens the web page at /ui/ (default: --token-file's)",
+    )
+    flag(
+        parser,
+        "--config-sync",
+        default=None,
+        help="config-sync's URL (e.g. http://127.0.0.1:9100), read for the web page's config history",
+    )
     flag(parser, "--interval-seconds", default="4", help="how often to read the fleet from Slurm")
     flag(parser, "--fast-interval-seconds", default="0.25", help="read interval while a drain is in progress")
     flag(
@@ -119,6 +133,9 @@ def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
     if renew >= lease:
         raise ConfigError("--renew-seconds must be shorter than --lease-seconds")
     pod_name = args.pod_name or ""
+    config_sync = args.config_sync or None
+    if config_sync is not None and not str(config_sync).startswith(("http://", "https://")):
+        raise ConfigError(f"--config-sync must be an http(s) URL, got {config_sync!r}")
     identity = args.identity or pod_name or socket.gethostname()
     return ControlPlaneSettings(
         host=host,
@@ -149,4 +166,8 @@ def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
         recycle_backoff_max_seconds=positive(
             args.recycle_backoff_max_seconds, "--recycle-backoff-max-seconds"
         ),
+        viewer_token=read_token(args.viewer_token_file, "--viewer-token-file")
+        if args.viewer_token_file
+        else None,
+        config_sync=str(config_sync).rstrip("/") if config_sync else None,
     )

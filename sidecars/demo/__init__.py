@@ -58,6 +58,7 @@ def main(args: argparse.Namespace) -> int:
                 f"\nSlurm {release.version} is running in {c.dir}.\n"
                 f"  config-sync status:   {stack.config_sync_url}/status\n"
                 f"  control plane:        {stack.control_plane_url}/v1/nodes (token in {stack.token_file})\n"
+                f"  web page:             {stack.page_url} (viewer token in {stack.viewer_token_file})\n"
                 f"  the ConfigMap to edit: {c.dir / 'configmap'} (edit ..data/slurm.conf via a new version)\n"
                 f"  Slurm from a shell:   export SLURM_CONF={c.conf_path} PATH={c.bin_dir}:$PATH\n"
                 f"  logs:                 {c.log_dir}\n",

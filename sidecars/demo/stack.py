@@ -43,6 +43,7 @@ class DemoStack:
     roles: dict[str, Role] = field(default_factory=dict, init=False)
     volume: AtomicVolume = field(init=False)
     token_file: Path = field(init=False)
+    viewer_token_file: Path = field(init=False)
     sockets: dict[str, Path] = field(default_factory=dict, init=False)
 
     @property
@@ -56,6 +57,15 @@ class DemoStack:
     @property
     def token(self) -> str:
         return self.token_file.read_text().strip()
+
+    @property
+    def page_url(self) -> str:
+        """The operator's web page (log in with the token in `viewer_token_file`)."""
+        return self.control_plane_url + "/ui/"
+
+    @property
+    def viewer_token(self) -> str:
+        return self.viewer_token_file.read_text().strip()
 
     async def __aenter__(self) -> DemoStack:
         # the partition limit gives jobs an expected end, which the scale-in order ranks by
@@ -83,6 +93,9 @@ class DemoStack:
         self.token_file = d / "token"
         self.token_file.write_text(secrets.token_urlsafe(32) + "\n")
         self.token_file.chmod(0o600)
+        self.viewer_token_file = d / "viewer-token"  # the page's own read-only credential
+        self.viewer_token_file.write_text(secrets.token_urlsafe(24) + "\n")
+        self.viewer_token_file.chmod(0o600)
         port = free_port()
         await self._spawn(
             "config-sync",
@@ -102,7 +115,19 @@ class DemoStack:
             ],
         )
         port = free_port()
-        await self._spawn("control-plane", port, ["control-plane", "--token-file", str(self.token_file)])
+        await self._spawn(
+            "control-plane",
+            port,
+            [
+                "control-plane",
+                "--token-file",
+                str(self.token_file),
+                "--viewer-token-file",
+                str(self.viewer_token_file),
+                "--config-sync",
+                self.config_sync_url,
+            ],
+        )
         for name in self.cluster.node_names:
             sock = d / "run" / f"agent-{name}.sock"
             self.sockets[name] = sock

@@ -196,4 +196,6 @@ async def run_tour(stack: DemoStack) -> bool:
     say("\nSummary")
     for title, ok, note in results:
         say(f"  {'ok  ' if ok else 'FAIL'} {title}: {note}")
+    say(f"\nThe operator's page was at {stack.page_url} (viewer token: {stack.viewer_token_file});")
+    say("run `slurm-sidecars demo` (without --tour) to keep the stack up and look at it.")
     return all(ok for _, ok, _ in results)

@@ -64,9 +64,30 @@ async def test_serves_until_sigterm_then_exits_0(cluster: DevCluster, tmp_path: 
 
 
 async def test_bad_configuration_exits_2(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("t0ken\n")
     for argv in (
         ["control-plane", "--http", "127.0.0.1:0", "--token-file", str(tmp_path / "missing")],
         ["control-plane", "--http", "nope", "--token-file", str(tmp_path / "missing")],
+        # the web page's settings: a viewer token that cannot be read, config-sync not as a URL
+        [
+            "control-plane",
+            "--http",
+            "127.0.0.1:0",
+            "--token-file",
+            str(token),
+            "--viewer-token-file",
+            "/nope",
+        ],
+        [
+            "control-plane",
+            "--http",
+            "127.0.0.1:0",
+            "--token-file",
+            str(token),
+            "--config-sync",
+            "127.0.0.1:9100",
+        ],
     ):
         proc = await asyncio.create_subprocess_exec(
             CLI, *argv, stderr=asyncio.subprocess.PIPE, env={**os.environ, "SIDECARS_KUBERNETES": "off"}

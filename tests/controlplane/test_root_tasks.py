@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sidecars.controlplane.service import ControlPlane
-from sidecars.devcluster import DevCluster
+from sidecars.devcluster import DevCluster, free_port
 from sidecars.runtime.tasks import RootTaskFailed, until_stopped
 from tests.controlplane.conftest import control_plane
 from tests.fakekube import FakeKube
@@ -22,6 +22,7 @@ TARGETS = {
     "act_loop": lambda p: (p, "act_loop"),
     "leader": lambda p: (p.leader, "run"),
     "pod_watch": lambda p: (p.pods, "run"),
+    "config_feed": lambda p: (p.config_feed, "run"),
 }
 
 
@@ -49,7 +50,10 @@ async def test_a_root_task_that_dies_is_reported(
 
         setattr(owner, attr, dies)
 
-    async with control_plane(cluster, url, prepare=prepare) as cp:
+    # a config-sync URL that answers nothing: the feed runs (and keeps retrying) like any other task
+    async with control_plane(
+        cluster, url, prepare=prepare, config_sync=f"http://127.0.0.1:{free_port()}"
+    ) as cp:
         status, body = await cp.get("/livez")
         assert status == 200 and body["checks"]["root_tasks"]["ok"], body
         armed.set()

@@ -38,6 +38,10 @@ async def test_tour_runs_to_the_end(release: Release) -> None:
     summary = text[text.index("\nSummary") :]
     assert summary.count("\n  ok ") == 6 and "FAIL" not in summary, summary
     assert re.search(r"rejected: .*ThisIsNotAKey", text), text[-3000:]
+    # the operator's page: its address and where its viewer token is
+    assert re.search(r"web page: +http://127\.0\.0\.1:\d+/ui/ \(viewer token in \S+viewer-token\)", text), (
+        text
+    )
     cluster_dir = re.search(r"is running in (\S+)\.", text)
     assert cluster_dir is not None and not os.path.exists(cluster_dir[1])
 

@@ -1,0 +1,146 @@
+"""A bounded history of config generations, each with the unified diff of the files it changed.
+
+Served at config-sync's `GET /history` (and gathered from there by the control plane's web page).
+Every outcome is kept: applied, rejected (Slurm's words), rolled back, held for a restart. A diff is
+against the set that ran when the change was judged. Key material (a Secret's files, anything not
+world- or group-readable) is named but its contents are never shown; each diff is capped, so the
+history stays small whatever the files are. It lives in memory: a restarted sidecar starts a new one.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sidecars.configsync.sources import FileEntry, FileSet
+
+DEFAULT_LIMIT = 20
+MAX_DIFF_BYTES = 16 * 1024  # per file: a whole new slurm.conf for 1,000 nodes still reads as a diff
+
+Change = Literal["added", "removed", "modified"]
+
+
+@dataclass(frozen=True, slots=True)
+class FileChange:
+    name: str
+    change: Change
+    diff: str | None  # unified diff; None when withheld (key material) or not text
+    note: str = ""  # why the diff is withheld or cut short
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "change": self.change, "diff": self.diff, "note": self.note}
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    outcome: str  # applied, rejected, rolled_back, restart_required
+    generation: int | None  # the number an applied set got; None for one that never ran
+    based_on: int | None  # the generation it was compared with (what ran when it was judged)
+    sha256: str
+    at: str  # RFC 3339
+    reason: str | None  # Slurm's words (or our check's) for a refusal; how it went in for an install
+    files: tuple[FileChange, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "generation": self.generation,
+            "based_on": self.based_on,
+            "sha256": self.sha256,
+            "at": self.at,
+            "reason": self.reason,
+            "files": [f.as_json() for f in self.files],
+        }
+
+
+def _text(entry: FileEntry) -> str | None:
+    try:
+        return entry.data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _cap(diff: str, limit: int) -> tuple[str, str]:
+    if len(diff.encode()) <= limit:
+        return diff, ""
+    cut = diff.encode()[:limit].decode("utf-8", "ignore")
+    cut = cut[: cut.rfind("\n") + 1] if "\n" in cut else cut
+    return cut, f"diff cut at {limit} bytes"
+
+
+def _lines(text: str) -> list[str]:
+    return [line if line.endswith("\n") else line + "\n" for line in text.splitlines(keepends=True)]
+
+
+def file_change(
+    name: str, old: FileEntry | None, new: FileEntry | None, limit: int = MAX_DIFF_BYTES
+) -> FileChange:
+    change: Change = "added" if old is None else "removed" if new is None else "modified"
+    if (old is not None and old.secret) or (new is not None and new.secret):
+        return FileChange(name, change, None, "key material: contents not shown")
+    before = "" if old is None else _text(old)
+    after = "" if new is None else _text(new)
+    if before is None or after is None:
+        return FileChange(name, change, None, "not UTF-8 text")
+    diff = "".join(
+        difflib.unified_diff(
+            _lines(before),
+            _lines(after),
+            fromfile="/dev/null" if old is None else f"a/{name}",
+            tofile="/dev/null" if new is None else f"b/{name}",
+        )
+    )
+    if not diff:  # same text, another mode
+        return FileChange(name, change, "", "contents unchanged (file mode changed)")
+    text, note = _cap(diff, limit)
+    return FileChange(name, change, text, note)
+
+
+def changes(old: FileSet | None, new: FileSet, limit: int = MAX_DIFF_BYTES) -> tuple[FileChange, ...]:
+    """What `new` changes against `old` (every file is added when there was no set before)."""
+    before = dict(old.files) if old is not None else {}
+    after = dict(new.files)
+    out = []
+    for name in sorted(set(before) | set(after)):
+        a, b = before.get(name), after.get(name)
+        if a is not None and b is not None and a.data == b.data and a.mode == b.mode:
+            continue
+        out.append(file_change(name, a, b, limit))
+    return tuple(out)
+
+
+class History:
+    """The last `limit` generations, newest first in `as_json()`."""
+
+    def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
+        self.limit = limit
+        self._items: deque[Generation] = deque(maxlen=limit)
+        self.version = 0  # grows with every record: lets a reader skip an unchanged history
+
+    def record(
+        self,
+        outcome: str,
+        files: FileSet,
+        old: FileSet | None,
+        *,
+        at: str,
+        generation: int | None,
+        based_on: int | None,
+        reason: str | None,
+    ) -> Generation:
+        entry = Generation(outcome, generation, based_on, files.sha256, at, reason, changes(old, files))
+        self._items.append(entry)
+        self.version += 1
+        return entry
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "limit": self.limit,
+            "version": self.version,
+            "generations": [g.as_json() for g in reversed(self._items)],
+        }

@@ -1,0 +1,105 @@
+"""config-sync's history of generations (GET /history): every outcome with the unified diff of what
+it changed, key material never shown, bounded in count and in size."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import aiohttp
+
+from sidecars.configsync.history import History, changes
+from sidecars.configsync.sources import FileEntry, FileSet
+from sidecars.devcluster import DevCluster
+from tests.configsync.harness import config_sync, set_sha
+from tests.configsync.test_restart import bump_max_job_count
+
+
+def fileset(files: dict[str, bytes], mode: int = 0o644) -> FileSet:
+    return FileSet.build([FileEntry(n, d, mode, len(d), Path("/src")) for n, d in files.items()])
+
+
+def test_changes_are_unified_diffs_per_file() -> None:
+    old = fileset({"slurm.conf": b"A=1\nB=2\n", "gres.conf": b"Name=gpu\n", "old.conf": b"x\n"})
+    new = fileset({"slurm.conf": b"A=1\nB=3\n", "gres.conf": b"Name=gpu\n", "new.conf": b"y"})
+    got = {c.name: c for c in changes(old, new)}
+    assert set(got) == {"slurm.conf", "old.conf", "new.conf"}  # gres.conf did not change
+    assert got["slurm.conf"].change == "modified"
+    assert got["slurm.conf"].diff is not None
+    assert "--- a/slurm.conf\n+++ b/slurm.conf\n" in got["slurm.conf"].diff
+    assert "-B=2\n+B=3\n" in got["slurm.conf"].diff
+    assert got["old.conf"].change == "removed" and "-x\n" in (got["old.conf"].diff or "")
+    assert got["new.conf"].change == "added" and "+y\n" in (got["new.conf"].diff or "")
+    first = changes(None, new)
+    assert [c.change for c in first] == ["added", "added", "added"]
+
+
+def test_key_material_and_binary_files_are_named_but_never_shown() -> None:
+    old = FileSet.build(
+        [
+            FileEntry("jwt.key", b"old-secret", 0o644, 10, Path("/s")),
+            FileEntry("slurmdbd.conf", b"StoragePass=hunter2\n", 0o600, 20, Path("/s")),
+            FileEntry("blob.conf", b"\xff\xfe", 0o644, 2, Path("/s")),
+        ]
+    )
+    new = FileSet.build(
+        [
+            FileEntry("jwt.key", b"new-secret", 0o644, 10, Path("/s")),
+            FileEntry("slurmdbd.conf", b"StoragePass=letmein\n", 0o600, 20, Path("/s")),
+            FileEntry("blob.conf", b"\xff\xfd", 0o644, 2, Path("/s")),
+        ]
+    )
+    got = {c.name: c for c in changes(old, new)}
+    text = repr([c.as_json() for c in got.values()])
+    assert (
+        "secret" not in text.replace("key material", "") and "hunter2" not in text and "letmein" not in text
+    )
+    assert got["jwt.key"].diff is None and "key material" in got["jwt.key"].note
+    assert got["slurmdbd.conf"].diff is None and "key material" in got["slurmdbd.conf"].note
+    assert got["blob.conf"].diff is None and "UTF-8" in got["blob.conf"].note
+
+
+def test_a_huge_diff_is_cut_at_a_line_and_the_history_is_bounded() -> None:
+    old = fileset({"slurm.conf": b"".join(b"NodeName=n%d\n" % i for i in range(5000))})
+    new = fileset({"slurm.conf": b"".join(b"NodeName=m%d\n" % i for i in range(5000))})
+    (c,) = changes(old, new, limit=4096)
+    assert c.diff is not None and len(c.diff.encode()) <= 4096 and c.diff.endswith("\n")
+    assert "cut at 4096 bytes" in c.note
+    history = History(limit=3)
+    for i in range(5):
+        history.record("rejected", new, old, at=f"t{i}", generation=None, based_on=1, reason=f"r{i}")
+    body = history.as_json()
+    assert body["limit"] == 3 and body["version"] == 5
+    assert [g["reason"] for g in body["generations"]] == ["r4", "r3", "r2"]  # newest first
+
+
+async def test_the_daemon_keeps_applied_rejected_and_held_generations(cluster: DevCluster) -> None:
+    async with config_sync(cluster) as sync:
+        url = f"http://127.0.0.1:{sync.running.port}/history"
+        good = sync.good()
+        changed = {**good, "slurm.conf": re.sub(rb"MaxTime=\S+", b"MaxTime=77", good["slurm.conf"])}
+        if changed == good:
+            changed = {**good, "slurm.conf": good["slurm.conf"] + b"# a comment\n"}
+        sync.config.write(changed)
+        await sync.wait(set_sha(changed))
+        broken = {**changed, "slurm.conf": changed["slurm.conf"] + b"ThisIsNotAKey=1\n"}
+        sync.config.write(broken)
+        rejected = await sync.wait(set_sha(broken), key="rejected")
+        held = bump_max_job_count(changed)
+        sync.config.write(held)
+        await sync.wait(set_sha(held), key="rejected")
+        async with aiohttp.ClientSession() as s, s.get(url) as r:
+            assert r.status == 200
+            body = await r.json()
+    gens = body["generations"]
+    assert [g["outcome"] for g in gens] == ["restart_required", "rejected", "applied"]
+    applied = gens[2]
+    assert applied["generation"] >= 1 and applied["sha256"] == set_sha(changed)
+    (f,) = applied["files"]
+    assert f["name"] == "slurm.conf" and f["change"] == "modified" and "+" in f["diff"]
+    assert gens[1]["reason"] == rejected["rejected"]["reason"] and "ThisIsNotAKey" in gens[1]["reason"]
+    assert gens[1]["generation"] is None and gens[1]["based_on"] == applied["generation"]
+    assert "+ThisIsNotAKey=1\n" in gens[1]["files"][0]["diff"]
+    assert (
+        "maxjobcount" in gens[0]["reason"].lower() and "+MaxJobCount=12345\n" in gens[0]["files"][0]["diff"]
+    )
