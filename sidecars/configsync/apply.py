@@ -18,7 +18,7 @@ from pathlib import Path
 import structlog
 
 from sidecars.configsync.conffile import SlurmConf
-from sidecars.slurm import SlurmClient, SlurmError, textformat
+from sidecars.slurm import SlurmClient, SlurmError
 from sidecars.slurm.models import Node, Partition
 from sidecars.slurm.textformat import parse_minutes
 
@@ -235,15 +235,13 @@ class Applier:
         after a recent start) would look unrestarted; this waits out that second (at most ~1 s)."""
         for _ in range(12):
             try:
-                result = await self.client.run("scontrol", "show", "config", retry=False, timeout=5.0)
+                boot = await self.client.boot_time(timeout=5.0)
             except SlurmError:
                 return None
-            booted = textformat.config(result.stdout).get("BOOT_TIME")
-            now = re.search(r"^Configuration data as of (\S+)", result.stdout, re.MULTILINE)
-            if booted is None or now is None or now[1] != booted:
-                return booted
+            if boot.booted is None or boot.asked is None or boot.asked != boot.booted:
+                return boot.booted
             await asyncio.sleep(0.1)
-        return booted
+        return boot.booted
 
     async def restart(self, old: SlurmConf, new: SlurmConf, before: View) -> Outcome:
         """`scontrol shutdown`: slurmctld saves its state and exits; its container starts it again.
@@ -258,10 +256,7 @@ class Applier:
         while True:
             left = max(0.5, deadline - time.monotonic())
             try:  # unretried: the deadline is ours to keep, not the client's retry budget
-                result = await self.client.run(
-                    "scontrol", "show", "config", retry=False, timeout=min(5.0, left)
-                )
-                if textformat.config(result.stdout).get("BOOT_TIME") != booted:
+                if (await self.client.boot_time(timeout=min(5.0, left))).booted != booted:
                     break
             except SlurmError:
                 pass  # down, as expected for a while

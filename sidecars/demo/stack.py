@@ -4,7 +4,6 @@ and one worker agent per node, each started through the `slurm-sidecars` command
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 import shlex
 import time
@@ -19,6 +18,7 @@ from sidecars import probe
 from sidecars.cli import self_argv
 from sidecars.devcluster import ClusterSpec, DevCluster, Release, free_port
 from sidecars.devcluster.volume import AtomicVolume
+from sidecars.runtime import process
 
 log = structlog.get_logger(__name__)
 
@@ -31,7 +31,7 @@ class DemoError(RuntimeError):
 class Role:
     name: str
     url: str
-    process: asyncio.subprocess.Process
+    process: process.Child
     log_path: Path
 
 
@@ -160,10 +160,9 @@ class DemoStack:
         log_path = self.cluster.log_dir / f"{name}.log"
         out = log_path.open("ab")
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *self_argv("--log-format", "json", *args, "--http", f"127.0.0.1:{port}"),
+            proc = await process.start(
+                self_argv("--log-format", "json", *args, "--http", f"127.0.0.1:{port}"),
                 env=self.cluster.env,
-                stdin=asyncio.subprocess.DEVNULL,
                 stdout=out,
                 stderr=out,
             )
@@ -188,17 +187,13 @@ class DemoStack:
             await asyncio.sleep(0.2)
 
     async def stop(self) -> None:
-        procs = [r.process for r in self.roles.values() if r.process.returncode is None]
-        for p in procs:
-            with contextlib.suppress(ProcessLookupError):
-                p.terminate()
-        for p in procs:
-            try:
-                await asyncio.wait_for(p.wait(), 5)
-            except TimeoutError:
-                p.kill()
-                await p.wait()
-        await self.cluster.stop()
+        # all at once: each gets SIGTERM and 5 s to exit gracefully, then its group is killed. The
+        # daemon loop cancels a shutdown that takes over 1.5 s (a loaded machine): the roles are then
+        # killed at once, and the cluster is stopped all the same, never left running
+        try:
+            await asyncio.gather(*(r.process.stop(grace=5) for r in self.roles.values()))
+        finally:
+            await self.cluster.stop()
 
     async def get(self, url: str, *, auth: bool = False) -> object:
         headers = {"Authorization": f"Bearer {self.token}"} if auth else {}

@@ -32,6 +32,7 @@ import structlog
 
 from sidecars.devcluster.release import Release
 from sidecars.devcluster.slurmconf import ClusterSpec, Ports, render
+from sidecars.runtime import process
 from sidecars.slurm import Job, Node, SlurmClient, SlurmError
 
 log = structlog.get_logger(__name__)
@@ -109,12 +110,12 @@ class DevCluster:
         self.log_dir = self.dir / "log"
         self.host = socket.gethostname().split(".")[0]
         self.ports: Ports | None = None
-        self._unshare: asyncio.subprocess.Process | None = None
+        self._unshare: process.Child | None = None
         self.init_pid: int | None = None
         self.pidns: str | None = None
         # with spec.foreground_ctld: the nsenter whose child is `slurmctld -D` (nsenter forks to enter
         # the PID namespace, waits for that child and exits with its status)
-        self._ctld: asyncio.subprocess.Process | None = None
+        self._ctld: process.Child | None = None
         self.ctld_stderr = self.log_dir / "slurmctld.stderr"
 
     # ------------------------------------------------------------------ environment
@@ -157,24 +158,14 @@ class DevCluster:
         return self.in_namespace("slurmd", "-N", name, *extra)
 
     async def _exec(self, argv: Sequence[str], timeout: float = 30.0, check: bool = True) -> str:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            cwd=str(self.dir),
-        )
         try:
-            out, _ = await asyncio.wait_for(proc.communicate(), timeout)
-        except BaseException:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
-            raise
-        text = out.decode("utf-8", "replace")
-        if check and proc.returncode != 0:
+            done = await process.run(argv, timeout=timeout, cwd=self.dir, merge_stderr=True)
+        except process.ProcessTimeout:
+            raise ClusterError(f"{' '.join(argv[-4:])} did not finish within {timeout:g}s") from None
+        text = done.text()
+        if check and done.returncode != 0:
             raise ClusterError(
-                f"{' '.join(argv[-4:])} failed (exit {proc.returncode}): {text.strip()[-1500:]}"
+                f"{' '.join(argv[-4:])} failed (exit {done.returncode}): {text.strip()[-1500:]}"
             )
         return text
 
@@ -297,13 +288,7 @@ class DevCluster:
             ]
         init_log = open(self.log_dir / "init.log", "wb")  # noqa: SIM115 - handed to the child
         try:
-            self._unshare = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=init_log,
-                stderr=init_log,
-                start_new_session=True,
-            )
+            self._unshare = await process.start(argv, stdout=init_log, stderr=init_log)
         finally:
             init_log.close()
         pid = self._unshare.pid
@@ -364,13 +349,12 @@ class DevCluster:
         with open(self.ctld_stderr, "ab") as err:  # appended: every start's last words are kept
             err.write(f"{STDERR_MARK} {time.strftime('%FT%TZ', time.gmtime())}\n".encode())
             err.flush()
-            self._ctld = await asyncio.create_subprocess_exec(
-                *self.in_namespace("slurmctld", "-D", "-f", str(self.conf_path)),  # as our images run it
-                stdin=asyncio.subprocess.DEVNULL,
+            # in a session of its own (runtime.process): a terminal's ^C is for pytest, not the controller
+            self._ctld = await process.start(
+                self.in_namespace("slurmctld", "-D", "-f", str(self.conf_path)),  # as our images run it
                 stdout=err,
                 stderr=err,
-                cwd=str(self.dir),
-                start_new_session=True,  # a terminal's ^C is for pytest, not for the controller
+                cwd=self.dir,
             )
 
     async def plugin_dir(self) -> Path:
@@ -421,11 +405,9 @@ class DevCluster:
         if self._ctld is None:
             return
         try:
-            await asyncio.wait_for(self._ctld.wait(), timeout)
+            await self._ctld.wait(timeout)
         except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                self._ctld.kill()
-            await self._ctld.wait()
+            await self._ctld.kill()
 
     async def restart_slurmctld(self) -> None:
         await self.stop_slurmctld()
@@ -465,10 +447,7 @@ class DevCluster:
                     os.kill(self.init_pid, signal.SIGKILL)
         await self._reap_ctld(10)  # its slurmctld died with the namespace; nsenter follows
         if self._unshare is not None:
-            if self._unshare.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    self._unshare.kill()
-            await self._unshare.wait()
+            await self._unshare.kill()
         if self.pidns:
             deadline = time.monotonic() + 10
             while self.processes() and time.monotonic() < deadline:
@@ -513,23 +492,11 @@ class DevCluster:
     # ------------------------------------------------------------------ jobs and waiting
     async def sbatch(self, *args: str, wrap: str = "sleep 300") -> int:
         """Submit a batch job; returns its id. Output goes to DIR/out."""
-        proc = await asyncio.create_subprocess_exec(
-            "sbatch",
-            "--parsable",
-            f"--chdir={self.out_dir}",
-            f"--output={self.out_dir}/slurm-%j.out",
-            *args,
-            "--wrap",
-            wrap,
-            env=self.env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=str(self.out_dir),
-        )
-        out, err = await proc.communicate()
-        if proc.returncode != 0:
-            raise ClusterError(f"sbatch failed: {err.decode().strip()}")
-        return int(out.decode().strip().split(";")[0])
+        argv = ["sbatch", "--parsable", f"--chdir={self.out_dir}", f"--output={self.out_dir}/slurm-%j.out"]
+        done = await process.run([*argv, *args, "--wrap", wrap], timeout=None, env=self.env, cwd=self.out_dir)
+        if done.returncode != 0:
+            raise ClusterError(f"sbatch failed: {done.stderr.decode().strip()}")
+        return int(done.stdout.decode().strip().split(";")[0])
 
     async def scancel(self, job_id: int, *args: str) -> None:
         await self._exec(

@@ -8,11 +8,22 @@ from sidecars.slurm.errors import (
     SlurmTimeout,
     SlurmUnreachable,
 )
-from sidecars.slurm.models import REASON_PREFIX, Job, Node, NodeState, Partition, Ping, Reason, Version
+from sidecars.slurm.models import (
+    REASON_PREFIX,
+    BootTime,
+    Job,
+    Node,
+    NodeState,
+    Partition,
+    Ping,
+    Reason,
+    Version,
+)
 from sidecars.slurm.runner import CommandResult, SlurmMetrics
 
 __all__ = [
     "REASON_PREFIX",
+    "BootTime",
     "CommandResult",
     "Job",
     "Node",

@@ -152,6 +152,15 @@ class Ping:
 
 
 @dataclass(frozen=True, slots=True)
+class BootTime:
+    """slurmctld's BOOT_TIME and the moment of the query that read it ("Configuration data as of"),
+    as Slurm prints them: local time, 1-s resolution. None where the output had no such line."""
+
+    booted: str | None
+    asked: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class Version:
     major: int
     minor: int

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 
 from sidecars.slurm import hostlist
-from sidecars.slurm.models import Job, Node, NodeState, Partition, Ping, Reason
+from sidecars.slurm.models import BootTime, Job, Node, NodeState, Partition, Ping, Reason
 
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_:/.\-]*$")
 _NULL = {"", "(null)", "N/A", "n/a", "None", "Unknown", "NONE", "n/s"}
@@ -279,6 +279,12 @@ def config(text: str) -> dict[str, str]:
         if sep and key and " " not in key:
             out[key] = value.strip()
     return out
+
+
+def boot_time(text: str) -> BootTime:
+    """BOOT_TIME of `scontrol show config`, and its header's query time (`Configuration data as of T`)."""
+    asked = re.search(r"^Configuration data as of (\S+)", text, re.MULTILINE)
+    return BootTime(config(text).get("BOOT_TIME"), asked[1] if asked else None)
 
 
 def ping(text: str) -> Ping:

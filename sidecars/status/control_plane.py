@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import aiohttp
 
-from sidecars.runtime.nodeapi import NodeRecord, parse_node
+from sidecars.slurm.nodejson import NodeRecord, parse_node
 from sidecars.status.fetch import get_json
 from sidecars.status.report import NodeRow, SourceError
 from sidecars.status.settings import StatusSettings

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from sidecars.runtime.nodeapi import parse_node
+from sidecars.slurm.nodejson import parse_node
 from sidecars.worker.observation import Observation
 
 T = TypeVar("T")

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sidecars.runtime.nodeapi import NodeRecord
+from sidecars.slurm.nodejson import NodeRecord
 
 Origin = Literal["slurm", "control-plane"]
 

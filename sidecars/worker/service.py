@@ -14,8 +14,9 @@ import aiohttp
 import structlog
 from prometheus_client import CollectorRegistry
 
+from sidecars.kube import pod_events
 from sidecars.runtime import daemon, logs
-from sidecars.runtime.events import EventSink, LogEventSink, pod_events
+from sidecars.runtime.events import EventSink, LogEventSink
 from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, serve, serve_unix
 from sidecars.runtime.tasks import RootTasks, until_stopped

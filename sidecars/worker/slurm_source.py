@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from sidecars.runtime.nodeapi import NodeRecord
 from sidecars.slurm import Job, SlurmClient, SlurmError, SlurmUnreachable
+from sidecars.slurm.nodejson import NodeRecord
 from sidecars.worker.observation import Observation
 
 

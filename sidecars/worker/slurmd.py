@@ -20,6 +20,8 @@ from pathlib import Path
 
 import structlog
 
+from sidecars.runtime import process
+
 log = structlog.get_logger(__name__)
 
 
@@ -140,28 +142,15 @@ class Slurmd:
             return f"sent SIGTERM to slurmd pid {pid}"
         if pid is not None:
             await self._stop(pid)
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *self.restart_command,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                env=dict(self.env) if self.env is not None else None,
+        try:  # timed out or cancelled: the command's whole process group is killed (runtime.process)
+            done = await process.run(
+                self.restart_command, timeout=self.command_timeout, env=self.env, merge_stderr=True
             )
         except OSError as exc:
             raise RestartFailed(f"cannot run {self.restart_command[0]}: {exc.strerror}") from None
-        try:
-            out, _ = await asyncio.wait_for(proc.communicate(), self.command_timeout)
-        except BaseException as exc:  # timed out or cancelled: the command must not outlive us
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
-            if isinstance(exc, TimeoutError):
-                raise RestartFailed(
-                    f"restart command did not finish within {self.command_timeout:g}s"
-                ) from None
-            raise
-        text = out.decode("utf-8", "replace").strip()
-        if proc.returncode != 0:
-            raise RestartFailed(f"restart command exited {proc.returncode}: {text[-500:] or 'no output'}")
+        except process.ProcessTimeout:
+            raise RestartFailed(f"restart command did not finish within {self.command_timeout:g}s") from None
+        text = done.text().strip()
+        if done.returncode != 0:
+            raise RestartFailed(f"restart command exited {done.returncode}: {text[-500:] or 'no output'}")
         return "ran restart command" + (f": {text[-200:]}" if text else "")

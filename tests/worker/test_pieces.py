@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sidecars.runtime.nodeapi import parse_node
 from sidecars.runtime.settings import ConfigError
 from sidecars.slurm import Job, NodeState
+from sidecars.slurm.nodejson import parse_node
 from sidecars.worker.jobmap import JobMapping, gpu_jobs
 from sidecars.worker.settings import configure, from_args, is_our_reason
 

@@ -1,11 +1,12 @@
-"""The control plane's node object, `{"name","state","flags","reason","jobs","busy_until","version"}`,
-read in one place for everyone who asks for it: the worker agent's long poll and `status`."""
+"""A Slurm node as the control plane serves it, `{"name","state","flags","reason","jobs","busy_until",
+"version"}`, read in one place for everyone who asks for it: the worker agent's long poll and `status`.
+It lives at the Slurm edge, beside the node models it is made of, so that both roles can use it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sidecars.slurm import NodeState
+from sidecars.slurm.models import NodeState
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sidecars.runtime.nodeapi import parse_node
 from sidecars.slurm import NodeState
+from sidecars.slurm.nodejson import parse_node
 
 
 def test_slurms_own_plus_form_of_a_state_is_read_too() -> None:
