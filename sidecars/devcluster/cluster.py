@@ -2,7 +2,9 @@
 
 Every process of a cluster runs in one PID namespace whose init is a small reaper loop we own:
 killing that init makes the kernel kill everything in it, slurmstepd and job processes included,
-which `scontrol shutdown` leaves running. For the chroot release the namespace's root is the
+which `scontrol shutdown` leaves running. The init dies with `unshare` (`--kill-child`) and
+`unshare` with the thread that started it (PR_SET_PDEATHSIG), so a cluster never outlives its
+owner, even one killed by SIGKILL. For the chroot release the namespace's root is the
 chroot, with the cluster directory bind-mounted at the same path, so paths mean the same inside
 and out. Client commands go through shims in DIR/bin that set SLURM_CONF (and, for the chroot,
 enter the namespace), so code under test runs `scontrol` from PATH as it does in production.
@@ -30,9 +32,11 @@ from typing import TypeVar
 
 import structlog
 
+from sidecars.devcluster import slinky
 from sidecars.devcluster.release import Release
 from sidecars.devcluster.slurmconf import ClusterSpec, Ports, render
 from sidecars.runtime import process
+from sidecars.runtime.pdeathsig import die_with_parent
 from sidecars.slurm import Job, Node, SlurmClient, SlurmError
 
 log = structlog.get_logger(__name__)
@@ -99,6 +103,9 @@ class DevCluster:
     ) -> None:
         self.release = release
         self.spec = spec or ClusterSpec()
+        why = slinky.check(self.spec, release.version)
+        if why:
+            raise ClusterError(why)
         self._own_dir = base_dir is None
         self.dir = Path(base_dir or tempfile.mkdtemp(prefix="slc-", dir="/tmp")).resolve()
         self.keep_dir = keep_dir
@@ -117,6 +124,7 @@ class DevCluster:
         # the PID namespace, waits for that child and exits with its status)
         self._ctld: process.Child | None = None
         self.ctld_stderr = self.log_dir / "slurmctld.stderr"
+        self._extra_ports: dict[str, int] = {}  # Slinky shape: nodes beyond the spec's, started later
 
     # ------------------------------------------------------------------ environment
     @property
@@ -125,7 +133,13 @@ class DevCluster:
         env = dict(os.environ)
         env["PATH"] = f"{self.bin_dir}:{env.get('PATH', IN_NS_PATH)}"
         env["SLURM_CONF"] = str(self.conf_path)
+        if self.slinky:  # what tells this cluster's configless slurmd apart from another's
+            env["SLURM_SACK_KEY"] = str(self.dir / "etc" / slinky.KEY_FILE)
         return env
+
+    @property
+    def slinky(self) -> bool:
+        return self.spec.shape == "slinky"
 
     def client(self, **kwargs: object) -> SlurmClient:
         return SlurmClient(env=self.env, **kwargs)  # type: ignore[arg-type]
@@ -154,7 +168,12 @@ class DevCluster:
         ]
 
     def slurmd_argv(self, name: str, *extra: str) -> list[str]:
-        """The command that (re)starts one node's slurmd: what a worker agent's restart hook runs."""
+        """The command that (re)starts one node's slurmd: what a worker agent's restart hook runs.
+        Slinky shape: a configless dynamic node (`extra` is then appended to its command line)."""
+        if self.slinky:
+            assert self.ports is not None
+            port = self.ports.nodes.get(name) or self._extra_ports.setdefault(name, free_port())
+            return self.in_namespace(*slinky.slurmd_args(self.spec, self.dir, self.ports, name, port), *extra)
         return self.in_namespace("slurmd", "-N", name, *extra)
 
     async def _exec(self, argv: Sequence[str], timeout: float = 30.0, check: bool = True) -> str:
@@ -184,7 +203,8 @@ class DevCluster:
         try:
             self._write_files()
             await self._start_namespace()
-            await self._start_munge()
+            if not self.slinky:
+                await self._start_munge()
             await self.start_slurmctld()
             for name in self.node_names:
                 await self.start_slurmd(name)
@@ -222,7 +242,10 @@ class DevCluster:
                 dev.touch()
         ports = pick_ports(2 + self.spec.nodes)
         self.ports = Ports(ports[0], ports[1], dict(zip(self.node_names, ports[2:], strict=True)))
-        files = render(self.spec, self.dir, self.ports, self.host, f"c{ports[0]}")
+        if self.slinky:
+            slinky.write_key(self.dir / "etc")
+        shape_render = slinky.render if self.slinky else render
+        files = shape_render(self.spec, self.dir, self.ports, self.host, f"c{ports[0]}")
         if self.release.root is not None:
             # 24.11's slurmd always initialises a cgroup plugin and dies without cgroupfs unless told not to
             files["cgroup.conf"] = "CgroupPlugin=disabled\n"
@@ -256,6 +279,7 @@ class DevCluster:
                 "--pid",
                 "--mount",
                 "--fork",
+                "--kill-child",  # the namespace init dies with unshare, and everything in it with the init
                 "--mount-proc",
                 "--propagation",
                 "private",
@@ -269,13 +293,16 @@ class DevCluster:
             script = (
                 'set -e; R=$0 D=$1; mount -t proc proc "$R/proc"; mount --rbind /dev "$R/dev"; '
                 'mount -t sysfs sysfs "$R/sys"; mkdir -p "$R$D"; mount --bind "$D" "$R$D"; '
-                'exec chroot "$R" /bin/bash -c "$2"'
+                # Slinky shape: a /run of its own, where auth/slurm's daemons make their sack.socket
+                + ('mount -t tmpfs tmpfs "$R/run"; ' if self.slinky else "")
+                + 'exec chroot "$R" /bin/bash -c "$2"'
             )
             argv = [
                 "unshare",
                 "--pid",
                 "--mount",
                 "--fork",
+                "--kill-child",  # as above: bash, then chroot, then the init it execs, keep the signal
                 "--propagation",
                 "private",
                 "--",
@@ -288,7 +315,12 @@ class DevCluster:
             ]
         init_log = open(self.log_dir / "init.log", "wb")  # noqa: SIM115 - handed to the child
         try:
-            self._unshare = await process.start(argv, stdout=init_log, stderr=init_log)
+            self._unshare = await process.start(
+                argv,
+                stdout=init_log,
+                stderr=init_log,
+                preexec_fn=die_with_parent(),  # and unshare with us, however we end (SIGKILL included)
+            )
         finally:
             init_log.close()
         pid = self._unshare.pid
