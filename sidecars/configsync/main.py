@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
@@ -18,10 +19,11 @@ from sidecars.configsync.settings import Settings
 from sidecars.configsync.validate import Validator
 from sidecars.configsync.watch import watch
 from sidecars.kube import pod_events
-from sidecars.runtime import daemon
+from sidecars.runtime import daemon, logs
 from sidecars.runtime.events import EventSink, LogEventSink
 from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, serve
+from sidecars.runtime.tasks import RootTasks, until_stopped
 from sidecars.slurm import SlurmClient
 from sidecars.slurm.runner import SlurmMetrics
 
@@ -33,6 +35,7 @@ class Running:
     service: ConfigSync
     port: int
     registry: CollectorRegistry
+    tasks: RootTasks
 
 
 @contextlib.asynccontextmanager
@@ -55,14 +58,9 @@ async def running(
         settings, client, registry, events or LogEventSink(), validator=validator, checkpoint=checkpoint
     )
     stop = asyncio.Event()
-    tasks: list[asyncio.Task[None]] = []
+    tasks = RootTasks()
     liveness, readiness = Checks(), Checks()
-    liveness.add(
-        "sync_loop",
-        lambda: CheckResult(
-            not tasks or not any(t.done() for t in tasks), "the sync loop runs" if tasks else "starting"
-        ),
-    )
+    liveness.add("root_tasks", tasks.check)
     readiness.add(
         "target_synced",
         lambda: CheckResult(
@@ -78,7 +76,7 @@ async def running(
     async with serve(app, settings.http_host, settings.http_port) as port:
         watching = asyncio.Event()
         if watch_files:  # off only in tests of the periodic re-hash
-            tasks.append(asyncio.create_task(watch(settings.sources, service.wake, stop, watching)))
+            tasks.start("watch", watch(settings.sources, service.wake, stop, watching))
         else:
             watching.set()
         try:
@@ -86,23 +84,22 @@ async def running(
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(watching.wait(), 5.0)
             await service.start()
-            tasks.append(asyncio.create_task(service.run(stop)))
-            yield Running(service, port, registry)
+            tasks.start("sync_loop", service.run(stop))
+            yield Running(service, port, registry, tasks)
         finally:
+            tasks.stopping()
             stop.set()
-            _, pending = await asyncio.wait(tasks, timeout=5.0)
-            for t in pending:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await tasks.stop(grace=5.0, first=("watch", "sync_loop"))
 
 
 def main(args: argparse.Namespace) -> int:
     settings = settings_mod.from_args(args)  # a ConfigError here is exit 2, before anything starts
 
     async def run(stop: asyncio.Event) -> None:
+        logs.bind("config-sync", env=os.environ, target=str(settings.target))
         async with pod_events("slurm-sidecars-config-sync") as events, running(settings, events=events) as r:
             sources = [str(s) for s in settings.sources]
             structlog.get_logger(__name__).info("config_sync_started", port=r.port, sources=sources)
-            await stop.wait()
+            await until_stopped(stop, r.tasks)
 
     return daemon.run(run)

@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 
 from sidecars.configsync import conffile, jobs
 from sidecars.configsync.apply import Applier, Outcome, View, view
 from sidecars.configsync.dryrun import DryRunner
 from sidecars.configsync.history import History
+from sidecars.configsync.metrics import ConfigSyncMetrics
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileSet, SourceChanged, read_sources
 from sidecars.configsync.stage import Applied, LastKnownGood, Target
@@ -54,49 +55,6 @@ class Rejection:
     jobs: tuple[int, ...] = ()  # held: the jobs it would end or requeue
 
 
-class Metrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.applies = Counter(
-            "slurm_sidecars_config_applies", "Change sets by outcome", ["result"], registry=registry
-        )
-        for result in ("applied", "rejected", "rolled_back", "restart_required", "held"):
-            self.applies.labels(result=result)
-        self.seconds = Histogram(
-            "slurm_sidecars_config_apply_seconds",
-            "From a change being seen to its outcome (verified, rejected)",
-            ["result"],
-            registry=registry,
-            buckets=(0.05, 0.1, 0.2, 0.3, 0.5, 1, 2, 5, 10, 30, 60),
-        )
-        self.generation = Gauge(
-            "slurm_sidecars_config_generation", "Generation of the applied set", registry=registry
-        )
-        self.pending = Gauge(
-            "slurm_sidecars_config_pending", "1 while a change waits to be applied", registry=registry
-        )
-        self.restart_required = Gauge(
-            "slurm_sidecars_config_restart_required",
-            "1 while a held change needs slurmctld restarted",
-            registry=registry,
-        )
-        self.held_jobs = Gauge(
-            "slurm_sidecars_config_held_jobs",
-            "Jobs a held change would end or requeue (0: nothing held for jobs)",
-            registry=registry,
-        )
-        self.dry_run_seconds = Histogram(
-            "slurm_sidecars_config_dry_run_seconds",
-            "Time a dry run on a throwaway slurmctld took",
-            registry=registry,
-            buckets=(0.1, 0.2, 0.3, 0.5, 0.75, 1, 2, 5, 15),
-        )
-        self.last_applied = Gauge(
-            "slurm_sidecars_config_last_applied_timestamp_seconds",
-            "When the applied set was last verified",
-            registry=registry,
-        )
-
-
 class ConfigSync:
     def __init__(
         self,
@@ -112,7 +70,7 @@ class ConfigSync:
         self.settings = settings
         self.client = client
         self.events = events
-        self.metrics = Metrics(registry)
+        self.metrics = ConfigSyncMetrics(registry)
         self.target = Target(settings.target, checkpoint)
         self.lkg = LastKnownGood(settings.state_dir)
         self.validator = validator or Validator(
@@ -144,7 +102,6 @@ class ConfigSync:
         self._backoff = 0.0
         self._quiet = settings.debounce_seconds  # the debounce's quiet time, grown by a burst
         self._in_burst = False
-        self._log = log.bind(role="config-sync", target=str(settings.target))
 
     @staticmethod
     def _dry_runner(settings: Settings, client: SlurmClient) -> DryRunner | None:
@@ -214,7 +171,7 @@ class ConfigSync:
         on_disk = self.target.read(self.settings.max_file_bytes)
         if self.applied is not None and on_disk.sha256 != self.applied.files.sha256:
             # a crash between swap and verification left an unverified set: back to the good one
-            self._log.warning(
+            log.warning(
                 "target_differs_from_last_known_good",
                 target_sha256=on_disk.short,
                 lkg_sha256=self.applied.files.short,
@@ -242,7 +199,7 @@ class ConfigSync:
             try:
                 await self.sync_once()
             except Exception as exc:  # one bad pass must not end the daemon; the next one retries
-                self._log.error("sync_failed", error=str(exc), exc_info=True)
+                log.error("sync_failed", error=str(exc), exc_info=True)
                 self.last_error = str(exc)
                 self.pending = True
                 self._backoff = min(max(self._backoff * 2, 0.5), s.retry_max_seconds)
@@ -275,7 +232,7 @@ class ConfigSync:
         try:
             return read_sources(self.settings.sources, self.settings.max_file_bytes)
         except (OSError, SourceChanged) as exc:
-            self._log.warning("sources_unreadable", error=str(exc))
+            log.warning("sources_unreadable", error=str(exc))
             self.last_error = str(exc)
             return None
 
@@ -287,14 +244,14 @@ class ConfigSync:
             await self._notify()
             return
         current = self.applied.files if self.applied else None
-        self._log.debug("sync_pass", sha256=files.short, startup=startup)
+        log.debug("sync_pass", sha256=files.short, startup=startup)
         if current is not None and files.sha256 == current.sha256:
             if startup and self.applied is not None and self.applied.generation == 0:
                 await self._adopt(files)  # same content: take over the layout, nothing for slurmctld to learn
             self.pending = False
             self._backoff = 0.0
             if self.rejected is not None:
-                self._log.info("sources_back_to_applied_set", sha256=files.short)
+                log.info("sources_back_to_applied_set", sha256=files.short)
                 self.rejected = None
             await self._notify()
             return
@@ -303,7 +260,12 @@ class ConfigSync:
             await self._notify()
             return
         # a set held for jobs is judged again at every pass (the re-hash timer): once they ended, it applies
-        bound = self._log.bind(sha256=files.short, files=sorted(files.files))
+        # every line about this change set names it, whichever step logs it
+        with structlog.contextvars.bound_contextvars(sha256=files.short, files=sorted(files.files)):
+            await self._judge(files, current, seen, startup=startup)
+
+    async def _judge(self, files: FileSet, current: FileSet | None, seen: float, *, startup: bool) -> None:
+        """Validate a new set, then install, apply or reject it."""
         self.pending = True
         await self._notify()
         # what slurmctld reports now, read while the set is validated (it is the baseline to verify against)
@@ -318,7 +280,7 @@ class ConfigSync:
         if verdict.dry_run is not None:
             self.metrics.dry_run_seconds.observe(verdict.dry_run.seconds)
         if not verdict.ok:
-            await self._reject(files, verdict.reason, "rejected", seen, bound)
+            await self._reject(files, verdict.reason, "rejected", seen)
             return
         forced = None
         if verdict.jobs:
@@ -335,24 +297,24 @@ class ConfigSync:
                     f"held: the change {risk.describe()}; "
                     f"to apply it anyway add a {jobs.FORCE_FILE} key naming who"
                 )
-                await self._reject(files, why, "held", seen, bound, jobs=held)
+                await self._reject(files, why, "held", seen, jobs=held)
                 return
             forced = {"by": who, "jobs": sorted(verdict.jobs), "why": risk.describe()}
-            bound.warning("config_forced_past_jobs", forced_by=who, jobs=sorted(verdict.jobs))
+            log.warning("config_forced_past_jobs", forced_by=who, jobs=sorted(verdict.jobs))
         if current is None or (startup and before is None):
             # nothing runs on the target yet (first start, or slurmctld not started): it starts on this set
-            await self._install(files, seen, bound, reason="slurmctld is not running yet")
+            await self._install(files, seen, reason="slurmctld is not running yet")
             return
         if verdict.restart_required and self.settings.restart_policy == "hold":
             why = "restart required: " + "; ".join(str(r) for r in verdict.restart)
-            await self._reject(files, why, "restart_required", seen, bound, restart_required=True)
+            await self._reject(files, why, "restart_required", seen, restart_required=True)
             return
         if before is None:
             self._backoff = min(max(self._backoff * 2, 0.5), self.settings.retry_max_seconds)
-            bound.warning("slurmctld_unreachable_change_pending", retry_in=self._backoff)
+            log.warning("slurmctld_unreachable_change_pending", retry_in=self._backoff)
             await self._notify()
             return
-        await self._apply(files, verdict, before, seen=seen, bound=bound, forced=forced)
+        await self._apply(files, verdict, before, seen=seen, forced=forced)
 
     async def _controller_view(self) -> View | None:
         """slurmctld's current view, or None when it does not answer (the change then waits)."""
@@ -361,7 +323,7 @@ class ConfigSync:
         try:
             return await view(self.client)
         except SlurmError as exc:
-            self._log.warning("slurmctld_unreadable", error=exc.message)
+            log.warning("slurmctld_unreadable", error=exc.message)
             return None
 
     async def _adopt(self, files: FileSet) -> None:
@@ -371,7 +333,7 @@ class ConfigSync:
         self.lkg.save(self.applied)
         self.ready = True
 
-    async def _install(self, files: FileSet, seen: float, bound: Any, reason: str) -> None:
+    async def _install(self, files: FileSet, seen: float, reason: str) -> None:
         generation = (self.applied.generation if self.applied else 0) + 1
         self.target.swap(files, generation)
         old = self.applied
@@ -392,7 +354,7 @@ class ConfigSync:
         self.rejected = None
         self.metrics.applies.labels(result="applied").inc()
         self.metrics.seconds.labels(result="applied").observe(time.monotonic() - seen)
-        bound.info("config_installed", generation=generation, why=reason)
+        log.info("config_installed", generation=generation, why=reason)
         message = f"generation {generation} ({files.short}) installed: {reason}"
         await self.events.emit("ConfigApplied", message)
         await self._notify()
@@ -403,7 +365,6 @@ class ConfigSync:
         reason: str,
         result: str,
         seen: float,
-        bound: Any,
         *,
         restart_required: bool = False,
         jobs: tuple[int, ...] = (),
@@ -421,7 +382,7 @@ class ConfigSync:
         self.pending = False
         self.metrics.applies.labels(result=result).inc()
         self.metrics.seconds.labels(result=result).observe(time.monotonic() - seen)
-        bound.warning("config_not_applied", result=result, reason=reason)
+        log.warning("config_not_applied", result=result, reason=reason)
         event = {
             "rejected": "ConfigRejected",
             "rolled_back": "ConfigRolledBack",
@@ -438,7 +399,6 @@ class ConfigSync:
         before: View,
         *,
         seen: float,
-        bound: Any,
         forced: dict[str, Any] | None = None,
     ) -> None:
         assert self.applied is not None and verdict.conf is not None
@@ -450,7 +410,7 @@ class ConfigSync:
         self.target.swap(files, generation)
         try:
             if verdict.restart_required:
-                bound.info("restarting_slurmctld", reasons=[str(r) for r in verdict.restart])
+                log.info("restarting_slurmctld", reasons=[str(r) for r in verdict.restart])
                 outcome = await self.applier.restart(old_conf, verdict.conf, before)
             else:
                 # a later change cuts this one's settle period short: its own verification goes on watching
@@ -479,7 +439,7 @@ class ConfigSync:
             self.metrics.applies.labels(result="applied").inc()
             self.metrics.seconds.labels(result="applied").observe(time.monotonic() - seen)
             self.metrics.last_applied.set(time.time())
-            bound.info(
+            log.info(
                 "config_applied",
                 generation=generation,
                 restarted=verdict.restart_required,
@@ -494,19 +454,17 @@ class ConfigSync:
             )
             await self._notify()
             return
-        await self._rollback(files, outcome, verdict, seen, bound)
+        await self._rollback(files, outcome, verdict, seen)
 
-    async def _rollback(
-        self, files: FileSet, outcome: Outcome, verdict: Verdict, seen: float, bound: Any
-    ) -> None:
+    async def _rollback(self, files: FileSet, outcome: Outcome, verdict: Verdict, seen: float) -> None:
         assert self.applied is not None
         self.target.swap(self.applied.files, self.applied.generation)
-        bound.warning("config_rolled_back_on_disk", reason=outcome.reason)
+        log.warning("config_rolled_back_on_disk", reason=outcome.reason)
         if outcome.took_request and not outcome.controller_died:
             # slurmctld may have taken part of the set: have it read the good one again
             with contextlib.suppress(SlurmError):
                 await self.client.reconfigure()
-        await self._reject(files, outcome.reason, "rolled_back", seen, bound)
+        await self._reject(files, outcome.reason, "rolled_back", seen)
 
 
 async def _first(*aws: Any, within: float) -> bool:

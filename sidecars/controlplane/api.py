@@ -29,7 +29,7 @@ from sidecars.controlplane.openapi import (
 )
 from sidecars.controlplane.recycle import Recycler
 from sidecars.controlplane.schemacheck import problem, query_value, with_defaults
-from sidecars.controlplane.snapshot import FleetView, Snapshot
+from sidecars.controlplane.snapshot import FleetSnapshot, FleetView
 
 log = structlog.get_logger(__name__)
 
@@ -100,7 +100,7 @@ class ControlPlaneAPI:
         r.add_get("/v1/scale-in-order", self.scale_in_order, allow_head=False)
         r.add_get("/v1/openapi.json", self.openapi, allow_head=False)
 
-    def _loaded(self) -> Snapshot | web.Response:
+    def _loaded(self) -> FleetSnapshot | web.Response:
         snap = self._fleet.snapshot
         if not snap.loaded:
             resp = _error(503, "no fleet view yet: Slurm has not been read", detail=snap.error)

@@ -12,7 +12,7 @@ import structlog
 
 from sidecars.controlplane import ranking
 from sidecars.controlplane.metrics import ControlPlaneMetrics
-from sidecars.controlplane.snapshot import Snapshot
+from sidecars.controlplane.snapshot import FleetSnapshot
 from sidecars.kube import KubeClient, Pod
 
 log = structlog.get_logger(__name__)
@@ -30,7 +30,8 @@ class TokenBucket:
 
     def take(self) -> bool:
         now = self._clock()
-        self._tokens = min(self.capacity, self._tokens + (now - self._at) * self.rate)
+        # a clock stepped back (the wall clock, corrected) adds nothing rather than taking tokens
+        self._tokens = min(self.capacity, self._tokens + max(0.0, now - self._at) * self.rate)
         self._at = now
         if self._tokens >= 1:
             self._tokens -= 1
@@ -58,12 +59,12 @@ class DeletionCostWriter:
     ) -> None:
         self._kube = kube
         self._metrics = metrics
-        self._bucket = TokenBucket(qps)
+        self._bucket = TokenBucket(qps, clock)  # one injected clock for the rate and the ranking
         self._node_of = node_of
         self._clock = clock
         self._written: dict[str, int] = {}  # pod uid -> cost we wrote
 
-    async def sync(self, pods: Iterable[Pod], snapshot: Snapshot) -> int:
+    async def sync(self, pods: Iterable[Pod], snapshot: FleetSnapshot) -> int:
         """Patch the pods whose bucket changed, lowest cost first, within the rate. Returns patches made."""
         now = self._clock()
         wanted: list[tuple[int, Pod]] = []

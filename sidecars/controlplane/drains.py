@@ -21,7 +21,6 @@ from sidecars.slurm import SlurmClient, SlurmCommandError, SlurmError
 
 log = structlog.get_logger(__name__)
 
-REASON_PREFIX = "slurm-sidecars:"
 READ_RETRY_SECONDS = 1.0  # after the read a batch rests on failed (the client has retried already)
 Action = Literal["drain", "undrain"]
 

@@ -13,6 +13,7 @@ import contextlib
 import datetime as dt
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import structlog
 
@@ -81,7 +82,14 @@ class LeaderElector:
         if record is None:
             created = await self._kube.create_lease(
                 LeaseRecord(
-                    self.namespace, self.name, self.identity, int(self.lease_seconds), now, now, 0, ""
+                    namespace=self.namespace,
+                    name=self.name,
+                    holder=self.identity,
+                    duration_seconds=int(self.lease_seconds),
+                    acquire_time=now,
+                    renew_time=now,
+                    transitions=0,
+                    resource_version="",
                 )
             )
             self._took(created)
@@ -91,15 +99,12 @@ class LeaderElector:
         self.holder = record.holder
         if record.holder == self.identity:
             renewed = await self._kube.update_lease(
-                LeaseRecord(
-                    record.namespace,
-                    record.name,
-                    self.identity,
-                    int(self.lease_seconds),
-                    record.acquire_time or now,
-                    now,
-                    record.transitions,
-                    record.resource_version,
+                replace(
+                    record,
+                    holder=self.identity,
+                    duration_seconds=int(self.lease_seconds),
+                    acquire_time=record.acquire_time or now,
+                    renew_time=now,
                 )
             )
             self._took(renewed)
@@ -109,15 +114,13 @@ class LeaderElector:
             self._set(False)
             return
         taken = await self._kube.update_lease(
-            LeaseRecord(
-                record.namespace,
-                record.name,
-                self.identity,
-                int(self.lease_seconds),
-                now,
-                now,
-                record.transitions + 1,
-                record.resource_version,
+            replace(
+                record,
+                holder=self.identity,
+                duration_seconds=int(self.lease_seconds),
+                acquire_time=now,
+                renew_time=now,
+                transitions=record.transitions + 1,
             )
         )
         log.info("lease_taken_over", lease=self.name, previous=record.holder)
@@ -136,17 +139,6 @@ class LeaderElector:
         try:
             record = await self._kube.get_lease(self.namespace, self.name)
             if record is not None and record.holder == self.identity:
-                await self._kube.update_lease(
-                    LeaseRecord(
-                        record.namespace,
-                        record.name,
-                        None,
-                        record.duration_seconds,
-                        record.acquire_time,
-                        record.renew_time,
-                        record.transitions,
-                        record.resource_version,
-                    )
-                )
+                await self._kube.update_lease(replace(record, holder=None))
         except Exception as exc:
             log.warning("lease_release_failed", error=str(exc))

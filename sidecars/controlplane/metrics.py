@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from sidecars.controlplane.snapshot import NodeView, Snapshot
+from sidecars.controlplane.snapshot import FleetNode, FleetSnapshot
 from sidecars.slurm import Job
 
 # Pending for a reason no new worker can cure: not counted as demand.
@@ -39,16 +39,16 @@ class PartitionDemand:
     desired_workers: int
 
 
-def _node_size(nodes: list[NodeView]) -> tuple[int, int]:
+def _node_size(nodes: list[FleetNode]) -> tuple[int, int]:
     cpus = max((n.cpus for n in nodes), default=0)
     gpus = max((n.gpus for n in nodes), default=0)
     return max(cpus, 1), gpus
 
 
-def demand(snapshot: Snapshot) -> dict[str, PartitionDemand]:
+def demand(snapshot: FleetSnapshot) -> dict[str, PartitionDemand]:
     """Per partition: pending work, and the workers it would take (busy nodes + nodes the pending jobs
     need, each job sized by its node count, CPUs and GPUs against the partition's largest node)."""
-    members: dict[str, list[NodeView]] = defaultdict(list)
+    members: dict[str, list[FleetNode]] = defaultdict(list)
     for node in snapshot.nodes.values():
         for part in node.partitions:
             members[part].append(node)
@@ -83,7 +83,7 @@ def demand(snapshot: Snapshot) -> dict[str, PartitionDemand]:
     return out
 
 
-def node_state_label(node: NodeView) -> str:
+def node_state_label(node: FleetNode) -> str:
     if node.drain:
         return "draining" if node.busy else "drained"
     if "NOT_RESPONDING" in node.flags:
@@ -164,7 +164,7 @@ class ControlPlaneMetrics:
         self.leader = Gauge(p + "leader", "1 when this replica holds the Lease", registry=registry)
         self.long_polls = Gauge(p + "long_polls", "Long polls waiting", registry=registry)
 
-    def observe(self, snapshot: Snapshot) -> None:
+    def observe(self, snapshot: FleetSnapshot) -> None:
         self.snapshot_version.set(snapshot.version)
         self.snapshot_time.set(snapshot.taken_at)
         per_part = demand(snapshot)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sidecars.controlplane.drains import REASON_PREFIX
+from sidecars.slurm import REASON_PREFIX
 
 MAX_BODY = 16 * 1024
 NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$"  # Slurm node names, Kubernetes names

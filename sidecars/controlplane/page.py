@@ -23,15 +23,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sidecars.controlplane.configfeed import ConfigFeed
-from sidecars.controlplane.drains import REASON_PREFIX
 from sidecars.controlplane.ranking import FAR_FUTURE
-from sidecars.controlplane.snapshot import FleetView, NodeView, Snapshot
+from sidecars.controlplane.snapshot import FleetNode, FleetSnapshot, FleetView
+from sidecars.slurm import REASON_PREFIX
 
 CLASSES = ("idle", "busy", "draining", "drained", "down", "unregistered", "other")
 _DIGITS = re.compile(r"(\d+)")
 
 
-def node_class(node: NodeView) -> str:
+def node_class(node: FleetNode) -> str:
     if not node.registered:
         return "unregistered"
     if node.state == "DOWN":
@@ -61,7 +61,7 @@ class DrainClock:
         for name in names:
             self.started.setdefault(name, now)
 
-    def observe(self, snap: Snapshot) -> None:
+    def observe(self, snap: FleetSnapshot) -> None:
         now = self.clock()
         keep: dict[str, float] = {}
         for name, node in snap.nodes.items():
@@ -72,7 +72,7 @@ class DrainClock:
         self.started = keep
 
 
-def _node_json(n: NodeView) -> dict[str, Any]:
+def _node_json(n: FleetNode) -> dict[str, Any]:
     return {
         "name": n.name,
         "class": node_class(n),
@@ -150,7 +150,7 @@ class PageState:
         return self.document()
 
     # ------------------------------------------------------------------ the document
-    def _fleet_part(self, snap: Snapshot) -> bytes:
+    def _fleet_part(self, snap: FleetSnapshot) -> bytes:
         """Every node and the scale-in order, encoded once per fleet version."""
         if self._big is None or self._big[0] != snap.version:
             nodes = [_node_json(n) for n in sorted(snap.nodes.values(), key=lambda n: natural(n.name))]
@@ -158,7 +158,7 @@ class PageState:
             self._big = (snap.version, body[1:-1].encode())
         return self._big[1]
 
-    def _drains(self, snap: Snapshot) -> list[dict[str, Any]]:
+    def _drains(self, snap: FleetSnapshot) -> list[dict[str, Any]]:
         out = []
         for name, started in self.drains.started.items():
             node = snap.nodes.get(name)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from sidecars.controlplane.metrics import ControlPlaneMetrics
-from sidecars.controlplane.snapshot import Snapshot
+from sidecars.controlplane.snapshot import FleetSnapshot
 from sidecars.kube import KubeClient, Pod
 from sidecars.runtime.events import EventSink
 
@@ -83,7 +83,7 @@ class Recycler:
         self.suspended = why
         return first
 
-    async def cycle(self, pods: Iterable[Pod], snapshot: Snapshot) -> list[str]:
+    async def cycle(self, pods: Iterable[Pod], snapshot: FleetSnapshot) -> list[str]:
         """One pass; returns the pods deleted."""
         now = self.clock()
         workers = [p for p in pods if not p.deleting]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -27,9 +28,10 @@ from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.controlplane.snapshot import FleetView
 from sidecars.controlplane.web import WebUI
 from sidecars.kube import KubeClient, KubeEventSink, Pod, load_configuration
-from sidecars.runtime import daemon, http
+from sidecars.runtime import daemon, http, logs
 from sidecars.runtime.events import EventSink, LogEventSink
 from sidecars.runtime.health import CheckResult, Checks
+from sidecars.runtime.tasks import RootTasks, until_stopped
 from sidecars.slurm import SlurmClient, SlurmError, SlurmMetrics
 
 log = structlog.get_logger(__name__)
@@ -72,6 +74,7 @@ class ControlPlane:
             renew_seconds=settings.renew_seconds,
             on_change=lambda lead: self.metrics.leader.set(1 if lead else 0),
         )
+        self.tasks = RootTasks()
         self.pods: PodCache | None = None
         self.costs: DeletionCostWriter | None = None
         self.recycler: Recycler | None = None
@@ -229,6 +232,7 @@ class ControlPlane:
             snap = self.fleet.snapshot
             return CheckResult(snap.loaded, f"version {snap.version}" if snap.loaded else f"{snap.error}")
 
+        liveness.add("root_tasks", self.tasks.check)
         liveness.add("refresh_loop", ticking)
         readiness.add("fleet_view", loaded)
         app = http.DaemonHTTP(self.registry, liveness, readiness, self.status).app(client_max_size=16 * 1024)
@@ -238,20 +242,18 @@ class ControlPlane:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[int]:
+        """Serve for the duration of the block; `until_stopped(stop, plane.tasks)` inside it raises
+        when one of the root tasks ends on its own."""
         stop = asyncio.Event()
-        tasks: list[asyncio.Task[None]] = []
-
-        def spawn(coro: Coroutine[Any, Any, None]) -> None:
-            tasks.append(asyncio.create_task(coro))
-
         self.fleet.last_attempt = time.monotonic()
-        spawn(self.refresh_loop())
-        spawn(self.drain_loop())
-        spawn(self.act_loop())
-        spawn(self.leader.run(stop))
+        self.tasks.start("refresh_loop", self.refresh_loop())
+        self.tasks.start("drain_loop", self.drain_loop())
+        self.tasks.start("act_loop", self.act_loop())
+        self.tasks.start("leader", self.leader.run(stop))
         if self.pods is not None:
-            spawn(self.pods.run())
-        spawn(self.config_feed.run())
+            self.tasks.start("pod_watch", self.pods.run())
+        if self.config_feed.url is not None:  # without config-sync's URL there is nothing to feed
+            self.tasks.start("config_feed", self.config_feed.run())
         try:
             async with http.serve(self.http_app(), self.settings.host, self.settings.port) as port:
                 log.info(
@@ -265,24 +267,14 @@ class ControlPlane:
                 finally:
                     self.page.close()  # parked page polls answer now, not at the server's shutdown
         finally:
+            self.tasks.stopping()
             stop.set()  # the elector hands the Lease back before it returns
-            leader_task = tasks[3]
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(leader_task), 3.0)
-            # cancel until done: on Python 3.11 a wait_for whose inner await completes at the moment
-            # of the cancel swallows it (cpython#86296), and a loop would then run on forever
-            pending = set(tasks)
-            while pending:
-                for task in pending:
-                    task.cancel()
-                _, pending = await asyncio.wait(pending, timeout=0.5)
-            for task in tasks:
-                if not task.cancelled() and task.exception() is not None:
-                    log.warning("task_failed", task=task.get_name(), error=str(task.exception()))
+            await self.tasks.stop(grace=3.0, first=("leader",))
 
 
 async def serve(settings: ControlPlaneSettings, stop: asyncio.Event) -> None:
-    structlog.contextvars.bind_contextvars(role="control-plane", identity=settings.identity)
+    pod = f"{settings.namespace}/{settings.pod_name}" if settings.pod_name else None
+    logs.bind("control-plane", env=os.environ, pod=pod, identity=settings.identity)
     async with AsyncExitStack() as stack:
         kube: KubeClient | None = None
         registry = CollectorRegistry()
@@ -294,7 +286,7 @@ async def serve(settings: ControlPlaneSettings, stop: asyncio.Event) -> None:
             log.warning("kubernetes_disabled", reason="--kubernetes=off")
         plane = ControlPlane(settings, SlurmClient(metrics=SlurmMetrics(registry)), kube, registry)
         await stack.enter_async_context(plane.running())
-        await stop.wait()
+        await until_stopped(stop, plane.tasks)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

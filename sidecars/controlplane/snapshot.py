@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import structlog
@@ -26,8 +26,8 @@ from sidecars.slurm import Job, Node, SlurmClient, SlurmError, SlurmUnreachable,
 log = structlog.get_logger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class NodeView:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetNode:
     name: str
     state: str
     flags: tuple[str, ...]
@@ -69,9 +69,9 @@ def _gpus(gres: str) -> int:
     return total
 
 
-def view(node: Node, jobs: Iterable[Job]) -> NodeView:
+def view(node: Node, jobs: Iterable[Job]) -> FleetNode:
     mine = list(jobs)
-    return NodeView(
+    return FleetNode(
         name=node.name,
         state=node.state.base,
         flags=tuple(sorted(node.state.flags)),
@@ -86,10 +86,10 @@ def view(node: Node, jobs: Iterable[Job]) -> NodeView:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Snapshot:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetSnapshot:
     version: int
-    nodes: Mapping[str, NodeView]
+    nodes: Mapping[str, FleetNode]
     jobs: tuple[Job, ...]
     order: tuple[str, ...]  # scale-in order, first to go first
     taken_at: float  # epoch of the last successful read; 0 before the first
@@ -101,7 +101,7 @@ class Snapshot:
         return self.taken_at > 0
 
 
-def build(nodes: Iterable[Node], jobs: Iterable[Job]) -> tuple[dict[str, NodeView], tuple[Job, ...]]:
+def build(nodes: Iterable[Node], jobs: Iterable[Job]) -> tuple[dict[str, FleetNode], tuple[Job, ...]]:
     all_jobs = tuple(jobs)
     per_node = ranking.jobs_by_node(all_jobs)
     views = {n.name: view(n, per_node.get(n.name, ())) for n in nodes}
@@ -117,19 +117,27 @@ class FleetView:
         self._client = client
         self._brief_jobs = brief_jobs
         self._clock = clock
-        self.snapshot = Snapshot(int(clock() * 1000), {}, (), (), 0.0, False, "not read yet")
+        self.snapshot = FleetSnapshot(
+            version=int(clock() * 1000),
+            nodes={},
+            jobs=(),
+            order=(),
+            taken_at=0.0,
+            reachable=False,
+            error="not read yet",
+        )
         self._next: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.last_attempt = 0.0  # monotonic, for liveness
         self.refresh_seconds = 0.0
 
-    def publish(self, snapshot: Snapshot) -> None:
+    def publish(self, snapshot: FleetSnapshot) -> None:
         changed = snapshot.version != self.snapshot.version
         self.snapshot = snapshot
         if changed:
             done, self._next = self._next, asyncio.get_running_loop().create_future()
             done.set_result(None)
 
-    async def refresh(self) -> Snapshot:
+    async def refresh(self) -> FleetSnapshot:
         """Read nodes then jobs (two commands, whatever the fleet size) and publish what changed."""
         started = time.monotonic()
         self.last_attempt = started
@@ -142,31 +150,29 @@ class FleetView:
             reachable = not isinstance(exc, SlurmUnreachable)
             if old.reachable or old.error != exc.message:
                 log.warning("fleet_read_failed", error=exc.message, unreachable=not reachable)
-            self.publish(
-                Snapshot(
-                    old.version,
-                    old.nodes,
-                    old.jobs,
-                    old.order,
-                    old.taken_at,
-                    reachable,
-                    exc.message or str(exc),
-                )
-            )
+            self.publish(replace(old, reachable=reachable, error=exc.message or str(exc)))
             raise
         self.publish(self.assemble(nodes, jobs))
         self.refresh_seconds = time.monotonic() - started
         return self.snapshot
 
-    def assemble(self, nodes: Iterable[Node], jobs: Iterable[Job]) -> Snapshot:
+    def assemble(self, nodes: Iterable[Node], jobs: Iterable[Job]) -> FleetSnapshot:
         """The next snapshot from one read (also what the P5 benchmark times)."""
         old = self.snapshot
         views, all_jobs = build(nodes, jobs)
         version = old.version + 1 if views != old.nodes else old.version
         order = tuple(ranking.scale_in_order(views.values())) if version != old.version else old.order
-        return Snapshot(version, views, all_jobs, order, self._clock(), True, None)
+        return FleetSnapshot(
+            version=version,
+            nodes=views,
+            jobs=all_jobs,
+            order=order,
+            taken_at=self._clock(),
+            reachable=True,
+            error=None,
+        )
 
-    async def wait_change(self, version: int, seconds: float) -> Snapshot:
+    async def wait_change(self, version: int, seconds: float) -> FleetSnapshot:
         """The snapshot once its version differs from `version`, or the current one after `seconds`."""
         if self.snapshot.version != version or seconds <= 0:
             return self.snapshot

@@ -91,7 +91,7 @@ class Pod:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LeaseRecord:
     namespace: str
     name: str

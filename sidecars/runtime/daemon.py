@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from sidecars.runtime.settings import ConfigError
+from sidecars.runtime.tasks import RootTaskFailed
 
 EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2
 # SIGHUP too: a terminal that vanishes (or a supervisor's hang-up) must stop us cleanly, not kill us
@@ -65,6 +66,9 @@ def run(main: Callable[[asyncio.Event], Awaitable[None]], grace_seconds: float =
         return EXIT_CONFIG
     except KeyboardInterrupt:
         return EXIT_OK
+    except RootTaskFailed as exc:  # its traceback was logged when it ended
+        log.error("daemon_failed", error=str(exc))
+        return EXIT_FAILURE
     except Exception as exc:
         log.error("daemon_failed", error=str(exc), exc_info=True)
         return EXIT_FAILURE

@@ -1,15 +1,38 @@
-"""structlog, configured once from `main()`: JSON lines in containers, readable key=value on a terminal."""
+"""structlog, configured once from `main()`: JSON lines in containers, readable key=value on a terminal.
+
+The libraries' own records (aiohttp's access and error logs, kubernetes-asyncio's) go through the
+same processors as ours (structlog's `ProcessorFormatter` on the stdlib root logger), so a
+container's log is one shape of line, each carrying the context the daemon bound once (`bind`).
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Mapping
+from typing import Any, TextIO
 
 import structlog
 
 
 def _stderr_logger(*_: object) -> structlog.PrintLogger:
     return structlog.PrintLogger(file=sys.stderr)
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A stream handler on whatever sys.stderr is at the moment of each record (test runners swap
+    and close it between tests; a handler holding the first one would write to a closed file)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _: TextIO) -> None:
+        pass
 
 
 def configure(*, json: bool | None = None, level: str = "info") -> None:
@@ -32,9 +55,33 @@ def configure(*, json: bool | None = None, level: str = "info") -> None:
         logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )
-    logging.basicConfig(
-        level=max(numeric, logging.WARNING),
-        stream=sys.stderr,
-        force=True,
-        format="%(levelname)s %(name)s: %(message)s",
+    handler = _StderrHandler()
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            # a library's record: its logger's name says whose it is (`aiohttp.access`, ...)
+            foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.format_exc_info,
+                renderer,
+            ],
+        )
+    )
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+        old.close()
+    root.addHandler(handler)
+    # the libraries' chatter (every retry, every connection) only from warnings up
+    root.setLevel(max(numeric, logging.WARNING))
+
+
+def bind(role: str, *, env: Mapping[str, str] | None = None, **context: Any) -> None:
+    """Bind the daemon's context once (role, node, pod ...) for every line it logs, its libraries'
+    included; call it inside the daemon's own task, so it ends with the daemon. `pod` defaults to
+    the downward API's POD_NAMESPACE/POD_NAME when both are set; None values are left out."""
+    if context.get("pod") is None and env is not None and env.get("POD_NAME") and env.get("POD_NAMESPACE"):
+        context["pod"] = f"{env['POD_NAMESPACE']}/{env['POD_NAME']}"
+    structlog.contextvars.bind_contextvars(
+        role=role, **{k: v for k, v in context.items() if v is not None and v != ""}
     )

@@ -9,6 +9,7 @@ from sidecars.slurm.errors import (
     SlurmUnreachable,
 )
 from sidecars.slurm.models import (
+    REASON_PREFIX,
     BootTime,
     Job,
     JobPlacement,
@@ -22,6 +23,7 @@ from sidecars.slurm.models import (
 from sidecars.slurm.runner import CommandResult, SlurmMetrics
 
 __all__ = [
+    "REASON_PREFIX",
     "BootTime",
     "CommandResult",
     "Job",

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# every reason the sidecars write starts with this; one that does not is someone else's, never touched
+REASON_PREFIX = "slurm-sidecars:"
+
 # Base node states as Slurm names them (upper case, as in `scontrol show node`).
 BASE_STATES = frozenset(
     {

@@ -23,8 +23,9 @@ import structlog
 from sidecars.runtime.events import EventSink
 from sidecars.slurm import Job, NodeState, SlurmError
 from sidecars.worker.metrics import WorkerMetrics
+from sidecars.worker.observation import Observation
 from sidecars.worker.settings import WorkerSettings, is_our_reason
-from sidecars.worker.source import NodeSource, Observation
+from sidecars.worker.source import NodeSource
 
 log = structlog.get_logger(__name__)
 
@@ -85,7 +86,6 @@ class Drainer:
         self._last_progress = 0.0
         self._jobs: list[Job] | None = None
         self._jobs_at = 0.0
-        self._log = log.bind(node=settings.node_name, pod=settings.pod)
 
     # ------------------------------------------------------------------ lifecycle
     def load(self) -> None:
@@ -94,13 +94,13 @@ class Drainer:
         if rec is None:
             return
         if rec.pod != self.settings.pod:
-            self._log.info("drain_record_of_other_pod_ignored", record_pod=rec.pod)
+            log.info("drain_record_of_other_pod_ignored", record_pod=rec.pod)
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
             return
         self.record = rec
         self.active = rec.result is None
-        self._log.info("drain_record_found", reason=rec.reason, result=rec.result, resumed=self.active)
+        log.info("drain_record_found", reason=rec.reason, result=rec.result, resumed=self.active)
 
     @property
     def pod_terminating(self) -> bool:
@@ -114,7 +114,7 @@ class Drainer:
         full_reason = self.settings.drain_reason(reason)
         if self.record is None or not self.active:
             self.record = DrainRecord(self.settings.pod, full_reason, deadline, now)
-            self._log.info("drain_requested", reason=full_reason, timeout=round(deadline - now, 1))
+            log.info("drain_requested", reason=full_reason, timeout=round(deadline - now, 1))
         else:
             self.record.deadline = deadline  # the hook's own deadline is the one that counts
         self.record.save(self.path)
@@ -156,11 +156,11 @@ class Drainer:
                 written = await self.source.drain(rec.reason)
                 self._sent_at = time.monotonic()
                 if written:
-                    self._log.info("drain_set", reason=rec.reason, state=str(st))
+                    log.info("drain_set", reason=rec.reason, state=str(st))
                 else:  # drained since that look (someone's reason, kept); the next look goes on
-                    self._log.info("drain_found_set", state=str(st))
+                    log.info("drain_found_set", state=str(st))
             except SlurmError as exc:
-                self._log.warning("drain_set_failed_retrying", error=str(exc))
+                log.warning("drain_set_failed_retrying", error=str(exc))
             return
         if st.drained:
             if obs.origin != "slurm":
@@ -189,13 +189,13 @@ class Drainer:
                     self._jobs = await self.source.slurm.jobs_here()
                     self._jobs_at = time.monotonic()
                 except SlurmError as exc:
-                    self._log.debug("drain_jobs_unreadable", error=str(exc))
+                    log.debug("drain_jobs_unreadable", error=str(exc))
             running = [j for j in self._jobs or [] if j.running]
             jobs = [j.job_id for j in running]
             ends = [j.end_time for j in running if j.end_time]
             until = max(ends) if ends else None
         self._last_progress = now
-        self._log.info(
+        log.info(
             "drain_waiting",
             state=str(view.state),
             jobs_left=jobs,
@@ -206,7 +206,7 @@ class Drainer:
     def _progress(self, now: float, what: str) -> None:
         if now - self._last_progress >= PROGRESS_EVERY:
             self._last_progress = now
-            self._log.info("drain_waiting", detail=what)
+            log.info("drain_waiting", detail=what)
 
     async def _time_out(self, obs: Observation) -> None:
         assert self.record is not None
@@ -247,9 +247,9 @@ class Drainer:
             return
         try:
             await self.source.slurm.client.delete_node(self.settings.node_name)
-            self._log.info("dynamic_node_deleted")
+            log.info("dynamic_node_deleted")
         except SlurmError as exc:
-            self._log.warning("dynamic_node_delete_failed", error=str(exc))
+            log.warning("dynamic_node_delete_failed", error=str(exc))
 
     async def _finish(self, result: str, detail: str) -> None:
         assert self.record is not None
@@ -261,7 +261,7 @@ class Drainer:
         self.active = False
         self.metrics.drains.labels(result=result).inc()
         self.metrics.drain_seconds.observe(seconds)
-        level = self._log.warning if result == TIMED_OUT else self._log.info
+        level = log.warning if result == TIMED_OUT else log.info
         level("drain_finished", result=result, detail=detail, seconds=round(seconds, 2))
         await self.events.emit(
             "DrainTimedOut" if result == TIMED_OUT else "Drained",

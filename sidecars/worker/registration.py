@@ -17,9 +17,9 @@ import structlog
 
 from sidecars.runtime.events import EventSink
 from sidecars.worker.metrics import WorkerMetrics
+from sidecars.worker.observation import Observation
 from sidecars.worker.settings import WorkerSettings
 from sidecars.worker.slurmd import RestartFailed, Slurmd
-from sidecars.worker.source import Observation
 
 log = structlog.get_logger(__name__)
 
@@ -71,7 +71,6 @@ class Registration:
         self._since: float | None = None  # start of the current not-registered episode
         self._next_step_at = 0.0
         self._last_heal = ""
-        self._log = log.bind(node=settings.node_name, pod=settings.pod)
 
     def _slurmd_gone(self) -> str | None:
         if not self.settings.slurmd_restart_command:
@@ -86,7 +85,7 @@ class Registration:
         gone = self._slurmd_gone()
         if obs.controller_down and not gone:
             if self.status.state != "controller_unreachable":
-                self._log.warning("controller_unreachable_no_remediation", error=obs.error)
+                log.warning("controller_unreachable_no_remediation", error=obs.error)
             self.status.state, self.status.detail = "controller_unreachable", obs.error or ""
             self._since = None
             return
@@ -99,7 +98,7 @@ class Registration:
         self.metrics.registered.set(0)
         if self._since is None:
             self._since = now
-            self._log.info("slurmd_not_registered", why=why)
+            log.info("slurmd_not_registered", why=why)
         if self.status.declared:
             return  # said once; a registration later takes it back
         if not gone and self.status.attempts == 0 and now - self._since < self.settings.registration_timeout:
@@ -113,7 +112,7 @@ class Registration:
         # act only on a fresh, direct look with the controller answering
         fresh = await confirm()
         if fresh.controller_down and not gone:
-            self._log.warning("controller_unreachable_no_remediation", error=fresh.error)
+            log.warning("controller_unreachable_no_remediation", error=fresh.error)
             self.status.state, self.status.detail = "controller_unreachable", fresh.error or ""
             self._since = None
             return
@@ -133,7 +132,7 @@ class Registration:
         backoff = self.settings.heal_backoff * 2 ** (n - 1)
         self._next_step_at = now + backoff
         self.status.state = "healing"
-        self._log.warning(
+        log.warning(
             "slurmd_restarting", why=why, attempt=n, of=self.settings.heal_attempts, next_check_in=backoff
         )
         try:
@@ -142,12 +141,12 @@ class Registration:
             self.metrics.heal_attempts.labels(result="failed").inc()
             self._last_heal = f"restart failed: {exc}"
             self.status.detail = f"{why}; restart {n}/{self.settings.heal_attempts} failed: {exc}"
-            self._log.warning("slurmd_restart_failed", attempt=n, error=str(exc))
+            log.warning("slurmd_restart_failed", attempt=n, error=str(exc))
         else:
             self.metrics.heal_attempts.labels(result="restarted").inc()
             self._last_heal = done
             self.status.detail = f"{why}; restart {n}/{self.settings.heal_attempts}: {done}"
-            self._log.info("slurmd_restarted", attempt=n, how=done)
+            log.info("slurmd_restarted", attempt=n, how=done)
         await self.events.emit("SlurmdRestarted", self.status.detail, "Warning")
 
     async def _declare(self, why: str) -> None:
@@ -160,7 +159,7 @@ class Registration:
             else f"{why}; slurmd cannot be restarted from here"
         )
         self.metrics.unregistered_declared.set(1)
-        self._log.error("slurmd_declared_unregistered", why=self.status.detail)
+        log.error("slurmd_declared_unregistered", why=self.status.detail)
         await self.events.emit("SlurmdUnregistered", self.status.detail, "Warning")
         await self.report(False, self.status.detail)
 
@@ -168,7 +167,7 @@ class Registration:
         was = self.status
         self.metrics.registered.set(1)
         if was.state in {"healing", "unregistered"}:
-            self._log.info("slurmd_registered_again", after_attempts=was.attempts)
+            log.info("slurmd_registered_again", after_attempts=was.attempts)
             await self.events.emit("SlurmdRegistered", f"registered again after {was.attempts} restart(s)")
             if was.declared:
                 self.metrics.unregistered_declared.set(0)

@@ -15,20 +15,24 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from sidecars.kube import pod_events
-from sidecars.runtime import daemon
+from sidecars.runtime import daemon, logs
 from sidecars.runtime.events import EventSink, LogEventSink
 from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, serve, serve_unix
+from sidecars.runtime.tasks import RootTasks, until_stopped
 from sidecars.slurm import RetryPolicy, SlurmClient, SlurmError, SlurmMetrics
 from sidecars.worker import api
+from sidecars.worker.cp_client import ControlPlaneClient
 from sidecars.worker.drain import Drainer
 from sidecars.worker.jobmap import JobMapping, gpu_jobs
 from sidecars.worker.metrics import WorkerMetrics
+from sidecars.worker.observation import Observation
 from sidecars.worker.registration import Registration
 from sidecars.worker.settings import WorkerSettings, configure, from_args, is_our_reason
+from sidecars.worker.slurm_source import SlurmSource
 from sidecars.worker.slurmd import Slurmd
 from sidecars.worker.slurmdhealth import SlurmdHealth
-from sidecars.worker.source import ControlPlaneClient, NodeSource, Observation, SlurmSource
+from sidecars.worker.source import NodeSource
 
 log = structlog.get_logger(__name__)
 
@@ -72,6 +76,7 @@ class Agent:
         self.obs: Observation | None = None
         self.known: Observation | None = None  # the last look that succeeded (probes, status)
         self.started = time.monotonic()
+        self.tasks = RootTasks()
         self.last_tick: float | None = None
         self.http_port: int | None = None
         self._startup_done = False
@@ -79,7 +84,6 @@ class Agent:
         self._wanted: dict[int, list[int]] = {}
         self._mapped_state = ""
         self._mapped_at = 0.0
-        self._log = log.bind(node=settings.node_name, pod=settings.pod)
 
     def _dynamic(self) -> bool:
         """A dynamic node (`slurmd -Z`): its record goes after the drain."""
@@ -145,6 +149,7 @@ class Agent:
 
     def http(self) -> DaemonHTTP:
         live, ready = Checks(), Checks()
+        live.add("root_tasks", self.tasks.check)
         live.add("agent_loop", self._loop_fresh)
         live.add("slurmd_alive", self._slurmd_alive)
         ready.add("registered", self._registered)
@@ -186,15 +191,26 @@ class Agent:
             )
             wake = asyncio.Event()
             await stack.enter_async_context(serve_unix(api.app(self.drainer, wake), str(s.socket_path)))
-            self._log.info(
+            log.info(
                 "worker_started",
                 mode=self.source.mode,
                 http_port=self.http_port,
                 socket=str(s.socket_path),
                 drain_resumed=self.drainer.active,
             )
-            await self._loop(stop, wake)
-        self._log.info("worker_stopped")
+            # the loop has its own stop, set only once the tasks know they are stopping: a loop
+            # that ends after it is a daemon stopping, one that ends before it a failure
+            loop_stop = asyncio.Event()
+            self.tasks.start("agent_loop", self._loop(loop_stop, wake))
+            try:
+                await until_stopped(stop, self.tasks)
+            finally:
+                self.tasks.stopping()
+                loop_stop.set()
+                # the loop ends by itself once it sees its stop: a step in progress (a drain
+                # written, a slurmd restarted) is finished, never cut in half
+                await self.tasks.stop(grace=None, first=("agent_loop",))
+        log.info("worker_stopped")
 
     async def _loop(self, stop: asyncio.Event, wake: asyncio.Event) -> None:
         async def on_stop() -> None:
@@ -257,13 +273,13 @@ class Agent:
                 # the reason seen is the condition: cleared only while it is still the node's reason
                 undone = await self.source.undrain(view.reason)
             except SlurmError as exc:
-                self._log.warning("undrain_failed_retrying", error=str(exc))
+                log.warning("undrain_failed_retrying", error=str(exc))
                 return
             self._startup_done = True
             if not undone:
-                self._log.info("own_drain_taken_over", previous_reason=view.reason)
+                log.info("own_drain_taken_over", previous_reason=view.reason)
                 return
-            self._log.info("own_drain_undone", previous_reason=view.reason, state=str(st))
+            log.info("own_drain_undone", previous_reason=view.reason, state=str(st))
             await self.events.emit(
                 "Undrained", f"node {view.name} was drained by us ({view.reason}); a new agent took it back"
             )
@@ -292,13 +308,13 @@ class Agent:
                 self._mapped_for = frozenset(view.jobs) if view.jobs is not None else None
                 self._mapped_state, self._mapped_at = str(view.state), time.monotonic()
         except SlurmError as exc:
-            self._log.warning("gpu_mapping_not_refreshed", error=str(exc))
+            log.warning("gpu_mapping_not_refreshed", error=str(exc))
             return
         self._wanted = wanted
         try:
             self.mapping.reconcile(wanted)
         except OSError as exc:  # a full or read-only volume must not stop drains and healing
-            self._log.error("gpu_mapping_not_written", error=str(exc), dir=str(self.mapping.dir))
+            log.error("gpu_mapping_not_written", error=str(exc), dir=str(self.mapping.dir))
             return
         self.metrics.gpu_files.set(len(wanted))
 
@@ -307,6 +323,7 @@ def main(args: argparse.Namespace) -> int:
     settings = from_args(args)
 
     async def body(stop: asyncio.Event) -> None:
+        logs.bind("worker", node=settings.node_name, pod=settings.pod)
         async with pod_events("slurm-sidecars-worker") as events:
             await Agent(settings, events=events).run(stop)
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sidecars.runtime.settings import ConfigError, flag, parse_addr, positive, read_token
+from sidecars.slurm import REASON_PREFIX
 
-REASON_PREFIX = "slurm-sidecars:"
 POLICIES = ("requeue", "leave")
 
 

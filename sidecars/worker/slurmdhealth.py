@@ -73,7 +73,6 @@ class SlurmdHealth:
         self.identity: podinfo.PodInfo | None = None
         self._next = 0.0
         self._record_due = 0.0
-        self._log = log.bind(node=node_name)
 
     async def step(self) -> None:
         """At most once per `interval`: ask slurmd's /readyz (unless it has shown it serves none)."""
@@ -87,7 +86,7 @@ class SlurmdHealth:
                 node = await self.client.node(self.node_name)
                 self.identity = podinfo.parse(node.comment) if node else None
             except SlurmError as exc:
-                self._log.debug("node_record_not_read", error=str(exc))
+                log.debug("node_record_not_read", error=str(exc))
         if self.method == "node_state" or self.session is None:
             return
         pid = self.slurmd_pid()
@@ -98,11 +97,11 @@ class SlurmdHealth:
         answer = await health.probe(self.session, *where)
         if answer.http is False:  # Slurm's own protocol answered: no HTTP on this release
             self.method, self.answer = "node_state", None
-            self._log.info("slurmd_health_method", method=self.method, why=answer.detail)
+            log.info("slurmd_health_method", method=self.method, why=answer.detail)
             return
         if answer.http and self.method != "readyz":
             self.method = "readyz"
-            self._log.info("slurmd_health_method", method=self.method)
+            log.info("slurmd_health_method", method=self.method)
         self.answer = answer
 
     @property

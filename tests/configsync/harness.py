@@ -25,18 +25,9 @@ from sidecars.configsync.validate import Validator
 from sidecars.devcluster import DevCluster, free_port
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.slurm.runner import SlurmMetrics
+from tests.helpers import RecordingEvents
 
 FILES = ("slurm.conf", "gres.conf", "cgroup.conf")
-
-
-class RecordingSink:
-    """An EventSink that keeps what it was told (the Kubernetes one is built elsewhere)."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str, str]] = []
-
-    async def emit(self, reason: str, message: str, type: str = "Normal") -> None:
-        self.events.append((reason, message, type))
 
 
 @dataclass
@@ -46,7 +37,7 @@ class Sync:
     secrets: AtomicVolume
     settings: Settings
     running: Running
-    events: RecordingSink
+    events: RecordingEvents
 
     @property
     def service(self) -> Any:
@@ -140,7 +131,7 @@ async def config_sync(
     registry = CollectorRegistry()
     client = cluster.client(metrics=SlurmMetrics(registry))
     validator: Validator | None = validator_factory(client, settings) if validator_factory else None
-    events = RecordingSink()
+    events = RecordingEvents()
     async with running(
         settings,
         client=client,

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -21,6 +19,7 @@ from sidecars.kube import KubeClient
 from sidecars.kube.client import KubeRetry
 from sidecars.slurm import RetryPolicy
 from tests.fakekube import FakeKube, configuration
+from tests.helpers import eventually
 
 TOKEN = "s3cret-token-for-tests"
 T = TypeVar("T")
@@ -67,26 +66,15 @@ class Running:
         return self.registry.get_sample_value(name, labels) or 0.0
 
 
-async def eventually(
-    read: Callable[[], Awaitable[T]],
-    ok: Callable[[T], bool],
-    timeout: float = 15.0,
-    what: str = "condition",
-) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await read()
-        if ok(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}; last: {value!r}")
-        await asyncio.sleep(0.05)
-
-
 @contextlib.asynccontextmanager
 async def control_plane(
-    cluster: DevCluster, kube_url: str | None = None, kube_token: str = "fake-token", **overrides: Any
+    cluster: DevCluster,
+    kube_url: str | None = None,
+    kube_token: str = "fake-token",
+    prepare: Callable[[ControlPlane], None] | None = None,
+    **overrides: Any,
 ) -> AsyncIterator[Running]:
+    """A running control plane, once it has read the fleet; `prepare` sees it before it starts."""
     registry = CollectorRegistry()
     slurm = cluster.client(timeout=3.0, retry=RetryPolicy(attempts=2, max_seconds=1.0, initial_wait=0.05))
     async with contextlib.AsyncExitStack() as stack:
@@ -99,6 +87,8 @@ async def control_plane(
                 )
             )
         plane = ControlPlane(settings(**overrides), slurm, kube, registry)
+        if prepare is not None:
+            prepare(plane)
         port = await stack.enter_async_context(plane.running())
         session = await stack.enter_async_context(
             aiohttp.ClientSession(headers={"Authorization": f"Bearer {TOKEN}"})

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from sidecars.devcluster import DevCluster
-from tests.controlplane.conftest import control_plane, eventually
+from tests.controlplane.conftest import control_plane
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.cluster(nodes=2, gpus=4)
 

@@ -13,7 +13,7 @@ import pytest
 
 from sidecars.devcluster import DevCluster, free_port
 from sidecars.kube import load_configuration
-from tests.controlplane.conftest import eventually
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.cluster(nodes=1)
 CLI = str(Path(sys.executable).parent / "slurm-sidecars")
@@ -50,7 +50,7 @@ async def test_serves_until_sigterm_then_exits_0(cluster: DevCluster, tmp_path: 
                 except aiohttp.ClientConnectionError:
                     return 0
 
-            await eventually(ready, lambda st: st == 200, timeout=20, what="readyz")
+            await eventually(ready, lambda st: st == 200, within=20, what="readyz")
             async with s.get(f"http://127.0.0.1:{port}/v1/nodes") as r:
                 assert [n["name"] for n in await r.json()] == ["n1"]
         proc.send_signal(signal.SIGTERM)

@@ -7,7 +7,8 @@ import asyncio
 import pytest
 
 from sidecars.devcluster import DevCluster
-from tests.controlplane.conftest import control_plane, eventually
+from tests.controlplane.conftest import control_plane
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.cluster(nodes=4)
 REASON = "slurm-sidecars: preStop"
@@ -71,12 +72,12 @@ async def test_drain_of_a_busy_node_refreshes_fast_until_drained(cluster: DevClu
         assert status == 200 and changed["version"] != version
         drained = (
             await eventually(
-                lambda: cp.get("/v1/nodes/n2"), lambda r: r[1]["state"] == "IDLE", timeout=2.0, what="drained"
+                lambda: cp.get("/v1/nodes/n2"), lambda r: r[1]["state"] == "IDLE", within=2.0, what="drained"
             )
         )[1]
         assert drained["jobs"] == [] and "DRAIN" in drained["flags"]
         await eventually(
-            lambda: asyncio.sleep(0.05, cp.plane.draining), lambda d: not d, timeout=2, what="calm"
+            lambda: asyncio.sleep(0.05, cp.plane.draining), lambda d: not d, within=2, what="calm"
         )
 
 

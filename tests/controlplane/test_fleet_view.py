@@ -9,7 +9,8 @@ import aiohttp
 import pytest
 
 from sidecars.devcluster import DevCluster
-from tests.controlplane.conftest import TOKEN, control_plane, eventually
+from tests.controlplane.conftest import TOKEN, control_plane
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.cluster(nodes=3)
 

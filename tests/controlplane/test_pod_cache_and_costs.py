@@ -11,11 +11,11 @@ from prometheus_client import CollectorRegistry
 from sidecars.controlplane.deletion_cost import ANNOTATION, DeletionCostWriter
 from sidecars.controlplane.metrics import ControlPlaneMetrics
 from sidecars.controlplane.pods import PodCache, node_name
-from sidecars.controlplane.snapshot import NodeView, Snapshot
+from sidecars.controlplane.snapshot import FleetNode, FleetSnapshot
 from sidecars.kube import KubeClient
 from sidecars.kube.client import KubeRetry
-from tests.controlplane.conftest import eventually
 from tests.fakekube import FakeKube, configuration
+from tests.helpers import eventually
 
 
 async def test_cache_follows_the_watch_and_relists_after_410(fake_kube: tuple[FakeKube, str]) -> None:
@@ -41,7 +41,7 @@ async def test_cache_follows_the_watch_and_relists_after_410(fake_kube: tuple[Fa
             fake.history.clear()
             fake.add_pod("w3", hostname="n3")
             fake.history.clear()
-            await eventually(names, lambda n: n == {"w2", "w3"}, timeout=10, what="relist after 410")
+            await eventually(names, lambda n: n == {"w2", "w3"}, within=10, what="relist after 410")
             assert len(fake.answered("GET", "/pods")) >= 3
         finally:
             task.cancel()
@@ -49,8 +49,19 @@ async def test_cache_follows_the_watch_and_relists_after_410(fake_kube: tuple[Fa
                 await task
 
 
-def _node(name: str, busy_until: int | None) -> NodeView:
-    return NodeView(name, "IDLE", (), None, (), busy_until, ("debug",), 1, 0, True)
+def _node(name: str, busy_until: int | None) -> FleetNode:
+    return FleetNode(
+        name=name,
+        state="IDLE",
+        flags=(),
+        reason=None,
+        jobs=(),
+        busy_until=busy_until,
+        partitions=("debug",),
+        cpus=1,
+        gpus=0,
+        registered=True,
+    )
 
 
 async def test_deletion_costs_are_rate_limited_and_only_on_bucket_changes(
@@ -63,22 +74,26 @@ async def test_deletion_costs_are_rate_limited_and_only_on_bucket_changes(
         pods, _ = await kube.list_pods("slurm", "app=slurmd")
         now = time.time()
         nodes = {f"n{i}": _node(f"n{i}", None if i % 2 else int(now) + 3600) for i in range(6)}
-        snap = Snapshot(1, nodes, (), (), now, True, None)
+        snap = FleetSnapshot(
+            version=1, nodes=nodes, jobs=(), order=(), taken_at=now, reachable=True, error=None
+        )
         metrics = ControlPlaneMetrics(CollectorRegistry())
-        writer = DeletionCostWriter(kube, metrics, qps=2.0, node_of=node_name)
+        clock = [now]  # the writer's clock, moved by the test: no real second is waited out
+        writer = DeletionCostWriter(kube, metrics, qps=2.0, node_of=node_name, clock=lambda: clock[0])
         assert await writer.sync(pods, snap) == 2  # the bucket holds two tokens
         assert metrics.deletion_cost_patches.labels("deferred")._value.get() == 4
+        assert await writer.sync(pods, snap) == 0  # no time has passed: no token yet
         # the lowest costs (idle: 0) go first
         patched = {r.path.rsplit("/", 1)[1] for r in fake.answered("PATCH", "/pods/")}
         assert patched <= {"w1", "w3", "w5"}
         made = []
         for _ in range(2):
-            await asyncio.sleep(1.05)  # two more tokens (the bucket never holds more than qps)
+            clock[0] += 5.0  # two more tokens (the bucket never holds more than qps)
             pods, _ = await kube.list_pods("slurm", "app=slurmd")
             made.append(await writer.sync(pods, snap))
         assert made == [2, 2]
         assert {
             p.name: p.annotations.get(ANNOTATION) for p in (await kube.list_pods("slurm", "app=slurmd"))[0]
         } == {"w0": "7", "w1": "0", "w2": "7", "w3": "0", "w4": "7", "w5": "0"}
-        await asyncio.sleep(1.0)
+        clock[0] += 1.0
         assert await writer.sync(pods, snap) == 0  # no bucket changed: no patch

@@ -7,8 +7,9 @@ import asyncio
 import pytest
 
 from sidecars.devcluster import DevCluster
-from tests.controlplane.conftest import Running, control_plane, eventually
+from tests.controlplane.conftest import Running, control_plane
 from tests.fakekube import FakeKube
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.cluster(nodes=3)
 
@@ -75,7 +76,7 @@ async def test_recycling_is_capped_per_window_with_warning_events(
         await eventually(
             lambda: asyncio.sleep(0.1, _deleted(fake)),
             lambda d: len(d) == 2,
-            timeout=10,
+            within=10,
             what="second recycle after the window",
         )
         assert _deleted(fake) == ["ghost-a", "ghost-b"]
@@ -86,7 +87,7 @@ async def test_recycling_is_capped_per_window_with_warning_events(
         await eventually(
             lambda: asyncio.sleep(0.1, cp.sample("slurm_sidecars_recycles_total", result="backoff") or 0),
             lambda n: n > held,
-            timeout=15,
+            within=15,
             what="the per-pod backoff holding the returned pod",
         )
         assert _deleted(fake) == ["ghost-a", "ghost-b"]
@@ -104,7 +105,7 @@ async def test_recycling_suspended_while_slurmctld_is_unreachable(
         await eventually(
             lambda: cp.get("/status"),
             lambda r: r[1]["slurm_reachable"] is False,
-            timeout=20,
+            within=20,
             what="slurmctld seen unreachable",
         )
         await cp.post(
@@ -131,7 +132,7 @@ async def _cycles_failed(cp: Running, n: int) -> None:
     await eventually(
         lambda: asyncio.sleep(0.05, cp.sample("slurm_sidecars_fleet_refreshes_total", result="error")),
         lambda v: v >= start + n,
-        timeout=30,
+        within=30,
         what=f"{n} failed refreshes",
     )
 

@@ -9,8 +9,9 @@ import pytest
 from sidecars.controlplane import ranking
 from sidecars.controlplane.deletion_cost import ANNOTATION
 from sidecars.devcluster import DevCluster
-from tests.controlplane.conftest import control_plane, eventually
+from tests.controlplane.conftest import control_plane
 from tests.fakekube import FakeKube
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.cluster(nodes=4)
 

@@ -11,8 +11,9 @@ import pytest
 
 from sidecars.controlplane.deletion_cost import ANNOTATION
 from sidecars.devcluster import DevCluster
-from tests.controlplane.conftest import control_plane, eventually
+from tests.controlplane.conftest import control_plane
 from tests.fakekube import FakeKube
+from tests.helpers import eventually
 
 pytestmark = [pytest.mark.releases("slurm24", "slurm26"), pytest.mark.cluster(shape="slinky", nodes=4)]
 REASON = "slurm-sidecars: preStop"

@@ -7,14 +7,8 @@ import pytest
 
 from sidecars.devcluster import DevCluster
 from tests.controlplane.conftest import TOKEN, control_plane
-from tests.worker.agent_helpers import (
-    RecordingEvents,
-    hook,
-    running_agent,
-    settings_for,
-    slurm_commands,
-    until,
-)
+from tests.helpers import RecordingEvents, eventually
+from tests.worker.agent_helpers import hook, running_agent, settings_for, slurm_commands
 
 OLD_POD_REASON = "slurm-sidecars: pod slurm/worker-n1 terminating: scale-in"
 
@@ -30,7 +24,7 @@ async def test_a_drain_left_by_an_earlier_pod_is_given_back_through_the_control_
     async with control_plane(cluster) as cp:
         s = settings_for(cluster, sockdir, control_plane=cp.url, token=TOKEN)
         async with running_agent(cluster, s, events) as agent:
-            await until(lambda: agent._startup_done, what="startup check")
+            await eventually(lambda: agent._startup_done, what="startup check")
             assert agent.source.mode == "control-plane"
             await cluster.wait_node("n1", lambda n: not n.state.drain)
             assert events.reasons() == ["Undrained"]

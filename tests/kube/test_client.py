@@ -118,7 +118,16 @@ async def test_event_sink_writes_events_and_survives_api_failure(
 async def test_lease_create_update_and_conflicts(fake: tuple[FakeKube, str], kube: KubeClient) -> None:
     now = dt.datetime.now(dt.UTC)
     assert await kube.get_lease("slurm", "cp") is None
-    rec = LeaseRecord("slurm", "cp", "a", 15, now, now, 0, "")
+    rec = LeaseRecord(
+        namespace="slurm",
+        name="cp",
+        holder="a",
+        duration_seconds=15,
+        acquire_time=now,
+        renew_time=now,
+        transitions=0,
+        resource_version="",
+    )
     created = await kube.create_lease(rec)
     with pytest.raises(LeaseConflict):
         await kube.create_lease(rec)

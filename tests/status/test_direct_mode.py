@@ -104,6 +104,6 @@ async def test_collect_in_process_with_a_given_client(cluster: DevCluster) -> No
     """The demo draws the same table in its own process, with its cluster's client."""
     settings = StatusSettings(control_plane=None, token=None, config_sync=None, timeout=5)
     snap = await collect(settings, cluster.client())
-    assert snap.errors == []
+    assert snap.errors == ()
     assert [(n.name, n.state) for n in snap.nodes or []] == [("n1", "IDLE")]
     assert render(snap).startswith("1 node (1 idle); jobs: 0 running, 0 pending\n")

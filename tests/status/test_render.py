@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sidecars.status import NodeRow, Snapshot, render, when
+from sidecars.status import NodeRow, StatusReport, render, when
 
 NOW = 1_800_000_000  # 2027-01-15T08:00:00Z
 
@@ -34,7 +34,7 @@ def test_drain_in_progress_means_drain_set_and_work_left() -> None:
 
 
 def test_drains_are_listed_soonest_first_and_foreign_ones_are_marked() -> None:
-    snap = Snapshot(
+    snap = StatusReport(
         source="slurm",
         nodes=[
             _node(
@@ -58,6 +58,6 @@ def test_drains_are_listed_soonest_first_and_foreign_ones_are_marked() -> None:
 
 
 def test_many_jobs_on_a_node_are_summarised() -> None:
-    snap = Snapshot(source="slurm", nodes=[_node("n1", "MIXED", jobs=tuple(range(1, 10)))], jobs=None)
+    snap = StatusReport(source="slurm", nodes=[_node("n1", "MIXED", jobs=tuple(range(1, 10)))], jobs=None)
     row = next(line for line in render(snap, now=NOW).splitlines() if line.startswith("n1 "))
     assert row.split()[3] == "1,2,3,4,5,6,+3"

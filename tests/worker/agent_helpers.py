@@ -13,23 +13,10 @@ import aiohttp
 
 from sidecars.devcluster import DevCluster
 from sidecars.drainhook import drain
-from sidecars.runtime.events import EventType
+from sidecars.worker.observation import Observation
 from sidecars.worker.service import Agent
 from sidecars.worker.settings import WorkerSettings
-from sidecars.worker.source import Observation
-
-
-class RecordingEvents:
-    """An EventSink that keeps what it was told, for assertions."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str, str]] = []
-
-    async def emit(self, reason: str, message: str, type: EventType = "Normal") -> None:
-        self.events.append((reason, message, type))
-
-    def reasons(self) -> list[str]:
-        return [r for r, _, _ in self.events]
+from tests.helpers import RecordingEvents, eventually
 
 
 def settings_for(cluster: DevCluster, sockdir: Path, node: str = "n1", **overrides: Any) -> WorkerSettings:
@@ -61,10 +48,7 @@ async def running_agent(
     stop = asyncio.Event()
     task = asyncio.ensure_future(agent.run(stop))
     try:
-        for _ in range(600):
-            if agent.last_tick is not None or task.done():
-                break
-            await asyncio.sleep(0.05)
+        await eventually(lambda: agent.last_tick is not None or task.done(), what="a first look")
         if task.done():
             task.result()  # raise what stopped it
         assert agent.last_tick is not None, "agent never looked at its node"
@@ -87,16 +71,6 @@ async def http_get(agent: Agent, path: str) -> tuple[int, Any]:
         if r.content_type == "application/json":
             return r.status, await r.json()
         return r.status, await r.text()
-
-
-async def until(predicate: Any, within: float = 30.0, what: str = "condition") -> None:
-    """Poll a cheap in-process predicate (agent state) until it holds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {within:g}s waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 def stale_look_once(agent: Agent, when: Callable[[], bool], then: Callable[[], Awaitable[Any]]) -> list[bool]:

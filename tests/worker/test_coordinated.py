@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from sidecars.devcluster import DevCluster, free_port
-from tests.worker.agent_helpers import hook, running_agent, settings_for, slurm_commands, until
+from tests.helpers import eventually
+from tests.worker.agent_helpers import hook, running_agent, settings_for, slurm_commands
 from tests.worker.fake_control_plane import FakeControlPlane
 
 TOKEN = "s3cret-token"
@@ -18,7 +19,7 @@ TOKEN = "s3cret-token"
 
 async def polls_pass(cp: FakeControlPlane, node: str, count: int) -> None:
     start = cp.polls[node]
-    await until(lambda: cp.polls[node] >= start + count, what=f"{count} long polls")
+    await eventually(lambda: cp.polls[node] >= start + count, what=f"{count} long polls")
 
 
 @pytest.mark.cluster(nodes=1, gpus=2)
@@ -31,14 +32,14 @@ async def test_steady_state_makes_no_slurm_query_of_its_own(
     async with cp.running() as url:
         s = settings_for(cluster, sockdir, control_plane=url, token=TOKEN, job_mapping_dir=mapping)
         async with running_agent(cluster, s) as agent:
-            await until(lambda: agent.registration.status.state == "registered", what="registered")
+            await eventually(lambda: agent.registration.status.state == "registered", what="registered")
             await polls_pass(cp, "n1", 5)
             assert slurm_commands(agent) == {}
             assert agent.source.mode == "control-plane"
             # a job arrives: the GPU files need Slurm's allocation once, then nothing more
             job = await cluster.sbatch("-t", "1", "--gres=gpu:1", wrap="sleep 30")
             await cluster.wait_job(job, "RUNNING")
-            await until((mapping / "0").exists, what="GPU file")
+            await eventually((mapping / "0").exists, what="GPU file")
             assert (mapping / "0").read_text() == f"{job}\n"
             before = slurm_commands(agent)
             await polls_pass(cp, "n1", 5)
@@ -120,7 +121,7 @@ async def test_unregistered_pod_is_reported_to_the_control_plane(cluster: DevClu
             slurmd_restart_command=("false",),
         )
         async with running_agent(cluster, s) as agent:
-            await until(lambda: any(a == "report" for _, a, _ in cp.requests), what="a report")
+            await eventually(lambda: any(a == "report" for _, a, _ in cp.requests), what="a report")
             assert agent.registration.status.declared
             reports = [b for n, a, b in cp.requests if a == "report"]
             assert reports[-1]["registered"] is False

@@ -11,14 +11,8 @@ import pytest
 
 from sidecars.devcluster import DevCluster
 from sidecars.worker.service import Agent
-from tests.worker.agent_helpers import (
-    RecordingEvents,
-    hook,
-    running_agent,
-    settings_for,
-    stale_look_once,
-    until,
-)
+from tests.helpers import RecordingEvents, eventually
+from tests.worker.agent_helpers import hook, running_agent, settings_for, stale_look_once
 
 REASON = "slurm-sidecars: pod slurm/worker-n1 terminating"
 
@@ -60,7 +54,7 @@ async def test_admin_drained_node_is_left_alone(cluster: DevCluster, sockdir) ->
     await client.drain(["n1"], "disk replacement")
     s = settings_for(cluster, sockdir)
     async with running_agent(cluster, s) as agent:
-        await until(lambda: agent._startup_done, what="startup check")
+        await eventually(lambda: agent._startup_done, what="startup check")
         code, answer = await hook(s, within=30)
         assert (code, answer["result"]) == (0, "drained"), answer
     node = await client.node("n1")
@@ -75,7 +69,7 @@ async def test_our_own_stale_drain_is_undone_when_the_agent_starts(cluster: DevC
     events = RecordingEvents()
     s = settings_for(cluster, sockdir)
     async with running_agent(cluster, s, events) as agent:
-        await until(lambda: agent._startup_done, what="startup check")
+        await eventually(lambda: agent._startup_done, what="startup check")
         await cluster.wait_node("n1", lambda n: not n.state.drain)
         assert events.reasons() == ["Undrained"]
 
@@ -89,7 +83,7 @@ async def test_controller_stopped_during_drain(cluster: DevCluster, sockdir) -> 
         waiting = asyncio.ensure_future(hook(s, within=100))
         await cluster.wait_node("n1", lambda n: n.state.drain)
         await cluster.stop_slurmctld()
-        await until(
+        await eventually(
             lambda: agent.obs is not None and agent.obs.controller_down,
             within=40,
             what="agent to see the controller down",
@@ -143,7 +137,7 @@ async def test_agent_restarted_during_a_drain_keeps_it(cluster: DevCluster, sock
     # the agent is gone; the hook keeps asking; a new agent must not give the node back
     assert not waiting.done()
     async with running_agent(cluster, s) as agent:
-        await until(lambda: agent._startup_done, what="startup check")
+        await eventually(lambda: agent._startup_done, what="startup check")
         assert agent.drainer.active
         node = await cluster.client().node("n1")
         assert node is not None and node.state.drain

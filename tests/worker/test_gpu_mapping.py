@@ -8,7 +8,8 @@ import pytest
 
 from sidecars.devcluster import DevCluster
 from sidecars.worker.service import Agent
-from tests.worker.agent_helpers import running_agent, settings_for, until
+from tests.helpers import eventually
+from tests.worker.agent_helpers import running_agent, settings_for
 
 
 def files(d: Path) -> dict[str, str]:
@@ -23,7 +24,7 @@ async def test_two_jobs_on_four_gpus_and_a_killed_one(cluster: DevCluster, sockd
     (mapping / "README").write_text("not ours")
     s = settings_for(cluster, sockdir, job_mapping_dir=mapping)
     async with running_agent(cluster, s) as agent:
-        await until(lambda: "3" not in files(mapping), what="stale file removed at start")
+        await eventually(lambda: "3" not in files(mapping), what="stale file removed at start")
         a = await cluster.sbatch("-t", "1", "--gres=gpu:2", wrap="sleep 60")
         await cluster.wait_job(a, "RUNNING")
         b = await cluster.sbatch("-t", "1", "--gres=gpu:2", wrap="sleep 60")
@@ -31,13 +32,13 @@ async def test_two_jobs_on_four_gpus_and_a_killed_one(cluster: DevCluster, sockd
         indices = {j.job_id: j.gpu_indices["n1"] for j in await cluster.client().jobs() if j.job_id in (a, b)}
         assert sorted(indices[a] + indices[b]) == [0, 1, 2, 3]
         want = {str(i): f"{job}\n" for job, idx in indices.items() for i in idx}
-        await until(lambda: files(mapping) == {**want, "README": "not ours"}, what=f"files {want}")
+        await eventually(lambda: files(mapping) == {**want, "README": "not ours"}, what=f"files {want}")
 
         # SIGKILL and no epilog: nothing but the agent's reconcile clears the job's files
         await cluster.scancel(a, "-s", "KILL")
         await cluster.wait_job(a, {"CANCELLED", "FAILED", "COMPLETED"})
         left = {str(i): f"{b}\n" for i in indices[b]}
-        await until(lambda: files(mapping) == {**left, "README": "not ours"}, what=f"files {left}")
+        await eventually(lambda: files(mapping) == {**left, "README": "not ours"}, what=f"files {left}")
         assert agent.metrics.gpu_files._value.get() == 2
     assert not [p for p in mapping.iterdir() if p.name.startswith(".tmp-")]
 
@@ -54,5 +55,5 @@ async def test_stale_files_go_even_when_the_node_is_idle(
     s = settings_for(cluster, sockdir, job_mapping_dir=mapping)
     agent: Agent
     async with running_agent(cluster, s) as agent:
-        await until(lambda: files(mapping) == {}, what="every stale file removed")
+        await eventually(lambda: files(mapping) == {}, what="every stale file removed")
         assert agent.status()["gpu_jobs"] == {}

@@ -9,9 +9,9 @@ import pytest
 
 from sidecars.runtime.settings import ConfigError
 from sidecars.slurm import Job, NodeState
+from sidecars.slurm.nodejson import parse_node
 from sidecars.worker.jobmap import JobMapping, gpu_jobs
 from sidecars.worker.settings import configure, from_args, is_our_reason
-from sidecars.worker.source import view_from_json
 
 
 def job(job_id: int, state: str, gpus: dict[str, tuple[int, ...]]) -> Job:
@@ -27,7 +27,7 @@ def test_only_the_agents_terminating_reasons_are_ours() -> None:
 
 
 def test_control_plane_node_object() -> None:
-    view = view_from_json(
+    view = parse_node(
         {
             "name": "n1",
             "state": "allocated",
@@ -41,7 +41,7 @@ def test_control_plane_node_object() -> None:
     assert view.state == NodeState("ALLOCATED", frozenset({"DRAIN"}))
     assert not view.state.drained and view.state.busy
     assert (view.jobs, view.busy_until, view.version, view.reason) == ((7, 8), 1796010000, 12, "x")
-    bare = view_from_json(
+    bare = parse_node(
         {
             "name": "n2",
             "state": "IDLE",

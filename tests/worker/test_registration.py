@@ -9,14 +9,15 @@ import pytest
 
 from sidecars.devcluster import DevCluster
 from sidecars.probe import check
-from tests.worker.agent_helpers import RecordingEvents, hook, http_get, running_agent, settings_for, until
+from tests.helpers import RecordingEvents, eventually
+from tests.worker.agent_helpers import hook, http_get, running_agent, settings_for
 
 
 @pytest.mark.cluster(nodes=1)
 async def test_healthy_agent_is_live_and_ready(cluster: DevCluster, sockdir) -> None:
     s = settings_for(cluster, sockdir)
     async with running_agent(cluster, s) as agent:
-        await until(lambda: agent.registration.status.state == "registered", what="registered")
+        await eventually(lambda: agent.registration.status.state == "registered", what="registered")
         status, body = await http_get(agent, "/readyz")
         assert status == 200 and body["checks"]["registered"]["ok"], body
         status, body = await http_get(agent, "/livez")
@@ -32,11 +33,13 @@ async def test_killed_slurmd_is_restarted_and_registers_again(cluster: DevCluste
     events = RecordingEvents()
     s = settings_for(cluster, sockdir, slurmd_restart_command=tuple(cluster.slurmd_argv("n1")))
     async with running_agent(cluster, s, events) as agent:
-        await until(lambda: agent.registration.status.state == "registered", what="registered")
+        await eventually(lambda: agent.registration.status.state == "registered", what="registered")
         old = await cluster.kill_slurmd("n1")
-        await until(lambda: cluster.hostpid("slurmd-n1") not in (None, old), within=30, what="a new slurmd")
+        await eventually(
+            lambda: cluster.hostpid("slurmd-n1") not in (None, old), within=30, what="a new slurmd"
+        )
         await cluster.wait_node("n1", lambda n: n.state.registered and n.state.base == "IDLE")
-        await until(lambda: agent.registration.status.state == "registered", what="registered again")
+        await eventually(lambda: agent.registration.status.state == "registered", what="registered again")
         assert agent.metrics.heal_attempts.labels(result="restarted")._value.get() == 1
         assert "SlurmdRestarted" in events.reasons()
         status, body = await http_get(agent, "/livez")
@@ -60,7 +63,7 @@ async def test_slurmd_that_never_registers_is_declared_unregistered(cluster: Dev
         slurmd_restart_command=tuple(cluster.slurmd_argv("nosuch")),
     )
     async with running_agent(cluster, s, events) as agent:
-        await until(lambda: agent.registration.status.declared, within=30, what="declared unregistered")
+        await eventually(lambda: agent.registration.status.declared, within=30, what="declared unregistered")
         status, body = await http_get(agent, "/readyz")
         assert status == 503
         detail = body["checks"]["registered"]["detail"]
@@ -83,7 +86,7 @@ async def test_failing_restart_command_ends_unregistered(cluster: DevCluster, so
         slurmd_restart_command=tuple(shlex.split("sh -c 'echo no luck; exit 3'")),
     )
     async with running_agent(cluster, s) as agent:
-        await until(lambda: agent.registration.status.declared, within=30, what="declared unregistered")
+        await eventually(lambda: agent.registration.status.declared, within=30, what="declared unregistered")
         assert agent.metrics.heal_attempts.labels(result="failed")._value.get() == 1
         _, body = await http_get(agent, "/status")
         assert "exited 3: no luck" in body["registration"]["detail"]
@@ -101,15 +104,15 @@ async def test_controller_outage_is_not_remediated(cluster: DevCluster, sockdir)
         slurmd_restart_command=tuple(cluster.slurmd_argv("n1")),
     )
     async with running_agent(cluster, s) as agent:
-        await until(lambda: agent.registration.status.state == "registered", what="registered")
+        await eventually(lambda: agent.registration.status.state == "registered", what="registered")
         pid = cluster.hostpid("slurmd-n1")
         await cluster.stop_slurmctld()
-        await until(
+        await eventually(
             lambda: agent.registration.status.state == "controller_unreachable", within=40, what="outage seen"
         )
         outage_seen = agent.last_tick
         assert outage_seen is not None
-        await until(
+        await eventually(
             lambda: (agent.last_tick or 0) > outage_seen + s.registration_timeout + 1,
             within=30,
             what="looks during an outage longer than the registration timeout",
@@ -118,7 +121,9 @@ async def test_controller_outage_is_not_remediated(cluster: DevCluster, sockdir)
         status, body = await http_get(agent, "/readyz")
         assert status == 200, body  # an outage of the controller is not this worker's fault
         await cluster.start_slurmctld()
-        await until(lambda: agent.registration.status.state == "registered", within=40, what="registered")
+        await eventually(
+            lambda: agent.registration.status.state == "registered", within=40, what="registered"
+        )
         assert cluster.hostpid("slurmd-n1") == pid
         assert agent.metrics.heal_attempts.labels(result="restarted")._value.get() == 0
 
@@ -127,14 +132,14 @@ async def test_controller_outage_is_not_remediated(cluster: DevCluster, sockdir)
 async def test_no_healing_once_the_pod_is_terminating(cluster: DevCluster, sockdir) -> None:
     s = settings_for(cluster, sockdir, slurmd_restart_command=tuple(cluster.slurmd_argv("n1")))
     async with running_agent(cluster, s) as agent:
-        await until(lambda: agent.registration.status.state == "registered", what="registered")
+        await eventually(lambda: agent.registration.status.state == "registered", what="registered")
         code, answer = await hook(s, within=30)
         assert (code, answer["result"]) == (0, "drained"), answer
         # after the hook the kubelet stops slurmd on purpose: the agent must not bring it back
         await cluster.kill_slurmd("n1")
         seen = agent.last_tick
         for _ in range(5):
-            await until(lambda t=seen: agent.last_tick != t, what="another look")
+            await eventually(lambda t=seen: agent.last_tick != t, what="another look")
             seen = agent.last_tick
         assert cluster.hostpid("slurmd-n1") is None
         assert agent.metrics.heal_attempts.labels(result="restarted")._value.get() == 0
@@ -150,8 +155,8 @@ async def test_dynamic_node_that_never_showed_up_is_started_and_registers(
     command = tuple(cluster.slurmd_argv("d1", "-Z", "--conf", "CPUs=1 RealMemory=1000"))
     s = settings_for(cluster, sockdir, node="d1", registration_timeout=0.5, slurmd_restart_command=command)
     async with running_agent(cluster, s) as agent:
-        await until(lambda: agent.registration.status.attempts == 1, what="a restart")
-        await until(lambda: agent.registration.status.state == "registered", what="registered")
+        await eventually(lambda: agent.registration.status.attempts == 1, what="a restart")
+        await eventually(lambda: agent.registration.status.state == "registered", what="registered")
         node = await cluster.client().node("d1")
         assert node is not None and node.state.registered and "DYNAMIC_NORM" in node.state.flags
         status, body = await http_get(agent, "/readyz")
@@ -165,14 +170,14 @@ async def test_reconfigure_is_not_a_slurmd_death(cluster: DevCluster, sockdir) -
         cluster, sockdir, slurmd_missing_grace=2.0, slurmd_restart_command=tuple(cluster.slurmd_argv("n1"))
     )
     async with running_agent(cluster, s) as agent:
-        await until(lambda: agent.registration.status.state == "registered", what="registered")
+        await eventually(lambda: agent.registration.status.state == "registered", what="registered")
         before = cluster.hostpid("slurmd-n1")
         result = await cluster.client().reconfigure()
         assert result.returncode == 0
         await cluster.wait_node("n1", lambda n: n.state.registered and n.state.base == "IDLE")
         seen = agent.last_tick
         for _ in range(6):  # a few looks past the grace
-            await until(lambda t=seen: agent.last_tick != t, what="another look")
+            await eventually(lambda t=seen: agent.last_tick != t, what="another look")
             seen = agent.last_tick
         status, body = await http_get(agent, "/livez")
         assert status == 200, body

@@ -9,7 +9,8 @@ import json
 import pytest
 
 from sidecars.devcluster import DevCluster
-from tests.worker.agent_helpers import hook, http_get, running_agent, settings_for, until
+from tests.helpers import eventually
+from tests.worker.agent_helpers import hook, http_get, running_agent, settings_for
 
 pytestmark = pytest.mark.releases("slurm24", "slurm26")
 
@@ -25,13 +26,13 @@ async def test_a_worker_that_never_registered_is_started_and_registers_as_a_dyna
     command = tuple(cluster.slurmd_argv("w2"))  # the pod's configless slurmd -Z, not running yet
     s = settings_for(cluster, sockdir, node="w2", registration_timeout=0.5, slurmd_restart_command=command)
     async with running_agent(cluster, s) as agent:
-        await until(lambda: agent.registration.status.attempts == 1, what="a restart")
-        await until(lambda: agent.registration.status.state == "registered", what="registered")
+        await eventually(lambda: agent.registration.status.attempts == 1, what="a restart")
+        await eventually(lambda: agent.registration.status.state == "registered", what="registered")
         node = await cluster.client().node("w2")
         assert node is not None and "DYNAMIC_NORM" in node.state.flags and "slinky" in node.features
-        await until(lambda: agent.slurmd_health.method != "unknown", what="the health method")
+        await eventually(lambda: agent.slurmd_health.method != "unknown", what="the health method")
         if readyz_method(cluster) == "readyz":
-            await until(lambda: agent.slurmd_health.answer is not None, what="slurmd's /readyz asked")
+            await eventually(lambda: agent.slurmd_health.answer is not None, what="slurmd's /readyz asked")
         status, body = await http_get(agent, "/readyz")
         assert status == 200, body
         _, st = await http_get(agent, "/status")
@@ -47,11 +48,11 @@ async def test_a_killed_configless_slurmd_is_restarted_and_registers_again(
 ) -> None:
     s = settings_for(cluster, sockdir, slurmd_restart_command=tuple(cluster.slurmd_argv("n1")))
     async with running_agent(cluster, s) as agent:
-        await until(lambda: agent.registration.status.state == "registered", what="registered")
+        await eventually(lambda: agent.registration.status.state == "registered", what="registered")
         await cluster.kill_slurmd("n1")
-        await until(lambda: agent.registration.status.attempts >= 1, what="a restart")
+        await eventually(lambda: agent.registration.status.attempts >= 1, what="a restart")
         await cluster.wait_node("n1", lambda n: n.state.registered and n.state.base == "IDLE")
-        await until(lambda: agent.registration.status.state == "registered", what="registered again")
+        await eventually(lambda: agent.registration.status.state == "registered", what="registered again")
         job = await cluster.sbatch("-w", "n1", "-t", "1", wrap="true")
         assert (await cluster.wait_job(job, {"COMPLETED", "FAILED"}, timeout=60)).state == "COMPLETED"
 
@@ -84,7 +85,7 @@ async def test_the_pod_identity_in_the_nodes_comment_is_read_and_a_foreign_one_f
     await client.update_nodes(["n1"], comment=identity("worker-n1"))
     s = settings_for(cluster, sockdir)  # pod slurm/worker-n1
     async with running_agent(cluster, s) as agent:
-        await until(lambda: agent.slurmd_health.identity is not None, what="the identity read")
+        await eventually(lambda: agent.slurmd_health.identity is not None, what="the identity read")
         _, st = await http_get(agent, "/status")
         assert st["slurmd_health"]["pod_identity"] == {
             "namespace": "slurm",
@@ -94,7 +95,7 @@ async def test_the_pod_identity_in_the_nodes_comment_is_read_and_a_foreign_one_f
         status, body = await http_get(agent, "/readyz")
         assert status == 200, body
         await client.update_nodes(["n1"], comment=identity("worker-n7"))
-        await until(lambda: agent.slurmd_health.identity_mismatch, within=20, what="the new identity")
+        await eventually(lambda: agent.slurmd_health.identity_mismatch, within=20, what="the new identity")
         status, body = await http_get(agent, "/readyz")
         assert status == 503, body
         assert "names pod slurm/worker-n7" in json.dumps(body)

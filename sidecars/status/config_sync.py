@@ -1,0 +1,21 @@
+"""The config generation and the last rejection, from config-sync's `/status`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+
+from sidecars.status.fetch import get_json
+from sidecars.status.report import SourceError
+from sidecars.status.settings import StatusSettings
+
+
+async def read_config_sync(settings: StatusSettings) -> dict[str, Any]:
+    assert settings.config_sync is not None
+    url = f"{settings.config_sync}/status"
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=settings.timeout)) as session:
+        body = await get_json(session, url, "config-sync")
+    if not isinstance(body, dict) or "applied" not in body:
+        raise SourceError(f"config-sync: {url}: unexpected answer (no 'applied')")
+    return body

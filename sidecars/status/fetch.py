@@ -1,0 +1,26 @@
+"""One GET of a JSON document from a sidecar, every failure turned into a one-line SourceError."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+
+from sidecars.status.report import SourceError
+
+
+async def get_json(
+    session: aiohttp.ClientSession, url: str, what: str, headers: dict[str, str] | None = None
+) -> Any:
+    try:
+        async with session.get(url, headers=headers) as r:
+            if r.status in (401, 403):
+                raise SourceError(f"{what}: {url}: HTTP {r.status}: the token was refused")
+            if r.status != 200:
+                raise SourceError(f"{what}: {url}: HTTP {r.status}: {(await r.text()).strip()[:200]}")
+            try:
+                return await r.json(content_type=None)
+            except ValueError:
+                raise SourceError(f"{what}: {url}: the answer is not JSON") from None
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise SourceError(f"{what}: {url}: unreachable: {exc or type(exc).__name__}") from None

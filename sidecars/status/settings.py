@@ -1,0 +1,46 @@
+"""`status`'s flags (and `SIDECARS_*` environment) into one frozen dataclass."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from sidecars.runtime.settings import ConfigError, flag, positive, read_token
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    flag(
+        p,
+        "--control-plane",
+        help="control-plane URL, e.g. http://slurm-sidecars-control-plane:9200; "
+        "without it Slurm is read directly",
+    )
+    flag(p, "--token-file", help="bearer token for the control plane (a mounted Secret)")
+    flag(p, "--config-sync", help="config-sync URL, e.g. http://127.0.0.1:9100, for the config generation")
+    flag(p, "--timeout-seconds", default="5", help="give up on a source after this long")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StatusSettings:
+    control_plane: str | None
+    token: str | None
+    config_sync: str | None
+    timeout: float
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> StatusSettings:
+        for name in ("control_plane", "config_sync"):
+            url = getattr(args, name)
+            if url is not None and not str(url).startswith(("http://", "https://")):
+                raise ConfigError(f"--{name.replace('_', '-')} must be an http(s) URL, got {url!r}")
+        if args.control_plane and not args.token_file:
+            raise ConfigError("--control-plane needs --token-file")
+        if args.token_file and not args.control_plane:
+            raise ConfigError("--token-file is only used with --control-plane")
+        token = read_token(args.token_file) if args.control_plane else None
+        return cls(
+            control_plane=str(args.control_plane).rstrip("/") if args.control_plane else None,
+            token=token,
+            config_sync=str(args.config_sync).rstrip("/") if args.config_sync else None,
+            timeout=positive(args.timeout_seconds, "--timeout-seconds"),
+        )

@@ -1,0 +1,58 @@
+"""config-sync's root tasks (the watch and the sync loop) are guarded: one that dies fails liveness
+naming it, and the daemon's wait ends with the failure (exit 1), instead of never syncing again."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+import pytest
+
+from sidecars.configsync import main as configsync_main
+from sidecars.configsync.service import ConfigSync
+from sidecars.devcluster import DevCluster
+from sidecars.runtime.tasks import RootTaskFailed, until_stopped
+from tests.configsync.harness import config_sync
+from tests.helpers import eventually
+
+
+def _dying(real: Callable[..., Any], armed: asyncio.Event, task: str) -> Callable[..., Any]:
+    async def dies(*args: Any) -> None:
+        # the real task runs until armed (the start-up sync depends on the watch), then dies of a bug
+        work = asyncio.ensure_future(real(*args))
+        try:
+            await armed.wait()
+        finally:
+            work.cancel()
+            await asyncio.gather(work, return_exceptions=True)
+        raise RuntimeError(f"injected into {task}")
+
+    return dies
+
+
+@pytest.mark.cluster(nodes=1)
+@pytest.mark.parametrize("task", ["watch", "sync_loop"])
+async def test_a_root_task_that_dies_is_reported(
+    cluster: DevCluster, monkeypatch: pytest.MonkeyPatch, task: str
+) -> None:
+    armed = asyncio.Event()
+    if task == "watch":
+        monkeypatch.setattr(configsync_main, "watch", _dying(configsync_main.watch, armed, task))
+    else:
+        monkeypatch.setattr(ConfigSync, "run", _dying(ConfigSync.run, armed, task))
+
+    async def livez(port: int) -> tuple[int, Any]:
+        async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{port}/livez") as r:
+            return r.status, await r.json()
+
+    async with config_sync(cluster) as sync:
+        port = sync.running.port
+        status, body = await livez(port)
+        assert status == 200 and body["checks"]["root_tasks"]["ok"], body
+        armed.set()
+        _, body = await eventually(lambda: livez(port), lambda r: r[0] == 503, what="livez 503")
+        assert body["checks"]["root_tasks"]["detail"] == f"{task} ended: RuntimeError: injected into {task}"
+        with pytest.raises(RootTaskFailed, match=task):
+            await asyncio.wait_for(until_stopped(asyncio.Event(), sync.running.tasks), 10)

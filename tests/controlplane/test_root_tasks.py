@@ -1,0 +1,64 @@
+"""Each of the control plane's root tasks is guarded: one that dies fails liveness naming it, and
+the daemon's wait ends with the failure (exit 1), instead of serving on with that part dead."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from sidecars.controlplane.service import ControlPlane
+from sidecars.devcluster import DevCluster, free_port
+from sidecars.runtime.tasks import RootTaskFailed, until_stopped
+from tests.controlplane.conftest import control_plane
+from tests.fakekube import FakeKube
+from tests.helpers import eventually
+
+# how each root task is reached on a built ControlPlane, to make it raise
+TARGETS = {
+    "refresh_loop": lambda p: (p, "refresh_loop"),
+    "drain_loop": lambda p: (p, "drain_loop"),
+    "act_loop": lambda p: (p, "act_loop"),
+    "leader": lambda p: (p.leader, "run"),
+    "pod_watch": lambda p: (p.pods, "run"),
+    "config_feed": lambda p: (p.config_feed, "run"),
+}
+
+
+@pytest.mark.cluster(nodes=1)
+@pytest.mark.parametrize("task", list(TARGETS))
+async def test_a_root_task_that_dies_is_reported(
+    cluster: DevCluster, fake_kube: tuple[FakeKube, str], task: str
+) -> None:
+    _, url = fake_kube
+    armed = asyncio.Event()
+
+    def prepare(plane: ControlPlane) -> None:
+        owner, attr = TARGETS[task](plane)
+        real = getattr(owner, attr)
+
+        async def dies(*args: Any) -> None:
+            # the real task runs until armed (so the plane reads its fleet), then dies of a bug
+            work = asyncio.ensure_future(real(*args))
+            try:
+                await armed.wait()
+            finally:
+                work.cancel()
+                await asyncio.gather(work, return_exceptions=True)
+            raise RuntimeError(f"injected into {task}")
+
+        setattr(owner, attr, dies)
+
+    # a config-sync URL that answers nothing: the feed runs (and keeps retrying) like any other task
+    async with control_plane(
+        cluster, url, prepare=prepare, config_sync=f"http://127.0.0.1:{free_port()}"
+    ) as cp:
+        status, body = await cp.get("/livez")
+        assert status == 200 and body["checks"]["root_tasks"]["ok"], body
+        armed.set()
+        status, body = await eventually(lambda: cp.get("/livez"), lambda r: r[0] == 503, what="livez 503")
+        detail = body["checks"]["root_tasks"]["detail"]
+        assert detail == f"{task} ended: RuntimeError: injected into {task}"
+        with pytest.raises(RootTaskFailed, match=task):
+            await asyncio.wait_for(until_stopped(asyncio.Event(), cp.plane.tasks), 10)

@@ -1,0 +1,52 @@
+"""The agent's loop is its root task and is guarded: a loop that dies stops the agent with the
+failure (exit 1) and fails liveness naming it, instead of leaving the drain hook unserved."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sidecars.devcluster import DevCluster
+from sidecars.runtime.tasks import RootTaskFailed
+from sidecars.worker.service import Agent
+from tests.helpers import RecordingEvents, eventually
+from tests.worker.agent_helpers import settings_for
+
+
+@pytest.mark.cluster(nodes=1)
+async def test_a_loop_that_dies_stops_the_agent_and_fails_liveness(
+    cluster: DevCluster, sockdir: Path
+) -> None:
+    agent = Agent(settings_for(cluster, sockdir), env=cluster.env, events=RecordingEvents())
+    armed, real = asyncio.Event(), agent._loop
+
+    async def dies(*args: Any) -> None:
+        work = asyncio.ensure_future(real(*args))  # the real loop looks at the node until armed
+        try:
+            await armed.wait()
+        finally:
+            work.cancel()
+            await asyncio.gather(work, return_exceptions=True)
+        raise RuntimeError("injected into the agent loop")
+
+    agent._loop = dies  # type: ignore[method-assign]
+    stop = asyncio.Event()
+    run = asyncio.ensure_future(agent.run(stop))
+    try:
+        await eventually(lambda: agent.last_tick is not None or run.done(), what="a first look")
+        ok, checks = await agent.http().liveness.run()
+        assert ok and checks["root_tasks"].ok, checks
+        armed.set()
+        with pytest.raises(RootTaskFailed, match="agent_loop: RuntimeError: injected"):
+            await asyncio.wait_for(run, 30)
+        ok, checks = await agent.http().liveness.run()
+        assert not ok
+        assert checks["root_tasks"].detail == "agent_loop ended: RuntimeError: injected into the agent loop"
+    finally:
+        stop.set()
+        if not run.done():
+            run.cancel()
+        await asyncio.gather(run, return_exceptions=True)
