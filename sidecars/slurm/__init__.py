@@ -8,7 +8,7 @@ from sidecars.slurm.errors import (
     SlurmTimeout,
     SlurmUnreachable,
 )
-from sidecars.slurm.models import Job, Node, NodeState, Partition, Ping, Reason, Version
+from sidecars.slurm.models import Job, Node, NodeState, Partition, Ping, Reason, Reservation, Version
 from sidecars.slurm.runner import CommandResult, SlurmMetrics
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "Partition",
     "Ping",
     "Reason",
+    "Reservation",
     "RetryPolicy",
     "SlurmClient",
     "SlurmCommandError",

@@ -23,7 +23,7 @@ from tenacity import (
 
 from sidecars.slurm import hostlist, jsonformat, textformat
 from sidecars.slurm.errors import SlurmCommandError, SlurmUnreachable
-from sidecars.slurm.models import Job, Node, Partition, Ping, Version
+from sidecars.slurm.models import Job, Node, Partition, Ping, Reservation, Version
 from sidecars.slurm.runner import CommandResult, SlurmMetrics, run
 
 log = structlog.get_logger(__name__)
@@ -157,6 +157,11 @@ class SlurmClient:
         r = await self.run("scontrol", "-o", "show", "partition")
         return textformat.partitions(r.stdout)
 
+    async def reservations(self) -> list[Reservation]:
+        """Every reservation the controller holds (text in every release: one short line each)."""
+        r = await self.run("scontrol", "-o", "show", "reservation")
+        return textformat.reservations(r.stdout)
+
     async def show_config(self) -> dict[str, str]:
         r = await self.run("scontrol", "show", "config")
         return textformat.config(r.stdout)
@@ -217,7 +222,11 @@ class SlurmClient:
         duration: str = "UNLIMITED",
         flags: str = "MAINT,IGNORE_JOBS",
         users: str = "root",
+        comment: str | None = None,
     ) -> None:
+        """`start` is `now` or the controller's local time `YYYY-MM-DDTHH:MM:SS`; `duration` in
+        minutes (or UNLIMITED). The comment is kept by Slurm: callers store what they need there."""
+        extra = [f"comment={comment}"] if comment else []
         await self.run(
             "scontrol",
             "create",
@@ -228,6 +237,7 @@ class SlurmClient:
             f"nodes={hostlist.compress(nodes)}",
             f"flags={flags}",
             f"users={users}",
+            *extra,
         )
 
     async def delete_reservation(self, name: str) -> None:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 
 from sidecars.slurm import hostlist
-from sidecars.slurm.models import Job, Node, NodeState, Partition, Ping, Reason
+from sidecars.slurm.models import Job, Node, NodeState, Partition, Ping, Reason, Reservation
 
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_:/.\-]*$")
 _NULL = {"", "(null)", "N/A", "n/a", "None", "Unknown", "NONE", "n/s"}
@@ -265,6 +265,28 @@ def partitions(text: str) -> list[Partition]:
                 state=d.get("State", "UNKNOWN").upper(),
                 max_time_minutes=parse_minutes(d.get("MaxTime")),
                 total_cpus=_int(d.get("TotalCPUs")),
+            )
+        )
+    return out
+
+
+def reservations(text: str) -> list[Reservation]:
+    """`scontrol -o show reservation` (its "No reservations in the system" has no pairs: none)."""
+    out: list[Reservation] = []
+    for p in records(text):
+        d = dict(p)
+        if "ReservationName" not in d:
+            continue
+        out.append(
+            Reservation(
+                name=d["ReservationName"],
+                start=parse_time(d.get("StartTime")),
+                end=parse_time(d.get("EndTime")),
+                nodes=tuple(hostlist.expand(_null(d.get("Nodes")) or "")),
+                flags=frozenset(w for w in (_null(d.get("Flags")) or "").split(",") if w),
+                state=d.get("State", "").strip().upper(),
+                comment=_null(d.get("Comment")),
+                users=_null(d.get("Users")),
             )
         )
     return out
