@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sidecars.controlplane import openapi_maintenance
+
 _ERROR = {
     "description": "refused",
     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
@@ -90,6 +92,7 @@ def document() -> dict[str, Any]:
                     "required": ["error"],
                     "properties": {"error": {"type": "string"}},
                 },
+                **openapi_maintenance.schemas(),
             },
         },
         "security": [{"bearer": []}],
@@ -193,6 +196,7 @@ def document() -> dict[str, Any]:
                     },
                 }
             },
+            **openapi_maintenance.paths(),
             "/v1/openapi.json": {
                 "get": {
                     "summary": "this document",

@@ -19,7 +19,10 @@ from sidecars.controlplane.configfeed import ConfigFeed
 from sidecars.controlplane.deletion_cost import DeletionCostWriter
 from sidecars.controlplane.drains import DrainBatcher
 from sidecars.controlplane.leader import LeaderElector
+from sidecars.controlplane.maintenance import Maintenance
+from sidecars.controlplane.maintenance_api import MaintenanceAPI
 from sidecars.controlplane.metrics import ControlPlaneMetrics
+from sidecars.controlplane.nodewindows import NodeWatch, NodeWindows
 from sidecars.controlplane.page import DrainClock, PageState
 from sidecars.controlplane.pods import PodCache, node_name
 from sidecars.controlplane.recycle import RecyclePolicy, Recycler
@@ -103,6 +106,18 @@ class ControlPlane:
                     backoff_max_seconds=settings.recycle_backoff_max_seconds,
                 ),
             )
+        self.maintenance = Maintenance(
+            slurm, self.drains, lambda: self.fleet.snapshot.nodes, emit=self._pod_event if kube else None
+        )
+        self.maintenance_api = MaintenanceAPI(self.maintenance, self.leader)
+        self.node_watch: NodeWatch | None = None
+        self.node_windows: NodeWindows | None = None
+        if kube is not None and self.pods is not None:
+            pods = self.pods
+            self.node_watch = NodeWatch(kube)
+            self.node_windows = NodeWindows(
+                self.maintenance, self.node_watch, lambda: list(pods.pods.values()), self.node_of
+            )
         self.api = ControlPlaneAPI(
             settings.token,
             fleet=self.fleet,
@@ -139,6 +154,16 @@ class ControlPlane:
 
     def node_of(self, pod: Pod) -> str:
         return node_name(pod, self.settings.node_label)
+
+    async def _pod_event(self, node: str, reason: str, message: str) -> None:
+        """An Event on the worker pod of a Slurm node (none when no pod runs it)."""
+        if self.kube is None or self.pods is None:
+            return
+        pod = next((p for p in self.pods.pods.values() if self.node_of(p) == node), None)
+        if pod is not None:
+            involved = {"kind": "Pod", "name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
+            sink = KubeEventSink(self.kube, pod.namespace, involved, component="slurm-sidecars-control-plane")
+            await sink.emit(reason, message)
 
     def _written(self, names: set[str]) -> None:
         self.draining |= names
@@ -184,6 +209,23 @@ class ControlPlane:
             except Exception as exc:  # a Kubernetes hiccup must not end the loop
                 log.warning("act_failed", error=str(exc))
 
+    async def maintenance_loop(self) -> None:
+        """Every interval: windows read from Slurm (every replica reports them), acted on by the leader."""
+        while True:
+            try:
+                if self.leader.is_leader and self.fleet.snapshot.loaded:
+                    if self.node_windows is not None and self.pods is not None and self.pods.synced.is_set():
+                        await self.node_windows.sync()
+                    await self.maintenance.reconcile()
+                else:
+                    await self.maintenance.read()
+                for state, count in self.maintenance.counts().items():
+                    self.metrics.maintenance_nodes.labels(state).set(count)
+            except SlurmError as exc:
+                self.maintenance.read_error = exc.message
+                log.warning("maintenance_read_failed", error=exc.message)
+            await asyncio.sleep(self.settings.interval_seconds)
+
     async def drain_loop(self) -> None:
         await self.drains.run()
 
@@ -204,6 +246,14 @@ class ControlPlane:
             "kubernetes": self.kube is not None,
             "drains_pending": sorted(self.drains.pending),
             "draining": sorted(self.draining),
+            "maintenance": {
+                "windows": [
+                    {"name": w.name, "nodes": len(w.nodes), "active": w.active(time.time())}
+                    for w in self.maintenance.windows
+                ],
+                "nodes": self.maintenance.counts(),
+                "error": self.maintenance.read_error,
+            },
             "recycling": None
             if rec is None
             else {"suspended": rec.suspended, "recent": list(rec.recent), "in_window": len(rec.deleted_at)},
@@ -225,6 +275,7 @@ class ControlPlane:
         readiness.add("fleet_view", loaded)
         app = http.DaemonHTTP(self.registry, liveness, readiness, self.status).app(client_max_size=16 * 1024)
         self.api.install(app)
+        self.maintenance_api.install(app)
         self.web.install(app)
         return app
 
@@ -244,6 +295,9 @@ class ControlPlane:
         if self.pods is not None:
             spawn(self.pods.run())
         spawn(self.config_feed.run())
+        spawn(self.maintenance_loop())
+        if self.node_watch is not None:
+            spawn(self.node_watch.run())
         try:
             async with http.serve(self.http_app(), self.settings.host, self.settings.port) as port:
                 log.info(
