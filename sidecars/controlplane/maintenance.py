@@ -298,7 +298,11 @@ class Maintenance:
                     self._drains.submit(name, "drain", window.drain_reason)
                 state, words = node_report(window, node, now)
                 await self._tell(window.name, name, state, words)
-            elif node.reason is not None and node.reason.startswith(DRAIN_PREFIX):
+            elif (
+                node.reason is not None
+                and node.reason.startswith(DRAIN_PREFIX)
+                and (node.drain or node.state == "DOWN")  # Slurm may keep the text after an undrain
+            ):
                 # the batcher undrains only while the reason is exactly this one, read from Slurm then
                 self._drains.submit(name, "undrain", node.reason)
                 await self._tell(
@@ -309,7 +313,7 @@ class Maintenance:
             t
             for t in self._told
             if (t[0] in live and t[2] != "ended")
-            or (t[1] in nodes and nodes[t[1]].reason == DRAIN_PREFIX + t[0])  # not undrained yet
+            or (t[1] in nodes and nodes[t[1]].drain and nodes[t[1]].reason == DRAIN_PREFIX + t[0])
         }
 
     async def _tell(self, window: str, node: str, state: str, words: str) -> None:

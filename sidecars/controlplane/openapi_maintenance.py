@@ -1,4 +1,4 @@
-"""The OpenAPI 3 paths and schemas of /v1/maintenance (merged into openapi.document())."""
+"""The OpenAPI 3 paths and schemas of /v1/maintenance and /v1/upgrade (merged into openapi.document())."""
 
 from __future__ import annotations
 
@@ -50,6 +50,28 @@ def schemas() -> dict[str, Any]:
                 },
             },
         },
+        "UpgradeRequest": {
+            "type": "object",
+            "required": ["revision", "budget"],
+            "properties": {
+                "revision": {
+                    "type": "string",
+                    "pattern": "^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$",
+                    "description": "the new pods' controller-revision-hash (or pod-template-hash)",
+                },
+                "budget": {
+                    "type": "string",
+                    "pattern": "^[0-9]+%?$",
+                    "description": "workers out of service at once: a number or a percentage; 0 refused",
+                },
+                "slurm_version": {
+                    "type": "string",
+                    "pattern": "^[0-9]{2}\\.[0-9]{2}(\\.[0-9]+)?$",
+                    "description": "the new image's slurmd release; refused when slurmctld is older or more "
+                    "than two releases newer",
+                },
+            },
+        },
         "MaintenanceRequest": {
             "type": "object",
             "required": ["nodes", "start", "duration", "reason"],
@@ -77,7 +99,35 @@ def schemas() -> dict[str, Any]:
 
 def paths() -> dict[str, Any]:
     window = "#/components/schemas/MaintenanceWindow"
+    simple = {"description": "done", "content": {"application/json": {"schema": {"type": "object"}}}}
     return {
+        "/v1/upgrade": {
+            "get": {
+                "summary": "the upgrade under way (or the last): per worker queued, waiting for jobs, "
+                "drained, replacing, returning or upgraded; null when none was started",
+                "responses": {"200": simple, **_errors(401, 503)},
+            },
+            "post": {
+                "summary": "start a paced roll to a revision (the plan is kept in the ConfigMap "
+                "slurm-sidecars-upgrade)",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/UpgradeRequest"}}
+                    },
+                },
+                "responses": {"201": simple, **_errors(400, 401, 409, 413, 422, 503)},
+            },
+        },
+        "/v1/upgrade/pause": {
+            "post": {
+                "summary": "drain no further worker (those out of service finish)",
+                "responses": {"200": simple, **_errors(401, 404, 409, 503)},
+            }
+        },
+        "/v1/upgrade/resume": {
+            "post": {"summary": "go on", "responses": {"200": simple, **_errors(401, 404, 409, 503)}}
+        },
         "/v1/maintenance": {
             "get": {
                 "summary": "every maintenance window, read from Slurm's reservations, with a report per node",

@@ -28,6 +28,8 @@ from sidecars.controlplane.pods import PodCache, node_name
 from sidecars.controlplane.recycle import RecyclePolicy, Recycler
 from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.controlplane.snapshot import FleetView
+from sidecars.controlplane.upgrade import Upgrade
+from sidecars.controlplane.upgrade_api import UpgradeAPI
 from sidecars.controlplane.web import WebUI
 from sidecars.kube import KubeClient, KubeEventSink, Pod, load_configuration
 from sidecars.runtime import daemon, http
@@ -118,6 +120,19 @@ class ControlPlane:
             self.node_windows = NodeWindows(
                 self.maintenance, self.node_watch, lambda: list(pods.pods.values()), self.node_of
             )
+        self.upgrade: Upgrade | None = None
+        if kube is not None and self.pods is not None:
+            cache = self.pods
+            self.upgrade = Upgrade(
+                kube,
+                settings.namespace,
+                self.drains,
+                lambda: self.fleet.snapshot.nodes,
+                lambda: self.fleet.snapshot.order,
+                lambda: list(cache.pods.values()),
+                self.node_of,
+            )
+        self.upgrade_api = UpgradeAPI(self.upgrade, slurm, self.leader)
         self.api = ControlPlaneAPI(
             settings.token,
             fleet=self.fleet,
@@ -226,6 +241,18 @@ class ControlPlane:
                 log.warning("maintenance_read_failed", error=exc.message)
             await asyncio.sleep(self.settings.interval_seconds)
 
+    async def upgrade_loop(self) -> None:
+        """Every interval, the leader moves a started upgrade on by one step."""
+        while True:
+            await asyncio.sleep(self.settings.interval_seconds)
+            ready = self.pods is not None and self.pods.synced.is_set() and self.fleet.snapshot.loaded
+            if self.upgrade is None or not self.leader.is_leader or not ready:
+                continue
+            try:
+                await self.upgrade.step()
+            except Exception as exc:  # a Kubernetes hiccup must not end the loop
+                log.warning("upgrade_step_failed", error=str(exc))
+
     async def drain_loop(self) -> None:
         await self.drains.run()
 
@@ -276,6 +303,7 @@ class ControlPlane:
         app = http.DaemonHTTP(self.registry, liveness, readiness, self.status).app(client_max_size=16 * 1024)
         self.api.install(app)
         self.maintenance_api.install(app)
+        self.upgrade_api.install(app)
         self.web.install(app)
         return app
 
@@ -298,6 +326,7 @@ class ControlPlane:
         spawn(self.maintenance_loop())
         if self.node_watch is not None:
             spawn(self.node_watch.run())
+        spawn(self.upgrade_loop())
         try:
             async with http.serve(self.http_app(), self.settings.host, self.settings.port) as port:
                 log.info(
