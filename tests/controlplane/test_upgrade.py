@@ -6,18 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
 from sidecars.controlplane.upgrade import CONFIG_MAP, REASON_PREFIX
 from sidecars.devcluster import DevCluster
-from tests.controlplane.conftest import control_plane, eventually
+from tests.controlplane.conftest import TOKEN, control_plane, eventually
 from tests.fakekube import FakeKube
 
 pytestmark = [pytest.mark.releases("slurm24", "slurm26"), pytest.mark.cluster(nodes=4)]
 REASON = REASON_PREFIX + "new"
 WORKERS = {f"worker-{i}": f"n{i}" for i in range(1, 5)}
+CLI = str(Path(sys.executable).parent / "slurm-sidecars")
 
 
 def add_worker(fake: FakeKube, pod: str, revision: str) -> None:
@@ -33,10 +36,11 @@ def add_worker(fake: FakeKube, pod: str, revision: str) -> None:
 async def statefulset_on_delete(fake: FakeKube) -> AsyncIterator[list[str]]:
     """What the StatefulSet controller does with OnDelete: a deleted pod comes back on the new revision."""
     replaced: list[str] = []
+    known = {pod: WORKERS[pod] for _, pod in fake.pods}
 
     async def run() -> None:
         while True:
-            for pod, node in WORKERS.items():
+            for pod, node in known.items():
                 if ("slurm", pod) not in fake.pods:
                     await asyncio.sleep(0.3)  # the new pod takes a moment to be scheduled
                     add_worker(fake, pod, "new")
@@ -133,3 +137,66 @@ async def test_an_upgrade_keeps_to_its_budget_kills_no_job_and_survives_a_restar
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
     assert held and max(len(h) for h in held) == 1, max(held, key=len)
+
+
+@pytest.mark.cluster(nodes=2)
+async def test_the_upgrade_command_starts_pauses_and_resumes_and_refuses_a_zero_budget(
+    cluster: DevCluster, fake_kube: tuple[FakeKube, str], tmp_path: Path
+) -> None:
+    fake, url = fake_kube
+    for pod in ("worker-1", "worker-2"):
+        add_worker(fake, pod, "old")
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
+    client = cluster.client()
+    first = await cluster.sbatch("-w", "n1", "-t", "5", wrap="sleep 300")
+    second = await cluster.sbatch("-w", "n2", "-t", "30", wrap="sleep 300")
+    await cluster.wait_job(first, "RUNNING")
+    await cluster.wait_job(second, "RUNNING")
+    async with statefulset_on_delete(fake) as replaced, control_plane(cluster, kube_url=url) as cp:
+        base = ["--control-plane", cp.url, "--token-file", str(token)]
+
+        async def run(*args: str) -> tuple[int, str, str]:
+            proc = await asyncio.create_subprocess_exec(
+                CLI, "upgrade", *args, *base, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+            )
+            out, err = await asyncio.wait_for(proc.communicate(), 30)
+            assert proc.returncode is not None
+            return proc.returncode, out.decode(), err.decode()
+
+        code, out, err = await run("start", "--revision", "new", "--upgrade-budget", "0")
+        assert code == 2 and err.count("\n") == 1 and "budget of 0" in err, (code, out, err)
+        assert fake.config_maps == {}
+        code, out, err = await run("start", "--revision", "new")
+        assert code == 2 and "--upgrade-budget" in err
+        code, out, err = await run("status")
+        assert code == 0 and "no upgrade started" in out
+        code, out, err = await run("start", "--revision", "new", "--upgrade-budget", "1")
+        assert code == 0, err
+        await cluster.wait_node("n1", lambda n: n.state.drain and n.state.busy, timeout=60)  # its turn first
+        code, out, err = await run("pause")
+        assert code == 0 and "paused" in out, err
+        await cluster.scancel(first)  # paused, the worker out of service still finishes its turn
+        await eventually(
+            lambda: asyncio.sleep(0.1, list(replaced)), lambda r: r == ["n1"], what="n1 replaced"
+        )
+        await cluster.wait_node("n1", lambda n: not n.state.drain, timeout=60)
+        seen = cp.sample("slurm_sidecars_fleet_refreshes_total", result="ok")
+        await eventually(
+            lambda: asyncio.sleep(0.1, cp.sample("slurm_sidecars_fleet_refreshes_total", result="ok")),
+            lambda n: n >= seen + 10,
+            what="ten cycles while paused",
+        )
+        node = await client.node("n2")
+        assert node is not None and not node.state.drain and replaced == ["n1"]  # paused: not its turn
+        code, out, err = await run("status")
+        assert code == 0 and "paused, 1/2 upgraded" in out, out
+        code, out, err = await run("resume")
+        assert code == 0 and "resumed" in out
+        await cluster.wait_node("n2", lambda n: n.state.drain and n.state.busy, timeout=60)
+        await cluster.scancel(second)
+        await eventually(
+            lambda: cp.get("/v1/upgrade"), lambda r: r[1]["upgrade"]["complete"], timeout=60, what="complete"
+        )
+        code, out, err = await run("status")
+        assert code == 0 and "complete, 2/2 upgraded" in out, out
