@@ -18,6 +18,7 @@ from typing import Any
 
 import aiohttp
 
+from sidecars import maintenance_cli, upgrade_cli
 from sidecars.runtime import logs
 from sidecars.runtime.daemon import EXIT_FAILURE, EXIT_OK
 from sidecars.runtime.settings import ConfigError, flag, positive, read_token
@@ -102,6 +103,7 @@ class Snapshot:
     nodes: list[NodeRow] | None = None
     jobs: list[JobRow] | None = None
     scale_in: list[str] | None = None
+    planned: list[str] | None = None  # maintenance windows and the upgrade, from the control plane
     config: dict[str, Any] | None = None
     config_asked: bool = False
     errors: list[str] = field(default_factory=list)
@@ -163,6 +165,23 @@ async def read_control_plane(settings: StatusSettings, snap: Snapshot) -> None:
         if not isinstance(order, list) or not all(isinstance(n, str) for n in order):
             raise SourceError(f"control plane: {base}/v1/scale-in-order: expected a list of node names")
         snap.scale_in = order
+        snap.planned = await _planned(session, base, headers)
+
+
+async def _planned(session: aiohttp.ClientSession, base: str, headers: dict[str, str]) -> list[str]:
+    """Maintenance windows and the upgrade, in the words of their own commands; a control plane
+    without these endpoints (an older one) is not an error, only said so."""
+    lines: list[str] = []
+    try:
+        windows = await _get_json(session, f"{base}/v1/maintenance", "control plane", headers)
+        for window in windows["windows"]:
+            lines += maintenance_cli.render(window)
+        upgrade = await _get_json(session, f"{base}/v1/upgrade", "control plane", headers)
+        if upgrade.get("upgrade"):
+            lines += upgrade_cli.render(upgrade)
+    except (SourceError, KeyError, TypeError, AttributeError) as exc:
+        lines.append(f"(unavailable: {exc})")
+    return lines or ["none"]
 
 
 async def read_slurm(settings: StatusSettings, snap: Snapshot, client: SlurmClient | None = None) -> None:
@@ -364,6 +383,8 @@ def render(snap: Snapshot, now: float | None = None) -> str:
     else:
         out.append("(ask the control plane: --control-plane URL --token-file FILE)")
     out.append("")
+    if snap.planned is not None:
+        out += ["MAINTENANCE AND UPGRADES", *snap.planned, ""]
     out.append("CONFIG")
     if snap.config is not None:
         out += _render_config(snap.config)

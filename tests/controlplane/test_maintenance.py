@@ -200,6 +200,9 @@ async def test_bad_windows_are_refused_and_change_nothing(cluster: DevCluster, t
         assert "cli" in out and "n2" in out and "scheduled (starts" in out
         code, out, err = await run(base[0], "list", *base[1:])
         assert code == 0 and "one" in out and "cli" in out, (out, err)
+        code, out, err = await run("status", *base[1:])
+        section = out[out.index("MAINTENANCE AND UPGRADES") :]
+        assert code == 0 and {"one", "cli"} <= {line.split(" ")[0] for line in section.splitlines()}, out
         code, out, err = await run(base[0], "delete", "cli", *base[1:])
         assert code == 0, err
         assert [r.name for r in await cluster.client().reservations()] == [RESERVATION_PREFIX + "one"]
