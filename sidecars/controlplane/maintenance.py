@@ -251,7 +251,7 @@ class Maintenance:
                     f"overlaps window {other.name} on {', '.join(shared)}"
                     f" ({_iso(other.start)} to {_iso(other.end)})",
                 )
-        # Slurm reads the start in its clients' local time, as the control plane runs beside slurmctld
+        # scontrol reads a start in its own local time, i.e. this process's (so does our parsing of it)
         at = "now" if begin <= now else time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(begin))
         try:
             await self._slurm.create_reservation(
