@@ -131,6 +131,7 @@ class ControlPlane:
                 lambda: self.fleet.snapshot.order,
                 lambda: list(cache.pods.values()),
                 self.node_of,
+                emit=self._event_on,
             )
         self.upgrade_api = UpgradeAPI(self.upgrade, slurm, self.leader)
         self.api = ControlPlaneAPI(
@@ -172,10 +173,13 @@ class ControlPlane:
 
     async def _pod_event(self, node: str, reason: str, message: str) -> None:
         """An Event on the worker pod of a Slurm node (none when no pod runs it)."""
-        if self.kube is None or self.pods is None:
-            return
-        pod = next((p for p in self.pods.pods.values() if self.node_of(p) == node), None)
-        if pod is not None:
+        if self.pods is not None:
+            pod = next((p for p in self.pods.pods.values() if self.node_of(p) == node), None)
+            if pod is not None:
+                await self._event_on(pod, reason, message)
+
+    async def _event_on(self, pod: Pod, reason: str, message: str) -> None:
+        if self.kube is not None:
             involved = {"kind": "Pod", "name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
             sink = KubeEventSink(self.kube, pod.namespace, involved, component="slurm-sidecars-control-plane")
             await sink.emit(reason, message)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -140,7 +140,9 @@ class Upgrade:
         order: Callable[[], Iterable[str]],
         pods: Callable[[], Iterable[Pod]],
         node_of: Callable[[Pod], str],
+        emit: Callable[[Pod, str, str], Awaitable[None]] | None = None,
     ) -> None:
+        self._emit = emit  # (worker pod, reason, message): a Kubernetes Event on it
         self._kube = kube
         self._namespace = namespace
         self._drains = drains
@@ -256,6 +258,10 @@ class Upgrade:
                     self._drains.submit(name, "undrain", plan.reason)  # back, on the new revision
             elif not node.busy and await self._kube.delete_pod(p.namespace, p.name, uid=p.uid):
                 log.info("upgrade_pod_deleted", pod=p.name, node=name, revision=plan.revision)
+                if self._emit is not None:  # once: a second delete of the same pod finds it gone
+                    await self._emit(
+                        p, "UpgradeReplacing", f"empty: pod deleted for revision {plan.revision}"
+                    )
         if plan.paused:
             return
         out = self.out_of_service(plan)
@@ -276,3 +282,7 @@ class Upgrade:
             log.info("upgrade_drain", node=name, revision=plan.revision)
             self.requested.add(name)
             self._drains.submit(name, "drain", plan.reason)
+            if self._emit is not None:
+                await self._emit(
+                    p, "UpgradeDraining", f"its turn in the upgrade to {plan.revision}: draining"
+                )

@@ -132,6 +132,14 @@ async def test_an_upgrade_keeps_to_its_budget_kills_no_job_and_survives_a_restar
                 )
                 assert sorted(replaced) == ["n1", "n2", "n3", "n4"] and replaced[2] == "n2"
                 assert not any(n.state.drain for n in await client.nodes())
+        # each worker's pod was told, in its turn, as a Kubernetes Event
+        told = [
+            (e["reason"], e["involvedObject"]["name"])
+            for e in fake.events
+            if e["reason"].startswith("Upgrade")
+        ]
+        assert [p for r, p in told if r == "UpgradeDraining"] == [f"worker-{n[1:]}" for n in replaced]
+        assert sorted(p for r, p in told if r == "UpgradeReplacing") == sorted(WORKERS)
     finally:
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
