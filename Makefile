@@ -17,6 +17,7 @@ test: setup
 lint: setup
 	$(VENV)/bin/ruff check sidecars tests bench scripts
 	$(VENV)/bin/ruff format --check sidecars tests bench scripts
+	$(VENV)/bin/lint-imports --no-cache
 
 typecheck: setup
 	$(VENV)/bin/mypy
@@ -27,4 +28,4 @@ bench: setup
 	$(PY) bench/run_all.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

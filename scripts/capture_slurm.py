@@ -31,6 +31,7 @@ COMMANDS = [
     "scontrol ping",
     "sdiag",
     "sinfo -V",
+    "scontrol --version",
     "sinfo --yaml",
     "squeue --yaml",
     "scontrol show job --json",

@@ -18,7 +18,8 @@ from pathlib import Path
 import structlog
 
 from sidecars.configsync.conffile import SlurmConf
-from sidecars.slurm import SlurmClient, SlurmError, textformat
+from sidecars.configsync.workers import WorkerCheck
+from sidecars.slurm import SlurmClient, SlurmError
 from sidecars.slurm.models import Node, Partition
 from sidecars.slurm.textformat import parse_minutes
 
@@ -150,6 +151,7 @@ class Applier:
         self.settle_seconds = settle_seconds
         self.restart_timeout = restart_timeout
         self.tail = LogTail(log_path)
+        self.workers = WorkerCheck(client)  # the configless workers took it too (workers.py)
 
     async def _answers(self, deadline: float) -> bool:
         while True:
@@ -214,6 +216,7 @@ class Applier:
 
     async def reconfigure(self, old: SlurmConf, new: SlurmConf, before: View) -> Outcome:
         self.tail.mark()
+        since = time.time()
         try:
             await self.client.reconfigure()
         except SlurmError as exc:
@@ -221,8 +224,19 @@ class Applier:
             words = [exc.message, *self.tail.trouble()]
             alive = await self._answers(time.monotonic() + 3.0)
             return Outcome(False, "; ".join(w for w in words if w), controller_died=not alive)
-        outcome = await self.verify(old, new, before, wait=3.0)
-        outcome.took_request = True
+        # the workers are checked while the controller is: the verdict costs no time of its own
+        workers = asyncio.ensure_future(self.workers.verify(since))
+        try:
+            outcome = await self.verify(old, new, before, wait=3.0)
+            outcome.took_request = True
+            if outcome.ok:
+                verdict = await workers
+                if not verdict.ok:
+                    outcome.ok, outcome.reason = False, verdict.reason()
+        finally:
+            if not workers.done():
+                workers.cancel()
+                await asyncio.gather(workers, return_exceptions=True)
         if not outcome.ok:
             extra = self.tail.trouble()
             if extra:
@@ -235,15 +249,13 @@ class Applier:
         after a recent start) would look unrestarted; this waits out that second (at most ~1 s)."""
         for _ in range(12):
             try:
-                result = await self.client.run("scontrol", "show", "config", retry=False, timeout=5.0)
+                boot = await self.client.boot_time(timeout=5.0)
             except SlurmError:
                 return None
-            booted = textformat.config(result.stdout).get("BOOT_TIME")
-            now = re.search(r"^Configuration data as of (\S+)", result.stdout, re.MULTILINE)
-            if booted is None or now is None or now[1] != booted:
-                return booted
+            if boot.booted is None or boot.asked is None or boot.asked != boot.booted:
+                return boot.booted
             await asyncio.sleep(0.1)
-        return booted
+        return boot.booted
 
     async def restart(self, old: SlurmConf, new: SlurmConf, before: View) -> Outcome:
         """`scontrol shutdown`: slurmctld saves its state and exits; its container starts it again.
@@ -258,10 +270,7 @@ class Applier:
         while True:
             left = max(0.5, deadline - time.monotonic())
             try:  # unretried: the deadline is ours to keep, not the client's retry budget
-                result = await self.client.run(
-                    "scontrol", "show", "config", retry=False, timeout=min(5.0, left)
-                )
-                if textformat.config(result.stdout).get("BOOT_TIME") != booted:
+                if (await self.client.boot_time(timeout=min(5.0, left))).booted != booted:
                     break
             except SlurmError:
                 pass  # down, as expected for a while

@@ -17,8 +17,9 @@ from sidecars.configsync.service import ConfigSync
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.validate import Validator
 from sidecars.configsync.watch import watch
+from sidecars.kube import pod_events
 from sidecars.runtime import daemon
-from sidecars.runtime.events import EventSink, LogEventSink, pod_events
+from sidecars.runtime.events import EventSink, LogEventSink
 from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, serve
 from sidecars.slurm import SlurmClient

@@ -293,8 +293,7 @@ class Validator:
         candidate_copy(files, where, self.target)
         try:
             client = self.client.with_env(SLURM_CONF=str(where / self.main))
-            result = await client.run("scontrol", "--version", retry=False, timeout=self.parse_timeout)
-            return None, Version.parse(result.stdout)
+            return None, await client.parse_config(timeout=self.parse_timeout)
         except SlurmError as exc:
             # Slurm names the file it read: say the target's name, not our scratch copy's
             text = exc.message.replace(str(where), str(self.target))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from sidecars.controlplane import openapi_maintenance
 from sidecars.controlplane.api import ControlPlaneAPI, Leadership, _error
 from sidecars.controlplane.maintenance import WINDOW_NAME, Maintenance, WindowError
 from sidecars.slurm import SlurmError
@@ -51,7 +52,7 @@ class MaintenanceAPI:
         return web.json_response(self._maint.describe(found))
 
     async def create(self, request: web.Request) -> web.Response:
-        body = await ControlPlaneAPI._body(request)
+        body = await ControlPlaneAPI._body(request, openapi_maintenance.schemas()["MaintenanceRequest"])
         if isinstance(body, web.Response):
             return body
         extra = sorted(set(body) - FIELDS)

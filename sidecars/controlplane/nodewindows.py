@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable, Iterable
 
 import structlog
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from sidecars.controlplane.maintenance import (
     KUBE_PREFIX,
@@ -23,7 +22,7 @@ from sidecars.controlplane.maintenance import (
     parse_duration,
     parse_start,
 )
-from sidecars.kube import KubeClient, KubeNode, Pod
+from sidecars.kube import KubeClient, KubeError, KubeNode, Pod
 
 log = structlog.get_logger(__name__)
 
@@ -74,7 +73,7 @@ class NodeWatch:
                             self.nodes.pop(node.name, None)
                         else:
                             self.nodes[node.name] = node
-            except ApiException as exc:
+            except KubeError as exc:
                 if exc.status != 410:
                     log.warning("node_watch_failed", status=exc.status, reason=exc.reason)
             except Exception as exc:  # connection reset, malformed stream: list again after a pause

@@ -52,6 +52,7 @@ def schemas() -> dict[str, Any]:
         },
         "UpgradeRequest": {
             "type": "object",
+            "additionalProperties": False,
             "required": ["revision", "budget"],
             "properties": {
                 "revision": {
@@ -74,6 +75,7 @@ def schemas() -> dict[str, Any]:
         },
         "MaintenanceRequest": {
             "type": "object",
+            "additionalProperties": False,
             "required": ["nodes", "start", "duration", "reason"],
             "properties": {
                 "name": {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]{0,62}$"},

@@ -9,9 +9,8 @@ from __future__ import annotations
 import asyncio
 
 import structlog
-from kubernetes_asyncio.client.exceptions import ApiException
 
-from sidecars.kube import KubeClient, Pod
+from sidecars.kube import KubeClient, KubeError, Pod
 
 log = structlog.get_logger(__name__)
 
@@ -49,7 +48,7 @@ class PodCache:
                             self.pods.pop(pod.name, None)
                         else:
                             self.pods[pod.name] = pod
-            except ApiException as exc:
+            except KubeError as exc:
                 if exc.status != 410:
                     log.warning("pod_watch_failed", status=exc.status, reason=exc.reason)
             except Exception as exc:  # connection reset, malformed stream: list again after a pause

@@ -6,6 +6,7 @@ import re
 
 from aiohttp import web
 
+from sidecars.controlplane import openapi_maintenance
 from sidecars.controlplane.api import ControlPlaneAPI, Leadership, _error
 from sidecars.controlplane.upgrade import Upgrade, UpgradeError
 from sidecars.slurm import SlurmClient, SlurmError, Version
@@ -49,7 +50,7 @@ class UpgradeAPI:
         return web.json_response(self._upgrade.report())
 
     async def start(self, request: web.Request) -> web.Response:
-        body = await ControlPlaneAPI._body(request)
+        body = await ControlPlaneAPI._body(request, openapi_maintenance.schemas()["UpgradeRequest"])
         if isinstance(body, web.Response):
             return body
         extra = sorted(set(body) - FIELDS)

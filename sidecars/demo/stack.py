@@ -4,7 +4,6 @@ and one worker agent per node, each started through the `slurm-sidecars` command
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 import shlex
 import time
@@ -19,6 +18,8 @@ from sidecars import probe
 from sidecars.cli import self_argv
 from sidecars.devcluster import ClusterSpec, DevCluster, Release, free_port
 from sidecars.devcluster.volume import AtomicVolume
+from sidecars.runtime import process
+from sidecars.runtime.pdeathsig import die_with_parent
 
 log = structlog.get_logger(__name__)
 
@@ -31,7 +32,7 @@ class DemoError(RuntimeError):
 class Role:
     name: str
     url: str
-    process: asyncio.subprocess.Process
+    process: process.Child
     log_path: Path
 
 
@@ -39,6 +40,7 @@ class Role:
 class DemoStack:
     release: Release
     nodes: int = 3
+    shape: str = "classic"  # or "slinky" (see sidecars/devcluster/slinky.py)
     cluster: DevCluster = field(init=False)
     roles: dict[str, Role] = field(default_factory=dict, init=False)
     volume: AtomicVolume = field(init=False)
@@ -69,9 +71,8 @@ class DemoStack:
 
     async def __aenter__(self) -> DemoStack:
         # the partition limit gives jobs an expected end, which the scale-in order ranks by
-        self.cluster = DevCluster(
-            self.release, ClusterSpec(nodes=self.nodes, gpus=4, partition_max_time="60")
-        )
+        spec = ClusterSpec(nodes=self.nodes, gpus=4, partition_max_time="60", shape=self.shape)
+        self.cluster = DevCluster(self.release, spec)
         await self.cluster.start()
         try:
             await self._start_roles()
@@ -90,6 +91,8 @@ class DemoStack:
         etc = self.cluster.conf_path.parent
         self.volume = AtomicVolume(d / "configmap")
         self.volume.write({p.name: p.read_text() for p in sorted(etc.iterdir()) if p.suffix == ".conf"})
+        secret = AtomicVolume(d / "secret", mode=0o600)  # slurm.key, as Slinky mounts it from a Secret
+        secret.write({p.name: p.read_bytes() for p in sorted(etc.iterdir()) if p.suffix == ".key"})
         self.token_file = d / "token"
         self.token_file.write_text(secrets.token_urlsafe(32) + "\n")
         self.token_file.chmod(0o600)
@@ -104,6 +107,8 @@ class DemoStack:
                 "config-sync",
                 "--source",
                 str(d / "configmap"),
+                "--source",
+                str(d / "secret"),
                 "--target",
                 str(etc),
                 "--state-dir",
@@ -160,12 +165,12 @@ class DemoStack:
         log_path = self.cluster.log_dir / f"{name}.log"
         out = log_path.open("ab")
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *self_argv("--log-format", "json", *args, "--http", f"127.0.0.1:{port}"),
+            proc = await process.start(
+                self_argv("--log-format", "json", *args, "--http", f"127.0.0.1:{port}"),
                 env=self.cluster.env,
-                stdin=asyncio.subprocess.DEVNULL,
                 stdout=out,
                 stderr=out,
+                preexec_fn=die_with_parent(),  # a demo killed by SIGKILL takes its sidecars with it
             )
         finally:
             out.close()
@@ -188,17 +193,13 @@ class DemoStack:
             await asyncio.sleep(0.2)
 
     async def stop(self) -> None:
-        procs = [r.process for r in self.roles.values() if r.process.returncode is None]
-        for p in procs:
-            with contextlib.suppress(ProcessLookupError):
-                p.terminate()
-        for p in procs:
-            try:
-                await asyncio.wait_for(p.wait(), 5)
-            except TimeoutError:
-                p.kill()
-                await p.wait()
-        await self.cluster.stop()
+        # all at once: each gets SIGTERM and 5 s to exit gracefully, then its group is killed. A stop
+        # cut short (the daemon loop's grace ran out) kills the roles at once, and the cluster is
+        # stopped all the same, never left running
+        try:
+            await asyncio.gather(*(r.process.stop(grace=5) for r in self.roles.values()))
+        finally:
+            await self.cluster.stop()
 
     async def get(self, url: str, *, auth: bool = False) -> object:
         headers = {"Authorization": f"Bearer {self.token}"} if auth else {}

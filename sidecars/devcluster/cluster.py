@@ -2,7 +2,9 @@
 
 Every process of a cluster runs in one PID namespace whose init is a small reaper loop we own:
 killing that init makes the kernel kill everything in it, slurmstepd and job processes included,
-which `scontrol shutdown` leaves running. For the chroot release the namespace's root is the
+which `scontrol shutdown` leaves running. The init dies with `unshare` (`--kill-child`) and
+`unshare` with the thread that started it (PR_SET_PDEATHSIG), so a cluster never outlives its
+owner, even one killed by SIGKILL. For the chroot release the namespace's root is the
 chroot, with the cluster directory bind-mounted at the same path, so paths mean the same inside
 and out. Client commands go through shims in DIR/bin that set SLURM_CONF (and, for the chroot,
 enter the namespace), so code under test runs `scontrol` from PATH as it does in production.
@@ -30,8 +32,11 @@ from typing import TypeVar
 
 import structlog
 
+from sidecars.devcluster import slinky
 from sidecars.devcluster.release import Release
 from sidecars.devcluster.slurmconf import ClusterSpec, Ports, render
+from sidecars.runtime import process
+from sidecars.runtime.pdeathsig import die_with_parent
 from sidecars.slurm import Job, Node, SlurmClient, SlurmError
 
 log = structlog.get_logger(__name__)
@@ -98,6 +103,9 @@ class DevCluster:
     ) -> None:
         self.release = release
         self.spec = spec or ClusterSpec()
+        why = slinky.check(self.spec, release.version)
+        if why:
+            raise ClusterError(why)
         self._own_dir = base_dir is None
         self.dir = Path(base_dir or tempfile.mkdtemp(prefix="slc-", dir="/tmp")).resolve()
         self.keep_dir = keep_dir
@@ -109,13 +117,14 @@ class DevCluster:
         self.log_dir = self.dir / "log"
         self.host = socket.gethostname().split(".")[0]
         self.ports: Ports | None = None
-        self._unshare: asyncio.subprocess.Process | None = None
+        self._unshare: process.Child | None = None
         self.init_pid: int | None = None
         self.pidns: str | None = None
         # with spec.foreground_ctld: the nsenter whose child is `slurmctld -D` (nsenter forks to enter
         # the PID namespace, waits for that child and exits with its status)
-        self._ctld: asyncio.subprocess.Process | None = None
+        self._ctld: process.Child | None = None
         self.ctld_stderr = self.log_dir / "slurmctld.stderr"
+        self._extra_ports: dict[str, int] = {}  # Slinky shape: nodes beyond the spec's, started later
 
     # ------------------------------------------------------------------ environment
     @property
@@ -124,7 +133,13 @@ class DevCluster:
         env = dict(os.environ)
         env["PATH"] = f"{self.bin_dir}:{env.get('PATH', IN_NS_PATH)}"
         env["SLURM_CONF"] = str(self.conf_path)
+        if self.slinky:  # what tells this cluster's configless slurmd apart from another's
+            env["SLURM_SACK_KEY"] = str(self.dir / "etc" / slinky.KEY_FILE)
         return env
+
+    @property
+    def slinky(self) -> bool:
+        return self.spec.shape == "slinky"
 
     def client(self, **kwargs: object) -> SlurmClient:
         return SlurmClient(env=self.env, **kwargs)  # type: ignore[arg-type]
@@ -153,28 +168,23 @@ class DevCluster:
         ]
 
     def slurmd_argv(self, name: str, *extra: str) -> list[str]:
-        """The command that (re)starts one node's slurmd: what a worker agent's restart hook runs."""
+        """The command that (re)starts one node's slurmd: what a worker agent's restart hook runs.
+        Slinky shape: a configless dynamic node (`extra` is then appended to its command line)."""
+        if self.slinky:
+            assert self.ports is not None
+            port = self.ports.nodes.get(name) or self._extra_ports.setdefault(name, free_port())
+            return self.in_namespace(*slinky.slurmd_args(self.spec, self.dir, self.ports, name, port), *extra)
         return self.in_namespace("slurmd", "-N", name, *extra)
 
     async def _exec(self, argv: Sequence[str], timeout: float = 30.0, check: bool = True) -> str:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            cwd=str(self.dir),
-        )
         try:
-            out, _ = await asyncio.wait_for(proc.communicate(), timeout)
-        except BaseException:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
-            raise
-        text = out.decode("utf-8", "replace")
-        if check and proc.returncode != 0:
+            done = await process.run(argv, timeout=timeout, cwd=self.dir, merge_stderr=True)
+        except process.ProcessTimeout:
+            raise ClusterError(f"{' '.join(argv[-4:])} did not finish within {timeout:g}s") from None
+        text = done.text()
+        if check and done.returncode != 0:
             raise ClusterError(
-                f"{' '.join(argv[-4:])} failed (exit {proc.returncode}): {text.strip()[-1500:]}"
+                f"{' '.join(argv[-4:])} failed (exit {done.returncode}): {text.strip()[-1500:]}"
             )
         return text
 
@@ -193,7 +203,8 @@ class DevCluster:
         try:
             self._write_files()
             await self._start_namespace()
-            await self._start_munge()
+            if not self.slinky:
+                await self._start_munge()
             await self.start_slurmctld()
             for name in self.node_names:
                 await self.start_slurmd(name)
@@ -231,7 +242,10 @@ class DevCluster:
                 dev.touch()
         ports = pick_ports(2 + self.spec.nodes)
         self.ports = Ports(ports[0], ports[1], dict(zip(self.node_names, ports[2:], strict=True)))
-        files = render(self.spec, self.dir, self.ports, self.host, f"c{ports[0]}")
+        if self.slinky:
+            slinky.write_key(self.dir / "etc")
+        shape_render = slinky.render if self.slinky else render
+        files = shape_render(self.spec, self.dir, self.ports, self.host, f"c{ports[0]}")
         if self.release.root is not None:
             # 24.11's slurmd always initialises a cgroup plugin and dies without cgroupfs unless told not to
             files["cgroup.conf"] = "CgroupPlugin=disabled\n"
@@ -265,6 +279,7 @@ class DevCluster:
                 "--pid",
                 "--mount",
                 "--fork",
+                "--kill-child",  # the namespace init dies with unshare, and everything in it with the init
                 "--mount-proc",
                 "--propagation",
                 "private",
@@ -278,13 +293,16 @@ class DevCluster:
             script = (
                 'set -e; R=$0 D=$1; mount -t proc proc "$R/proc"; mount --rbind /dev "$R/dev"; '
                 'mount -t sysfs sysfs "$R/sys"; mkdir -p "$R$D"; mount --bind "$D" "$R$D"; '
-                'exec chroot "$R" /bin/bash -c "$2"'
+                # Slinky shape: a /run of its own, where auth/slurm's daemons make their sack.socket
+                + ('mount -t tmpfs tmpfs "$R/run"; ' if self.slinky else "")
+                + 'exec chroot "$R" /bin/bash -c "$2"'
             )
             argv = [
                 "unshare",
                 "--pid",
                 "--mount",
                 "--fork",
+                "--kill-child",  # as above: bash, then chroot, then the init it execs, keep the signal
                 "--propagation",
                 "private",
                 "--",
@@ -297,12 +315,11 @@ class DevCluster:
             ]
         init_log = open(self.log_dir / "init.log", "wb")  # noqa: SIM115 - handed to the child
         try:
-            self._unshare = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.DEVNULL,
+            self._unshare = await process.start(
+                argv,
                 stdout=init_log,
                 stderr=init_log,
-                start_new_session=True,
+                preexec_fn=die_with_parent(),  # and unshare with us, however we end (SIGKILL included)
             )
         finally:
             init_log.close()
@@ -364,13 +381,12 @@ class DevCluster:
         with open(self.ctld_stderr, "ab") as err:  # appended: every start's last words are kept
             err.write(f"{STDERR_MARK} {time.strftime('%FT%TZ', time.gmtime())}\n".encode())
             err.flush()
-            self._ctld = await asyncio.create_subprocess_exec(
-                *self.in_namespace("slurmctld", "-D", "-f", str(self.conf_path)),  # as our images run it
-                stdin=asyncio.subprocess.DEVNULL,
+            # in a session of its own (runtime.process): a terminal's ^C is for pytest, not the controller
+            self._ctld = await process.start(
+                self.in_namespace("slurmctld", "-D", "-f", str(self.conf_path)),  # as our images run it
                 stdout=err,
                 stderr=err,
-                cwd=str(self.dir),
-                start_new_session=True,  # a terminal's ^C is for pytest, not for the controller
+                cwd=self.dir,
             )
 
     async def plugin_dir(self) -> Path:
@@ -421,11 +437,9 @@ class DevCluster:
         if self._ctld is None:
             return
         try:
-            await asyncio.wait_for(self._ctld.wait(), timeout)
+            await self._ctld.wait(timeout)
         except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                self._ctld.kill()
-            await self._ctld.wait()
+            await self._ctld.kill()
 
     async def restart_slurmctld(self) -> None:
         await self.stop_slurmctld()
@@ -465,10 +479,7 @@ class DevCluster:
                     os.kill(self.init_pid, signal.SIGKILL)
         await self._reap_ctld(10)  # its slurmctld died with the namespace; nsenter follows
         if self._unshare is not None:
-            if self._unshare.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    self._unshare.kill()
-            await self._unshare.wait()
+            await self._unshare.kill()
         if self.pidns:
             deadline = time.monotonic() + 10
             while self.processes() and time.monotonic() < deadline:
@@ -513,23 +524,11 @@ class DevCluster:
     # ------------------------------------------------------------------ jobs and waiting
     async def sbatch(self, *args: str, wrap: str = "sleep 300") -> int:
         """Submit a batch job; returns its id. Output goes to DIR/out."""
-        proc = await asyncio.create_subprocess_exec(
-            "sbatch",
-            "--parsable",
-            f"--chdir={self.out_dir}",
-            f"--output={self.out_dir}/slurm-%j.out",
-            *args,
-            "--wrap",
-            wrap,
-            env=self.env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=str(self.out_dir),
-        )
-        out, err = await proc.communicate()
-        if proc.returncode != 0:
-            raise ClusterError(f"sbatch failed: {err.decode().strip()}")
-        return int(out.decode().strip().split(";")[0])
+        argv = ["sbatch", "--parsable", f"--chdir={self.out_dir}", f"--output={self.out_dir}/slurm-%j.out"]
+        done = await process.run([*argv, *args, "--wrap", wrap], timeout=None, env=self.env, cwd=self.out_dir)
+        if done.returncode != 0:
+            raise ClusterError(f"sbatch failed: {done.stderr.decode().strip()}")
+        return int(done.stdout.decode().strip().split(";")[0])
 
     async def scancel(self, job_id: int, *args: str) -> None:
         await self._exec(

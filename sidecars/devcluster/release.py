@@ -20,6 +20,8 @@ from pathlib import Path
 
 import structlog
 
+from sidecars.runtime import process
+
 log = structlog.get_logger(__name__)
 
 CHROOT_PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
@@ -93,13 +95,11 @@ def _marker_version(root: Path) -> str | None:
 
 
 async def _check(*argv: str, env: dict[str, str] | None = None) -> str:
-    proc = await asyncio.create_subprocess_exec(
-        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env
-    )
-    out, _ = await proc.communicate()
-    text = out.decode("utf-8", "replace")
-    if proc.returncode != 0:
-        raise ReleaseUnavailable(f"{' '.join(argv[:4])} failed (exit {proc.returncode}): {text[-2000:]}")
+    # no time limit (debootstrap and apt take what the mirror takes); cancelled, its group is killed
+    done = await process.run(argv, timeout=None, env=env, merge_stderr=True)
+    text = done.text()
+    if done.returncode != 0:
+        raise ReleaseUnavailable(f"{' '.join(argv[:4])} failed (exit {done.returncode}): {text[-2000:]}")
     return text
 
 

@@ -34,6 +34,17 @@ T = TypeVar("T")
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
 
 
+class KubeError(Exception):
+    """The API server refused a call (after the retries of this edge): its HTTP status and reason.
+    kubernetes-asyncio's own exception stays inside this module."""
+
+    def __init__(self, operation: str, status: int, reason: str) -> None:
+        self.operation = operation
+        self.status = status
+        self.reason = reason
+        super().__init__(f"{operation}: HTTP {status} {reason}".rstrip())
+
+
 class LeaseConflict(Exception):
     """Someone else created or updated the Lease first (HTTP 409): re-read it."""
 
@@ -113,6 +124,10 @@ class LeaseRecord:
         return now >= self.renew_time + dt.timedelta(seconds=self.duration_seconds)
 
 
+def _error(operation: str, exc: ApiException) -> KubeError:
+    return KubeError(operation, int(exc.status or 0), str(exc.reason or ""))
+
+
 def _retryable(exc: BaseException, conflict_too: bool) -> bool:
     if isinstance(exc, ApiException):
         return exc.status in RETRYABLE or (conflict_too and exc.status == 409)
@@ -162,21 +177,24 @@ class KubeClient:
             self._count(operation, f"retry_{status}")
             log.info("kube_retry", operation=operation, status=status, attempt=state.attempt_number)
 
-        async for attempt in AsyncRetrying(
-            retry=retry_if_exception(lambda e: _retryable(e, conflict_too)),
-            stop=stop_after_attempt(policy.attempts) | stop_after_delay(policy.max_seconds),
-            wait=wait_random_exponential(multiplier=policy.initial_wait, max=policy.max_wait),
-            before_sleep=before_sleep,
-            reraise=True,
-        ):
-            with attempt:
-                try:
-                    result = await fn()
-                except ApiException as exc:
-                    self._count(operation, str(exc.status))
-                    raise
-                self._count(operation, "ok")
-                return result
+        try:
+            async for attempt in AsyncRetrying(
+                retry=retry_if_exception(lambda e: _retryable(e, conflict_too)),
+                stop=stop_after_attempt(policy.attempts) | stop_after_delay(policy.max_seconds),
+                wait=wait_random_exponential(multiplier=policy.initial_wait, max=policy.max_wait),
+                before_sleep=before_sleep,
+                reraise=True,
+            ):
+                with attempt:
+                    try:
+                        result = await fn()
+                    except ApiException as exc:
+                        self._count(operation, str(exc.status))
+                        raise
+                    self._count(operation, "ok")
+                    return result
+        except ApiException as exc:
+            raise _error(operation, exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     # ------------------------------------------------------------------ pods
@@ -192,7 +210,7 @@ class KubeClient:
     ) -> AsyncIterator[tuple[str, Pod]]:
         """(ADDED|MODIFIED|DELETED, pod) from `resource_version` until the server ends the watch.
 
-        An expired resourceVersion (410) raises ApiException: the caller lists again.
+        An expired resourceVersion (410) raises KubeError: the caller lists again.
         """
         async with watch.Watch() as w:
             stream = w.stream(
@@ -203,15 +221,18 @@ class KubeClient:
                 timeout_seconds=timeout_seconds,
                 allow_watch_bookmarks=True,
             )
-            async for event in stream:
-                kind = event["type"]
-                if kind in {"ADDED", "MODIFIED", "DELETED"}:
-                    yield kind, Pod.from_model(event["object"])
+            try:
+                async for event in stream:
+                    kind = event["type"]
+                    if kind in {"ADDED", "MODIFIED", "DELETED"}:
+                        yield kind, Pod.from_model(event["object"])
+            except ApiException as exc:
+                raise _error("watch_pods", exc) from exc
 
     async def get_pod(self, namespace: str, name: str) -> Pod | None:
         try:
             pod = await self._call("get_pod", lambda: self.core.read_namespaced_pod(name, namespace))
-        except ApiException as exc:
+        except KubeError as exc:
             if exc.status == 404:
                 return None
             raise
@@ -232,7 +253,7 @@ class KubeClient:
             await self._call(
                 "delete_pod", lambda: self.core.delete_namespaced_pod(name, namespace, body=options)
             )
-        except ApiException as exc:
+        except KubeError as exc:
             if exc.status == 404:
                 return False
             raise
@@ -246,7 +267,7 @@ class KubeClient:
     async def watch_nodes(
         self, resource_version: str, timeout_seconds: int = 300
     ) -> AsyncIterator[tuple[str, KubeNode]]:
-        """(ADDED|MODIFIED|DELETED, node) from `resource_version`; a 410 raises ApiException."""
+        """(ADDED|MODIFIED|DELETED, node) from `resource_version`; a 410 raises KubeError."""
         async with watch.Watch() as w:
             stream = w.stream(
                 self.core.list_node,
@@ -254,14 +275,17 @@ class KubeClient:
                 timeout_seconds=timeout_seconds,
                 allow_watch_bookmarks=True,
             )
-            async for event in stream:
-                if event["type"] in {"ADDED", "MODIFIED", "DELETED"}:
-                    yield event["type"], KubeNode.from_model(event["object"])
+            try:
+                async for event in stream:
+                    if event["type"] in {"ADDED", "MODIFIED", "DELETED"}:
+                        yield event["type"], KubeNode.from_model(event["object"])
+            except ApiException as exc:
+                raise _error("watch_nodes", exc) from exc
 
     async def get_node(self, name: str) -> KubeNode | None:
         try:
             node = await self._call("get_node", lambda: self.core.read_node(name))
-        except ApiException as exc:
+        except KubeError as exc:
             if exc.status == 404:
                 return None
             raise
@@ -302,7 +326,7 @@ class KubeClient:
         )
         try:
             await self._call("create_event", lambda: self.core.create_namespaced_event(namespace, event))
-        except ApiException as exc:
+        except KubeError as exc:
             if exc.status != 409:  # 409: an identical event exists already; nothing lost
                 raise
 
@@ -326,7 +350,7 @@ class KubeClient:
             obj = await self._call(
                 "get_lease", lambda: self.coordination.read_namespaced_lease(name, namespace)
             )
-        except ApiException as exc:
+        except KubeError as exc:
             if exc.status == 404:
                 return None
             raise
@@ -352,7 +376,7 @@ class KubeClient:
             obj = await self._call(
                 "create_lease", lambda: self.coordination.create_namespaced_lease(record.namespace, body)
             )
-        except ApiException as exc:
+        except KubeError as exc:
             if exc.status == 409:
                 raise LeaseConflict(f"lease {record.name} exists already") from None
             raise
@@ -366,7 +390,7 @@ class KubeClient:
                 "update_lease",
                 lambda: self.coordination.replace_namespaced_lease(record.name, record.namespace, body),
             )
-        except ApiException as exc:
+        except KubeError as exc:
             if exc.status == 409:
                 raise LeaseConflict(f"lease {record.name} changed since it was read") from None
             raise
@@ -379,7 +403,7 @@ class KubeClient:
             obj = await self._call(
                 "get_configmap", lambda: self.core.read_namespaced_config_map(name, namespace)
             )
-        except ApiException as exc:
+        except KubeError as exc:
             if exc.status == 404:
                 return None
             raise
@@ -392,7 +416,7 @@ class KubeClient:
             await self._call(
                 "replace_configmap", lambda: self.core.replace_namespaced_config_map(name, namespace, body)
             )
-        except ApiException as exc:
+        except KubeError as exc:
             if exc.status != 404:
                 raise
             await self._call(

@@ -8,10 +8,21 @@ from sidecars.slurm.errors import (
     SlurmTimeout,
     SlurmUnreachable,
 )
-from sidecars.slurm.models import Job, Node, NodeState, Partition, Ping, Reason, Reservation, Version
+from sidecars.slurm.models import (
+    BootTime,
+    Job,
+    Node,
+    NodeState,
+    Partition,
+    Ping,
+    Reason,
+    Reservation,
+    Version,
+)
 from sidecars.slurm.runner import CommandResult, SlurmMetrics
 
 __all__ = [
+    "BootTime",
     "CommandResult",
     "Job",
     "Node",

@@ -23,7 +23,7 @@ from tenacity import (
 
 from sidecars.slurm import hostlist, jsonformat, textformat
 from sidecars.slurm.errors import SlurmCommandError, SlurmUnreachable
-from sidecars.slurm.models import Job, Node, Partition, Ping, Reservation, Version
+from sidecars.slurm.models import BootTime, Job, Node, Partition, Ping, Reservation, Version
 from sidecars.slurm.runner import CommandResult, SlurmMetrics, run
 
 log = structlog.get_logger(__name__)
@@ -83,6 +83,14 @@ class SlurmClient:
             self._version = Version.parse(result.stdout)
             log.info("slurm_release_detected", version=str(self._version))
         return self._version
+
+    async def parse_config(self, timeout: float | None = None) -> Version:
+        """Have the Slurm client parse SLURM_CONF (and its includes), now; returns the client's release.
+        `scontrol --version` parses the files before it prints and sends nothing to slurmctld, so it is
+        the cheapest such parse; a refusal raises SlurmCommandError in the parser's words. Not retried
+        (a parse error is no transient) and not cached (the files are what is asked about)."""
+        result = await self.run("scontrol", "--version", retry=False, timeout=timeout)
+        return Version.parse(result.stdout)
 
     async def _json(self, kind: Literal["nodes", "jobs", "partitions"]) -> bool:
         """Whether to read `kind` as JSON. `squeue --json` and 22.05's per-node `sinfo --json` exist
@@ -165,6 +173,12 @@ class SlurmClient:
     async def show_config(self) -> dict[str, str]:
         r = await self.run("scontrol", "show", "config")
         return textformat.config(r.stdout)
+
+    async def boot_time(self, timeout: float | None = None) -> BootTime:
+        """When slurmctld started (`scontrol show config`'s BOOT_TIME), and when it was asked. Not
+        retried: a caller waiting for a restart keeps its own deadline, not the client's retry budget."""
+        r = await self.run("scontrol", "show", "config", retry=False, timeout=timeout)
+        return textformat.boot_time(r.stdout)
 
     async def ping(self) -> Ping:
         """Which controllers answer. Never raises for a down controller: that is the answer."""

@@ -105,6 +105,8 @@ class Node:
     boot_time: int | None
     slurmd_start_time: int | None
     version: str | None
+    port: int | None = None  # slurmd's port when the node has its own (a dynamic node's `--conf Port=`)
+    comment: str = ""  # Slinky writes the pod's identity here as JSON
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +162,15 @@ class Ping:
 
     up: bool
     controllers: dict[str, bool]  # name -> up (primary, backups)
+
+
+@dataclass(frozen=True, slots=True)
+class BootTime:
+    """slurmctld's BOOT_TIME and the moment of the query that read it ("Configuration data as of"),
+    as Slurm prints them: local time, 1-s resolution. None where the output had no such line."""
+
+    booted: str | None
+    asked: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
-import signal
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -13,6 +10,7 @@ from dataclasses import dataclass
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from sidecars.runtime import process
 from sidecars.slurm.errors import SlurmTimeout, SlurmUnreachable, classify
 
 log = structlog.get_logger(__name__)
@@ -50,21 +48,6 @@ class SlurmMetrics:
         self.seconds.labels(command=command).observe(seconds)
 
 
-async def _kill(proc: asyncio.subprocess.Process) -> None:
-    # the whole process group: a wrapper (a shim entering a namespace) may have forked the real client,
-    # which would otherwise keep our pipes open until it gave up by itself
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # its own group: started with start_new_session
-    except (ProcessLookupError, PermissionError):
-        # only then: Popen.kill() first polls the child, and that waitpid would reap it behind
-        # asyncio's child watcher ("Unknown child process pid N" on stderr, seen in CI)
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-    # reap it so no zombie or transport is left behind; a killed child exits at once
-    with contextlib.suppress(Exception):
-        await asyncio.shield(proc.wait())
-
-
 async def run(
     argv: Sequence[str],
     *,
@@ -78,30 +61,18 @@ async def run(
     command = os.path.basename(argv[0])
     label = command if len(argv) < 2 or argv[1].startswith("-") else f"{command} {argv[1]}"
     started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=dict(env) if env is not None else None,
-        start_new_session=True,
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
-    except TimeoutError:
-        await _kill(proc)
+    try:  # a timed-out or cancelled command's whole process group is killed (runtime.process)
+        done = await process.run(argv, timeout=timeout, env=env, stdin=stdin)
+    except process.ProcessTimeout:
         if metrics:
             metrics.observe(label, "timeout", time.monotonic() - started)
         raise SlurmTimeout(argv, f"no answer within {timeout:g}s", None) from None
-    except BaseException:
-        await _kill(proc)  # cancelled: the child must not outlive the task that wanted it
-        raise
-    seconds = time.monotonic() - started
+    seconds = done.seconds
     result = CommandResult(
         tuple(argv),
-        proc.returncode if proc.returncode is not None else -1,
-        out.decode("utf-8", "replace"),
-        err.decode("utf-8", "replace"),
+        done.returncode,
+        done.stdout.decode("utf-8", "replace"),
+        done.stderr.decode("utf-8", "replace"),
         seconds,
     )
     if result.returncode != 0:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 
 from sidecars.slurm import hostlist
-from sidecars.slurm.models import Job, Node, NodeState, Partition, Ping, Reason, Reservation
+from sidecars.slurm.models import BootTime, Job, Node, NodeState, Partition, Ping, Reason, Reservation
 
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_:/.\-]*$")
 _NULL = {"", "(null)", "N/A", "n/a", "None", "Unknown", "NONE", "n/s"}
@@ -143,6 +143,8 @@ def node_from_pairs(p: list[tuple[str, str]]) -> Node:
         boot_time=parse_time(d.get("BootTime")),
         slurmd_start_time=parse_time(d.get("SlurmdStartTime")),
         version=_null(d.get("Version")),
+        port=_int(d["Port"]) if (d.get("Port") or "").isdigit() else None,
+        comment=_null(d.get("Comment")) or "",
     )
 
 
@@ -301,6 +303,12 @@ def config(text: str) -> dict[str, str]:
         if sep and key and " " not in key:
             out[key] = value.strip()
     return out
+
+
+def boot_time(text: str) -> BootTime:
+    """BOOT_TIME of `scontrol show config`, and its header's query time (`Configuration data as of T`)."""
+    asked = re.search(r"^Configuration data as of (\S+)", text, re.MULTILINE)
+    return BootTime(config(text).get("BOOT_TIME"), asked[1] if asked else None)
 
 
 def ping(text: str) -> Ping:

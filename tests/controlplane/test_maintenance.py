@@ -167,7 +167,7 @@ async def test_bad_windows_are_refused_and_change_nothing(cluster: DevCluster, t
             "hostlist": ({**good, "name": "x", "nodes": "n[1-"}, 422, "hostlist"),
             "kube name": ({**good, "name": "k8s-node-a"}, 422, "Kubernetes"),
             "reason": ({**good, "name": "x", "reason": "a=b"}, 422, "reason"),
-            "missing": ({"nodes": "n2"}, 422, "missing fields"),
+            "missing": ({"nodes": "n2"}, 422, "missing"),
         }
         for what, (body, code, words) in refused.items():
             status, text = await cp.post("/v1/maintenance", body)

@@ -8,7 +8,7 @@ import datetime as dt
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from sidecars.kube import KubeClient, KubeEventSink, LeaseConflict, LeaseRecord
+from sidecars.kube import KubeClient, KubeError, KubeEventSink, LeaseConflict, LeaseRecord
 from sidecars.kube.client import KubeRetry
 from tests.fakekube import FakeKube, configuration
 
@@ -45,10 +45,10 @@ async def test_list_get_and_watch_pods_from_a_resource_version(
 async def test_watch_from_an_expired_version_raises_410(fake: tuple[FakeKube, str], kube: KubeClient) -> None:
     f, _ = fake
     f.min_watch_rv = 1000
-    with pytest.raises(ApiException) as err:
+    with pytest.raises(KubeError) as err:
         async for _ in kube.watch_pods("slurm", "", "5", timeout_seconds=2):
             pass
-    assert err.value.status == 410
+    assert err.value.status == 410 and err.value.reason  # the edge's own error, with the server's reason
 
 
 async def test_annotation_patch_is_a_strategic_merge_and_retries_409_429_500(
@@ -78,13 +78,13 @@ async def test_retries_are_bounded_and_permanent_errors_are_not_retried(fake: tu
         configuration(url), retry=KubeRetry(attempts=3, initial_wait=0.01, max_wait=0.02)
     ) as k:
         f.inject("GET", "/pods/w1", 503, times=10)
-        with pytest.raises(ApiException) as err:
+        with pytest.raises(KubeError) as err:
             await k.get_pod("slurm", "w1")
         assert err.value.status == 503
         assert len(f.answered("GET", "/pods/w1")) == 3
         f.faults.clear()
         f.inject("DELETE", "/pods/w1", 403)
-        with pytest.raises(ApiException):
+        with pytest.raises(KubeError):
             await k.delete_pod("slurm", "w1")
         assert len(f.answered("DELETE", "/pods/w1")) == 1
 
@@ -94,7 +94,7 @@ async def test_delete_with_a_uid_precondition_spares_a_replacement(
 ) -> None:
     f, _ = fake
     f.add_pod("w1")
-    with pytest.raises(ApiException) as err:
+    with pytest.raises(KubeError) as err:
         await kube.delete_pod("slurm", "w1", uid="not-this-one")
     assert err.value.status == 409
     pod = await kube.get_pod("slurm", "w1")

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sidecars.runtime.events import LogEventSink, pod_events
+from sidecars.kube import pod_events
+from sidecars.runtime.events import LogEventSink
 from tests.fakekube import FakeKube
 
 
@@ -45,7 +46,7 @@ async def test_in_a_cluster_events_land_on_the_pod(tmp_path: Path, monkeypatch: 
 
 def test_the_kubernetes_client_is_loaded_only_at_the_first_event() -> None:
     code = (
-        "import asyncio, sys\nfrom sidecars.runtime.events import pod_events\n"
+        "import asyncio, sys\nfrom sidecars.kube import pod_events\n"
         "async def main():\n"
         "    env = {'POD_NAME': 'w', 'POD_NAMESPACE': 'ns', 'KUBERNETES_SERVICE_HOST': '10.0.0.1'}\n"
         "    async with pod_events('c', env=env):\n"

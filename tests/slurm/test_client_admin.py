@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -71,3 +74,29 @@ async def test_a_reservation_comment_with_spaces_is_read_whole(cluster: DevClust
     await client.create_reservation("c", ["n1"], start="now+600", duration="10", comment="rack 4: PSU swap")
     (resv,) = await client.reservations()
     assert resv.comment == "rack 4: PSU swap"
+
+
+@pytest.mark.cluster(nodes=1)
+async def test_client_parse_of_a_candidate_config_and_boot_time(cluster: DevCluster) -> None:
+    client = cluster.client()
+    assert str(await client.parse_config(timeout=10)) == cluster.release.version
+    bad = cluster.dir / "etc" / "candidate.conf"  # under the cluster dir: the same path in the chroot
+    bad.write_text(cluster.conf_path.read_text() + "NoSuchKey=1\n")
+    with pytest.raises(SlurmCommandError) as info:
+        await client.with_env(SLURM_CONF=str(bad)).parse_config(timeout=10)
+    assert "NoSuchKey" in info.value.message  # the parser's own words
+    boot = await client.boot_time(timeout=5)
+    assert boot.booted == (await client.show_config())["BOOT_TIME"]
+    assert boot.asked is not None and boot.booted is not None
+    assert boot.asked >= boot.booted  # both local ISO times: ordered as text
+    deadline = time.monotonic() + 30
+    # 1-s resolution: a restart within the second slurmctld booted in would show the same BOOT_TIME
+    while boot.asked == boot.booted:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.1)
+        boot = await client.boot_time(timeout=5)
+    await cluster.restart_slurmctld()
+    while (now := await client.boot_time(timeout=5)).booted == boot.booted:
+        assert time.monotonic() < deadline, "BOOT_TIME never changed after a restart"
+        await asyncio.sleep(0.2)
+    assert now.booted is not None and now.booted > boot.booted

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecars.slurm import NodeState, jsonformat, textformat
+from sidecars.slurm import BootTime, NodeState, Version, jsonformat, textformat
 from sidecars.slurm.errors import SlurmParseError, SlurmUnreachable
 
 DATA = Path(__file__).parent.parent / "data"
@@ -124,6 +124,33 @@ def test_config_ping_and_sdiag(release: str) -> None:
     assert textformat.ping(read(release, "scontrol-ping.txt")).up
     rpcs = textformat.sdiag_rpcs(read(release, "sdiag.txt"))
     assert rpcs["REQUEST_NODE_INFO"] > 0 and rpcs["REQUEST_PARTITION_INFO"] > 0
+
+
+@pytest.mark.parametrize(
+    ("release", "booted", "asked"),
+    [
+        ("slurm-22.05", "2026-11-30T03:04:47", "2026-11-30T03:04:58"),
+        ("slurm-24.11", "2026-11-30T03:01:22", "2026-11-30T03:02:13"),
+        ("slurm-26.05", "2026-12-01T08:46:16", "2026-12-01T08:46:22"),
+    ],
+)
+def test_boot_time_and_query_time_of_show_config(release: str, booted: str, asked: str) -> None:
+    boot = textformat.boot_time(read(release, "scontrol-show-config.txt"))
+    assert (boot.booted, boot.asked) == (booted, asked)
+    # a section title or a config without the header: what is missing is None, not a guess
+    assert textformat.boot_time("BOOT_TIME = 2026-11-30T03:04:47\n") == BootTime("2026-11-30T03:04:47", None)
+    assert textformat.boot_time("Configuration data as of 2026-11-30T03:04:58\n") == BootTime(
+        None, "2026-11-30T03:04:58"
+    )
+
+
+@pytest.mark.parametrize(
+    ("release", "version"),
+    [("slurm-22.05", (22, 5, 8)), ("slurm-24.11", (24, 11, 5)), ("slurm-26.05", (26, 5, 5))],
+)
+def test_client_version(release: str, version: tuple[int, int, int]) -> None:
+    v = Version.parse(read(release, "scontrol--version.txt"))
+    assert (v.major, v.minor, v.micro) == version
 
 
 def test_unknown_json_shapes_fail_clearly() -> None:
