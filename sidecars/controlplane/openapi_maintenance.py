@@ -114,9 +114,7 @@ def paths() -> dict[str, Any]:
                 "slurm-sidecars-upgrade)",
                 "requestBody": {
                     "required": True,
-                    "content": {
-                        "application/json": {"schema": {"$ref": "#/components/schemas/UpgradeRequest"}}
-                    },
+                    "content": {"application/json": {"schema": schemas()["UpgradeRequest"]}},
                 },
                 "responses": {"201": simple, **_errors(400, 401, 409, 413, 422, 503)},
             },
@@ -152,9 +150,7 @@ def paths() -> dict[str, Any]:
                 "summary": "create a window: a MAINT reservation now, drains from its start as jobs end",
                 "requestBody": {
                     "required": True,
-                    "content": {
-                        "application/json": {"schema": {"$ref": "#/components/schemas/MaintenanceRequest"}}
-                    },
+                    "content": {"application/json": {"schema": schemas()["MaintenanceRequest"]}},
                 },
                 "responses": {
                     "201": _json(window, "created"),

@@ -86,7 +86,7 @@ def skew_error(controller: Version, slurmds: Mapping[str, Version], target: Vers
     order = "upgrade slurmdbd first, then slurmctld, then the slurmd workers"
     for name, v in sorted(slurmds.items()):
         if (v.major, v.minor) > (controller.major, controller.minor):
-            return f"slurmctld {controller} is older than slurmd {v} on {name}: {order}"
+            return f"the controller, slurmctld {controller}, is older than slurmd {v} on {name}: {order}"
     if target is not None:
         if (target.major, target.minor) > (controller.major, controller.minor):
             return f"target slurmd {target} is newer than slurmctld {controller}: {order}"
@@ -94,7 +94,9 @@ def skew_error(controller: Version, slurmds: Mapping[str, Version], target: Vers
             return f"target slurmd {target} is more than {MAX_SKEW} releases behind slurmctld {controller}"
     for name, v in sorted(slurmds.items()):
         if release_distance(controller, v) > MAX_SKEW:
-            return f"slurmd {v} on {name} is more than {MAX_SKEW} releases behind slurmctld {controller}"
+            return (
+                f"the slurmd on {name} ({v}) is more than {MAX_SKEW} releases behind slurmctld {controller}"
+            )
     return None
 
 
