@@ -42,7 +42,8 @@ Emit = Callable[[str, str, str], Awaitable[None]]  # (slurm node, reason, messag
 
 
 class WindowError(Exception):
-    """A refused window: `status` is the HTTP answer (400, 404, 409, 422), the message says why."""
+    """A refused window: `status` is the HTTP answer (404 unknown nodes, 409 anything else a
+    well-formed request can still be refused for), the message says why."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -54,33 +55,33 @@ def parse_duration(text: str) -> int:
     """`90m`, `2h`, `1h30m`, `1d` -> seconds (whole minutes: what a reservation holds)."""
     m = _DURATION.match(text.strip()) if isinstance(text, str) else None
     if not m or not any(m.groups()):
-        raise WindowError(422, f"bad duration {text!r}: use e.g. 90m, 2h, 1h30m or 1d")
+        raise WindowError(409, f"bad duration {text!r}: use e.g. 90m, 2h, 1h30m or 1d")
     d, h, mins = (int(g or 0) for g in m.groups())
     seconds = ((d * 24 + h) * 60 + mins) * 60
     if seconds <= 0:
-        raise WindowError(422, f"bad duration {text!r}: must be at least 1m")
+        raise WindowError(409, f"bad duration {text!r}: must be at least 1m")
     if seconds > MAX_DURATION:
-        raise WindowError(422, f"bad duration {text!r}: at most 366d")
+        raise WindowError(409, f"bad duration {text!r}: at most 366d")
     return seconds
 
 
 def parse_start(text: str, now: float) -> int:
     """`now` or an RFC 3339 time with its offset -> epoch seconds; a start in the past is refused."""
     if not isinstance(text, str):
-        raise WindowError(422, "start must be 'now' or an RFC 3339 time")
+        raise WindowError(409, "start must be 'now' or an RFC 3339 time")
     if text.strip().lower() == "now":
         return int(now)
     try:
         when = dt.datetime.fromisoformat(text.strip())
     except ValueError:
         raise WindowError(
-            422, f"bad start {text!r}: use 'now' or RFC 3339, e.g. 2026-12-01T14:00:00Z"
+            409, f"bad start {text!r}: use 'now' or RFC 3339, e.g. 2026-12-01T14:00:00Z"
         ) from None
     if when.tzinfo is None:
-        raise WindowError(422, f"bad start {text!r}: RFC 3339 needs an offset (Z or +01:00)")
+        raise WindowError(409, f"bad start {text!r}: RFC 3339 needs an offset (Z or +01:00)")
     start = int(when.timestamp())
     if start < now - PAST_SLACK:
-        raise WindowError(422, f"start {text} is in the past")
+        raise WindowError(409, f"start {text} is in the past")
     return start
 
 
@@ -217,29 +218,29 @@ class Maintenance:
         if name is None:
             name = time.strftime("m%Y%m%d-%H%M", time.gmtime(now)) + "-" + secrets.token_hex(2)
         if not isinstance(name, str) or not WINDOW_NAME.match(name):
-            raise WindowError(422, "name must be lower-case letters, digits and '-', at most 63")
+            raise WindowError(409, "name must be lower-case letters, digits and '-', at most 63")
         if name.startswith(KUBE_PREFIX) and not kube:
             raise WindowError(
-                422, f"names starting with {KUBE_PREFIX!r} are kept for Kubernetes Node windows"
+                409, f"names starting with {KUBE_PREFIX!r} are kept for Kubernetes Node windows"
             )
         if not isinstance(reason, str) or not reason.strip():
-            raise WindowError(422, "reason is required")
+            raise WindowError(409, "reason is required")
         if len(reason) > MAX_REASON or any(ord(c) < 32 for c in reason) or "=" in reason:
-            raise WindowError(422, f"reason must be at most {MAX_REASON} printable characters without '='")
+            raise WindowError(409, f"reason must be at most {MAX_REASON} printable characters without '='")
         seconds = parse_duration(duration)
         begin = parse_start(start, now)
         if not isinstance(nodes, str):
-            raise WindowError(422, "nodes must be a Slurm hostlist, e.g. gpu[01-04]")
+            raise WindowError(409, "nodes must be a Slurm hostlist, e.g. gpu[01-04]")
         try:
             names = sorted(set(expand(nodes)))
         except HostlistError as exc:
-            raise WindowError(422, f"bad hostlist {nodes!r}: {exc}") from None
+            raise WindowError(409, f"bad hostlist {nodes!r}: {exc}") from None
         if not names:
-            raise WindowError(422, "nodes must name at least one node")
+            raise WindowError(409, "nodes must name at least one node")
         known = await self._slurm.nodes_named(names)
         unknown = [n for n in names if n not in known]
         if unknown:
-            raise WindowError(422, f"unknown nodes: {', '.join(unknown)}")
+            raise WindowError(404, f"unknown nodes: {', '.join(unknown)}")
         window = Window(name, tuple(names), begin, begin + seconds, reason.strip())
         for other in await self.read():
             if other.name == name:

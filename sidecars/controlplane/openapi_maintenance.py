@@ -62,8 +62,8 @@ def schemas() -> dict[str, Any]:
                 },
                 "budget": {
                     "type": "string",
-                    "pattern": "^[0-9]+%?$",
-                    "description": "workers out of service at once: a number or a percentage; 0 refused",
+                    "pattern": "^[1-9][0-9]*%?$",
+                    "description": "a budget of 0 (or not a number or a percentage) is refused: e.g. 2, 25%",
                 },
                 "slurm_version": {
                     "type": "string",
@@ -79,20 +79,29 @@ def schemas() -> dict[str, Any]:
             "required": ["nodes", "start", "duration", "reason"],
             "properties": {
                 "name": {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]{0,62}$"},
-                "nodes": {"type": "string", "description": "Slurm hostlist, e.g. gpu[01-04]"},
+                "nodes": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 4096,
+                    "pattern": "^[A-Za-z0-9._,\\[\\]-]+$",
+                    "description": "Slurm hostlist, e.g. gpu[01-04]",
+                },
                 "start": {
                     "type": "string",
-                    "description": "`now` or RFC 3339 with an offset; not in the past",
+                    "minLength": 3,
+                    "description": "`now` or RFC 3339 with an offset; not in the past (409 when it is)",
                 },
                 "duration": {
                     "type": "string",
-                    "pattern": "^(\\d+d)?(\\d+h)?(\\d+m)?$",
+                    "minLength": 2,
+                    "pattern": "^([0-9]+d)?([0-9]+h)?([0-9]+m)?$",
                     "description": "e.g. 90m, 1h30m, 1d",
                 },
                 "reason": {
                     "type": "string",
+                    "minLength": 1,
                     "maxLength": 200,
-                    "description": "no `=`; kept as the reservation's comment",
+                    "description": "no `=` (409 when it has one); kept as the reservation's comment",
                 },
             },
         },

@@ -84,7 +84,7 @@ async def test_an_upgrade_keeps_to_its_budget_kills_no_job_and_survives_a_restar
             async with control_plane(cluster, kube_url=url) as cp:
                 for body, code, words in (
                     ({"revision": "new", "budget": "0"}, 422, "budget of 0"),
-                    ({"revision": "new", "budget": "x"}, 422, "bad budget"),
+                    ({"revision": "new", "budget": "x"}, 422, "budget"),
                     (
                         {"revision": "new", "budget": "1", "slurm_version": "99.05"},
                         409,
