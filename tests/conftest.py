@@ -152,7 +152,20 @@ async def cluster(release: Release, request: pytest.FixtureRequest) -> AsyncIter
         yield c
     finally:
         await c.stop()
-        assert not c.processes(), f"cluster processes left behind: {c.processes()}"
+        left = c.processes()
+        assert not left, f"cluster processes left behind: {[_describe(pid) for pid in left]}"
+
+
+def _describe(pid: int) -> str:
+    """pid, name, state and kernel wait channel: enough to tell a stuck process from a late one."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        wchan = Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return f"{pid} (gone)"
+    name = stat[stat.index("(") + 1 : stat.rindex(")")]
+    state = stat[stat.rindex(")") + 2 :].split()[0]
+    return f"{pid} {name} state={state} wchan={wchan}"
 
 
 def descendants(root: int) -> list[tuple[int, str]]:

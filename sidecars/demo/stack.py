@@ -77,14 +77,24 @@ class DemoStack:
         try:
             await self._start_roles()
         except BaseException:
-            await self.stop()
+            await self._stop_to_the_end()
             raise
         return self
 
     async def __aexit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        await self.stop()
+        await self._stop_to_the_end()
+
+    async def _stop_to_the_end(self) -> None:
+        """stop(), carried through even when the caller is cancelled meanwhile: the daemon runtime
+        cancels the demo 1.5 s after a signal, and a teardown cut there left the cluster running."""
+        task = asyncio.create_task(self.stop(), name="demo-stop")
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            await task
+            raise
 
     async def _start_roles(self) -> None:
         d = self.cluster.dir

@@ -90,6 +90,15 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks: with its PID, an identity no later process shares."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
 class DevCluster:
     """`async with DevCluster(release, spec) as c:` starts the cluster; leaving the block removes it all."""
 
@@ -120,6 +129,10 @@ class DevCluster:
         self._unshare: process.Child | None = None
         self.init_pid: int | None = None
         self.pidns: str | None = None
+        # (pid, start time) of the namespace's init, kept after stop(): the kernel reaps an init only
+        # once every process of its namespace is gone, and then frees the namespace's inode number for
+        # the next one made on this machine (another test worker's cluster, a container)
+        self._init_id: tuple[int, str] | None = None
         # with spec.foreground_ctld: the nsenter whose child is `slurmctld -D` (nsenter forks to enter
         # the PID namespace, waits for that child and exits with its status)
         self._ctld: process.Child | None = None
@@ -331,9 +344,15 @@ class DevCluster:
                 root_ok = self.release.root is None or os.readlink(f"/proc/{child}/root") == str(
                     self.release.root.resolve()
                 )
-                if root_ok and os.readlink(f"/proc/{child}/ns/pid") != os.readlink("/proc/self/ns/pid"):
+                started = _start_time(child)
+                if (
+                    root_ok
+                    and started is not None
+                    and os.readlink(f"/proc/{child}/ns/pid") != os.readlink("/proc/self/ns/pid")
+                ):
                     self.init_pid = child
                     self.pidns = os.readlink(f"/proc/{child}/ns/pid")
+                    self._init_id = (child, started)
                     break
             if self._unshare.returncode is not None:
                 break
@@ -456,7 +475,7 @@ class DevCluster:
         pid = await self._poll(
             self._async(lambda: self.hostpid(f"slurmd-{name}")),
             lambda p: p is not None,
-            10,
+            30,  # seconds only on a loaded machine (parallel test workers on two cores)
             f"slurmd {name} pid file",
         )
         assert pid is not None
@@ -492,9 +511,14 @@ class DevCluster:
             shutil.rmtree(self.dir, ignore_errors=True)
 
     # ------------------------------------------------------------------ introspection
+    def _namespace_exists(self) -> bool:
+        """Whether our namespace's init is not yet reaped (it may be dying): until then the namespace
+        and its inode number are ours; after, no process of it is left and the number may be reused."""
+        return self._init_id is not None and _start_time(self._init_id[0]) == self._init_id[1]
+
     def processes(self) -> list[int]:
         """Host PIDs of every live process in this cluster's PID namespace."""
-        if not self.pidns:
+        if not self.pidns or not self._namespace_exists():
             return []
         found = []
         for entry in os.listdir("/proc"):
@@ -502,7 +526,7 @@ class DevCluster:
                 with contextlib.suppress(OSError):
                     if os.readlink(f"/proc/{entry}/ns/pid") == self.pidns and _alive(int(entry)):
                         found.append(int(entry))
-        return found
+        return found if self._namespace_exists() else []  # reaped while we looked: those were not ours
 
     def hostpid(self, daemon: str) -> int | None:
         """Host PID of `slurmctld`, `munged` or `slurmd-<node>` from its pid file (which holds a
