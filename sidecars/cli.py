@@ -34,6 +34,12 @@ COMMANDS = (
         "one per cluster: fleet view, drains, scale-in order",
         "sidecars.controlplane.service",
     ),
+    Command(
+        "maintenance",
+        "planned maintenance windows: create, list, delete",
+        "sidecars.maintenance_cli",
+    ),
+    Command("upgrade", "a rolling upgrade of the workers, paced by a drain budget", "sidecars.upgrade_cli"),
     Command("probe", "exec probe: GET /livez or /readyz", "sidecars.probe"),
     Command("status", "a human-readable view of the cluster", "sidecars.status"),
     Command("demo", "run everything on this machine against a real Slurm", "sidecars.demo"),

@@ -410,7 +410,7 @@ class Validator:
         """The live controller's pending and running jobs and reservations ([] if it does not answer)."""
         try:
             placed, resv = await asyncio.gather(self.client.job_placements(), self.client.reservations())
-            return placed, resv
+            return placed, {r.name: r.nodes for r in resv}
         except SlurmError as exc:
             log.warning("jobs_unreadable", error=exc.message)
             return [], {}

@@ -161,6 +161,12 @@ class ControlPlaneMetrics:
         self.unregistered_workers = Gauge(
             p + "unregistered_workers", "Worker pods that look unregistered", registry=registry
         )
+        self.maintenance_nodes = Gauge(
+            p + "maintenance_nodes",
+            "Nodes in maintenance windows, by state (scheduled, waiting, draining, ready, unknown)",
+            ["state"],
+            registry=registry,
+        )
         self.leader = Gauge(p + "leader", "1 when this replica holds the Lease", registry=registry)
         self.long_polls = Gauge(p + "long_polls", "Long polls waiting", registry=registry)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sidecars.controlplane import openapi_maintenance
 from sidecars.slurm import REASON_PREFIX
 
 MAX_BODY = 16 * 1024
@@ -139,6 +140,7 @@ def document(max_wait: float = 60.0) -> dict[str, Any]:
                     "required": ["error"],
                     "properties": {"error": {"type": "string"}},
                 },
+                **openapi_maintenance.schemas(),
             },
         },
         "security": [{"bearer": []}],
@@ -218,6 +220,7 @@ def document(max_wait: float = 60.0) -> dict[str, Any]:
                     },
                 }
             },
+            **openapi_maintenance.paths(),
             "/v1/openapi.json": {
                 "get": {
                     "summary": "this document",

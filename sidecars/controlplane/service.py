@@ -20,12 +20,17 @@ from sidecars.controlplane.configfeed import ConfigFeed
 from sidecars.controlplane.deletion_cost import DeletionCostWriter
 from sidecars.controlplane.drains import DrainBatcher
 from sidecars.controlplane.leader import LeaderElector
+from sidecars.controlplane.maintenance import Maintenance
+from sidecars.controlplane.maintenance_api import MaintenanceAPI
 from sidecars.controlplane.metrics import ControlPlaneMetrics
+from sidecars.controlplane.nodewindows import NodeWatch, NodeWindows
 from sidecars.controlplane.page import DrainClock, PageState
 from sidecars.controlplane.pods import PodCache, node_name
 from sidecars.controlplane.recycle import RecyclePolicy, Recycler
 from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.controlplane.snapshot import FleetView
+from sidecars.controlplane.upgrade import Upgrade
+from sidecars.controlplane.upgrade_api import UpgradeAPI
 from sidecars.controlplane.web import WebUI
 from sidecars.kube import KubeClient, KubeEventSink, Pod, load_configuration
 from sidecars.runtime import daemon, http, logs
@@ -107,6 +112,32 @@ class ControlPlane:
                 ),
             )
         self._pod_index: tuple[int, dict[tuple[str, str], str]] = (-1, {})  # see node_of
+        self.maintenance = Maintenance(
+            slurm, self.drains, lambda: self.fleet.snapshot.nodes, emit=self._pod_event if kube else None
+        )
+        self.maintenance_api = MaintenanceAPI(self.maintenance, self.leader)
+        self.node_watch: NodeWatch | None = None
+        self.node_windows: NodeWindows | None = None
+        if kube is not None and self.pods is not None:
+            pods = self.pods
+            self.node_watch = NodeWatch(kube)
+            self.node_windows = NodeWindows(
+                self.maintenance, self.node_watch, lambda: list(pods.pods.values()), self.node_of
+            )
+        self.upgrade: Upgrade | None = None
+        if kube is not None and self.pods is not None:
+            cache = self.pods
+            self.upgrade = Upgrade(
+                kube,
+                settings.namespace,
+                self.drains,
+                lambda: self.fleet.snapshot.nodes,
+                lambda: self.fleet.snapshot.order,
+                lambda: list(cache.pods.values()),
+                self.node_of,
+                emit=self._event_on,
+            )
+        self.upgrade_api = UpgradeAPI(self.upgrade, slurm, self.leader)
         self.api = ControlPlaneAPI(
             settings.token,
             fleet=self.fleet,
@@ -150,6 +181,19 @@ class ControlPlane:
             self._pod_index = (snap.version, index)
         found = self._pod_index[1].get((pod.namespace, pod.name))
         return found or node_name(pod, self.settings.node_label)
+
+    async def _pod_event(self, node: str, reason: str, message: str) -> None:
+        """An Event on the worker pod of a Slurm node (none when no pod runs it)."""
+        if self.pods is not None:
+            pod = next((p for p in self.pods.pods.values() if self.node_of(p) == node), None)
+            if pod is not None:
+                await self._event_on(pod, reason, message)
+
+    async def _event_on(self, pod: Pod, reason: str, message: str) -> None:
+        if self.kube is not None:
+            involved = {"kind": "Pod", "name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
+            sink = KubeEventSink(self.kube, pod.namespace, involved, component="slurm-sidecars-control-plane")
+            await sink.emit(reason, message)
 
     def _written(self, names: set[str]) -> None:
         self.draining |= names
@@ -195,6 +239,35 @@ class ControlPlane:
             except Exception as exc:  # a Kubernetes hiccup must not end the loop
                 log.warning("act_failed", error=str(exc))
 
+    async def maintenance_loop(self) -> None:
+        """Every interval: windows read from Slurm (every replica reports them), acted on by the leader."""
+        while True:
+            try:
+                if self.leader.is_leader and self.fleet.snapshot.loaded:
+                    if self.node_windows is not None and self.pods is not None and self.pods.synced.is_set():
+                        await self.node_windows.sync()
+                    await self.maintenance.reconcile()
+                else:
+                    await self.maintenance.read()
+                for state, count in self.maintenance.counts().items():
+                    self.metrics.maintenance_nodes.labels(state).set(count)
+            except SlurmError as exc:
+                self.maintenance.read_error = exc.message
+                log.warning("maintenance_read_failed", error=exc.message)
+            await asyncio.sleep(self.settings.interval_seconds)
+
+    async def upgrade_loop(self) -> None:
+        """Every interval, the leader moves a started upgrade on by one step."""
+        while True:
+            await asyncio.sleep(self.settings.interval_seconds)
+            ready = self.pods is not None and self.pods.synced.is_set() and self.fleet.snapshot.loaded
+            if self.upgrade is None or not self.leader.is_leader or not ready:
+                continue
+            try:
+                await self.upgrade.step()
+            except Exception as exc:  # a Kubernetes hiccup must not end the loop
+                log.warning("upgrade_step_failed", error=str(exc))
+
     async def drain_loop(self) -> None:
         await self.drains.run()
 
@@ -215,6 +288,14 @@ class ControlPlane:
             "kubernetes": self.kube is not None,
             "drains_pending": sorted(self.drains.pending),
             "draining": sorted(self.draining),
+            "maintenance": {
+                "windows": [
+                    {"name": w.name, "nodes": len(w.nodes), "active": w.active(time.time())}
+                    for w in self.maintenance.windows
+                ],
+                "nodes": self.maintenance.counts(),
+                "error": self.maintenance.read_error,
+            },
             "recycling": None
             if rec is None
             else {"suspended": rec.suspended, "recent": list(rec.recent), "in_window": len(rec.deleted_at)},
@@ -237,6 +318,8 @@ class ControlPlane:
         readiness.add("fleet_view", loaded)
         app = http.DaemonHTTP(self.registry, liveness, readiness, self.status).app(client_max_size=16 * 1024)
         self.api.install(app)
+        self.maintenance_api.install(app)
+        self.upgrade_api.install(app)
         self.web.install(app)
         return app
 
@@ -254,6 +337,10 @@ class ControlPlane:
             self.tasks.start("pod_watch", self.pods.run())
         if self.config_feed.url is not None:  # without config-sync's URL there is nothing to feed
             self.tasks.start("config_feed", self.config_feed.run())
+        self.tasks.start("maintenance_loop", self.maintenance_loop())
+        if self.node_watch is not None:
+            self.tasks.start("node_watch", self.node_watch.run())
+        self.tasks.start("upgrade_loop", self.upgrade_loop())
         try:
             async with http.serve(self.http_app(), self.settings.host, self.settings.port) as port:
                 log.info(

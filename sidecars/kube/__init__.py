@@ -11,13 +11,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sidecars.kube.client import KubeClient, KubeError, LeaseConflict, LeaseRecord, Pod
+    from sidecars.kube.client import KubeClient, KubeError, KubeNode, LeaseConflict, LeaseRecord, Pod
     from sidecars.kube.config import load_configuration
     from sidecars.kube.events import KubeEventSink, pod_events
 
 _MODULE = {
     "KubeClient": "client",
     "KubeError": "client",
+    "KubeNode": "client",
     "LeaseConflict": "client",
     "LeaseRecord": "client",
     "Pod": "client",
@@ -30,6 +31,7 @@ __all__ = [
     "KubeClient",
     "KubeError",
     "KubeEventSink",
+    "KubeNode",
     "LeaseConflict",
     "LeaseRecord",
     "Pod",

@@ -70,6 +70,7 @@ class Pod:
     owner_kind: str  # kind of the controller owner ("ReplicaSet", "StatefulSet", ...) or ""
     deleting: bool
     resource_version: str
+    node_name: str = ""  # spec.nodeName: the Kubernetes Node it was scheduled to; "" while pending
 
     @classmethod
     def from_model(cls, pod: Any) -> Pod:
@@ -88,7 +89,22 @@ class Pod:
             owner_kind=owner.kind if owner else "",
             deleting=meta.deletion_timestamp is not None,
             resource_version=meta.resource_version or "",
+            node_name=(spec and spec.node_name) or "",
         )
+
+
+@dataclass(frozen=True, slots=True)
+class KubeNode:
+    """A Kubernetes Node, as far as the sidecars read it (maintenance annotations)."""
+
+    name: str
+    annotations: Mapping[str, str]
+    resource_version: str
+
+    @classmethod
+    def from_model(cls, node: Any) -> KubeNode:
+        meta = node.metadata
+        return cls(meta.name or "", dict(meta.annotations or {}), meta.resource_version or "")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -243,6 +259,38 @@ class KubeClient:
             raise
         return True
 
+    # ------------------------------------------------------------------ nodes
+    async def list_nodes(self) -> tuple[list[KubeNode], str]:
+        result = await self._call("list_nodes", self.core.list_node)
+        return [KubeNode.from_model(n) for n in result.items], result.metadata.resource_version or ""
+
+    async def watch_nodes(
+        self, resource_version: str, timeout_seconds: int = 300
+    ) -> AsyncIterator[tuple[str, KubeNode]]:
+        """(ADDED|MODIFIED|DELETED, node) from `resource_version`; a 410 raises KubeError."""
+        async with watch.Watch() as w:
+            stream = w.stream(
+                self.core.list_node,
+                resource_version=resource_version,
+                timeout_seconds=timeout_seconds,
+                allow_watch_bookmarks=True,
+            )
+            try:
+                async for event in stream:
+                    if event["type"] in {"ADDED", "MODIFIED", "DELETED"}:
+                        yield event["type"], KubeNode.from_model(event["object"])
+            except ApiException as exc:
+                raise _error("watch_nodes", exc) from exc
+
+    async def get_node(self, name: str) -> KubeNode | None:
+        try:
+            node = await self._call("get_node", lambda: self.core.read_node(name))
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return KubeNode.from_model(node)
+
     # ------------------------------------------------------------------ events
     async def create_event(
         self,
@@ -347,3 +395,30 @@ class KubeClient:
                 raise LeaseConflict(f"lease {record.name} changed since it was read") from None
             raise
         return self._lease(obj)
+
+    # ------------------------------------------------------------------ config maps (small state)
+    async def get_config_map(self, namespace: str, name: str) -> dict[str, str] | None:
+        """A ConfigMap's data, or None when there is none."""
+        try:
+            obj = await self._call(
+                "get_configmap", lambda: self.core.read_namespaced_config_map(name, namespace)
+            )
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(obj.data or {})
+
+    async def put_config_map(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
+        """Create or replace a ConfigMap's data (last writer wins: only the Lease holder writes it)."""
+        body = k.V1ConfigMap(metadata=k.V1ObjectMeta(name=name, namespace=namespace), data=dict(data))
+        try:
+            await self._call(
+                "replace_configmap", lambda: self.core.replace_namespaced_config_map(name, namespace, body)
+            )
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
+            await self._call(
+                "create_configmap", lambda: self.core.create_namespaced_config_map(namespace, body)
+            )

@@ -18,6 +18,7 @@ from sidecars.slurm.models import (
     Partition,
     Ping,
     Reason,
+    Reservation,
     Version,
 )
 from sidecars.slurm.runner import CommandResult, SlurmMetrics
@@ -33,6 +34,7 @@ __all__ = [
     "Partition",
     "Ping",
     "Reason",
+    "Reservation",
     "RetryPolicy",
     "SlurmClient",
     "SlurmCommandError",

@@ -23,7 +23,7 @@ from tenacity import (
 
 from sidecars.slurm import hostlist, jsonformat, textformat
 from sidecars.slurm.errors import SlurmCommandError, SlurmUnreachable
-from sidecars.slurm.models import BootTime, Job, JobPlacement, Node, Partition, Ping, Version
+from sidecars.slurm.models import BootTime, Job, JobPlacement, Node, Partition, Ping, Reservation, Version
 from sidecars.slurm.runner import CommandResult, SlurmMetrics, run
 
 log = structlog.get_logger(__name__)
@@ -164,11 +164,6 @@ class SlurmClient:
         )
         return textformat.job_placements(r.stdout)
 
-    async def reservations(self) -> dict[str, tuple[str, ...]]:
-        """Reservation name -> its nodes."""
-        r = await self.run("scontrol", "-o", "show", "reservation")
-        return textformat.reservations(r.stdout)
-
     async def partitions(self) -> list[Partition]:
         if await self._json("partitions"):
             argv = ["scontrol", "show", "partition", "--json"]
@@ -176,6 +171,11 @@ class SlurmClient:
             return [jsonformat.partition(o) for o in jsonformat.load(argv, r.stdout, "partitions")]
         r = await self.run("scontrol", "-o", "show", "partition")
         return textformat.partitions(r.stdout)
+
+    async def reservations(self) -> list[Reservation]:
+        """Every reservation the controller holds (text in every release: one short line each)."""
+        r = await self.run("scontrol", "-o", "show", "reservation")
+        return textformat.reservations(r.stdout)
 
     async def show_config(self) -> dict[str, str]:
         r = await self.run("scontrol", "show", "config")
@@ -243,7 +243,11 @@ class SlurmClient:
         duration: str = "UNLIMITED",
         flags: str = "MAINT,IGNORE_JOBS",
         users: str = "root",
+        comment: str | None = None,
     ) -> None:
+        """`start` is `now` or the controller's local time `YYYY-MM-DDTHH:MM:SS`; `duration` in
+        minutes (or UNLIMITED). The comment is kept by Slurm: callers store what they need there."""
+        extra = [f"comment={comment}"] if comment else []
         await self.run(
             "scontrol",
             "create",
@@ -254,6 +258,7 @@ class SlurmClient:
             f"nodes={hostlist.compress(nodes)}",
             f"flags={flags}",
             f"users={users}",
+            *extra,
         )
 
     async def delete_reservation(self, name: str) -> None:

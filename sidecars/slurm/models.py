@@ -146,6 +146,20 @@ class Partition:
 
 
 @dataclass(frozen=True, slots=True)
+class Reservation:
+    """`scontrol show reservation`: what the maintenance windows rest on."""
+
+    name: str
+    start: int | None  # epoch seconds
+    end: int | None
+    nodes: tuple[str, ...]  # expanded
+    flags: frozenset[str]
+    state: str  # ACTIVE, INACTIVE
+    comment: str | None
+    users: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class Ping:
     """`scontrol ping`: which controllers answer."""
 

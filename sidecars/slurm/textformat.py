@@ -12,7 +12,17 @@ import time
 from collections.abc import Iterator
 
 from sidecars.slurm import hostlist
-from sidecars.slurm.models import BootTime, Job, JobPlacement, Node, NodeState, Partition, Ping, Reason
+from sidecars.slurm.models import (
+    BootTime,
+    Job,
+    JobPlacement,
+    Node,
+    NodeState,
+    Partition,
+    Ping,
+    Reason,
+    Reservation,
+)
 
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_:/.\-]*$")
 _NULL = {"", "(null)", "N/A", "n/a", "None", "Unknown", "NONE", "n/s"}
@@ -272,6 +282,28 @@ def partitions(text: str) -> list[Partition]:
     return out
 
 
+def reservations(text: str) -> list[Reservation]:
+    """`scontrol -o show reservation` (its "No reservations in the system" has no pairs: none)."""
+    out: list[Reservation] = []
+    for p in records(text):
+        d = dict(p)
+        if "ReservationName" not in d:
+            continue
+        out.append(
+            Reservation(
+                name=d["ReservationName"],
+                start=parse_time(d.get("StartTime")),
+                end=parse_time(d.get("EndTime")),
+                nodes=tuple(hostlist.expand(_null(d.get("Nodes")) or "")),
+                flags=frozenset(w for w in (_null(d.get("Flags")) or "").split(",") if w),
+                state=d.get("State", "").strip().upper(),
+                comment=_null(d.get("Comment")),
+                users=_null(d.get("Users")),
+            )
+        )
+    return out
+
+
 def config(text: str) -> dict[str, str]:
     """`scontrol show config`: `Key  = Value` lines; the header and section titles are skipped."""
     out: dict[str, str] = {}
@@ -335,14 +367,4 @@ def job_placements(text: str) -> list[JobPlacement]:
                 qos=_null(qos) or "",
             )
         )
-    return out
-
-
-def reservations(text: str) -> dict[str, tuple[str, ...]]:
-    """`scontrol -o show reservation`: name -> its nodes (expanded)."""
-    out: dict[str, tuple[str, ...]] = {}
-    for p in records(text):
-        d = dict(p)
-        if "ReservationName" in d:
-            out[d["ReservationName"]] = tuple(hostlist.expand(_null(d.get("Nodes")) or ""))
     return out

@@ -30,8 +30,8 @@ async def collect(settings: StatusSettings, client: SlurmClient | None = None) -
     report = StatusReport(source=settings.control_plane or "slurm", config_asked=bool(settings.config_sync))
     fleet = results[0]
     if isinstance(fleet, tuple) and settings.control_plane:
-        nodes, order, order_error = fleet
-        report = replace(report, nodes=nodes, scale_in=order)
+        nodes, order, planned, order_error = fleet
+        report = replace(report, nodes=nodes, scale_in=order, planned=tuple(planned))
         if order_error is not None:
             errors.insert(0, str(order_error))
     elif isinstance(fleet, tuple):

@@ -1,9 +1,11 @@
-"""The fleet as the control plane serves it: `/v1/nodes` and `/v1/scale-in-order`."""
+"""The fleet as the control plane serves it: `/v1/nodes`, `/v1/scale-in-order`, and the maintenance
+windows and upgrade it plans (`/v1/maintenance`, `/v1/upgrade`)."""
 
 from __future__ import annotations
 
 import aiohttp
 
+from sidecars import maintenance_cli, upgrade_cli
 from sidecars.slurm.nodejson import NodeRecord, parse_node
 from sidecars.status.fetch import get_json
 from sidecars.status.report import NodeRow, SourceError
@@ -23,9 +25,9 @@ def _row(node: NodeRecord) -> NodeRow:
 
 async def read_control_plane(
     settings: StatusSettings,
-) -> tuple[list[NodeRow], list[str] | None, SourceError | None]:
-    """The nodes and the scale-in order; when only the order fails, the nodes read are kept and the
-    order is None with its error (whatever could be read is still printed)."""
+) -> tuple[list[NodeRow], list[str] | None, list[str], SourceError | None]:
+    """The nodes, the scale-in order and the planned work; when only the order fails, the nodes read
+    are kept and the order is None with its error (whatever could be read is still printed)."""
     assert settings.control_plane is not None
     headers = {"Authorization": f"Bearer {settings.token}"}
     timeout = aiohttp.ClientTimeout(total=settings.timeout)
@@ -38,11 +40,28 @@ async def read_control_plane(
             rows = [_row(parse_node(n)) for n in nodes]
         except ValueError as exc:
             raise SourceError(f"control plane: {base}/v1/nodes: unexpected answer: {exc}") from None
+        planned = await _planned(session, base, headers)
         try:
             order = await get_json(session, f"{base}/v1/scale-in-order", "control plane", headers)
         except SourceError as exc:
-            return rows, None, exc
+            return rows, None, planned, exc
         if not isinstance(order, list) or not all(isinstance(n, str) for n in order):
             error = SourceError(f"control plane: {base}/v1/scale-in-order: expected a list of node names")
-            return rows, None, error
-        return rows, order, None
+            return rows, None, planned, error
+        return rows, order, planned, None
+
+
+async def _planned(session: aiohttp.ClientSession, base: str, headers: dict[str, str]) -> list[str]:
+    """Maintenance windows and the upgrade, in the words of their own commands; a control plane
+    without these endpoints (an older one) is not an error, only said so."""
+    lines: list[str] = []
+    try:
+        windows = await get_json(session, f"{base}/v1/maintenance", "control plane", headers)
+        for window in windows["windows"]:
+            lines += maintenance_cli.render(window)
+        upgrade = await get_json(session, f"{base}/v1/upgrade", "control plane", headers)
+        if upgrade.get("upgrade"):
+            lines += upgrade_cli.render(upgrade)
+    except (SourceError, KeyError, TypeError, AttributeError) as exc:
+        lines.append(f"(unavailable: {exc})")
+    return lines or ["none"]

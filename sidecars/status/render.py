@@ -133,6 +133,8 @@ def render(snap: StatusReport, now: float | None = None) -> str:
     else:
         out.append("(ask the control plane: --control-plane URL --token-file FILE)")
     out.append("")
+    if snap.planned is not None:
+        out += ["MAINTENANCE AND UPGRADES", *snap.planned, ""]
     out.append("CONFIG")
     if snap.config is not None:
         out += _render_config(snap.config)

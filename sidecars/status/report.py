@@ -43,6 +43,7 @@ class StatusReport:
     nodes: list[NodeRow] | None = None
     jobs: list[JobRow] | None = None
     scale_in: list[str] | None = None
+    planned: tuple[str, ...] | None = None  # maintenance windows and the upgrade, from the control plane
     config: dict[str, Any] | None = None
     config_asked: bool = False
     errors: tuple[str, ...] = field(default=())

@@ -152,4 +152,4 @@ def test_placements_and_reservations_as_squeue_and_scontrol_print_them() -> None
         "ReservationName=r1 StartTime=2026-12-01T09:00:00 EndTime=2027-12-01T09:00:00 Duration=365-00:00:00 "
         "Nodes=n[1-2] NodeCnt=2 CoreCnt=2 Features=(null) PartitionName=(null) Flags=MAINT,SPEC_NODES\n"
     )
-    assert resv == {"r1": ("n1", "n2")}
+    assert [(r.name, r.nodes) for r in resv] == [("r1", ("n1", "n2"))]

@@ -53,6 +53,29 @@ async def test_config_sdiag_and_release_detected_once(cluster: DevCluster) -> No
     assert versions == 1  # `scontrol --version`, once for the client's whole life
 
 
+@pytest.mark.cluster(nodes=3)
+async def test_reservations_are_read_back_with_times_nodes_and_flags(cluster: DevCluster) -> None:
+    client = cluster.client()
+    assert await client.reservations() == []  # "No reservations in the system"
+    await client.create_reservation("later", ["n1", "n2"], start="now+3600", duration="90")
+    await client.create_reservation("now", ["n3"], flags="MAINT")
+    found = {r.name: r for r in await client.reservations()}
+    later, now = found["later"], found["now"]
+    assert later.nodes == ("n1", "n2") and {"MAINT", "IGNORE_JOBS"} <= later.flags
+    assert later.state == "INACTIVE" and now.state == "ACTIVE"
+    assert later.start is not None and later.end is not None and later.end - later.start == 90 * 60
+    assert later.comment is None and later.users == "root"
+
+
+@pytest.mark.releases("slurm24", "slurm26")  # reservations have a comment since 23.02
+@pytest.mark.cluster(nodes=1)
+async def test_a_reservation_comment_with_spaces_is_read_whole(cluster: DevCluster) -> None:
+    client = cluster.client()
+    await client.create_reservation("c", ["n1"], start="now+600", duration="10", comment="rack 4: PSU swap")
+    (resv,) = await client.reservations()
+    assert resv.comment == "rack 4: PSU swap"
+
+
 @pytest.mark.cluster(nodes=1)
 async def test_client_parse_of_a_candidate_config_and_boot_time(cluster: DevCluster) -> None:
     client = cluster.client()

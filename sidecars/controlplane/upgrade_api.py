@@ -1,0 +1,103 @@
+"""`/v1/upgrade`: start, read, pause and resume a paced roll of the worker pods (writes: leader only)."""
+
+from __future__ import annotations
+
+import re
+
+from aiohttp import web
+
+from sidecars.controlplane import openapi_maintenance
+from sidecars.controlplane.api import ControlPlaneAPI, Leadership, _error
+from sidecars.controlplane.upgrade import Upgrade, UpgradeError
+from sidecars.slurm import SlurmClient, SlurmError, Version
+
+LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
+VERSION = re.compile(r"^\d{2}\.\d{2}(\.\d+)?$")
+FIELDS = {"revision", "budget", "slurm_version"}
+
+
+class UpgradeAPI:
+    def __init__(self, upgrade: Upgrade | None, slurm: SlurmClient, leadership: Leadership) -> None:
+        self._upgrade = upgrade
+        self._slurm = slurm
+        self._leader = leadership
+
+    def install(self, app: web.Application) -> None:
+        r = app.router
+        r.add_get("/v1/upgrade", self.show)
+        r.add_post("/v1/upgrade", self.start)
+        r.add_post("/v1/upgrade/pause", self.pause)
+        r.add_post("/v1/upgrade/resume", self.resume)
+
+    def _refused(self) -> web.Response | None:
+        if self._upgrade is None:
+            return _error(
+                409, "upgrades need the Kubernetes API (the control plane runs with --kubernetes=off)"
+            )
+        if not self._leader.is_leader:
+            resp = _error(503, "not the leader: writes go to the Lease holder", leader=self._leader.holder)
+            resp.headers["Retry-After"] = "1"
+            return resp
+        return None
+
+    async def show(self, _: web.Request) -> web.Response:
+        if self._upgrade is None:
+            return web.json_response({"upgrade": None})
+        try:
+            await self._upgrade.load()
+        except Exception as exc:  # the Kubernetes API after the edge's retries
+            return _error(503, f"cannot read the upgrade plan: {exc}")
+        return web.json_response(self._upgrade.report())
+
+    async def start(self, request: web.Request) -> web.Response:
+        body = await ControlPlaneAPI._body(request, openapi_maintenance.schemas()["UpgradeRequest"])
+        if isinstance(body, web.Response):
+            return body
+        extra = sorted(set(body) - FIELDS)
+        if extra:
+            return _error(422, f"unknown fields: {', '.join(extra)}")
+        rev, budget, target = body.get("revision"), body.get("budget"), body.get("slurm_version")
+        if not isinstance(rev, str) or not LABEL_VALUE.match(rev):
+            return _error(
+                422, "revision must be the new pods' revision label value (controller-revision-hash)"
+            )
+        if not isinstance(budget, str):
+            return _error(422, "budget must be a string: a number of workers or a percentage, e.g. 25%")
+        if target is not None and (not isinstance(target, str) or not VERSION.match(target)):
+            return _error(422, "slurm_version must be a Slurm release such as 24.11 or 24.11.5")
+        refused = self._refused()
+        if refused is not None:
+            return refused
+        assert self._upgrade is not None
+        try:
+            controller = Version.parse((await self._slurm.show_config()).get("SLURM_VERSION", ""))
+            slurmds = {n.name: Version.parse(n.version) for n in await self._slurm.nodes() if n.version}
+            plan = await self._upgrade.start(
+                rev,
+                budget,
+                controller=controller,
+                slurmds=slurmds,
+                target=Version.parse(target) if target else None,
+            )
+        except UpgradeError as exc:
+            return _error(exc.status, exc.message)
+        except SlurmError as exc:
+            return _error(503, f"Slurm unreachable: {exc.message}")
+        return web.json_response({"started": plan.revision, "budget": plan.budget}, status=201)
+
+    async def _pause(self, paused: bool) -> web.Response:
+        refused = self._refused()
+        if refused is not None:
+            return refused
+        assert self._upgrade is not None
+        try:
+            plan = await self._upgrade.set_paused(paused)
+        except UpgradeError as exc:
+            return _error(exc.status, exc.message)
+        return web.json_response({"revision": plan.revision, "paused": plan.paused})
+
+    async def pause(self, _: web.Request) -> web.Response:
+        return await self._pause(True)
+
+    async def resume(self, _: web.Request) -> web.Response:
+        return await self._pause(False)
