@@ -70,6 +70,7 @@ class Pod:
     owner_kind: str  # kind of the controller owner ("ReplicaSet", "StatefulSet", ...) or ""
     deleting: bool
     resource_version: str
+    node_name: str = ""  # spec.nodeName: the Kubernetes Node it was scheduled to; "" while pending
 
     @classmethod
     def from_model(cls, pod: Any) -> Pod:
@@ -88,6 +89,7 @@ class Pod:
             owner_kind=owner.kind if owner else "",
             deleting=meta.deletion_timestamp is not None,
             resource_version=meta.resource_version or "",
+            node_name=(spec and spec.node_name) or "",
         )
 
 

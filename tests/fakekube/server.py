@@ -106,6 +106,9 @@ class FakeKube:
     leases: dict[tuple[str, str], Obj] = field(default_factory=dict)
     events: list[Obj] = field(default_factory=list)
     history: list[tuple[int, str, Obj]] = field(default_factory=list)  # (rv, type, pod) for watches
+    nodes: dict[str, Obj] = field(default_factory=dict)  # Kubernetes Nodes (cluster-scoped)
+    config_maps: dict[tuple[str, str], Obj] = field(default_factory=dict)
+    node_history: list[tuple[int, str, Obj]] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
     requests: list[Request] = field(default_factory=list)
     min_watch_rv: int = 0  # versions older than this answer 410 Gone (compaction)
@@ -120,8 +123,9 @@ class FakeKube:
         self.rv += 1
         return str(self.rv)
 
-    def _record(self, kind: str, pod: Obj) -> None:
-        self.history.append((int(pod["metadata"]["resourceVersion"]), kind, copy.deepcopy(pod)))
+    def _record(self, kind: str, pod: Obj, history: list[tuple[int, str, Obj]] | None = None) -> None:
+        into = self.history if history is None else history
+        into.append((int(pod["metadata"]["resourceVersion"]), kind, copy.deepcopy(pod)))
         if self._changed is not None:
             cond = self._changed
 
@@ -138,6 +142,7 @@ class FakeKube:
         *,
         namespace: str = "slurm",
         hostname: str | None = None,
+        node_name: str | None = None,
         labels: dict[str, str] | None = None,
         ready: bool = True,
         owner_kind: str | None = "ReplicaSet",
@@ -168,7 +173,11 @@ class FakeKube:
                 "resourceVersion": self._bump(),
                 "creationTimestamp": now_micro()[:19] + "Z",
             },
-            "spec": {"hostname": hostname or name, "containers": [{"name": "slurmd", "image": "slurmd"}]},
+            "spec": {
+                "hostname": hostname or name,
+                "containers": [{"name": "slurmd", "image": "slurmd"}],
+                **({"nodeName": node_name} if node_name else {}),
+            },
             "status": {
                 "phase": "Running",
                 "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
@@ -177,6 +186,70 @@ class FakeKube:
         self.pods[(namespace, name)] = pod
         self._record("ADDED", pod)
         return pod
+
+    def add_node(self, name: str, annotations: dict[str, str] | None = None) -> Obj:
+        """A Kubernetes Node in the shape the API serves (v1 Node, cluster-scoped)."""
+        node: Obj = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "uid": str(uuid.uuid4()),
+                "labels": {"kubernetes.io/hostname": name},
+                "annotations": dict(annotations or {}),
+                "resourceVersion": self._bump(),
+                "creationTimestamp": now_micro()[:19] + "Z",
+            },
+            "spec": {},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                # every field the real API serves: kubernetes-asyncio's model refuses a node without them
+                "nodeInfo": {
+                    "architecture": "amd64",
+                    "bootID": str(uuid.uuid4()),
+                    "containerRuntimeVersion": "containerd://1.7.24",
+                    "kernelVersion": "6.1.0-28-amd64",
+                    "kubeProxyVersion": "v1.31.4",
+                    "kubeletVersion": "v1.31.4",
+                    "machineID": uuid.uuid4().hex,
+                    "operatingSystem": "linux",
+                    "osImage": "Debian GNU/Linux 12 (bookworm)",
+                    "systemUUID": str(uuid.uuid4()),
+                },
+            },
+        }
+        self.nodes[name] = node
+        self._record("ADDED", node, self.node_history)
+        return node
+
+    def annotate_node(self, name: str, annotations: dict[str, str | None]) -> None:
+        """As `kubectl annotate node`: None removes one."""
+        node = self.nodes[name]
+        for key, value in annotations.items():
+            if value is None:
+                node["metadata"]["annotations"].pop(key, None)
+            else:
+                node["metadata"]["annotations"][key] = value
+        node["metadata"]["resourceVersion"] = self._bump()
+        self._record("MODIFIED", node, self.node_history)
+
+    def set_node_spec(
+        self, name: str, *, unschedulable: bool | None = None, taints: list[Obj] | None = None
+    ) -> None:
+        """As `kubectl cordon/uncordon` (spec.unschedulable) or `kubectl taint` (spec.taints)."""
+        node = self.nodes[name]
+        if unschedulable is not None:
+            if unschedulable:
+                node["spec"]["unschedulable"] = True
+            else:
+                node["spec"].pop("unschedulable", None)
+        if taints is not None:
+            if taints:
+                node["spec"]["taints"] = copy.deepcopy(taints)
+            else:
+                node["spec"].pop("taints", None)
+        node["metadata"]["resourceVersion"] = self._bump()
+        self._record("MODIFIED", node, self.node_history)
 
     def set_ready(self, name: str, ready: bool, namespace: str = "slurm") -> None:
         pod = self.pods[(namespace, name)]
@@ -239,8 +312,15 @@ class FakeKube:
         app.router.add_get(pods, self.list_pods)
         app.router.add_get(pods + "/{name}", self.get_pod)
         app.router.add_patch(pods + "/{name}", self.patch_pod)
+        app.router.add_patch(pods + "/{name}/status", self.patch_pod_status)
         app.router.add_delete(pods + "/{name}", self.delete_pod)
         app.router.add_post("/api/v1/namespaces/{ns}/events", self.create_event)
+        cms = "/api/v1/namespaces/{ns}/configmaps"
+        app.router.add_get(cms + "/{name}", self.get_config_map)
+        app.router.add_post(cms, self.create_config_map)
+        app.router.add_put(cms + "/{name}", self.replace_config_map)
+        app.router.add_get("/api/v1/nodes", self.list_nodes)
+        app.router.add_get("/api/v1/nodes/{name}", self.get_node)
         app.router.add_get(leases + "/{name}", self.get_lease)
         app.router.add_post(leases, self.create_lease)
         app.router.add_put(leases + "/{name}", self.replace_lease)
@@ -281,7 +361,13 @@ class FakeKube:
             }
         )
 
-    async def _watch(self, request: web.Request, ns: str, selector: str | None) -> web.StreamResponse:
+    async def _watch(
+        self,
+        request: web.Request,
+        ns: str | None,
+        selector: str | None,
+        history: list[tuple[int, str, Obj]] | None = None,
+    ) -> web.StreamResponse:
         since = int(request.query.get("resourceVersion") or self.rv)
         timeout = float(request.query.get("timeoutSeconds") or 300)
         resp = web.StreamResponse(headers={"Content-Type": "application/json"})
@@ -305,7 +391,15 @@ class FakeKube:
         assert me is not None
         self._watches.add(me)
         try:
-            await self._stream(resp, request, ns=ns, selector=selector, sent=sent, deadline=deadline)
+            await self._stream(
+                resp,
+                request,
+                ns=ns,
+                selector=selector,
+                sent=sent,
+                deadline=deadline,
+                history=self.history if history is None else history,
+            )
         except (asyncio.CancelledError, ConnectionResetError):
             pass
         finally:
@@ -317,21 +411,70 @@ class FakeKube:
         resp: web.StreamResponse,
         request: web.Request,
         *,
-        ns: str,
+        ns: str | None,
         selector: str | None,
         sent: int,
         deadline: float,
+        history: list[tuple[int, str, Obj]],
     ) -> None:
         assert self._changed is not None
         loop = asyncio.get_running_loop()
         while loop.time() < deadline and request.transport is not None and not request.transport.is_closing():
-            for rv, kind, pod in list(self.history):
-                if rv > sent and pod["metadata"]["namespace"] == ns and _selected(pod, selector):
+            for rv, kind, pod in list(history):
+                if rv > sent and pod["metadata"].get("namespace") == ns and _selected(pod, selector):
                     await resp.write(json.dumps({"type": kind, "object": pod}).encode() + b"\n")
                 sent = max(sent, rv)
             async with self._changed:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), min(0.2, max(0.01, deadline - loop.time())))
+
+    # ------------------------------------------------------------------ config maps
+    async def get_config_map(self, request: web.Request) -> web.StreamResponse:
+        found = self.config_maps.get((request.match_info["ns"], request.match_info["name"]))
+        if found is None:
+            return _status(404, "NotFound", f'configmaps "{request.match_info["name"]}" not found')
+        return web.json_response(found)
+
+    async def create_config_map(self, request: web.Request) -> web.StreamResponse:
+        cm, ns = request[BODY], request.match_info["ns"]
+        name = cm["metadata"]["name"]
+        if (ns, name) in self.config_maps:
+            return _status(409, "AlreadyExists", f'configmaps "{name}" already exists')
+        cm.update(apiVersion="v1", kind="ConfigMap")
+        cm["metadata"].update(namespace=ns, resourceVersion=self._bump(), uid=str(uuid.uuid4()))
+        self.config_maps[(ns, name)] = cm
+        return web.json_response(cm, status=201)
+
+    async def replace_config_map(self, request: web.Request) -> web.StreamResponse:
+        ns, name = request.match_info["ns"], request.match_info["name"]
+        current = self.config_maps.get((ns, name))
+        if current is None:
+            return _status(404, "NotFound", f'configmaps "{name}" not found')
+        cm = request[BODY]
+        cm.update(apiVersion="v1", kind="ConfigMap")
+        cm["metadata"].update(namespace=ns, resourceVersion=self._bump(), uid=current["metadata"]["uid"])
+        self.config_maps[(ns, name)] = cm
+        return web.json_response(cm)
+
+    # ------------------------------------------------------------------ nodes
+    async def list_nodes(self, request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") in {"true", "1", "True"}:
+            return await self._watch(request, None, request.query.get("labelSelector"), self.node_history)
+        items = [copy.deepcopy(n) for _, n in sorted(self.nodes.items())]
+        return web.json_response(
+            {
+                "kind": "NodeList",
+                "apiVersion": "v1",
+                "metadata": {"resourceVersion": str(self.rv)},
+                "items": items,
+            }
+        )
+
+    async def get_node(self, request: web.Request) -> web.StreamResponse:
+        node = self.nodes.get(request.match_info["name"])
+        if node is None:
+            return _status(404, "NotFound", f'nodes "{request.match_info["name"]}" not found')
+        return web.json_response(node)
 
     def _pod(self, request: web.Request) -> Obj | None:
         return self.pods.get((request.match_info["ns"], request.match_info["name"]))
@@ -355,6 +498,37 @@ class FakeKube:
         if not isinstance(patch, dict):
             return _status(400, "BadRequest", "patch is not an object")
         _merge(pod, patch)
+        pod["metadata"]["resourceVersion"] = self._bump()
+        self._record("MODIFIED", pod)
+        return web.json_response(pod)
+
+    async def patch_pod_status(self, request: web.Request) -> web.StreamResponse:
+        """The status subresource: only `status` is taken from the patch; conditions merge by type
+        (their strategic-merge key), as the real API server does."""
+        ctype = request.headers.get("Content-Type", "").split(";")[0]
+        if ctype not in MERGE_TYPES:
+            return _status(
+                415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {ctype}"
+            )
+        pod = self._pod(request)
+        if pod is None:
+            return _status(404, "NotFound", f'pods "{request.match_info["name"]}" not found')
+        patch = request[BODY]
+        if not isinstance(patch, dict) or not isinstance(patch.get("status", {}), dict):
+            return _status(400, "BadRequest", "patch is not an object")
+        status = copy.deepcopy(patch.get("status") or {})
+        given = status.pop("conditions", None)
+        if given is not None:
+            if not isinstance(given, list) or not all(isinstance(c, dict) and c.get("type") for c in given):
+                return _status(422, "Invalid", "status.conditions: each needs a type")
+            if ctype == "application/strategic-merge-patch+json":
+                current = {c["type"]: c for c in pod["status"].get("conditions") or []}
+                for cond in given:
+                    current[cond["type"]] = _merge(current.get(cond["type"], {}), cond)
+                pod["status"]["conditions"] = list(current.values())
+            else:  # a JSON merge patch replaces a list whole
+                pod["status"]["conditions"] = copy.deepcopy(given)
+        _merge(pod["status"], status)
         pod["metadata"]["resourceVersion"] = self._bump()
         self._record("MODIFIED", pod)
         return web.json_response(pod)
