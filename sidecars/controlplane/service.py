@@ -23,6 +23,7 @@ from sidecars.controlplane.leader import LeaderElector
 from sidecars.controlplane.metrics import ControlPlaneMetrics
 from sidecars.controlplane.nodesync import CordonSync
 from sidecars.controlplane.page import DrainClock, PageState
+from sidecars.controlplane.podconditions import ConditionWriter
 from sidecars.controlplane.pods import PodCache, node_name
 from sidecars.controlplane.recycle import RecyclePolicy, Recycler
 from sidecars.controlplane.settings import ControlPlaneSettings
@@ -83,6 +84,14 @@ class ControlPlane:
             self.kube_nodes = NodeCache(kube)
             self.cordons = CordonSync(
                 kube, self.kube_nodes, self.drains, self.node_of, taint_keys=settings.cordon_taints
+            )
+        self.conditions: ConditionWriter | None = None
+        if kube is not None and settings.pod_conditions:
+            self.conditions = ConditionWriter(
+                kube,
+                self.node_of,
+                qps=settings.condition_qps,
+                settle=settings.condition_settle_seconds,
             )
         if kube is not None:
             self.pods = PodCache(kube, settings.namespace, settings.worker_selector)
@@ -194,6 +203,8 @@ class ControlPlane:
                     await self.recycler.cycle(pods, snap)
                 if self.cordons is not None and self.cordons.ready and snap.loaded:
                     await self.cordons.cycle(pods, snap)
+                if self.conditions is not None and snap.loaded:
+                    await self.conditions.sync(pods, snap)
             except Exception as exc:  # a Kubernetes hiccup must not end the loop
                 log.warning("act_failed", error=str(exc))
 

@@ -40,6 +40,9 @@ class ControlPlaneSettings:
     config_sync: str | None = None  # config-sync's URL, for the page's config history
     cordon_sync: bool = True  # a cordoned Kubernetes Node drains the Slurm nodes of its worker pods
     cordon_taints: tuple[str, ...] = ()  # taint keys (NoSchedule/NoExecute) that count as a cordon
+    pod_conditions: bool = True  # mirror each worker's Slurm state in its pod's conditions
+    condition_qps: float = 5.0
+    condition_settle_seconds: float = 10.0  # a new Slurm state must hold this long before it is written
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -137,6 +140,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="",
         help="comma-separated taint keys that count as a cordon when NoSchedule or NoExecute",
     )
+    flag(
+        parser,
+        "--pod-conditions",
+        default="on",
+        choices=["on", "off"],
+        help="on: worker pods carry SlurmNodeReady/SlurmNodeDrained/SlurmNodeDown conditions",
+    )
+    flag(parser, "--condition-qps", default="5", help="at most this many pod status patches a second")
+    flag(
+        parser,
+        "--condition-settle-seconds",
+        default="10",
+        help="a Slurm state must hold this long before the pod conditions show it (no flapping)",
+    )
 
 
 def _taint_keys(text: str) -> tuple[str, ...]:
@@ -197,4 +214,9 @@ def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
         config_sync=str(config_sync).rstrip("/") if config_sync else None,
         cordon_sync=args.cordon_sync != "off",
         cordon_taints=_taint_keys(args.cordon_taints or ""),
+        pod_conditions=args.pod_conditions != "off",
+        condition_qps=positive(args.condition_qps, "--condition-qps"),
+        condition_settle_seconds=positive(
+            args.condition_settle_seconds, "--condition-settle-seconds", allow_zero=True
+        ),
     )
