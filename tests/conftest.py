@@ -35,6 +35,7 @@ import pytest
 from sidecars.devcluster import ClusterSpec, DevCluster, Release
 from sidecars.devcluster.release import available_releases
 from sidecars.runtime import logs
+from sidecars.runtime.pdeathsig import tie_to_parent
 
 # test id -> release name, in the order tests run
 RELEASE_IDS = {"slurm22": "host", "slurm24": "chroot", "slurm26": "sid"}
@@ -50,6 +51,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "releases(*ids): run only on these releases (slurm22, slurm24, slurm26)"
     )
     logs.configure(json=False, level=os.environ.get("SIDECARS_TEST_LOG_LEVEL", "warning"))
+    if hasattr(config, "workerinput"):
+        # an xdist worker outlives a controller stopped by SIGTERM, holding its clusters: it must not
+        tie_to_parent()
 
 
 def _releases(config: pytest.Config) -> dict[str, Release]:
@@ -148,7 +152,20 @@ async def cluster(release: Release, request: pytest.FixtureRequest) -> AsyncIter
         yield c
     finally:
         await c.stop()
-        assert not c.processes(), f"cluster processes left behind: {c.processes()}"
+        left = c.processes()
+        assert not left, f"cluster processes left behind: {[_describe(pid) for pid in left]}"
+
+
+def _describe(pid: int) -> str:
+    """pid, name, state and kernel wait channel: enough to tell a stuck process from a late one."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        wchan = Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return f"{pid} (gone)"
+    name = stat[stat.index("(") + 1 : stat.rindex(")")]
+    state = stat[stat.rindex(")") + 2 :].split()[0]
+    return f"{pid} {name} state={state} wchan={wchan}"
 
 
 def descendants(root: int) -> list[tuple[int, str]]:

@@ -18,6 +18,7 @@ from pathlib import Path
 import structlog
 
 from sidecars.configsync.conffile import SlurmConf
+from sidecars.configsync.workers import WorkerCheck
 from sidecars.slurm import SlurmClient, SlurmError
 from sidecars.slurm.models import Node, Partition
 from sidecars.slurm.textformat import parse_minutes
@@ -150,6 +151,7 @@ class Applier:
         self.settle_seconds = settle_seconds
         self.restart_timeout = restart_timeout
         self.tail = LogTail(log_path)
+        self.workers = WorkerCheck(client)  # the configless workers took it too (workers.py)
 
     async def _answers(self, deadline: float) -> bool:
         while True:
@@ -214,6 +216,7 @@ class Applier:
 
     async def reconfigure(self, old: SlurmConf, new: SlurmConf, before: View) -> Outcome:
         self.tail.mark()
+        since = time.time()
         try:
             await self.client.reconfigure()
         except SlurmError as exc:
@@ -221,8 +224,19 @@ class Applier:
             words = [exc.message, *self.tail.trouble()]
             alive = await self._answers(time.monotonic() + 3.0)
             return Outcome(False, "; ".join(w for w in words if w), controller_died=not alive)
-        outcome = await self.verify(old, new, before, wait=3.0)
-        outcome.took_request = True
+        # the workers are checked while the controller is: the verdict costs no time of its own
+        workers = asyncio.ensure_future(self.workers.verify(since))
+        try:
+            outcome = await self.verify(old, new, before, wait=3.0)
+            outcome.took_request = True
+            if outcome.ok:
+                verdict = await workers
+                if not verdict.ok:
+                    outcome.ok, outcome.reason = False, verdict.reason()
+        finally:
+            if not workers.done():
+                workers.cancel()
+                await asyncio.gather(workers, return_exceptions=True)
         if not outcome.ok:
             extra = self.tail.trouble()
             if extra:

@@ -140,6 +140,8 @@ class ConfigSync:
             "rejected": None if r is None else {"sha256": r.sha256, "reason": r.reason, "at": r.at},
             "restart_required": bool(r and r.restart_required),
             "pending": self.pending,
+            # the workers' side of the last reconfigure (configsync/workers.py), None before one
+            "workers": None if self.applier.workers.last is None else self.applier.workers.last.as_json(),
         }
 
     async def _notify(self) -> None:

@@ -1,38 +1,46 @@
 """The control plane's HTTP API under /v1/ (bearer token, constant-time compare, bounded bodies).
 
-Every input is validated and every refusal is a 4xx with `{"error": "..."}`. Writes are answered by
-the Lease holder only; another replica answers 503 with a Retry-After and the holder's name.
+Every input is checked against the schemas the OpenAPI document states (`schemacheck`), and every
+refusal is a 4xx with `{"error": "..."}`, aiohttp's own (no such path, method not allowed) too.
+Writes are answered by the Lease holder only; another replica answers 503 with a Retry-After and
+the holder's name.
 """
 
 from __future__ import annotations
 
 import hmac
 import json
-import math
-import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import structlog
 from aiohttp import web
 
-from sidecars.controlplane.drains import REASON_PREFIX, Action, DrainBatcher
+from sidecars.controlplane.drains import Action, DrainBatcher
 from sidecars.controlplane.metrics import ControlPlaneMetrics
-from sidecars.controlplane.openapi import document
+from sidecars.controlplane.openapi import (
+    MAX_BODY,
+    NAME_PARAM,
+    REASON_BODY,
+    REPORT_BODY,
+    VERSION_SCHEMA,
+    WAIT_SCHEMA,
+    document,
+)
 from sidecars.controlplane.recycle import Recycler
+from sidecars.controlplane.schemacheck import problem, query_value, with_defaults
 from sidecars.controlplane.snapshot import FleetView, Snapshot
 
 log = structlog.get_logger(__name__)
-
-MAX_BODY = 16 * 1024
-MAX_REASON = 256
-MAX_DETAIL = 1024
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")  # Slurm node names, Kubernetes names
 
 
 class Leadership(Protocol):
     is_leader: bool
     holder: str | None
+
+
+def _not_json(word: str) -> None:
+    raise ValueError(f"{word} is not JSON")  # json.loads takes NaN and Infinity otherwise
 
 
 def _error(status: int, message: str, **extra: Any) -> web.Response:
@@ -72,17 +80,25 @@ class ControlPlaneAPI:
             return await handler(request)
         except web.HTTPRequestEntityTooLarge:
             return _error(413, f"request body larger than {MAX_BODY} bytes")
+        except web.HTTPException as exc:  # the router's 404 and 405, as JSON like every other refusal
+            if exc.status < 400 or not request.path.startswith("/v1/"):
+                raise
+            resp = _error(exc.status, exc.reason)
+            if "Allow" in exc.headers:
+                resp.headers["Allow"] = exc.headers["Allow"]
+            return resp
 
     def install(self, app: web.Application) -> None:
         app.middlewares.append(self.auth)
         r = app.router
-        r.add_get("/v1/nodes", self.nodes)
-        r.add_get("/v1/nodes/{name}", self.node)
+        # no HEAD: the document does not offer it (aiohttp would answer it for every GET)
+        r.add_get("/v1/nodes", self.nodes, allow_head=False)
+        r.add_get("/v1/nodes/{name}", self.node, allow_head=False)
         r.add_post("/v1/nodes/{name}/drain", self.drain)
         r.add_post("/v1/nodes/{name}/undrain", self.undrain)
         r.add_post("/v1/nodes/{name}/report", self.report)
-        r.add_get("/v1/scale-in-order", self.scale_in_order)
-        r.add_get("/v1/openapi.json", self.openapi)
+        r.add_get("/v1/scale-in-order", self.scale_in_order, allow_head=False)
+        r.add_get("/v1/openapi.json", self.openapi, allow_head=False)
 
     def _loaded(self) -> Snapshot | web.Response:
         snap = self._fleet.snapshot
@@ -95,24 +111,27 @@ class ControlPlaneAPI:
     @staticmethod
     def _name(request: web.Request) -> str | web.Response:
         name = request.match_info["name"]
-        if not NAME.match(name):
-            return _error(400, "invalid node name")
-        return name
+        refused = problem(NAME_PARAM["schema"], name, "node name")
+        return _error(400, refused) if refused else name
 
     @staticmethod
-    async def _body(request: web.Request) -> dict[str, Any] | web.Response:
+    async def _body(request: web.Request, schema: dict[str, Any]) -> dict[str, Any] | web.Response:
+        """The JSON body checked against `schema` (422 when it does not fit), its defaults filled in;
+        an empty body is `{}`."""
         if request.content_length is not None and request.content_length > MAX_BODY:
             return _error(413, f"request body larger than {MAX_BODY} bytes")
         raw = await request.read()
         if len(raw) > MAX_BODY:
             return _error(413, f"request body larger than {MAX_BODY} bytes")
         try:
-            body = json.loads(raw or b"null")
-        except (ValueError, UnicodeDecodeError):
+            body = json.loads(raw or b"{}", parse_constant=_not_json)
+            json.dumps(body, ensure_ascii=False).encode()  # a lone surrogate (\ud800) is no text
+        except (ValueError, UnicodeError, RecursionError):
             return _error(400, "body is not valid JSON")
-        if not isinstance(body, dict):
-            return _error(400, "body must be a JSON object")
-        return body
+        refused = problem(schema, body, "body")
+        if refused:
+            return _error(422, refused)
+        return with_defaults(schema, body)
 
     # ------------------------------------------------------------------ reads
     async def nodes(self, _: web.Request) -> web.Response:
@@ -126,14 +145,17 @@ class ControlPlaneAPI:
         if isinstance(name, web.Response):
             return name
         q = request.query
-        try:
-            version = int(q["version"]) if "version" in q else None
-            wait = float(q.get("wait", "0"))
-        except ValueError:
-            return _error(400, "version must be an integer and wait a number of seconds")
-        if not math.isfinite(wait) or wait < 0:
-            return _error(400, "wait must be a finite number of seconds >= 0")
-        wait = min(wait, self._max_wait)
+        version, wait = None, 0.0
+        if "version" in q:
+            value, refused = query_value(VERSION_SCHEMA, q["version"], "version")
+            if refused or not isinstance(value, int):
+                return _error(400, refused or "version must be an integer")
+            version = value
+        if "wait" in q:
+            value, refused = query_value(WAIT_SCHEMA, q["wait"], "wait (seconds)")
+            if refused or not isinstance(value, float):
+                return _error(400, refused or "wait must be a number of seconds")
+            wait = min(value, self._max_wait)
         snap = self._loaded()
         if isinstance(snap, web.Response):
             return snap
@@ -157,7 +179,7 @@ class ControlPlaneAPI:
         return web.json_response(list(snap.order))
 
     async def openapi(self, _: web.Request) -> web.Response:
-        return web.json_response(document())
+        return web.json_response(document(max_wait=self._max_wait))
 
     # ------------------------------------------------------------------ writes
     def _not_leader(self) -> web.Response | None:
@@ -171,14 +193,10 @@ class ControlPlaneAPI:
         name = self._name(request)
         if isinstance(name, web.Response):
             return name
-        body = await self._body(request)
+        body = await self._body(request, REASON_BODY)
         if isinstance(body, web.Response):
             return body
-        reason = body.get("reason")
-        if not isinstance(reason, str) or not reason.startswith(REASON_PREFIX):
-            return _error(422, f"reason must be a string starting with {REASON_PREFIX!r}")
-        if len(reason) > MAX_REASON or any(ord(c) < 32 for c in reason):
-            return _error(422, f"reason must be at most {MAX_REASON} printable characters")
+        reason = body["reason"]
         snap = self._loaded()
         if isinstance(snap, web.Response):
             return snap
@@ -200,17 +218,10 @@ class ControlPlaneAPI:
         name = self._name(request)  # the node may well be absent from Slurm: that is what is reported
         if isinstance(name, web.Response):
             return name
-        body = await self._body(request)
+        body = await self._body(request, REPORT_BODY)
         if isinstance(body, web.Response):
             return body
-        ns, pod, registered = body.get("pod_namespace"), body.get("pod_name"), body.get("registered")
-        detail = body.get("detail", "")
-        if not (isinstance(ns, str) and NAME.match(ns) and isinstance(pod, str) and NAME.match(pod)):
-            return _error(422, "pod_namespace and pod_name must be Kubernetes names")
-        if not isinstance(registered, bool):
-            return _error(422, "registered must be true or false")
-        if not isinstance(detail, str) or len(detail) > MAX_DETAIL:
-            return _error(422, f"detail must be a string of at most {MAX_DETAIL} characters")
+        ns, pod, registered, detail = (body[k] for k in ("pod_namespace", "pod_name", "registered", "detail"))
         if self._recycler is not None:
             self._recycler.report(ns, pod, registered, detail)
         log.info("agent_report", node=name, pod=pod, registered=registered, detail=detail)

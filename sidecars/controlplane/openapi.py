@@ -1,38 +1,86 @@
-"""The OpenAPI 3 description of /v1/ (served at /v1/openapi.json; the API fuzz test is generated from it)."""
+"""The OpenAPI 3 description of /v1/ (served at /v1/openapi.json; the API fuzz test is generated from it).
+
+The request schemas here are the server's rules too (`schemacheck` enforces them as written), so
+every constraint is stated once. Patterns are anchored at both ends.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from sidecars.controlplane.drains import REASON_PREFIX
+
+MAX_BODY = 16 * 1024
+NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$"  # Slurm node names, Kubernetes names
+# no control characters (C0, DEL, C1) nor Unicode line breaks: the reason is one line in Slurm's
+# `scontrol -o` output, which we read back (Python's splitlines() breaks at \x85, \u2028, \u2029)
+REASON_PATTERN = "^" + REASON_PREFIX + r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]*$"
+MAX_REASON = 256
+DEFAULT_REASON = f"{REASON_PREFIX} drain requested through the control plane API"
+MAX_DETAIL = 1024
+MAX_VERSION = 2**63 - 1
+
 _ERROR = {
     "description": "refused",
     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
 }
-_NAME_PARAM = {
+NAME_PARAM: dict[str, Any] = {
     "name": "name",
     "in": "path",
     "required": True,
     "description": "Slurm node name",
-    "schema": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$"},
+    "schema": {"type": "string", "pattern": NAME_PATTERN, "description": "a Slurm node name"},
 }
-_REASON_BODY = {
-    "required": True,
-    "content": {
-        "application/json": {
-            "schema": {
-                "type": "object",
-                "required": ["reason"],
-                "properties": {
-                    "reason": {
-                        "type": "string",
-                        "pattern": "^slurm-sidecars:",
-                        "maxLength": 256,
-                        "description": "Slurm reason; must start with `slurm-sidecars:`",
-                    }
-                },
-            }
+VERSION_SCHEMA: dict[str, Any] = {"type": "integer", "minimum": 0, "maximum": MAX_VERSION}
+REASON_BODY: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "reason": {
+            "type": "string",
+            "pattern": REASON_PATTERN,
+            "maxLength": MAX_REASON,
+            "default": DEFAULT_REASON,
+            "description": f"the Slurm reason: starts with `{REASON_PREFIX}`, one line without "
+            "control characters; an undrain clears only a drain with exactly this reason",
         }
     },
+}
+REPORT_BODY: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["pod_namespace", "pod_name", "registered"],
+    "properties": {
+        "pod_namespace": {"type": "string", "pattern": NAME_PATTERN, "description": "a Kubernetes name"},
+        "pod_name": {"type": "string", "pattern": NAME_PATTERN, "description": "a Kubernetes name"},
+        "registered": {"type": "boolean"},
+        "detail": {"type": "string", "maxLength": MAX_DETAIL, "default": ""},
+    },
+}
+
+
+# no maximum: a longer wait is not refused but cut to the server's cap (an agent polling less often
+# than the control plane allows keeps its long poll instead of falling back to asking Slurm)
+WAIT_SCHEMA: dict[str, Any] = {"type": "number", "minimum": 0}
+
+
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"application/json": {"schema": schema}}
+
+
+_QUEUED = {
+    "description": "queued",
+    "content": _json(
+        {
+            "type": "object",
+            "required": ["node", "action", "queued"],
+            "properties": {
+                "node": {"type": "string"},
+                "action": {"type": "string", "enum": ["drain", "undrain"]},
+                "queued": {"type": "boolean"},
+            },
+        }
+    ),
 }
 
 
@@ -40,7 +88,8 @@ def _errors(*codes: int) -> dict[str, Any]:
     return {str(c): _ERROR for c in codes}
 
 
-def document() -> dict[str, Any]:
+def document(max_wait: float = 60.0) -> dict[str, Any]:
+    """The document for a server whose long polls are capped at `max_wait` seconds."""
     node = {
         "type": "object",
         "required": ["name", "state", "flags", "reason", "jobs", "busy_until"],
@@ -100,14 +149,9 @@ def document() -> dict[str, Any]:
                     "responses": {
                         "200": {
                             "description": "nodes",
-                            "content": {
-                                "application/json": {
-                                    "schema": {
-                                        "type": "array",
-                                        "items": {"$ref": "#/components/schemas/Node"},
-                                    }
-                                }
-                            },
+                            "content": _json(
+                                {"type": "array", "items": {"$ref": "#/components/schemas/Node"}}
+                            ),
                         },
                         **_errors(401, 503),
                     },
@@ -118,22 +162,21 @@ def document() -> dict[str, Any]:
                     "summary": "one node; with version and wait, a long poll held until the snapshot version "
                     "differs from `version` or `wait` seconds pass",
                     "parameters": [
-                        _NAME_PARAM,
-                        {"name": "version", "in": "query", "required": False, "schema": {"type": "integer"}},
+                        NAME_PARAM,
+                        {"name": "version", "in": "query", "required": False, "schema": VERSION_SCHEMA},
                         {
                             "name": "wait",
                             "in": "query",
                             "required": False,
-                            "schema": {"type": "number", "minimum": 0, "maximum": 60},
-                            "description": "seconds, capped at the server's maximum (60 by default)",
+                            "schema": WAIT_SCHEMA,
+                            "description": "seconds to hold the answer; a wait longer than this "
+                            f"server's --max-wait-seconds ({max_wait:g}) is cut to it",
                         },
                     ],
                     "responses": {
                         "200": {
                             "description": "the node",
-                            "content": {
-                                "application/json": {"schema": {"$ref": "#/components/schemas/VersionedNode"}}
-                            },
+                            "content": _json({"$ref": "#/components/schemas/VersionedNode"}),
                         },
                         **_errors(400, 401, 404, 503),
                     },
@@ -142,40 +185,24 @@ def document() -> dict[str, Any]:
             "/v1/nodes/{name}/drain": {
                 "post": {
                     "summary": "drain the node (queued into the next batched scontrol call)",
-                    "parameters": [_NAME_PARAM],
-                    "requestBody": _REASON_BODY,
-                    "responses": {"202": {"description": "queued"}, **_errors(400, 401, 404, 413, 422, 503)},
+                    "parameters": [NAME_PARAM],
+                    "requestBody": {"required": False, "content": _json(REASON_BODY)},
+                    "responses": {"202": _QUEUED, **_errors(400, 401, 404, 413, 422, 503)},
                 }
             },
             "/v1/nodes/{name}/undrain": {
                 "post": {
                     "summary": "clear the drain, only when the node's current reason is exactly this one",
-                    "parameters": [_NAME_PARAM],
-                    "requestBody": _REASON_BODY,
-                    "responses": {"202": {"description": "queued"}, **_errors(400, 401, 404, 413, 422, 503)},
+                    "parameters": [NAME_PARAM],
+                    "requestBody": {"required": False, "content": _json(REASON_BODY)},
+                    "responses": {"202": _QUEUED, **_errors(400, 401, 404, 413, 422, 503)},
                 }
             },
             "/v1/nodes/{name}/report": {
                 "post": {
                     "summary": "an agent reports whether its slurmd is registered (input to recycling)",
-                    "parameters": [_NAME_PARAM],
-                    "requestBody": {
-                        "required": True,
-                        "content": {
-                            "application/json": {
-                                "schema": {
-                                    "type": "object",
-                                    "required": ["pod_namespace", "pod_name", "registered"],
-                                    "properties": {
-                                        "pod_namespace": {"type": "string"},
-                                        "pod_name": {"type": "string"},
-                                        "registered": {"type": "boolean"},
-                                        "detail": {"type": "string", "maxLength": 1024},
-                                    },
-                                }
-                            }
-                        },
-                    },
+                    "parameters": [NAME_PARAM],
+                    "requestBody": {"required": True, "content": _json(REPORT_BODY)},
                     "responses": {"204": {"description": "recorded"}, **_errors(400, 401, 413, 422)},
                 }
             },
@@ -185,9 +212,7 @@ def document() -> dict[str, Any]:
                     "responses": {
                         "200": {
                             "description": "names",
-                            "content": {
-                                "application/json": {"schema": {"type": "array", "items": {"type": "string"}}}
-                            },
+                            "content": _json({"type": "array", "items": {"type": "string"}}),
                         },
                         **_errors(401, 503),
                     },
@@ -196,7 +221,10 @@ def document() -> dict[str, Any]:
             "/v1/openapi.json": {
                 "get": {
                     "summary": "this document",
-                    "responses": {"200": {"description": "OpenAPI 3"}, **_errors(401)},
+                    "responses": {
+                        "200": {"description": "OpenAPI 3", "content": _json({"type": "object"})},
+                        **_errors(401),
+                    },
                 }
             },
         },

@@ -121,6 +121,7 @@ class ControlPlane:
                     backoff_max_seconds=settings.recycle_backoff_max_seconds,
                 ),
             )
+        self._pod_index: tuple[int, dict[tuple[str, str], str]] = (-1, {})  # see node_of
         self.api = ControlPlaneAPI(
             settings.token,
             fleet=self.fleet,
@@ -156,7 +157,14 @@ class ControlPlane:
         ]
 
     def node_of(self, pod: Pod) -> str:
-        return node_name(pod, self.settings.node_label)
+        """The pod's Slurm node: the node whose Comment names this pod (Slinky writes it), else by
+        host name or label."""
+        snap = self.fleet.snapshot
+        if self._pod_index[0] != snap.version:  # built once per snapshot, not once per pod
+            index = {(v.pod.namespace, v.pod.pod_name): v.name for v in snap.nodes.values() if v.pod}
+            self._pod_index = (snap.version, index)
+        found = self._pod_index[1].get((pod.namespace, pod.name))
+        return found or node_name(pod, self.settings.node_label)
 
     def _written(self, names: set[str]) -> None:
         self.draining |= names

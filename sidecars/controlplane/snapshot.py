@@ -21,7 +21,7 @@ from typing import Any
 import structlog
 
 from sidecars.controlplane import ranking
-from sidecars.slurm import Job, Node, SlurmClient, SlurmError, SlurmUnreachable
+from sidecars.slurm import Job, Node, SlurmClient, SlurmError, SlurmUnreachable, podinfo
 
 log = structlog.get_logger(__name__)
 
@@ -38,6 +38,7 @@ class NodeView:
     cpus: int = field(compare=False)
     gpus: int = field(compare=False)
     registered: bool = field(compare=False)
+    pod: podinfo.PodInfo | None = field(compare=False, default=None)  # Slinky's Comment, where written
 
     @property
     def drain(self) -> bool:
@@ -81,6 +82,7 @@ def view(node: Node, jobs: Iterable[Job]) -> NodeView:
         cpus=node.cpus,
         gpus=_gpus(node.gres),
         registered=node.state.registered,
+        pod=podinfo.parse(node.comment),
     )
 
 

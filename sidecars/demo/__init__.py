@@ -24,6 +24,14 @@ def configure(p: argparse.ArgumentParser) -> None:
         "sid: Debian unstable's 26.05 in a chroot",
     )
     flag(p, "--nodes", default="3", help="number of slurmd nodes (3 to 16)")
+    flag(
+        p,
+        "--shape",
+        default="classic",
+        choices=["classic", "slinky"],
+        help="classic: static nodes and munge; slinky: as Slinky deploys it (configless slurmctld, "
+        "slurmd -Z dynamic workers in a NodeSet, auth/slurm; needs --release chroot or sid)",
+    )
     p.add_argument("--tour", action="store_true", help="walk through the features, then exit")
 
 
@@ -31,6 +39,7 @@ def main(args: argparse.Namespace) -> int:
     from sidecars.demo.live import live_table
     from sidecars.demo.stack import DemoStack
     from sidecars.demo.tour import run_tour
+    from sidecars.devcluster import ClusterSpec, slinky
     from sidecars.devcluster.release import ReleaseUnavailable, release_named
 
     if args.log_level == "info":  # the demo's own narration is the output; its log only says what went wrong
@@ -48,11 +57,15 @@ def main(args: argparse.Namespace) -> int:
             release = await release_named(args.release)
         except ReleaseUnavailable as exc:
             raise ConfigError(str(exc)) from None
+        why = slinky.check(ClusterSpec(shape=args.shape), release.version)
+        if why:
+            raise ConfigError(f"--shape {args.shape}: {why}")
         print(
-            f"starting Slurm {release.version}, config-sync, the control plane and {nodes} worker agents ...",
+            f"starting Slurm {release.version} ({args.shape} shape), config-sync, the control plane "
+            f"and {nodes} worker agents ...",
             flush=True,
         )
-        async with DemoStack(release, nodes) as stack:
+        async with DemoStack(release, nodes, args.shape) as stack:
             c = stack.cluster
             print(
                 f"\nSlurm {release.version} is running in {c.dir}.\n"
@@ -71,7 +84,8 @@ def main(args: argparse.Namespace) -> int:
             await live_table(stack, stop)
         print("stopped; nothing left running", file=sys.stderr)
 
-    code = run_daemon(body)
+    # its teardown stops five daemons and a cluster (seconds on a busy machine), not one role's loop
+    code = run_daemon(body, grace_seconds=30.0)
     if code == 0 and outcome and not outcome[0]:
         return 1
     return code

@@ -19,6 +19,7 @@ from sidecars.cli import self_argv
 from sidecars.devcluster import ClusterSpec, DevCluster, Release, free_port
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime import process
+from sidecars.runtime.pdeathsig import die_with_parent
 
 log = structlog.get_logger(__name__)
 
@@ -39,6 +40,7 @@ class Role:
 class DemoStack:
     release: Release
     nodes: int = 3
+    shape: str = "classic"  # or "slinky" (see sidecars/devcluster/slinky.py)
     cluster: DevCluster = field(init=False)
     roles: dict[str, Role] = field(default_factory=dict, init=False)
     volume: AtomicVolume = field(init=False)
@@ -69,27 +71,38 @@ class DemoStack:
 
     async def __aenter__(self) -> DemoStack:
         # the partition limit gives jobs an expected end, which the scale-in order ranks by
-        self.cluster = DevCluster(
-            self.release, ClusterSpec(nodes=self.nodes, gpus=4, partition_max_time="60")
-        )
+        spec = ClusterSpec(nodes=self.nodes, gpus=4, partition_max_time="60", shape=self.shape)
+        self.cluster = DevCluster(self.release, spec)
         await self.cluster.start()
         try:
             await self._start_roles()
         except BaseException:
-            await self.stop()
+            await self._stop_to_the_end()
             raise
         return self
 
     async def __aexit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        await self.stop()
+        await self._stop_to_the_end()
+
+    async def _stop_to_the_end(self) -> None:
+        """stop(), carried through even when the caller is cancelled meanwhile: the daemon runtime
+        cancels the demo 1.5 s after a signal, and a teardown cut there left the cluster running."""
+        task = asyncio.create_task(self.stop(), name="demo-stop")
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            await task
+            raise
 
     async def _start_roles(self) -> None:
         d = self.cluster.dir
         etc = self.cluster.conf_path.parent
         self.volume = AtomicVolume(d / "configmap")
         self.volume.write({p.name: p.read_text() for p in sorted(etc.iterdir()) if p.suffix == ".conf"})
+        secret = AtomicVolume(d / "secret", mode=0o600)  # slurm.key, as Slinky mounts it from a Secret
+        secret.write({p.name: p.read_bytes() for p in sorted(etc.iterdir()) if p.suffix == ".key"})
         self.token_file = d / "token"
         self.token_file.write_text(secrets.token_urlsafe(32) + "\n")
         self.token_file.chmod(0o600)
@@ -104,6 +117,8 @@ class DemoStack:
                 "config-sync",
                 "--source",
                 str(d / "configmap"),
+                "--source",
+                str(d / "secret"),
                 "--target",
                 str(etc),
                 "--state-dir",
@@ -165,6 +180,7 @@ class DemoStack:
                 env=self.cluster.env,
                 stdout=out,
                 stderr=out,
+                preexec_fn=die_with_parent(),  # a demo killed by SIGKILL takes its sidecars with it
             )
         finally:
             out.close()
@@ -187,9 +203,9 @@ class DemoStack:
             await asyncio.sleep(0.2)
 
     async def stop(self) -> None:
-        # all at once: each gets SIGTERM and 5 s to exit gracefully, then its group is killed. The
-        # daemon loop cancels a shutdown that takes over 1.5 s (a loaded machine): the roles are then
-        # killed at once, and the cluster is stopped all the same, never left running
+        # all at once: each gets SIGTERM and 5 s to exit gracefully, then its group is killed. A stop
+        # cut short (the daemon loop's grace ran out) kills the roles at once, and the cluster is
+        # stopped all the same, never left running
         try:
             await asyncio.gather(*(r.process.stop(grace=5) for r in self.roles.values()))
         finally:

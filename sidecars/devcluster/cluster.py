@@ -2,7 +2,9 @@
 
 Every process of a cluster runs in one PID namespace whose init is a small reaper loop we own:
 killing that init makes the kernel kill everything in it, slurmstepd and job processes included,
-which `scontrol shutdown` leaves running. For the chroot release the namespace's root is the
+which `scontrol shutdown` leaves running. The init dies with `unshare` (`--kill-child`) and
+`unshare` with the thread that started it (PR_SET_PDEATHSIG), so a cluster never outlives its
+owner, even one killed by SIGKILL. For the chroot release the namespace's root is the
 chroot, with the cluster directory bind-mounted at the same path, so paths mean the same inside
 and out. Client commands go through shims in DIR/bin that set SLURM_CONF (and, for the chroot,
 enter the namespace), so code under test runs `scontrol` from PATH as it does in production.
@@ -30,9 +32,11 @@ from typing import TypeVar
 
 import structlog
 
+from sidecars.devcluster import slinky
 from sidecars.devcluster.release import Release
 from sidecars.devcluster.slurmconf import ClusterSpec, Ports, render
 from sidecars.runtime import process
+from sidecars.runtime.pdeathsig import die_with_parent
 from sidecars.slurm import Job, Node, SlurmClient, SlurmError
 
 log = structlog.get_logger(__name__)
@@ -86,6 +90,15 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks: with its PID, an identity no later process shares."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
 class DevCluster:
     """`async with DevCluster(release, spec) as c:` starts the cluster; leaving the block removes it all."""
 
@@ -99,6 +112,9 @@ class DevCluster:
     ) -> None:
         self.release = release
         self.spec = spec or ClusterSpec()
+        why = slinky.check(self.spec, release.version)
+        if why:
+            raise ClusterError(why)
         self._own_dir = base_dir is None
         self.dir = Path(base_dir or tempfile.mkdtemp(prefix="slc-", dir="/tmp")).resolve()
         self.keep_dir = keep_dir
@@ -113,10 +129,15 @@ class DevCluster:
         self._unshare: process.Child | None = None
         self.init_pid: int | None = None
         self.pidns: str | None = None
+        # (pid, start time) of the namespace's init, kept after stop(): the kernel reaps an init only
+        # once every process of its namespace is gone, and then frees the namespace's inode number for
+        # the next one made on this machine (another test worker's cluster, a container)
+        self._init_id: tuple[int, str] | None = None
         # with spec.foreground_ctld: the nsenter whose child is `slurmctld -D` (nsenter forks to enter
         # the PID namespace, waits for that child and exits with its status)
         self._ctld: process.Child | None = None
         self.ctld_stderr = self.log_dir / "slurmctld.stderr"
+        self._extra_ports: dict[str, int] = {}  # Slinky shape: nodes beyond the spec's, started later
 
     # ------------------------------------------------------------------ environment
     @property
@@ -125,7 +146,13 @@ class DevCluster:
         env = dict(os.environ)
         env["PATH"] = f"{self.bin_dir}:{env.get('PATH', IN_NS_PATH)}"
         env["SLURM_CONF"] = str(self.conf_path)
+        if self.slinky:  # what tells this cluster's configless slurmd apart from another's
+            env["SLURM_SACK_KEY"] = str(self.dir / "etc" / slinky.KEY_FILE)
         return env
+
+    @property
+    def slinky(self) -> bool:
+        return self.spec.shape == "slinky"
 
     def client(self, **kwargs: object) -> SlurmClient:
         return SlurmClient(env=self.env, **kwargs)  # type: ignore[arg-type]
@@ -154,7 +181,12 @@ class DevCluster:
         ]
 
     def slurmd_argv(self, name: str, *extra: str) -> list[str]:
-        """The command that (re)starts one node's slurmd: what a worker agent's restart hook runs."""
+        """The command that (re)starts one node's slurmd: what a worker agent's restart hook runs.
+        Slinky shape: a configless dynamic node (`extra` is then appended to its command line)."""
+        if self.slinky:
+            assert self.ports is not None
+            port = self.ports.nodes.get(name) or self._extra_ports.setdefault(name, free_port())
+            return self.in_namespace(*slinky.slurmd_args(self.spec, self.dir, self.ports, name, port), *extra)
         return self.in_namespace("slurmd", "-N", name, *extra)
 
     async def _exec(self, argv: Sequence[str], timeout: float = 30.0, check: bool = True) -> str:
@@ -184,7 +216,8 @@ class DevCluster:
         try:
             self._write_files()
             await self._start_namespace()
-            await self._start_munge()
+            if not self.slinky:
+                await self._start_munge()
             await self.start_slurmctld()
             for name in self.node_names:
                 await self.start_slurmd(name)
@@ -222,7 +255,10 @@ class DevCluster:
                 dev.touch()
         ports = pick_ports(2 + self.spec.nodes)
         self.ports = Ports(ports[0], ports[1], dict(zip(self.node_names, ports[2:], strict=True)))
-        files = render(self.spec, self.dir, self.ports, self.host, f"c{ports[0]}")
+        if self.slinky:
+            slinky.write_key(self.dir / "etc")
+        shape_render = slinky.render if self.slinky else render
+        files = shape_render(self.spec, self.dir, self.ports, self.host, f"c{ports[0]}")
         if self.release.root is not None:
             # 24.11's slurmd always initialises a cgroup plugin and dies without cgroupfs unless told not to
             files["cgroup.conf"] = "CgroupPlugin=disabled\n"
@@ -256,6 +292,7 @@ class DevCluster:
                 "--pid",
                 "--mount",
                 "--fork",
+                "--kill-child",  # the namespace init dies with unshare, and everything in it with the init
                 "--mount-proc",
                 "--propagation",
                 "private",
@@ -269,13 +306,16 @@ class DevCluster:
             script = (
                 'set -e; R=$0 D=$1; mount -t proc proc "$R/proc"; mount --rbind /dev "$R/dev"; '
                 'mount -t sysfs sysfs "$R/sys"; mkdir -p "$R$D"; mount --bind "$D" "$R$D"; '
-                'exec chroot "$R" /bin/bash -c "$2"'
+                # Slinky shape: a /run of its own, where auth/slurm's daemons make their sack.socket
+                + ('mount -t tmpfs tmpfs "$R/run"; ' if self.slinky else "")
+                + 'exec chroot "$R" /bin/bash -c "$2"'
             )
             argv = [
                 "unshare",
                 "--pid",
                 "--mount",
                 "--fork",
+                "--kill-child",  # as above: bash, then chroot, then the init it execs, keep the signal
                 "--propagation",
                 "private",
                 "--",
@@ -288,7 +328,12 @@ class DevCluster:
             ]
         init_log = open(self.log_dir / "init.log", "wb")  # noqa: SIM115 - handed to the child
         try:
-            self._unshare = await process.start(argv, stdout=init_log, stderr=init_log)
+            self._unshare = await process.start(
+                argv,
+                stdout=init_log,
+                stderr=init_log,
+                preexec_fn=die_with_parent(),  # and unshare with us, however we end (SIGKILL included)
+            )
         finally:
             init_log.close()
         pid = self._unshare.pid
@@ -299,9 +344,15 @@ class DevCluster:
                 root_ok = self.release.root is None or os.readlink(f"/proc/{child}/root") == str(
                     self.release.root.resolve()
                 )
-                if root_ok and os.readlink(f"/proc/{child}/ns/pid") != os.readlink("/proc/self/ns/pid"):
+                started = _start_time(child)
+                if (
+                    root_ok
+                    and started is not None
+                    and os.readlink(f"/proc/{child}/ns/pid") != os.readlink("/proc/self/ns/pid")
+                ):
                     self.init_pid = child
                     self.pidns = os.readlink(f"/proc/{child}/ns/pid")
+                    self._init_id = (child, started)
                     break
             if self._unshare.returncode is not None:
                 break
@@ -424,7 +475,7 @@ class DevCluster:
         pid = await self._poll(
             self._async(lambda: self.hostpid(f"slurmd-{name}")),
             lambda p: p is not None,
-            10,
+            30,  # seconds only on a loaded machine (parallel test workers on two cores)
             f"slurmd {name} pid file",
         )
         assert pid is not None
@@ -460,9 +511,14 @@ class DevCluster:
             shutil.rmtree(self.dir, ignore_errors=True)
 
     # ------------------------------------------------------------------ introspection
+    def _namespace_exists(self) -> bool:
+        """Whether our namespace's init is not yet reaped (it may be dying): until then the namespace
+        and its inode number are ours; after, no process of it is left and the number may be reused."""
+        return self._init_id is not None and _start_time(self._init_id[0]) == self._init_id[1]
+
     def processes(self) -> list[int]:
         """Host PIDs of every live process in this cluster's PID namespace."""
-        if not self.pidns:
+        if not self.pidns or not self._namespace_exists():
             return []
         found = []
         for entry in os.listdir("/proc"):
@@ -470,7 +526,7 @@ class DevCluster:
                 with contextlib.suppress(OSError):
                     if os.readlink(f"/proc/{entry}/ns/pid") == self.pidns and _alive(int(entry)):
                         found.append(int(entry))
-        return found
+        return found if self._namespace_exists() else []  # reaped while we looked: those were not ours
 
     def hostpid(self, daemon: str) -> int | None:
         """Host PID of `slurmctld`, `munged` or `slurmd-<node>` from its pid file (which holds a

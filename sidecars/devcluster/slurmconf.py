@@ -20,6 +20,11 @@ class ClusterSpec:
     partition_max_time: str = "INFINITE"
     # run slurmctld as our images do (`slurmctld -D`, a child the cluster holds) instead of daemonized
     foreground_ctld: bool = False
+    # "classic" (static NodeName lines, munge) or "slinky" (configless, dynamic nodes, auth/slurm:
+    # see slinky.py); with "slinky" every node is in `nodeset` unless `nodesets` (node -> name) says
+    shape: str = "classic"
+    nodeset: str = "slinky"
+    nodesets: Mapping[str, str] = field(default_factory=dict)
 
     def node_names(self) -> list[str]:
         return [f"n{i}" for i in range(1, self.nodes + 1)]

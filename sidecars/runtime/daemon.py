@@ -1,5 +1,5 @@
-"""Running a role as a daemon: SIGTERM/SIGINT stop it gracefully (exit 0), a bad config is exit 2,
-a failure at run time exit 1."""
+"""Running a role as a daemon: SIGTERM/SIGINT/SIGHUP stop it gracefully (exit 0), a bad config is
+exit 2, a failure at run time exit 1."""
 
 from __future__ import annotations
 
@@ -14,12 +14,15 @@ import structlog
 from sidecars.runtime.settings import ConfigError
 
 EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2
+# SIGHUP too: a terminal that vanishes (or a supervisor's hang-up) must stop us cleanly, not kill us
+# and leave whatever we started behind
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 async def run_until_signalled(
     main: Callable[[asyncio.Event], Awaitable[None]], grace_seconds: float = 1.5
 ) -> int:
-    """Run `main(stop)`; on SIGTERM/SIGINT set `stop`, give main `grace_seconds` to return, then cancel it."""
+    """Run `main(stop)`; on a stop signal set `stop`, give main `grace_seconds` to return, then cancel it."""
     log = structlog.get_logger("sidecars.daemon")
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -29,7 +32,7 @@ async def run_until_signalled(
         signalled.append(sig.name)
         stop.set()
 
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, on_signal, sig)
     task = asyncio.ensure_future(main(stop))
     try:
@@ -48,15 +51,15 @@ async def run_until_signalled(
             raise task.exception()  # type: ignore[misc]
         return EXIT_OK
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in STOP_SIGNALS:
             loop.remove_signal_handler(sig)
 
 
-def run(main: Callable[[asyncio.Event], Awaitable[None]]) -> int:
+def run(main: Callable[[asyncio.Event], Awaitable[None]], grace_seconds: float = 1.5) -> int:
     """The process entry for a daemon role: returns the exit code."""
     log = structlog.get_logger("sidecars.daemon")
     try:
-        return asyncio.run(run_until_signalled(main))
+        return asyncio.run(run_until_signalled(main, grace_seconds))
     except ConfigError as exc:
         print(f"slurm-sidecars: {exc}", file=sys.stderr)
         return EXIT_CONFIG

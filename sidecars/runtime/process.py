@@ -17,7 +17,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
 
@@ -119,9 +119,11 @@ async def start(
     stdin: int = DEVNULL,
     stdout: Sink = DEVNULL,
     stderr: Sink = DEVNULL,
+    preexec_fn: Callable[[], None] | None = None,
 ) -> Child:
     """Start argv in a new session (its own process group) and hand it over. OSError when it cannot
-    be started (no such program, not executable)."""
+    be started (no such program, not executable). `preexec_fn` runs in the child before exec (e.g.
+    `pdeathsig.die_with_parent()`)."""
     proc = await asyncio.create_subprocess_exec(
         *argv,
         stdin=stdin,
@@ -130,6 +132,7 @@ async def start(
         env=dict(env) if env is not None else None,
         cwd=cwd,
         start_new_session=True,  # also: a terminal's ^C is for us, not for the child
+        preexec_fn=preexec_fn,
     )
     return Child(proc, argv)
 
@@ -142,6 +145,7 @@ async def run(
     cwd: str | os.PathLike[str] | None = None,
     stdin: bytes | None = None,
     merge_stderr: bool = False,
+    preexec_fn: Callable[[], None] | None = None,
 ) -> Completed:
     """Run argv to its end and capture its output. A non-zero exit is returned, not raised.
 
@@ -155,6 +159,7 @@ async def run(
         stdin=PIPE if stdin is not None else DEVNULL,
         stdout=PIPE,
         stderr=STDOUT if merge_stderr else PIPE,
+        preexec_fn=preexec_fn,
     )
     try:
         out, err = await asyncio.wait_for(child.proc.communicate(stdin), timeout)

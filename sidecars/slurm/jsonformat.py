@@ -112,6 +112,8 @@ def node(obj: Obj) -> Node:
         boot_time=_time(obj.get("boot_time")),
         slurmd_start_time=_time(obj.get("slurmd_start_time")),
         version=_str(obj.get("version") or obj.get("slurmd_version")) or None,
+        port=number(obj.get("port")) or None,
+        comment=_str(obj.get("comment")),
     )
 
 

@@ -105,6 +105,8 @@ class Node:
     boot_time: int | None
     slurmd_start_time: int | None
     version: str | None
+    port: int | None = None  # slurmd's port when the node has its own (a dynamic node's `--conf Port=`)
+    comment: str = ""  # Slinky writes the pod's identity here as JSON
 
 
 @dataclass(frozen=True, slots=True)

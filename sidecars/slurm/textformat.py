@@ -143,6 +143,8 @@ def node_from_pairs(p: list[tuple[str, str]]) -> Node:
         boot_time=parse_time(d.get("BootTime")),
         slurmd_start_time=parse_time(d.get("SlurmdStartTime")),
         version=_null(d.get("Version")),
+        port=_int(d["Port"]) if (d.get("Port") or "").isdigit() else None,
+        comment=_null(d.get("Comment")) or "",
     )
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import structlog
 
 from sidecars.runtime.events import EventSink
-from sidecars.slurm import Job, SlurmError
+from sidecars.slurm import Job, NodeState, SlurmError
 from sidecars.worker.metrics import WorkerMetrics
 from sidecars.worker.settings import WorkerSettings, is_our_reason
 from sidecars.worker.source import NodeSource, Observation
@@ -168,7 +168,7 @@ class Drainer:
                 direct = await self.source.slurm.observe()
                 if not direct.ok or direct.view is None or not direct.view.state.drained:
                     return
-            await self._delete_if_dynamic()
+            await self._delete_if_dynamic(st)
             await self._finish(DRAINED, f"drained ({st}); reason {view.reason!r}")
             return
         if now >= rec.deadline:
@@ -222,7 +222,7 @@ class Drainer:
             detail = "drain timed out; jobs left running (policy leave)"
         elif view is None or not view.state.busy:
             if view is not None and view.state.drained:
-                await self._delete_if_dynamic()
+                await self._delete_if_dynamic(view.state)
                 await self._finish(DRAINED, f"drained ({view.state}); reason {view.reason!r}")
             return  # the jobs ended meanwhile: the machine goes on with this look's successor
         elif is_our_reason(view.reason):
@@ -239,8 +239,11 @@ class Drainer:
             detail = f"drain timed out; node undrained by someone else ({view.reason!r}): left as it is"
         await self._finish(TIMED_OUT, detail)
 
-    async def _delete_if_dynamic(self) -> None:
-        if not (self.settings.dynamic or (self._dynamic is not None and self._dynamic())):
+    async def _delete_if_dynamic(self, state: NodeState) -> None:
+        # Slurm flags a node that registered itself (`slurmd -Z`) DYNAMIC_NORM (23.02+): its word
+        # holds even when slurmd's command line cannot be seen from here
+        dynamic = "DYNAMIC_NORM" in state.flags
+        if not (self.settings.dynamic or dynamic or (self._dynamic is not None and self._dynamic())):
             return
         try:
             await self.source.slurm.client.delete_node(self.settings.node_name)

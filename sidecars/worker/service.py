@@ -27,6 +27,7 @@ from sidecars.worker.metrics import WorkerMetrics
 from sidecars.worker.registration import Registration
 from sidecars.worker.settings import WorkerSettings, configure, from_args, is_our_reason
 from sidecars.worker.slurmd import Slurmd
+from sidecars.worker.slurmdhealth import SlurmdHealth
 from sidecars.worker.source import ControlPlaneClient, NodeSource, Observation, SlurmSource
 
 log = structlog.get_logger(__name__)
@@ -61,6 +62,13 @@ class Agent:
         self.drainer = Drainer(settings, self.source, self.metrics, self.events, self._dynamic)
         self.registration = Registration(settings, self.slurmd, self.events, self.metrics, self._report)
         self.mapping = JobMapping(settings.job_mapping_dir) if settings.job_mapping_dir else None
+        self.slurmd_health = SlurmdHealth(
+            self.client,
+            settings.node_name,
+            (settings.pod_namespace, settings.pod_name),
+            lambda: self.slurmd.find(record=False),
+            interval=settings.poll_seconds,
+        )
         self.obs: Observation | None = None
         self.known: Observation | None = None  # the last look that succeeded (probes, status)
         self.started = time.monotonic()
@@ -132,6 +140,7 @@ class Agent:
             "drain": self.drainer.as_json(),
             "slurmd_pid": self.slurmd.find(),
             "gpu_jobs": self.mapping.current() if self.mapping else None,
+            "slurmd_health": self.slurmd_health.as_json(),  # which readiness source was used
         }
 
     def http(self) -> DaemonHTTP:
@@ -140,6 +149,7 @@ class Agent:
         live.add("slurmd_alive", self._slurmd_alive)
         ready.add("registered", self._registered)
         ready.add("node_usable", self._node_usable)
+        ready.add("slurmd_ready", self.slurmd_health.check)
         return DaemonHTTP(self.registry, liveness=live, readiness=ready, status=self.status)
 
     # ------------------------------------------------------------------ the loop
@@ -163,12 +173,14 @@ class Agent:
             # files are right only when we can vouch for them: start empty, the first look refills
             self.mapping.reconcile({})
         async with contextlib.AsyncExitStack() as stack:
+            self.slurmd_health.session = await stack.enter_async_context(aiohttp.ClientSession())
             if s.control_plane and s.token:
                 session = await stack.enter_async_context(aiohttp.ClientSession())
                 cp = ControlPlaneClient(session, s.control_plane, s.token, s.node_name)
                 self.source.attach(
                     cp, retry_seconds=min(s.poll_seconds, 5.0), on_fallback=self.metrics.fallbacks.inc
                 )
+                self.slurmd_health.read_record = False  # coordinated: no Slurm query of its own
             self.http_port = await stack.enter_async_context(
                 serve(self.http().app(), s.http_host, s.http_port)
             )
@@ -229,6 +241,8 @@ class Agent:
             await self.registration.step(obs, self._confirm)
         if self.mapping is not None:
             await self._map(obs)
+        if not self.drainer.pod_terminating:
+            await self.slurmd_health.step()
 
     async def _startup(self, obs: Observation) -> None:
         """A node left drained by us for a pod that is gone (a cancelled scale-in, a replaced pod)

@@ -2,9 +2,9 @@
 
 slurmd is found by scanning /proc (the pod shares its process namespace, or, in tests, the host's):
 a `slurmd` whose command line names our node (`-N name`), else the only slurmd there is. A slurmd
-whose SLURM_CONF differs from ours belongs to another cluster. On 24.11 every reconfigure re-execs
-slurmd under a new PID (and, on Debian, under its real name `slurmd-wlm`): we look for *a* slurmd
-each time, never hold on to one PID.
+whose SLURM_CONF (configless: SLURM_SACK_KEY) differs from ours belongs to another cluster. On 24.11
+every reconfigure re-execs slurmd under a new PID (and, on Debian, under its real name
+`slurmd-wlm`): we look for *a* slurmd each time, never hold on to one PID.
 """
 
 from __future__ import annotations
@@ -57,8 +57,17 @@ class Slurmd:
     _last_seen: float | None = field(default=None, init=False)
     _argv: tuple[str, ...] = field(default=(), init=False)
 
-    def _conf(self) -> str | None:
-        return (os.environ if self.env is None else self.env).get("SLURM_CONF")
+    def _foreign(self, environ: bytes) -> bool:
+        """A slurmd of another cluster: its SLURM_CONF differs from ours; or it was pointed at an
+        auth/slurm key (SLURM_SACK_KEY: a configless slurmd has no SLURM_CONF) other than ours, or
+        at one while we were not."""
+        ours = os.environ if self.env is None else self.env
+        theirs = dict(e.split(b"=", 1) for e in environ.split(b"\0") if b"=" in e)
+        key, their_key = ours.get("SLURM_SACK_KEY"), theirs.get(b"SLURM_SACK_KEY")
+        if their_key is not None and their_key.decode("utf-8", "replace") != key:
+            return True
+        conf, their_conf = ours.get("SLURM_CONF"), theirs.get(b"SLURM_CONF")
+        return bool(conf) and their_conf is not None and their_conf.decode("utf-8", "replace") != conf
 
     def _candidates(self) -> list[tuple[int, list[str]]]:
         found = []
@@ -75,21 +84,15 @@ class Slurmd:
                 continue  # a zombie waiting for a slow reaper is no live slurmd
             raw = _read(base / "cmdline") or b""
             argv = [w.decode("utf-8", "replace") for w in raw.split(b"\0") if w]
-            conf = self._conf()
             environ = _read(base / "environ")
-            if conf and environ is not None:
-                theirs = [
-                    e[len(b"SLURM_CONF=") :].decode()
-                    for e in environ.split(b"\0")
-                    if e.startswith(b"SLURM_CONF=")
-                ]
-                if theirs and theirs[0] != conf:
-                    continue
+            if environ is not None and self._foreign(environ):
+                continue
             found.append((int(entry), argv))
         return found
 
-    def find(self) -> int | None:
-        """The PID of our slurmd, or None when none is visible."""
+    def find(self, *, record: bool = True) -> int | None:
+        """The PID of our slurmd, or None when none is visible. `record=False`: a look that leaves
+        no trace (a slurmd counts as seen, and its death as one, only through the checks' looks)."""
         cands = self._candidates()
         named = [(pid, argv) for pid, argv in cands if _node_arg(argv) == self.node_name]
         unnamed = [(pid, argv) for pid, argv in cands if _node_arg(argv) is None]
@@ -97,8 +100,9 @@ class Slurmd:
         if not pick:
             return None
         pid, argv = min(pick)  # a daemon that forks a child: the parent is the daemon
-        self._last_seen = time.monotonic()
-        self._argv = tuple(argv)
+        if record:
+            self._last_seen = time.monotonic()
+            self._argv = tuple(argv)
         return pid
 
     @property

@@ -100,7 +100,7 @@ async def test_the_command_serves_status_and_exits_0_on_sigterm(cluster: DevClus
     try:
         st = await cmd.get("/status")
         metrics = await cmd.get("/metrics")
-        assert set(st) == {"applied", "rejected", "restart_required", "pending"}
+        assert set(st) == {"applied", "rejected", "restart_required", "pending", "workers"}
         assert set(st["applied"]) == {"generation", "sha256", "at"} and st["applied"]["generation"] == 1
         assert 'slurm_sidecars_config_applies_total{result="rolled_back"} 0.0' in metrics
     finally:

@@ -142,3 +142,19 @@ async def test_a_drain_asked_while_slurmctld_is_down_is_written_once_it_is_back(
         node = await cluster.wait_node("n1", lambda n: n.state.drain)
         assert node.reason is not None and node.reason.text == REASON
         assert cp.sample("slurm_sidecars_drain_batches_total", action="drain", result="ok") == 1
+
+
+async def test_a_bare_post_drains_and_undrains_with_the_documented_reason(cluster: DevCluster) -> None:
+    async with control_plane(cluster) as cp:
+        _, doc = await cp.get("/v1/openapi.json")
+        body = doc["paths"]["/v1/nodes/{name}/drain"]["post"]["requestBody"]
+        default = body["content"]["application/json"]["schema"]["properties"]["reason"]["default"]
+        assert body["required"] is False and default.startswith("slurm-sidecars:")
+        # what `curl -X POST -H "Authorization: Bearer ..." .../drain` sends: no body, no content type
+        async with cp.session.post(cp.url + "/v1/nodes/n2/drain") as r:
+            assert r.status == 202, await r.text()
+        node = await cluster.wait_node("n2", lambda n: n.state.drain, what="n2 drained")
+        assert node.reason is not None and node.reason.text == default
+        async with cp.session.post(cp.url + "/v1/nodes/n2/undrain") as r:
+            assert r.status == 202, await r.text()
+        await cluster.wait_node("n2", lambda n: not n.state.drain, what="n2 undrained")

@@ -82,6 +82,26 @@ async def test_bad_requests_get_clear_4xx(cluster: DevCluster) -> None:
             assert r.status == 413
         assert (await cp.post("/v1/nodes/nope/drain", {"reason": "slurm-sidecars: x"}))[0] == 404
         assert (await cp.post("/v1/nodes/n1/report", {"pod_name": "w", "registered": "yes"}))[0] == 422
+        # what the document forbids the server refuses, saying what was wrong
+        for path, body, said in (
+            ("drain", {"reason": "slurm-sidecars: x", "reasn": "typo"}, "unknown properties 'reasn'"),
+            ("drain", {"reason": "slurm-sidecars: x\nsecond line"}, "slurm-sidecars:"),
+            ("undrain", {"reason": "slurm-sidecars: " + "x" * 241}, "at most 256 characters"),
+            ("report", {"pod_namespace": "", "pod_name": "", "registered": True}, "pod_namespace"),
+            ("report", {"pod_namespace": "s", "pod_name": "p", "registered": True, "x": 1}, "'x'"),
+        ):
+            status, text = await cp.post(f"/v1/nodes/n1/{path}", body)
+            assert status == 422 and said in text, (path, body, status, text)
+        for raw in (b'{"reason": NaN}', b"[" * 5000 + b"]" * 5000, b'{"reason": "slurm-sidecars: \\ud800"}'):
+            async with cp.session.post(cp.url + "/v1/nodes/n1/drain", data=raw) as r:
+                assert r.status == 400, (raw[:40], r.status, await r.text())
+        for query in ("version=%201", "version=%2B1", "version=-1", "wait=1_0", "wait=%201"):
+            assert (await cp.get(f"/v1/nodes/n1?{query}"))[0] == 400, query
+        assert (await cp.get("/v1/nodes/n1%0A"))[0] == 400  # Python's `$` would let a final newline by
+        status, body = await cp.get("/v1/nodes/n1?version=0&wait=61")  # more than the cap: cut to it
+        assert status == 200 and body["name"] == "n1"
+        async with cp.session.head(cp.url + "/v1/nodes") as r:  # the document offers no HEAD
+            assert r.status == 405
         status, _ = await cp.post(
             "/v1/nodes/n9/report",
             {"pod_namespace": "slurm", "pod_name": "w9", "registered": False, "detail": "never registered"},

@@ -1,5 +1,6 @@
 """The demo is what a user runs first: the tour must reach its end on every release, and the live
-mode must stop on Ctrl-C or SIGTERM leaving nothing behind."""
+mode must stop on Ctrl-C, SIGTERM or SIGHUP (a terminal that vanished) leaving nothing behind, and
+leave nothing running when it is killed outright."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ import os
 import re
 import signal
 import sys
+from pathlib import Path
 
 import pytest
 
 from sidecars.cli import self_argv
 from sidecars.devcluster import Release
+from sidecars.runtime.pdeathsig import die_with_parent
+from tests.devcluster import lifetime
 
 
 def _mentions(pid: str, text: bytes) -> bool:
@@ -30,7 +34,10 @@ def _demo_argv(release: Release, *extra: str) -> list[str]:
 @pytest.mark.timeout(240)
 async def test_tour_runs_to_the_end(release: Release) -> None:
     proc = await asyncio.create_subprocess_exec(
-        *_demo_argv(release, "--tour"), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        *_demo_argv(release, "--tour"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        preexec_fn=die_with_parent(),  # a test run that is killed takes its demo (and cluster) along
     )
     out, _ = await asyncio.wait_for(proc.communicate(), 200)
     text = out.decode()
@@ -47,7 +54,7 @@ async def test_tour_runs_to_the_end(release: Release) -> None:
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
 async def test_live_mode_stops_on_signal_and_leaves_nothing(sig: signal.Signals) -> None:
     if os.environ.get("SIDECARS_NO_SLURM") == "1":
         pytest.skip("needs the host's Slurm")
@@ -55,6 +62,7 @@ async def test_live_mode_stops_on_signal_and_leaves_nothing(sig: signal.Signals)
         *self_argv("demo"),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        preexec_fn=die_with_parent(),
     )
     assert proc.stdout is not None
     seen = b""
@@ -75,3 +83,55 @@ async def test_live_mode_stops_on_signal_and_leaves_nothing(sig: signal.Signals)
     assert cluster_dir is not None
     assert not os.path.exists(cluster_dir[1])
     assert not [p for p in os.listdir("/proc") if p.isdigit() and _mentions(p, cluster_dir[1])]
+
+
+@pytest.mark.timeout(240)
+async def test_killed_demo_leaves_nothing_running(release: Release) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        *_demo_argv(release),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        preexec_fn=die_with_parent(),
+    )
+    assert proc.stdout is not None
+    seen, cluster_dir, watched = b"", None, None
+    try:
+        while b"Ctrl-C stops it" not in seen:
+            line = await asyncio.wait_for(proc.stdout.readline(), 150)
+            assert line, f"demo exited early: {seen.decode()[-2000:]}"
+            seen += line
+            if found := re.search(rb"is running in (\S+)\.", line):
+                cluster_dir = found[1].decode()
+        assert cluster_dir is not None, seen.decode()
+        # a job, so that slurmstepd and the job's own processes are there to outlive the demo
+        sbatch = await asyncio.create_subprocess_exec(
+            f"{cluster_dir}/bin/sbatch",
+            f"--chdir={cluster_dir}/out",
+            f"--output={cluster_dir}/out/held-%j.out",
+            "--wrap",
+            "sleep 600",
+            env={**os.environ, "SLURM_CONF": f"{cluster_dir}/etc/slurm.conf"},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        out, _ = await sbatch.communicate()
+        assert sbatch.returncode == 0, out
+        init = int(Path(cluster_dir, "run", "init.pid").read_text())
+        watched = await lifetime.Watched.capture(proc.pid, init, cluster_dir)
+        assert watched.names() >= lifetime.CLUSTER_NAMES, watched.procs
+        roles = " ".join(watched.cmdlines.values())
+        for role in ("config-sync", "control-plane", "worker --node-name n1", "worker --node-name n3"):
+            assert f"sidecars --log-format json {role}" in roles, roles
+        proc.kill()
+        await proc.wait()
+        left = await watched.wait_gone(lifetime.FEW_SECONDS)
+        assert not left, f"still running after the demo was killed: {left}"
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        if watched is not None:
+            await lifetime.kill_left(watched)
+        if cluster_dir is not None:
+            lifetime.remove_dir(cluster_dir, release)

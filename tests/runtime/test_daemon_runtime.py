@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
+import sys
 
 import aiohttp
 import pytest
@@ -99,3 +101,33 @@ async def test_probe_command_exit_codes() -> None:
     )
     _, err = await proc.communicate()
     assert proc.returncode == 1 and b"unreachable" in err
+
+
+DAEMON = """
+import asyncio, sys
+from sidecars.runtime.daemon import run
+
+async def main(stop):
+    print("up", flush=True)
+    await stop.wait()
+    print("stopped cleanly", flush=True)
+
+sys.exit(run(main))
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
+async def test_every_stop_signal_stops_a_daemon_cleanly_with_exit_0(sig: signal.Signals) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", DAEMON, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    assert proc.stdout is not None
+    try:
+        assert await asyncio.wait_for(proc.stdout.readline(), 30) == b"up\n"
+        proc.send_signal(sig)
+        out, _ = await asyncio.wait_for(proc.communicate(), 30)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert (proc.returncode, out) == (0, b"stopped cleanly\n")

@@ -179,6 +179,27 @@ def test_slurmctld_starts_after_the_first_sync(target: str, pod: str) -> None:
     assert _mount_above(plane.spec, target_dir)["name"] == sync_mount["name"]
 
 
+def test_config_sync_target_exists_before_it_starts() -> None:
+    """An emptyDir starts empty and config-sync refuses a --target that does not exist (seen in the
+    real containers: exit 2, crash loop): a one-shot init container before it creates the directory
+    in the same volume."""
+    spec = find(render("base"), "StatefulSet", "slurmctld")["spec"]["template"]["spec"]
+    inits = spec["initContainers"]
+    sync_at = next(i for i, c in enumerate(inits) if c.get("command", [])[1:2] == ["config-sync"])
+    target = flag_value(inits[sync_at]["command"], "--target") or ""
+    volume = _mount_above(inits[sync_at], target)
+    makers = [
+        c
+        for c in inits[:sync_at]
+        if "restartPolicy" not in c
+        and c["command"] == ["mkdir", "-p", target]
+        and any(
+            m["name"] == volume["name"] and m["mountPath"] == volume["mountPath"] for m in c["volumeMounts"]
+        )
+    ]
+    assert makers, f"nothing creates {target} before config-sync starts"
+
+
 def _mount_above(container: Obj, path: str) -> Obj:
     """The volume mount `path` lies in: strictly below its mount point."""
     mounts = [m for m in container.get("volumeMounts", []) if path.startswith(m["mountPath"] + "/")]

@@ -1,0 +1,138 @@
+"""The Slinky shape of a dev cluster: what Slinky's slurm-operator deploys, on one machine.
+
+- slurmctld serves the configuration (`SlurmctldParameters=enable_configless`); workers have no
+  slurm.conf and start as `slurmd -Z --conf-server HOST:PORT --conf "Features=<nodeset> ..."`,
+  registering themselves as dynamic nodes (`MaxNodeCount` leaves room for them);
+- partitions select workers through `NodeSet=<name> Feature=<name>`;
+- `AuthType=auth/slurm` and `CredType=cred/slurm` with one generated `slurm.key`, no munge: the key
+  sits next to slurm.conf, where the controller and every client (our shims) find it, as Slinky's
+  slurmctld and login pods mount it; configless workers are pointed at it with `SLURM_SACK_KEY`.
+
+Several dynamic slurmd share this host, so each needs its own port. `--conf` is documented to
+take no `Port=`, but 24.11 and 26.05 accept one (measured: slurmd binds it and slurmctld records
+it as the node's Port, reached through the address the node registered from). That is simpler
+than a network namespace per node (a bridge, veths, clients through `nsenter --net`), keeps every
+port reachable from the host (probes, `/livez`), and needs no privileges beyond the PID namespace.
+22.05 has neither auth/slurm nor a per-node port for `-Z` nodes: the shape needs 23.11 or later.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sidecars.devcluster.slurmconf import ClusterSpec, Ports
+
+SHAPES = ("classic", "slinky")
+KEY_FILE = "slurm.key"
+MIN_RELEASE = (23, 11)
+
+
+def check(spec: ClusterSpec, version: str) -> str | None:
+    """Why this spec cannot run on `version` (None: it can)."""
+    if spec.shape not in SHAPES:
+        return f"unknown cluster shape {spec.shape!r} (one of: {', '.join(SHAPES)})"
+    if spec.shape != "slinky":
+        return None
+    major, minor = (int(x) for x in version.split(".")[:2])
+    if (major, minor) < MIN_RELEASE:
+        need = ".".join(str(x) for x in MIN_RELEASE)
+        return f"the Slinky shape needs Slurm {need} or later (auth/slurm); this is {version}"
+    return None
+
+
+def nodeset_of(spec: ClusterSpec, name: str) -> str:
+    return spec.nodesets.get(name, spec.nodeset)
+
+
+def write_key(etc: Path) -> Path:
+    """A fresh auth/slurm key (auth/slurm refuses one readable by others or too short)."""
+    key = etc / KEY_FILE
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o600)
+    return key
+
+
+def render(spec: ClusterSpec, d: Path, ports: Ports, host: str, cluster_name: str) -> dict[str, str]:
+    """File name -> content, for DIR/etc: what slurmctld reads and serves to the workers."""
+    nodesets = sorted({spec.nodeset, *spec.nodesets.values()})
+    lines = [
+        f"ClusterName={cluster_name}",
+        f"SlurmctldHost={host}(127.0.0.1)",
+        f"SlurmctldPort={ports.slurmctld}",
+        f"SlurmdPort={ports.slurmd}",
+        "AuthType=auth/slurm",
+        "CredType=cred/slurm",
+        "SlurmctldParameters=enable_configless",
+        "SlurmUser=root",
+        "SlurmdUser=root",
+        f"StateSaveLocation={d}/state",
+        f"SlurmdSpoolDir={d}/spool/%n",
+        f"SlurmctldPidFile={d}/run/slurmctld.pid",
+        f"SlurmdPidFile={d}/run/slurmd-%n.pid",
+        f"SlurmctldLogFile={d}/log/slurmctld.log",
+        f"SlurmdLogFile={d}/log/slurmd-%n.log",
+        "SlurmctldDebug=info",
+        "SlurmdDebug=info",
+        "MailProg=/bin/true",
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "JobAcctGatherType=jobacct_gather/none",
+        "AccountingStorageType=accounting_storage/none",
+        "JobCompType=jobcomp/none",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_CPU",
+        "SchedulerType=sched/backfill",
+        "MpiDefault=none",
+        "SwitchType=switch/none",
+        "SlurmdParameters=config_overrides",
+        "ReturnToService=2",
+        "SlurmctldTimeout=30",
+        f"SlurmdTimeout={spec.slurmd_timeout}",
+        "InactiveLimit=0",
+        "KillWait=5",
+        "MinJobAge=60",
+        "CommunicationParameters=NoInAddrAny",
+        # room for every worker that may register, as Slinky's chart sets it
+        f"MaxNodeCount={max(spec.max_node_count, spec.nodes + 8)}",
+        "TreeWidth=65533",
+    ]
+    if spec.gpus:
+        lines.append("GresTypes=gpu")
+    lines += [f"NodeSet={ns} Feature={ns}" for ns in nodesets]
+    limit = spec.partition_max_time
+    lines.append(f"PartitionName=debug Nodes={','.join(nodesets)} Default=YES MaxTime={limit} State=UP")
+    if spec.extra_conf:
+        lines.append(spec.extra_conf.strip())
+    files = {"slurm.conf": "\n".join(lines) + "\n", "cgroup.conf": "CgroupPlugin=disabled\n"}
+    if spec.gpus:
+        files["gres.conf"] = f"Name=gpu File={d}/dev/nvidia[0-{spec.gpus - 1}]\n"
+    return files
+
+
+def node_conf(spec: ClusterSpec, name: str, port: int) -> str:
+    """The worker's `--conf`: what a Slinky NodeSet pod passes (Features, resources), plus its port."""
+    features = [nodeset_of(spec, name), *[f for f in spec.features.get(name, "").split(",") if f]]
+    words = [f"Features={','.join(features)}", f"CPUs={spec.cpus}", f"RealMemory={spec.memory}"]
+    if spec.gpus:
+        words.append(f"Gres=gpu:{spec.gpus}")
+    words.append(f"Port={port}")
+    return " ".join(words)
+
+
+def slurmd_args(spec: ClusterSpec, d: Path, ports: Ports, name: str, port: int) -> list[str]:
+    """`env` words and the slurmd command line of one configless worker (inside the namespace)."""
+    return [
+        "env",
+        "-u",
+        "SLURM_CONF",  # configless: the configuration comes from slurmctld
+        f"SLURM_SACK_KEY={d / 'etc' / KEY_FILE}",
+        "slurmd",
+        "-Z",
+        "-N",
+        name,
+        "--conf-server",
+        f"127.0.0.1:{ports.slurmctld}",
+        "--conf",
+        node_conf(spec, name, port),
+    ]

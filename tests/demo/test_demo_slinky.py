@@ -1,0 +1,43 @@
+"""`demo --shape slinky`: the tour reaches its end on a Slinky-shaped cluster; a release that
+cannot run that shape is a bad invocation with one line saying why."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+
+import pytest
+
+from sidecars.devcluster import Release
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.releases("slurm26")
+async def test_the_tour_runs_to_the_end_on_the_slinky_shape(release: Release) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        *[sys.executable, "-m", "sidecars", "demo", "--tour", "--release", release.name, "--shape", "slinky"],
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), 200)
+    text = out.decode()
+    assert proc.returncode == 0, text[-3000:]
+    assert "(slinky shape)" in text
+    summary = text[text.index("\nSummary") :]
+    assert summary.count("\n  ok ") == 6 and "FAIL" not in summary, summary
+    assert "then its dynamic record deleted" in text
+    assert re.search(r"rejected: .*ThisIsNotAKey", text), text[-3000:]
+
+
+@pytest.mark.releases("slurm22")
+async def test_the_slinky_shape_on_22_05_is_a_bad_invocation(release: Release) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        *[sys.executable, "-m", "sidecars", "demo", "--tour", "--release", release.name, "--shape", "slinky"],
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 2, (out + err).decode()
+    lines = err.decode().strip().splitlines()
+    assert len(lines) == 1 and "--shape slinky: the Slinky shape needs Slurm 23.11" in lines[0], lines

@@ -1,0 +1,93 @@
+"""A dev cluster ends with the process that owns it, however that process ends: a small owner killed
+by SIGKILL, or a whole pytest run stopped by SIGTERM (its clusters in the run itself or in an xdist
+worker), leaves no daemon, slurmstepd or job behind."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sidecars.devcluster import Release
+from tests.devcluster import lifetime
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _owner_argv(kind: str) -> list[str]:
+    if kind == "owner":
+        return [sys.executable, "-m", "tests.devcluster.lifetime"]
+    # a whole pytest run, on its own or with an xdist worker holding the cluster
+    workers = ["-p", "no:xdist"] if kind == "pytest" else ["-n", "1"]
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-s",
+        *workers,
+        "-p",
+        "no:cacheprovider",
+        "--timeout=0",
+        f"{lifetime.__file__}::test_hold_a_cluster_until_killed",
+    ]
+
+
+async def _holding(proc: asyncio.subprocess.Process, info_file: Path, log: Path) -> dict[str, Any]:
+    deadline = time.monotonic() + 150
+    while not info_file.exists():
+        assert proc.returncode is None, f"the owner exited early: {log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"no cluster after 150s: {log.read_text()[-3000:]}"
+        await asyncio.sleep(0.1)
+    info: dict[str, Any] = json.loads(info_file.read_text()[len(lifetime.HOLDING) :])
+    return info
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(
+    ("kind", "sig"),
+    [("owner", signal.SIGKILL), ("pytest", signal.SIGTERM), ("xdist", signal.SIGTERM)],
+    ids=["owner-sigkill", "pytest-sigterm", "xdist-sigterm"],
+)
+async def test_nothing_outlives_the_owner(
+    release: Release, kind: str, sig: signal.Signals, tmp_path: Path
+) -> None:
+    info_file, log = tmp_path / "holding", tmp_path / "owner.log"
+    with log.open("wb") as out:
+        proc = await asyncio.create_subprocess_exec(
+            *_owner_argv(kind),
+            cwd=REPO,
+            env={
+                **os.environ,
+                lifetime.HOLD_ENV: lifetime.release_json(release),
+                lifetime.INFO_ENV: str(info_file),
+            },
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+        )
+    info, watched = None, None
+    try:
+        info = await _holding(proc, info_file, log)
+        watched = await lifetime.Watched.capture(proc.pid, info["init"], info["dir"])
+        assert watched.names() >= lifetime.CLUSTER_NAMES, watched.procs
+        proc.send_signal(sig)
+        await asyncio.wait_for(proc.wait(), 30)
+        assert proc.returncode == -sig, log.read_text()[-3000:]
+        left = await watched.wait_gone(lifetime.FEW_SECONDS)
+        assert not left, f"still running after the owner was killed: {left}"
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        if watched is not None:
+            await lifetime.kill_left(watched)
+        if info is not None:
+            lifetime.remove_dir(info["dir"], release)

@@ -1,0 +1,100 @@
+"""The worker agent beside a Slinky-shaped worker: a configless `slurmd -Z` that registers itself,
+is healed when it does not, is drained by the hook and then leaves no record; slurmd's own /readyz
+in readiness where it serves one; the pod identity Slinky writes in the node's Comment."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sidecars.devcluster import DevCluster
+from tests.worker.agent_helpers import hook, http_get, running_agent, settings_for, until
+
+pytestmark = pytest.mark.releases("slurm24", "slurm26")
+
+
+def readyz_method(cluster: DevCluster) -> str:
+    return "readyz" if cluster.release.short >= "25.11" else "node_state"
+
+
+@pytest.mark.cluster(shape="slinky", nodes=1)
+async def test_a_worker_that_never_registered_is_started_and_registers_as_a_dynamic_node(
+    cluster: DevCluster, sockdir
+) -> None:
+    command = tuple(cluster.slurmd_argv("w2"))  # the pod's configless slurmd -Z, not running yet
+    s = settings_for(cluster, sockdir, node="w2", registration_timeout=0.5, slurmd_restart_command=command)
+    async with running_agent(cluster, s) as agent:
+        await until(lambda: agent.registration.status.attempts == 1, what="a restart")
+        await until(lambda: agent.registration.status.state == "registered", what="registered")
+        node = await cluster.client().node("w2")
+        assert node is not None and "DYNAMIC_NORM" in node.state.flags and "slinky" in node.features
+        await until(lambda: agent.slurmd_health.method != "unknown", what="the health method")
+        if readyz_method(cluster) == "readyz":
+            await until(lambda: agent.slurmd_health.answer is not None, what="slurmd's /readyz asked")
+        status, body = await http_get(agent, "/readyz")
+        assert status == 200, body
+        _, st = await http_get(agent, "/status")
+        assert st["slurmd_health"]["method"] == readyz_method(cluster)
+        if st["slurmd_health"]["method"] == "readyz":
+            assert st["slurmd_health"]["ok"] is True
+            assert st["slurmd_health"]["detail"].startswith("204 from http://127.0.0.1:")
+
+
+@pytest.mark.cluster(shape="slinky", nodes=1)
+async def test_a_killed_configless_slurmd_is_restarted_and_registers_again(
+    cluster: DevCluster, sockdir
+) -> None:
+    s = settings_for(cluster, sockdir, slurmd_restart_command=tuple(cluster.slurmd_argv("n1")))
+    async with running_agent(cluster, s) as agent:
+        await until(lambda: agent.registration.status.state == "registered", what="registered")
+        await cluster.kill_slurmd("n1")
+        await until(lambda: agent.registration.status.attempts >= 1, what="a restart")
+        await cluster.wait_node("n1", lambda n: n.state.registered and n.state.base == "IDLE")
+        await until(lambda: agent.registration.status.state == "registered", what="registered again")
+        job = await cluster.sbatch("-w", "n1", "-t", "1", wrap="true")
+        assert (await cluster.wait_job(job, {"COMPLETED", "FAILED"}, timeout=60)).state == "COMPLETED"
+
+
+@pytest.mark.cluster(shape="slinky", nodes=2)
+async def test_the_drain_hook_drains_a_dynamic_worker_and_its_record_is_deleted(
+    cluster: DevCluster, sockdir
+) -> None:
+    s = settings_for(cluster, sockdir, node="n2")  # dynamic: seen from slurmd's `-Z`, no flag needed
+    async with running_agent(cluster, s):
+        job = await cluster.sbatch("-t", "1", "-w", "n2", wrap="sleep 2")
+        await cluster.wait_job(job, "RUNNING")
+        code, answer = await hook(s, within=60)
+        assert (code, answer["result"]) == (0, "drained"), answer
+        assert await cluster.client().node("n2") is None
+        assert (await cluster.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED"})).state == "COMPLETED"
+        assert [n.name for n in await cluster.client().nodes()] == ["n1"]
+
+
+def identity(pod: str) -> str:
+    # as Slinky's operator writes it (Go's encoding/json: no spaces)
+    return json.dumps({"namespace": "slurm", "podName": pod, "node": "kube-a"}, separators=(",", ":"))
+
+
+@pytest.mark.cluster(shape="slinky", nodes=1)
+async def test_the_pod_identity_in_the_nodes_comment_is_read_and_a_foreign_one_fails_readiness(
+    cluster: DevCluster, sockdir
+) -> None:
+    client = cluster.client()
+    await client.update_nodes(["n1"], comment=identity("worker-n1"))
+    s = settings_for(cluster, sockdir)  # pod slurm/worker-n1
+    async with running_agent(cluster, s) as agent:
+        await until(lambda: agent.slurmd_health.identity is not None, what="the identity read")
+        _, st = await http_get(agent, "/status")
+        assert st["slurmd_health"]["pod_identity"] == {
+            "namespace": "slurm",
+            "podName": "worker-n1",
+            "node": "kube-a",
+        }
+        status, body = await http_get(agent, "/readyz")
+        assert status == 200, body
+        await client.update_nodes(["n1"], comment=identity("worker-n7"))
+        await until(lambda: agent.slurmd_health.identity_mismatch, within=20, what="the new identity")
+        status, body = await http_get(agent, "/readyz")
+        assert status == 503, body
+        assert "names pod slurm/worker-n7" in json.dumps(body)
