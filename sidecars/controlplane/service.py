@@ -19,12 +19,15 @@ from sidecars.controlplane.api import ControlPlaneAPI
 from sidecars.controlplane.configfeed import ConfigFeed
 from sidecars.controlplane.deletion_cost import DeletionCostWriter
 from sidecars.controlplane.drains import DrainBatcher
+from sidecars.controlplane.kubenodes import NodeCache
 from sidecars.controlplane.leader import LeaderElector
 from sidecars.controlplane.maintenance import Maintenance
 from sidecars.controlplane.maintenance_api import MaintenanceAPI
 from sidecars.controlplane.metrics import ControlPlaneMetrics
+from sidecars.controlplane.nodesync import CordonSync
 from sidecars.controlplane.nodewindows import NodeWatch, NodeWindows
 from sidecars.controlplane.page import DrainClock, PageState
+from sidecars.controlplane.podconditions import ConditionWriter
 from sidecars.controlplane.pods import PodCache, node_name
 from sidecars.controlplane.recycle import RecyclePolicy, Recycler
 from sidecars.controlplane.settings import ControlPlaneSettings
@@ -83,6 +86,21 @@ class ControlPlane:
         self.pods: PodCache | None = None
         self.costs: DeletionCostWriter | None = None
         self.recycler: Recycler | None = None
+        self.kube_nodes: NodeCache | None = None
+        self.cordons: CordonSync | None = None
+        if kube is not None and settings.cordon_sync:
+            self.kube_nodes = NodeCache(kube)
+            self.cordons = CordonSync(
+                kube, self.kube_nodes, self.drains, self.node_of, taint_keys=settings.cordon_taints
+            )
+        self.conditions: ConditionWriter | None = None
+        if kube is not None and settings.pod_conditions:
+            self.conditions = ConditionWriter(
+                kube,
+                self.node_of,
+                qps=settings.condition_qps,
+                settle=settings.condition_settle_seconds,
+            )
         if kube is not None:
             self.pods = PodCache(kube, settings.namespace, settings.worker_selector)
             self.costs = DeletionCostWriter(
@@ -198,6 +216,8 @@ class ControlPlane:
     def _written(self, names: set[str]) -> None:
         self.draining |= names
         self.drain_clock.written(names)
+        if self.cordons is not None:
+            self.cordons.written(names)
         self._refresh_now.set()
 
     # ------------------------------------------------------------------ loops
@@ -236,6 +256,10 @@ class ControlPlane:
                     await self.costs.sync(pods, snap)
                 if self.recycler is not None:
                     await self.recycler.cycle(pods, snap)
+                if self.cordons is not None and self.cordons.ready and snap.loaded:
+                    await self.cordons.cycle(pods, snap)
+                if self.conditions is not None and snap.loaded:
+                    await self.conditions.sync(pods, snap)
             except Exception as exc:  # a Kubernetes hiccup must not end the loop
                 log.warning("act_failed", error=str(exc))
 
@@ -341,6 +365,8 @@ class ControlPlane:
         if self.node_watch is not None:
             self.tasks.start("node_watch", self.node_watch.run())
         self.tasks.start("upgrade_loop", self.upgrade_loop())
+        if self.kube_nodes is not None:
+            self.tasks.start("kube_nodes", self.kube_nodes.run())
         try:
             async with http.serve(self.http_app(), self.settings.host, self.settings.port) as port:
                 log.info(

@@ -38,6 +38,11 @@ class ControlPlaneSettings:
     recycle_backoff_max_seconds: float = 3600.0
     viewer_token: str | None = None  # the web page's read-only credential; None: the agents' token
     config_sync: str | None = None  # config-sync's URL, for the page's config history
+    cordon_sync: bool = True  # a cordoned Kubernetes Node drains the Slurm nodes of its worker pods
+    cordon_taints: tuple[str, ...] = ()  # taint keys (NoSchedule/NoExecute) that count as a cordon
+    pod_conditions: bool = True  # mirror each worker's Slurm state in its pod's conditions
+    condition_qps: float = 5.0
+    condition_settle_seconds: float = 10.0  # a new Slurm state must hold this long before it is written
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -122,6 +127,43 @@ def configure(parser: argparse.ArgumentParser) -> None:
         parser, "--recycle-backoff-max-seconds", default="3600", help="longest wait between recycles of a pod"
     )
 
+    flag(
+        parser,
+        "--cordon-sync",
+        default="on",
+        choices=["on", "off"],
+        help="on: a cordoned Kubernetes Node drains its workers' Slurm nodes; uncordon undrains them",
+    )
+    flag(
+        parser,
+        "--cordon-taints",
+        default="",
+        help="comma-separated taint keys that count as a cordon when NoSchedule or NoExecute",
+    )
+    flag(
+        parser,
+        "--pod-conditions",
+        default="on",
+        choices=["on", "off"],
+        help="on: worker pods carry SlurmNodeReady/SlurmNodeDrained/SlurmNodeDown conditions",
+    )
+    flag(parser, "--condition-qps", default="5", help="at most this many pod status patches a second")
+    flag(
+        parser,
+        "--condition-settle-seconds",
+        default="10",
+        help="a Slurm state must hold this long before the pod conditions show it (no flapping)",
+    )
+
+
+def _taint_keys(text: str) -> tuple[str, ...]:
+    keys = tuple(k.strip() for k in text.split(",") if k.strip())
+    for key in keys:
+        name = key.rpartition("/")[2]
+        if not name or len(key) > 316 or any(c.isspace() or c in "=:," for c in key):
+            raise ConfigError(f"--cordon-taints: not a taint key: {key!r}")
+    return keys
+
 
 def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
     host, port = parse_addr(args.http)
@@ -170,4 +212,11 @@ def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
         if args.viewer_token_file
         else None,
         config_sync=str(config_sync).rstrip("/") if config_sync else None,
+        cordon_sync=args.cordon_sync != "off",
+        cordon_taints=_taint_keys(args.cordon_taints or ""),
+        pod_conditions=args.pod_conditions != "off",
+        condition_qps=positive(args.condition_qps, "--condition-qps"),
+        condition_settle_seconds=positive(
+            args.condition_settle_seconds, "--condition-settle-seconds", allow_zero=True
+        ),
     )

@@ -71,6 +71,7 @@ class Pod:
     deleting: bool
     resource_version: str
     node_name: str = ""  # spec.nodeName: the Kubernetes Node it was scheduled to; "" while pending
+    conditions: tuple[tuple[str, str, str], ...] = ()  # status.conditions as (type, status, message)
 
     @classmethod
     def from_model(cls, pod: Any) -> Pod:
@@ -90,6 +91,9 @@ class Pod:
             deleting=meta.deletion_timestamp is not None,
             resource_version=meta.resource_version or "",
             node_name=(spec and spec.node_name) or "",
+            conditions=tuple(
+                (c.type or "", c.status or "", c.message or "") for c in (status and status.conditions) or []
+            ),
         )
 
 

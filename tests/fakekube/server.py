@@ -233,6 +233,24 @@ class FakeKube:
         node["metadata"]["resourceVersion"] = self._bump()
         self._record("MODIFIED", node, self.node_history)
 
+    def set_node_spec(
+        self, name: str, *, unschedulable: bool | None = None, taints: list[Obj] | None = None
+    ) -> None:
+        """As `kubectl cordon/uncordon` (spec.unschedulable) or `kubectl taint` (spec.taints)."""
+        node = self.nodes[name]
+        if unschedulable is not None:
+            if unschedulable:
+                node["spec"]["unschedulable"] = True
+            else:
+                node["spec"].pop("unschedulable", None)
+        if taints is not None:
+            if taints:
+                node["spec"]["taints"] = copy.deepcopy(taints)
+            else:
+                node["spec"].pop("taints", None)
+        node["metadata"]["resourceVersion"] = self._bump()
+        self._record("MODIFIED", node, self.node_history)
+
     def set_ready(self, name: str, ready: bool, namespace: str = "slurm") -> None:
         pod = self.pods[(namespace, name)]
         pod["status"]["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
@@ -294,6 +312,7 @@ class FakeKube:
         app.router.add_get(pods, self.list_pods)
         app.router.add_get(pods + "/{name}", self.get_pod)
         app.router.add_patch(pods + "/{name}", self.patch_pod)
+        app.router.add_patch(pods + "/{name}/status", self.patch_pod_status)
         app.router.add_delete(pods + "/{name}", self.delete_pod)
         app.router.add_post("/api/v1/namespaces/{ns}/events", self.create_event)
         cms = "/api/v1/namespaces/{ns}/configmaps"
@@ -479,6 +498,37 @@ class FakeKube:
         if not isinstance(patch, dict):
             return _status(400, "BadRequest", "patch is not an object")
         _merge(pod, patch)
+        pod["metadata"]["resourceVersion"] = self._bump()
+        self._record("MODIFIED", pod)
+        return web.json_response(pod)
+
+    async def patch_pod_status(self, request: web.Request) -> web.StreamResponse:
+        """The status subresource: only `status` is taken from the patch; conditions merge by type
+        (their strategic-merge key), as the real API server does."""
+        ctype = request.headers.get("Content-Type", "").split(";")[0]
+        if ctype not in MERGE_TYPES:
+            return _status(
+                415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {ctype}"
+            )
+        pod = self._pod(request)
+        if pod is None:
+            return _status(404, "NotFound", f'pods "{request.match_info["name"]}" not found')
+        patch = request[BODY]
+        if not isinstance(patch, dict) or not isinstance(patch.get("status", {}), dict):
+            return _status(400, "BadRequest", "patch is not an object")
+        status = copy.deepcopy(patch.get("status") or {})
+        given = status.pop("conditions", None)
+        if given is not None:
+            if not isinstance(given, list) or not all(isinstance(c, dict) and c.get("type") for c in given):
+                return _status(422, "Invalid", "status.conditions: each needs a type")
+            if ctype == "application/strategic-merge-patch+json":
+                current = {c["type"]: c for c in pod["status"].get("conditions") or []}
+                for cond in given:
+                    current[cond["type"]] = _merge(current.get(cond["type"], {}), cond)
+                pod["status"]["conditions"] = list(current.values())
+            else:  # a JSON merge patch replaces a list whole
+                pod["status"]["conditions"] = copy.deepcopy(given)
+        _merge(pod["status"], status)
         pod["metadata"]["resourceVersion"] = self._bump()
         self._record("MODIFIED", pod)
         return web.json_response(pod)

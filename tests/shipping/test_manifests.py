@@ -257,11 +257,17 @@ def test_role_is_least_privilege() -> None:
     rules = {(tuple(r["apiGroups"]), tuple(r["resources"]), tuple(sorted(r["verbs"]))) for r in role["rules"]}
     assert rules == {
         (("",), ("pods",), ("delete", "get", "list", "patch", "watch")),
+        (("",), ("pods/status",), ("patch",)),  # the SlurmNode* pod conditions
         (("", "events.k8s.io"), ("events",), ("create",)),
         (("coordination.k8s.io",), ("leases",), ("create", "get", "update")),
     }
     binding = find(render("base"), "RoleBinding", "slurm-sidecars")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "slurm-sidecars", "namespace": "slurm"}]
+    # cluster-wide, only reading Nodes (their cordons, for the cordon sync)
+    nodes = find(render("base"), "ClusterRole", "slurm-sidecars-nodes")
+    assert nodes["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    cluster_binding = find(render("base"), "ClusterRoleBinding", "slurm-sidecars-nodes")
+    assert cluster_binding["subjects"] == binding["subjects"]
     assert (
         find(render("base"), "StatefulSet")["spec"]["template"]["spec"]["serviceAccountName"]
         == "slurm-sidecars"
