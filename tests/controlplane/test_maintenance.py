@@ -145,7 +145,7 @@ async def test_a_busy_node_waits_a_restart_loses_nothing_and_the_end_restores_on
         await eventually(
             client.reservations,
             lambda rs: {r.name for r in rs} == {"admin-hold"},
-            timeout=60,
+            within=60,
             what="Slurm purged the ended reservation (the admin's stays)",
         )
         await client.delete_reservation("admin-hold")

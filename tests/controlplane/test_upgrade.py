@@ -102,7 +102,7 @@ async def test_an_upgrade_keeps_to_its_budget_kills_no_job_and_survives_a_restar
                 await eventually(
                     lambda: asyncio.sleep(0.1, list(replaced)),
                     lambda r: sorted(r) == ["n3", "n4"],
-                    timeout=60,
+                    within=60,
                     what="idle n3 and n4 replaced",
                 )
                 await cluster.wait_node("n2", lambda n: n.state.drain and n.state.busy, timeout=60)
@@ -127,7 +127,7 @@ async def test_an_upgrade_keeps_to_its_budget_kills_no_job_and_survives_a_restar
                 await eventually(
                     lambda: cp.get("/v1/upgrade"),
                     lambda r: r[1]["upgrade"]["complete"],
-                    timeout=60,
+                    within=60,
                     what="the roll complete",
                 )
                 assert sorted(replaced) == ["n1", "n2", "n3", "n4"] and replaced[2] == "n2"
@@ -204,7 +204,7 @@ async def test_the_upgrade_command_starts_pauses_and_resumes_and_refuses_a_zero_
         await cluster.wait_node("n2", lambda n: n.state.drain and n.state.busy, timeout=60)
         await cluster.scancel(second)
         await eventually(
-            lambda: cp.get("/v1/upgrade"), lambda r: r[1]["upgrade"]["complete"], timeout=60, what="complete"
+            lambda: cp.get("/v1/upgrade"), lambda r: r[1]["upgrade"]["complete"], within=60, what="complete"
         )
         code, out, err = await run("status")
         assert code == 0 and "complete, 2/2 upgraded" in out, out
