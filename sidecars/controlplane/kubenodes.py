@@ -1,4 +1,6 @@
-"""The Kubernetes Nodes' schedulability, kept current by one list + watch (cluster-scoped)."""
+"""The Kubernetes Nodes, kept current by one list + watch (cluster-scoped) for the whole control
+plane: maintenance windows read their annotations, cordon sync their schedulability. One cache,
+so the API server sees one list and one watch however many features read Nodes."""
 
 from __future__ import annotations
 
@@ -6,8 +8,7 @@ import asyncio
 
 import structlog
 
-from sidecars.kube import KubeClient, KubeError
-from sidecars.kube.nodes import NodeSchedule, list_node_schedules, watch_node_schedules
+from sidecars.kube import KubeClient, KubeError, KubeNode
 
 log = structlog.get_logger(__name__)
 
@@ -16,7 +17,7 @@ class NodeCache:
     def __init__(self, kube: KubeClient, *, watch_seconds: int = 300) -> None:
         self._kube = kube
         self._watch_seconds = watch_seconds
-        self.nodes: dict[str, NodeSchedule] = {}
+        self.nodes: dict[str, KubeNode] = {}
         self.synced = asyncio.Event()
 
     async def run(self) -> None:
@@ -24,12 +25,12 @@ class NodeCache:
         delay = 0.5
         while True:
             try:
-                nodes, rv = await list_node_schedules(self._kube)
+                nodes, rv = await self._kube.list_nodes()
                 self.nodes = {n.name: n for n in nodes}
                 self.synced.set()
                 delay = 0.5
                 while True:
-                    async for kind, node in watch_node_schedules(self._kube, rv, self._watch_seconds):
+                    async for kind, node in self._kube.watch_nodes(rv, self._watch_seconds):
                         rv = node.resource_version or rv
                         if kind == "DELETED":
                             self.nodes.pop(node.name, None)

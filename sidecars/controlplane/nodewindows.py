@@ -8,13 +8,13 @@ whose end has passed is ignored. A malformed one is logged and skipped, once per
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from collections.abc import Callable, Iterable
 
 import structlog
 
+from sidecars.controlplane.kubenodes import NodeCache
 from sidecars.controlplane.maintenance import (
     KUBE_PREFIX,
     Maintenance,
@@ -22,7 +22,7 @@ from sidecars.controlplane.maintenance import (
     parse_duration,
     parse_start,
 )
-from sidecars.kube import KubeClient, KubeError, KubeNode, Pod
+from sidecars.kube import Pod
 
 log = structlog.get_logger(__name__)
 
@@ -49,63 +49,30 @@ def parse_annotation(value: str, now: float) -> tuple[int, int] | None:
     return begin, ((end - begin + MINUTE - 1) // MINUTE) * MINUTE
 
 
-class NodeWatch:
-    """The Kubernetes Nodes, listed then watched (a fresh list after any failure)."""
-
-    def __init__(self, kube: KubeClient, *, watch_seconds: int = 300) -> None:
-        self._kube = kube
-        self._watch_seconds = watch_seconds
-        self.nodes: dict[str, KubeNode] = {}
-        self.synced = asyncio.Event()
-
-    async def run(self) -> None:
-        delay = 0.5
-        while True:
-            try:
-                nodes, rv = await self._kube.list_nodes()
-                self.nodes = {n.name: n for n in nodes}
-                self.synced.set()
-                delay = 0.5
-                while True:
-                    async for kind, node in self._kube.watch_nodes(rv, self._watch_seconds):
-                        rv = node.resource_version or rv
-                        if kind == "DELETED":
-                            self.nodes.pop(node.name, None)
-                        else:
-                            self.nodes[node.name] = node
-            except KubeError as exc:
-                if exc.status != 410:
-                    log.warning("node_watch_failed", status=exc.status, reason=exc.reason)
-            except Exception as exc:  # connection reset, malformed stream: list again after a pause
-                log.warning("node_watch_failed", error=str(exc))
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 30.0)
-
-
 class NodeWindows:
     """Each cycle (leader only): annotated Nodes -> windows of their worker pods' Slurm nodes."""
 
     def __init__(
         self,
         maintenance: Maintenance,
-        watch: NodeWatch,
+        nodes: NodeCache,
         pods: Callable[[], Iterable[Pod]],
         slurm_node: Callable[[Pod], str],
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._maint = maintenance
-        self._watch = watch
+        self._nodes = nodes
         self._pods = pods
         self._slurm_node = slurm_node
         self._clock = clock
         self._bad: set[tuple[str, str]] = set()  # (node, value) already logged as malformed
 
     async def sync(self) -> None:
-        if not self._watch.synced.is_set():
+        if not self._nodes.synced.is_set():
             return
         now = self._clock()
         wanted: dict[str, tuple[str, str]] = {}  # window -> (node, annotation)
-        for kn in self._watch.nodes.values():
+        for kn in self._nodes.nodes.values():
             value = kn.annotations.get(ANNOTATION)
             if value:
                 wanted[window_name(kn.name)] = (kn.name, value)

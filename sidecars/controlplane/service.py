@@ -25,7 +25,7 @@ from sidecars.controlplane.maintenance import Maintenance
 from sidecars.controlplane.maintenance_api import MaintenanceAPI
 from sidecars.controlplane.metrics import ControlPlaneMetrics
 from sidecars.controlplane.nodesync import CordonSync
-from sidecars.controlplane.nodewindows import NodeWatch, NodeWindows
+from sidecars.controlplane.nodewindows import NodeWindows
 from sidecars.controlplane.page import DrainClock, PageState
 from sidecars.controlplane.podconditions import ConditionWriter
 from sidecars.controlplane.pods import PodCache, node_name
@@ -86,12 +86,11 @@ class ControlPlane:
         self.pods: PodCache | None = None
         self.costs: DeletionCostWriter | None = None
         self.recycler: Recycler | None = None
-        self.kube_nodes: NodeCache | None = None
+        self.kube_nodes: NodeCache | None = None  # one Node list + watch, made by its first reader
         self.cordons: CordonSync | None = None
         if kube is not None and settings.cordon_sync:
-            self.kube_nodes = NodeCache(kube)
             self.cordons = CordonSync(
-                kube, self.kube_nodes, self.drains, self.node_of, taint_keys=settings.cordon_taints
+                kube, self._node_cache(kube), self.drains, self.node_of, taint_keys=settings.cordon_taints
             )
         self.conditions: ConditionWriter | None = None
         if kube is not None and settings.pod_conditions:
@@ -134,13 +133,11 @@ class ControlPlane:
             slurm, self.drains, lambda: self.fleet.snapshot.nodes, emit=self._pod_event if kube else None
         )
         self.maintenance_api = MaintenanceAPI(self.maintenance, self.leader)
-        self.node_watch: NodeWatch | None = None
         self.node_windows: NodeWindows | None = None
         if kube is not None and self.pods is not None:
             pods = self.pods
-            self.node_watch = NodeWatch(kube)
             self.node_windows = NodeWindows(
-                self.maintenance, self.node_watch, lambda: list(pods.pods.values()), self.node_of
+                self.maintenance, self._node_cache(kube), lambda: list(pods.pods.values()), self.node_of
             )
         self.upgrade: Upgrade | None = None
         if kube is not None and self.pods is not None:
@@ -177,6 +174,12 @@ class ControlPlane:
         )
         self.config_feed.on_change = self.page.touch
         self.web = WebUI(settings.viewer_token or settings.token, self.page)
+
+    def _node_cache(self, kube: KubeClient) -> NodeCache:
+        """The one Node cache, shared by every feature that reads Nodes (each with its own rule)."""
+        if self.kube_nodes is None:
+            self.kube_nodes = NodeCache(kube)
+        return self.kube_nodes
 
     def _page_cluster(self) -> dict[str, Any]:
         status = self.status()
@@ -362,8 +365,6 @@ class ControlPlane:
         if self.config_feed.url is not None:  # without config-sync's URL there is nothing to feed
             self.tasks.start("config_feed", self.config_feed.run())
         self.tasks.start("maintenance_loop", self.maintenance_loop())
-        if self.node_watch is not None:
-            self.tasks.start("node_watch", self.node_watch.run())
         self.tasks.start("upgrade_loop", self.upgrade_loop())
         if self.kube_nodes is not None:
             self.tasks.start("kube_nodes", self.kube_nodes.run())

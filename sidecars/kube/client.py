@@ -99,16 +99,32 @@ class Pod:
 
 @dataclass(frozen=True, slots=True)
 class KubeNode:
-    """A Kubernetes Node, as far as the sidecars read it (maintenance annotations)."""
+    """A Kubernetes Node, as far as the sidecars read it: its annotations (maintenance windows) and
+    its schedulability (cordon sync: `kubectl cordon` sets spec.unschedulable; taints are (key,
+    effect)). One model for every reader, so one list + watch serves them all."""
 
     name: str
     annotations: Mapping[str, str]
+    unschedulable: bool
+    taints: tuple[tuple[str, str], ...]
     resource_version: str
 
     @classmethod
     def from_model(cls, node: Any) -> KubeNode:
-        meta = node.metadata
-        return cls(meta.name or "", dict(meta.annotations or {}), meta.resource_version or "")
+        meta, spec = node.metadata, node.spec
+        return cls(
+            name=meta.name or "",
+            annotations=dict(meta.annotations or {}),
+            unschedulable=bool(spec and spec.unschedulable),
+            taints=tuple((t.key or "", t.effect or "") for t in (spec and spec.taints) or []),
+            resource_version=meta.resource_version or "",
+        )
+
+    def cordoned(self, taint_keys: frozenset[str]) -> bool:
+        """Unschedulable, or carrying one of `taint_keys` with a NoSchedule or NoExecute effect."""
+        return self.unschedulable or any(
+            key in taint_keys and effect in {"NoSchedule", "NoExecute"} for key, effect in self.taints
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -265,6 +281,7 @@ class KubeClient:
 
     # ------------------------------------------------------------------ nodes
     async def list_nodes(self) -> tuple[list[KubeNode], str]:
+        """Every Node (cluster-scoped) and the list's resourceVersion, to watch from."""
         result = await self._call("list_nodes", self.core.list_node)
         return [KubeNode.from_model(n) for n in result.items], result.metadata.resource_version or ""
 

@@ -155,17 +155,31 @@ async def test_a_configured_taint_counts_as_a_cordon_but_prefer_no_schedule_does
 
 
 @pytest.mark.releases("slurm22")
-async def test_cordon_sync_off_never_reads_nodes(
+async def test_cordon_sync_off_drains_nothing_and_adds_no_node_reads(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:
+    """Maintenance windows read Node annotations whenever Kubernetes is on (no flag turns them
+    off), so Nodes are still listed with cordon sync off: what off must show is that a cordon
+    drains nothing and that cordon sync adds no Node traffic of its own: the shared cache's one
+    list (its watch still open, so not yet recorded) is all there is."""
     fake, url = fake_kube
     two_hosts(fake)
     fake.set_node_spec("k1", unschedulable=True)
     async with control_plane(cluster, url, cordon_sync=False) as cp:
         await eventually(lambda: _leading(cp), bool, what="leader with pods")
+        assert cp.plane.cordons is None
+        nodes = cp.plane.kube_nodes
+        assert nodes is not None
+        await eventually(lambda: _synced(nodes), bool, what="the shared Node cache listed")
+        assert nodes.nodes["k1"].unschedulable  # the cordon was seen, and is ignored
         await settled(cp)
         assert drains(await cluster.client().nodes()) == {}
-        assert not [r for r in fake.requests if r.path.startswith("/api/v1/nodes")]
+        node_calls = [r for r in fake.requests if r.path.startswith("/api/v1/nodes")]
+        assert [(r.method, r.path) for r in node_calls] == [("GET", "/api/v1/nodes")]
+
+
+async def _synced(nodes: Any) -> bool:
+    return bool(nodes.synced.is_set())
 
 
 async def _leading(cp: Any) -> bool:

@@ -42,6 +42,42 @@ async def test_list_get_and_watch_pods_from_a_resource_version(
     assert not await kube.delete_pod("slurm", "w2")
 
 
+async def test_one_node_model_carries_annotations_and_schedulability_through_list_and_watch(
+    fake: tuple[FakeKube, str], kube: KubeClient
+) -> None:
+    """Maintenance windows (annotations) and cordon sync (unschedulable, taints) read one model, so
+    one list + watch serves both."""
+    f, _ = fake
+    f.add_node("k1", annotations={"slurm-sidecars.io/maintenance": "2030-01-01T00:00:00Z/1h"})
+    f.add_node("k2")
+    nodes, rv = await kube.list_nodes()
+    by_name = {n.name: n for n in nodes}
+    assert by_name["k1"].annotations == {"slurm-sidecars.io/maintenance": "2030-01-01T00:00:00Z/1h"}
+    assert not by_name["k1"].unschedulable and by_name["k1"].taints == () and by_name["k1"].resource_version
+    seen: list[tuple[str, str, bool, tuple[tuple[str, str], ...], bool]] = []
+
+    async def consume() -> None:
+        async for kind, node in kube.watch_nodes(rv, timeout_seconds=5):
+            seen.append((kind, node.name, node.unschedulable, node.taints, "x" in node.annotations))
+            if len(seen) == 3:
+                return
+
+    task = asyncio.create_task(consume())
+    await asyncio.sleep(0.05)
+    f.set_node_spec("k2", unschedulable=True)
+    f.set_node_spec("k1", taints=[{"key": "example.com/gpu", "value": "bad", "effect": "NoExecute"}])
+    f.annotate_node("k2", {"x": "1"})
+    await asyncio.wait_for(task, 5)
+    taint = (("example.com/gpu", "NoExecute"),)
+    assert seen == [
+        ("MODIFIED", "k2", True, (), False),
+        ("MODIFIED", "k1", False, taint, False),
+        ("MODIFIED", "k2", True, (), True),
+    ]
+    k1 = next(n for n in (await kube.list_nodes())[0] if n.name == "k1")
+    assert k1.cordoned(frozenset({"example.com/gpu"})) and not k1.cordoned(frozenset({"other"}))
+
+
 async def test_watch_from_an_expired_version_raises_410(fake: tuple[FakeKube, str], kube: KubeClient) -> None:
     f, _ = fake
     f.min_watch_rv = 1000
