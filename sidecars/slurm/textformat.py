@@ -26,6 +26,7 @@ from sidecars.slurm.models import (
 
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_:/.\-]*$")
 _NULL = {"", "(null)", "N/A", "n/a", "None", "Unknown", "NONE", "n/s"}
+_REASON_STAMP = re.compile(r"\[[^@\]\s]+@[0-9T:\-]+\]")
 _REASON_TAIL = re.compile(r"^(?P<text>.*?)\s*\[(?P<user>[^@\]]+)@(?P<time>[0-9T:\-]+)\]\s*$")
 _GPU_IDX = re.compile(r"gpu(?::[^:(),]+)?:\d+\(IDX:(?P<idx>[^)]*)\)")
 
@@ -33,7 +34,8 @@ _GPU_IDX = re.compile(r"gpu(?::[^:(),]+)?:\d+\(IDX:(?P<idx>[^)]*)\)")
 def pairs(line: str) -> list[tuple[str, str]]:
     """Split one record into (key, value) pairs, gluing space-separated words without `=` to the value.
 
-    `Reason=` takes the rest of the line: an operator's reason may contain anything.
+    `Reason=` takes the rest of the line: an operator's reason may contain anything. Only what follows
+    its `[user@time]` tail is read as pairs again: a node in a reservation has `ReservationName=` there.
     """
     out: list[tuple[str, str]] = []
     words = line.strip().split(" ")
@@ -43,7 +45,15 @@ def pairs(line: str) -> list[tuple[str, str]]:
         key, eq, value = word.partition("=")
         if eq and _KEY.match(key):
             if key == "Reason" and out and out[0][0] == "NodeName":
-                out.append((key, " ".join([value, *words[i + 1 :]]).strip()))
+                rest = " ".join([value, *words[i + 1 :]]).strip()
+                tail = _REASON_STAMP.search(rest)
+                after = rest[tail.end() :].strip() if tail else ""
+                more = after.split()
+                if tail and more and all("=" in w and _KEY.match(w.partition("=")[0]) for w in more):
+                    out.append((key, rest[: tail.end()]))
+                    out.extend(pairs(after))
+                else:
+                    out.append((key, rest))
                 break
             out.append((key, value))
         elif out and word:

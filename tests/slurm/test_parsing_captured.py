@@ -219,3 +219,17 @@ def test_text_values_with_spaces_and_repeated_keys() -> None:
     )
     (j,) = textformat.jobs(job)
     assert j.gpu_indices == {"a1": (0, 1), "a2": (0, 1), "a3": (3,)}
+
+
+def test_a_reason_ends_at_its_stamp_when_a_reservation_follows() -> None:
+    # 24.11+ print the node's reservation after its reason on the one-line form
+    line = (
+        "NodeName=n3 Arch=x86_64 State=IDLE+DRAIN+MAINT+RESERVED Reason=admin: bad DIMM = yes "
+        "[root@2026-12-01T10:49:17] ReservationName=slurm-sidecars-maint-racks"
+    )
+    (node,) = textformat.nodes(line)
+    assert node.reason is not None
+    assert (node.reason.text, node.reason.user) == ("admin: bad DIMM = yes", "root")
+    # a reason with no stamp keeps the whole rest of the line, whatever it holds
+    (plain,) = textformat.nodes("NodeName=n1 State=IDLE+DRAIN Reason=x=1 y=2")
+    assert plain.reason is not None and plain.reason.text == "x=1 y=2"
