@@ -424,9 +424,11 @@ class FakeKube:
                 if rv > sent and pod["metadata"].get("namespace") == ns and _selected(pod, selector):
                     await resp.write(json.dumps({"type": kind, "object": pod}).encode() + b"\n")
                 sent = max(sent, rv)
-            async with self._changed:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), min(0.2, max(0.01, deadline - loop.time())))
+            # asyncio.timeout, not wait_for: wait_for runs Condition.wait in a task of its own, which a
+            # server shutting down mid-wait left pending ("Lock is not acquired", a leaked task)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(0.2, max(0.01, deadline - loop.time()))), self._changed:
+                    await self._changed.wait()
 
     # ------------------------------------------------------------------ config maps
     async def get_config_map(self, request: web.Request) -> web.StreamResponse:
