@@ -6,8 +6,10 @@ StateSaveLocation (so it loads the current jobs, nodes and reservations), on its
 pid file. Lines appended to its slurm.conf (Slurm takes the last value of a key) point everything it
 could reach elsewhere at a port held closed here: every NodeName gets `NodeAddr=127.0.0.1` and that
 port, as do SlurmdPort and slurmdbd; scripts it could run (PrologSlurmctld, MailProg, power saving...)
-become /bin/true and JobCompType jobcomp/none. In a network namespace (sidecars/slurm/dryrun.py) it
-could reach nothing anyway; without one these rewrites are the isolation.
+become /bin/true and JobCompType jobcomp/none. With auth/slurm it serves no sack socket
+(`AuthInfo=...,disable_sack`): it would take the live controller's, which /run may share. In a network
+namespace (sidecars/slurm/dryrun.py) it could reach nothing anyway; without one these rewrites are
+the isolation.
 
 It passes when it became the primary controller and stayed up a moment; its fatal, in Slurm's words,
 is the rejection. What it did to jobs while loading the state ("Invalid partition (p2) for
@@ -118,6 +120,11 @@ def isolate_nodes(text: str, port: int) -> str:
     return "\n".join(out) + "\n"
 
 
+def uses_auth_slurm(conf: SlurmConf) -> bool:
+    kinds = f"{conf.options.get('authtype', '')},{conf.options.get('authalttypes', '')}".lower()
+    return "auth/slurm" in kinds
+
+
 def overrides(conf: SlurmConf, d: Path, ctld_port: int, dead_port: int) -> str:
     lines = [
         "# slurm-sidecars dry run: its own port and files; nothing it can reach",
@@ -135,6 +142,12 @@ def overrides(conf: SlurmConf, d: Path, ctld_port: int, dead_port: int) -> str:
         lines.append(f"SlurmSchedLogFile={d / 'sched.log'}")
     if uses_slurmdbd(conf.options.get("accountingstoragetype")):
         lines += ["AccountingStorageHost=127.0.0.1", f"AccountingStoragePort={dead_port}"]
+    if uses_auth_slurm(conf):
+        # an auth/slurm slurmctld serves local clients' tokens on /run/slurmctld/sack.socket and
+        # unlinks whatever is there first: the throwaway would take the live controller's socket,
+        # leaving it dead once killed (scontrol: "failed to connect to any sack sockets")
+        info = [w for w in conf.options.get("authinfo", "").split(",") if w]
+        lines.append(f"AuthInfo={_quote(','.join([*info, 'disable_sack']))}")
     for key in SCRIPT_KEYS:
         if conf.options.get(key.lower()):
             lines.append(f"{key}=/bin/true")

@@ -5,8 +5,10 @@
   registering themselves as dynamic nodes (`MaxNodeCount` leaves room for them);
 - partitions select workers through `NodeSet=<name> Feature=<name>`;
 - `AuthType=auth/slurm` and `CredType=cred/slurm` with one generated `slurm.key`, no munge: the key
-  sits next to slurm.conf, where the controller and every client (our shims) find it, as Slinky's
-  slurmctld and login pods mount it; configless workers are pointed at it with `SLURM_SACK_KEY`.
+  sits next to slurm.conf, where slurmctld finds it, as Slinky's slurmctld pod mounts it; configless
+  workers are pointed at it with `SLURM_SACK_KEY`. Clients (our shims) never read it: 24.11 and 26.05
+  get their tokens from a local daemon's sack socket in the namespace's /run (a slurmd's
+  /run/slurm/sack.socket, else slurmctld's /run/slurmctld/sack.socket), as a login pod's sackd serves.
 
 Several dynamic slurmd share this host, so each needs its own port. `--conf` is documented to
 take no `Port=`, but 24.11 and 26.05 accept one (measured: slurmd binds it and slurmctld records

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from sidecars.configsync import conffile
-from sidecars.configsync.dryrun import DryRunner
+from sidecars.configsync.dryrun import DryRunner, overrides
 from sidecars.configsync.validate import Validator
 from sidecars.devcluster import DevCluster
 from sidecars.slurm.dryrun import helper_argv
@@ -196,3 +196,18 @@ async def test_an_unprivileged_sidecar_still_gets_a_network_namespace() -> None:
     assert "127.0.0.2" in result.stdout  # the loopback's second address: our namespace, not the host's
     host = Path("/proc/net/fib_trie").read_text()
     assert "127.0.0.2" not in host
+
+
+def test_an_auth_slurm_throwaway_serves_no_sack_socket_of_its_own() -> None:
+    """It would unlink the live controller's /run/slurmctld/sack.socket and bind its own; killed, it
+    leaves clients none (tests/configsync/test_configless_workers.py shows that end to end)."""
+    conf = "AuthType=auth/slurm\nAuthInfo=cred_expire=30,use_client_ids\nCredType=cred/slurm\n"
+    parsed = conffile.parse(read_set({"slurm.conf": conf.encode()}), "slurm.conf", Path("/etc/slurm"))
+    lines = overrides(parsed, Path("/tmp/d"), 1, 2).splitlines()
+    assert [ln for ln in lines if ln.startswith("AuthInfo=")] == [
+        "AuthInfo=cred_expire=30,use_client_ids,disable_sack"  # the candidate's options kept
+    ]
+    munge = conffile.parse(
+        read_set({"slurm.conf": b"AuthType=auth/munge\n"}), "slurm.conf", Path("/etc/slurm")
+    )
+    assert "AuthInfo" not in overrides(munge, Path("/tmp/d"), 1, 2)
