@@ -22,6 +22,7 @@ import os
 import re
 import secrets
 import shutil
+import socket
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -118,9 +119,38 @@ def isolate_nodes(text: str, port: int) -> str:
     return "\n".join(out) + "\n"
 
 
+# the controller records: slurmctld starts only on a host they name as its own (else "This host (x)
+# not a valid controller", exit 1), and a backup they name is one more address it could reach
+CONTROLLER_KEYS = ("slurmctldhost", "controlmachine", "controladdr", "backupcontroller", "backupaddr")
+
+
+def own_controller(text: str) -> str:
+    """The controller records taken out (overrides() names this host instead): config-sync need not
+    run on a host named SlurmctldHost (Compose gives each container its own hostname; a pod shares
+    one, but the dry run must not depend on it), and the throwaway knows no backup to talk to."""
+    out: list[str] = []
+    for line in text.splitlines():
+        head = line.strip()
+        if head.startswith("#") or head.endswith("\\") or "=" not in head:
+            out.append(line)
+            continue
+        words = conffile._words(conffile._strip_comment(head))
+        keep = [w for w in words if w.split("=", 1)[0].lower() not in CONTROLLER_KEYS]
+        if len(keep) == len(words):
+            out.append(line)
+        elif keep:
+            out.append(
+                " ".join(
+                    f"{w.split('=', 1)[0]}={_quote(w.split('=', 1)[1])}" if "=" in w else w for w in keep
+                )
+            )
+    return "\n".join(out) + "\n"
+
+
 def overrides(conf: SlurmConf, d: Path, ctld_port: int, dead_port: int) -> str:
     lines = [
         "# slurm-sidecars dry run: its own port and files; nothing it can reach",
+        f"SlurmctldHost={socket.gethostname()}(127.0.0.1)",
         f"SlurmctldPort={ctld_port}",
         f"StateSaveLocation={d / 'state'}",
         f"SlurmctldLogFile={d / 'slurmctld.log'}",
@@ -234,7 +264,7 @@ class DryRunner:
                 return data  # key material: copied as it is
             text = text.replace(prefix, str(etc) + "/")  # includes, plugstack, keys: the copies
             if name == self.main or name in included:
-                text = self.isolate(text, dead)
+                text = self.isolate(own_controller(text), dead)
             if name == self.main:
                 text = text + ("" if text.endswith("\n") else "\n") + overrides(conf, d, ctld_port, dead)
             return text.encode()

@@ -138,7 +138,15 @@ def slurm_words(text: str, limit: int = 6) -> str:
         errors = [ln for ln in lines[:end] if _ERROR.search(ln)][-(limit - 1) :]
         out = [*dict.fromkeys([*errors, lines[end]])]
         return "; ".join(out)
-    return "; ".join([ln for ln in lines if _ERROR.search(ln)][-limit:])
+    errors = [*dict.fromkeys(ln for ln in lines if _ERROR.search(ln))]  # the log and stderr repeat them
+    return "; ".join(errors[-limit:])
+
+
+def last_words(text: str, limit: int = 3) -> str:
+    """Its last lines, for a death with no error logged (the reason must say more than a status)."""
+    lines = [ln.split("] ", 1)[-1].strip() for ln in text.splitlines()]
+    lines = [ln.removeprefix("slurmctld: ") for ln in lines if ln and not _NOISE.search(ln)]
+    return "; ".join([*dict.fromkeys(lines)][-limit:])
 
 
 async def try_controller(
@@ -169,7 +177,9 @@ async def try_controller(
                 why = slurm_words(words)
                 if proc.returncode == NETNS_UNAVAILABLE and isolation == "netns":
                     why = why or "no network namespace could be made"
-                why = why or f"slurmctld exited with status {proc.returncode}"
+                if not why:
+                    said = last_words(words)
+                    why = f"slurmctld exited with status {proc.returncode}" + (f" ({said})" if said else "")
                 return Trial(False, why, words[-20000:], now - started, isolation)
             if primary_at is None and PRIMARY in _read(log_file):
                 primary_at = now
