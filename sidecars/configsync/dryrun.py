@@ -147,10 +147,10 @@ def own_controller(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def overrides(conf: SlurmConf, d: Path, ctld_port: int, dead_port: int) -> str:
+def overrides(conf: SlurmConf, d: Path, ctld_port: int, dead_port: int, host: str | None = None) -> str:
     lines = [
         "# slurm-sidecars dry run: its own port and files; nothing it can reach",
-        f"SlurmctldHost={socket.gethostname()}(127.0.0.1)",
+        *([f"SlurmctldHost={host}(127.0.0.1)"] if host else []),
         f"SlurmctldPort={ctld_port}",
         f"StateSaveLocation={d / 'state'}",
         f"SlurmctldLogFile={d / 'slurmctld.log'}",
@@ -251,6 +251,14 @@ class DryRunner:
         """A file's node records as the dry run sees them (tests turn this off to show it matters)."""
         return isolate_nodes(text, dead_port)
 
+    def controller(self, text: str) -> str:
+        """A file's controller records as the dry run sees them (tests turn this off, the control)."""
+        return own_controller(text)
+
+    def controller_host(self) -> str | None:
+        """The one controller the throwaway is told of: this host (the name slurmctld checks)."""
+        return socket.gethostname()
+
     def _prepare(self, files: FileSet, d: Path, live_state: Path | None, ctld_port: int, dead: int) -> Path:
         etc = d / "etc"
         prefix = str(self.target).rstrip("/") + "/"
@@ -264,9 +272,13 @@ class DryRunner:
                 return data  # key material: copied as it is
             text = text.replace(prefix, str(etc) + "/")  # includes, plugstack, keys: the copies
             if name == self.main or name in included:
-                text = self.isolate(own_controller(text), dead)
+                text = self.isolate(self.controller(text), dead)
             if name == self.main:
-                text = text + ("" if text.endswith("\n") else "\n") + overrides(conf, d, ctld_port, dead)
+                text = (
+                    text
+                    + ("" if text.endswith("\n") else "\n")
+                    + overrides(conf, d, ctld_port, dead, self.controller_host())
+                )
             return text.encode()
 
         d.mkdir(mode=0o755)

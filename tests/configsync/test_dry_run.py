@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -36,6 +37,16 @@ class Unisolated(DryRunner):
 
     def isolate(self, text: str, dead_port: int) -> str:
         return text
+
+
+class HostBound(DryRunner):
+    """The control: the candidate's controller records left as they are."""
+
+    def controller(self, text: str) -> str:
+        return text
+
+    def controller_host(self) -> str | None:
+        return None
 
 
 def runner(cluster: DevCluster, cls: type[DryRunner] = DryRunner, **kw: object) -> DryRunner:
@@ -99,6 +110,28 @@ async def test_dry_run_catches_a_fatal_the_other_checks_accept(cluster: DevClust
     await cluster.stop_slurmctld(crash=True)
     await cluster.start_slurmctld()  # raises if it dies at start
     assert "foo" not in (await cluster.client().show_config()).get("Licenses", "")
+
+
+@pytest.mark.parametrize("isolation", ["netns", "ports"])
+async def test_the_dry_run_starts_on_a_host_that_slurmctldhost_does_not_name(
+    cluster: DevCluster, isolation: str
+) -> None:
+    """config-sync may run where the hostname is not SlurmctldHost's (Compose gives each container
+    its own): the throwaway is told this host is its only controller (no backup to reach either).
+    The control, the records as written, is refused in slurmctld's words."""
+    base = cluster_files(cluster)
+    text = re.sub(
+        rb"(?m)^SlurmctldHost=.*$",
+        b"SlurmctldHost=ctld-elsewhere(127.0.0.1)\nSlurmctldHost=backup-elsewhere(127.0.0.1)",
+        base["slurm.conf"],
+    )
+    assert text != base["slurm.conf"]
+    files = read_set({**base, "slurm.conf": text})
+    result = await runner(cluster, isolation=isolation).run(files, None)
+    assert result.ok and result.isolation == isolation, result.reason
+    control = await runner(cluster, HostBound, isolation=isolation, timeout=5.0).run(files, None)
+    assert not control.ok
+    assert "not a valid controller" in control.reason, control.reason  # slurmctld's own words
 
 
 @pytest.mark.parametrize("isolation", ["netns", "ports"])
