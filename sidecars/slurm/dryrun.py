@@ -15,6 +15,7 @@ port held closed here); `isolation` says which.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import socket
 import sys
@@ -34,15 +35,18 @@ Isolation = Literal["netns", "ports"]
 
 NETNS_UNAVAILABLE = 97  # the namespace helper's exit status when unshare() is not permitted
 
-# argv[1] is "netns" or "plain", argv[2:] the command to exec: first bound to die with its parent
-# (PR_SET_PDEATHSIG: a config-sync killed mid-run leaves no throwaway behind), then, for "netns", in a
-# new network namespace with a working loopback
+# argv[1] is config-sync's pid, argv[2] "netns" or "plain", argv[3:] the command to exec: first bound
+# to die with its parent (PR_SET_PDEATHSIG: a config-sync killed mid-run leaves no throwaway behind;
+# a parent already gone before that is told by the pid, not by "the parent is 1": in a container
+# config-sync itself is pid 1), then, for "netns", in a new network namespace with a working loopback
 HELPER = """
 import ctypes, fcntl, os, socket, struct, sys
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl(1, 9)
-if os.getppid() == 1:
+if os.getppid() != int(sys.argv[1]):
+    sys.stderr.write("config-sync (pid " + sys.argv[1] + ") is gone\\n")
     sys.exit(1)
+del sys.argv[1]
 if sys.argv[1] == "plain":
     os.execvp(sys.argv[2], sys.argv[2:])
 if libc.unshare(0x40000000) != 0:
@@ -82,7 +86,8 @@ _NOISE = re.compile(
 
 def helper_argv(argv: Sequence[str], isolation: Isolation) -> list[str]:
     """`argv` bound to die with this process and, for netns, in a network namespace of its own."""
-    return [sys.executable, "-I", "-S", "-c", HELPER, "netns" if isolation == "netns" else "plain", *argv]
+    mode = "netns" if isolation == "netns" else "plain"
+    return [sys.executable, "-I", "-S", "-c", HELPER, str(os.getpid()), mode, *argv]
 
 
 async def netns_available(metrics: SlurmMetrics | None = None) -> bool:
