@@ -12,6 +12,7 @@ import asyncio
 import os
 import re
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -229,3 +230,20 @@ async def test_an_unprivileged_sidecar_still_gets_a_network_namespace() -> None:
     assert "127.0.0.2" in result.stdout  # the loopback's second address: our namespace, not the host's
     host = Path("/proc/net/fib_trie").read_text()
     assert "127.0.0.2" not in host
+
+
+async def test_the_helper_runs_under_a_config_sync_that_is_pid_1() -> None:
+    """In a container config-sync is pid 1: its children's parent is 1 while it lives, and the helper
+    must not take that for a parent already gone (every throwaway exited 1 at once, unsaid)."""
+    code = (
+        "import os, subprocess, sys\n"
+        "from sidecars.slurm.dryrun import helper_argv\n"
+        "assert os.getpid() == 1, os.getpid()\n"
+        "r = subprocess.run(helper_argv(['echo', 'ran'], 'plain'), capture_output=True, text=True)\n"
+        "print(r.returncode, r.stdout.strip(), r.stderr.strip())\n"
+    )
+    result = await run(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", code], check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[:2] == ["0", "ran"], result.stdout
