@@ -5,8 +5,9 @@ The throwaway reads a copy of the candidate in a scratch directory, with a copy 
 StateSaveLocation (so it loads the current jobs, nodes and reservations), on its own port, log and
 pid file. Lines appended to its slurm.conf (Slurm takes the last value of a key) point everything it
 could reach elsewhere at a port held closed here: every NodeName gets `NodeAddr=127.0.0.1` and that
-port, as do SlurmdPort and slurmdbd; scripts it could run (PrologSlurmctld, MailProg, power saving...)
-become /bin/true and JobCompType jobcomp/none. In a network namespace (sidecars/slurm/dryrun.py) it
+port, as do SlurmdPort and slurmdbd; its controller records name only this host, at 127.0.0.1;
+scripts it could run (PrologSlurmctld, MailProg, power saving...) become /bin/true and JobCompType
+jobcomp/none. In a network namespace (sidecars/slurm/dryrun.py) it
 could reach nothing anyway; without one these rewrites are the isolation.
 
 It passes when it became the primary controller and stayed up a moment; its fatal, in Slurm's words,
