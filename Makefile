@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test lint typecheck check bench clean images compose-tour kube-play
+.PHONY: setup demo test test-containers lint typecheck check bench clean images compose-tour kube-play
 
 setup:
 	@bash scripts/setup.sh
@@ -18,7 +18,13 @@ demo: setup
 TEST_WORKERS ?= 8
 
 test: setup
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not containers"
+
+# the container stage (marker `containers`): builds the images with podman, runs the compose tour and
+# `podman kube play` of manifests/base. Apart from `make test`: its three long tests (about 5 min with
+# the images cached) would otherwise be the tail of every run; .ci/run runs both.
+test-containers: setup
+	$(PY) -m pytest -n 2 -m containers
 
 lint: setup
 	$(VENV)/bin/ruff check sidecars tests bench scripts
@@ -28,7 +34,7 @@ lint: setup
 typecheck: setup
 	$(VENV)/bin/mypy
 
-check: lint typecheck test
+check: lint typecheck test test-containers
 
 # the images, built here with podman on a Debian sid base made with debootstrap (cached)
 images:

@@ -127,6 +127,10 @@ class DemoStack:
                 "1",
                 "--plugin-dir",  # for 24.11: its plugins are in the chroot, not where slurmctld says
                 str(await self.cluster.plugin_dir()),
+                # the dry run's throwaway slurmctld is the cluster's own release, in its namespace (and
+                # chroot): the host's slurmctld would be another release, refusing every change
+                "--dry-run-slurmctld",
+                shlex.join(self.cluster.in_namespace("slurmctld")),
             ],
         )
         port = free_port()
