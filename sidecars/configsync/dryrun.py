@@ -5,11 +5,11 @@ The throwaway reads a copy of the candidate in a scratch directory, with a copy 
 StateSaveLocation (so it loads the current jobs, nodes and reservations), on its own port, log and
 pid file. Lines appended to its slurm.conf (Slurm takes the last value of a key) point everything it
 could reach elsewhere at a port held closed here: every NodeName gets `NodeAddr=127.0.0.1` and that
-port, as do SlurmdPort and slurmdbd; scripts it could run (PrologSlurmctld, MailProg, power saving...)
-become /bin/true and JobCompType jobcomp/none. With auth/slurm it serves no sack socket
-(`AuthInfo=...,disable_sack`): it would take the live controller's, which /run may share. In a network
-namespace (sidecars/slurm/dryrun.py) it could reach nothing anyway; without one these rewrites are
-the isolation.
+port, as do SlurmdPort and slurmdbd; its controller records name only this host, at 127.0.0.1;
+scripts it could run (PrologSlurmctld, MailProg, power saving...) become /bin/true and JobCompType
+jobcomp/none. With auth/slurm it serves no sack socket (`AuthInfo=...,disable_sack`): it would take
+the live controller's, which /run may share. In a network namespace (sidecars/slurm/dryrun.py) it
+could reach nothing anyway; without one these rewrites are the isolation.
 
 It passes when it became the primary controller and stayed up a moment; its fatal, in Slurm's words,
 is the rejection. What it did to jobs while loading the state ("Invalid partition (p2) for
@@ -24,6 +24,7 @@ import os
 import re
 import secrets
 import shutil
+import socket
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -125,9 +126,38 @@ def uses_auth_slurm(conf: SlurmConf) -> bool:
     return "auth/slurm" in kinds
 
 
-def overrides(conf: SlurmConf, d: Path, ctld_port: int, dead_port: int) -> str:
+# the controller records: slurmctld starts only on a host they name as its own (else "This host (x)
+# not a valid controller", exit 1), and a backup they name is one more address it could reach
+CONTROLLER_KEYS = ("slurmctldhost", "controlmachine", "controladdr", "backupcontroller", "backupaddr")
+
+
+def own_controller(text: str) -> str:
+    """The controller records taken out (overrides() names this host instead): config-sync need not
+    run on a host named SlurmctldHost (Compose gives each container its own hostname; a pod shares
+    one, but the dry run must not depend on it), and the throwaway knows no backup to talk to."""
+    out: list[str] = []
+    for line in text.splitlines():
+        head = line.strip()
+        if head.startswith("#") or head.endswith("\\") or "=" not in head:
+            out.append(line)
+            continue
+        words = conffile._words(conffile._strip_comment(head))
+        keep = [w for w in words if w.split("=", 1)[0].lower() not in CONTROLLER_KEYS]
+        if len(keep) == len(words):
+            out.append(line)
+        elif keep:
+            out.append(
+                " ".join(
+                    f"{w.split('=', 1)[0]}={_quote(w.split('=', 1)[1])}" if "=" in w else w for w in keep
+                )
+            )
+    return "\n".join(out) + "\n"
+
+
+def overrides(conf: SlurmConf, d: Path, ctld_port: int, dead_port: int, host: str | None = None) -> str:
     lines = [
         "# slurm-sidecars dry run: its own port and files; nothing it can reach",
+        *([f"SlurmctldHost={host}(127.0.0.1)"] if host else []),
         f"SlurmctldPort={ctld_port}",
         f"StateSaveLocation={d / 'state'}",
         f"SlurmctldLogFile={d / 'slurmctld.log'}",
@@ -234,6 +264,14 @@ class DryRunner:
         """A file's node records as the dry run sees them (tests turn this off to show it matters)."""
         return isolate_nodes(text, dead_port)
 
+    def controller(self, text: str) -> str:
+        """A file's controller records as the dry run sees them (tests turn this off, the control)."""
+        return own_controller(text)
+
+    def controller_host(self) -> str | None:
+        """The one controller the throwaway is told of: this host (the name slurmctld checks)."""
+        return socket.gethostname()
+
     def _prepare(self, files: FileSet, d: Path, live_state: Path | None, ctld_port: int, dead: int) -> Path:
         etc = d / "etc"
         prefix = str(self.target).rstrip("/") + "/"
@@ -247,9 +285,13 @@ class DryRunner:
                 return data  # key material: copied as it is
             text = text.replace(prefix, str(etc) + "/")  # includes, plugstack, keys: the copies
             if name == self.main or name in included:
-                text = self.isolate(text, dead)
+                text = self.isolate(self.controller(text), dead)
             if name == self.main:
-                text = text + ("" if text.endswith("\n") else "\n") + overrides(conf, d, ctld_port, dead)
+                text = (
+                    text
+                    + ("" if text.endswith("\n") else "\n")
+                    + overrides(conf, d, ctld_port, dead, self.controller_host())
+                )
             return text.encode()
 
         d.mkdir(mode=0o755)

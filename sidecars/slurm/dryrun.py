@@ -15,6 +15,7 @@ port held closed here); `isolation` says which.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import socket
 import sys
@@ -34,15 +35,18 @@ Isolation = Literal["netns", "ports"]
 
 NETNS_UNAVAILABLE = 97  # the namespace helper's exit status when unshare() is not permitted
 
-# argv[1] is "netns" or "plain", argv[2:] the command to exec: first bound to die with its parent
-# (PR_SET_PDEATHSIG: a config-sync killed mid-run leaves no throwaway behind), then, for "netns", in a
-# new network namespace with a working loopback
+# argv[1] is config-sync's pid, argv[2] "netns" or "plain", argv[3:] the command to exec: first bound
+# to die with its parent (PR_SET_PDEATHSIG: a config-sync killed mid-run leaves no throwaway behind;
+# a parent already gone before that is told by the pid, not by "the parent is 1": in a container
+# config-sync itself is pid 1), then, for "netns", in a new network namespace with a working loopback
 HELPER = """
 import ctypes, fcntl, os, socket, struct, sys
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl(1, 9)
-if os.getppid() == 1:
+if os.getppid() != int(sys.argv[1]):
+    sys.stderr.write("config-sync (pid " + sys.argv[1] + ") is gone\\n")
     sys.exit(1)
+del sys.argv[1]
 if sys.argv[1] == "plain":
     os.execvp(sys.argv[2], sys.argv[2:])
 if libc.unshare(0x40000000) != 0:
@@ -82,7 +86,8 @@ _NOISE = re.compile(
 
 def helper_argv(argv: Sequence[str], isolation: Isolation) -> list[str]:
     """`argv` bound to die with this process and, for netns, in a network namespace of its own."""
-    return [sys.executable, "-I", "-S", "-c", HELPER, "netns" if isolation == "netns" else "plain", *argv]
+    mode = "netns" if isolation == "netns" else "plain"
+    return [sys.executable, "-I", "-S", "-c", HELPER, str(os.getpid()), mode, *argv]
 
 
 async def netns_available(metrics: SlurmMetrics | None = None) -> bool:
@@ -138,7 +143,15 @@ def slurm_words(text: str, limit: int = 6) -> str:
         errors = [ln for ln in lines[:end] if _ERROR.search(ln)][-(limit - 1) :]
         out = [*dict.fromkeys([*errors, lines[end]])]
         return "; ".join(out)
-    return "; ".join([ln for ln in lines if _ERROR.search(ln)][-limit:])
+    errors = [*dict.fromkeys(ln for ln in lines if _ERROR.search(ln))]  # the log and stderr repeat them
+    return "; ".join(errors[-limit:])
+
+
+def last_words(text: str, limit: int = 3) -> str:
+    """Its last lines, for a death with no error logged (the reason must say more than a status)."""
+    lines = [ln.split("] ", 1)[-1].strip() for ln in text.splitlines()]
+    lines = [ln.removeprefix("slurmctld: ") for ln in lines if ln and not _NOISE.search(ln)]
+    return "; ".join([*dict.fromkeys(lines)][-limit:])
 
 
 async def try_controller(
@@ -169,7 +182,9 @@ async def try_controller(
                 why = slurm_words(words)
                 if proc.returncode == NETNS_UNAVAILABLE and isolation == "netns":
                     why = why or "no network namespace could be made"
-                why = why or f"slurmctld exited with status {proc.returncode}"
+                if not why:
+                    said = last_words(words)
+                    why = f"slurmctld exited with status {proc.returncode}" + (f" ({said})" if said else "")
                 return Trial(False, why, words[-20000:], now - started, isolation)
             if primary_at is None and PRIMARY in _read(log_file):
                 primary_at = now

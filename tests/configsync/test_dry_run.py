@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -36,6 +38,16 @@ class Unisolated(DryRunner):
 
     def isolate(self, text: str, dead_port: int) -> str:
         return text
+
+
+class HostBound(DryRunner):
+    """The control: the candidate's controller records left as they are."""
+
+    def controller(self, text: str) -> str:
+        return text
+
+    def controller_host(self) -> str | None:
+        return None
 
 
 def runner(cluster: DevCluster, cls: type[DryRunner] = DryRunner, **kw: object) -> DryRunner:
@@ -99,6 +111,28 @@ async def test_dry_run_catches_a_fatal_the_other_checks_accept(cluster: DevClust
     await cluster.stop_slurmctld(crash=True)
     await cluster.start_slurmctld()  # raises if it dies at start
     assert "foo" not in (await cluster.client().show_config()).get("Licenses", "")
+
+
+@pytest.mark.parametrize("isolation", ["netns", "ports"])
+async def test_the_dry_run_starts_on_a_host_that_slurmctldhost_does_not_name(
+    cluster: DevCluster, isolation: str
+) -> None:
+    """config-sync may run where the hostname is not SlurmctldHost's (Compose gives each container
+    its own): the throwaway is told this host is its only controller (no backup to reach either).
+    The control, the records as written, is refused in slurmctld's words."""
+    base = cluster_files(cluster)
+    text = re.sub(
+        rb"(?m)^SlurmctldHost=.*$",
+        b"SlurmctldHost=ctld-elsewhere(127.0.0.1)\nSlurmctldHost=backup-elsewhere(127.0.0.1)",
+        base["slurm.conf"],
+    )
+    assert text != base["slurm.conf"]
+    files = read_set({**base, "slurm.conf": text})
+    result = await runner(cluster, isolation=isolation).run(files, None)
+    assert result.ok and result.isolation == isolation, result.reason
+    control = await runner(cluster, HostBound, isolation=isolation, timeout=5.0).run(files, None)
+    assert not control.ok
+    assert "not a valid controller" in control.reason, control.reason  # slurmctld's own words
 
 
 @pytest.mark.parametrize("isolation", ["netns", "ports"])
@@ -211,3 +245,20 @@ def test_an_auth_slurm_throwaway_serves_no_sack_socket_of_its_own() -> None:
         read_set({"slurm.conf": b"AuthType=auth/munge\n"}), "slurm.conf", Path("/etc/slurm")
     )
     assert "AuthInfo" not in overrides(munge, Path("/tmp/d"), 1, 2)
+
+
+async def test_the_helper_runs_under_a_config_sync_that_is_pid_1() -> None:
+    """In a container config-sync is pid 1: its children's parent is 1 while it lives, and the helper
+    must not take that for a parent already gone (every throwaway exited 1 at once, unsaid)."""
+    code = (
+        "import os, subprocess, sys\n"
+        "from sidecars.slurm.dryrun import helper_argv\n"
+        "assert os.getpid() == 1, os.getpid()\n"
+        "r = subprocess.run(helper_argv(['echo', 'ran'], 'plain'), capture_output=True, text=True)\n"
+        "print(r.returncode, r.stdout.strip(), r.stderr.strip())\n"
+    )
+    result = await run(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", code], check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[:2] == ["0", "ran"], result.stdout
