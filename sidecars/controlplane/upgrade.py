@@ -236,12 +236,21 @@ class Upgrade:
     def out_of_service(self, plan: Plan) -> set[str]:
         """The workers this upgrade holds: drained with its reason (from the drain until the undrain
         after the new pod is back, whatever happened to the pod meanwhile), asked to be, or deleting."""
-        nodes = self._nodes()
+        nodes, pods = self._nodes(), list(self._pods())
         held = {n for n, v in nodes.items() if self._ours(v, plan)}
-        held |= {self._node_of(p) for p in self._pods() if p.deleting}
-        # a drain asked for but not yet seen: seen ours, or refused (someone's drain), it is settled
-        self.requested = {n for n in self.requested if n in nodes and not nodes[n].drain}
+        held |= {self._node_of(p) for p in pods if p.deleting}
+        self._settle(plan, nodes, pods)
         return held | self.requested
+
+    def _settle(self, plan: Plan, nodes: Mapping[str, FleetNode], pods: list[Pod]) -> None:
+        """Forget the drains asked for that are settled: seen (ours, or refused for someone's drain),
+        or overtaken by the pod itself (deleting, or back on the new revision). The last rule matters
+        when a cycle never saw the drain: paused meanwhile, the worker could be drained, replaced and
+        undrained unseen, and would hold a place in the budget for ever."""
+        overtaken = {self._node_of(p) for p in pods if p.deleting or revision(p) == plan.revision}
+        self.requested = {
+            n for n in self.requested if n in nodes and not nodes[n].drain and n not in overtaken
+        }
 
     async def step(self) -> None:
         """One cycle (leader only): undrain the returned, delete the empty, drain the next in turn."""
@@ -249,6 +258,7 @@ class Upgrade:
         if plan is None:
             return
         pods, nodes = list(self._pods()), self._nodes()
+        self._settle(plan, nodes, pods)  # every cycle, paused or not
         for p in pods:
             name = self._node_of(p)
             node = nodes.get(name)
