@@ -58,17 +58,33 @@ class UpgradeSettings:
         )
 
 
+def render_versions(versions: dict[str, Any] | None) -> list[str]:
+    """slurmctld's release, then each slurmd's: the agent's report where given, else the record."""
+    if not versions:
+        return []
+    lines = [f"slurmctld {versions.get('slurmctld') or 'unknown'}"]
+    for node, v in versions.get("slurmd", {}).items():
+        if v.get("agent"):
+            seen = f"{v['agent']} (agent: slurmd -V)"
+            if v.get("record") and v["record"] != v["agent"]:
+                seen += f"; node record {v['record']}"
+        else:
+            seen = f"{v.get('record')} (node record)"
+        lines.append(f"  slurmd {node:<16} {seen}")
+    return lines
+
+
 def render(report: dict[str, Any]) -> list[str]:
     up = report.get("upgrade")
     if not up:
-        return ["no upgrade started"]
+        return ["no upgrade started", *render_versions(report.get("versions"))]
     state = "complete" if up["complete"] else ("paused" if up["paused"] else "rolling")
     lines = [
         f"upgrade to {up['revision']}: {state}, {up['upgraded']}/{up['workers']} upgraded, "
         f"{up['out_of_service']} out of service (budget {up['budget']} = {up['budget_workers']})"
     ]
     lines += [f"  {node:<16} {what}" for node, what in up["nodes"].items()]
-    return lines
+    return lines + render_versions(report.get("versions"))
 
 
 async def call(settings: UpgradeSettings) -> tuple[int, Any]:

@@ -34,6 +34,7 @@ from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.controlplane.snapshot import FleetView
 from sidecars.controlplane.upgrade import Upgrade
 from sidecars.controlplane.upgrade_api import UpgradeAPI
+from sidecars.controlplane.versions import AgentVersions
 from sidecars.controlplane.web import WebUI
 from sidecars.kube import KubeClient, KubeEventSink, Pod, load_configuration
 from sidecars.runtime import daemon, http, logs
@@ -152,7 +153,8 @@ class ControlPlane:
                 self.node_of,
                 emit=self._event_on,
             )
-        self.upgrade_api = UpgradeAPI(self.upgrade, slurm, self.leader)
+        self.versions = AgentVersions()  # the slurmd releases the agents report
+        self.upgrade_api = UpgradeAPI(self.upgrade, slurm, self.leader, self.versions)
         self.api = ControlPlaneAPI(
             settings.token,
             fleet=self.fleet,
@@ -161,6 +163,7 @@ class ControlPlane:
             leadership=self.leader,
             metrics=self.metrics,
             max_wait=settings.max_wait_seconds,
+            versions=self.versions,
         )
         # the operator's page (/ui/): its own read-only credential, config-sync's part read from it
         self.drain_clock = DrainClock()

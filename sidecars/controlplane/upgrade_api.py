@@ -9,6 +9,7 @@ from aiohttp import web
 from sidecars.controlplane import openapi_maintenance
 from sidecars.controlplane.api import ControlPlaneAPI, Leadership, _error
 from sidecars.controlplane.upgrade import Upgrade, UpgradeError
+from sidecars.controlplane.versions import AgentVersions, describe, guard_inputs
 from sidecars.slurm import SlurmClient, SlurmError, Version
 
 LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
@@ -17,7 +18,14 @@ FIELDS = {"revision", "budget", "slurm_version"}
 
 
 class UpgradeAPI:
-    def __init__(self, upgrade: Upgrade | None, slurm: SlurmClient, leadership: Leadership) -> None:
+    def __init__(
+        self,
+        upgrade: Upgrade | None,
+        slurm: SlurmClient,
+        leadership: Leadership,
+        versions: AgentVersions | None = None,
+    ) -> None:
+        self._versions = versions or AgentVersions()
         self._upgrade = upgrade
         self._slurm = slurm
         self._leader = leadership
@@ -40,14 +48,25 @@ class UpgradeAPI:
             return resp
         return None
 
+    async def _slurm_versions(self) -> tuple[Version, dict[str, Version]]:
+        """slurmctld's release and each node record's (what its slurmd registered with)."""
+        controller = Version.parse((await self._slurm.show_config()).get("SLURM_VERSION", ""))
+        records = {n.name: Version.parse(n.version) for n in await self._slurm.nodes() if n.version}
+        return controller, records
+
     async def show(self, _: web.Request) -> web.Response:
+        try:
+            controller, records = await self._slurm_versions()
+            versions = describe(controller, self._versions.fresh(), records)
+        except SlurmError as exc:
+            versions = {**describe(None, self._versions.fresh(), {}), "error": exc.message}
         if self._upgrade is None:
-            return web.json_response({"upgrade": None})
+            return web.json_response({"upgrade": None, "versions": versions})
         try:
             await self._upgrade.load()
         except Exception as exc:  # the Kubernetes API after the edge's retries
             return _error(503, f"cannot read the upgrade plan: {exc}")
-        return web.json_response(self._upgrade.report())
+        return web.json_response({**self._upgrade.report(), "versions": versions})
 
     async def start(self, request: web.Request) -> web.Response:
         body = await ControlPlaneAPI._body(request, openapi_maintenance.schemas()["UpgradeRequest"])
@@ -70,8 +89,8 @@ class UpgradeAPI:
             return refused
         assert self._upgrade is not None
         try:
-            controller = Version.parse((await self._slurm.show_config()).get("SLURM_VERSION", ""))
-            slurmds = {n.name: Version.parse(n.version) for n in await self._slurm.nodes() if n.version}
+            controller, records = await self._slurm_versions()
+            slurmds = guard_inputs(self._versions.fresh(), records)
             plan = await self._upgrade.start(
                 rev,
                 budget,

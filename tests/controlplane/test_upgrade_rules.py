@@ -8,6 +8,7 @@ import pytest
 from sidecars.controlplane.maintenance import WindowError, parse_duration, parse_start
 from sidecars.controlplane.nodewindows import parse_annotation, window_name
 from sidecars.controlplane.upgrade import UpgradeError, parse_budget, release_distance, skew_error
+from sidecars.controlplane.versions import STALE_SECONDS, AgentVersions, describe, guard_inputs
 from sidecars.slurm import Version
 
 NOW = 1_800_000_000.0
@@ -88,3 +89,23 @@ def test_node_annotations() -> None:
     for bad in ("now/1h", "2h", f"{start}/soon"):
         with pytest.raises(WindowError):
             parse_annotation(bad, NOW)
+
+
+def test_the_skew_guard_takes_an_agents_report_over_the_node_record_until_it_goes_stale() -> None:
+    now = [1000.0]
+    versions = AgentVersions(clock=lambda: now[0])
+    records = {"n1": v("24.11.5"), "n2": v("24.11.5")}
+    assert guard_inputs(versions.fresh(), records) == records  # no agent yet: the records stand
+    versions.report("n2", "25.05.0")  # its slurmd runs a newer binary than it registered with
+    versions.report("n3", "24.05.1")  # no record read for it: the report still counts
+    inputs = guard_inputs(versions.fresh(), records)
+    assert inputs == {"n1": v("24.11.5"), "n2": v("25.05.0"), "n3": v("24.05.1")}
+    why = skew_error(v("24.11.5"), inputs, None)
+    assert why is not None and "slurmd 25.05.0 on n2" in why
+    shown = describe(v("24.11.5"), versions.fresh(), records)
+    assert shown["slurmctld"] == "24.11.5"
+    assert shown["slurmd"]["n2"] == {"agent": "25.05.0", "record": "24.11.5"}
+    assert shown["slurmd"]["n1"] == {"agent": None, "record": "24.11.5"}
+    now[0] += STALE_SECONDS  # the agent stopped repeating it: gone
+    assert guard_inputs(versions.fresh(), records) == records
+    assert skew_error(v("24.11.5"), guard_inputs(versions.fresh(), records), None) is None
