@@ -23,6 +23,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     flag(p, "--control-plane", help="control-plane URL, e.g. http://slurm-sidecars-control-plane:9200")
     flag(p, "--token-file", help="bearer token for the control plane (a mounted Secret)")
     flag(p, "--revision", help="start: the new pods' revision label (StatefulSet updateRevision)")
+    flag(p, "--deployment", help="start: a Deployment's name, paused now; change its template after")
     flag(p, "--upgrade-budget", help="start: workers out of service at once, a number or a percentage")
     flag(p, "--slurm-version", help="start: the new image's slurmd release, checked against slurmctld")
     flag(p, "--timeout-seconds", default="30", help="give up on the control plane after this long")
@@ -44,9 +45,12 @@ class UpgradeSettings:
         token = read_token(args.token_file)
         body: dict[str, str] = {}
         if args.action == "start":
-            if not args.revision or not args.upgrade_budget:
-                raise ConfigError("start needs --revision and --upgrade-budget")
-            body = {"revision": args.revision, "budget": args.upgrade_budget}
+            if not (args.revision or args.deployment) or not args.upgrade_budget:
+                raise ConfigError("start needs --revision (or --deployment) and --upgrade-budget")
+            if args.revision and args.deployment:
+                raise ConfigError("start takes --revision (a StatefulSet's) or --deployment, not both")
+            body = {"budget": args.upgrade_budget}
+            body.update({"deployment": args.deployment} if args.deployment else {"revision": args.revision})
             if args.slurm_version:
                 body["slurm_version"] = args.slurm_version
         return cls(
@@ -79,6 +83,8 @@ def render(report: dict[str, Any]) -> list[str]:
     if not up:
         return ["no upgrade started", *render_versions(report.get("versions"))]
     state = "complete" if up["complete"] else ("paused" if up["paused"] else "rolling")
+    if up.get("waiting_for"):
+        state += f", waiting for {up['waiting_for']}"
     lines = [
         f"upgrade to {up['revision']}: {state}, {up['upgraded']}/{up['workers']} upgraded, "
         f"{up['out_of_service']} out of service (budget {up['budget']} = {up['budget_workers']})"

@@ -53,12 +53,19 @@ def schemas() -> dict[str, Any]:
         "UpgradeRequest": {
             "type": "object",
             "additionalProperties": False,
-            "required": ["revision", "budget"],
+            "required": ["budget"],
             "properties": {
                 "revision": {
                     "type": "string",
                     "pattern": "^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$",
-                    "description": "the new pods' controller-revision-hash (or pod-template-hash)",
+                    "description": "a StatefulSet's: the new pods' controller-revision-hash (give this "
+                    "or deployment)",
+                },
+                "deployment": {
+                    "type": "string",
+                    "pattern": "^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$",
+                    "description": "a Deployment's name: it is paused now, its template changed after, "
+                    "and its old pods handed over to it one turn at a time (give this or revision)",
                 },
                 "budget": {
                     "type": "string",

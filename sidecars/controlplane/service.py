@@ -104,7 +104,11 @@ class ControlPlane:
         if kube is not None:
             self.pods = PodCache(kube, settings.namespace, settings.worker_selector)
             self.costs = DeletionCostWriter(
-                kube, self.metrics, qps=settings.deletion_cost_qps, node_of=self.node_of
+                kube,
+                self.metrics,
+                qps=settings.deletion_cost_qps,
+                node_of=self.node_of,
+                held=lambda pod: self.upgrade.deployment.cost(pod) if self.upgrade else None,
             )
             events: EventSink = (
                 KubeEventSink(

@@ -10,11 +10,12 @@ from sidecars.controlplane import openapi_maintenance
 from sidecars.controlplane.api import ControlPlaneAPI, Leadership, _error
 from sidecars.controlplane.upgrade import Upgrade, UpgradeError
 from sidecars.controlplane.versions import AgentVersions, describe, guard_inputs
+from sidecars.kube import KubeError
 from sidecars.slurm import SlurmClient, SlurmError, Version
 
 LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
 VERSION = re.compile(r"^\d{2}\.\d{2}(\.\d+)?$")
-FIELDS = {"revision", "budget", "slurm_version"}
+FIELDS = {"revision", "deployment", "budget", "slurm_version"}
 
 
 class UpgradeAPI:
@@ -76,7 +77,10 @@ class UpgradeAPI:
         if extra:
             return _error(422, f"unknown fields: {', '.join(extra)}")
         rev, budget, target = body.get("revision"), body.get("budget"), body.get("slurm_version")
-        if not isinstance(rev, str) or not LABEL_VALUE.match(rev):
+        deployment = body.get("deployment")
+        if (rev is None) == (deployment is None):
+            return _error(422, "give either revision (a StatefulSet's new revision) or deployment (its name)")
+        if rev is not None and (not isinstance(rev, str) or not LABEL_VALUE.match(rev)):
             return _error(
                 422, "revision must be the new pods' revision label value (controller-revision-hash)"
             )
@@ -92,16 +96,19 @@ class UpgradeAPI:
             controller, records = await self._slurm_versions()
             slurmds = guard_inputs(self._versions.fresh(), records)
             plan = await self._upgrade.start(
-                rev,
+                rev or "",
                 budget,
                 controller=controller,
                 slurmds=slurmds,
                 target=Version.parse(target) if target else None,
+                deployment=deployment or "",
             )
         except UpgradeError as exc:
             return _error(exc.status, exc.message)
         except SlurmError as exc:
             return _error(503, f"Slurm unreachable: {exc.message}")
+        except KubeError as exc:  # after the edge's retries
+            return _error(503, f"the Kubernetes API failed: {exc}")
         return web.json_response({"started": plan.revision, "budget": plan.budget}, status=201)
 
     async def _pause(self, paused: bool) -> web.Response:

@@ -3,12 +3,16 @@ start times and Node annotations (the end-to-end refusals are in test_upgrade.py
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from sidecars.controlplane.deployroll import ANNOTATION, refusal
 from sidecars.controlplane.maintenance import WindowError, parse_duration, parse_start
 from sidecars.controlplane.nodewindows import parse_annotation, window_name
-from sidecars.controlplane.upgrade import UpgradeError, parse_budget, release_distance, skew_error
+from sidecars.controlplane.upgrade import Plan, UpgradeError, parse_budget, release_distance, skew_error
 from sidecars.controlplane.versions import STALE_SECONDS, AgentVersions, describe, guard_inputs
+from sidecars.kube import Deployment, Pod
 from sidecars.slurm import Version
 
 NOW = 1_800_000_000.0
@@ -109,3 +113,56 @@ def test_the_skew_guard_takes_an_agents_report_over_the_node_record_until_it_goe
     now[0] += STALE_SECONDS  # the agent stopped repeating it: gone
     assert guard_inputs(versions.fresh(), records) == records
     assert skew_error(v("24.11.5"), guard_inputs(versions.fresh(), records), None) is None
+
+
+def deployment(**overrides: Any) -> Deployment:
+    base: dict[str, Any] = {
+        "namespace": "slurm",
+        "name": "workers",
+        "generation": 3,
+        "replicas": 4,
+        "paused": False,
+        "strategy": "RollingUpdate",
+        "max_surge": "25%",
+        "max_unavailable": "25%",
+        "selector": {"app": "slurmd"},
+        "template": "abc",
+        "annotations": {},
+        "observed_generation": 3,
+        "available": 4,
+        "updated": 4,
+    }
+    return Deployment(**{**base, **overrides})
+
+
+def test_what_a_paced_deployment_roll_refuses() -> None:
+    assert refusal(deployment(), "workers", {"old"}) is None
+    for d, hashes, status, words in (
+        (None, {"old"}, 404, "no Deployment workers"),
+        (deployment(strategy="Recreate"), {"old"}, 409, "every pod at once"),
+        (deployment(paused=True), {"old"}, 409, "paused by someone else"),
+        (deployment(updated=2), {"old", "new"}, 409, "already rolling"),
+        (deployment(observed_generation=2), {"old"}, 409, "already rolling"),
+        (deployment(), set(), 409, "no worker pods"),
+    ):
+        why = refusal(d, "workers", hashes)
+        assert why is not None and why.status == status and words in why.message, (d, why)
+    # paused by an earlier start of ours (its annotation): started again, not refused
+    assert (
+        refusal(deployment(paused=True, annotations={ANNOTATION: "old"}, updated=2), "workers", {"old"})
+        is None
+    )
+
+
+def test_a_deployment_plan_tells_old_pods_by_the_old_replica_sets_hash() -> None:
+    plan = Plan("workers.old", "1", kind="Deployment", workload="workers", from_revision="old")
+    assert Plan.from_data(plan.data()) == plan
+    assert plan.old(worker_pod({"pod-template-hash": "old"}))
+    assert not plan.old(worker_pod({"pod-template-hash": "f00d"}))  # Kubernetes named the new one
+    statefulset = Plan("new", "1")
+    assert statefulset.old(worker_pod({"controller-revision-hash": "old"}))
+    assert not statefulset.old(worker_pod({"controller-revision-hash": "new"}))
+
+
+def worker_pod(labels: dict[str, str]) -> Pod:
+    return Pod("slurm", "w", "u", "n1", labels, {}, True, "Running", "ReplicaSet", False, "1")
