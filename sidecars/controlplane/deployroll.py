@@ -160,7 +160,7 @@ class DeploymentRoll:
             self.waiting = "the ReplicaSets to add up again"
             return
         self._first &= {p.uid for p in pods}
-        handing = [p for p in ready if p.ready]
+        handing = ready  # an unready one goes first anyway: ours, it may
         uids = {p.uid for p in handing}
         blocking = [p.name for p in old if not p.ready and not p.deleting and p.uid not in uids]
         if blocking:  # the ReplicaSet would delete an unready pod first, whatever its cost
@@ -181,7 +181,8 @@ class DeploymentRoll:
 
     async def _hand_over(self, d: Deployment, handing: list[Pod], pods: list[Pod], old_replicas: int) -> None:
         available = sum(1 for p in pods if p.ready and not p.deleting)
-        unavailable = max(0, d.replicas - available)
+        # the unready ones handed over are taken first (cleanupUnhealthyReplicas): counted once, in take
+        unavailable = max(0, d.replicas - available - sum(1 for p in handing if not p.ready))
         take = len(handing)
         patch = {
             "spec": {
