@@ -54,6 +54,7 @@ def schemas() -> dict[str, Any]:
             "type": "object",
             "additionalProperties": False,
             "required": ["budget"],
+            "oneOf": [{"required": ["revision"]}, {"required": ["deployment"]}],
             "properties": {
                 "revision": {
                     "type": "string",

@@ -72,7 +72,7 @@ async def test_a_deployment_roll_keeps_to_its_budget_and_kubernetes_only_takes_e
             async with control_plane(cluster, kube_url=url) as cp:
                 for body, code, words in (
                     ({"deployment": "nope", "budget": "1"}, 404, "no Deployment nope"),
-                    ({"deployment": "workers", "revision": "x", "budget": "1"}, 422, "either"),
+                    ({"deployment": "workers", "revision": "x", "budget": "1"}, 422, "exactly one of"),
                 ):
                     status, text = await cp.post("/v1/upgrade", body)
                     assert status == code and words in text, (body, status, text)
