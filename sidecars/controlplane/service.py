@@ -158,7 +158,9 @@ class ControlPlane:
                 emit=self._event_on,
             )
         self.versions = AgentVersions()  # the slurmd releases the agents report
-        self.upgrade_api = UpgradeAPI(self.upgrade, slurm, self.leader, self.versions)
+        self.upgrade_api = UpgradeAPI(
+            self.upgrade, slurm, self.leader, self.versions, lambda: self.fleet.snapshot.nodes
+        )
         self.api = ControlPlaneAPI(
             settings.token,
             fleet=self.fleet,

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable, Mapping
 
 from aiohttp import web
 
 from sidecars.controlplane import openapi_maintenance
 from sidecars.controlplane.api import ControlPlaneAPI, Leadership, _error
+from sidecars.controlplane.snapshot import FleetNode
 from sidecars.controlplane.upgrade import Upgrade, UpgradeError
 from sidecars.controlplane.versions import AgentVersions, describe, guard_inputs
 from sidecars.kube import KubeError
@@ -25,8 +28,11 @@ class UpgradeAPI:
         slurm: SlurmClient,
         leadership: Leadership,
         versions: AgentVersions | None = None,
+        records: Callable[[], Mapping[str, FleetNode]] = dict,
     ) -> None:
         self._versions = versions or AgentVersions()
+        self._records = records  # the fleet view's nodes: their registered Version
+        self._controller: tuple[Version, float] | None = None
         self._upgrade = upgrade
         self._slurm = slurm
         self._leader = leadership
@@ -50,17 +56,23 @@ class UpgradeAPI:
         return None
 
     async def _slurm_versions(self) -> tuple[Version, dict[str, Version]]:
-        """slurmctld's release and each node record's (what its slurmd registered with)."""
+        """slurmctld's release and each node record's (what its slurmd registered with), now."""
         controller = Version.parse((await self._slurm.show_config()).get("SLURM_VERSION", ""))
         records = {n.name: Version.parse(n.version) for n in await self._slurm.nodes() if n.version}
+        self._controller = (controller, time.monotonic())
         return controller, records
 
     async def show(self, _: web.Request) -> web.Response:
+        # a read costs Slurm nothing of its own: the records from the fleet view, slurmctld's
+        # release read at most once a minute (it changes only with a restart)
+        records = {n.name: Version.parse(n.version) for n in self._records().values() if n.version}
         try:
-            controller, records = await self._slurm_versions()
-            versions = describe(controller, self._versions.fresh(), records)
+            if self._controller is None or time.monotonic() - self._controller[1] > 60:
+                config = await self._slurm.show_config()
+                self._controller = (Version.parse(config.get("SLURM_VERSION", "")), time.monotonic())
+            versions = describe(self._controller[0], self._versions.fresh(), records)
         except SlurmError as exc:
-            versions = {**describe(None, self._versions.fresh(), {}), "error": exc.message}
+            versions = {**describe(None, self._versions.fresh(), records), "error": exc.message}
         if self._upgrade is None:
             return web.json_response({"upgrade": None, "versions": versions})
         try:
