@@ -123,12 +123,13 @@ def paths() -> dict[str, Any]:
         "/v1/upgrade": {
             "get": {
                 "summary": "the upgrade under way (or the last): per worker queued, waiting for jobs, "
-                "drained, replacing, returning or upgraded; null when none was started",
+                "drained, replacing, returning or upgraded; null when none was started; and `versions`: "
+                "slurmctld's release and each slurmd's, as its agent reported it and its node record has it",
                 "responses": {"200": simple, **_errors(401, 503)},
             },
             "post": {
-                "summary": "start a paced roll to a revision (the plan is kept in the ConfigMap "
-                "slurm-sidecars-upgrade)",
+                "summary": "start a paced roll: of a StatefulSet to a revision, or of a Deployment (paused "
+                "now, its template changed after); the plan is kept in the ConfigMap slurm-sidecars-upgrade",
                 "requestBody": {
                     "required": True,
                     "content": {"application/json": {"schema": schemas()["UpgradeRequest"]}},
