@@ -159,7 +159,6 @@ class DeploymentRoll:
                 await self._pause(d)
             self.waiting = "the ReplicaSets to add up again"
             return
-        self._first &= {p.uid for p in pods}
         handing = ready  # an unready one goes first anyway: ours, it may
         uids = {p.uid for p in handing}
         blocking = [p.name for p in old if not p.ready and not p.deleting and p.uid not in uids]
@@ -167,9 +166,17 @@ class DeploymentRoll:
             self.waiting = f"old pod {blocking[0]} to be Ready"
             return
         self.waiting = ""
+        self._first = uids  # one no longer empty (an admin undrained it) gets its ranked cost back
+        stale = [
+            p.name
+            for p in old
+            if p.uid not in uids and not p.deleting and p.annotations.get(COST) == str(FIRST)
+        ]
+        if stale:  # it would tie with those handed over: wait for the scale-in ranking to rewrite it
+            self.waiting = f"the deletion cost of {stale[0]} to be ranked again"
+            return
         if not handing:
             return
-        self._first |= {p.uid for p in handing}
         marked = False
         for p in handing:
             if p.annotations.get(COST) != str(FIRST):

@@ -200,3 +200,20 @@ async def test_an_unchanged_template_hands_nothing_over_and_a_restart_mid_handov
     await roll.step("workers", "old", "v1", "", pods, pods[:1])
     assert [p["spec"]["paused"] for p in kube.patches] == [True]  # the sets add up: paused, no handover
     assert "add up" in roll.waiting
+
+
+async def test_a_pod_no_longer_handed_over_gets_its_ranked_cost_back_before_the_next_handover() -> None:
+    kube = DeploymentKube()
+    roll = DeploymentRoll(kube, "slurm", poll=0.001)  # type: ignore[arg-type]
+    pods = [old_pod("n1", cost=str(FIRST)), old_pod("n2", cost=str(FIRST)), old_pod("n3"), old_pod("n4")]
+    await roll.step("workers", "old", "v1", "", pods, pods[:2])
+    assert roll.cost(pods[1]) == FIRST and len(kube.patches) == 2  # both handed over
+    kube = DeploymentKube()
+    roll._kube = kube  # type: ignore[assignment]
+    # n1 was undrained by an admin and runs a job again: only n2 is empty
+    await roll.step("workers", "old", "v1", "", pods, pods[1:2])
+    assert roll.cost(pods[0]) is None and kube.patches == []  # not unpaused while n1 would tie with n2
+    assert "deletion cost of pod-n1" in roll.waiting
+    pods[0] = old_pod("n1", cost="4")  # the scale-in ranking wrote its cost again
+    await roll.step("workers", "old", "v1", "", pods, pods[1:2])
+    assert [p["spec"]["paused"] for p in kube.patches] == [False, True]
