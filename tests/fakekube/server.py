@@ -3,7 +3,9 @@
 Enough of the API for kubernetes-asyncio to be driven exactly as in production: list and watch
 (with resourceVersion, bookmarks and 410 for a too-old version), get, strategic-merge and merge
 patches, delete (with a uid precondition), events, and leases with optimistic concurrency. Faults
-(409, 429, 500, ...) are injected per method and path; every request is recorded.
+(409, 429, 500, ...) are injected per method and path; every request is recorded when it arrives
+(a watch too, though it answers only when it ends), with its Kubernetes verb and resource, so a test
+or a benchmark can count the calls a client makes (`calls()`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import copy
 import datetime as dt
 import json
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +27,8 @@ from kubernetes_asyncio.client import Configuration
 Obj = dict[str, Any]
 BODY = web.RequestKey("json", object)
 MERGE_TYPES = {"application/strategic-merge-patch+json", "application/merge-patch+json"}
+MUTATING = frozenset({"create", "update", "patch", "delete"})
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
 @dataclass
@@ -38,9 +43,28 @@ class Fault:
 class Request:
     method: str
     path: str
-    status: int
+    status: int  # 0 while it is still being answered (an open watch)
     content_type: str
     body: Any
+    verb: str = ""  # the Kubernetes verb: get, list, watch, create, update, patch, delete
+    resource: str = ""  # e.g. pods, pods/status, nodes, leases, events, configmaps
+
+
+def verb_and_resource(method: str, path: str, watch: bool) -> tuple[str, str]:
+    """The API server's names for a request, as its audit log and RBAC have them: a GET of a
+    collection is `list` (`watch` with ?watch=true), of one object `get`; a subresource is
+    `resource/sub`."""
+    parts = [p for p in path.split("/") if p]
+    # /api/v1/... or /apis/<group>/<version>/...; then optional namespaces/<ns>
+    rest = parts[2:] if parts[:1] == ["api"] else parts[3:]
+    if rest[:1] == ["namespaces"] and len(rest) > 2:
+        rest = rest[2:]
+    if not rest:
+        return method.lower(), ""
+    resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
+    if method == "GET":
+        return ("watch" if watch else "list") if len(rest) == 1 else "get", resource
+    return _VERBS.get(method, method.lower()), resource
 
 
 def _status(code: int, reason: str, message: str) -> web.Response:
@@ -260,6 +284,14 @@ class FakeKube:
     def inject(self, method: str, path_contains: str, status: int, times: int = 1) -> None:
         self.faults.append(Fault(method.upper(), path_contains, status, times))
 
+    def calls(self, since: int = 0) -> Counter[tuple[str, str]]:
+        """Requests from number `since` on (an index into `requests`), counted by (verb, resource)."""
+        return Counter((r.verb, r.resource) for r in self.requests[since:])
+
+    def mutating(self, since: int = 0) -> list[Request]:
+        """The writes among the requests from number `since` on."""
+        return [r for r in self.requests[since:] if r.verb in MUTATING]
+
     def answered(self, method: str, path_contains: str, status: int | None = None) -> list[Request]:
         return [
             r
@@ -281,6 +313,10 @@ class FakeKube:
                 return _status(400, "BadRequest", "body is not JSON")
         request[BODY] = body
         ctype = request.headers.get("Content-Type", "").split(";")[0]
+        watching = request.query.get("watch") in {"true", "1", "True"}
+        verb, resource = verb_and_resource(request.method, request.path, watching)
+        record = Request(request.method, request.path, 0, ctype, body, verb, resource)
+        self.requests.append(record)  # on arrival: an open watch is counted when it is opened
         given = request.headers.get("Authorization", "").removeprefix("Bearer ")
         if given != self.token and given not in self.tokens:
             resp: web.StreamResponse = _status(401, "Unauthorized", "Unauthorized")
@@ -302,7 +338,7 @@ class FakeKube:
                     resp.headers["Retry-After"] = "0"
             else:
                 resp = await handler(request)
-        self.requests.append(Request(request.method, request.path, resp.status, ctype, body))
+        record.status = resp.status
         return resp
 
     def app(self) -> web.Application:
