@@ -36,7 +36,7 @@ async def test_every_call_is_counted_and_an_open_watch_when_opened(
     f, _ = fake
     f.add_pod("w1", hostname="n1")
     f.add_node("k1")
-    pods, rv = await kube.list_pods("slurm", "app=slurmd")
+    _, rv = await kube.list_pods("slurm", "app=slurmd")
     await kube.list_nodes()
     await kube.annotate_pod("slurm", "w1", {"a": "1"})
     await patch_pod_conditions(kube, "slurm", "w1", [{"type": "SlurmNodeReady", "status": "True"}])
