@@ -136,6 +136,7 @@ class FakeKube:
     faults: list[Fault] = field(default_factory=list)
     requests: list[Request] = field(default_factory=list)
     min_watch_rv: int = 0  # versions older than this answer 410 Gone (compaction)
+    bookmark_seconds: float = 60.0  # the API server's watch cache sends a bookmark about once a minute
     token: str = "fake-token"
     tokens: set[str] = field(default_factory=set)  # further accepted tokens (one per simulated replica)
     blocked: set[str] = field(default_factory=set)  # tokens answered 403, e.g. a replica cut off from the API
@@ -280,6 +281,17 @@ class FakeKube:
         pod["status"]["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
         pod["metadata"]["resourceVersion"] = self._bump()
         self._record("MODIFIED", pod)
+
+    def compact(self) -> None:
+        """As etcd's compaction (and the watch cache's window moving on): a watch from any version
+        before now answers 410 Gone."""
+        self.min_watch_rv = self.rv
+
+    def drop_watches(self) -> None:
+        """End every open watch at once, without a last bookmark (an API server restarting): each
+        watcher resumes from the last version it saw."""
+        for task in list(self._watches):
+            task.cancel()
 
     def inject(self, method: str, path_contains: str, status: int, times: int = 1) -> None:
         self.faults.append(Fault(method.upper(), path_contains, status, times))
@@ -426,6 +438,7 @@ class FakeKube:
         me = asyncio.current_task()
         assert me is not None
         self._watches.add(me)
+        bookmarks = request.query.get("allowWatchBookmarks") in {"true", "1", "True"}
         try:
             await self._stream(
                 resp,
@@ -435,6 +448,7 @@ class FakeKube:
                 sent=sent,
                 deadline=deadline,
                 history=self.history if history is None else history,
+                bookmark_kind=("Pod" if history is None else "Node") if bookmarks else None,
             )
         except (asyncio.CancelledError, ConnectionResetError):
             pass
@@ -452,19 +466,39 @@ class FakeKube:
         sent: int,
         deadline: float,
         history: list[tuple[int, str, Obj]],
+        bookmark_kind: str | None = None,
     ) -> None:
+        """Events after `sent` until the deadline. With bookmarks asked for, as the API server's
+        watch cache does: a BOOKMARK every `bookmark_seconds` and just before the watch times out,
+        carrying the current resourceVersion (etcd's progress: every event of this history up to
+        it has been sent), so a watcher of a quiet set can resume from a version that compaction has
+        not passed. A watch ended by `drop_watches` gets none, as when a connection breaks."""
         assert self._changed is not None
         loop = asyncio.get_running_loop()
-        while loop.time() < deadline and request.transport is not None and not request.transport.is_closing():
+        next_bookmark = loop.time() + self.bookmark_seconds
+
+        def alive() -> bool:
+            return request.transport is not None and not request.transport.is_closing()
+
+        async def bookmark() -> None:
+            mark = {"kind": bookmark_kind, "apiVersion": "v1", "metadata": {"resourceVersion": str(self.rv)}}
+            await resp.write(json.dumps({"type": "BOOKMARK", "object": mark}).encode() + b"\n")
+
+        while loop.time() < deadline and alive():
             for rv, kind, pod in list(history):
                 if rv > sent and pod["metadata"].get("namespace") == ns and _selected(pod, selector):
                     await resp.write(json.dumps({"type": kind, "object": pod}).encode() + b"\n")
                 sent = max(sent, rv)
+            if bookmark_kind is not None and loop.time() >= next_bookmark:
+                await bookmark()
+                next_bookmark = loop.time() + self.bookmark_seconds
             # asyncio.timeout, not wait_for: wait_for runs Condition.wait in a task of its own, which a
             # server shutting down mid-wait left pending ("Lock is not acquired", a leaked task)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(min(0.2, max(0.01, deadline - loop.time()))), self._changed:
                     await self._changed.wait()
+        if bookmark_kind is not None and alive():
+            await bookmark()
 
     # ------------------------------------------------------------------ config maps
     async def get_config_map(self, request: web.Request) -> web.StreamResponse:
