@@ -18,6 +18,9 @@ rate is normalised by what each loop did: the Lease's calls per renewal x 12 ren
 the rest per refresh x 15 refreshes a minute (production's pace at --interval-seconds 4,
 --renew-seconds 5), watches per simulated minute (their timeouts are the server's, on time).
 
+Meanwhile the rest of the cluster moves on (a pod in another namespace every simulated minute) and
+the history is compacted every 5 simulated minutes, as kube-apiserver does.
+
 Phases: the pods start as a previous leader left them (conditions and costs written: a failover;
 `--fresh` starts them bare and shows the first settle's one write per pod); a steady window (nothing
 changes: 90 % of the nodes run jobs without a time limit, so no deletion-cost bucket moves; a job
@@ -272,6 +275,19 @@ async def naive_poll(kube: KubeClient, interval: float, seconds: float) -> tuple
     return polls, read, busy
 
 
+async def elsewhere(fake: FakeKube, sim: float) -> None:
+    """The rest of the cluster: a pod changes in another namespace every simulated minute, and the
+    history is compacted every 5 (kube-apiserver's --etcd-compaction-interval): a watch resumed from
+    the version of the last worker event would get 410 and list every worker again."""
+    n = 0
+    while True:
+        await asyncio.sleep(sim)
+        n += 1
+        fake.add_pod(f"web-{n}", namespace="default", labels={"app": "web"})
+        if n % 5 == 0:
+            fake.compact()
+
+
 def counter(plane: ControlPlane) -> float:
     return float(plane.metrics.refreshes.labels("ok")._value.get())
 
@@ -316,6 +332,7 @@ async def main() -> None:
         plane.pods._watch_seconds = watch_seconds  # not a flag: the scaled clock needs them shorter
         plane.kube_nodes._watch_seconds = watch_seconds
         t0 = time.monotonic()
+        churn = asyncio.create_task(elsewhere(fake, sim), name="elsewhere")
         async with plane.running():
             await until(lambda: plane.leader.is_leader and counter(plane) >= 1, "leader", 5 * sim)
             await until(lambda: all(settled_pod(fake, p) for p in pods), "first settle", 60 * sim)
@@ -396,6 +413,8 @@ async def main() -> None:
                 f"uncordon: undrained and conditions written in {took:.1f} simulated min; over "
                 f"{(time.monotonic() - t1) / sim:.1f} min: {fmt(after)}"
             )
+        churn.cancel()
+        await asyncio.gather(churn, return_exceptions=True)
         drains, undrains = Counter(cluster.drains.values()), Counter(cluster.undrains.values())
         print(
             f"  Slurm: drains per node {dict(drains)}, undrains per node {dict(undrains)} "
