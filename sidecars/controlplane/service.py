@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from sidecars.controlplane import settings as cp_settings
 from sidecars.controlplane.api import ControlPlaneAPI
+from sidecars.controlplane.busylabel import BusyLabeler
 from sidecars.controlplane.configfeed import ConfigFeed
 from sidecars.controlplane.deletion_cost import DeletionCostWriter
 from sidecars.controlplane.drains import DrainBatcher
@@ -99,6 +100,11 @@ class ControlPlane:
                 self.node_of,
                 qps=settings.condition_qps,
                 settle=settings.condition_settle_seconds,
+            )
+        self.busy: BusyLabeler | None = None
+        if kube is not None and settings.busy_label:
+            self.busy = BusyLabeler(
+                kube, self.node_of, qps=settings.busy_label_qps, release=settings.busy_release_seconds
             )
         if kube is not None:
             self.pods = PodCache(kube, settings.namespace, settings.worker_selector)
@@ -255,6 +261,8 @@ class ControlPlane:
             pods = list(self.pods.pods.values())
             snap = self.fleet.snapshot
             try:
+                if self.busy is not None and snap.loaded:  # first: it is what keeps jobs from eviction
+                    await self.busy.sync(pods, snap)
                 if self.costs is not None and snap.loaded:
                     await self.costs.sync(pods, snap)
                 if self.recycler is not None:

@@ -43,6 +43,9 @@ class ControlPlaneSettings:
     pod_conditions: bool = True  # mirror each worker's Slurm state in its pod's conditions
     condition_qps: float = 5.0
     condition_settle_seconds: float = 10.0  # a new Slurm state must hold this long before it is written
+    busy_label: bool = True  # worker pods running jobs carry slurm-sidecars.io/busy=true (for a PDB)
+    busy_label_qps: float = 10.0
+    busy_release_seconds: float = 30.0  # idle this long before the busy label is removed (no flapping)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -154,6 +157,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="10",
         help="a Slurm state must hold this long before the pod conditions show it (no flapping)",
     )
+    flag(
+        parser,
+        "--busy-label",
+        default="on",
+        choices=["on", "off"],
+        help="on: worker pods running jobs carry slurm-sidecars.io/busy=true (a PDB protects them)",
+    )
+    flag(parser, "--busy-label-qps", default="10", help="at most this many busy-label patches a second")
+    flag(
+        parser,
+        "--busy-release-seconds",
+        default="30",
+        help="a worker idle this long loses its busy label (back-to-back jobs keep it)",
+    )
 
 
 def _taint_keys(text: str) -> tuple[str, ...]:
@@ -219,4 +236,7 @@ def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
         condition_settle_seconds=positive(
             args.condition_settle_seconds, "--condition-settle-seconds", allow_zero=True
         ),
+        busy_label=args.busy_label != "off",
+        busy_label_qps=positive(args.busy_label_qps, "--busy-label-qps"),
+        busy_release_seconds=positive(args.busy_release_seconds, "--busy-release-seconds", allow_zero=True),
     )

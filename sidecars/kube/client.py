@@ -266,6 +266,14 @@ class KubeClient:
         )
         return Pod.from_model(pod)
 
+    async def label_pod(self, namespace: str, name: str, labels: Mapping[str, str | None]) -> Pod:
+        """Strategic-merge patch of the pod's labels (None removes one); other labels are kept."""
+        body = {"metadata": {"labels": dict(labels)}}
+        pod = await self._call(
+            "label_pod", lambda: self.core.patch_namespaced_pod(name, namespace, body), conflict_too=True
+        )
+        return Pod.from_model(pod)
+
     async def delete_pod(self, namespace: str, name: str, uid: str | None = None) -> bool:
         """Delete the pod (only this incarnation when `uid` is given). False when it was already gone."""
         options = k.V1DeleteOptions(preconditions=k.V1Preconditions(uid=uid) if uid else None)
