@@ -33,6 +33,8 @@ from sidecars.controlplane.pods import PodCache, node_name
 from sidecars.controlplane.recycle import RecyclePolicy, Recycler
 from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.controlplane.snapshot import FleetView
+from sidecars.controlplane.topology import TopologySpec
+from sidecars.controlplane.topologysync import TopologySync
 from sidecars.controlplane.upgrade import Upgrade
 from sidecars.controlplane.upgrade_api import UpgradeAPI
 from sidecars.controlplane.web import WebUI
@@ -105,6 +107,18 @@ class ControlPlane:
         if kube is not None and settings.busy_label:
             self.busy = BusyLabeler(
                 kube, self.node_of, qps=settings.busy_label_qps, release=settings.busy_release_seconds
+            )
+        self.topology: TopologySync | None = None
+        if kube is not None and settings.topology_labels:
+            self.topology = TopologySync(
+                kube,
+                slurm,
+                self._node_cache(kube),
+                self.node_of,
+                TopologySpec(settings.topology_labels, settings.topology_type, settings.topology_name),
+                namespace=settings.namespace,
+                configmap=settings.topology_configmap,
+                settle=settings.topology_settle_seconds,
             )
         if kube is not None:
             self.pods = PodCache(kube, settings.namespace, settings.worker_selector)
@@ -271,6 +285,8 @@ class ControlPlane:
                     await self.cordons.cycle(pods, snap)
                 if self.conditions is not None and snap.loaded:
                     await self.conditions.sync(pods, snap)
+                if self.topology is not None and self.topology.ready and snap.loaded:
+                    await self.topology.cycle(pods, snap)
             except Exception as exc:  # a Kubernetes hiccup must not end the loop
                 log.warning("act_failed", error=str(exc))
 
@@ -331,6 +347,7 @@ class ControlPlane:
                 "nodes": self.maintenance.counts(),
                 "error": self.maintenance.read_error,
             },
+            "topology": None if self.topology is None else self.topology.status(),
             "recycling": None
             if rec is None
             else {"suspended": rec.suspended, "recent": list(rec.recent), "in_window": len(rec.deleted_at)},

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import socket
 from dataclasses import dataclass
+from typing import Any
 
+from sidecars.controlplane import topology
 from sidecars.runtime.settings import ConfigError, flag, parse_addr, positive, read_token
 
 
@@ -46,6 +49,11 @@ class ControlPlaneSettings:
     busy_label: bool = True  # worker pods running jobs carry slurm-sidecars.io/busy=true (for a PDB)
     busy_label_qps: float = 10.0
     busy_release_seconds: float = 30.0  # idle this long before the busy label is removed (no flapping)
+    topology_labels: tuple[str, ...] = ()  # Node label keys, outermost first; () = no topology sync
+    topology_type: topology.Kind = "tree"
+    topology_name: str = "kubernetes"
+    topology_configmap: str = ""  # the ConfigMap the rendered topology file is written to; "" = none
+    topology_settle_seconds: float = 10.0  # a new place must hold this long before it is applied
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -171,6 +179,38 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="30",
         help="a worker idle this long loses its busy label (back-to-back jobs keep it)",
     )
+    flag(
+        parser,
+        "--topology-labels",
+        default="",
+        help="comma-separated Kubernetes Node label keys, outermost first (e.g. "
+        "topology.kubernetes.io/zone,example.com/rack), placing each worker's Slurm node; empty: off",
+    )
+    flag(
+        parser,
+        "--topology-type",
+        default="tree",
+        choices=["tree", "block"],
+        help="tree: a switch per label level under one root; block: a block per distinct set of values",
+    )
+    flag(
+        parser,
+        "--topology-name",
+        default="kubernetes",
+        help="the topology's name (and the tree's root switch)",
+    )
+    flag(
+        parser,
+        "--topology-configmap",
+        default="",
+        help="ConfigMap to write the rendered topology.yaml (25.05+) / topology.conf to, for config-sync",
+    )
+    flag(
+        parser,
+        "--topology-settle-seconds",
+        default="10",
+        help="a new place from the labels must hold this long before the node is moved (no flapping)",
+    )
 
 
 def _taint_keys(text: str) -> tuple[str, ...]:
@@ -180,6 +220,29 @@ def _taint_keys(text: str) -> tuple[str, ...]:
         if not name or len(key) > 316 or any(c.isspace() or c in "=:," for c in key):
             raise ConfigError(f"--cordon-taints: not a taint key: {key!r}")
     return keys
+
+
+def _topology(args: argparse.Namespace) -> dict[str, Any]:
+    try:
+        keys = topology.parse_keys(args.topology_labels or "")
+    except ValueError as exc:
+        raise ConfigError(f"--topology-labels: {exc}") from None
+    name = args.topology_name
+    why = topology.check_name(name)
+    if why:
+        raise ConfigError(f"--topology-name: {why}")
+    configmap = args.topology_configmap or ""
+    if configmap and not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", configmap):
+        raise ConfigError(f"--topology-configmap: not a ConfigMap name: {configmap!r}")
+    return {
+        "topology_labels": keys,
+        "topology_type": "block" if args.topology_type == "block" else "tree",
+        "topology_name": name,
+        "topology_configmap": configmap,
+        "topology_settle_seconds": positive(
+            args.topology_settle_seconds, "--topology-settle-seconds", allow_zero=True
+        ),
+    }
 
 
 def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
@@ -236,6 +299,7 @@ def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
         condition_settle_seconds=positive(
             args.condition_settle_seconds, "--condition-settle-seconds", allow_zero=True
         ),
+        **_topology(args),
         busy_label=args.busy_label != "off",
         busy_label_qps=positive(args.busy_label_qps, "--busy-label-qps"),
         busy_release_seconds=positive(args.busy_release_seconds, "--busy-release-seconds", allow_zero=True),

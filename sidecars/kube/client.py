@@ -108,6 +108,7 @@ class KubeNode:
     unschedulable: bool
     taints: tuple[tuple[str, str], ...]
     resource_version: str
+    labels: Mapping[str, str] = field(default_factory=dict)  # topology sync reads zone/rack labels
 
     @classmethod
     def from_model(cls, node: Any) -> KubeNode:
@@ -118,6 +119,7 @@ class KubeNode:
             unschedulable=bool(spec and spec.unschedulable),
             taints=tuple((t.key or "", t.effect or "") for t in (spec and spec.taints) or []),
             resource_version=meta.resource_version or "",
+            labels=dict(meta.labels or {}),
         )
 
     def cordoned(self, taint_keys: frozenset[str]) -> bool:

@@ -260,6 +260,7 @@ def test_role_is_least_privilege() -> None:
         (("",), ("pods/status",), ("patch",)),  # the SlurmNode* pod conditions
         (("", "events.k8s.io"), ("events",), ("create",)),
         (("coordination.k8s.io",), ("leases",), ("create", "get", "update")),
+        (("",), ("configmaps",), ("create", "get", "update")),  # the upgrade plan, the topology file
     }
     binding = find(render("base"), "RoleBinding", "slurm-sidecars")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "slurm-sidecars", "namespace": "slurm"}]
