@@ -36,11 +36,14 @@ class BusyLabeler:
         *,
         qps: float = 10.0,
         release: float = 30.0,
+        burst: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._kube = kube
         self._node_of = node_of
-        self._bucket = TokenBucket(qps, clock)
+        # a burst of `burst` seconds' worth: passes come every --interval-seconds (4 s), and a bucket
+        # holding one second's tokens would cap the rate at qps / interval
+        self._bucket = TokenBucket(qps, clock, capacity=qps * burst)
         self._release = release
         self._clock = clock
         self._idle_since: dict[str, float] = {}  # pod uid -> when its labelled node was first seen idle
