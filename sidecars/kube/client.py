@@ -99,9 +99,10 @@ class Pod:
 
 @dataclass(frozen=True, slots=True)
 class KubeNode:
-    """A Kubernetes Node, as far as the sidecars read it: its annotations (maintenance windows) and
-    its schedulability (cordon sync: `kubectl cordon` sets spec.unschedulable; taints are (key,
-    effect)). One model for every reader, so one list + watch serves them all."""
+    """A Kubernetes Node, as far as the sidecars read it: its annotations (maintenance windows), its
+    labels (topology sync) and its schedulability (cordon sync: `kubectl cordon` sets
+    spec.unschedulable; taints are (key, effect)). One model for every reader, so one list + watch
+    serves them all."""
 
     name: str
     annotations: Mapping[str, str]
