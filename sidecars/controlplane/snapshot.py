@@ -39,6 +39,7 @@ class FleetNode:
     gpus: int = field(compare=False)
     registered: bool = field(compare=False)
     pod: podinfo.PodInfo | None = field(compare=False, default=None)  # Slinky's Comment, where written
+    topology: str = field(compare=False, default="")  # 25.05+: the place set in place, "" when none
 
     @property
     def drain(self) -> bool:
@@ -83,6 +84,7 @@ def view(node: Node, jobs: Iterable[Job]) -> FleetNode:
         gpus=_gpus(node.gres),
         registered=node.state.registered,
         pod=podinfo.parse(node.comment),
+        topology=node.topology,
     )
 
 

@@ -212,7 +212,9 @@ class FakeKube:
         self._record("ADDED", pod)
         return pod
 
-    def add_node(self, name: str, annotations: dict[str, str] | None = None) -> Obj:
+    def add_node(
+        self, name: str, annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None
+    ) -> Obj:
         """A Kubernetes Node in the shape the API serves (v1 Node, cluster-scoped)."""
         node: Obj = {
             "apiVersion": "v1",
@@ -220,7 +222,7 @@ class FakeKube:
             "metadata": {
                 "name": name,
                 "uid": str(uuid.uuid4()),
-                "labels": {"kubernetes.io/hostname": name},
+                "labels": {"kubernetes.io/hostname": name, **(labels or {})},
                 "annotations": dict(annotations or {}),
                 "resourceVersion": self._bump(),
                 "creationTimestamp": now_micro()[:19] + "Z",
@@ -255,6 +257,17 @@ class FakeKube:
                 node["metadata"]["annotations"].pop(key, None)
             else:
                 node["metadata"]["annotations"][key] = value
+        node["metadata"]["resourceVersion"] = self._bump()
+        self._record("MODIFIED", node, self.node_history)
+
+    def label_node(self, name: str, labels: dict[str, str | None]) -> None:
+        """As `kubectl label node`: None removes one."""
+        node = self.nodes[name]
+        for key, value in labels.items():
+            if value is None:
+                node["metadata"]["labels"].pop(key, None)
+            else:
+                node["metadata"]["labels"][key] = value
         node["metadata"]["resourceVersion"] = self._bump()
         self._record("MODIFIED", node, self.node_history)
 
