@@ -92,6 +92,7 @@ class DeploymentRoll:
         self.waiting = ""  # why no handover this cycle, for the report
         self._first: set[str] = set()  # uids handed over: their deletion cost stays the lowest
         self._from = ""  # the old pods' pod-template-hash
+        self._finished: tuple[str, str] | None = None  # (name, old hash) given back: no more reads
 
     def cost(self, pod: Pod) -> int | None:
         """The deletion cost this roll holds a pod at (the scale-in ranking leaves it alone)."""
@@ -136,6 +137,8 @@ class DeploymentRoll:
     ) -> None:
         """One cycle: pause what must be paused, hand `ready` (drained, empty, old) over, finish."""
         self._from = from_revision
+        if self._finished == (name, from_revision):
+            return
         d = await self._kube.get_deployment(self._namespace, name)
         if d is None:
             self.waiting = f"no Deployment {name}"
@@ -153,6 +156,7 @@ class DeploymentRoll:
             self._first.clear()
             if d.paused or ANNOTATION in d.annotations:
                 await self._finish(d, restore)
+            self._finished = (name, from_revision)
             return
         if not d.paused:  # a handover left unfinished (a restart): pause once the sets add up
             if total == d.replicas:

@@ -32,6 +32,8 @@ class NodeCache:
                 while True:
                     async for kind, node in self._kube.watch_nodes(rv, self._watch_seconds):
                         rv = node.resource_version or rv
+                        if kind == "BOOKMARK":  # only the version to resume from
+                            continue
                         if kind == "DELETED":
                             self.nodes.pop(node.name, None)
                         else:

@@ -44,6 +44,8 @@ class PodCache:
                         self._namespace, self._selector, rv, self._watch_seconds
                     ):
                         rv = pod.resource_version or rv
+                        if kind == "BOOKMARK":  # only the version to resume from
+                            continue
                         if kind == "DELETED":
                             self.pods.pop(pod.name, None)
                         else:

@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from sidecars.controlplane import settings as cp_settings
 from sidecars.controlplane.api import ControlPlaneAPI
+from sidecars.controlplane.busylabel import BusyLabeler
 from sidecars.controlplane.configfeed import ConfigFeed
 from sidecars.controlplane.deletion_cost import DeletionCostWriter
 from sidecars.controlplane.drains import DrainBatcher
@@ -32,6 +33,8 @@ from sidecars.controlplane.pods import PodCache, node_name
 from sidecars.controlplane.recycle import RecyclePolicy, Recycler
 from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.controlplane.snapshot import FleetView
+from sidecars.controlplane.topology import TopologySpec
+from sidecars.controlplane.topologysync import TopologySync
 from sidecars.controlplane.upgrade import Upgrade
 from sidecars.controlplane.upgrade_api import UpgradeAPI
 from sidecars.controlplane.versions import AgentVersions
@@ -100,6 +103,23 @@ class ControlPlane:
                 self.node_of,
                 qps=settings.condition_qps,
                 settle=settings.condition_settle_seconds,
+            )
+        self.busy: BusyLabeler | None = None
+        if kube is not None and settings.busy_label:
+            self.busy = BusyLabeler(
+                kube, self.node_of, qps=settings.busy_label_qps, release=settings.busy_release_seconds
+            )
+        self.topology: TopologySync | None = None
+        if kube is not None and settings.topology_labels:
+            self.topology = TopologySync(
+                kube,
+                slurm,
+                self._node_cache(kube),
+                self.node_of,
+                TopologySpec(settings.topology_labels, settings.topology_type, settings.topology_name),
+                namespace=settings.namespace,
+                configmap=settings.topology_configmap,
+                settle=settings.topology_settle_seconds,
             )
         if kube is not None:
             self.pods = PodCache(kube, settings.namespace, settings.worker_selector)
@@ -264,6 +284,8 @@ class ControlPlane:
             pods = list(self.pods.pods.values())
             snap = self.fleet.snapshot
             try:
+                if self.busy is not None and snap.loaded:  # first: it is what keeps jobs from eviction
+                    await self.busy.sync(pods, snap)
                 if self.costs is not None and snap.loaded:
                     await self.costs.sync(pods, snap)
                 if self.recycler is not None:
@@ -272,6 +294,8 @@ class ControlPlane:
                     await self.cordons.cycle(pods, snap)
                 if self.conditions is not None and snap.loaded:
                     await self.conditions.sync(pods, snap)
+                if self.topology is not None and self.topology.ready and snap.loaded:
+                    await self.topology.cycle(pods, snap)
             except Exception as exc:  # a Kubernetes hiccup must not end the loop
                 log.warning("act_failed", error=str(exc))
 
@@ -293,12 +317,19 @@ class ControlPlane:
             await asyncio.sleep(self.settings.interval_seconds)
 
     async def upgrade_loop(self) -> None:
-        """Every interval, the leader moves a started upgrade on by one step."""
+        """Every interval, the leader moves a started upgrade on by one step (the plan read once per
+        term as leader, not every interval: it is the leader's own to write)."""
+        leading = False
         while True:
             await asyncio.sleep(self.settings.interval_seconds)
+            if not self.leader.is_leader:
+                leading = False
             ready = self.pods is not None and self.pods.synced.is_set() and self.fleet.snapshot.loaded
             if self.upgrade is None or not self.leader.is_leader or not ready:
                 continue
+            if not leading:
+                self.upgrade.forget()  # another replica may have written the plan while we followed
+                leading = True
             try:
                 await self.upgrade.step()
             except Exception as exc:  # a Kubernetes hiccup must not end the loop
@@ -332,6 +363,7 @@ class ControlPlane:
                 "nodes": self.maintenance.counts(),
                 "error": self.maintenance.read_error,
             },
+            "topology": None if self.topology is None else self.topology.status(),
             "recycling": None
             if rec is None
             else {"suspended": rec.suspended, "recent": list(rec.recent), "in_window": len(rec.deleted_at)},

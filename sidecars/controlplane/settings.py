@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import socket
 from dataclasses import dataclass
+from typing import Any
 
+from sidecars.controlplane import topology
 from sidecars.runtime.settings import ConfigError, flag, http_url, parse_addr, positive, read_token
 
 
@@ -27,7 +30,7 @@ class ControlPlaneSettings:
     kubernetes: bool = True  # False: never talk to Kubernetes, even when a config is found
     lease_name: str = "slurm-sidecars-control-plane"
     lease_seconds: float = 15.0
-    renew_seconds: float = 5.0
+    renew_seconds: float = 7.0  # retried every second after a failure, until the step-down deadline
     identity: str = ""
     pod_name: str = ""
     deletion_cost_qps: float = 5.0
@@ -43,6 +46,14 @@ class ControlPlaneSettings:
     pod_conditions: bool = True  # mirror each worker's Slurm state in its pod's conditions
     condition_qps: float = 5.0
     condition_settle_seconds: float = 10.0  # a new Slurm state must hold this long before it is written
+    busy_label: bool = True  # worker pods running jobs carry slurm-sidecars.io/busy=true (for a PDB)
+    busy_label_qps: float = 10.0
+    busy_release_seconds: float = 30.0  # idle this long before the busy label is removed (no flapping)
+    topology_labels: tuple[str, ...] = ()  # Node label keys, outermost first; () = no topology sync
+    topology_type: topology.Kind = "tree"
+    topology_name: str = "kubernetes"
+    topology_configmap: str = ""  # the ConfigMap the rendered topology file is written to; "" = none
+    topology_settle_seconds: float = 10.0  # a new place must hold this long before it is applied
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -100,7 +111,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     flag(parser, "--lease-name", default="slurm-sidecars-control-plane", help="Lease for leader election")
     flag(parser, "--lease-seconds", default="15", help="lease duration")
-    flag(parser, "--renew-seconds", default="5", help="how often the leader renews the lease")
+    flag(
+        parser,
+        "--renew-seconds",
+        default="7",
+        help="how often the leader renews the lease (a failed renewal is retried every second)",
+    )
     flag(parser, "--identity", default=None, help="this replica's name in the Lease (default: pod name)")
     flag(parser, "--pod-name", default=os.environ.get("POD_NAME", ""), help="this pod (for Events)")
     flag(parser, "--deletion-cost-qps", default="5", help="at most this many deletion-cost patches a second")
@@ -154,6 +170,52 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="10",
         help="a Slurm state must hold this long before the pod conditions show it (no flapping)",
     )
+    flag(
+        parser,
+        "--busy-label",
+        default="on",
+        choices=["on", "off"],
+        help="on: worker pods running jobs carry slurm-sidecars.io/busy=true (a PDB protects them)",
+    )
+    flag(parser, "--busy-label-qps", default="10", help="at most this many busy-label patches a second")
+    flag(
+        parser,
+        "--busy-release-seconds",
+        default="30",
+        help="a worker idle this long loses its busy label (back-to-back jobs keep it)",
+    )
+    flag(
+        parser,
+        "--topology-labels",
+        default="",
+        help="comma-separated Kubernetes Node label keys, outermost first (e.g. "
+        "topology.kubernetes.io/zone,example.com/rack), placing each worker's Slurm node; empty: off",
+    )
+    flag(
+        parser,
+        "--topology-type",
+        default="tree",
+        choices=["tree", "block"],
+        help="tree: a switch per label level under one root; block: a block per distinct set of values",
+    )
+    flag(
+        parser,
+        "--topology-name",
+        default="kubernetes",
+        help="the topology's name (and the tree's root switch)",
+    )
+    flag(
+        parser,
+        "--topology-configmap",
+        default="",
+        help="ConfigMap to write the rendered topology.yaml (25.05+) / topology.conf to, for config-sync",
+    )
+    flag(
+        parser,
+        "--topology-settle-seconds",
+        default="10",
+        help="a new place from the labels must hold this long before the node is moved (no flapping)",
+    )
 
 
 def _taint_keys(text: str) -> tuple[str, ...]:
@@ -165,6 +227,29 @@ def _taint_keys(text: str) -> tuple[str, ...]:
     return keys
 
 
+def _topology(args: argparse.Namespace) -> dict[str, Any]:
+    try:
+        keys = topology.parse_keys(args.topology_labels or "")
+    except ValueError as exc:
+        raise ConfigError(f"--topology-labels: {exc}") from None
+    name = args.topology_name
+    why = topology.check_name(name)
+    if why:
+        raise ConfigError(f"--topology-name: {why}")
+    configmap = args.topology_configmap or ""
+    if configmap and not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", configmap):
+        raise ConfigError(f"--topology-configmap: not a ConfigMap name: {configmap!r}")
+    return {
+        "topology_labels": keys,
+        "topology_type": "block" if args.topology_type == "block" else "tree",
+        "topology_name": name,
+        "topology_configmap": configmap,
+        "topology_settle_seconds": positive(
+            args.topology_settle_seconds, "--topology-settle-seconds", allow_zero=True
+        ),
+    }
+
+
 def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
     host, port = parse_addr(args.http)
     fraction = positive(args.recycle_fraction, "--recycle-fraction")
@@ -172,8 +257,8 @@ def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
         raise ConfigError(f"--recycle-fraction: must be <= 1, got {args.recycle_fraction!r}")
     lease = positive(args.lease_seconds, "--lease-seconds")
     renew = positive(args.renew_seconds, "--renew-seconds")
-    if renew >= lease:
-        raise ConfigError("--renew-seconds must be shorter than --lease-seconds")
+    if renew >= lease * 2 / 3:  # the leader steps down after 2/3 of the lease without a renewal
+        raise ConfigError("--renew-seconds must be shorter than 2/3 of --lease-seconds")
     pod_name = args.pod_name or ""
     config_sync = http_url(args.config_sync, "--config-sync") if args.config_sync else None
     identity = args.identity or pod_name or socket.gethostname()
@@ -217,4 +302,8 @@ def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
         condition_settle_seconds=positive(
             args.condition_settle_seconds, "--condition-settle-seconds", allow_zero=True
         ),
+        **_topology(args),
+        busy_label=args.busy_label != "off",
+        busy_label_qps=positive(args.busy_label_qps, "--busy-label-qps"),
+        busy_release_seconds=positive(args.busy_release_seconds, "--busy-release-seconds", allow_zero=True),
     )

@@ -40,6 +40,7 @@ class FleetNode:
     registered: bool = field(compare=False)
     pod: podinfo.PodInfo | None = field(compare=False, default=None)  # Slinky's Comment, where written
     version: str | None = field(compare=False, default=None)  # what its slurmd registered with
+    topology: str = field(compare=False, default="")  # 25.05+: the place set in place, "" when none
 
     @property
     def drain(self) -> bool:
@@ -85,6 +86,7 @@ def view(node: Node, jobs: Iterable[Job]) -> FleetNode:
         registered=node.state.registered,
         pod=podinfo.parse(node.comment),
         version=node.version,
+        topology=node.topology,
     )
 
 

@@ -101,15 +101,17 @@ class Pod:
 
 @dataclass(frozen=True, slots=True)
 class KubeNode:
-    """A Kubernetes Node, as far as the sidecars read it: its annotations (maintenance windows) and
-    its schedulability (cordon sync: `kubectl cordon` sets spec.unschedulable; taints are (key,
-    effect)). One model for every reader, so one list + watch serves them all."""
+    """A Kubernetes Node, as far as the sidecars read it: its annotations (maintenance windows), its
+    labels (topology sync) and its schedulability (cordon sync: `kubectl cordon` sets
+    spec.unschedulable; taints are (key, effect)). One model for every reader, so one list + watch
+    serves them all."""
 
     name: str
     annotations: Mapping[str, str]
     unschedulable: bool
     taints: tuple[tuple[str, str], ...]
     resource_version: str
+    labels: Mapping[str, str] = field(default_factory=dict)  # topology sync reads zone/rack labels
 
     @classmethod
     def from_model(cls, node: Any) -> KubeNode:
@@ -120,6 +122,7 @@ class KubeNode:
             unschedulable=bool(spec and spec.unschedulable),
             taints=tuple((t.key or "", t.effect or "") for t in (spec and spec.taints) or []),
             resource_version=meta.resource_version or "",
+            labels=dict(meta.labels or {}),
         )
 
     def cordoned(self, taint_keys: frozenset[str]) -> bool:
@@ -213,6 +216,13 @@ def _error(operation: str, exc: ApiException) -> KubeError:
     return KubeError(operation, int(exc.status or 0), str(exc.reason or ""))
 
 
+def _bookmark(event: Mapping[str, Any]) -> str:
+    """A BOOKMARK event's resourceVersion (kubernetes-asyncio leaves its object a plain dict)."""
+    obj = event.get("raw_object") or event.get("object")
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    return str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""
+
+
 def _retryable(exc: BaseException, conflict_too: bool) -> bool:
     if isinstance(exc, ApiException):
         return exc.status in RETRYABLE or (conflict_too and exc.status == 409)
@@ -294,7 +304,10 @@ class KubeClient:
     async def watch_pods(
         self, namespace: str, selector: str, resource_version: str, timeout_seconds: int = 300
     ) -> AsyncIterator[tuple[str, Pod]]:
-        """(ADDED|MODIFIED|DELETED, pod) from `resource_version` until the server ends the watch.
+        """(ADDED|MODIFIED|DELETED, pod) from `resource_version` until the server ends the watch;
+        and (BOOKMARK, a pod with only `resource_version`): the version to resume from, which a
+        quiet set of pods would otherwise never move on, so that each reopen after compaction
+        (410) would list every pod again.
 
         An expired resourceVersion (410) raises KubeError: the caller lists again.
         """
@@ -312,6 +325,23 @@ class KubeClient:
                     kind = event["type"]
                     if kind in {"ADDED", "MODIFIED", "DELETED"}:
                         yield kind, Pod.from_model(event["object"])
+                    elif kind == "BOOKMARK" and (rv := _bookmark(event)):
+                        yield (
+                            kind,
+                            Pod(
+                                namespace="",
+                                name="",
+                                uid="",
+                                hostname="",
+                                labels={},
+                                annotations={},
+                                ready=False,
+                                phase="",
+                                owner_kind="",
+                                deleting=False,
+                                resource_version=rv,
+                            ),
+                        )
             except ApiException as exc:
                 raise _error("watch_pods", exc) from exc
 
@@ -329,6 +359,14 @@ class KubeClient:
         body = {"metadata": {"annotations": dict(annotations)}}
         pod = await self._call(
             "patch_pod", lambda: self.core.patch_namespaced_pod(name, namespace, body), conflict_too=True
+        )
+        return Pod.from_model(pod)
+
+    async def label_pod(self, namespace: str, name: str, labels: Mapping[str, str | None]) -> Pod:
+        """Strategic-merge patch of the pod's labels (None removes one); other labels are kept."""
+        body = {"metadata": {"labels": dict(labels)}}
+        pod = await self._call(
+            "label_pod", lambda: self.core.patch_namespaced_pod(name, namespace, body), conflict_too=True
         )
         return Pod.from_model(pod)
 
@@ -385,7 +423,8 @@ class KubeClient:
     async def watch_nodes(
         self, resource_version: str, timeout_seconds: int = 300
     ) -> AsyncIterator[tuple[str, KubeNode]]:
-        """(ADDED|MODIFIED|DELETED, node) from `resource_version`; a 410 raises KubeError."""
+        """(ADDED|MODIFIED|DELETED, node) from `resource_version`, and (BOOKMARK, a node with only
+        `resource_version`), as `watch_pods`; a 410 raises KubeError."""
         async with watch.Watch() as w:
             stream = w.stream(
                 self.core.list_node,
@@ -397,6 +436,13 @@ class KubeClient:
                 async for event in stream:
                     if event["type"] in {"ADDED", "MODIFIED", "DELETED"}:
                         yield event["type"], KubeNode.from_model(event["object"])
+                    elif event["type"] == "BOOKMARK" and (rv := _bookmark(event)):
+                        yield (
+                            "BOOKMARK",
+                            KubeNode(
+                                name="", annotations={}, unschedulable=False, taints=(), resource_version=rv
+                            ),
+                        )
             except ApiException as exc:
                 raise _error("watch_nodes", exc) from exc
 

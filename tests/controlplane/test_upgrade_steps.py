@@ -8,7 +8,7 @@ from typing import Any
 
 from sidecars.controlplane.deployroll import ANNOTATION, COST, FIRST, DeploymentRoll
 from sidecars.controlplane.snapshot import FleetNode
-from sidecars.controlplane.upgrade import REASON_PREFIX, Upgrade
+from sidecars.controlplane.upgrade import CONFIG_MAP, REASON_PREFIX, Upgrade
 from sidecars.kube import Deployment, Pod, ReplicaSet
 from sidecars.slurm import Version
 from tests.helpers import fleet_node, fleet_pod
@@ -22,8 +22,10 @@ class Kube:
     def __init__(self, fleet: Fleet) -> None:
         self.maps: dict[str, dict[str, str]] = {}
         self.fleet = fleet
+        self.reads = 0
 
     async def get_config_map(self, namespace: str, name: str) -> dict[str, str] | None:
+        self.reads += 1
         return self.maps.get(name)
 
     async def put_config_map(self, namespace: str, name: str, data: dict[str, str]) -> None:
@@ -217,3 +219,32 @@ async def test_a_pod_no_longer_handed_over_gets_its_ranked_cost_back_before_the_
     pods[0] = old_pod("n1", cost="4")  # the scale-in ranking wrote its cost again
     await roll.step("workers", "old", "v1", "", pods, pods[1:2])
     assert [p["spec"]["paused"] for p in kube.patches] == [False, True]
+
+
+async def test_the_plan_is_read_once_per_term_not_every_cycle() -> None:
+    fleet = Fleet("n1", "n2")
+    kube = Kube(fleet)
+    up = Upgrade(
+        kube,  # type: ignore[arg-type]
+        "slurm",
+        Drains(),  # type: ignore[arg-type]
+        lambda: fleet.nodes,
+        lambda: sorted(fleet.nodes),
+        lambda: list(fleet.pods.values()),
+        lambda p: p.hostname,
+    )
+    for _ in range(5):  # no upgrade started: one read (a 404), then none per cycle
+        await up.step()
+    assert kube.reads == 1
+    await start(up)
+    reads = kube.reads
+    for _ in range(5):
+        await up.step()
+    assert kube.reads == reads  # what the leader wrote is the plan
+    # a new term (another replica may have written meanwhile): read again, once
+    kube.maps[CONFIG_MAP] = {**kube.maps[CONFIG_MAP], "paused": "true"}
+    up.forget()
+    await up.step()
+    await up.step()
+    assert kube.reads == reads + 1
+    assert up.plan is not None and up.plan.paused
