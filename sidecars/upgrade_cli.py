@@ -56,8 +56,8 @@ def render_versions(versions: dict[str, Any] | None) -> list[str]:
     """slurmctld's release, then each slurmd's: the agent's report where given, else the record."""
     if not versions:
         return []
-    lines = [f"slurmctld {versions.get('slurmctld') or 'unknown'}"]
-    for node, v in versions.get("slurmd", {}).items():
+    lines = [f"slurmctld {versions.get('controller') or 'unknown'}"]
+    for node, v in versions.get("nodes", {}).items():
         if v.get("agent"):
             seen = f"{v['agent']} (agent: slurmd -V)"
             if v.get("record") and v["record"] != v["agent"]:

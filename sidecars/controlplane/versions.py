@@ -55,4 +55,4 @@ def describe(
             "agent": str(agent.version) if agent else None,
             "record": str(record) if record else None,
         }
-    return {"slurmctld": str(controller) if controller else None, "slurmd": nodes}
+    return {"controller": str(controller) if controller else None, "nodes": nodes}

@@ -107,9 +107,9 @@ def test_the_skew_guard_takes_an_agents_report_over_the_node_record_until_it_goe
     why = skew_error(v("24.11.5"), inputs, None)
     assert why is not None and "slurmd 25.05.0 on n2" in why
     shown = describe(v("24.11.5"), versions.fresh(), records)
-    assert shown["slurmctld"] == "24.11.5"
-    assert shown["slurmd"]["n2"] == {"agent": "25.05.0", "record": "24.11.5"}
-    assert shown["slurmd"]["n1"] == {"agent": None, "record": "24.11.5"}
+    assert shown["controller"] == "24.11.5"
+    assert shown["nodes"]["n2"] == {"agent": "25.05.0", "record": "24.11.5"}
+    assert shown["nodes"]["n1"] == {"agent": None, "record": "24.11.5"}
     now[0] += STALE_SECONDS  # the agent stopped repeating it: gone
     assert guard_inputs(versions.fresh(), records) == records
     assert skew_error(v("24.11.5"), guard_inputs(versions.fresh(), records), None) is None

@@ -31,7 +31,7 @@ async def test_an_agent_reports_its_slurmd_version_and_the_skew_guard_uses_it(
     runnable = cluster.release.root is None  # a chroot's slurmd: as from a sidecar's own root
     async with control_plane(cluster, kube_url=url) as cp:
         status, body = await cp.get("/v1/upgrade")
-        assert status == 200 and body["versions"]["slurmd"]["n1"] == {"agent": None, "record": running}
+        assert status == 200 and body["versions"]["nodes"]["n1"] == {"agent": None, "record": running}
         s = settings_for(cluster, sockdir, control_plane=cp.url, token=TOKEN)
         async with running_agent(cluster, s) as agent:
             slurmd = agent.slurmd.find(record=False)
@@ -40,17 +40,17 @@ async def test_an_agent_reports_its_slurmd_version_and_the_skew_guard_uses_it(
             if runnable:
                 status, body = await eventually(
                     lambda: cp.get("/v1/upgrade"),
-                    lambda r: r[1]["versions"]["slurmd"]["n1"]["agent"] is not None,
+                    lambda r: r[1]["versions"]["nodes"]["n1"]["agent"] is not None,
                     what="the agent's report",
                 )
-                assert body["versions"]["slurmd"]["n1"] == {"agent": running, "record": running}
+                assert body["versions"]["nodes"]["n1"] == {"agent": running, "record": running}
                 assert agent.status()["slurmd_version"] == {"version": running, "pid": slurmd}
             else:  # not runnable from here: nothing reported, the record (what it registered) stands
                 status, body = await cp.get("/v1/upgrade")
-                assert body["versions"]["slurmd"]["n1"] == {"agent": None, "record": running}
+                assert body["versions"]["nodes"]["n1"] == {"agent": None, "record": running}
                 assert agent.status()["slurmd_version"] is None
-            assert body["versions"]["slurmctld"] == running
-            assert body["versions"]["slurmd"]["n2"]["agent"] is None  # no agent: the record stands
+            assert body["versions"]["controller"] == running
+            assert body["versions"]["nodes"]["n2"]["agent"] is None  # no agent: the record stands
         # an agent whose slurmd runs a newer release than slurmctld (its record not yet re-registered)
         # stops the roll, with nothing written
         status, text = await cp.post(

@@ -119,11 +119,18 @@ def process_starts(source: str) -> list[str]:
     return sorted(set(found))
 
 
+def _fstring_text(tree: ast.AST) -> set[int]:
+    """ids of the text parts of f-strings: a line printed for people (`f"slurmd {node}"`) runs
+    nothing; an argv is a list or tuple of words, which stays checked."""
+    return {id(v) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for v in node.values}
+
+
 def slurm_commands(source: str) -> list[str]:
     """Where `source` names a Slurm command in code (an argv, a command word, a program path):
-    every string constant that is one, or a path to one, except docstrings and error messages."""
+    every string constant that is one, or a path to one, except docstrings, error messages and
+    f-string text."""
     tree = ast.parse(source)
-    skip = _docstrings(tree) | _error_arguments(tree)
+    skip = _docstrings(tree) | _error_arguments(tree) | _fstring_text(tree)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
@@ -179,8 +186,12 @@ def test_the_checks_catch_each_kind_of_breach() -> None:
         "    raise SlurmError(('scontrol', 'show', 'node'), 'lookup failed')\n"
         "MSG = 'scontrol shutdown failed'\n"
         "B = b'slurmd'\n"
+        "line = f'  slurmd {node:<16}'\n"
     )
     assert slurm_commands(allowed) == []
+    # an argv stays a breach, wherever it sits, and an f-string's placeholder is code
+    assert len(slurm_commands("D = {'show': ['scontrol', 'show']}\nrun(('slurmd', '-V'))")) == 2
+    assert len(slurm_commands("x = f'{run(\"sinfo\")}'")) == 1
 
 
 def test_every_module_of_the_package_has_its_layer() -> None:
