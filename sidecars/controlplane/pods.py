@@ -1,4 +1,5 @@
-"""The worker pods, kept current by list + watch; and which Slurm node each pod is.
+"""The worker pods, kept current by list + watch; and which Slurm node each pod is by its own
+fields (the rule in kube.nodename, shared with the agents).
 
 Mapping (Slinky's): a worker pod's `spec.hostname` is its Slurm node name; without one, the pod
 name. `--node-label` names a pod label to use instead, for layouts where neither holds.
@@ -11,14 +12,16 @@ import asyncio
 import structlog
 
 from sidecars.kube import KubeClient, KubeError, Pod
+from sidecars.kube.nodename import NodeNaming, slurm_node_name
 
 log = structlog.get_logger(__name__)
 
 
 def node_name(pod: Pod, label: str = "") -> str:
-    if label and pod.labels.get(label):
-        return pod.labels[label]
-    return pod.hostname or pod.name
+    named = slurm_node_name(
+        NodeNaming("pod", label), pod_name=pod.name, pod_hostname=pod.hostname, pod_labels=pod.labels
+    )
+    return named.name or ""
 
 
 class PodCache:

@@ -7,6 +7,7 @@ import os
 import socket
 from dataclasses import dataclass
 
+from sidecars.kube.nodename import ANNOTATION, SOURCES
 from sidecars.runtime.settings import ConfigError, flag, parse_addr, positive, read_token
 
 
@@ -23,6 +24,8 @@ class ControlPlaneSettings:
     namespace: str = "slurm"
     worker_selector: str = "app.kubernetes.io/component=worker"
     node_label: str = ""  # a pod label naming its Slurm node; "" = the pod's spec.hostname, else its name
+    node_name_from: str = "pod"  # "kube-node": DaemonSet workers, named after their Kubernetes Node
+    node_name_annotation: str = ANNOTATION  # the Node annotation that overrides its name (kube-node)
     kubeconfig: str | None = None
     kubernetes: bool = True  # False: never talk to Kubernetes, even when a config is found
     lease_name: str = "slurm-sidecars-control-plane"
@@ -93,6 +96,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--node-label",
         default="",
         help="pod label naming the Slurm node (default: spec.hostname, else the pod name, as in Slinky)",
+    )
+    flag(
+        parser,
+        "--node-name-from",
+        default="pod",
+        choices=list(SOURCES),
+        help="pod: label, hostname or pod name (Slinky); kube-node: the Kubernetes Node's name (DaemonSet)",
+    )
+    flag(
+        parser,
+        "--node-name-annotation",
+        default=ANNOTATION,
+        help="with --node-name-from=kube-node: a Node annotation that gives its Slurm node name instead",
     )
     flag(parser, "--kubeconfig", default=None, help="kubeconfig file (default: in-cluster, else $KUBECONFIG)")
     flag(
@@ -165,6 +181,20 @@ def _taint_keys(text: str) -> tuple[str, ...]:
     return keys
 
 
+def _source(text: str) -> str:
+    if text not in SOURCES:
+        raise ConfigError(f"--node-name-from: one of {', '.join(SOURCES)}, got {text!r}")
+    return text
+
+
+def _annotation_key(text: str) -> str:
+    key = (text or "").strip()
+    prefix, _, name = key.rpartition("/")
+    if not name or len(name) > 63 or len(prefix) > 253 or any(c.isspace() or c in "=:," for c in key):
+        raise ConfigError(f"--node-name-annotation: not an annotation key: {text!r}")
+    return key
+
+
 def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
     host, port = parse_addr(args.http)
     fraction = positive(args.recycle_fraction, "--recycle-fraction")
@@ -191,6 +221,8 @@ def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
         namespace=args.namespace,
         worker_selector=args.worker_selector,
         node_label=args.node_label,
+        node_name_from=_source(args.node_name_from),
+        node_name_annotation=_annotation_key(args.node_name_annotation),
         kubeconfig=args.kubeconfig or None,
         kubernetes=args.kubernetes != "off",
         lease_name=args.lease_name,

@@ -72,6 +72,7 @@ class Pod:
     resource_version: str
     node_name: str = ""  # spec.nodeName: the Kubernetes Node it was scheduled to; "" while pending
     conditions: tuple[tuple[str, str, str], ...] = ()  # status.conditions as (type, status, message)
+    created: str = ""  # metadata.creationTimestamp (RFC 3339, UTC): which of two claimants came first
 
     @classmethod
     def from_model(cls, pod: Any) -> Pod:
@@ -94,6 +95,7 @@ class Pod:
             conditions=tuple(
                 (c.type or "", c.status or "", c.message or "") for c in (status and status.conditions) or []
             ),
+            created=_stamp(meta.creation_timestamp),
         )
 
 
@@ -108,6 +110,7 @@ class KubeNode:
     unschedulable: bool
     taints: tuple[tuple[str, str], ...]
     resource_version: str
+    labels: Mapping[str, str] = field(default_factory=dict)  # e.g. the GPU operator's nvidia.com/gpu.clique
 
     @classmethod
     def from_model(cls, node: Any) -> KubeNode:
@@ -118,6 +121,7 @@ class KubeNode:
             unschedulable=bool(spec and spec.unschedulable),
             taints=tuple((t.key or "", t.effect or "") for t in (spec and spec.taints) or []),
             resource_version=meta.resource_version or "",
+            labels=dict(meta.labels or {}),
         )
 
     def cordoned(self, taint_keys: frozenset[str]) -> bool:
@@ -142,6 +146,12 @@ class LeaseRecord:
         if not self.holder or self.renew_time is None:
             return True
         return now >= self.renew_time + dt.timedelta(seconds=self.duration_seconds)
+
+
+def _stamp(when: dt.datetime | None) -> str:
+    if when is None:
+        return ""
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _error(operation: str, exc: ApiException) -> KubeError:
@@ -218,10 +228,14 @@ class KubeClient:
         raise AssertionError("unreachable")  # pragma: no cover
 
     # ------------------------------------------------------------------ pods
-    async def list_pods(self, namespace: str, selector: str = "") -> tuple[list[Pod], str]:
-        """The pods matching `selector` and the list's resourceVersion (to watch from)."""
+    async def list_pods(
+        self, namespace: str, selector: str = "", field_selector: str = ""
+    ) -> tuple[list[Pod], str]:
+        """The pods matching `selector` (and `field_selector`, e.g. `spec.nodeName=N`) and the
+        list's resourceVersion (to watch from)."""
+        extra: dict[str, Any] = {"field_selector": field_selector} if field_selector else {}
         result = await self._call(
-            "list_pods", lambda: self.core.list_namespaced_pod(namespace, label_selector=selector)
+            "list_pods", lambda: self.core.list_namespaced_pod(namespace, label_selector=selector, **extra)
         )
         return [Pod.from_model(p) for p in result.items], result.metadata.resource_version or ""
 

@@ -146,6 +146,7 @@ class FakeKube:
         labels: dict[str, str] | None = None,
         ready: bool = True,
         owner_kind: str | None = "ReplicaSet",
+        created: str | None = None,
     ) -> Obj:
         owners = (
             [
@@ -171,7 +172,7 @@ class FakeKube:
                 "annotations": {},
                 "ownerReferences": owners,
                 "resourceVersion": self._bump(),
-                "creationTimestamp": now_micro()[:19] + "Z",
+                "creationTimestamp": created or now_micro()[:19] + "Z",
             },
             "spec": {
                 "hostname": hostname or name,
@@ -187,7 +188,9 @@ class FakeKube:
         self._record("ADDED", pod)
         return pod
 
-    def add_node(self, name: str, annotations: dict[str, str] | None = None) -> Obj:
+    def add_node(
+        self, name: str, annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None
+    ) -> Obj:
         """A Kubernetes Node in the shape the API serves (v1 Node, cluster-scoped)."""
         node: Obj = {
             "apiVersion": "v1",
@@ -195,7 +198,7 @@ class FakeKube:
             "metadata": {
                 "name": name,
                 "uid": str(uuid.uuid4()),
-                "labels": {"kubernetes.io/hostname": name},
+                "labels": {"kubernetes.io/hostname": name, **(labels or {})},
                 "annotations": dict(annotations or {}),
                 "resourceVersion": self._bump(),
                 "creationTimestamp": now_micro()[:19] + "Z",
@@ -233,6 +236,17 @@ class FakeKube:
         node["metadata"]["resourceVersion"] = self._bump()
         self._record("MODIFIED", node, self.node_history)
 
+    def label_node(self, name: str, labels: dict[str, str | None]) -> None:
+        """As `kubectl label node`: None removes one."""
+        node = self.nodes[name]
+        for key, value in labels.items():
+            if value is None:
+                node["metadata"]["labels"].pop(key, None)
+            else:
+                node["metadata"]["labels"][key] = value
+        node["metadata"]["resourceVersion"] = self._bump()
+        self._record("MODIFIED", node, self.node_history)
+
     def set_node_spec(
         self, name: str, *, unschedulable: bool | None = None, taints: list[Obj] | None = None
     ) -> None:
@@ -250,6 +264,12 @@ class FakeKube:
                 node["spec"].pop("taints", None)
         node["metadata"]["resourceVersion"] = self._bump()
         self._record("MODIFIED", node, self.node_history)
+
+    def remove_pod(self, name: str, namespace: str = "slurm") -> None:
+        """The pod is gone (deleted and its containers stopped), as a watch then reports it."""
+        pod = self.pods.pop((namespace, name))
+        pod["metadata"]["resourceVersion"] = self._bump()
+        self._record("DELETED", pod)
 
     def set_ready(self, name: str, ready: bool, namespace: str = "slurm") -> None:
         pod = self.pods[(namespace, name)]
@@ -347,10 +367,16 @@ class FakeKube:
         selector = q.get("labelSelector")
         if q.get("watch") in {"true", "1", "True"}:
             return await self._watch(request, ns, selector)
+        fields = q.get("fieldSelector") or ""
+        if fields and not fields.startswith("spec.nodeName="):
+            return _status(400, "BadRequest", f'"{fields}" is not a known field selector here')
+        on_node = fields.partition("=")[2] if fields else None
         items = [
             copy.deepcopy(p)
             for (pns, _), p in sorted(self.pods.items())
-            if pns == ns and _selected(p, selector)
+            if pns == ns
+            and _selected(p, selector)
+            and (on_node is None or p["spec"].get("nodeName") == on_node)
         ]
         return web.json_response(
             {
