@@ -20,6 +20,7 @@ from sidecars.controlplane.claims import Claims
 from sidecars.controlplane.configfeed import ConfigFeed
 from sidecars.controlplane.deletion_cost import DeletionCostWriter
 from sidecars.controlplane.drains import DrainBatcher
+from sidecars.controlplane.gpudomains import ComputeDomainCache, GpuDomainSync
 from sidecars.controlplane.kubenodes import NodeCache
 from sidecars.controlplane.leader import LeaderElector
 from sidecars.controlplane.maintenance import Maintenance
@@ -97,6 +98,14 @@ class ControlPlane:
         if kube is not None and settings.cordon_sync:
             self.cordons = CordonSync(
                 kube, self._node_cache(kube), self.drains, self.node_of, taint_keys=settings.cordon_taints
+            )
+        self.gpu_domains: GpuDomainSync | None = None
+        self.compute_domains: ComputeDomainCache | None = None
+        if kube is not None and settings.gpu_domain_features:
+            if settings.compute_domains:
+                self.compute_domains = ComputeDomainCache(kube)
+            self.gpu_domains = GpuDomainSync(
+                slurm, self._node_cache(kube), self.node_of, self.compute_domains
             )
         self.conditions: ConditionWriter | None = None
         if kube is not None and settings.pod_conditions:
@@ -300,6 +309,8 @@ class ControlPlane:
                     await self.cordons.cycle(pods, snap)
                 if self.conditions is not None and snap.loaded:
                     await self.conditions.sync(pods, snap)
+                if self.gpu_domains is not None and self.gpu_domains.ready and snap.loaded:
+                    await self.gpu_domains.cycle(pods, snap)
             except Exception as exc:  # a Kubernetes hiccup must not end the loop
                 log.warning("act_failed", error=str(exc))
 
@@ -412,6 +423,8 @@ class ControlPlane:
         self.tasks.start("upgrade_loop", self.upgrade_loop())
         if self.kube_nodes is not None:
             self.tasks.start("kube_nodes", self.kube_nodes.run())
+        if self.compute_domains is not None:
+            self.tasks.start("compute_domains", self.compute_domains.run())
         try:
             async with http.serve(self.http_app(), self.settings.host, self.settings.port) as port:
                 log.info(

@@ -46,6 +46,8 @@ class ControlPlaneSettings:
     pod_conditions: bool = True  # mirror each worker's Slurm state in its pod's conditions
     condition_qps: float = 5.0
     condition_settle_seconds: float = 10.0  # a new Slurm state must hold this long before it is written
+    gpu_domain_features: bool = True  # a worker's Slurm node gets a feature naming its NVLink domain
+    compute_domains: bool = False  # also watch NVIDIA's DRA ComputeDomains (the CRD and RBAC needed)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -170,6 +172,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="10",
         help="a Slurm state must hold this long before the pod conditions show it (no flapping)",
     )
+    configure_gpu(parser)
+
+
+def configure_gpu(parser: argparse.ArgumentParser) -> None:
+    flag(
+        parser,
+        "--gpu-domain-features",
+        default="on",
+        choices=["on", "off"],
+        help="on: a worker's Slurm node gets nvlink-clique-<v> from its Node's nvidia.com/gpu.clique label",
+    )
+    flag(
+        parser,
+        "--compute-domains",
+        default="off",
+        choices=["on", "off"],
+        help="on: also nvlink-domain-<name> for each resource.nvidia.com ComputeDomain its Node joined",
+    )
 
 
 def _taint_keys(text: str) -> tuple[str, ...]:
@@ -251,4 +271,6 @@ def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
         condition_settle_seconds=positive(
             args.condition_settle_seconds, "--condition-settle-seconds", allow_zero=True
         ),
+        gpu_domain_features=args.gpu_domain_features != "off",
+        compute_domains=args.compute_domains == "on",
     )

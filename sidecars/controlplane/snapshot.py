@@ -39,6 +39,8 @@ class FleetNode:
     gpus: int = field(compare=False)
     registered: bool = field(compare=False)
     pod: podinfo.PodInfo | None = field(compare=False, default=None)  # Slinky's Comment, where written
+    features: tuple[str, ...] = field(compare=False, default=())  # AvailableFeatures (GPU domains)
+    active_features: tuple[str, ...] = field(compare=False, default=())
 
     @property
     def drain(self) -> bool:
@@ -83,6 +85,8 @@ def view(node: Node, jobs: Iterable[Job]) -> FleetNode:
         gpus=_gpus(node.gres),
         registered=node.state.registered,
         pod=podinfo.parse(node.comment),
+        features=node.features,
+        active_features=node.active_features,
     )
 
 

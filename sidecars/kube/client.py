@@ -28,6 +28,8 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from sidecars.kube.gpudomain import GROUP, PLURAL, VERSION, ComputeDomain
+
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
@@ -176,6 +178,7 @@ class KubeClient:
         self.api = k.ApiClient(self.configuration)
         self.core = k.CoreV1Api(self.api)
         self.coordination = k.CoordinationV1Api(self.api)
+        self.custom = k.CustomObjectsApi(self.api)
         self.requests: Counter | None = None
         if self.registry is not None:
             self.requests = Counter(
@@ -325,6 +328,37 @@ class KubeClient:
                 return None
             raise
         return KubeNode.from_model(node)
+
+    # ------------------------------------------------------------------ compute domains
+    async def list_compute_domains(self) -> tuple[list[ComputeDomain], str]:
+        """NVIDIA's DRA driver ComputeDomains in every namespace (a 404: the CRD is not installed)."""
+        result = await self._call(
+            "list_computedomains", lambda: self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)
+        )
+        items = [ComputeDomain.from_json(o) for o in result.get("items") or [] if isinstance(o, dict)]
+        return items, str((result.get("metadata") or {}).get("resourceVersion") or "")
+
+    async def watch_compute_domains(
+        self, resource_version: str, timeout_seconds: int = 300
+    ) -> AsyncIterator[tuple[str, ComputeDomain]]:
+        """(ADDED|MODIFIED|DELETED, domain) from `resource_version`; a 410 raises KubeError."""
+        async with watch.Watch() as w:
+            stream = w.stream(
+                self.custom.list_cluster_custom_object,
+                GROUP,
+                VERSION,
+                PLURAL,
+                resource_version=resource_version,
+                timeout_seconds=timeout_seconds,
+                allow_watch_bookmarks=True,
+            )
+            try:
+                async for event in stream:
+                    obj = event["object"]
+                    if event["type"] in {"ADDED", "MODIFIED", "DELETED"} and isinstance(obj, dict):
+                        yield event["type"], ComputeDomain.from_json(obj)
+            except ApiException as exc:
+                raise _error("watch_computedomains", exc) from exc
 
     # ------------------------------------------------------------------ events
     async def create_event(
