@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from sidecars.kube.gpudomain import registration_features
 from sidecars.kube.nodename import NodeNaming, slurm_node_name
 from sidecars.worker.settings import WorkerSettings
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 NAME_FILE = "slurm-node-name"
+FEATURES_FILE = "slurm-node-features"  # slurmd's `--conf Features=` at registration; empty: none
 GetNode = Callable[[str], Awaitable["KubeNode | None"]]
 
 
@@ -57,10 +59,26 @@ async def resolve(settings: WorkerSettings, get_node: GetNode | None) -> WorkerS
     return dataclasses.replace(settings, node_name=named.name)
 
 
-def write_name(settings: WorkerSettings) -> Path:
-    """`<state-dir>/slurm-node-name`, replaced atomically (slurmd's container may be reading it)."""
-    path = settings.state_dir / NAME_FILE
-    tmp = path.with_name(f".{NAME_FILE}.{os.getpid()}")
-    tmp.write_text(settings.node_name + "\n")
+def _write(path: Path, text: str) -> Path:
+    """Replaced atomically: slurmd's container may be reading it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(text)
     tmp.replace(path)
     return path
+
+
+def write_name(settings: WorkerSettings) -> Path:
+    """`<state-dir>/slurm-node-name`: slurmd's container starts slurmd once it is there."""
+    return _write(settings.state_dir / NAME_FILE, settings.node_name + "\n")
+
+
+async def write_features(settings: WorkerSettings, get_node: GetNode | None) -> str:
+    """`<state-dir>/slurm-node-features`: the GPU domain features slurmd registers with (the
+    Node's NVLink clique label, checked: an empty or malformed value gives an empty file, and
+    slurmd then passes no `Features=`). Written before the name file, which slurmd waits for."""
+    features = ""
+    node = await get_node(settings.kube_node) if get_node is not None else None
+    if node is not None:
+        features = registration_features(node.name, node.labels)
+    _write(settings.state_dir / FEATURES_FILE, features + "\n" if features else "")
+    return features

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ from sidecars.worker import api, naming
 from sidecars.worker.claim import ClaimCheck
 from sidecars.worker.cp_client import ControlPlaneClient
 from sidecars.worker.drain import Drainer
+from sidecars.worker.imex import ImexCheck
 from sidecars.worker.jobmap import JobMapping, gpu_jobs
 from sidecars.worker.metrics import WorkerMetrics
 from sidecars.worker.observation import Observation
@@ -79,6 +81,7 @@ class Agent:
             lambda: self.slurmd.find(record=False),
             interval=settings.poll_seconds,
         )
+        self.imex = ImexCheck(settings.imex_channel, os.environ if env is None else env)
         self.obs: Observation | None = None
         self.known: Observation | None = None  # the last look that succeeded (probes, status)
         self.started = time.monotonic()
@@ -163,6 +166,7 @@ class Agent:
             "gpu_jobs": self.mapping.current() if self.mapping else None,
             "slurmd_health": self.slurmd_health.as_json(),  # which readiness source was used
             "claim_refused": self.claim.refused if self.claim is not None else None,
+            "imex_channel": self.imex.check().as_json(),
         }
 
     def http(self) -> DaemonHTTP:
@@ -174,6 +178,7 @@ class Agent:
         ready.add("registered", self._registered)
         ready.add("node_usable", self._node_usable)
         ready.add("slurmd_ready", self.slurmd_health.check)
+        ready.add("imex_channel", self.imex.check)
         return DaemonHTTP(self.registry, liveness=live, readiness=ready, status=self.status)
 
     # ------------------------------------------------------------------ the loop
@@ -377,6 +382,8 @@ def main(args: argparse.Namespace) -> int:
             get_node = kube.get_node if kube is not None and given.node_name_annotation else None
             settings = await naming.resolve(given, get_node)
             logs.bind("worker", node=settings.node_name, pod=settings.pod)
+            if settings.node_name_from == "kube-node":
+                await naming.write_features(settings, kube.get_node if kube is not None else None)
             claim = claim_check(settings, kube) if kube is not None else None
             if claim is None and settings.node_name_from == "kube-node":
                 log.warning("slurm_node_claim_unchecked", why="no Kubernetes API configuration")

@@ -45,6 +45,7 @@ class WorkerSettings:
     kube_node: str = ""  # the pod's spec.nodeName (downward API), for --node-name-from=kube-node
     node_name_annotation: str = ANNOTATION  # a Node annotation that overrides its name; "": none
     worker_selector: str = "app.kubernetes.io/component=worker"  # kube-node: the worker pods on a Node
+    imex_channel: Path = Path("/dev/nvidia-caps-imex-channels/channel0")  # switch/nvidia_imex readiness
 
     @property
     def pod(self) -> str:
@@ -71,6 +72,12 @@ def configure(p: argparse.ArgumentParser) -> None:
         help="pod: --node-name is the name; kube-node: the Kubernetes Node's name (or its annotation)",
     )
     flag(p, "--kube-node-name", default="", help="the pod's spec.nodeName (downward API), for kube-node")
+    flag(
+        p,
+        "--imex-channel",
+        default="/dev/nvidia-caps-imex-channels/channel0",
+        help="with SwitchType=switch/nvidia_imex in slurm.conf: readiness needs this IMEX channel device",
+    )
     flag(
         p,
         "--worker-selector",
@@ -199,4 +206,5 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         kube_node=kube_node,
         node_name_annotation=annotation,
         worker_selector=str(args.worker_selector or ""),
+        imex_channel=Path(args.imex_channel),
     )

@@ -274,6 +274,9 @@ def test_daemonset_workers_are_named_after_their_node_by_the_agent_and_the_contr
     script = " ".join(p["slurmd"].spec["command"])
     name_file = "/run/slurm-sidecars/slurm-node-name"
     assert name_file in script and '-N "$(cat "$f")"' in script
+    # the domain feature at registration, from the agent's file: no `Features=` when it is empty
+    assert "feat=$(cat /run/slurm-sidecars/slurm-node-features" in script
+    assert '${feat:+--conf "Features=$feat"}' in script
     socket_dir = (flag_value(argv, "--socket") or "").rpartition("/")[0]
     assert flag_value(argv, "--state-dir") is None and name_file.startswith(socket_dir + "/")
     assert _mount_above(p["slurmd"].spec, name_file)["name"] == _mount_above(agent.spec, name_file)["name"]

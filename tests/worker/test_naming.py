@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from sidecars.kube import KubeClient
+from sidecars.kube.gpudomain import CLIQUE_LABEL
 from sidecars.kube.nodename import ANNOTATION
 from sidecars.worker import naming
 from sidecars.worker.settings import WorkerSettings
@@ -64,6 +65,21 @@ async def test_a_malformed_override_or_a_missing_node_stops_the_agent_before_any
     with pytest.raises(naming.NameUnresolved, match="no Kubernetes API"):
         await naming.resolve(settings(tmp_path), None)
     assert not (tmp_path / naming.NAME_FILE).exists()
+
+
+async def test_the_registration_features_come_from_the_clique_label_checked(
+    tmp_path: Path, kube: tuple[FakeKube, KubeClient]
+) -> None:
+    fake, client = kube
+    fake.add_node("k1", labels={CLIQUE_LABEL: "uuid-1.7"})
+    s = await naming.resolve(settings(tmp_path), client.get_node)
+    assert await naming.write_features(s, client.get_node) == "nvlink-clique-uuid-1.7"
+    assert (tmp_path / naming.FEATURES_FILE).read_text() == "nvlink-clique-uuid-1.7\n"
+    for bad in ("", "a b", "x,y"):  # never an empty or malformed Features= for slurmd
+        fake.label_node("k1", {CLIQUE_LABEL: bad})
+        assert await naming.write_features(s, client.get_node) == ""
+        assert (tmp_path / naming.FEATURES_FILE).read_text() == ""
+    assert await naming.write_features(s, None) == ""  # no API: no domain known
 
 
 async def test_no_override_configured_needs_no_api_and_pod_naming_is_untouched(tmp_path: Path) -> None:
