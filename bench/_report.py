@@ -1,6 +1,10 @@
-"""The one line per headline figure that `run_all.py` collects into its table."""
+"""What the benchmarks share: the one line per headline figure that `run_all.py` collects into its
+table, the Slurm releases to measure, one core to measure on, and the percentile of a sample."""
 
 from __future__ import annotations
+
+import os
+from collections.abc import Sequence
 
 from sidecars.devcluster import Release
 from sidecars.devcluster.release import available_releases, build_chroot, host_release
@@ -29,3 +33,17 @@ async def releases(choice: str) -> list[Release]:
     for why in missing:
         print(f"not measured: {why}")
     return found
+
+
+def one_core() -> None:
+    """Pin this process to one core: the figures are per core, whatever else the machine runs."""
+    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+
+
+def percentile(samples: Sequence[float], p: float) -> float:
+    """The nearest-rank percentile: the smallest sample with at least p % of the samples at or below it."""
+    if not samples:
+        raise ValueError("no samples")
+    ordered = sorted(samples)
+    rank = max(1, min(len(ordered), int(-(-p * len(ordered) // 100))))
+    return ordered[rank - 1]

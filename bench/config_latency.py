@@ -34,7 +34,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from _report import releases, result
+from _report import percentile, releases, result
 from prometheus_client import CollectorRegistry
 
 from sidecars.configsync.main import running
@@ -83,13 +83,6 @@ class Run:
     detail: str = ""  # where the time of a change goes
     back_to_back: list[float] | None = None  # P1c: swap -> that set or a later one applied
     dry_runs: list[float] | None = None  # seconds of each dry run
-
-
-def pct(samples: list[float], p: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(samples)
-    rank = max(1, min(len(ordered), int(-(-p * len(ordered) // 100))))
-    return ordered[rank - 1]
 
 
 def command_seconds(registry: CollectorRegistry, command: str | None = None) -> tuple[float, float]:
@@ -286,7 +279,7 @@ async def baseline_run(release: Release, samples_wanted: int, period: float = 5.
 
 def row(name: str, samples: list[float]) -> str:
     return (
-        f"{name:<52} {len(samples):>4} {statistics.median(samples):>8.3f} {pct(samples, 99):>8.3f} "
+        f"{name:<52} {len(samples):>4} {statistics.median(samples):>8.3f} {percentile(samples, 99):>8.3f} "
         f"{max(samples):>8.3f}"
     )
 
@@ -322,8 +315,8 @@ async def measure(release: Release, args: argparse.Namespace) -> None:
     if dry:
         print(row("the dry run alone (throwaway slurmctld, start to verdict)", dry))
 
-    p50, p99 = statistics.median(ours.samples), pct(ours.samples, 99)
-    b50, b99 = statistics.median(theirs.samples), pct(theirs.samples, 99)
+    p50, p99 = statistics.median(ours.samples), percentile(ours.samples, 99)
+    b50, b99 = statistics.median(theirs.samples), percentile(theirs.samples, 99)
     result(
         "P1",
         f"..data swap -> reconfigure verified (settle {args.settle_seconds:g} s), p50/p99 over "
@@ -337,19 +330,19 @@ async def measure(release: Release, args: argparse.Namespace) -> None:
         result(
             "P1-dry",
             f"the dry run's own cost, p50/p99 over {len(dry)} runs ({release.short})",
-            f"{seconds(statistics.median(dry))} / {seconds(pct(dry, 99))}",
+            f"{seconds(statistics.median(dry))} / {seconds(percentile(dry, 99))}",
             "none (the field has no dry run)",
             "inside P1's p99 <= 1 s",
-            pct(dry, 99) <= 1.0,
+            percentile(dry, 99) <= 1.0,
         )
     if back:
         result(
             "P1c",
             f"{BACK_TO_BACK} changes 1 s apart: swap -> it or a later one applied, p50/p99 ({release.short})",
-            f"{seconds(statistics.median(back))} / {seconds(pct(back, 99))}",
+            f"{seconds(statistics.median(back))} / {seconds(percentile(back, 99))}",
             "6.1 s measured before (each waited for the one before)",
             "p99 <= 1.5 s",
-            pct(back, 99) <= 1.5,
+            percentile(back, 99) <= 1.5,
         )
 
     def storm_cell(r: Run) -> str:

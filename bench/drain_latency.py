@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _report import releases, result
+from _report import percentile, releases, result
 
 from sidecars.devcluster import ClusterSpec, DevCluster, Release
 from sidecars.drainhook import drain
@@ -33,12 +33,6 @@ from sidecars.worker.service import Agent
 from sidecars.worker.settings import WorkerSettings
 
 BASELINE_PERIOD = 30.0
-
-
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    k = max(0, math.ceil(p / 100 * len(ordered)) - 1)
-    return ordered[k]
 
 
 async def one_drain(cluster: DevCluster, s: WorkerSettings, rng: random.Random) -> tuple[float, float]:
@@ -108,21 +102,21 @@ def report(release: Release, nodes: int, lat: list[float], base: list[float]) ->
     )
     print(f"  {'':34} {'p50 s':>8} {'p99 s':>8} {'max s':>8}")
     print(
-        f"  {'worker agent (poll 0.25 s draining)':34} {statistics.median(lat):8.3f} {pct(lat, 99):8.3f} "
-        f"{max(lat):8.3f}"
+        f"  {'worker agent (poll 0.25 s draining)':34} {statistics.median(lat):8.3f} "
+        f"{percentile(lat, 99):8.3f} {max(lat):8.3f}"
     )
     print(
-        f"  {'baseline: re-check every 30 s':34} {statistics.median(base):8.3f} {pct(base, 99):8.3f} "
+        f"  {'baseline: re-check every 30 s':34} {statistics.median(base):8.3f} {percentile(base, 99):8.3f} "
         f"{max(base):8.3f}"
     )
     print("  baseline = first 30 s tick after the observed job end, counted from the same drain start")
     print("  goal: p99 <= 1 s")
-    p99 = pct(lat, 99)
+    p99 = percentile(lat, 99)
     result(
         "P2",
         f"last job end -> drain-hook return, p50/p99 over {len(lat)} drains ({release.short})",
         f"{statistics.median(lat):.2f} s / {p99:.2f} s",
-        f"{statistics.median(base):.2f} s / {pct(base, 99):.2f} s (re-check every 30 s, same drains)",
+        f"{statistics.median(base):.2f} s / {percentile(base, 99):.2f} s (re-check every 30 s, same drains)",
         "p99 <= 1 s",
         p99 <= 1.0,
     )

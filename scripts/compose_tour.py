@@ -22,7 +22,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,14 +30,16 @@ import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import yaml
+from _steps import StepFailed, run, say, until
+
+from sidecars.devcluster import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 SEED = ROOT / "images" / "compose"
-T = TypeVar("T")
 # the slurmd pod's preStop hook (manifests/base/slurmd.yaml), with a timeout for a tour
 PRESTOP = (
     "slurm-sidecars",
@@ -48,32 +49,6 @@ PRESTOP = (
     "--timeout-seconds",
     "60",
 )
-
-
-class StepFailed(RuntimeError):
-    pass
-
-
-def say(text: str = "") -> None:
-    print(text, flush=True)
-
-
-def until(what: str, check: Callable[[], T | None], timeout: float = 60.0, every: float = 0.5) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise StepFailed(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(every)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class Stack:
@@ -93,7 +68,7 @@ class Stack:
     # ------------------------------------------------------------------ podman
     def compose(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         argv = ["podman-compose", "-p", self.project, "-f", str(COMPOSE_FILE), *args]
-        r = subprocess.run(argv, cwd=ROOT, env=self.env, capture_output=True, text=True, check=False)
+        r = run(*argv, check=False, cwd=ROOT, env=self.env)
         if check and r.returncode != 0:
             raise StepFailed(f"podman-compose {' '.join(args)}: exit {r.returncode}: {r.stderr[-2000:]}")
         return r
@@ -102,8 +77,7 @@ class Stack:
         return f"{self.project}_{service}_1"
 
     def exec(self, service: str, *argv: str, check: bool = True, user: str | None = None) -> str:
-        cmd = ["podman", "exec", *(["--user", user] if user else []), self.name(service), *argv]
-        r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        r = run("podman", "exec", *(["--user", user] if user else []), self.name(service), *argv, check=False)
         if check and r.returncode != 0:
             raise StepFailed(
                 f"{service}: {' '.join(argv)}: exit {r.returncode}: {(r.stdout + r.stderr)[-1500:]}"
@@ -111,17 +85,12 @@ class Stack:
         return r.stdout
 
     def inspect(self, service: str) -> dict[str, Any]:
-        r = subprocess.run(
-            ["podman", "inspect", self.name(service)], capture_output=True, text=True, check=True
-        )
+        r = run("podman", "inspect", self.name(service))
         found: list[dict[str, Any]] = json.loads(r.stdout)
         return found[0]
 
     def healthy(self, service: str) -> bool:
-        r = subprocess.run(
-            ["podman", "healthcheck", "run", self.name(service)], capture_output=True, text=True, check=False
-        )
-        return r.returncode == 0
+        return run("podman", "healthcheck", "run", self.name(service), check=False).returncode == 0
 
     def url(self, service: str, port: int) -> str:
         networks = self.inspect(service)["NetworkSettings"]["Networks"]
@@ -165,21 +134,15 @@ class Stack:
 
     def wait_for(self, service: str, condition: str, timeout: float) -> None:
         if condition == "service_completed_successfully":
-            r = subprocess.run(
-                ["podman", "wait", self.name(service)], capture_output=True, text=True, check=False
-            )
+            r = run("podman", "wait", self.name(service), check=False)
             if r.returncode != 0 or r.stdout.strip() != "0":
-                logs = subprocess.run(
-                    ["podman", "logs", self.name(service)], capture_output=True, text=True, check=False
-                )
+                logs = run("podman", "logs", self.name(service), check=False)
                 raise StepFailed(f"{service} did not complete successfully: {r.stdout}{logs.stderr[-1000:]}")
         elif condition == "service_healthy":
             try:
                 until(f"{service}'s healthcheck", lambda: self.healthy(service), timeout=timeout, every=1.0)
             except StepFailed:
-                logs = subprocess.run(
-                    ["podman", "logs", self.name(service)], capture_output=True, text=True, check=False
-                )
+                logs = run("podman", "logs", self.name(service), check=False)
                 raise StepFailed(
                     f"{service} never became healthy; its log ends: {(logs.stdout + logs.stderr)[-1500:]}"
                 ) from None
@@ -192,8 +155,7 @@ class Stack:
             ("volume", ["podman", "volume", "ls", "--filter", label, "--format", "{{.Name}}"]),
             ("network", ["podman", "network", "ls", "--format", "{{.Name}}"]),
         ):
-            r = subprocess.run(argv, capture_output=True, text=True, check=False)
-            names = r.stdout.split()
+            names = run(*argv, check=False).stdout.split()
             found += [f"{kind} {n}" for n in names if kind != "network" or n.startswith(self.project + "_")]
         return found
 
@@ -201,23 +163,11 @@ class Stack:
         """Remove every container, volume and network of the project; return what is left."""
         self.compose("down", "-v", "-t", "20", check=False)
         label = f"label=io.podman.compose.project={self.project}"
-        r = subprocess.run(
-            ["podman", "ps", "-aq", "--filter", label], capture_output=True, text=True, check=False
-        )
-        if r.stdout.split():
-            subprocess.run(
-                ["podman", "rm", "-f", "-t", "5", *r.stdout.split()], capture_output=True, check=False
-            )
-        r = subprocess.run(
-            ["podman", "volume", "ls", "-q", "--filter", label], capture_output=True, text=True, check=False
-        )
-        if r.stdout.split():
-            subprocess.run(
-                ["podman", "volume", "rm", "-f", *r.stdout.split()], capture_output=True, check=False
-            )
-        subprocess.run(
-            ["podman", "network", "rm", "-f", f"{self.project}_default"], capture_output=True, check=False
-        )
+        if containers := run("podman", "ps", "-aq", "--filter", label, check=False).stdout.split():
+            run("podman", "rm", "-f", "-t", "5", *containers, check=False)
+        if volumes := run("podman", "volume", "ls", "-q", "--filter", label, check=False).stdout.split():
+            run("podman", "volume", "rm", "-f", *volumes, check=False)
+        run("podman", "network", "rm", "-f", f"{self.project}_default", check=False)
         return self.leftovers()
 
 
@@ -257,12 +207,7 @@ class Tour:
     def update_configmap(self, text: str) -> None:
         (self.stack.seed / "slurm.conf").write_text(text)
         # the kubelet service swaps `..data` in the ConfigMap volume, as the kubelet does
-        r = subprocess.run(
-            ["podman", "start", "--attach", self.stack.name("kubelet")],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        r = run("podman", "start", "--attach", self.stack.name("kubelet"), check=False)
         if r.returncode != 0:
             raise StepFailed(f"the kubelet service failed: {r.stderr[-1000:]}")
 
@@ -348,12 +293,7 @@ class Tour:
         self.wait_job(job, {"RUNNING"})
         say(f"  job {job} (4 s of work) runs on worker-2; its preStop command runs in the worker-2 container")
         started = time.monotonic()
-        r = subprocess.run(
-            ["podman", "exec", self.stack.name("worker-2"), *PRESTOP],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        r = run("podman", "exec", self.stack.name("worker-2"), *PRESTOP, check=False)
         hook_done = time.time()
         state = self.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}, timeout=30)
         if r.returncode != 0 or state != "COMPLETED":
@@ -366,9 +306,7 @@ class Tour:
         node = node or "drained, and its dynamic node record deleted"
         ended = float(self.stack.exec("worker-2", "cat", "/tmp/drain-job-done"))
         lag = hook_done - ended
-        subprocess.run(
-            ["podman", "stop", "-t", "30", self.stack.name("worker-2")], capture_output=True, check=True
-        )
+        run("podman", "stop", "-t", "30", self.stack.name("worker-2"))
         say(
             f"  job {job} COMPLETED (not killed); the hook returned {lag:.2f}s after the job's last command,"
             f" {time.monotonic() - started:.1f}s after it was called; worker-2 is {node}; container stopped"

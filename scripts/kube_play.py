@@ -36,44 +36,16 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import yaml
+from _steps import StepFailed, run, say, until
 
 ROOT = Path(__file__).resolve().parents[1]
-T = TypeVar("T")
 Obj = dict[str, Any]
 PROBES = ("startupProbe", "livenessProbe", "readinessProbe")
-
-
-class CheckFailed(RuntimeError):
-    pass
-
-
-def say(text: str) -> None:
-    print(text, flush=True)
-
-
-def until(what: str, check: Callable[[], T | None], timeout: float = 180.0, every: float = 1.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise CheckFailed(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(every)
-
-
-def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    r = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if check and r.returncode != 0:
-        raise CheckFailed(f"{' '.join(argv)}: exit {r.returncode}: {(r.stdout + r.stderr)[-1500:]}")
-    return r
 
 
 def render(kubectl: str) -> list[Obj]:
@@ -238,6 +210,7 @@ class Play:
                         f"{role}/{c['name']} {probe} ({' '.join(argv)})",
                         lambda r=role, n=c["name"], a=argv: self.exec(r, n, *a, check=False).returncode == 0,
                         timeout=timeout,
+                        every=1.0,
                     )
                     done.append(f"{role}/{c['name']} {probe}")
         return done
@@ -249,22 +222,22 @@ class Play:
                 ctx = c.get("securityContext", {})
                 info = json.loads(run("podman", "inspect", self.container(role, c["name"])).stdout)[0]
                 if info["State"]["Status"] != "running":
-                    raise CheckFailed(f"{role}/{c['name']} is {info['State']['Status']}")
+                    raise StepFailed(f"{role}/{c['name']} is {info['State']['Status']}")
                 if "runAsUser" in ctx:
                     uid = self.exec(role, c["name"], "id", "-u").stdout.strip()
                     if uid != str(ctx["runAsUser"]):
-                        raise CheckFailed(f"{role}/{c['name']} runs as uid {uid}, not {ctx['runAsUser']}")
+                        raise StepFailed(f"{role}/{c['name']} runs as uid {uid}, not {ctx['runAsUser']}")
                 if ctx.get("readOnlyRootFilesystem"):
                     r = self.exec(role, c["name"], "touch", "/.written", check=False)
                     if r.returncode == 0:
-                        raise CheckFailed(f"{role}/{c['name']} could write its root filesystem")
+                        raise StepFailed(f"{role}/{c['name']} could write its root filesystem")
                 if ctx.get("capabilities", {}).get("drop") == ["ALL"] and not ctx.get("capabilities", {}).get(
                     "add"
                 ):
                     status = self.exec(role, c["name"], "cat", "/proc/self/status").stdout
                     eff = re.search(r"CapEff:\s*(\w+)", status)
                     if not eff or int(eff.group(1), 16) != 0:
-                        raise CheckFailed(f"{role}/{c['name']} has capabilities {eff and eff.group(1)}")
+                        raise StepFailed(f"{role}/{c['name']} has capabilities {eff and eff.group(1)}")
                 done.append(f"{role}/{c['name']}")
         return done
 
@@ -284,15 +257,20 @@ class Play:
             m = re.search(r"JobState=(\S+)", text)
             return m.group(1) if m else "?"
 
-        until(f"job {job} RUNNING", lambda: state() == "RUNNING", timeout=60)
+        until(f"job {job} RUNNING", lambda: state() == "RUNNING", timeout=60, every=1.0)
         r = self.exec("slurmd", "slurmd", *hook, check=False)
-        final = until(f"job {job} done", lambda: s if (s := state()) not in {"RUNNING", "PENDING"} else None)
+        final = until(
+            f"job {job} done",
+            lambda: s if (s := state()) not in {"RUNNING", "PENDING"} else None,
+            timeout=180,
+            every=1.0,
+        )
         sinfo = self.exec("slurmctld", "slurmctld", "sinfo", "-h", "-n", node, "-o", "%T").stdout.strip()
         # a dynamic node (`slurmd -Z`) is drained, then its record deleted by the agent: gone is right
         # too, but only after the hook said it drained
         drained = sinfo.startswith("drain") or (not sinfo and '"result": "drained"' in r.stdout + r.stderr)
         if r.returncode != 0 or final != "COMPLETED" or not drained:
-            raise CheckFailed(f"preStop exit {r.returncode}, job {final}, node {sinfo}: {r.stdout}{r.stderr}")
+            raise StepFailed(f"preStop exit {r.returncode}, job {final}, node {sinfo}: {r.stdout}{r.stderr}")
         return f"preStop ({' '.join(hook[:2])}) drained {node} while job {job} ran; the job COMPLETED"
 
 
@@ -319,7 +297,7 @@ def main() -> int:
         say(f"  running, with the manifests' user, read-only root and capabilities: {', '.join(secure)}")
         say(f"  {play.check_prestop()}")
         ok = True
-    except CheckFailed as exc:
+    except StepFailed as exc:
         say(f"FAILED: {exc}")
         for pod in play.pods.values():
             for c in pod["spec"]["containers"]:

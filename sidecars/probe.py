@@ -13,7 +13,7 @@ import sys
 
 import aiohttp
 
-from sidecars.runtime.settings import ConfigError, flag
+from sidecars.runtime.settings import ConfigError, flag, http_url
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -45,12 +45,11 @@ async def check(url: str, which: str, timeout: float) -> tuple[bool, str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    if not str(args.url).startswith(("http://", "https://")):
-        raise ConfigError(f"--url must be an http(s) URL, got {args.url!r}")
+    url = http_url(args.url, "--url")
     try:
         timeout = float(args.timeout_seconds)
     except ValueError:
         raise ConfigError(f"--timeout-seconds: not a number: {args.timeout_seconds!r}") from None
-    ok, message = asyncio.run(check(args.url, args.which, timeout))
+    ok, message = asyncio.run(check(url, args.which, timeout))
     print(message, file=sys.stdout if ok else sys.stderr)
     return 0 if ok else 1

@@ -5,43 +5,32 @@ changed), 1 when the control plane cannot be reached or fails."""
 from __future__ import annotations
 
 import argparse
-import asyncio
-import sys
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
-
-from sidecars.runtime.daemon import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
-from sidecars.runtime.settings import ConfigError, flag, positive, read_token
+from sidecars.apiclient import ControlPlane, Request, control_plane_flags, run
+from sidecars.runtime.settings import ConfigError, flag
 
 ACTIONS = ("start", "status", "pause", "resume")
 
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=ACTIONS, help="what to do")
-    flag(p, "--control-plane", help="control-plane URL, e.g. http://slurm-sidecars-control-plane:9200")
-    flag(p, "--token-file", help="bearer token for the control plane (a mounted Secret)")
+    control_plane_flags(p)
     flag(p, "--revision", help="start: the new pods' revision label (StatefulSet updateRevision)")
     flag(p, "--upgrade-budget", help="start: workers out of service at once, a number or a percentage")
     flag(p, "--slurm-version", help="start: the new image's slurmd release, checked against slurmctld")
-    flag(p, "--timeout-seconds", default="30", help="give up on the control plane after this long")
 
 
 @dataclass(frozen=True)
 class UpgradeSettings:
     action: str
-    url: str
-    token: str
+    control_plane: ControlPlane
     body: dict[str, str]
-    timeout: float
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> UpgradeSettings:
-        url = args.control_plane
-        if not url or not str(url).startswith(("http://", "https://")):
-            raise ConfigError(f"--control-plane must be an http(s) URL, got {url!r}")
-        token = read_token(args.token_file)
+        control_plane = ControlPlane.from_args(args)
         body: dict[str, str] = {}
         if args.action == "start":
             if not args.revision or not args.upgrade_budget:
@@ -49,13 +38,14 @@ class UpgradeSettings:
             body = {"revision": args.revision, "budget": args.upgrade_budget}
             if args.slurm_version:
                 body["slurm_version"] = args.slurm_version
-        return cls(
-            args.action,
-            str(url).rstrip("/"),
-            token,
-            body,
-            positive(args.timeout_seconds, "--timeout-seconds"),
-        )
+        return cls(args.action, control_plane, body)
+
+    def request(self) -> Request:
+        if self.action == "status":
+            return Request(method="GET", path="/v1/upgrade")
+        if self.action == "start":
+            return Request(method="POST", path="/v1/upgrade", body=self.body)
+        return Request(method="POST", path=f"/v1/upgrade/{self.action}")
 
 
 def render(report: dict[str, Any]) -> list[str]:
@@ -71,39 +61,15 @@ def render(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-async def call(settings: UpgradeSettings) -> tuple[int, Any]:
-    base = f"{settings.url}/v1/upgrade"
-    async with aiohttp.ClientSession(
-        headers={"Authorization": f"Bearer {settings.token}"},
-        timeout=aiohttp.ClientTimeout(total=settings.timeout),
-    ) as s:
-        if settings.action == "status":
-            req = s.get(base)
-        elif settings.action == "start":
-            req = s.post(base, json=settings.body)
-        else:
-            req = s.post(f"{base}/{settings.action}")
-        async with req as r:
-            return r.status, await r.json(content_type=None)
-
-
 def main(args: argparse.Namespace) -> int:
     settings = UpgradeSettings.from_args(args)
-    try:
-        status, body = asyncio.run(call(settings))
-    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-        print(
-            f"slurm-sidecars upgrade: control plane unreachable: {exc or type(exc).__name__}", file=sys.stderr
-        )
-        return EXIT_FAILURE
-    if status >= 400:
-        error = body.get("error", body) if isinstance(body, dict) else body
-        print(f"slurm-sidecars upgrade: {error}", file=sys.stderr)
-        return EXIT_CONFIG if status < 500 else EXIT_FAILURE
-    if settings.action == "status":
-        print("\n".join(render(body)))
-    elif settings.action == "start":
-        print(f"upgrade to {body['started']} started, budget {body['budget']}")
-    else:
-        print(f"upgrade to {body['revision']} {'paused' if body['paused'] else 'resumed'}")
-    return EXIT_OK
+
+    def show(body: Any) -> None:
+        if settings.action == "status":
+            print("\n".join(render(body)))
+        elif settings.action == "start":
+            print(f"upgrade to {body['started']} started, budget {body['budget']}")
+        else:
+            print(f"upgrade to {body['revision']} {'paused' if body['paused'] else 'resumed'}")
+
+    return run("upgrade", settings.control_plane, settings.request(), show)

@@ -1,4 +1,5 @@
-"""Test machinery every concern uses: polling until a condition holds, and an event sink that records."""
+"""Test machinery every concern uses: polling until a condition holds, an event sink that records, and
+the control plane's value types built in one line."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from sidecars.controlplane.snapshot import FleetNode
+from sidecars.kube import Pod
 from sidecars.runtime.events import EventType
 
 T = TypeVar("T")
@@ -46,3 +49,39 @@ class RecordingEvents:
 
     def reasons(self) -> list[str]:
         return [r for r, _, _ in self.events]
+
+
+def fleet_node(
+    name: str, *, drained: bool = False, reason: str | None = None, busy: bool = False
+) -> FleetNode:
+    """A node of the control plane's snapshot, for the rules that need no Slurm."""
+    return FleetNode(
+        name=name,
+        state="ALLOCATED" if busy else "IDLE",
+        flags=("DRAIN",) if drained else (),
+        reason=reason,
+        jobs=(1,) if busy else (),
+        busy_until=None,
+        partitions=("debug",),
+        cpus=1,
+        gpus=0,
+        registered=True,
+    )
+
+
+def fleet_pod(name: str, *, hostname: str = "", node_name: str = "", revision: str = "") -> Pod:
+    """A worker pod as the control plane's caches hold it."""
+    return Pod(
+        namespace="slurm",
+        name=name,
+        uid=f"uid-{name}-{revision}",
+        hostname=hostname,
+        labels={"controller-revision-hash": revision} if revision else {},
+        annotations={},
+        ready=True,
+        phase="Running",
+        owner_kind="StatefulSet",
+        deleting=False,
+        resource_version="1",
+        node_name=node_name,
+    )

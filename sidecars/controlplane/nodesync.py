@@ -90,7 +90,10 @@ class CordonSync:
             if view.drain:
                 if view.reason == reason:
                     self.held[name] = want.kube_node
-                self._redraining.pop(name, None)  # a drain holds, ours or someone's: nothing to redo
+                    if name in self._redraining:  # our re-drain, seen before the batcher said so
+                        self._to_report.append((name, self._redraining.pop(name)))
+                else:
+                    self._redraining.pop(name, None)  # someone's drain holds: nothing to redo
                 continue
             if name in pending:
                 continue

@@ -8,7 +8,7 @@ import socket
 from dataclasses import dataclass
 
 from sidecars.kube.nodename import ANNOTATION, SOURCES
-from sidecars.runtime.settings import ConfigError, flag, parse_addr, positive, read_token
+from sidecars.runtime.settings import ConfigError, flag, http_url, parse_addr, positive, read_token
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,9 +225,7 @@ def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
     if renew >= lease:
         raise ConfigError("--renew-seconds must be shorter than --lease-seconds")
     pod_name = args.pod_name or ""
-    config_sync = args.config_sync or None
-    if config_sync is not None and not str(config_sync).startswith(("http://", "https://")):
-        raise ConfigError(f"--config-sync must be an http(s) URL, got {config_sync!r}")
+    config_sync = http_url(args.config_sync, "--config-sync") if args.config_sync else None
     identity = args.identity or pod_name or socket.gethostname()
     return ControlPlaneSettings(
         host=host,

@@ -257,8 +257,7 @@ class DevCluster:
         self.ports = Ports(ports[0], ports[1], dict(zip(self.node_names, ports[2:], strict=True)))
         if self.slinky:
             slinky.write_key(self.dir / "etc")
-        shape_render = slinky.render if self.slinky else render
-        files = shape_render(self.spec, self.dir, self.ports, self.host, f"c{ports[0]}")
+        files = render(self.spec, self.dir, self.ports, self.host, f"c{ports[0]}")
         if self.release.root is not None:
             # 24.11's slurmd always initialises a cgroup plugin and dies without cgroupfs unless told not to
             files["cgroup.conf"] = "CgroupPlugin=disabled\n"

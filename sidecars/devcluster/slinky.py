@@ -10,6 +10,8 @@
   get their tokens from a local daemon's sack socket in the namespace's /run (a slurmd's
   /run/slurm/sack.socket, else slurmctld's /run/slurmctld/sack.socket), as a login pod's sackd serves.
 
+slurmconf.render writes this shape's slurm.conf beside the classic one; this module holds the rest.
+
 Several dynamic slurmd share this host, so each needs its own port. `--conf` is documented to
 take no `Port=`, but 24.11 and 26.05 accept one (measured: slurmd binds it and slurmctld records
 it as the node's Port, reached through the address the node registered from). That is simpler
@@ -53,63 +55,6 @@ def write_key(etc: Path) -> Path:
     key.write_bytes(os.urandom(1024))
     key.chmod(0o600)
     return key
-
-
-def render(spec: ClusterSpec, d: Path, ports: Ports, host: str, cluster_name: str) -> dict[str, str]:
-    """File name -> content, for DIR/etc: what slurmctld reads and serves to the workers."""
-    nodesets = sorted({spec.nodeset, *spec.nodesets.values()})
-    lines = [
-        f"ClusterName={cluster_name}",
-        f"SlurmctldHost={host}(127.0.0.1)",
-        f"SlurmctldPort={ports.slurmctld}",
-        f"SlurmdPort={ports.slurmd}",
-        "AuthType=auth/slurm",
-        "CredType=cred/slurm",
-        "SlurmctldParameters=enable_configless",
-        "SlurmUser=root",
-        "SlurmdUser=root",
-        f"StateSaveLocation={d}/state",
-        f"SlurmdSpoolDir={d}/spool/%n",
-        f"SlurmctldPidFile={d}/run/slurmctld.pid",
-        f"SlurmdPidFile={d}/run/slurmd-%n.pid",
-        f"SlurmctldLogFile={d}/log/slurmctld.log",
-        f"SlurmdLogFile={d}/log/slurmd-%n.log",
-        "SlurmctldDebug=info",
-        "SlurmdDebug=info",
-        "MailProg=/bin/true",
-        "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/none",
-        "JobAcctGatherType=jobacct_gather/none",
-        "AccountingStorageType=accounting_storage/none",
-        "JobCompType=jobcomp/none",
-        "SelectType=select/cons_tres",
-        "SelectTypeParameters=CR_CPU",
-        "SchedulerType=sched/backfill",
-        "MpiDefault=none",
-        "SwitchType=switch/none",
-        "SlurmdParameters=config_overrides",
-        "ReturnToService=2",
-        "SlurmctldTimeout=30",
-        f"SlurmdTimeout={spec.slurmd_timeout}",
-        "InactiveLimit=0",
-        "KillWait=5",
-        "MinJobAge=60",
-        "CommunicationParameters=NoInAddrAny",
-        # room for every worker that may register, as Slinky's chart sets it
-        f"MaxNodeCount={max(spec.max_node_count, spec.nodes + 8)}",
-        "TreeWidth=65533",
-    ]
-    if spec.gpus:
-        lines.append("GresTypes=gpu")
-    lines += [f"NodeSet={ns} Feature={ns}" for ns in nodesets]
-    limit = spec.partition_max_time
-    lines.append(f"PartitionName=debug Nodes={','.join(nodesets)} Default=YES MaxTime={limit} State=UP")
-    if spec.extra_conf:
-        lines.append(spec.extra_conf.strip())
-    files = {"slurm.conf": "\n".join(lines) + "\n", "cgroup.conf": "CgroupPlugin=disabled\n"}
-    if spec.gpus:
-        files["gres.conf"] = f"Name=gpu File={d}/dev/nvidia[0-{spec.gpus - 1}]\n"
-    return files
 
 
 def node_conf(spec: ClusterSpec, name: str, port: int) -> str:

@@ -38,16 +38,20 @@ class Ports:
 
 
 def render(spec: ClusterSpec, d: Path, ports: Ports, host: str, cluster_name: str) -> dict[str, str]:
-    """File name -> content, for DIR/etc."""
-    gres = f" Gres=gpu:{spec.gpus}" if spec.gpus else ""
+    """File name -> content, for DIR/etc. The shapes differ only in how daemons authenticate, how
+    nodes are known (static NodeName lines, or dynamic nodes in NodeSets: slinky.py) and the room
+    left for dynamic nodes; everything else is one block, the same for both."""
+    slinky = spec.shape == "slinky"
+    if slinky:
+        auth = ["AuthType=auth/slurm", "CredType=cred/slurm", "SlurmctldParameters=enable_configless"]
+    else:
+        auth = ["AuthType=auth/munge", f"AuthInfo=socket={d}/munge/munge.sock", "CredType=cred/munge"]
     lines = [
         f"ClusterName={cluster_name}",
         f"SlurmctldHost={host}(127.0.0.1)",
         f"SlurmctldPort={ports.slurmctld}",
         f"SlurmdPort={ports.slurmd}",
-        "AuthType=auth/munge",
-        f"AuthInfo=socket={d}/munge/munge.sock",
-        "CredType=cred/munge",
+        *auth,
         "SlurmUser=root",
         "SlurmdUser=root",
         f"StateSaveLocation={d}/state",
@@ -79,20 +83,33 @@ def render(spec: ClusterSpec, d: Path, ports: Ports, host: str, cluster_name: st
         "MinJobAge=60",
         "CommunicationParameters=NoInAddrAny",
     ]
-    if spec.max_node_count:
-        lines += [f"MaxNodeCount={spec.max_node_count}", "TreeWidth=65533"]
+    # Slinky's workers register themselves: room for every one that may, as Slinky's chart sets it
+    room = max(spec.max_node_count, spec.nodes + 8) if slinky else spec.max_node_count
+    if room:
+        lines += [f"MaxNodeCount={room}", "TreeWidth=65533"]
     if spec.gpus:
         lines.append("GresTypes=gpu")
-    for name, port in ports.nodes.items():
-        feat = f" Feature={spec.features[name]}" if name in spec.features else ""
-        lines.append(
-            f"NodeName={name} NodeAddr=127.0.0.1 NodeHostname={host} Port={port} CPUs={spec.cpus} "
-            f"RealMemory={spec.memory}{gres}{feat} State=UNKNOWN"
-        )
-    lines.append(f"PartitionName=debug Nodes=ALL Default=YES MaxTime={spec.partition_max_time} State=UP")
+    if slinky:
+        nodesets = sorted({spec.nodeset, *spec.nodesets.values()})
+        lines += [f"NodeSet={ns} Feature={ns}" for ns in nodesets]
+        members = ",".join(nodesets)
+    else:
+        gres = f" Gres=gpu:{spec.gpus}" if spec.gpus else ""
+        for name, port in ports.nodes.items():
+            feat = f" Feature={spec.features[name]}" if name in spec.features else ""
+            lines.append(
+                f"NodeName={name} NodeAddr=127.0.0.1 NodeHostname={host} Port={port} CPUs={spec.cpus} "
+                f"RealMemory={spec.memory}{gres}{feat} State=UNKNOWN"
+            )
+        members = "ALL"
+    lines.append(
+        f"PartitionName=debug Nodes={members} Default=YES MaxTime={spec.partition_max_time} State=UP"
+    )
     if spec.extra_conf:
         lines.append(spec.extra_conf.strip())
     files = {"slurm.conf": "\n".join(lines) + "\n"}
+    if slinky:
+        files["cgroup.conf"] = "CgroupPlugin=disabled\n"
     if spec.gpus:
         files["gres.conf"] = f"Name=gpu File={d}/dev/nvidia[0-{spec.gpus - 1}]\n"
     return files

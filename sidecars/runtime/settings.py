@@ -69,6 +69,13 @@ def parse_addr(value: str, what: str = "--http") -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+def http_url(value: Any, what: str) -> str:
+    """An http(s) base URL, its trailing slash dropped so that a path can follow."""
+    if not value or not str(value).startswith(("http://", "https://")):
+        raise ConfigError(f"{what} must be an http(s) URL, got {value!r}")
+    return str(value).rstrip("/")
+
+
 def positive(
     value: Any, what: str, *, conv: Callable[[Any], float] = float, allow_zero: bool = False
 ) -> float:

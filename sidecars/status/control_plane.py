@@ -6,6 +6,7 @@ from __future__ import annotations
 import aiohttp
 
 from sidecars import maintenance_cli, upgrade_cli
+from sidecars.apiclient import ControlPlane
 from sidecars.slurm.nodejson import NodeRecord, parse_node
 from sidecars.status.fetch import get_json
 from sidecars.status.report import NodeRow, SourceError
@@ -28,21 +29,19 @@ async def read_control_plane(
 ) -> tuple[list[NodeRow], list[str] | None, list[str], SourceError | None]:
     """The nodes, the scale-in order and the planned work; when only the order fails, the nodes read
     are kept and the order is None with its error (whatever could be read is still printed)."""
-    assert settings.control_plane is not None
-    headers = {"Authorization": f"Bearer {settings.token}"}
-    timeout = aiohttp.ClientTimeout(total=settings.timeout)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
-        base = settings.control_plane
-        nodes = await get_json(session, f"{base}/v1/nodes", "control plane", headers)
+    assert settings.control_plane is not None and settings.token is not None
+    base = settings.control_plane
+    async with ControlPlane(url=base, token=settings.token, timeout=settings.timeout).session() as session:
+        nodes = await get_json(session, f"{base}/v1/nodes", "control plane")
         try:
             if not isinstance(nodes, list):
                 raise ValueError("expected a list of nodes")
             rows = [_row(parse_node(n)) for n in nodes]
         except ValueError as exc:
             raise SourceError(f"control plane: {base}/v1/nodes: unexpected answer: {exc}") from None
-        planned = await _planned(session, base, headers)
+        planned = await _planned(session, base)
         try:
-            order = await get_json(session, f"{base}/v1/scale-in-order", "control plane", headers)
+            order = await get_json(session, f"{base}/v1/scale-in-order", "control plane")
         except SourceError as exc:
             return rows, None, planned, exc
         if not isinstance(order, list) or not all(isinstance(n, str) for n in order):
@@ -51,15 +50,15 @@ async def read_control_plane(
         return rows, order, planned, None
 
 
-async def _planned(session: aiohttp.ClientSession, base: str, headers: dict[str, str]) -> list[str]:
+async def _planned(session: aiohttp.ClientSession, base: str) -> list[str]:
     """Maintenance windows and the upgrade, in the words of their own commands; a control plane
     without these endpoints (an older one) is not an error, only said so."""
     lines: list[str] = []
     try:
-        windows = await get_json(session, f"{base}/v1/maintenance", "control plane", headers)
+        windows = await get_json(session, f"{base}/v1/maintenance", "control plane")
         for window in windows["windows"]:
             lines += maintenance_cli.render(window)
-        upgrade = await get_json(session, f"{base}/v1/upgrade", "control plane", headers)
+        upgrade = await get_json(session, f"{base}/v1/upgrade", "control plane")
         if upgrade.get("upgrade"):
             lines += upgrade_cli.render(upgrade)
     except (SourceError, KeyError, TypeError, AttributeError) as exc:

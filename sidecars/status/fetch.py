@@ -9,11 +9,10 @@ import aiohttp
 from sidecars.status.report import SourceError
 
 
-async def get_json(
-    session: aiohttp.ClientSession, url: str, what: str, headers: dict[str, str] | None = None
-) -> Any:
+async def get_json(session: aiohttp.ClientSession, url: str, what: str) -> Any:
+    """The session bears whatever the source needs (the control plane's: apiclient.ControlPlane)."""
     try:
-        async with session.get(url, headers=headers) as r:
+        async with session.get(url) as r:
             if r.status in (401, 403):
                 raise SourceError(f"{what}: {url}: HTTP {r.status}: the token was refused")
             if r.status != 200:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from sidecars.runtime.settings import ConfigError, flag, positive, read_token
+from sidecars.runtime.settings import ConfigError, flag, http_url, positive, read_token
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -29,18 +29,19 @@ class StatusSettings:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> StatusSettings:
-        for name in ("control_plane", "config_sync"):
-            url = getattr(args, name)
-            if url is not None and not str(url).startswith(("http://", "https://")):
-                raise ConfigError(f"--{name.replace('_', '-')} must be an http(s) URL, got {url!r}")
+        urls = {
+            name: http_url(getattr(args, name), f"--{name.replace('_', '-')}")
+            for name in ("control_plane", "config_sync")
+            if getattr(args, name) is not None
+        }
         if args.control_plane and not args.token_file:
             raise ConfigError("--control-plane needs --token-file")
         if args.token_file and not args.control_plane:
             raise ConfigError("--token-file is only used with --control-plane")
         token = read_token(args.token_file) if args.control_plane else None
         return cls(
-            control_plane=str(args.control_plane).rstrip("/") if args.control_plane else None,
+            control_plane=urls.get("control_plane"),
             token=token,
-            config_sync=str(args.config_sync).rstrip("/") if args.config_sync else None,
+            config_sync=urls.get("config_sync"),
             timeout=positive(args.timeout_seconds, "--timeout-seconds"),
         )

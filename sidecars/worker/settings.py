@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sidecars.kube.nodename import ANNOTATION, SOURCES, is_node_name
-from sidecars.runtime.settings import ConfigError, flag, parse_addr, positive, read_token
+from sidecars.runtime.settings import ConfigError, flag, http_url, parse_addr, positive, read_token
 from sidecars.slurm import REASON_PREFIX
 
 POLICIES = ("requeue", "leave")
@@ -152,10 +152,9 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         raise ConfigError(f"--socket: path longer than 100 characters: {sock}")
     if not sock.parent.is_dir():
         raise ConfigError(f"--socket: directory {sock.parent} does not exist")
-    token = None
+    control_plane = token = None
     if args.control_plane:
-        if not str(args.control_plane).startswith(("http://", "https://")):
-            raise ConfigError(f"--control-plane must be an http(s) URL, got {args.control_plane!r}")
+        control_plane = http_url(args.control_plane, "--control-plane")
         token = read_token(args.token_file)
     try:
         restart = tuple(shlex.split(args.slurmd_restart_command or ""))
@@ -185,7 +184,7 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         state_dir=state_dir,
         pod_namespace=env.get("POD_NAMESPACE") or "default",
         pod_name=env.get("POD_NAME") or socket.gethostname(),
-        control_plane=str(args.control_plane).rstrip("/") if args.control_plane else None,
+        control_plane=control_plane,
         token=token,
         job_mapping_dir=mapping,
         registration_timeout=positive(args.registration_timeout_seconds, "--registration-timeout-seconds"),

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.cluster(nodes=1)
 CLI = str(Path(sys.executable).parent / "slurm-sidecars")
 
 
+@pytest.mark.releases("slurm24")  # the process's life is ours, not Slurm's
 async def test_serves_until_sigterm_then_exits_0(cluster: DevCluster, tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("tok-123\n")

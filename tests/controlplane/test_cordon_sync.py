@@ -13,7 +13,8 @@ from tests.controlplane.conftest import control_plane
 from tests.fakekube import FakeKube
 from tests.helpers import eventually
 
-pytestmark = pytest.mark.cluster(nodes=4)
+# the rules are ours; the drain batcher's writes are tested per release in test_drains.py
+pytestmark = [pytest.mark.cluster(nodes=4), pytest.mark.releases("slurm26")]
 K1 = "slurm-sidecars: kubernetes node k1 cordoned"
 K2 = "slurm-sidecars: kubernetes node k2 cordoned"
 

@@ -43,6 +43,7 @@ async def settled(cp: Any, seconds: float) -> None:
     await eventually(passes, lambda p: p[0] > seconds and p[1] >= first + 3, what="passes", within=60)
 
 
+@pytest.mark.releases("slurm26")  # node states are read per release in test_fleet_view.py
 async def test_conditions_follow_slurm_only_on_change_and_never_flap(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:

@@ -9,6 +9,7 @@ from sidecars.controlplane.snapshot import FleetNode
 from sidecars.controlplane.upgrade import REASON_PREFIX, Upgrade
 from sidecars.kube import Pod
 from sidecars.slurm import Version
+from tests.helpers import fleet_node, fleet_pod
 
 REASON = REASON_PREFIX + "new"
 
@@ -45,34 +46,11 @@ class Fleet:
 
 
 def node(name: str, *, drained: bool = False, busy: bool = False) -> FleetNode:
-    return FleetNode(
-        name=name,
-        state="ALLOCATED" if busy else "IDLE",
-        flags=("DRAIN",) if drained else (),
-        reason=REASON if drained else None,
-        jobs=(1,) if busy else (),
-        busy_until=None,
-        partitions=("debug",),
-        cpus=1,
-        gpus=0,
-        registered=True,
-    )
+    return fleet_node(name, drained=drained, busy=busy, reason=REASON if drained else None)
 
 
 def pod(name: str, revision: str) -> Pod:
-    return Pod(
-        namespace="slurm",
-        name=f"pod-{name}",
-        uid=f"uid-{name}-{revision}",
-        hostname=name,
-        labels={"controller-revision-hash": revision},
-        annotations={},
-        ready=True,
-        phase="Running",
-        owner_kind="StatefulSet",
-        deleting=False,
-        resource_version="1",
-    )
+    return fleet_pod(f"pod-{name}", hostname=name, revision=revision)
 
 
 def upgrade(fleet: Fleet) -> tuple[Upgrade, Drains]:

@@ -66,6 +66,7 @@ async def _log_in(page: Page, token: str) -> None:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.releases("slurm26")  # the page reads our API, the same on every release
 async def test_the_page_follows_the_real_cluster(release: Release, tmp_path: Path) -> None:
     shots = _artifacts(tmp_path, release)
     async with DemoStack(release, 3) as stack, chromium(tmp_path / "profile") as page:

@@ -17,6 +17,7 @@ from tests.worker.agent_helpers import settings_for
 
 
 @pytest.mark.cluster(nodes=1)
+@pytest.mark.releases("slurm22")  # a task's guard is ours, not Slurm's: one release shows it
 async def test_a_loop_that_dies_stops_the_agent_and_fails_liveness(
     cluster: DevCluster, sockdir: Path
 ) -> None:

@@ -1,0 +1,89 @@
+"""The control plane's API as the operator's commands call it (`maintenance`, `upgrade`, `status`).
+
+Where it is, the bearer token and a time limit come from the same flags in every command; one
+request's answer becomes the command's exit code: 0 done, 2 refused (a 4xx: the reason on one line
+of stderr, nothing changed), 1 when the control plane cannot be reached or fails (a 5xx).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from sidecars.runtime.daemon import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
+from sidecars.runtime.settings import flag, http_url, positive, read_token
+
+
+def control_plane_flags(p: argparse.ArgumentParser) -> None:
+    """The flags `ControlPlane.from_args` reads."""
+    flag(p, "--control-plane", help="control-plane URL, e.g. http://slurm-sidecars-control-plane:9200")
+    flag(p, "--token-file", help="bearer token for the control plane (a mounted Secret)")
+    flag(p, "--timeout-seconds", default="30", help="give up on the control plane after this long")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControlPlane:
+    url: str  # the base URL, no trailing slash
+    token: str
+    timeout: float  # seconds for a whole request
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ControlPlane:
+        """From `--control-plane`, `--token-file` and `--timeout-seconds`; ConfigError when one is bad."""
+        return cls(
+            url=http_url(args.control_plane, "--control-plane"),
+            token=read_token(args.token_file),
+            timeout=positive(args.timeout_seconds, "--timeout-seconds"),
+        )
+
+    def session(self) -> aiohttp.ClientSession:
+        """A session whose every request bears the token and ends within the timeout."""
+        return aiohttp.ClientSession(
+            headers={"Authorization": f"Bearer {self.token}"},
+            timeout=aiohttp.ClientTimeout(total=self.timeout),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Request:
+    method: str  # GET, POST, DELETE
+    path: str  # after the base URL, e.g. /v1/upgrade/pause
+    body: dict[str, str] | None = None  # sent as JSON; None sends no body
+
+
+async def send(cp: ControlPlane, request: Request) -> tuple[int, Any]:
+    """The HTTP status and the answer's JSON (None for an empty answer; ValueError when not JSON)."""
+    async with (
+        cp.session() as session,
+        session.request(request.method, cp.url + request.path, json=request.body) as r,
+    ):
+        return r.status, await r.json(content_type=None)
+
+
+async def answer(command: str, cp: ControlPlane, request: Request, show: Callable[[Any], None]) -> int:
+    """Send `request`; `show` prints an answer that is not an error. The exit code, as above."""
+    try:
+        status, body = await send(cp, request)
+    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        print(
+            f"slurm-sidecars {command}: control plane unreachable: {exc or type(exc).__name__}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
+    if status >= 400:
+        error = body.get("error", body) if isinstance(body, dict) else body
+        print(f"slurm-sidecars {command}: {error}", file=sys.stderr)
+        return EXIT_CONFIG if status < 500 else EXIT_FAILURE
+    show(body)
+    return EXIT_OK
+
+
+def run(command: str, cp: ControlPlane, request: Request, show: Callable[[Any], None]) -> int:
+    """`answer` from a command's `main`, which runs no event loop of its own."""
+    return asyncio.run(answer(command, cp, request, show))
