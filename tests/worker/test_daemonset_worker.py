@@ -16,6 +16,7 @@ import pytest
 
 from sidecars.devcluster import DevCluster
 from sidecars.kube import KubeClient
+from sidecars.kube.gpudomain import CLIQUE_LABEL
 from sidecars.kube.nodename import ANNOTATION
 from sidecars.worker import naming
 from sidecars.worker.service import Agent, claim_check
@@ -68,12 +69,12 @@ def ds_settings(cluster: DevCluster, sockdir: Path, pod: str, marker: Path) -> W
 
 
 @pytest.mark.releases("slurm24")  # dynamic nodes; the claim rule is ours, one release shows it
-@pytest.mark.cluster(shape="slinky", nodes=1)
+@pytest.mark.cluster(shape="slinky", nodes=1, features={})
 async def test_a_surge_pod_waits_for_the_node_and_then_takes_the_same_name(
     cluster: DevCluster, sockdir: Path, fake_kube: tuple[FakeKube, str]
 ) -> None:
     fake, url = fake_kube
-    fake.add_node("kube-a", annotations={ANNOTATION: "gpu-a"})
+    fake.add_node("kube-a", annotations={ANNOTATION: "gpu-a"}, labels={CLIQUE_LABEL: "uuid-1.7"})
     fake.add_pod("ds-old", node_name="kube-a", labels=WORKER, created=EARLY)
     fake.add_pod("ds-new", node_name="kube-a", labels=WORKER, created=LATE)
     fake.add_pod("monitor", node_name="kube-a", labels={"app": "other"}, created=EARLY)  # not a worker
@@ -85,6 +86,7 @@ async def test_a_surge_pod_waits_for_the_node_and_then_takes_the_same_name(
     async with KubeClient(configuration(url)) as kube:
         s = await naming.resolve(ds_settings(cluster, sockdir, "ds-new", marker), kube.get_node)
         assert s.node_name == "gpu-a"
+        assert await naming.write_features(s, kube.get_node) == "nvlink-clique-uuid-1.7"
         events = RecordingEvents()
         agent = Agent(s, env=cluster.env, events=events, claim=claim_check(s, kube))
         async with agent_running(agent):
@@ -108,6 +110,17 @@ async def test_a_surge_pod_waits_for_the_node_and_then_takes_the_same_name(
             fake.remove_pod("ds-old")  # the old pod is gone: the new one takes its node over
             await eventually((sockdir / naming.NAME_FILE).exists, what="the name file for slurmd")
             assert (sockdir / naming.NAME_FILE).read_text() == "gpu-a\n"
+            # the new pod's slurmd, as the overlay's script starts it: with the features file's Features=
+            # the old pod's slurmd went with it, its hook having deleted the dynamic node's record (a
+            # record that stays keeps its features on re-registration: the control plane's in-place
+            # sync covers that case)
+            await cluster.kill_slurmd("gpu-a")
+            await cluster.client().delete_node("gpu-a")
+            feature = (sockdir / naming.FEATURES_FILE).read_text().strip()
+            cluster.spec.features["gpu-a"] = feature  # type: ignore[index]
+            await cluster.start_slurmd("gpu-a")
+            node = await cluster.wait_node("gpu-a", lambda n: n.state.registered and feature in n.features)
+            assert set(node.features) == {"slinky", "nvlink-clique-uuid-1.7"}
             await eventually(lambda: agent.registration.status.state == "registered", what="registered")
             status, body = await eventually(
                 lambda: http_get(agent, "/readyz"), lambda r: r[0] == 200, what="ready"
