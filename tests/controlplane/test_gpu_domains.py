@@ -30,7 +30,7 @@ async def _ready(cp: Any) -> bool:
 
 
 @pytest.mark.releases("slurm24")  # dynamic nodes (slurmd -Z) updated in place; 22.05-26.05 take it alike
-@pytest.mark.cluster(shape="slinky", nodes=3, features={"n1": "admin-ib"})
+@pytest.mark.cluster(shape="slinky", nodes=4, features={"n1": "admin-ib"})
 async def test_domains_become_features_and_move_without_touching_anyone_elses(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:
@@ -40,7 +40,8 @@ async def test_domains_become_features_and_move_without_touching_anyone_elses(
     fake.add_node("k1", labels={CLIQUE_LABEL: clique})
     fake.add_node("k2", labels={CLIQUE_LABEL: clique})
     fake.add_node("k3", labels={CLIQUE_LABEL: "bad value|x"})  # malformed: nothing may reach Slurm
-    for i in (1, 2, 3):
+    fake.add_node("k4", labels={CLIQUE_LABEL: ""})  # empty: no bare `nvlink-clique-` either
+    for i in (1, 2, 3, 4):
         fake.add_pod(f"w{i}", hostname=f"n{i}", node_name=f"k{i}")
     fake.set_compute_domain("train-a", ["k1"])
     async with control_plane(cluster, url, compute_domains=True) as cp:
@@ -54,6 +55,7 @@ async def test_domains_become_features_and_move_without_touching_anyone_elses(
             "n1": {"slinky", "admin-ib", CLIQUE, "nvlink-domain-train-a"},
             "n2": {"slinky", CLIQUE},
             "n3": {"slinky"},
+            "n4": {"slinky"},
         }
         nodes = {n.name: n for n in await cluster.client().nodes()}
         assert set(nodes["n1"].active_features) == found["n1"]  # usable by --constraint at once
@@ -82,6 +84,7 @@ async def test_domains_become_features_and_move_without_touching_anyone_elses(
             "n1": {"slinky", "admin-ib", "admin-new", CLIQUE},
             "n2": {"slinky", "nvlink-domain-train-a"},
             "n3": {"slinky"},
+            "n4": {"slinky"},
         }
         # the ComputeDomain gone: its feature goes; the rest stays
         fake.delete_compute_domain("train-a")
