@@ -21,9 +21,11 @@ ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 
 
 class TokenBucket:
-    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, rate: float, clock: Callable[[], float] = time.monotonic, *, capacity: float | None = None
+    ) -> None:
         self.rate = rate
-        self.capacity = max(1.0, rate)
+        self.capacity = max(1.0, rate if capacity is None else capacity)
         self._tokens = self.capacity
         self._clock = clock
         self._at = clock()

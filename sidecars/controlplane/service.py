@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from sidecars.controlplane import settings as cp_settings
 from sidecars.controlplane.api import ControlPlaneAPI
+from sidecars.controlplane.busylabel import BusyLabeler
 from sidecars.controlplane.claims import Claims
 from sidecars.controlplane.configfeed import ConfigFeed
 from sidecars.controlplane.deletion_cost import DeletionCostWriter
@@ -34,6 +35,8 @@ from sidecars.controlplane.pods import PodCache
 from sidecars.controlplane.recycle import RecyclePolicy, Recycler
 from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.controlplane.snapshot import FleetView
+from sidecars.controlplane.topology import TopologySpec
+from sidecars.controlplane.topologysync import TopologySync
 from sidecars.controlplane.upgrade import Upgrade
 from sidecars.controlplane.upgrade_api import UpgradeAPI
 from sidecars.controlplane.web import WebUI
@@ -114,6 +117,23 @@ class ControlPlane:
                 self.node_of,
                 qps=settings.condition_qps,
                 settle=settings.condition_settle_seconds,
+            )
+        self.busy: BusyLabeler | None = None
+        if kube is not None and settings.busy_label:
+            self.busy = BusyLabeler(
+                kube, self.node_of, qps=settings.busy_label_qps, release=settings.busy_release_seconds
+            )
+        self.topology: TopologySync | None = None
+        if kube is not None and settings.topology_labels:
+            self.topology = TopologySync(
+                kube,
+                slurm,
+                self._node_cache(kube),
+                self.node_of,
+                TopologySpec(settings.topology_labels, settings.topology_type, settings.topology_name),
+                namespace=settings.namespace,
+                configmap=settings.topology_configmap,
+                settle=settings.topology_settle_seconds,
             )
         if kube is not None:
             self.pods = PodCache(kube, settings.namespace, settings.worker_selector)
@@ -299,6 +319,8 @@ class ControlPlane:
             pods = self.worker_pods()
             snap = self.fleet.snapshot
             try:
+                if self.busy is not None and snap.loaded:  # first: it is what keeps jobs from eviction
+                    await self.busy.sync(pods, snap)
                 for refused in self.claims.to_report():
                     await self._event_on(refused.pod, "SlurmNodeClaimRefused", refused.message(), "Warning")
                 if self.costs is not None and snap.loaded:
@@ -311,6 +333,8 @@ class ControlPlane:
                     await self.conditions.sync(pods, snap)
                 if self.gpu_domains is not None and self.gpu_domains.ready and snap.loaded:
                     await self.gpu_domains.cycle(pods, snap)
+                if self.topology is not None and self.topology.ready and snap.loaded:
+                    await self.topology.cycle(pods, snap)
             except Exception as exc:  # a Kubernetes hiccup must not end the loop
                 log.warning("act_failed", error=str(exc))
 
@@ -378,6 +402,7 @@ class ControlPlane:
                 "error": self.maintenance.read_error,
             },
             "refused_pods": [r.as_json() for r in self.claims.refused.values()],
+            "topology": None if self.topology is None else self.topology.status(),
             "recycling": None
             if rec is None
             else {"suspended": rec.suspended, "recent": list(rec.recent), "in_window": len(rec.deleted_at)},

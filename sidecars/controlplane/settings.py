@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import socket
 from dataclasses import dataclass
+from typing import Any
 
+from sidecars.controlplane import topology
 from sidecars.kube.nodename import ANNOTATION, SOURCES
 from sidecars.runtime.settings import ConfigError, flag, http_url, parse_addr, positive, read_token
 
@@ -48,6 +51,14 @@ class ControlPlaneSettings:
     condition_settle_seconds: float = 10.0  # a new Slurm state must hold this long before it is written
     gpu_domain_features: bool = True  # a worker's Slurm node gets a feature naming its NVLink domain
     compute_domains: bool = False  # also watch NVIDIA's DRA ComputeDomains (the CRD and RBAC needed)
+    busy_label: bool = True  # worker pods running jobs carry slurm-sidecars.io/busy=true (for a PDB)
+    busy_label_qps: float = 10.0
+    busy_release_seconds: float = 30.0  # idle this long before the busy label is removed (no flapping)
+    topology_labels: tuple[str, ...] = ()  # Node label keys, outermost first; () = no topology sync
+    topology_type: topology.Kind = "tree"
+    topology_name: str = "kubernetes"
+    topology_configmap: str = ""  # the ConfigMap the rendered topology file is written to; "" = none
+    topology_settle_seconds: float = 10.0  # a new place must hold this long before it is applied
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -172,6 +183,52 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="10",
         help="a Slurm state must hold this long before the pod conditions show it (no flapping)",
     )
+    flag(
+        parser,
+        "--busy-label",
+        default="on",
+        choices=["on", "off"],
+        help="on: worker pods running jobs carry slurm-sidecars.io/busy=true (a PDB protects them)",
+    )
+    flag(parser, "--busy-label-qps", default="10", help="at most this many busy-label patches a second")
+    flag(
+        parser,
+        "--busy-release-seconds",
+        default="30",
+        help="a worker idle this long loses its busy label (back-to-back jobs keep it)",
+    )
+    flag(
+        parser,
+        "--topology-labels",
+        default="",
+        help="comma-separated Kubernetes Node label keys, outermost first (e.g. "
+        "topology.kubernetes.io/zone,example.com/rack), placing each worker's Slurm node; empty: off",
+    )
+    flag(
+        parser,
+        "--topology-type",
+        default="tree",
+        choices=["tree", "block"],
+        help="tree: a switch per label level under one root; block: a block per distinct set of values",
+    )
+    flag(
+        parser,
+        "--topology-name",
+        default="kubernetes",
+        help="the topology's name (and the tree's root switch)",
+    )
+    flag(
+        parser,
+        "--topology-configmap",
+        default="",
+        help="ConfigMap to write the rendered topology.yaml (25.05+) / topology.conf to, for config-sync",
+    )
+    flag(
+        parser,
+        "--topology-settle-seconds",
+        default="10",
+        help="a new place from the labels must hold this long before the node is moved (no flapping)",
+    )
     configure_gpu(parser)
 
 
@@ -213,6 +270,29 @@ def _annotation_key(text: str) -> str:
     if not name or len(name) > 63 or len(prefix) > 253 or any(c.isspace() or c in "=:," for c in key):
         raise ConfigError(f"--node-name-annotation: not an annotation key: {text!r}")
     return key
+
+
+def _topology(args: argparse.Namespace) -> dict[str, Any]:
+    try:
+        keys = topology.parse_keys(args.topology_labels or "")
+    except ValueError as exc:
+        raise ConfigError(f"--topology-labels: {exc}") from None
+    name = args.topology_name
+    why = topology.check_name(name)
+    if why:
+        raise ConfigError(f"--topology-name: {why}")
+    configmap = args.topology_configmap or ""
+    if configmap and not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", configmap):
+        raise ConfigError(f"--topology-configmap: not a ConfigMap name: {configmap!r}")
+    return {
+        "topology_labels": keys,
+        "topology_type": "block" if args.topology_type == "block" else "tree",
+        "topology_name": name,
+        "topology_configmap": configmap,
+        "topology_settle_seconds": positive(
+            args.topology_settle_seconds, "--topology-settle-seconds", allow_zero=True
+        ),
+    }
 
 
 def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
@@ -271,4 +351,8 @@ def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
         ),
         gpu_domain_features=args.gpu_domain_features != "off",
         compute_domains=args.compute_domains == "on",
+        **_topology(args),
+        busy_label=args.busy_label != "off",
+        busy_label_qps=positive(args.busy_label_qps, "--busy-label-qps"),
+        busy_release_seconds=positive(args.busy_release_seconds, "--busy-release-seconds", allow_zero=True),
     )

@@ -261,6 +261,7 @@ class DevCluster:
         if self.release.root is not None:
             # 24.11's slurmd always initialises a cgroup plugin and dies without cgroupfs unless told not to
             files["cgroup.conf"] = "CgroupPlugin=disabled\n"
+        files.update(self.spec.files)
         for name, text in files.items():
             (self.dir / "etc" / name).write_text(text)
         self._write_shims()

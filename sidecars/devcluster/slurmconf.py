@@ -15,6 +15,7 @@ class ClusterSpec:
     memory: int = 1000
     features: Mapping[str, str] = field(default_factory=dict)  # node -> "a,b"
     extra_conf: str = ""  # appended to slurm.conf (a later duplicate key wins)
+    files: Mapping[str, str] = field(default_factory=dict)  # more files for etc/ (topology.yaml, ...)
     slurmd_timeout: int = 30
     max_node_count: int = 0  # > 0: room for dynamic nodes
     partition_max_time: str = "INFINITE"

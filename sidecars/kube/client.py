@@ -103,16 +103,17 @@ class Pod:
 
 @dataclass(frozen=True, slots=True)
 class KubeNode:
-    """A Kubernetes Node, as far as the sidecars read it: its annotations (maintenance windows) and
-    its schedulability (cordon sync: `kubectl cordon` sets spec.unschedulable; taints are (key,
-    effect)). One model for every reader, so one list + watch serves them all."""
+    """A Kubernetes Node, as far as the sidecars read it: its annotations (maintenance windows), its
+    labels (topology sync) and its schedulability (cordon sync: `kubectl cordon` sets
+    spec.unschedulable; taints are (key, effect)). One model for every reader, so one list + watch
+    serves them all."""
 
     name: str
     annotations: Mapping[str, str]
     unschedulable: bool
     taints: tuple[tuple[str, str], ...]
     resource_version: str
-    labels: Mapping[str, str] = field(default_factory=dict)  # e.g. the GPU operator's nvidia.com/gpu.clique
+    labels: Mapping[str, str] = field(default_factory=dict)  # topology (zone/rack), GPU clique
 
     @classmethod
     def from_model(cls, node: Any) -> KubeNode:
@@ -280,6 +281,14 @@ class KubeClient:
         body = {"metadata": {"annotations": dict(annotations)}}
         pod = await self._call(
             "patch_pod", lambda: self.core.patch_namespaced_pod(name, namespace, body), conflict_too=True
+        )
+        return Pod.from_model(pod)
+
+    async def label_pod(self, namespace: str, name: str, labels: Mapping[str, str | None]) -> Pod:
+        """Strategic-merge patch of the pod's labels (None removes one); other labels are kept."""
+        body = {"metadata": {"labels": dict(labels)}}
+        pod = await self._call(
+            "label_pod", lambda: self.core.patch_namespaced_pod(name, namespace, body), conflict_too=True
         )
         return Pod.from_model(pod)
 

@@ -227,6 +227,17 @@ class SlurmClient:
     async def down(self, names: Iterable[str], reason: str) -> None:
         await self.update_nodes(names, state="DOWN", reason=reason)
 
+    async def set_topology(self, names: Iterable[str], topology: str) -> None:
+        """`scontrol update nodename=<hostlist> topology=<name>:<unit>[:...]` (25.05+): move nodes in
+        the loaded topology in place. Tree: `name:root:...:leaf` makes the switches on the path as
+        needed; block: `name:block` only into a block the loaded topology.yaml has. The caller
+        validates the value: Slurm takes an empty unit (`name:`) and silently takes the node out of
+        the topology. Older releases refuse the key ("Update of this parameter is not supported")."""
+        name, sep, unit = topology.partition(":")
+        if not (name and sep and unit) or any(not part for part in unit.split(":")):
+            raise ValueError(f"not a topology placement: {topology!r}")
+        await self.update_nodes(names, topology=topology)
+
     async def reconfigure(self, timeout: float | None = None) -> CommandResult:
         """Ask slurmctld to re-read its files. Not retried: the caller verifies and decides."""
         return await self.run("scontrol", "reconfigure", retry=False, timeout=timeout)

@@ -114,6 +114,7 @@ def node(obj: Obj) -> Node:
         version=_str(obj.get("version") or obj.get("slurmd_version")) or None,
         port=number(obj.get("port")) or None,
         comment=_str(obj.get("comment")),
+        topology=_str(obj.get("topology")),
     )
 
 

@@ -110,6 +110,9 @@ class Node:
     version: str | None
     port: int | None = None  # slurmd's port when the node has its own (a dynamic node's `--conf Port=`)
     comment: str = ""  # Slinky writes the pod's identity here as JSON
+    # 25.05+: the node's place as `scontrol update topology=` set it (`name:unit[:...]`); "" when
+    # none was set in place (the topology file's placement is not shown here) or before 25.05
+    topology: str = ""
 
 
 @dataclass(frozen=True, slots=True)

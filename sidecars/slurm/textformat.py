@@ -165,6 +165,7 @@ def node_from_pairs(p: list[tuple[str, str]]) -> Node:
         version=_null(d.get("Version")),
         port=_int(d["Port"]) if (d.get("Port") or "").isdigit() else None,
         comment=_null(d.get("Comment")) or "",
+        topology=_null(d.get("Topology")) or "",
     )
 
 

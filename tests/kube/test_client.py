@@ -107,6 +107,23 @@ async def test_annotation_patch_is_a_strategic_merge_and_retries_409_429_500(
     assert "controller.kubernetes.io/pod-deletion-cost" not in pod.annotations
 
 
+async def test_label_patch_merges_keeps_other_labels_and_removes_with_none(
+    fake: tuple[FakeKube, str], kube: KubeClient
+) -> None:
+    f, _ = fake
+    f.add_pod("w1", labels={"app": "slurmd"})
+    f.inject("PATCH", "/pods/w1", 409)
+    pod = await kube.label_pod("slurm", "w1", {"slurm-sidecars.io/busy": "true"})
+    assert pod.labels == {"app": "slurmd", "slurm-sidecars.io/busy": "true"}
+    assert [r.status for r in f.answered("PATCH", "/pods/w1")] == [409, 200]
+    assert f.answered("PATCH", "/pods/w1")[-1].body == {
+        "metadata": {"labels": {"slurm-sidecars.io/busy": "true"}}
+    }
+    pod = await kube.label_pod("slurm", "w1", {"slurm-sidecars.io/busy": None})
+    assert pod.labels == {"app": "slurmd"}
+    assert f.pods[("slurm", "w1")]["metadata"]["labels"] == {"app": "slurmd"}
+
+
 async def test_retries_are_bounded_and_permanent_errors_are_not_retried(fake: tuple[FakeKube, str]) -> None:
     f, url = fake
     f.add_pod("w1")

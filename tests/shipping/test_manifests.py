@@ -324,6 +324,7 @@ def test_role_is_least_privilege() -> None:
         (("",), ("pods/status",), ("patch",)),  # the SlurmNode* pod conditions
         (("", "events.k8s.io"), ("events",), ("create",)),
         (("coordination.k8s.io",), ("leases",), ("create", "get", "update")),
+        (("",), ("configmaps",), ("create", "get", "update")),  # the upgrade plan, the topology file
     }
     binding = find(render("base"), "RoleBinding", "slurm-sidecars")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "slurm-sidecars", "namespace": "slurm"}]
@@ -342,6 +343,40 @@ def test_role_is_least_privilege() -> None:
 
 def _labels_match(selector: dict[str, str], labels: dict[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
+
+
+BUSY = "slurm-sidecars.io/busy"
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A LabelSelector's matchLabels and the matchExpressions the manifests use (Exists, DoesNotExist, In)."""
+    if not _labels_match(selector.get("matchLabels") or {}, labels):
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op = expr["key"], expr["operator"]
+        ok = {
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+            "In": labels.get(key) in expr.get("values", []),
+        }[op]
+        if not ok:
+            return False
+    return True
+
+
+def test_base_keeps_busy_workers_from_eviction() -> None:
+    """The control plane labels busy workers (`--busy-label`, on by default); the base's budget
+    allows none of them to be evicted, and selects only worker pods so labelled."""
+    objs = render("base")
+    pdb = find(objs, "PodDisruptionBudget", "slurmd-busy")
+    assert pdb["spec"]["maxUnavailable"] == 0
+    worker_labels = find(objs, "Deployment", "slurmd")["spec"]["template"]["metadata"]["labels"]
+    assert _selects(pdb["spec"]["selector"], {**worker_labels, BUSY: "true"})
+    assert not _selects(pdb["spec"]["selector"], worker_labels)  # an idle worker stays evictable
+    ctld = find(objs, "StatefulSet")["spec"]["template"]["metadata"]["labels"]
+    assert not _selects(pdb["spec"]["selector"], {**ctld, BUSY: "true"})
+    plane = next(c for c in containers("base") if c.spec["name"] == "control-plane")
+    assert flag_value(_argv(plane), "--busy-label") in {None, "on"}
 
 
 def test_services_select_pods_and_name_their_ports() -> None:
@@ -382,9 +417,19 @@ def test_monitoring_pdb_and_network_policy(overlay: str) -> None:
     assert {e["port"] for e in monitor["spec"]["endpoints"]} <= ports
     assert all(e["path"] == "/metrics" for e in monitor["spec"]["endpoints"])
 
-    pdb = find(objs, "PodDisruptionBudget")
+    pdb = find(objs, "PodDisruptionBudget", "slurmd")
     worker_labels = find(objs, "Deployment", "slurmd")["spec"]["template"]["metadata"]["labels"]
-    assert _labels_match(pdb["spec"]["selector"]["matchLabels"], worker_labels)
+    assert _selects(pdb["spec"]["selector"], worker_labels)
+    # one budget per pod: the idle workers' here, the busy ones' from the base (two would make the
+    # Eviction API refuse every eviction of a busy pod with a 500, not the budget's 429)
+    busy_labels = {**worker_labels, BUSY: "true"}
+    budgets = [o for o in objs if o["kind"] == "PodDisruptionBudget"]
+    assert [b["metadata"]["name"] for b in budgets if _selects(b["spec"]["selector"], busy_labels)] == [
+        "slurmd-busy"
+    ]
+    assert [b["metadata"]["name"] for b in budgets if _selects(b["spec"]["selector"], worker_labels)] == [
+        "slurmd"
+    ]
 
     policy = find(objs, "NetworkPolicy")
     ctld_labels = find(objs, "StatefulSet")["spec"]["template"]["metadata"]["labels"]
