@@ -4,6 +4,9 @@ A Lease is expired when its holder has not renewed it within `leaseDurationSecon
 this replica's clock from when it last saw the Lease change (so clock skew between replicas does
 not matter). The leader steps down if it cannot renew for 2/3 of the duration, before anyone else
 may take over. Without Kubernetes there is one replica, and it leads.
+
+The leader renews with one call, not two: it replaces the record it wrote last, guarded by that
+record's resourceVersion (client-go's fast path); a 409 means someone wrote since, and a read decides.
 """
 
 from __future__ import annotations
@@ -43,9 +46,12 @@ class LeaderElector:
         self.holder: str | None = identity if kube is None else None
         self._observed: tuple[str, float] = ("", 0.0)  # (resourceVersion, monotonic when first seen)
         self._renewed_at = 0.0
+        self._held: LeaseRecord | None = None  # the record we wrote last, while we lead
         self.changed = asyncio.Event()
 
     def _set(self, leader: bool) -> None:
+        if not leader:
+            self._held = None
         if leader != self.is_leader:
             self.is_leader = leader
             log.info("leadership", leader=leader, identity=self.identity, lease=self.name)
@@ -78,6 +84,14 @@ class LeaderElector:
         """Read the Lease once and acquire, renew or follow."""
         assert self._kube is not None
         now = dt.datetime.now(dt.UTC)
+        held = self._held
+        if self.is_leader and held is not None:
+            try:
+                self._took(await self._kube.update_lease(replace(held, renew_time=now)))
+                return
+            except LeaseConflict:  # written by someone since: read it and decide below
+                log.info("lease_changed_since_renewed", lease=self.name)
+                self._held = None
         record = await self._kube.get_lease(self.namespace, self.name)
         if record is None:
             created = await self._kube.create_lease(
@@ -127,6 +141,7 @@ class LeaderElector:
         self._took(taken)
 
     def _took(self, record: LeaseRecord) -> None:
+        self._held = record
         self._observed = (record.resource_version, time.monotonic())
         self._renewed_at = time.monotonic()
         self.holder = record.holder

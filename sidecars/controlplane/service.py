@@ -357,9 +357,13 @@ class ControlPlane:
             await asyncio.sleep(self.settings.interval_seconds)
 
     async def upgrade_loop(self) -> None:
-        """Every interval, the leader moves a started upgrade on by one step."""
+        """Every interval, the leader moves a started upgrade on by one step (the plan read once per
+        term as leader, not every interval: it is the leader's own to write)."""
+        leading = False
         while True:
             await asyncio.sleep(self.settings.interval_seconds)
+            if not self.leader.is_leader:
+                leading = False
             ready = (
                 self.pods is not None
                 and self.pods.synced.is_set()
@@ -368,6 +372,9 @@ class ControlPlane:
             )
             if self.upgrade is None or not self.leader.is_leader or not ready:
                 continue
+            if not leading:
+                self.upgrade.forget()  # another replica may have written the plan while we followed
+                leading = True
             try:
                 await self.upgrade.step()
             except Exception as exc:  # a Kubernetes hiccup must not end the loop

@@ -154,14 +154,23 @@ class Upgrade:
         self._node_of = node_of
         self.plan: Plan | None = None
         self.requested: set[str] = set()  # drains asked for and not yet seen in the snapshot
+        self._loaded = False  # self.plan is the ConfigMap's (read, or written by us, since forget())
 
     async def load(self) -> Plan | None:
         self.plan = Plan.from_data(await self._kube.get_config_map(self._namespace, CONFIG_MAP) or {})
+        self._loaded = True
         return self.plan
 
     async def save(self, plan: Plan) -> None:
         await self._kube.put_config_map(self._namespace, CONFIG_MAP, plan.data())
         self.plan = plan
+        self._loaded = True
+
+    def forget(self) -> None:
+        """The plan held may be stale (this replica has just become the leader, and another may have
+        written meanwhile): the next step reads it again. Only the leader writes the plan, so while it
+        leads, what it read or wrote last is the ConfigMap: no read per cycle."""
+        self._loaded = False
 
     async def start(
         self,
@@ -254,7 +263,7 @@ class Upgrade:
 
     async def step(self) -> None:
         """One cycle (leader only): undrain the returned, delete the empty, drain the next in turn."""
-        plan = await self.load()
+        plan = self.plan if self._loaded else await self.load()
         if plan is None:
             return
         pods, nodes = list(self._pods()), self._nodes()

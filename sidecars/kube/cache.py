@@ -1,7 +1,9 @@
 """One list-then-watch loop for every kind of object the sidecars keep current (pods, Nodes,
 ComputeDomains): list, then watch from the list's resourceVersion, and list again after a 410
-(the version compacted away) or any failure, with a doubling pause. Whoever reads `items` sees
-the latest state the API server sent; `synced` is set once the first list has arrived."""
+(the version compacted away) or any failure, with a doubling pause. A BOOKMARK only moves the
+version to resume from, so a quiet set reopened after compaction is not listed again. Whoever
+reads `items` sees the latest state the API server sent; `synced` is set once the first list
+has arrived."""
 
 from __future__ import annotations
 
@@ -50,6 +52,8 @@ class WatchCache(Generic[T]):
                 while True:
                     async for kind, item in self._watch(rv):
                         rv = self._version(item) or rv
+                        if kind == "BOOKMARK":  # only the version to resume from
+                            continue
                         if kind == "DELETED":
                             self.items.pop(self._key(item), None)
                         else:

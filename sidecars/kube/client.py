@@ -161,6 +161,13 @@ def _error(operation: str, exc: ApiException) -> KubeError:
     return KubeError(operation, int(exc.status or 0), str(exc.reason or ""))
 
 
+def _bookmark(event: Mapping[str, Any]) -> str:
+    """A BOOKMARK event's resourceVersion (kubernetes-asyncio leaves its object a plain dict)."""
+    obj = event.get("raw_object") or event.get("object")
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    return str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""
+
+
 def _retryable(exc: BaseException, conflict_too: bool) -> bool:
     if isinstance(exc, ApiException):
         return exc.status in RETRYABLE or (conflict_too and exc.status == 409)
@@ -246,7 +253,10 @@ class KubeClient:
     async def watch_pods(
         self, namespace: str, selector: str, resource_version: str, timeout_seconds: int = 300
     ) -> AsyncIterator[tuple[str, Pod]]:
-        """(ADDED|MODIFIED|DELETED, pod) from `resource_version` until the server ends the watch.
+        """(ADDED|MODIFIED|DELETED, pod) from `resource_version` until the server ends the watch;
+        and (BOOKMARK, a pod with only `resource_version`): the version to resume from, which a
+        quiet set of pods would otherwise never move on, so that each reopen after compaction
+        (410) would list every pod again.
 
         An expired resourceVersion (410) raises KubeError: the caller lists again.
         """
@@ -264,6 +274,23 @@ class KubeClient:
                     kind = event["type"]
                     if kind in {"ADDED", "MODIFIED", "DELETED"}:
                         yield kind, Pod.from_model(event["object"])
+                    elif kind == "BOOKMARK" and (rv := _bookmark(event)):
+                        yield (
+                            kind,
+                            Pod(
+                                namespace="",
+                                name="",
+                                uid="",
+                                hostname="",
+                                labels={},
+                                annotations={},
+                                ready=False,
+                                phase="",
+                                owner_kind="",
+                                deleting=False,
+                                resource_version=rv,
+                            ),
+                        )
             except ApiException as exc:
                 raise _error("watch_pods", exc) from exc
 
@@ -314,7 +341,8 @@ class KubeClient:
     async def watch_nodes(
         self, resource_version: str, timeout_seconds: int = 300
     ) -> AsyncIterator[tuple[str, KubeNode]]:
-        """(ADDED|MODIFIED|DELETED, node) from `resource_version`; a 410 raises KubeError."""
+        """(ADDED|MODIFIED|DELETED, node) from `resource_version`, and (BOOKMARK, a node with only
+        `resource_version`), as `watch_pods`; a 410 raises KubeError."""
         async with watch.Watch() as w:
             stream = w.stream(
                 self.core.list_node,
@@ -326,6 +354,13 @@ class KubeClient:
                 async for event in stream:
                     if event["type"] in {"ADDED", "MODIFIED", "DELETED"}:
                         yield event["type"], KubeNode.from_model(event["object"])
+                    elif event["type"] == "BOOKMARK" and (rv := _bookmark(event)):
+                        yield (
+                            "BOOKMARK",
+                            KubeNode(
+                                name="", annotations={}, unschedulable=False, taints=(), resource_version=rv
+                            ),
+                        )
             except ApiException as exc:
                 raise _error("watch_nodes", exc) from exc
 
@@ -350,7 +385,8 @@ class KubeClient:
     async def watch_compute_domains(
         self, resource_version: str, timeout_seconds: int = 300
     ) -> AsyncIterator[tuple[str, ComputeDomain]]:
-        """(ADDED|MODIFIED|DELETED, domain) from `resource_version`; a 410 raises KubeError."""
+        """(ADDED|MODIFIED|DELETED, domain) from `resource_version`, and (BOOKMARK, a domain with
+        only `resource_version`), as `watch_pods`; a 410 raises KubeError."""
         async with watch.Watch() as w:
             stream = w.stream(
                 self.custom.list_cluster_custom_object,
@@ -366,6 +402,8 @@ class KubeClient:
                     obj = event["object"]
                     if event["type"] in {"ADDED", "MODIFIED", "DELETED"} and isinstance(obj, dict):
                         yield event["type"], ComputeDomain.from_json(obj)
+                    elif event["type"] == "BOOKMARK" and (rv := _bookmark(event)):
+                        yield "BOOKMARK", ComputeDomain("", "", rv, ())
             except ApiException as exc:
                 raise _error("watch_computedomains", exc) from exc
 

@@ -77,9 +77,9 @@ async def test_cordon_drains_its_workers_and_uncordon_undrains_only_ours(
         assert drains(await client.nodes()) == {"n3": "admin: bad DIMM"}
         assert not [e for e in fake.events if e["reason"] == "SlurmDrainReapplied"]  # nothing re-applied
 
-        # O(changes): the Nodes were listed once, then one watch (still open, so not yet recorded)
-        node_calls = [r for r in fake.requests if r.path.startswith("/api/v1/nodes")]
-        assert len(node_calls) == 1, [(r.method, r.path) for r in node_calls]
+        # O(changes): the Nodes were listed once, then watched by one watch (still open)
+        node_calls = {k: n for k, n in fake.calls().items() if k[1] == "nodes"}
+        assert node_calls == {("list", "nodes"): 1, ("watch", "nodes"): 1}
 
 
 async def _ready(cp: Any) -> bool:
@@ -175,8 +175,8 @@ async def test_cordon_sync_off_drains_nothing_and_adds_no_node_reads(
         assert nodes.nodes["k1"].unschedulable  # the cordon was seen, and is ignored
         await settled(cp)
         assert drains(await cluster.client().nodes()) == {}
-        node_calls = [r for r in fake.requests if r.path.startswith("/api/v1/nodes")]
-        assert [(r.method, r.path) for r in node_calls] == [("GET", "/api/v1/nodes")]
+        node_calls = {k: n for k, n in fake.calls().items() if k[1] == "nodes"}
+        assert node_calls == {("list", "nodes"): 1, ("watch", "nodes"): 1}  # one list, one watch open
 
 
 async def _synced(nodes: Any) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from sidecars.controlplane.snapshot import FleetNode
-from sidecars.controlplane.upgrade import REASON_PREFIX, Upgrade
+from sidecars.controlplane.upgrade import CONFIG_MAP, REASON_PREFIX, Upgrade
 from sidecars.kube import Pod
 from sidecars.slurm import Version
 from tests.helpers import fleet_node, fleet_pod
@@ -20,8 +20,10 @@ class Kube:
     def __init__(self, fleet: Fleet) -> None:
         self.maps: dict[str, dict[str, str]] = {}
         self.fleet = fleet
+        self.reads = 0
 
     async def get_config_map(self, namespace: str, name: str) -> dict[str, str] | None:
+        self.reads += 1
         return self.maps.get(name)
 
     async def put_config_map(self, namespace: str, name: str, data: dict[str, str]) -> None:
@@ -110,3 +112,32 @@ async def test_a_drain_not_yet_seen_holds_its_place() -> None:
 
 async def start(up: Upgrade) -> None:
     await up.start("new", "1", controller=Version.parse("24.11.5"), slurmds={}, target=None)
+
+
+async def test_the_plan_is_read_once_per_term_not_every_cycle() -> None:
+    fleet = Fleet("n1", "n2")
+    kube = Kube(fleet)
+    up = Upgrade(
+        kube,  # type: ignore[arg-type]
+        "slurm",
+        Drains(),  # type: ignore[arg-type]
+        lambda: fleet.nodes,
+        lambda: sorted(fleet.nodes),
+        lambda: list(fleet.pods.values()),
+        lambda p: p.hostname,
+    )
+    for _ in range(5):  # no upgrade started: one read (a 404), then none per cycle
+        await up.step()
+    assert kube.reads == 1
+    await start(up)
+    reads = kube.reads
+    for _ in range(5):
+        await up.step()
+    assert kube.reads == reads  # what the leader wrote is the plan
+    # a new term (another replica may have written meanwhile): read again, once
+    kube.maps[CONFIG_MAP] = {**kube.maps[CONFIG_MAP], "paused": "true"}
+    up.forget()
+    await up.step()
+    await up.step()
+    assert kube.reads == reads + 1
+    assert up.plan is not None and up.plan.paused

@@ -3,7 +3,9 @@
 Enough of the API for kubernetes-asyncio to be driven exactly as in production: list and watch
 (with resourceVersion, bookmarks and 410 for a too-old version), get, strategic-merge and merge
 patches, delete (with a uid precondition), events, and leases with optimistic concurrency. Faults
-(409, 429, 500, ...) are injected per method and path; every request is recorded.
+(409, 429, 500, ...) are injected per method and path; every request is recorded when it arrives
+(a watch too, though it answers only when it ends), with its Kubernetes verb and resource, so a test
+or a benchmark can count the calls a client makes (`calls()`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import copy
 import datetime as dt
 import json
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +27,8 @@ from kubernetes_asyncio.client import Configuration
 Obj = dict[str, Any]
 BODY = web.RequestKey("json", object)
 MERGE_TYPES = {"application/strategic-merge-patch+json", "application/merge-patch+json"}
+MUTATING = frozenset({"create", "update", "patch", "delete"})
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
 @dataclass
@@ -38,9 +43,28 @@ class Fault:
 class Request:
     method: str
     path: str
-    status: int
+    status: int  # 0 while it is still being answered (an open watch)
     content_type: str
     body: Any
+    verb: str = ""  # the Kubernetes verb: get, list, watch, create, update, patch, delete
+    resource: str = ""  # e.g. pods, pods/status, nodes, leases, events, configmaps
+
+
+def verb_and_resource(method: str, path: str, watch: bool) -> tuple[str, str]:
+    """The API server's names for a request, as its audit log and RBAC have them: a GET of a
+    collection is `list` (`watch` with ?watch=true), of one object `get`; a subresource is
+    `resource/sub`."""
+    parts = [p for p in path.split("/") if p]
+    # /api/v1/... or /apis/<group>/<version>/...; then optional namespaces/<ns>
+    rest = parts[2:] if parts[:1] == ["api"] else parts[3:]
+    if rest[:1] == ["namespaces"] and len(rest) > 2:
+        rest = rest[2:]
+    if not rest:
+        return method.lower(), ""
+    resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
+    if method == "GET":
+        return ("watch" if watch else "list") if len(rest) == 1 else "get", resource
+    return _VERBS.get(method, method.lower()), resource
 
 
 def _status(code: int, reason: str, message: str) -> web.Response:
@@ -116,6 +140,7 @@ class FakeKube:
     faults: list[Fault] = field(default_factory=list)
     requests: list[Request] = field(default_factory=list)
     min_watch_rv: int = 0  # versions older than this answer 410 Gone (compaction)
+    bookmark_seconds: float = 60.0  # the API server's watch cache sends a bookmark about once a minute
     token: str = "fake-token"
     tokens: set[str] = field(default_factory=set)  # further accepted tokens (one per simulated replica)
     blocked: set[str] = field(default_factory=set)  # tokens answered 403, e.g. a replica cut off from the API
@@ -319,8 +344,27 @@ class FakeKube:
         pod["metadata"]["resourceVersion"] = self._bump()
         self._record("MODIFIED", pod)
 
+    def compact(self) -> None:
+        """As etcd's compaction (and the watch cache's window moving on): a watch from any version
+        before now answers 410 Gone."""
+        self.min_watch_rv = self.rv
+
+    def drop_watches(self) -> None:
+        """End every open watch at once, without a last bookmark (an API server restarting): each
+        watcher resumes from the last version it saw."""
+        for task in list(self._watches):
+            task.cancel()
+
     def inject(self, method: str, path_contains: str, status: int, times: int = 1) -> None:
         self.faults.append(Fault(method.upper(), path_contains, status, times))
+
+    def calls(self, since: int = 0) -> Counter[tuple[str, str]]:
+        """Requests from number `since` on (an index into `requests`), counted by (verb, resource)."""
+        return Counter((r.verb, r.resource) for r in self.requests[since:])
+
+    def mutating(self, since: int = 0) -> list[Request]:
+        """The writes among the requests from number `since` on."""
+        return [r for r in self.requests[since:] if r.verb in MUTATING]
 
     def answered(self, method: str, path_contains: str, status: int | None = None) -> list[Request]:
         return [
@@ -343,6 +387,10 @@ class FakeKube:
                 return _status(400, "BadRequest", "body is not JSON")
         request[BODY] = body
         ctype = request.headers.get("Content-Type", "").split(";")[0]
+        watching = request.query.get("watch") in {"true", "1", "True"}
+        verb, resource = verb_and_resource(request.method, request.path, watching)
+        record = Request(request.method, request.path, 0, ctype, body, verb, resource)
+        self.requests.append(record)  # on arrival: an open watch is counted when it is opened
         given = request.headers.get("Authorization", "").removeprefix("Bearer ")
         if given != self.token and given not in self.tokens:
             resp: web.StreamResponse = _status(401, "Unauthorized", "Unauthorized")
@@ -364,7 +412,7 @@ class FakeKube:
                     resp.headers["Retry-After"] = "0"
             else:
                 resp = await handler(request)
-        self.requests.append(Request(request.method, request.path, resp.status, ctype, body))
+        record.status = resp.status
         return resp
 
     def app(self) -> web.Application:
@@ -459,6 +507,7 @@ class FakeKube:
         me = asyncio.current_task()
         assert me is not None
         self._watches.add(me)
+        bookmarks = request.query.get("allowWatchBookmarks") in {"true", "1", "True"}
         try:
             await self._stream(
                 resp,
@@ -468,6 +517,7 @@ class FakeKube:
                 sent=sent,
                 deadline=deadline,
                 history=self.history if history is None else history,
+                bookmark_kind=("Pod" if history is None else "Node") if bookmarks else None,
             )
         except (asyncio.CancelledError, ConnectionResetError):
             pass
@@ -485,20 +535,40 @@ class FakeKube:
         sent: int,
         deadline: float,
         history: list[tuple[int, str, Obj]],
+        bookmark_kind: str | None = None,
     ) -> None:
+        """Events after `sent` until the deadline. With bookmarks asked for, as the API server's
+        watch cache does: a BOOKMARK every `bookmark_seconds` and just before the watch times out,
+        carrying the current resourceVersion (etcd's progress: every event of this history up to
+        it has been sent), so a watcher of a quiet set can resume from a version that compaction has
+        not passed. A watch ended by `drop_watches` gets none, as when a connection breaks."""
         assert self._changed is not None
         loop = asyncio.get_running_loop()
-        while loop.time() < deadline and request.transport is not None and not request.transport.is_closing():
+        next_bookmark = loop.time() + self.bookmark_seconds
+
+        def alive() -> bool:
+            return request.transport is not None and not request.transport.is_closing()
+
+        async def bookmark() -> None:
+            mark = {"kind": bookmark_kind, "apiVersion": "v1", "metadata": {"resourceVersion": str(self.rv)}}
+            await resp.write(json.dumps({"type": "BOOKMARK", "object": mark}).encode() + b"\n")
+
+        while loop.time() < deadline and alive():
             for rv, kind, pod in list(history):
                 here = ns == "*" or pod["metadata"].get("namespace") == ns
                 if rv > sent and here and _selected(pod, selector):
                     await resp.write(json.dumps({"type": kind, "object": pod}).encode() + b"\n")
                 sent = max(sent, rv)
+            if bookmark_kind is not None and loop.time() >= next_bookmark:
+                await bookmark()
+                next_bookmark = loop.time() + self.bookmark_seconds
             # asyncio.timeout, not wait_for: wait_for runs Condition.wait in a task of its own, which a
             # server shutting down mid-wait left pending ("Lock is not acquired", a leaked task)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(min(0.2, max(0.01, deadline - loop.time()))), self._changed:
                     await self._changed.wait()
+        if bookmark_kind is not None and alive():
+            await bookmark()
 
     # ------------------------------------------------------------------ config maps
     async def get_config_map(self, request: web.Request) -> web.StreamResponse:

@@ -1,0 +1,59 @@
+"""The Lease costs one call per renewal (client-go's fast path), and a write by someone else since
+our last renewal is still seen: the 409 makes the leader read, and step down."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from sidecars.controlplane.leader import LeaderElector
+from sidecars.kube import KubeClient
+from sidecars.kube.client import KubeRetry
+from tests.fakekube import FakeKube, configuration
+from tests.helpers import eventually
+
+
+@contextlib.asynccontextmanager
+async def elector(url: str) -> AsyncIterator[LeaderElector]:
+    async with KubeClient(configuration(url), retry=KubeRetry(attempts=2, initial_wait=0.01)) as kube:
+        lead = LeaderElector(kube, "slurm", "cp", "cp-a", lease_seconds=30.0, renew_seconds=0.05)
+        stop = asyncio.Event()
+        task = asyncio.create_task(lead.run(stop), name="leader")
+        try:
+            yield lead
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 10)
+
+
+async def renewals(fake: FakeKube) -> int:
+    return fake.calls()[("update", "leases")]
+
+
+async def test_a_renewal_is_one_write_and_no_read(fake_kube: tuple[FakeKube, str]) -> None:
+    fake, url = fake_kube
+    async with elector(url) as lead:
+        await eventually(lambda: renewals(fake), lambda n: n >= 10, what="10 renewals")
+        assert lead.is_leader
+        calls = fake.calls()
+    # one read (404) and the create to take it; then every renewal a single update, read-free
+    assert calls[("get", "leases")] == 1, calls
+    assert calls[("create", "leases")] == 1
+
+
+async def test_a_lease_taken_since_our_renewal_is_read_and_followed(fake_kube: tuple[FakeKube, str]) -> None:
+    fake, url = fake_kube
+    async with elector(url) as lead:
+        await eventually(lambda: renewals(fake), lambda n: n >= 2, what="renewals")
+        lease = fake.leases[("slurm", "cp")]
+        # another replica wrote the Lease (e.g. it took it over while we were cut off)
+        lease["spec"]["holderIdentity"] = "cp-b"
+        lease["metadata"]["resourceVersion"] = "999999"
+
+        async def following() -> bool:
+            return not lead.is_leader and lead.holder == "cp-b"
+
+        await eventually(following, bool, what="cp-a follows cp-b")
+    assert fake.answered("PUT", "/leases/cp", 409)  # the fast path's renewal was refused
+    assert fake.leases[("slurm", "cp")]["spec"]["holderIdentity"] == "cp-b"  # and nothing overwritten
