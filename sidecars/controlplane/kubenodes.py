@@ -11,8 +11,9 @@ from sidecars.kube.cache import WatchCache
 
 class NodeCache(WatchCache[KubeNode]):
     def __init__(self, kube: KubeClient, *, watch_seconds: int = 300) -> None:
+        # looked up at each call, not here: a stand-in client (the benchmarks') may have no list
         super().__init__(
-            kube.list_nodes,
+            lambda: kube.list_nodes(),  # noqa: PLW0108
             lambda rv: kube.watch_nodes(rv, watch_seconds),
             lambda n: n.name,
             lambda n: n.resource_version,
