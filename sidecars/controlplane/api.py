@@ -30,6 +30,7 @@ from sidecars.controlplane.openapi import (
 from sidecars.controlplane.recycle import Recycler
 from sidecars.controlplane.schemacheck import problem, query_value, with_defaults
 from sidecars.controlplane.snapshot import FleetSnapshot, FleetView
+from sidecars.controlplane.versions import AgentVersions
 
 log = structlog.get_logger(__name__)
 
@@ -58,7 +59,9 @@ class ControlPlaneAPI:
         leadership: Leadership,
         metrics: ControlPlaneMetrics,
         max_wait: float = 60.0,
+        versions: AgentVersions | None = None,
     ) -> None:
+        self._versions = versions
         self._token = f"Bearer {token}".encode()
         self._fleet = fleet
         self._drains = drains
@@ -221,8 +224,12 @@ class ControlPlaneAPI:
         body = await self._body(request, REPORT_BODY)
         if isinstance(body, web.Response):
             return body
-        ns, pod, registered, detail = (body[k] for k in ("pod_namespace", "pod_name", "registered", "detail"))
-        if self._recycler is not None:
+        ns, pod, detail = body["pod_namespace"], body["pod_name"], body["detail"]
+        registered = body.get("registered")
+        if registered is not None and self._recycler is not None:
             self._recycler.report(ns, pod, registered, detail)
-        log.info("agent_report", node=name, pod=pod, registered=registered, detail=detail)
+        version = body.get("slurmd_version")
+        if version is not None and self._versions is not None:
+            self._versions.report(name, version)
+        log.info("agent_report", node=name, pod=pod, registered=registered, detail=detail, slurmd=version)
         return web.Response(status=204)

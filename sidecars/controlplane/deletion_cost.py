@@ -58,7 +58,9 @@ class DeletionCostWriter:
         qps: float = 5.0,
         node_of: Callable[[Pod], str],
         clock: Callable[[], float] = time.time,
+        held: Callable[[Pod], int | None] | None = None,
     ) -> None:
+        self._held = held  # a cost someone else holds a pod at (an upgrade's handover): left alone
         self._kube = kube
         self._metrics = metrics
         self._bucket = TokenBucket(qps, clock)  # one injected clock for the rate and the ranking
@@ -75,6 +77,8 @@ class DeletionCostWriter:
             if pod.owner_kind != "ReplicaSet" or pod.deleting:
                 continue
             live.add(pod.uid)
+            if self._held is not None and self._held(pod) is not None:
+                continue
             node = snapshot.nodes.get(self._node_of(pod))
             if node is None:
                 continue

@@ -20,6 +20,7 @@ MAX_REASON = 256
 DEFAULT_REASON = f"{REASON_PREFIX} drain requested through the control plane API"
 MAX_DETAIL = 1024
 MAX_VERSION = 2**63 - 1
+SLURM_RELEASE_PATTERN = "^[0-9]{2}\\.[0-9]{2}(\\.[0-9]+)?$"
 
 _ERROR = {
     "description": "refused",
@@ -50,12 +51,21 @@ REASON_BODY: dict[str, Any] = {
 REPORT_BODY: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
-    "required": ["pod_namespace", "pod_name", "registered"],
+    "required": ["pod_namespace", "pod_name"],
     "properties": {
         "pod_namespace": {"type": "string", "pattern": NAME_PATTERN, "description": "a Kubernetes name"},
         "pod_name": {"type": "string", "pattern": NAME_PATTERN, "description": "a Kubernetes name"},
-        "registered": {"type": "boolean"},
+        "registered": {
+            "type": "boolean",
+            "description": "a registration report (absent: the report says nothing about it)",
+        },
         "detail": {"type": "string", "maxLength": MAX_DETAIL, "default": ""},
+        "slurmd_version": {
+            "type": "string",
+            "pattern": SLURM_RELEASE_PATTERN,
+            "description": "the release of the binary the node's slurmd runs (`slurmd -V`), for the "
+            "upgrade's version skew guard",
+        },
     },
 }
 

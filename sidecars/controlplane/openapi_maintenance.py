@@ -53,12 +53,20 @@ def schemas() -> dict[str, Any]:
         "UpgradeRequest": {
             "type": "object",
             "additionalProperties": False,
-            "required": ["revision", "budget"],
+            "required": ["budget"],
+            "oneOf": [{"required": ["revision"]}, {"required": ["deployment"]}],
             "properties": {
                 "revision": {
                     "type": "string",
                     "pattern": "^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$",
-                    "description": "the new pods' controller-revision-hash (or pod-template-hash)",
+                    "description": "a StatefulSet's: the new pods' controller-revision-hash (give this "
+                    "or deployment)",
+                },
+                "deployment": {
+                    "type": "string",
+                    "pattern": "^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$",
+                    "description": "a Deployment's name: it is paused now, its template changed after, "
+                    "and its old pods handed over to it one turn at a time (give this or revision)",
                 },
                 "budget": {
                     "type": "string",
@@ -115,12 +123,13 @@ def paths() -> dict[str, Any]:
         "/v1/upgrade": {
             "get": {
                 "summary": "the upgrade under way (or the last): per worker queued, waiting for jobs, "
-                "drained, replacing, returning or upgraded; null when none was started",
+                "drained, replacing, returning or upgraded; null when none was started; and `versions`: "
+                "slurmctld's release and each slurmd's, as its agent reported it and its node record has it",
                 "responses": {"200": simple, **_errors(401, 503)},
             },
             "post": {
-                "summary": "start a paced roll to a revision (the plan is kept in the ConfigMap "
-                "slurm-sidecars-upgrade)",
+                "summary": "start a paced roll: of a StatefulSet to a revision, or of a Deployment (paused "
+                "now, its template changed after); the plan is kept in the ConfigMap slurm-sidecars-upgrade",
                 "requestBody": {
                     "required": True,
                     "content": {"application/json": {"schema": schemas()["UpgradeRequest"]}},

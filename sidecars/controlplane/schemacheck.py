@@ -27,6 +27,7 @@ KEYWORDS = frozenset(
         "maximum",
         "default",
         "description",
+        "oneOf",  # on objects, of alternatives that only name required properties
     }
 )
 # query strings: the JSON number grammar (no "inf", "nan", "1_0", " 1" or "+1", which float() takes)
@@ -82,6 +83,15 @@ def _object_problem(schema: Mapping[str, Any], value: object, where: str) -> str
     missing = [k for k in schema.get("required", []) if k not in value]
     if missing:
         return f"{where}: {', '.join(missing)} missing"
+    if "oneOf" in schema:
+        alternatives: list[list[str]] = []
+        for alt in schema["oneOf"]:
+            if set(alt) != {"required"}:
+                raise SchemaUnsupported(f"{where}: oneOf alternatives other than a required list")
+            alternatives.append(alt["required"])
+        if sum(all(k in value for k in alt) for alt in alternatives) != 1:
+            names = " or ".join("+".join(alt) for alt in alternatives)
+            return f"{where}: give exactly one of {names}"
     if schema.get("additionalProperties", True) is not True:
         if schema["additionalProperties"] is not False:
             raise SchemaUnsupported(f"{where}: additionalProperties other than true or false")

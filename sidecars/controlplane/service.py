@@ -39,6 +39,7 @@ from sidecars.controlplane.topology import TopologySpec
 from sidecars.controlplane.topologysync import TopologySync
 from sidecars.controlplane.upgrade import Upgrade
 from sidecars.controlplane.upgrade_api import UpgradeAPI
+from sidecars.controlplane.versions import AgentVersions
 from sidecars.controlplane.web import WebUI
 from sidecars.kube import KubeClient, KubeEventSink, Pod, load_configuration
 from sidecars.kube.nodename import Named, NodeNaming, slurm_node_name
@@ -138,7 +139,11 @@ class ControlPlane:
         if kube is not None:
             self.pods = PodCache(kube, settings.namespace, settings.worker_selector)
             self.costs = DeletionCostWriter(
-                kube, self.metrics, qps=settings.deletion_cost_qps, node_of=self.node_of
+                kube,
+                self.metrics,
+                qps=settings.deletion_cost_qps,
+                node_of=self.node_of,
+                held=lambda pod: self.upgrade.deployment.cost(pod) if self.upgrade else None,
             )
             events: EventSink = (
                 KubeEventSink(
@@ -185,7 +190,10 @@ class ControlPlane:
                 self.node_of,
                 emit=self._event_on,
             )
-        self.upgrade_api = UpgradeAPI(self.upgrade, slurm, self.leader)
+        self.versions = AgentVersions()  # the slurmd releases the agents report
+        self.upgrade_api = UpgradeAPI(
+            self.upgrade, slurm, self.leader, self.versions, lambda: self.fleet.snapshot.nodes
+        )
         self.api = ControlPlaneAPI(
             settings.token,
             fleet=self.fleet,
@@ -194,6 +202,7 @@ class ControlPlane:
             leadership=self.leader,
             metrics=self.metrics,
             max_wait=settings.max_wait_seconds,
+            versions=self.versions,
         )
         # the operator's page (/ui/): its own read-only credential, config-sync's part read from it
         self.drain_clock = DrainClock()

@@ -33,7 +33,7 @@ class ControlPlaneSettings:
     kubernetes: bool = True  # False: never talk to Kubernetes, even when a config is found
     lease_name: str = "slurm-sidecars-control-plane"
     lease_seconds: float = 15.0
-    renew_seconds: float = 5.0
+    renew_seconds: float = 7.0  # retried every second after a failure, until the step-down deadline
     identity: str = ""
     pod_name: str = ""
     deletion_cost_qps: float = 5.0
@@ -129,7 +129,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     flag(parser, "--lease-name", default="slurm-sidecars-control-plane", help="Lease for leader election")
     flag(parser, "--lease-seconds", default="15", help="lease duration")
-    flag(parser, "--renew-seconds", default="5", help="how often the leader renews the lease")
+    flag(
+        parser,
+        "--renew-seconds",
+        default="7",
+        help="how often the leader renews the lease (a failed renewal is retried every second)",
+    )
     flag(parser, "--identity", default=None, help="this replica's name in the Lease (default: pod name)")
     flag(parser, "--pod-name", default=os.environ.get("POD_NAME", ""), help="this pod (for Events)")
     flag(parser, "--deletion-cost-qps", default="5", help="at most this many deletion-cost patches a second")
@@ -302,8 +307,8 @@ def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
         raise ConfigError(f"--recycle-fraction: must be <= 1, got {args.recycle_fraction!r}")
     lease = positive(args.lease_seconds, "--lease-seconds")
     renew = positive(args.renew_seconds, "--renew-seconds")
-    if renew >= lease:
-        raise ConfigError("--renew-seconds must be shorter than --lease-seconds")
+    if renew >= lease * 2 / 3:  # the leader steps down after 2/3 of the lease without a renewal
+        raise ConfigError("--renew-seconds must be shorter than 2/3 of --lease-seconds")
     pod_name = args.pod_name or ""
     config_sync = http_url(args.config_sync, "--config-sync") if args.config_sync else None
     identity = args.identity or pod_name or socket.gethostname()

@@ -41,6 +41,7 @@ class FleetNode:
     pod: podinfo.PodInfo | None = field(compare=False, default=None)  # Slinky's Comment, where written
     features: tuple[str, ...] = field(compare=False, default=())  # AvailableFeatures (GPU domains)
     active_features: tuple[str, ...] = field(compare=False, default=())
+    version: str | None = field(compare=False, default=None)  # what its slurmd registered with
     topology: str = field(compare=False, default="")  # 25.05+: the place set in place, "" when none
 
     @property
@@ -88,6 +89,7 @@ def view(node: Node, jobs: Iterable[Job]) -> FleetNode:
         pod=podinfo.parse(node.comment),
         features=node.features,
         active_features=node.active_features,
+        version=node.version,
         topology=node.topology,
     )
 

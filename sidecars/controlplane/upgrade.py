@@ -1,5 +1,8 @@
 """Rolling upgrades of the worker pods, paced by the control plane under a drain budget.
 
+A Deployment's pods are paced too, through its pause and its pods' deletion costs (deployroll.py);
+what follows is the StatefulSet's way, and the budget's rules, which are the same for both.
+
 The workload is changed first (new image in the StatefulSet, `updateStrategy: OnDelete`, so that
 Kubernetes replaces a pod only when it is deleted). Then `upgrade start --revision R --budget B`:
 every cycle the leader keeps at most B workers out of service (drained by us for this upgrade, or
@@ -14,11 +17,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import structlog
 
+from sidecars.controlplane.deployroll import DeploymentRoll, Refused
 from sidecars.controlplane.drains import DrainBatcher
 from sidecars.controlplane.snapshot import FleetNode
 from sidecars.kube import KubeClient, Pod
@@ -107,6 +111,11 @@ class Plan:
     paused: bool = False
     slurm_version: str = ""
     started_at: float = 0.0
+    kind: str = "StatefulSet"  # or Deployment: paced through its pause (deployroll.py)
+    workload: str = ""  # the Deployment's name
+    from_revision: str = ""  # a Deployment's old pods' pod-template-hash
+    template: str = ""  # the digest of the Deployment's template when the upgrade started
+    restore: str = ""  # the Deployment's own rollingUpdate, put back at the end (JSON)
 
     @property
     def reason(self) -> str:
@@ -129,7 +138,19 @@ class Plan:
             data.get("paused") == "true",
             data.get("slurm_version", ""),
             started,
+            data.get("kind", "StatefulSet"),
+            data.get("workload", ""),
+            data.get("from_revision", ""),
+            data.get("template", ""),
+            data.get("restore", ""),
         )
+
+    def old(self, pod: Pod) -> bool:
+        """Still on the old template: a StatefulSet's pod not on the new revision; a Deployment's
+        pod of the old ReplicaSet (the new one's hash is Kubernetes' to pick)."""
+        if self.kind == "Deployment":
+            return revision(pod) == self.from_revision
+        return revision(pod) != self.revision
 
 
 class Upgrade:
@@ -154,6 +175,7 @@ class Upgrade:
         self._node_of = node_of
         self.plan: Plan | None = None
         self.requested: set[str] = set()  # drains asked for and not yet seen in the snapshot
+        self.deployment = DeploymentRoll(kube, namespace)
         self._loaded = False  # self.plan is the ConfigMap's (read, or written by us, since forget())
 
     async def load(self) -> Plan | None:
@@ -180,6 +202,7 @@ class Upgrade:
         controller: Version,
         slurmds: Mapping[str, Version],
         target: Version | None,
+        deployment: str = "",
     ) -> Plan:
         workers = list(self._pods())
         parse_budget(budget, len(workers))  # refused before anything is written
@@ -187,9 +210,32 @@ class Upgrade:
         if why is not None:
             raise UpgradeError(409, f"version skew: {why}")
         current = await self.load()
-        if current is not None and current.revision != revision_ and self._remaining(current):
-            raise UpgradeError(409, f"an upgrade to {current.revision} is under way: let it finish first")
         plan = Plan(revision_, budget, False, str(target) if target else "", time.time())
+        if deployment:
+            ours = current is not None and current.workload == deployment
+            if current is not None and not ours and self._remaining(current):
+                raise UpgradeError(409, f"an upgrade to {current.revision} is under way: let it finish first")
+            try:
+                begun = await self.deployment.begin(deployment, workers)
+            except Refused as exc:
+                raise UpgradeError(exc.status, exc.message) from None
+            if ours and current is not None and current.from_revision == begun.from_revision:
+                plan = current  # started again: the same roll goes on
+            else:
+                plan = Plan(
+                    f"{deployment}.{begun.from_revision}"[:63].rstrip("._-"),
+                    budget,
+                    False,
+                    plan.slurm_version,
+                    plan.started_at,
+                    "Deployment",
+                    deployment,
+                    begun.from_revision,
+                    begun.template,
+                    begun.restore,
+                )
+        elif current is not None and current.revision != revision_ and self._remaining(current):
+            raise UpgradeError(409, f"an upgrade to {current.revision} is under way: let it finish first")
         await self.save(plan)
         log.info("upgrade_started", revision=revision_, budget=budget, workers=len(workers))
         return plan
@@ -198,12 +244,12 @@ class Upgrade:
         plan = await self.load()
         if plan is None:
             raise UpgradeError(404, "no upgrade has been started")
-        plan = Plan(plan.revision, plan.budget, paused, plan.slurm_version, plan.started_at)
+        plan = replace(plan, paused=paused)
         await self.save(plan)
         return plan
 
     def _remaining(self, plan: Plan) -> list[Pod]:
-        return [p for p in self._pods() if revision(p) != plan.revision]
+        return [p for p in self._pods() if plan.old(p)]
 
     @staticmethod
     def _ours(node: FleetNode | None, plan: Plan) -> bool:
@@ -215,11 +261,13 @@ class Upgrade:
         if plan is None:
             return {"upgrade": None}
         pods, nodes = list(self._pods()), self._nodes()
-        old = [p for p in pods if revision(p) != plan.revision]
+        old = [p for p in pods if plan.old(p)]
         per_node: dict[str, str] = {}
         for p in pods:
             name, node = self._node_of(p), nodes.get(self._node_of(p))
-            if revision(p) == plan.revision:
+            if node is None and not plan.old(p):
+                continue  # a new pod not yet on a Slurm node (pending): its node is reported
+            if not plan.old(p):
                 per_node[name] = "returning" if self._ours(node, plan) else "upgraded"
             elif p.deleting:
                 per_node[name] = "replacing"
@@ -238,6 +286,7 @@ class Upgrade:
                 "workers": len(pods),
                 "upgraded": len(pods) - len(old),
                 "complete": not old and out == 0,
+                "waiting_for": (self.deployment.waiting or None) if plan.kind == "Deployment" else None,
                 "nodes": dict(sorted(per_node.items())),
             }
         }
@@ -256,7 +305,7 @@ class Upgrade:
         or overtaken by the pod itself (deleting, or back on the new revision). The last rule matters
         when a cycle never saw the drain: paused meanwhile, the worker could be drained, replaced and
         undrained unseen, and would hold a place in the budget for ever."""
-        overtaken = {self._node_of(p) for p in pods if p.deleting or revision(p) == plan.revision}
+        overtaken = {self._node_of(p) for p in pods if p.deleting or not plan.old(p)}
         self.requested = {
             n for n in self.requested if n in nodes and not nodes[n].drain and n not in overtaken
         }
@@ -268,21 +317,30 @@ class Upgrade:
             return
         pods, nodes = list(self._pods()), self._nodes()
         self._settle(plan, nodes, pods)  # every cycle, paused or not
+        empty: list[Pod] = []  # old, drained for this upgrade, nothing running: to be replaced
         for p in pods:
             name = self._node_of(p)
             node = nodes.get(name)
             if p.deleting or not self._ours(node, plan):
                 continue
             assert node is not None
-            if revision(p) == plan.revision:
+            if not plan.old(p):
                 if node.registered and node.state not in {"DOWN", "FUTURE"}:
                     self._drains.submit(name, "undrain", plan.reason)  # back, on the new revision
+            elif not node.busy and plan.kind == "Deployment":
+                empty.append(p)  # the ReplicaSet deletes it, once handed over
             elif not node.busy and await self._kube.delete_pod(p.namespace, p.name, uid=p.uid):
                 log.info("upgrade_pod_deleted", pod=p.name, node=name, revision=plan.revision)
                 if self._emit is not None:  # once: a second delete of the same pod finds it gone
                     await self._emit(
                         p, "UpgradeReplacing", f"empty: pod deleted for revision {plan.revision}"
                     )
+        if plan.kind == "Deployment":
+            await self.deployment.step(
+                plan.workload, plan.from_revision, plan.template, plan.restore, pods, empty
+            )
+            if not self.deployment.template_changed:
+                return  # nothing to roll to yet: no worker is drained for nothing
         if plan.paused:
             return
         out = self.out_of_service(plan)
@@ -292,7 +350,7 @@ class Upgrade:
             p
             for p in pods
             if not p.deleting
-            and revision(p) != plan.revision
+            and plan.old(p)
             and self._node_of(p) not in out
             and (node := nodes.get(self._node_of(p))) is not None
             and not node.drain  # an admin's drain is left alone: that worker waits for them

@@ -3,21 +3,36 @@
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable, Mapping
 
 from aiohttp import web
 
 from sidecars.controlplane import openapi_maintenance
 from sidecars.controlplane.api import ControlPlaneAPI, Leadership, _error
+from sidecars.controlplane.snapshot import FleetNode
 from sidecars.controlplane.upgrade import Upgrade, UpgradeError
+from sidecars.controlplane.versions import AgentVersions, describe, guard_inputs
+from sidecars.kube import KubeError
 from sidecars.slurm import SlurmClient, SlurmError, Version
 
 LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
 VERSION = re.compile(r"^\d{2}\.\d{2}(\.\d+)?$")
-FIELDS = {"revision", "budget", "slurm_version"}
+FIELDS = {"revision", "deployment", "budget", "slurm_version"}
 
 
 class UpgradeAPI:
-    def __init__(self, upgrade: Upgrade | None, slurm: SlurmClient, leadership: Leadership) -> None:
+    def __init__(
+        self,
+        upgrade: Upgrade | None,
+        slurm: SlurmClient,
+        leadership: Leadership,
+        versions: AgentVersions | None = None,
+        records: Callable[[], Mapping[str, FleetNode]] = dict,
+    ) -> None:
+        self._versions = versions or AgentVersions()
+        self._records = records  # the fleet view's nodes: their registered Version
+        self._controller: tuple[Version, float] | None = None
         self._upgrade = upgrade
         self._slurm = slurm
         self._leader = leadership
@@ -40,14 +55,31 @@ class UpgradeAPI:
             return resp
         return None
 
+    async def _slurm_versions(self) -> tuple[Version, dict[str, Version]]:
+        """slurmctld's release and each node record's (what its slurmd registered with), now."""
+        controller = Version.parse((await self._slurm.show_config()).get("SLURM_VERSION", ""))
+        records = {n.name: Version.parse(n.version) for n in await self._slurm.nodes() if n.version}
+        self._controller = (controller, time.monotonic())
+        return controller, records
+
     async def show(self, _: web.Request) -> web.Response:
+        # a read costs Slurm nothing of its own: the records from the fleet view, slurmctld's
+        # release read at most once a minute (it changes only with a restart)
+        records = {n.name: Version.parse(n.version) for n in self._records().values() if n.version}
+        try:
+            if self._controller is None or time.monotonic() - self._controller[1] > 60:
+                config = await self._slurm.show_config()
+                self._controller = (Version.parse(config.get("SLURM_VERSION", "")), time.monotonic())
+            versions = describe(self._controller[0], self._versions.fresh(), records)
+        except SlurmError as exc:
+            versions = {**describe(None, self._versions.fresh(), records), "error": exc.message}
         if self._upgrade is None:
-            return web.json_response({"upgrade": None})
+            return web.json_response({"upgrade": None, "versions": versions})
         try:
             await self._upgrade.load()
         except Exception as exc:  # the Kubernetes API after the edge's retries
             return _error(503, f"cannot read the upgrade plan: {exc}")
-        return web.json_response(self._upgrade.report())
+        return web.json_response({**self._upgrade.report(), "versions": versions})
 
     async def start(self, request: web.Request) -> web.Response:
         body = await ControlPlaneAPI._body(request, openapi_maintenance.schemas()["UpgradeRequest"])
@@ -57,7 +89,10 @@ class UpgradeAPI:
         if extra:
             return _error(422, f"unknown fields: {', '.join(extra)}")
         rev, budget, target = body.get("revision"), body.get("budget"), body.get("slurm_version")
-        if not isinstance(rev, str) or not LABEL_VALUE.match(rev):
+        deployment = body.get("deployment")
+        if (rev is None) == (deployment is None):
+            return _error(422, "give either revision (a StatefulSet's new revision) or deployment (its name)")
+        if rev is not None and (not isinstance(rev, str) or not LABEL_VALUE.match(rev)):
             return _error(
                 422, "revision must be the new pods' revision label value (controller-revision-hash)"
             )
@@ -70,19 +105,22 @@ class UpgradeAPI:
             return refused
         assert self._upgrade is not None
         try:
-            controller = Version.parse((await self._slurm.show_config()).get("SLURM_VERSION", ""))
-            slurmds = {n.name: Version.parse(n.version) for n in await self._slurm.nodes() if n.version}
+            controller, records = await self._slurm_versions()
+            slurmds = guard_inputs(self._versions.fresh(), records)
             plan = await self._upgrade.start(
-                rev,
+                rev or "",
                 budget,
                 controller=controller,
                 slurmds=slurmds,
                 target=Version.parse(target) if target else None,
+                deployment=deployment or "",
             )
         except UpgradeError as exc:
             return _error(exc.status, exc.message)
         except SlurmError as exc:
             return _error(503, f"Slurm unreachable: {exc.message}")
+        except KubeError as exc:  # after the edge's retries
+            return _error(503, f"the Kubernetes API failed: {exc}")
         return web.json_response({"started": plan.revision, "budget": plan.budget}, status=201)
 
     async def _pause(self, paused: bool) -> web.Response:

@@ -11,11 +11,22 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sidecars.kube.client import KubeClient, KubeError, KubeNode, LeaseConflict, LeaseRecord, Pod
+    from sidecars.kube.client import (
+        Deployment,
+        KubeClient,
+        KubeError,
+        KubeNode,
+        LeaseConflict,
+        LeaseRecord,
+        Pod,
+        ReplicaSet,
+    )
     from sidecars.kube.config import load_configuration
     from sidecars.kube.events import KubeEventSink, pod_events
 
 _MODULE = {
+    "Deployment": "client",
+    "ReplicaSet": "client",
     "KubeClient": "client",
     "KubeError": "client",
     "KubeNode": "client",
@@ -28,6 +39,7 @@ _MODULE = {
 }
 
 __all__ = [
+    "Deployment",
     "KubeClient",
     "KubeError",
     "KubeEventSink",
@@ -35,6 +47,7 @@ __all__ = [
     "LeaseConflict",
     "LeaseRecord",
     "Pod",
+    "ReplicaSet",
     "load_configuration",
     "pod_events",
 ]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import hashlib
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -135,6 +137,69 @@ class KubeNode:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Deployment:
+    """An apps/v1 Deployment, as far as a paced roll reads it. `template` is a digest of
+    spec.template (a change of it is what starts a new ReplicaSet); the strategy's fields keep
+    Kubernetes' int-or-percentage form ("25%", 1) as given."""
+
+    namespace: str
+    name: str
+    generation: int
+    replicas: int
+    paused: bool
+    strategy: str  # RollingUpdate or Recreate
+    max_surge: int | str | None
+    max_unavailable: int | str | None
+    selector: Mapping[str, str]  # matchLabels
+    template: str
+    annotations: Mapping[str, str]
+    observed_generation: int
+    available: int
+    updated: int
+
+    @classmethod
+    def from_model(cls, d: Any, api: k.ApiClient) -> Deployment:
+        meta, spec, status = d.metadata, d.spec, d.status
+        rolling = spec.strategy.rolling_update if spec.strategy else None
+        template = json.dumps(api.sanitize_for_serialization(spec.template), sort_keys=True)
+        return cls(
+            namespace=meta.namespace or "",
+            name=meta.name or "",
+            generation=int(meta.generation or 0),
+            replicas=1 if spec.replicas is None else int(spec.replicas),
+            paused=bool(spec.paused),
+            strategy=(spec.strategy and spec.strategy.type) or "RollingUpdate",
+            max_surge=rolling.max_surge if rolling else None,
+            max_unavailable=rolling.max_unavailable if rolling else None,
+            selector=dict((spec.selector and spec.selector.match_labels) or {}),
+            template=hashlib.sha256(template.encode()).hexdigest()[:16],
+            annotations=dict(meta.annotations or {}),
+            observed_generation=int((status and status.observed_generation) or 0),
+            available=int((status and status.available_replicas) or 0),
+            updated=int((status and status.updated_replicas) or 0),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplicaSet:
+    name: str
+    revision: str  # its pod-template-hash label
+    replicas: int  # spec.replicas: what its controller keeps
+    owner: str  # the Deployment that controls it, or ""
+
+    @classmethod
+    def from_model(cls, rs: Any) -> ReplicaSet:
+        meta = rs.metadata
+        owner = next((o for o in meta.owner_references or [] if o.controller), None)
+        return cls(
+            name=meta.name or "",
+            revision=(meta.labels or {}).get("pod-template-hash", ""),
+            replicas=int(rs.spec.replicas or 0),
+            owner=owner.name if owner and owner.kind == "Deployment" else "",
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LeaseRecord:
     namespace: str
     name: str
@@ -187,6 +252,7 @@ class KubeClient:
         self.core = k.CoreV1Api(self.api)
         self.coordination = k.CoordinationV1Api(self.api)
         self.custom = k.CustomObjectsApi(self.api)
+        self.apps = k.AppsV1Api(self.api)
         self.requests: Counter | None = None
         if self.registry is not None:
             self.requests = Counter(
@@ -331,6 +397,37 @@ class KubeClient:
                 return False
             raise
         return True
+
+    # ------------------------------------------------------------------ deployments
+    async def get_deployment(self, namespace: str, name: str) -> Deployment | None:
+        try:
+            d = await self._call(
+                "get_deployment", lambda: self.apps.read_namespaced_deployment(name, namespace)
+            )
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return Deployment.from_model(d, self.api)
+
+    async def patch_deployment(self, namespace: str, name: str, patch: Mapping[str, Any]) -> Deployment:
+        """A JSON merge patch (RFC 7386: null removes a key) of the Deployment. Retried on 409 too: a
+        merge patch names only its own fields, and applies cleanly over a concurrent change."""
+        body = dict(patch)
+        merge: dict[str, Any] = {"_content_type": "application/merge-patch+json"}
+        d = await self._call(
+            "patch_deployment",
+            lambda: self.apps.patch_namespaced_deployment(name, namespace, body, **merge),
+            conflict_too=True,
+        )
+        return Deployment.from_model(d, self.api)
+
+    async def list_replica_sets(self, namespace: str, selector: str = "") -> list[ReplicaSet]:
+        result = await self._call(
+            "list_replicasets",
+            lambda: self.apps.list_namespaced_replica_set(namespace, label_selector=selector),
+        )
+        return [ReplicaSet.from_model(rs) for rs in result.items]
 
     # ------------------------------------------------------------------ nodes
     async def list_nodes(self) -> tuple[list[KubeNode], str]:

@@ -92,6 +92,12 @@ class SlurmClient:
         result = await self.run("scontrol", "--version", retry=False, timeout=timeout)
         return Version.parse(result.stdout)
 
+    async def slurmd_version(self, binary: str = "slurmd") -> Version:
+        """The release of a slurmd binary (`slurmd -V`: it prints and exits, reading no config and
+        asking no daemon). Not retried: a binary that cannot run is no transient."""
+        result = await self.run(binary, "-V", retry=False)
+        return Version.parse(result.stdout)
+
     async def _json(self, kind: Literal["nodes", "jobs", "partitions"]) -> bool:
         """Whether to read `kind` as JSON. `squeue --json` and 22.05's per-node `sinfo --json` exist
         in every supported release; partitions have JSON only through `scontrol --json` (23.02+)."""

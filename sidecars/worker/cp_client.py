@@ -85,3 +85,8 @@ class ControlPlaneClient:
             },
             204,
         )
+
+    async def report_version(self, pod_namespace: str, pod_name: str, version: str) -> None:
+        """The release this node's slurmd binary is (no `registered`: not a registration report)."""
+        body = {"pod_namespace": pod_namespace, "pod_name": pod_name, "slurmd_version": version}
+        await self._post("report", body, 204)

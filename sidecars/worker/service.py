@@ -38,6 +38,7 @@ from sidecars.worker.settings import WorkerSettings, configure, from_args, is_ou
 from sidecars.worker.slurm_source import SlurmSource
 from sidecars.worker.slurmd import Slurmd
 from sidecars.worker.slurmdhealth import SlurmdHealth
+from sidecars.worker.slurmdversion import SlurmdVersion
 from sidecars.worker.source import NodeSource
 
 log = structlog.get_logger(__name__)
@@ -82,6 +83,7 @@ class Agent:
             interval=settings.poll_seconds,
         )
         self.imex = ImexCheck(settings.imex_channel, os.environ if env is None else env)
+        self.slurmd_version = SlurmdVersion(self.client, self.slurmd)
         self.obs: Observation | None = None
         self.known: Observation | None = None  # the last look that succeeded (probes, status)
         self.started = time.monotonic()
@@ -167,6 +169,9 @@ class Agent:
             "slurmd_health": self.slurmd_health.as_json(),  # which readiness source was used
             "claim_refused": self.claim.refused if self.claim is not None else None,
             "imex_channel": self.imex.check().as_json(),
+            "slurmd_version": None
+            if (v := self.slurmd_version.learnt) is None
+            else {"version": str(v.version), "pid": v.pid},
         }
 
     def http(self) -> DaemonHTTP:
@@ -290,6 +295,17 @@ class Agent:
             await self._map(obs)
         if not self.drainer.pod_terminating:
             await self.slurmd_health.step()
+            await self._report_version()
+
+    async def _report_version(self) -> None:
+        """The running slurmd's release, told to the control plane (its version skew guard)."""
+        if self.source.cp is None or self.registration.status.state != "registered":
+            return
+        await self.slurmd_version.learn()
+        due = self.slurmd_version.due()
+        s = self.settings
+        if due is not None and await self.source.report_version(s.pod_namespace, s.pod_name, str(due)):
+            self.slurmd_version.delivered(due)
 
     async def _startup(self, obs: Observation) -> None:
         """A node left drained by us for a pod that is gone (a cancelled scale-in, a replaced pod)

@@ -119,3 +119,14 @@ class NodeSource:
             await self.cp.report(pod_namespace, pod_name, registered, detail)
         except ControlPlaneUnavailable as exc:
             log.warning("report_not_delivered", error=str(exc))
+
+    async def report_version(self, pod_namespace: str, pod_name: str, version: str) -> bool:
+        """Best effort, True when delivered: the next turn tries again."""
+        if self.cp is None or not self.using_cp:
+            return False
+        try:
+            await self.cp.report_version(pod_namespace, pod_name, version)
+        except ControlPlaneUnavailable as exc:
+            log.warning("version_report_not_delivered", error=str(exc))
+            return False
+        return True

@@ -92,6 +92,8 @@ async def test_bad_configuration_exits_2(tmp_path: Path) -> None:
         # topology: a label key that is none, a topology name Slurm could not take
         ["control-plane", "--http", "127.0.0.1:0", "--token-file", str(token), "--topology-labels", "a b,c"],
         ["control-plane", "--http", "127.0.0.1:0", "--token-file", str(token), "--topology-name", "x:y"],
+        # a renewal period the leader would step down before reaching (2/3 of the lease)
+        ["control-plane", "--http", "127.0.0.1:0", "--token-file", str(token), "--renew-seconds", "10"],
     ):
         proc = await asyncio.create_subprocess_exec(
             CLI, *argv, stderr=asyncio.subprocess.PIPE, env={**os.environ, "SIDECARS_KUBERNETES": "off"}

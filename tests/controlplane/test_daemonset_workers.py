@@ -90,7 +90,7 @@ async def test_kube_node_names_and_conflicting_claims(
         assert {k: len(v) for k, v in refusals(fake).items()} == {"ds-d": 1, "ds-e": 1, "ds-f": 1}
 
         # ds-b gone: the pod on its Node takes its Slurm node over (same name, another pod)
-        fake.remove_pod("ds-b")
+        fake.remove_pod("slurm", "ds-b")
         await eventually(lambda: costs(fake), lambda c: "ds-e" in c, what="ds-e ranked as n2's pod")
         await eventually(
             lambda: cp.get("/status"),

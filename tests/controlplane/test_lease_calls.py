@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 from sidecars.controlplane.leader import LeaderElector
 from sidecars.kube import KubeClient
@@ -15,9 +16,10 @@ from tests.helpers import eventually
 
 
 @contextlib.asynccontextmanager
-async def elector(url: str) -> AsyncIterator[LeaderElector]:
+async def elector(url: str, **timing: Any) -> AsyncIterator[LeaderElector]:
+    timing = {"lease_seconds": 30.0, "renew_seconds": 0.05, **timing}
     async with KubeClient(configuration(url), retry=KubeRetry(attempts=2, initial_wait=0.01)) as kube:
-        lead = LeaderElector(kube, "slurm", "cp", "cp-a", lease_seconds=30.0, renew_seconds=0.05)
+        lead = LeaderElector(kube, "slurm", "cp", "cp-a", **timing)
         stop = asyncio.Event()
         task = asyncio.create_task(lead.run(stop), name="leader")
         try:
@@ -57,3 +59,19 @@ async def test_a_lease_taken_since_our_renewal_is_read_and_followed(fake_kube: t
         await eventually(following, bool, what="cp-a follows cp-b")
     assert fake.answered("PUT", "/leases/cp", 409)  # the fast path's renewal was refused
     assert fake.leases[("slurm", "cp")]["spec"]["holderIdentity"] == "cp-b"  # and nothing overwritten
+
+
+async def test_a_failed_renewal_is_retried_soon_and_the_lease_kept(fake_kube: tuple[FakeKube, str]) -> None:
+    fake, url = fake_kube
+    # the leader steps down 2 s after its last renewal; it renews every 1.5 s when all is well
+    async with elector(url, lease_seconds=3.0, renew_seconds=1.5, retry_seconds=0.1) as lead:
+        await eventually(lambda: renewals(fake), lambda n: n >= 1, what="a renewal")
+        seen: list[bool] = []
+        lead.changed.clear()
+        fake.inject("PUT", "/leases/cp", 500, times=6)  # three renewals fail, two attempts each
+        await eventually(
+            lambda: len(fake.answered("PUT", "/leases/cp", 200)), lambda n: n >= 3, within=20, what="renewed"
+        )
+        seen.append(lead.changed.is_set())
+    assert len(fake.answered("PUT", "/leases/cp", 500)) == 6
+    assert seen == [False] and lead.is_leader is False  # never stepped down (released at the end)

@@ -84,3 +84,17 @@ def test_integer_query_values_follow_the_json_grammar(raw: str, value: int | Non
 @pytest.mark.parametrize("raw", ["inf", "nan", "1e", ".5", "5.", "0x10", "1e400x"])
 def test_number_query_values_follow_the_json_grammar(raw: str) -> None:
     assert query_value({"type": "number", "minimum": 0}, raw, "wait")[1] is not None
+
+
+def test_one_of_its_alternatives_of_required_properties() -> None:
+    schema = {
+        "type": "object",
+        "oneOf": [{"required": ["revision"]}, {"required": ["deployment"]}],
+        "properties": {"revision": {"type": "string"}, "deployment": {"type": "string"}},
+    }
+    assert problem(schema, {"revision": "a"}, "body") is None
+    assert problem(schema, {"deployment": "w"}, "body") is None
+    for both_or_none in ({}, {"revision": "a", "deployment": "w"}):
+        assert problem(schema, both_or_none, "body") == "body: give exactly one of revision or deployment"
+    with pytest.raises(SchemaUnsupported):
+        problem({"type": "object", "oneOf": [{"type": "object"}]}, {}, "x")

@@ -14,6 +14,7 @@ import pytest
 
 from sidecars.controlplane.upgrade import CONFIG_MAP, REASON_PREFIX
 from sidecars.devcluster import DevCluster
+from sidecars.slurm import Version
 from tests.controlplane.conftest import TOKEN, control_plane, eventually
 from tests.fakekube import FakeKube
 
@@ -179,6 +180,9 @@ async def test_the_upgrade_command_starts_pauses_and_resumes_and_refuses_a_zero_
         assert code == 2 and "--upgrade-budget" in err
         code, out, err = await run("status")
         assert code == 0 and "no upgrade started" in out
+        # the releases the skew guard would check: slurmctld's, and each slurmd's (no agent here)
+        ctld = Version.parse(cluster.release.version)
+        assert out.count("(node record)") == 2 and f"slurmctld {ctld}" in out, out
         code, out, err = await run("start", "--revision", "new", "--upgrade-budget", "1")
         assert code == 0, err
         await cluster.wait_node("n1", lambda n: n.state.drain and n.state.busy, timeout=60)  # its turn first

@@ -3,11 +3,16 @@ start times and Node annotations (the end-to-end refusals are in test_upgrade.py
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from sidecars.controlplane.deployroll import ANNOTATION, refusal
 from sidecars.controlplane.maintenance import WindowError, parse_duration, parse_start
 from sidecars.controlplane.nodewindows import parse_annotation, window_name
-from sidecars.controlplane.upgrade import UpgradeError, parse_budget, release_distance, skew_error
+from sidecars.controlplane.upgrade import Plan, UpgradeError, parse_budget, release_distance, skew_error
+from sidecars.controlplane.versions import STALE_SECONDS, AgentVersions, describe, guard_inputs
+from sidecars.kube import Deployment, Pod
 from sidecars.slurm import Version
 
 NOW = 1_800_000_000.0
@@ -88,3 +93,76 @@ def test_node_annotations() -> None:
     for bad in ("now/1h", "2h", f"{start}/soon"):
         with pytest.raises(WindowError):
             parse_annotation(bad, NOW)
+
+
+def test_the_skew_guard_takes_an_agents_report_over_the_node_record_until_it_goes_stale() -> None:
+    now = [1000.0]
+    versions = AgentVersions(clock=lambda: now[0])
+    records = {"n1": v("24.11.5"), "n2": v("24.11.5")}
+    assert guard_inputs(versions.fresh(), records) == records  # no agent yet: the records stand
+    versions.report("n2", "25.05.0")  # its slurmd runs a newer binary than it registered with
+    versions.report("n3", "24.05.1")  # no record read for it: the report still counts
+    inputs = guard_inputs(versions.fresh(), records)
+    assert inputs == {"n1": v("24.11.5"), "n2": v("25.05.0"), "n3": v("24.05.1")}
+    why = skew_error(v("24.11.5"), inputs, None)
+    assert why is not None and "slurmd 25.05.0 on n2" in why
+    shown = describe(v("24.11.5"), versions.fresh(), records)
+    assert shown["slurmctld"] == "24.11.5"
+    assert shown["slurmd"]["n2"] == {"agent": "25.05.0", "record": "24.11.5"}
+    assert shown["slurmd"]["n1"] == {"agent": None, "record": "24.11.5"}
+    now[0] += STALE_SECONDS  # the agent stopped repeating it: gone
+    assert guard_inputs(versions.fresh(), records) == records
+    assert skew_error(v("24.11.5"), guard_inputs(versions.fresh(), records), None) is None
+
+
+def deployment(**overrides: Any) -> Deployment:
+    base: dict[str, Any] = {
+        "namespace": "slurm",
+        "name": "workers",
+        "generation": 3,
+        "replicas": 4,
+        "paused": False,
+        "strategy": "RollingUpdate",
+        "max_surge": "25%",
+        "max_unavailable": "25%",
+        "selector": {"app": "slurmd"},
+        "template": "abc",
+        "annotations": {},
+        "observed_generation": 3,
+        "available": 4,
+        "updated": 4,
+    }
+    return Deployment(**{**base, **overrides})
+
+
+def test_what_a_paced_deployment_roll_refuses() -> None:
+    assert refusal(deployment(), "workers", {"old"}) is None
+    for d, hashes, status, words in (
+        (None, {"old"}, 404, "no Deployment workers"),
+        (deployment(strategy="Recreate"), {"old"}, 409, "every pod at once"),
+        (deployment(paused=True), {"old"}, 409, "paused by someone else"),
+        (deployment(updated=2), {"old", "new"}, 409, "already rolling"),
+        (deployment(observed_generation=2), {"old"}, 409, "already rolling"),
+        (deployment(), set(), 409, "no worker pods"),
+    ):
+        why = refusal(d, "workers", hashes)
+        assert why is not None and why.status == status and words in why.message, (d, why)
+    # paused by an earlier start of ours (its annotation): started again, not refused
+    assert (
+        refusal(deployment(paused=True, annotations={ANNOTATION: "old"}, updated=2), "workers", {"old"})
+        is None
+    )
+
+
+def test_a_deployment_plan_tells_old_pods_by_the_old_replica_sets_hash() -> None:
+    plan = Plan("workers.old", "1", kind="Deployment", workload="workers", from_revision="old")
+    assert Plan.from_data(plan.data()) == plan
+    assert plan.old(worker_pod({"pod-template-hash": "old"}))
+    assert not plan.old(worker_pod({"pod-template-hash": "f00d"}))  # Kubernetes named the new one
+    statefulset = Plan("new", "1")
+    assert statefulset.old(worker_pod({"controller-revision-hash": "old"}))
+    assert not statefulset.old(worker_pod({"controller-revision-hash": "new"}))
+
+
+def worker_pod(labels: dict[str, str]) -> Pod:
+    return Pod("slurm", "w", "u", "n1", labels, {}, True, "Running", "ReplicaSet", False, "1")

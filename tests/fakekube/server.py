@@ -1,4 +1,5 @@
-"""A small Kubernetes API server: the real REST paths and JSON for pods, events and leases.
+"""A small Kubernetes API server: the real REST paths and JSON for pods, events and leases (and
+Deployments and ReplicaSets, which tests/fakekube/deployments.py plays the controllers of).
 
 Enough of the API for kubernetes-asyncio to be driven exactly as in production: list and watch
 (with resourceVersion, bookmarks and 410 for a too-old version), get, strategic-merge and merge
@@ -132,6 +133,8 @@ class FakeKube:
     history: list[tuple[int, str, Obj]] = field(default_factory=list)  # (rv, type, pod) for watches
     nodes: dict[str, Obj] = field(default_factory=dict)  # Kubernetes Nodes (cluster-scoped)
     config_maps: dict[tuple[str, str], Obj] = field(default_factory=dict)
+    deployments: dict[tuple[str, str], Obj] = field(default_factory=dict)
+    replica_sets: dict[tuple[str, str], Obj] = field(default_factory=dict)
     node_history: list[tuple[int, str, Obj]] = field(default_factory=list)
     # NVIDIA's DRA driver ComputeDomains (resource.nvidia.com/v1beta1), served only when `serve_crds`
     compute_domains: dict[tuple[str, str], Obj] = field(default_factory=dict)
@@ -294,12 +297,6 @@ class FakeKube:
         node["metadata"]["resourceVersion"] = self._bump()
         self._record("MODIFIED", node, self.node_history)
 
-    def remove_pod(self, name: str, namespace: str = "slurm") -> None:
-        """The pod is gone (deleted and its containers stopped), as a watch then reports it."""
-        pod = self.pods.pop((namespace, name))
-        pod["metadata"]["resourceVersion"] = self._bump()
-        self._record("DELETED", pod)
-
     def set_compute_domain(
         self, name: str, nodes: list[str], *, namespace: str = "default", clique: str = "1d5e.7"
     ) -> Obj:
@@ -430,6 +427,10 @@ class FakeKube:
         app.router.add_post(cms, self.create_config_map)
         app.router.add_put(cms + "/{name}", self.replace_config_map)
         app.router.add_get("/apis/resource.nvidia.com/v1beta1/computedomains", self.list_compute_domains)
+        apps = "/apis/apps/v1/namespaces/{ns}"
+        app.router.add_get(apps + "/deployments/{name}", self.get_deployment)
+        app.router.add_patch(apps + "/deployments/{name}", self.patch_deployment)
+        app.router.add_get(apps + "/replicasets", self.list_replica_sets)
         app.router.add_get("/api/v1/nodes", self.list_nodes)
         app.router.add_get("/api/v1/nodes/{name}", self.get_node)
         app.router.add_get(leases + "/{name}", self.get_lease)
@@ -597,6 +598,73 @@ class FakeKube:
         cm["metadata"].update(namespace=ns, resourceVersion=self._bump(), uid=current["metadata"]["uid"])
         self.config_maps[(ns, name)] = cm
         return web.json_response(cm)
+
+    # ------------------------------------------------------------------ deployments, replica sets
+    def put_pod(self, pod: Obj) -> None:
+        """A pod made by a controller (deployments.py), announced to the watches."""
+        pod["metadata"]["resourceVersion"] = self._bump()
+        self.pods[(pod["metadata"]["namespace"], pod["metadata"]["name"])] = pod
+        self._record("ADDED", pod)
+
+    def touch_pod(self, pod: Obj) -> None:
+        pod["metadata"]["resourceVersion"] = self._bump()
+        self._record("MODIFIED", pod)
+
+    def remove_pod(self, namespace: str, name: str) -> None:
+        pod = self.pods.pop((namespace, name), None)
+        if pod is not None:
+            pod["metadata"]["resourceVersion"] = self._bump()
+            self._record("DELETED", pod)
+
+    async def get_deployment(self, request: web.Request) -> web.StreamResponse:
+        found = self.deployments.get((request.match_info["ns"], request.match_info["name"]))
+        if found is None:
+            return _status(404, "NotFound", f'deployments.apps "{request.match_info["name"]}" not found')
+        return web.json_response(found)
+
+    async def patch_deployment(self, request: web.Request) -> web.StreamResponse:
+        ctype = request.headers.get("Content-Type", "").split(";")[0]
+        if ctype not in MERGE_TYPES:
+            return _status(
+                415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {ctype}"
+            )
+        name = request.match_info["name"]
+        found = self.deployments.get((request.match_info["ns"], name))
+        if found is None:
+            return _status(404, "NotFound", f'deployments.apps "{name}" not found')
+        patch = request[BODY]
+        if not isinstance(patch, dict):
+            return _status(400, "BadRequest", "patch is not an object")
+        changed = _merge(copy.deepcopy(found), patch)
+        rolling = changed["spec"].get("strategy", {}).get("rollingUpdate") or {}
+        if rolling.get("maxSurge", "25%") in {0, "0%"} and rolling.get("maxUnavailable", "25%") in {0, "0%"}:
+            return _status(  # the API server's own validation, in its words
+                422,
+                "Invalid",
+                f'Deployment.apps "{name}" is invalid: spec.strategy.rollingUpdate.maxUnavailable: '
+                "Invalid value: 0: may not be 0 when `maxSurge` is 0",
+            )
+        if changed["spec"] != found["spec"]:
+            changed["metadata"]["generation"] = found["metadata"].get("generation", 1) + 1
+        changed["metadata"]["resourceVersion"] = self._bump()
+        self.deployments[(request.match_info["ns"], name)] = changed
+        return web.json_response(changed)
+
+    async def list_replica_sets(self, request: web.Request) -> web.StreamResponse:
+        ns, selector = request.match_info["ns"], request.query.get("labelSelector")
+        items = [
+            copy.deepcopy(r)
+            for (rns, _), r in sorted(self.replica_sets.items())
+            if rns == ns and _selected(r, selector)
+        ]
+        return web.json_response(
+            {
+                "kind": "ReplicaSetList",
+                "apiVersion": "apps/v1",
+                "metadata": {"resourceVersion": str(self.rv)},
+                "items": items,
+            }
+        )
 
     # ------------------------------------------------------------------ nodes
     async def list_nodes(self, request: web.Request) -> web.StreamResponse:

@@ -325,6 +325,8 @@ def test_role_is_least_privilege() -> None:
         (("", "events.k8s.io"), ("events",), ("create",)),
         (("coordination.k8s.io",), ("leases",), ("create", "get", "update")),
         (("",), ("configmaps",), ("create", "get", "update")),  # the upgrade plan, the topology file
+        (("apps",), ("deployments",), ("get", "patch")),  # a Deployment's paced roll
+        (("apps",), ("replicasets",), ("list",)),
     }
     binding = find(render("base"), "RoleBinding", "slurm-sidecars")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "slurm-sidecars", "namespace": "slurm"}]

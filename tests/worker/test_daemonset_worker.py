@@ -107,7 +107,7 @@ async def test_a_surge_pod_waits_for_the_node_and_then_takes_the_same_name(
             assert not marker.exists() and agent.registration.status.state == "unknown"
 
             await cluster.scancel(job)
-            fake.remove_pod("ds-old")  # the old pod is gone: the new one takes its node over
+            fake.remove_pod("slurm", "ds-old")  # the old pod is gone: the new one takes its node over
             await eventually((sockdir / naming.NAME_FILE).exists, what="the name file for slurmd")
             assert (sockdir / naming.NAME_FILE).read_text() == "gpu-a\n"
             # the new pod's slurmd, as the overlay's script starts it: with the features file's Features=
