@@ -17,9 +17,11 @@ from prometheus_client import CollectorRegistry
 from sidecars.controlplane import settings as cp_settings
 from sidecars.controlplane.api import ControlPlaneAPI
 from sidecars.controlplane.busylabel import BusyLabeler
+from sidecars.controlplane.claims import Claims
 from sidecars.controlplane.configfeed import ConfigFeed
 from sidecars.controlplane.deletion_cost import DeletionCostWriter
 from sidecars.controlplane.drains import DrainBatcher
+from sidecars.controlplane.gpudomains import ComputeDomainCache, GpuDomainSync
 from sidecars.controlplane.kubenodes import NodeCache
 from sidecars.controlplane.leader import LeaderElector
 from sidecars.controlplane.maintenance import Maintenance
@@ -29,7 +31,7 @@ from sidecars.controlplane.nodesync import CordonSync
 from sidecars.controlplane.nodewindows import NodeWindows
 from sidecars.controlplane.page import DrainClock, PageState
 from sidecars.controlplane.podconditions import ConditionWriter
-from sidecars.controlplane.pods import PodCache, node_name
+from sidecars.controlplane.pods import PodCache
 from sidecars.controlplane.recycle import RecyclePolicy, Recycler
 from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.controlplane.snapshot import FleetView
@@ -40,8 +42,9 @@ from sidecars.controlplane.upgrade_api import UpgradeAPI
 from sidecars.controlplane.versions import AgentVersions
 from sidecars.controlplane.web import WebUI
 from sidecars.kube import KubeClient, KubeEventSink, Pod, load_configuration
+from sidecars.kube.nodename import Named, NodeNaming, slurm_node_name
 from sidecars.runtime import daemon, http, logs
-from sidecars.runtime.events import EventSink, LogEventSink
+from sidecars.runtime.events import EventSink, EventType, LogEventSink
 from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.tasks import RootTasks, until_stopped
 from sidecars.slurm import SlurmClient, SlurmError, SlurmMetrics
@@ -91,10 +94,22 @@ class ControlPlane:
         self.costs: DeletionCostWriter | None = None
         self.recycler: Recycler | None = None
         self.kube_nodes: NodeCache | None = None  # one Node list + watch, made by its first reader
+        self.naming = NodeNaming(settings.node_name_from, settings.node_label, settings.node_name_annotation)
+        if kube is not None and self.naming.source == "kube-node":
+            self._node_cache(kube)  # the Slurm node names come from the Nodes
+        self.claims = Claims(self.name_of, enforce=self.naming.source == "kube-node")
         self.cordons: CordonSync | None = None
         if kube is not None and settings.cordon_sync:
             self.cordons = CordonSync(
                 kube, self._node_cache(kube), self.drains, self.node_of, taint_keys=settings.cordon_taints
+            )
+        self.gpu_domains: GpuDomainSync | None = None
+        self.compute_domains: ComputeDomainCache | None = None
+        if kube is not None and settings.gpu_domain_features:
+            if settings.compute_domains:
+                self.compute_domains = ComputeDomainCache(kube)
+            self.gpu_domains = GpuDomainSync(
+                slurm, self._node_cache(kube), self.node_of, self.compute_domains
             )
         self.conditions: ConditionWriter | None = None
         if kube is not None and settings.pod_conditions:
@@ -160,20 +175,18 @@ class ControlPlane:
         self.maintenance_api = MaintenanceAPI(self.maintenance, self.leader)
         self.node_windows: NodeWindows | None = None
         if kube is not None and self.pods is not None:
-            pods = self.pods
             self.node_windows = NodeWindows(
-                self.maintenance, self._node_cache(kube), lambda: list(pods.pods.values()), self.node_of
+                self.maintenance, self._node_cache(kube), self.worker_pods, self.node_of
             )
         self.upgrade: Upgrade | None = None
         if kube is not None and self.pods is not None:
-            cache = self.pods
             self.upgrade = Upgrade(
                 kube,
                 settings.namespace,
                 self.drains,
                 lambda: self.fleet.snapshot.nodes,
                 lambda: self.fleet.snapshot.order,
-                lambda: list(cache.pods.values()),
+                self.worker_pods,
                 self.node_of,
                 emit=self._event_on,
             )
@@ -222,28 +235,57 @@ class ControlPlane:
             {"namespace": ns, "pod": pod, "detail": r.detail} for (ns, pod), r in sorted(rec.reports.items())
         ]
 
-    def node_of(self, pod: Pod) -> str:
-        """The pod's Slurm node: the node whose Comment names this pod (Slinky writes it), else by
-        host name or label."""
+    def name_of(self, pod: Pod) -> Named:
+        """The pod's Slurm node: the node whose Comment names this pod (Slinky writes it), else the
+        rule the agents use too (kube.nodename: host name or label, or the Kubernetes Node)."""
         snap = self.fleet.snapshot
         if self._pod_index[0] != snap.version:  # built once per snapshot, not once per pod
             index = {(v.pod.namespace, v.pod.pod_name): v.name for v in snap.nodes.values() if v.pod}
             self._pod_index = (snap.version, index)
         found = self._pod_index[1].get((pod.namespace, pod.name))
-        return found or node_name(pod, self.settings.node_label)
+        if found:
+            return Named(found, "the node's Comment")
+        host = self.kube_nodes.nodes.get(pod.node_name) if self.kube_nodes and pod.node_name else None
+        if self.naming.source == "kube-node" and pod.node_name and host is None:
+            # its annotation (an override) is unknown: no guess that could claim another's node
+            return Named(None, f"Kubernetes node {pod.node_name} not found")
+        return slurm_node_name(
+            self.naming,
+            pod_name=pod.name,
+            pod_hostname=pod.hostname,
+            pod_labels=pod.labels,
+            kube_node=pod.node_name,
+            node_annotations=host.annotations if host else None,
+        )
+
+    def node_of(self, pod: Pod) -> str:
+        return self.name_of(pod).name or ""
+
+    @property
+    def naming_ready(self) -> bool:
+        """Names from the Nodes need the Node cache listed first (else every pod looks unnamed)."""
+        if self.naming.source != "kube-node":
+            return True
+        return self.kube_nodes is not None and self.kube_nodes.synced.is_set()
+
+    def worker_pods(self) -> list[Pod]:
+        """The worker pods that hold their Slurm node (one each); conflicts are set aside (claims)."""
+        if self.pods is None:
+            return []
+        return self.claims.resolve(self.pods.pods.values())
 
     async def _pod_event(self, node: str, reason: str, message: str) -> None:
         """An Event on the worker pod of a Slurm node (none when no pod runs it)."""
         if self.pods is not None:
-            pod = next((p for p in self.pods.pods.values() if self.node_of(p) == node), None)
+            pod = next((p for p in self.worker_pods() if self.node_of(p) == node), None)
             if pod is not None:
                 await self._event_on(pod, reason, message)
 
-    async def _event_on(self, pod: Pod, reason: str, message: str) -> None:
+    async def _event_on(self, pod: Pod, reason: str, message: str, type: EventType = "Normal") -> None:
         if self.kube is not None:
             involved = {"kind": "Pod", "name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
             sink = KubeEventSink(self.kube, pod.namespace, involved, component="slurm-sidecars-control-plane")
-            await sink.emit(reason, message)
+            await sink.emit(reason, message, type)
 
     def _written(self, names: set[str]) -> None:
         self.draining |= names
@@ -281,11 +323,15 @@ class ControlPlane:
             self._refreshed.clear()
             if not self.leader.is_leader or self.pods is None or not self.pods.synced.is_set():
                 continue
-            pods = list(self.pods.pods.values())
+            if not self.naming_ready:
+                continue
+            pods = self.worker_pods()
             snap = self.fleet.snapshot
             try:
                 if self.busy is not None and snap.loaded:  # first: it is what keeps jobs from eviction
                     await self.busy.sync(pods, snap)
+                for refused in self.claims.to_report():
+                    await self._event_on(refused.pod, "SlurmNodeClaimRefused", refused.message(), "Warning")
                 if self.costs is not None and snap.loaded:
                     await self.costs.sync(pods, snap)
                 if self.recycler is not None:
@@ -294,6 +340,8 @@ class ControlPlane:
                     await self.cordons.cycle(pods, snap)
                 if self.conditions is not None and snap.loaded:
                     await self.conditions.sync(pods, snap)
+                if self.gpu_domains is not None and self.gpu_domains.ready and snap.loaded:
+                    await self.gpu_domains.cycle(pods, snap)
                 if self.topology is not None and self.topology.ready and snap.loaded:
                     await self.topology.cycle(pods, snap)
             except Exception as exc:  # a Kubernetes hiccup must not end the loop
@@ -304,7 +352,8 @@ class ControlPlane:
         while True:
             try:
                 if self.leader.is_leader and self.fleet.snapshot.loaded:
-                    if self.node_windows is not None and self.pods is not None and self.pods.synced.is_set():
+                    synced = self.pods is not None and self.pods.synced.is_set() and self.naming_ready
+                    if self.node_windows is not None and synced:
                         await self.node_windows.sync()
                     await self.maintenance.reconcile()
                 else:
@@ -324,7 +373,12 @@ class ControlPlane:
             await asyncio.sleep(self.settings.interval_seconds)
             if not self.leader.is_leader:
                 leading = False
-            ready = self.pods is not None and self.pods.synced.is_set() and self.fleet.snapshot.loaded
+            ready = (
+                self.pods is not None
+                and self.pods.synced.is_set()
+                and self.fleet.snapshot.loaded
+                and self.naming_ready
+            )
             if self.upgrade is None or not self.leader.is_leader or not ready:
                 continue
             if not leading:
@@ -363,6 +417,7 @@ class ControlPlane:
                 "nodes": self.maintenance.counts(),
                 "error": self.maintenance.read_error,
             },
+            "refused_pods": [r.as_json() for r in self.claims.refused.values()],
             "topology": None if self.topology is None else self.topology.status(),
             "recycling": None
             if rec is None
@@ -409,6 +464,8 @@ class ControlPlane:
         self.tasks.start("upgrade_loop", self.upgrade_loop())
         if self.kube_nodes is not None:
             self.tasks.start("kube_nodes", self.kube_nodes.run())
+        if self.compute_domains is not None:
+            self.tasks.start("compute_domains", self.compute_domains.run())
         try:
             async with http.serve(self.http_app(), self.settings.host, self.settings.port) as port:
                 log.info(

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sidecars.controlplane import topology
+from sidecars.kube.nodename import ANNOTATION, SOURCES
 from sidecars.runtime.settings import ConfigError, flag, http_url, parse_addr, positive, read_token
 
 
@@ -26,6 +27,8 @@ class ControlPlaneSettings:
     namespace: str = "slurm"
     worker_selector: str = "app.kubernetes.io/component=worker"
     node_label: str = ""  # a pod label naming its Slurm node; "" = the pod's spec.hostname, else its name
+    node_name_from: str = "pod"  # "kube-node": DaemonSet workers, named after their Kubernetes Node
+    node_name_annotation: str = ANNOTATION  # the Node annotation that overrides its name (kube-node)
     kubeconfig: str | None = None
     kubernetes: bool = True  # False: never talk to Kubernetes, even when a config is found
     lease_name: str = "slurm-sidecars-control-plane"
@@ -46,6 +49,8 @@ class ControlPlaneSettings:
     pod_conditions: bool = True  # mirror each worker's Slurm state in its pod's conditions
     condition_qps: float = 5.0
     condition_settle_seconds: float = 10.0  # a new Slurm state must hold this long before it is written
+    gpu_domain_features: bool = True  # a worker's Slurm node gets a feature naming its NVLink domain
+    compute_domains: bool = False  # also watch NVIDIA's DRA ComputeDomains (the CRD and RBAC needed)
     busy_label: bool = True  # worker pods running jobs carry slurm-sidecars.io/busy=true (for a PDB)
     busy_label_qps: float = 10.0
     busy_release_seconds: float = 30.0  # idle this long before the busy label is removed (no flapping)
@@ -104,6 +109,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--node-label",
         default="",
         help="pod label naming the Slurm node (default: spec.hostname, else the pod name, as in Slinky)",
+    )
+    flag(
+        parser,
+        "--node-name-from",
+        default="pod",
+        choices=list(SOURCES),
+        help="pod: label, hostname or pod name (Slinky); kube-node: the Kubernetes Node's name (DaemonSet)",
+    )
+    flag(
+        parser,
+        "--node-name-annotation",
+        default=ANNOTATION,
+        help="with --node-name-from=kube-node: a Node annotation that gives its Slurm node name instead",
     )
     flag(parser, "--kubeconfig", default=None, help="kubeconfig file (default: in-cluster, else $KUBECONFIG)")
     flag(
@@ -216,6 +234,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="10",
         help="a new place from the labels must hold this long before the node is moved (no flapping)",
     )
+    configure_gpu(parser)
+
+
+def configure_gpu(parser: argparse.ArgumentParser) -> None:
+    flag(
+        parser,
+        "--gpu-domain-features",
+        default="on",
+        choices=["on", "off"],
+        help="on: a worker's Slurm node gets nvlink-clique-<v> from its Node's nvidia.com/gpu.clique label",
+    )
+    flag(
+        parser,
+        "--compute-domains",
+        default="off",
+        choices=["on", "off"],
+        help="on: also nvlink-domain-<name> for each resource.nvidia.com ComputeDomain its Node joined",
+    )
 
 
 def _taint_keys(text: str) -> tuple[str, ...]:
@@ -225,6 +261,20 @@ def _taint_keys(text: str) -> tuple[str, ...]:
         if not name or len(key) > 316 or any(c.isspace() or c in "=:," for c in key):
             raise ConfigError(f"--cordon-taints: not a taint key: {key!r}")
     return keys
+
+
+def _source(text: str) -> str:
+    if text not in SOURCES:
+        raise ConfigError(f"--node-name-from: one of {', '.join(SOURCES)}, got {text!r}")
+    return text
+
+
+def _annotation_key(text: str) -> str:
+    key = (text or "").strip()
+    prefix, _, name = key.rpartition("/")
+    if not name or len(name) > 63 or len(prefix) > 253 or any(c.isspace() or c in "=:," for c in key):
+        raise ConfigError(f"--node-name-annotation: not an annotation key: {text!r}")
+    return key
 
 
 def _topology(args: argparse.Namespace) -> dict[str, Any]:
@@ -274,6 +324,8 @@ def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
         namespace=args.namespace,
         worker_selector=args.worker_selector,
         node_label=args.node_label,
+        node_name_from=_source(args.node_name_from),
+        node_name_annotation=_annotation_key(args.node_name_annotation),
         kubeconfig=args.kubeconfig or None,
         kubernetes=args.kubernetes != "off",
         lease_name=args.lease_name,
@@ -302,6 +354,8 @@ def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
         condition_settle_seconds=positive(
             args.condition_settle_seconds, "--condition-settle-seconds", allow_zero=True
         ),
+        gpu_domain_features=args.gpu_domain_features != "off",
+        compute_domains=args.compute_domains == "on",
         **_topology(args),
         busy_label=args.busy_label != "off",
         busy_label_qps=positive(args.busy_label_qps, "--busy-label-qps"),

@@ -39,6 +39,8 @@ class FleetNode:
     gpus: int = field(compare=False)
     registered: bool = field(compare=False)
     pod: podinfo.PodInfo | None = field(compare=False, default=None)  # Slinky's Comment, where written
+    features: tuple[str, ...] = field(compare=False, default=())  # AvailableFeatures (GPU domains)
+    active_features: tuple[str, ...] = field(compare=False, default=())
     version: str | None = field(compare=False, default=None)  # what its slurmd registered with
     topology: str = field(compare=False, default="")  # 25.05+: the place set in place, "" when none
 
@@ -85,6 +87,8 @@ def view(node: Node, jobs: Iterable[Job]) -> FleetNode:
         gpus=_gpus(node.gres),
         registered=node.state.registered,
         pod=podinfo.parse(node.comment),
+        features=node.features,
+        active_features=node.active_features,
         version=node.version,
         topology=node.topology,
     )

@@ -30,6 +30,8 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from sidecars.kube.gpudomain import GROUP, PLURAL, VERSION, ComputeDomain
+
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
@@ -74,6 +76,7 @@ class Pod:
     resource_version: str
     node_name: str = ""  # spec.nodeName: the Kubernetes Node it was scheduled to; "" while pending
     conditions: tuple[tuple[str, str, str], ...] = ()  # status.conditions as (type, status, message)
+    created: str = ""  # metadata.creationTimestamp (RFC 3339, UTC): which of two claimants came first
 
     @classmethod
     def from_model(cls, pod: Any) -> Pod:
@@ -96,6 +99,7 @@ class Pod:
             conditions=tuple(
                 (c.type or "", c.status or "", c.message or "") for c in (status and status.conditions) or []
             ),
+            created=_stamp(meta.creation_timestamp),
         )
 
 
@@ -111,7 +115,7 @@ class KubeNode:
     unschedulable: bool
     taints: tuple[tuple[str, str], ...]
     resource_version: str
-    labels: Mapping[str, str] = field(default_factory=dict)  # topology sync reads zone/rack labels
+    labels: Mapping[str, str] = field(default_factory=dict)  # topology (zone/rack), GPU clique
 
     @classmethod
     def from_model(cls, node: Any) -> KubeNode:
@@ -212,6 +216,12 @@ class LeaseRecord:
         return now >= self.renew_time + dt.timedelta(seconds=self.duration_seconds)
 
 
+def _stamp(when: dt.datetime | None) -> str:
+    if when is None:
+        return ""
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _error(operation: str, exc: ApiException) -> KubeError:
     return KubeError(operation, int(exc.status or 0), str(exc.reason or ""))
 
@@ -241,6 +251,7 @@ class KubeClient:
         self.api = k.ApiClient(self.configuration)
         self.core = k.CoreV1Api(self.api)
         self.coordination = k.CoordinationV1Api(self.api)
+        self.custom = k.CustomObjectsApi(self.api)
         self.apps = k.AppsV1Api(self.api)
         self.requests: Counter | None = None
         if self.registry is not None:
@@ -294,10 +305,14 @@ class KubeClient:
         raise AssertionError("unreachable")  # pragma: no cover
 
     # ------------------------------------------------------------------ pods
-    async def list_pods(self, namespace: str, selector: str = "") -> tuple[list[Pod], str]:
-        """The pods matching `selector` and the list's resourceVersion (to watch from)."""
+    async def list_pods(
+        self, namespace: str, selector: str = "", field_selector: str = ""
+    ) -> tuple[list[Pod], str]:
+        """The pods matching `selector` (and `field_selector`, e.g. `spec.nodeName=N`) and the
+        list's resourceVersion (to watch from)."""
+        extra: dict[str, Any] = {"field_selector": field_selector} if field_selector else {}
         result = await self._call(
-            "list_pods", lambda: self.core.list_namespaced_pod(namespace, label_selector=selector)
+            "list_pods", lambda: self.core.list_namespaced_pod(namespace, label_selector=selector, **extra)
         )
         return [Pod.from_model(p) for p in result.items], result.metadata.resource_version or ""
 
@@ -454,6 +469,40 @@ class KubeClient:
                 return None
             raise
         return KubeNode.from_model(node)
+
+    # ------------------------------------------------------------------ compute domains
+    async def list_compute_domains(self) -> tuple[list[ComputeDomain], str]:
+        """NVIDIA's DRA driver ComputeDomains in every namespace (a 404: the CRD is not installed)."""
+        result = await self._call(
+            "list_computedomains", lambda: self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)
+        )
+        items = [ComputeDomain.from_json(o) for o in result.get("items") or [] if isinstance(o, dict)]
+        return items, str((result.get("metadata") or {}).get("resourceVersion") or "")
+
+    async def watch_compute_domains(
+        self, resource_version: str, timeout_seconds: int = 300
+    ) -> AsyncIterator[tuple[str, ComputeDomain]]:
+        """(ADDED|MODIFIED|DELETED, domain) from `resource_version`, and (BOOKMARK, a domain with
+        only `resource_version`), as `watch_pods`; a 410 raises KubeError."""
+        async with watch.Watch() as w:
+            stream = w.stream(
+                self.custom.list_cluster_custom_object,
+                GROUP,
+                VERSION,
+                PLURAL,
+                resource_version=resource_version,
+                timeout_seconds=timeout_seconds,
+                allow_watch_bookmarks=True,
+            )
+            try:
+                async for event in stream:
+                    obj = event["object"]
+                    if event["type"] in {"ADDED", "MODIFIED", "DELETED"} and isinstance(obj, dict):
+                        yield event["type"], ComputeDomain.from_json(obj)
+                    elif event["type"] == "BOOKMARK" and (rv := _bookmark(event)):
+                        yield "BOOKMARK", ComputeDomain("", "", rv, ())
+            except ApiException as exc:
+                raise _error("watch_computedomains", exc) from exc
 
     # ------------------------------------------------------------------ events
     async def create_event(

@@ -213,6 +213,13 @@ class SlurmClient:
         args = [f"{k}={v}" for k, v in fields.items()]
         await self.run("scontrol", "update", f"nodename={expr}", *args)
 
+    async def set_features(self, name: str, available: Sequence[str], active: Sequence[str]) -> None:
+        """A node's AvailableFeatures and ActiveFeatures, replaced (empty: none), in place: static
+        and dynamic nodes alike, 22.05 to 26.05. Callers merge: what is not given is removed."""
+        await self.update_nodes(
+            [name], AvailableFeatures=",".join(available), ActiveFeatures=",".join(active)
+        )
+
     async def drain(self, names: Iterable[str], reason: str) -> None:
         await self.update_nodes(names, state="DRAIN", reason=reason)
 

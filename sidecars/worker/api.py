@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -18,6 +19,7 @@ from sidecars.worker.drain import Drainer
 
 DRAINER: web.AppKey[Drainer] = web.AppKey("drainer", Drainer)
 WAKE: web.AppKey[asyncio.Event] = web.AppKey("wake", asyncio.Event)
+REFUSED: web.AppKey[Callable[[], str | None]] = web.AppKey("refused")
 
 
 def _bad(message: str) -> web.Response:
@@ -42,6 +44,11 @@ async def post_drain(request: web.Request) -> web.Response:
         or timeout < 0
     ):
         return _bad("timeout_seconds: a number >= 0")
+    refused = request.app[REFUSED]()
+    if refused is not None:  # the Slurm node is another pod's: draining it would stop that pod's jobs
+        return web.json_response(
+            {"result": "no_record", "detail": f"nothing drained: {refused}", "seconds": 0}
+        )
     drainer = request.app[DRAINER]
     fut = drainer.request(reason, float(timeout) if timeout is not None else None)
     request.app[WAKE].set()
@@ -56,10 +63,14 @@ async def get_drain(request: web.Request) -> web.Response:
     return web.json_response({"drain": request.app[DRAINER].as_json()})
 
 
-def app(drainer: Drainer, wake: asyncio.Event) -> web.Application:
+def app(
+    drainer: Drainer, wake: asyncio.Event, refused: Callable[[], str | None] = lambda: None
+) -> web.Application:
+    """`refused()`: why this pod must not drain the node (it does not hold it), or None."""
     application = web.Application(client_max_size=16 * 1024)
     application[DRAINER] = drainer
     application[WAKE] = wake
+    application[REFUSED] = refused
     application.router.add_post("/v1/drain", post_drain)
     application.router.add_get("/v1/drain", get_drain)
     return application

@@ -6,24 +6,30 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import structlog
 from prometheus_client import CollectorRegistry
 
 from sidecars.kube import pod_events
+
+if TYPE_CHECKING:
+    from sidecars.kube import KubeClient, Pod
 from sidecars.runtime import daemon, logs
 from sidecars.runtime.events import EventSink, LogEventSink
 from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, serve, serve_unix
 from sidecars.runtime.tasks import RootTasks, until_stopped
 from sidecars.slurm import RetryPolicy, SlurmClient, SlurmError, SlurmMetrics
-from sidecars.worker import api
+from sidecars.worker import api, naming
+from sidecars.worker.claim import ClaimCheck
 from sidecars.worker.cp_client import ControlPlaneClient
 from sidecars.worker.drain import Drainer
+from sidecars.worker.imex import ImexCheck
 from sidecars.worker.jobmap import JobMapping, gpu_jobs
 from sidecars.worker.metrics import WorkerMetrics
 from sidecars.worker.observation import Observation
@@ -48,8 +54,10 @@ class Agent:
         env: Mapping[str, str] | None = None,
         registry: CollectorRegistry | None = None,
         events: EventSink | None = None,
+        claim: ClaimCheck | None = None,
     ) -> None:
         self.settings = settings
+        self.claim = claim  # DaemonSet workers: does this pod hold its Slurm node?
         self.registry = registry or CollectorRegistry()
         self.slurm_metrics = SlurmMetrics(self.registry)
         # the loop retries; one bounded retry here keeps a look within a poll or two
@@ -74,6 +82,7 @@ class Agent:
             lambda: self.slurmd.find(record=False),
             interval=settings.poll_seconds,
         )
+        self.imex = ImexCheck(settings.imex_channel, os.environ if env is None else env)
         self.slurmd_version = SlurmdVersion(self.client, self.slurmd)
         self.obs: Observation | None = None
         self.known: Observation | None = None  # the last look that succeeded (probes, status)
@@ -93,7 +102,8 @@ class Agent:
 
     # ------------------------------------------------------------------ probes
     def _loop_fresh(self) -> CheckResult:
-        age = time.monotonic() - (self.last_tick or self.started)
+        waiting = self.claim.last_look if self.claim is not None and self.claim.refused else None
+        age = time.monotonic() - (self.last_tick or waiting or self.started)
         ok = age <= self.settings.stale_seconds
         return CheckResult(ok, f"last turn {age:.1f}s ago (limit {self.settings.stale_seconds:g}s)")
 
@@ -108,6 +118,16 @@ class Agent:
         gone = self.slurmd.missing_for()
         # a 24.11 reconfigure re-execs slurmd: a short gap is not a death
         return CheckResult(gone <= self.settings.slurmd_missing_grace, f"slurmd not running for {gone:.1f}s")
+
+    def _refused(self) -> str | None:
+        return self.claim.refused if self.claim is not None else None
+
+    def _claimed(self) -> CheckResult:
+        if self.claim is None:
+            return CheckResult(True, "one pod per Slurm node (not checked)")
+        if self.claim.refused is not None:
+            return CheckResult(False, self.claim.refused)
+        return CheckResult(True, f"this pod holds Slurm node {self.settings.node_name}")
 
     def _registered(self) -> CheckResult:
         st = self.registration.status
@@ -147,6 +167,8 @@ class Agent:
             "slurmd_pid": self.slurmd.find(),
             "gpu_jobs": self.mapping.current() if self.mapping else None,
             "slurmd_health": self.slurmd_health.as_json(),  # which readiness source was used
+            "claim_refused": self.claim.refused if self.claim is not None else None,
+            "imex_channel": self.imex.check().as_json(),
             "slurmd_version": None
             if (v := self.slurmd_version.learnt) is None
             else {"version": str(v.version), "pid": v.pid},
@@ -157,9 +179,11 @@ class Agent:
         live.add("root_tasks", self.tasks.check)
         live.add("agent_loop", self._loop_fresh)
         live.add("slurmd_alive", self._slurmd_alive)
+        ready.add("slurm_node_claim", self._claimed)
         ready.add("registered", self._registered)
         ready.add("node_usable", self._node_usable)
         ready.add("slurmd_ready", self.slurmd_health.check)
+        ready.add("imex_channel", self.imex.check)
         return DaemonHTTP(self.registry, liveness=live, readiness=ready, status=self.status)
 
     # ------------------------------------------------------------------ the loop
@@ -195,7 +219,14 @@ class Agent:
                 serve(self.http().app(), s.http_host, s.http_port)
             )
             wake = asyncio.Event()
-            await stack.enter_async_context(serve_unix(api.app(self.drainer, wake), str(s.socket_path)))
+            await stack.enter_async_context(
+                serve_unix(api.app(self.drainer, wake, self._refused), str(s.socket_path))
+            )
+            if self.claim is not None and not await self.claim.wait_held(stop, self.events):
+                log.info("worker_stopped", claimed=False)
+                return
+            if s.node_name_from == "kube-node":
+                naming.write_name(s)  # slurmd's container starts once it reads its name
             log.info(
                 "worker_started",
                 mode=self.source.mode,
@@ -335,12 +366,44 @@ class Agent:
         self.metrics.gpu_files.set(len(wanted))
 
 
+def claim_check(settings: WorkerSettings, kube: KubeClient) -> ClaimCheck:
+    """The pods on this pod's Kubernetes Node, as the claim rule reads them."""
+    where = f"spec.nodeName={settings.kube_node}"
+
+    async def on_node() -> list[Pod]:
+        pods, _ = await kube.list_pods(settings.pod_namespace, settings.worker_selector, where)
+        return pods
+
+    return ClaimCheck(
+        on_node,
+        (settings.pod_namespace, settings.pod_name),
+        settings.node_name,
+        interval=settings.poll_seconds,
+    )
+
+
 def main(args: argparse.Namespace) -> int:
-    settings = from_args(args)
+    given = from_args(args)
 
     async def body(stop: asyncio.Event) -> None:
-        logs.bind("worker", node=settings.node_name, pod=settings.pod)
-        async with pod_events("slurm-sidecars-worker") as events:
-            await Agent(settings, events=events).run(stop)
+        async with contextlib.AsyncExitStack() as stack:
+            kube: KubeClient | None = None
+            if given.node_name_from == "kube-node":  # DaemonSet workers: the Node names the Slurm node
+                from sidecars.kube import KubeClient as Client
+                from sidecars.kube import load_configuration
+
+                conf = await load_configuration()
+                if conf is not None:
+                    kube = await stack.enter_async_context(Client(conf))
+            get_node = kube.get_node if kube is not None and given.node_name_annotation else None
+            settings = await naming.resolve(given, get_node)
+            logs.bind("worker", node=settings.node_name, pod=settings.pod)
+            if settings.node_name_from == "kube-node":
+                await naming.write_features(settings, kube.get_node if kube is not None else None)
+            claim = claim_check(settings, kube) if kube is not None else None
+            if claim is None and settings.node_name_from == "kube-node":
+                log.warning("slurm_node_claim_unchecked", why="no Kubernetes API configuration")
+            async with pod_events("slurm-sidecars-worker") as events:
+                await Agent(settings, events=events, claim=claim).run(stop)
 
     return daemon.run(body)

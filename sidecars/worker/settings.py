@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from sidecars.kube.nodename import ANNOTATION, SOURCES, is_node_name
 from sidecars.runtime.settings import ConfigError, flag, http_url, parse_addr, positive, read_token
 from sidecars.slurm import REASON_PREFIX
 
@@ -40,6 +41,11 @@ class WorkerSettings:
     stale_seconds: float = 90.0  # /livez fails when the agent loop has not turned for this long
     slurm_timeout: float = 15.0  # scontrol retries ~9 s before saying the controller is unreachable
     dynamic: bool = False  # delete the node's record after the drain (also detected from `slurmd -Z`)
+    node_name_from: str = "pod"  # "kube-node": named after the Kubernetes Node (DaemonSet workers)
+    kube_node: str = ""  # the pod's spec.nodeName (downward API), for --node-name-from=kube-node
+    node_name_annotation: str = ANNOTATION  # a Node annotation that overrides its name; "": none
+    worker_selector: str = "app.kubernetes.io/component=worker"  # kube-node: the worker pods on a Node
+    imex_channel: Path = Path("/dev/nvidia-caps-imex-channels/channel0")  # switch/nvidia_imex readiness
 
     @property
     def pod(self) -> str:
@@ -57,7 +63,33 @@ def is_our_reason(reason: str | None) -> bool:
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    flag(p, "--node-name", required=True, help="this pod's Slurm node name")
+    flag(p, "--node-name", default="", help="this pod's Slurm node name (or --node-name-from=kube-node)")
+    flag(
+        p,
+        "--node-name-from",
+        default="pod",
+        choices=list(SOURCES),
+        help="pod: --node-name is the name; kube-node: the Kubernetes Node's name (or its annotation)",
+    )
+    flag(p, "--kube-node-name", default="", help="the pod's spec.nodeName (downward API), for kube-node")
+    flag(
+        p,
+        "--imex-channel",
+        default="/dev/nvidia-caps-imex-channels/channel0",
+        help="with SwitchType=switch/nvidia_imex in slurm.conf: readiness needs this IMEX channel device",
+    )
+    flag(
+        p,
+        "--worker-selector",
+        default="app.kubernetes.io/component=worker",
+        help="kube-node: label selector of the worker pods (two on one Node: the older holds the node)",
+    )
+    flag(
+        p,
+        "--node-name-annotation",
+        default=ANNOTATION,
+        help="a Node annotation that overrides the Node's name as the Slurm node name; empty: none",
+    )
     flag(p, "--http", required=True, help="HOST:PORT for /livez /readyz /metrics /status")
     flag(p, "--socket", required=True, help="unix socket the drain hook calls")
     flag(
@@ -99,9 +131,21 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> WorkerSettings:
     env = os.environ if env is None else env
-    name = str(args.node_name).strip()
-    if not name or any(c.isspace() or c in ",[]" for c in name):
+    name = str(args.node_name or "").strip()
+    source = args.node_name_from
+    if source not in SOURCES:
+        raise ConfigError(f"--node-name-from: one of {', '.join(SOURCES)}, got {source!r}")
+    kube_node = str(args.kube_node_name or "").strip()
+    if source == "kube-node":
+        if name:
+            raise ConfigError("--node-name and --node-name-from=kube-node: give one, not both")
+        if not kube_node:
+            raise ConfigError("--node-name-from=kube-node needs --kube-node-name (the pod's spec.nodeName)")
+    elif not is_node_name(name):
         raise ConfigError(f"--node-name: not a single Slurm node name: {args.node_name!r}")
+    annotation = str(args.node_name_annotation or "").strip()
+    if annotation and any(c.isspace() or c in "=:," for c in annotation):
+        raise ConfigError(f"--node-name-annotation: not an annotation key: {args.node_name_annotation!r}")
     host, port = parse_addr(args.http)
     sock = Path(args.socket)
     if len(str(sock)) > 100:
@@ -157,4 +201,9 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         stale_seconds=positive(args.stale_seconds, "--stale-seconds"),
         slurm_timeout=positive(args.slurm_timeout_seconds, "--slurm-timeout-seconds"),
         dynamic=args.dynamic_node == "true",
+        node_name_from=source,
+        kube_node=kube_node,
+        node_name_annotation=annotation,
+        worker_selector=str(args.worker_selector or ""),
+        imex_channel=Path(args.imex_channel),
     )

@@ -136,6 +136,10 @@ class FakeKube:
     deployments: dict[tuple[str, str], Obj] = field(default_factory=dict)
     replica_sets: dict[tuple[str, str], Obj] = field(default_factory=dict)
     node_history: list[tuple[int, str, Obj]] = field(default_factory=list)
+    # NVIDIA's DRA driver ComputeDomains (resource.nvidia.com/v1beta1), served only when `serve_crds`
+    compute_domains: dict[tuple[str, str], Obj] = field(default_factory=dict)
+    cd_history: list[tuple[int, str, Obj]] = field(default_factory=list)
+    serve_crds: bool = False  # False: the CRD is not installed (its paths answer 404, as a real one does)
     faults: list[Fault] = field(default_factory=list)
     requests: list[Request] = field(default_factory=list)
     min_watch_rv: int = 0  # versions older than this answer 410 Gone (compaction)
@@ -174,6 +178,7 @@ class FakeKube:
         labels: dict[str, str] | None = None,
         ready: bool = True,
         owner_kind: str | None = "ReplicaSet",
+        created: str | None = None,
     ) -> Obj:
         owners = (
             [
@@ -199,7 +204,7 @@ class FakeKube:
                 "annotations": {},
                 "ownerReferences": owners,
                 "resourceVersion": self._bump(),
-                "creationTimestamp": now_micro()[:19] + "Z",
+                "creationTimestamp": created or now_micro()[:19] + "Z",
             },
             "spec": {
                 "hostname": hostname or name,
@@ -292,6 +297,44 @@ class FakeKube:
         node["metadata"]["resourceVersion"] = self._bump()
         self._record("MODIFIED", node, self.node_history)
 
+    def set_compute_domain(
+        self, name: str, nodes: list[str], *, namespace: str = "default", clique: str = "1d5e.7"
+    ) -> Obj:
+        """Create or update a ComputeDomain as the DRA driver's controller writes it: status.nodes
+        lists each Node whose IMEX daemon joined (name, ipAddress, cliqueID, index, status)."""
+        key = (namespace, name)
+        cd = self.compute_domains.get(key)
+        kind = "MODIFIED" if cd is not None else "ADDED"
+        if cd is None:
+            cd = {
+                "apiVersion": "resource.nvidia.com/v1beta1",
+                "kind": "ComputeDomain",
+                "metadata": {
+                    "name": name,
+                    "namespace": namespace,
+                    "uid": str(uuid.uuid4()),
+                    "creationTimestamp": now_micro()[:19] + "Z",
+                },
+                "spec": {"numNodes": 0, "channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}}},
+                "status": {"status": "NotReady"},
+            }
+            self.compute_domains[key] = cd
+        cd["status"] = {
+            "status": "Ready" if nodes else "NotReady",
+            "nodes": [
+                {"name": n, "ipAddress": f"10.0.0.{i + 1}", "cliqueID": clique, "index": i, "status": "Ready"}
+                for i, n in enumerate(nodes)
+            ],
+        }
+        cd["metadata"]["resourceVersion"] = self._bump()
+        self._record(kind, cd, self.cd_history)
+        return cd
+
+    def delete_compute_domain(self, name: str, namespace: str = "default") -> None:
+        cd = self.compute_domains.pop((namespace, name))
+        cd["metadata"]["resourceVersion"] = self._bump()
+        self._record("DELETED", cd, self.cd_history)
+
     def set_ready(self, name: str, ready: bool, namespace: str = "slurm") -> None:
         pod = self.pods[(namespace, name)]
         pod["status"]["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
@@ -383,6 +426,7 @@ class FakeKube:
         app.router.add_get(cms + "/{name}", self.get_config_map)
         app.router.add_post(cms, self.create_config_map)
         app.router.add_put(cms + "/{name}", self.replace_config_map)
+        app.router.add_get("/apis/resource.nvidia.com/v1beta1/computedomains", self.list_compute_domains)
         apps = "/apis/apps/v1/namespaces/{ns}"
         app.router.add_get(apps + "/deployments/{name}", self.get_deployment)
         app.router.add_patch(apps + "/deployments/{name}", self.patch_deployment)
@@ -415,10 +459,16 @@ class FakeKube:
         selector = q.get("labelSelector")
         if q.get("watch") in {"true", "1", "True"}:
             return await self._watch(request, ns, selector)
+        fields = q.get("fieldSelector") or ""
+        if fields and not fields.startswith("spec.nodeName="):
+            return _status(400, "BadRequest", f'"{fields}" is not a known field selector here')
+        on_node = fields.partition("=")[2] if fields else None
         items = [
             copy.deepcopy(p)
             for (pns, _), p in sorted(self.pods.items())
-            if pns == ns and _selected(p, selector)
+            if pns == ns
+            and _selected(p, selector)
+            and (on_node is None or p["spec"].get("nodeName") == on_node)
         ]
         return web.json_response(
             {
@@ -506,7 +556,8 @@ class FakeKube:
 
         while loop.time() < deadline and alive():
             for rv, kind, pod in list(history):
-                if rv > sent and pod["metadata"].get("namespace") == ns and _selected(pod, selector):
+                here = ns == "*" or pod["metadata"].get("namespace") == ns
+                if rv > sent and here and _selected(pod, selector):
                     await resp.write(json.dumps({"type": kind, "object": pod}).encode() + b"\n")
                 sent = max(sent, rv)
             if bookmark_kind is not None and loop.time() >= next_bookmark:
@@ -624,6 +675,21 @@ class FakeKube:
             {
                 "kind": "NodeList",
                 "apiVersion": "v1",
+                "metadata": {"resourceVersion": str(self.rv)},
+                "items": items,
+            }
+        )
+
+    async def list_compute_domains(self, request: web.Request) -> web.StreamResponse:
+        if not self.serve_crds:
+            return _status(404, "NotFound", "the server could not find the requested resource")
+        if request.query.get("watch") in {"true", "1", "True"}:
+            return await self._watch(request, "*", request.query.get("labelSelector"), self.cd_history)
+        items = [copy.deepcopy(c) for _, c in sorted(self.compute_domains.items())]
+        return web.json_response(
+            {
+                "kind": "ComputeDomainList",
+                "apiVersion": "resource.nvidia.com/v1beta1",
                 "metadata": {"resourceVersion": str(self.rv)},
                 "items": items,
             }

@@ -18,7 +18,7 @@ from tests.shipping.shipping_files import ROOT
 
 MANIFESTS = ROOT / "manifests"
 # every kustomization a user applies; each is rendered and validated
-TARGETS = ("base", "overlays/hpa", "overlays/keda", "slinky")
+TARGETS = ("base", "overlays/hpa", "overlays/keda", "overlays/daemonset", "slinky")
 # the oldest release whose schema has native sidecars (restartPolicy on init containers, beta and on
 # by default from 1.29) and the newest the schema package ships
 K8S_VERSIONS = ("1.29.0", "latest")
@@ -65,7 +65,7 @@ def pod_specs(target: str) -> Iterator[tuple[str, Obj]]:
     for o in render(target):
         name = f"{target} {o['kind']}/{o['metadata']['name']}"
         spec = o.get("spec", {})
-        if o["kind"] in {"StatefulSet", "Deployment"}:
+        if o["kind"] in {"StatefulSet", "Deployment", "DaemonSet"}:
             yield name, spec["template"]["spec"]
         elif o["kind"] in {"Controller", "NodeSet"}:
             pod = dict(spec.get("template", {}).get("spec", {}))

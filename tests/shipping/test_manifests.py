@@ -22,7 +22,7 @@ from tests.shipping.kube import (
     pod_specs,
     render,
 )
-from tests.shipping.shipping_files import all_commands, env_flag, known_flags
+from tests.shipping.shipping_files import all_commands, env_flag, known_flags, parser_flags
 
 Obj = dict[str, Any]
 
@@ -91,12 +91,22 @@ def _sidecar_argvs() -> list[tuple[Container, str, list[str]]]:
     return out
 
 
+# an overlay's own feature needs flags beyond the stable ones: only these, and only where the role has them
+OVERLAY_FLAGS = {
+    "overlays/daemonset": {
+        "worker": {"--node-name-from", "--worker-selector", "--kube-node-name"},
+        "control-plane": {"--node-name-from", "--worker-selector"},
+    }
+}
+
+
 def test_manifests_run_only_existing_subcommands_with_stable_flags() -> None:
     seen = set()
     for c, what, argv in _sidecar_argvs():
         sub = argv[1]
         assert sub in all_commands(), f"{c.where} {what}: no subcommand {sub!r}"
-        allowed = known_flags(sub)
+        target = c.where.split(" ")[0]
+        allowed = known_flags(sub) | (OVERLAY_FLAGS.get(target, {}).get(sub, set()) & parser_flags(sub))
         words = argv[2:]
         if sub == "probe":
             assert words[0] in {"livez", "readyz"}, f"{c.where} {what}: {words}"
@@ -106,7 +116,8 @@ def test_manifests_run_only_existing_subcommands_with_stable_flags() -> None:
                 assert word.split("=")[0] in allowed, f"{c.where} {what}: {sub} has no flag {word}"
             else:
                 assert i > 0 and words[i - 1].startswith("--"), f"{c.where} {what}: stray {word!r}"
-        for env in c.spec.get("env", []):
+        # the container's variables are its command's flags (a probe's parser reads only its own)
+        for env in c.spec.get("env", []) if what == "command" else []:
             as_flag = env_flag(env["name"])
             assert as_flag is None or as_flag in allowed, f"{c.where}: {env['name']} is no flag of {sub}"
         seen.add(sub)
@@ -208,7 +219,12 @@ def _mount_above(container: Obj, path: str) -> Obj:
 
 
 @pytest.mark.parametrize(
-    ("target", "pod"), [("base", "Deployment/slurmd"), ("slinky", "NodeSet/slurm-worker-gpu")]
+    ("target", "pod"),
+    [
+        ("base", "Deployment/slurmd"),
+        ("slinky", "NodeSet/slurm-worker-gpu"),
+        ("overlays/daemonset", "DaemonSet/slurmd"),
+    ],
 )
 def test_worker_pod_hook_probe_and_grace(target: str, pod: str) -> None:
     p = _pod(target, pod)
@@ -229,8 +245,56 @@ def test_worker_pod_hook_probe_and_grace(target: str, pod: str) -> None:
     grace = agent.pod["terminationGracePeriodSeconds"]
     assert grace >= _max_time_seconds()
     assert grace - 900 <= int(flag_value(hook, "--timeout-seconds") or 0) < grace
+    if target == "overlays/daemonset":  # named after the Kubernetes Node: checked below
+        return
     # the agent names the node after the pod, as slurmd does
     assert flag_value(_argv(agent), "--node-name") == "$(POD_NAME)"
+
+
+def test_daemonset_workers_are_named_after_their_node_by_the_agent_and_the_control_plane() -> None:
+    objs = render("overlays/daemonset")
+    assert not [o for o in objs if o["kind"] == "Deployment"]  # the DaemonSet replaces the workers
+    ds = find(objs, "DaemonSet", "slurmd")
+    labels = ds["spec"]["template"]["metadata"]["labels"]
+    p = _pod("overlays/daemonset", "DaemonSet/slurmd")
+    agent = next(c for c in p.values() if _argv(c)[:2] == ["slurm-sidecars", "worker"])
+    argv = _argv(agent)
+    assert flag_value(argv, "--node-name-from") == "kube-node" and flag_value(argv, "--node-name") is None
+    env = {e["name"]: e for e in agent.spec["env"]}
+    assert env["SIDECARS_KUBE_NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    selector = dict(t.split("=") for t in (flag_value(argv, "--worker-selector") or "").split(","))
+    assert _labels_match(selector, labels)
+    # the control plane maps pods to Slurm nodes by the same rule, and selects the same pods
+    cp = next(c for c in containers("overlays/daemonset") if _argv(c)[1:2] == ["control-plane"])
+    cp_env = {e["name"]: e.get("value") for e in cp.spec["env"]}
+    assert cp_env["SIDECARS_NODE_NAME_FROM"] == "kube-node"
+    assert _labels_match(dict([cp_env["SIDECARS_WORKER_SELECTOR"].split("=")]), labels)
+    # slurmd waits for the name the agent writes beside its socket (the agent's state dir), on a
+    # volume both mount
+    script = " ".join(p["slurmd"].spec["command"])
+    name_file = "/run/slurm-sidecars/slurm-node-name"
+    assert name_file in script and '-N "$(cat "$f")"' in script
+    # the domain feature at registration, from the agent's file: no `Features=` when it is empty
+    assert "feat=$(cat /run/slurm-sidecars/slurm-node-features" in script
+    assert '${feat:+--conf "Features=$feat"}' in script
+    socket_dir = (flag_value(argv, "--socket") or "").rpartition("/")[0]
+    assert flag_value(argv, "--state-dir") is None and name_file.startswith(socket_dir + "/")
+    assert _mount_above(p["slurmd"].spec, name_file)["name"] == _mount_above(agent.spec, name_file)["name"]
+    # the agent reads its Node and lists the pods on it; nothing more
+    spec = ds["spec"]["template"]["spec"]
+    assert spec["automountServiceAccountToken"] is True
+    account = spec["serviceAccountName"]
+    role = find(objs, "Role", account)
+    assert [(r["resources"], r["verbs"]) for r in role["rules"]] == [
+        (["pods"], ["list"]),
+        (["events"], ["create"]),
+    ]
+    assert find(objs, "ClusterRole", account)["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}
+    ]
+    for kind in ("RoleBinding", "ClusterRoleBinding"):
+        binding = find(objs, kind, account)
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": "slurm"}]
 
 
 def _max_time_seconds() -> int:

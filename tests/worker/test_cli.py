@@ -72,6 +72,19 @@ async def run(*argv: str, env: dict[str, str] | None = None, within: float = 60)
             "--poll-seconds",
         ),
         (["drain-hook", "--socket", "/tmp/x.sock", "--timeout-seconds", "soon"], "--timeout-seconds"),
+        (
+            ["worker", "--node-name-from", "kube-node", "--http", "127.0.0.1:0", "--socket", "/tmp/x.sock"],
+            "needs --kube-node-name",
+        ),
+        (
+            [
+                "worker",
+                *("--node-name-from", "kube-node", "--kube-node-name", "k1", "--node-name", "n1"),
+                *("--http", "127.0.0.1:0", "--socket", "/tmp/x.sock"),
+            ],
+            "give one, not both",
+        ),
+        (["worker", "--http", "127.0.0.1:0", "--socket", "/tmp/x.sock"], "--node-name"),
     ],
 )
 async def test_bad_invocations_exit_2_with_a_reason(argv: list[str], says: str) -> None:

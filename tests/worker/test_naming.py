@@ -1,0 +1,89 @@
+"""The agent's own Slurm node name from its Kubernetes Node (read through the fake API), and the
+file that hands it to slurmd. No Slurm needed: the name is decided before anything runs."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from sidecars.kube import KubeClient
+from sidecars.kube.gpudomain import CLIQUE_LABEL
+from sidecars.kube.nodename import ANNOTATION
+from sidecars.worker import naming
+from sidecars.worker.settings import WorkerSettings
+from tests.fakekube import FakeKube, configuration
+
+
+def settings(tmp_path: Path, annotation: str = ANNOTATION, source: str = "kube-node") -> WorkerSettings:
+    return WorkerSettings(
+        node_name="" if source == "kube-node" else "n1",
+        http_host="127.0.0.1",
+        http_port=0,
+        socket_path=tmp_path / "a.sock",
+        state_dir=tmp_path,
+        pod_namespace="slurm",
+        pod_name="ds-x1",
+        node_name_from=source,
+        kube_node="k1",
+        node_name_annotation=annotation,
+    )
+
+
+@pytest.fixture
+async def kube() -> AsyncIterator[tuple[FakeKube, KubeClient]]:
+    fake = FakeKube()
+    async with fake.serving() as url, KubeClient(configuration(url)) as client:
+        yield fake, client
+
+
+async def test_the_node_name_or_its_override_is_the_slurm_node_name(
+    tmp_path: Path, kube: tuple[FakeKube, KubeClient]
+) -> None:
+    fake, client = kube
+    fake.add_node("k1")
+    s = await naming.resolve(settings(tmp_path), client.get_node)
+    assert s.node_name == "k1"
+    fake.annotate_node("k1", {ANNOTATION: "gpu-a"})
+    s = await naming.resolve(settings(tmp_path), client.get_node)
+    assert s.node_name == "gpu-a"
+    path = naming.write_name(s)
+    assert path.read_text() == "gpu-a\n" and [p.name for p in tmp_path.iterdir()] == [naming.NAME_FILE]
+
+
+async def test_a_malformed_override_or_a_missing_node_stops_the_agent_before_anything_runs(
+    tmp_path: Path, kube: tuple[FakeKube, KubeClient]
+) -> None:
+    fake, client = kube
+    with pytest.raises(naming.NameUnresolved, match="Kubernetes node k1 not found"):
+        await naming.resolve(settings(tmp_path), client.get_node)
+    fake.add_node("k1", annotations={ANNOTATION: "gpu a"})
+    with pytest.raises(naming.NameUnresolved, match="'gpu a'"):
+        await naming.resolve(settings(tmp_path), client.get_node)
+    # without the API the override cannot be read: no guess that could claim another's node
+    with pytest.raises(naming.NameUnresolved, match="no Kubernetes API"):
+        await naming.resolve(settings(tmp_path), None)
+    assert not (tmp_path / naming.NAME_FILE).exists()
+
+
+async def test_the_registration_features_come_from_the_clique_label_checked(
+    tmp_path: Path, kube: tuple[FakeKube, KubeClient]
+) -> None:
+    fake, client = kube
+    fake.add_node("k1", labels={CLIQUE_LABEL: "uuid-1.7"})
+    s = await naming.resolve(settings(tmp_path), client.get_node)
+    assert await naming.write_features(s, client.get_node) == "nvlink-clique-uuid-1.7"
+    assert (tmp_path / naming.FEATURES_FILE).read_text() == "nvlink-clique-uuid-1.7\n"
+    for bad in ("", "a b", "x,y"):  # never an empty or malformed Features= for slurmd
+        fake.label_node("k1", {CLIQUE_LABEL: bad})
+        assert await naming.write_features(s, client.get_node) == ""
+        assert (tmp_path / naming.FEATURES_FILE).read_text() == ""
+    assert await naming.write_features(s, None) == ""  # no API: no domain known
+
+
+async def test_no_override_configured_needs_no_api_and_pod_naming_is_untouched(tmp_path: Path) -> None:
+    s = await naming.resolve(settings(tmp_path, annotation=""), None)
+    assert s.node_name == "k1"
+    given = settings(tmp_path, source="pod")
+    assert await naming.resolve(given, None) is given
