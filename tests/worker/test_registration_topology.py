@@ -6,7 +6,8 @@ Topology= and stays outside the topology (the control plane's in-place sync plac
 The Slurm facts that shape the rule, measured here: slurmctld takes `Topology=kubernetes:` (an
 empty unit) and registers the node outside every switch without a word (slurm-operator #261);
 a topology slurmctld has not loaded, or a switch it cannot place, registers the node drained
-(INVALID_REG, "Failed to set topology"); and 24.11's slurmd does not start with Topology= at all.
+(INVALID_REG, "Failed to set topology"); a place given at registration outlives a slurmctld
+restart (an in-place move does not); and 24.11's slurmd does not start with Topology= at all.
 """
 
 from __future__ import annotations
@@ -96,6 +97,12 @@ async def test_slurmd_registers_in_the_place_the_agent_wrote_and_an_empty_label_
     node = await register(cluster, "e-other", "other:x")
     assert {"INVALID_REG", "DRAIN"} <= node.state.flags, node
     assert node.reason is not None and "Failed to set topology 'other:x'" in node.reason.text
+
+    # unlike an in-place move, a place given at registration outlives a slurmctld restart
+    await cluster.restart_slurmctld()
+    node = await cluster.wait_node("kube-a", lambda n: n.state.registered, timeout=60)
+    assert node.topology == "kubernetes:kubernetes:a:a/r1", node
+    assert (await switches(slurm))["a/r1"] == "kube-a"
 
 
 @pytest.mark.releases("slurm24")
