@@ -1,84 +1,38 @@
-"""Slurm topology from Kubernetes Node labels: the rules, with no I/O.
-
-`--topology-labels K1,K2,...` names label keys from the outermost level to the innermost (e.g.
-`topology.kubernetes.io/zone,example.com/rack`). A worker's place is the values of those labels on
-the Kubernetes Node its pod runs on:
-
-- tree (`--topology-type tree`): a root switch named after the topology, one switch per level
-  under it; a level's switch is named by the values down to it joined with `/` (`zone-a`,
-  `zone-a/r1`), so two racks called `r1` in two zones stay two switches. Slurm places nodes on the
-  leaf (the last level).
-- block: one block per distinct tuple of values, named the same way (`zone-a/r1`).
-
-`/` cannot occur in a label value, so names never collide. A value that is missing, empty, not a
-valid Kubernetes label value, or that makes a switch name longer than Slurm's 64 characters is
-refused: the node keeps its last good place (slurm-operator #261: an empty topology broke node
-registration).
+"""Slurm topology files from the places Kubernetes Node labels give (the rules: kube.topology),
+with no I/O: topology.yaml (25.05+) or topology.conf, and the in-place moves grouped by place.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Literal
 
+from sidecars.kube.topology import (
+    KINDS,
+    MAX_SWITCH,
+    Kind,
+    Placement,
+    TopologySpec,
+    check_name,
+    parse_keys,
+    placement,
+)
 from sidecars.slurm import hostlist
 
-Kind = Literal["tree", "block"]
-_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")  # Kubernetes' label value
-MAX_SWITCH = 64  # Slurm refuses longer switch names
-
-
-@dataclass(frozen=True, slots=True)
-class TopologySpec:
-    keys: tuple[str, ...]
-    kind: Kind = "tree"
-    name: str = "kubernetes"  # the topology's name in topology.yaml, and the tree's root switch
-
-
-@dataclass(frozen=True, slots=True)
-class Placement:
-    """Where one node goes: the units from the root down (tree: switches; block: the one block)."""
-
-    units: tuple[str, ...]
-
-    def in_place(self, spec: TopologySpec) -> str:
-        """The value of `scontrol update nodename=N topology=...` for this place."""
-        return ":".join((spec.name, *self.units))
-
-    @property
-    def leaf(self) -> str:
-        return self.units[-1]
-
-
-def check_name(name: str) -> str | None:
-    """Why `name` cannot be a topology or unit name, or None."""
-    if not _VALUE.match(name):
-        return f"{name!r} is not a valid name (letters, digits, '-', '_', '.'; at most 63)"
-    return None
-
-
-def placement(spec: TopologySpec, labels: Mapping[str, str]) -> Placement | str:
-    """The node's place from its Kubernetes Node's labels, or why there is none."""
-    values: list[str] = []
-    for key in spec.keys:
-        value = labels.get(key)
-        if value is None:
-            return f"label {key} is missing"
-        if not value.strip():
-            return f"label {key} is empty"
-        if not _VALUE.match(value):
-            return f"label {key}={value!r} is not a value Slurm can take (letters, digits, '-', '_', '.')"
-        values.append(value)
-    paths = tuple("/".join(values[: i + 1]) for i in range(len(values)))
-    long = next((p for p in paths if len(p) > MAX_SWITCH), None)
-    if long is not None:
-        return f"topology unit {long!r} is longer than Slurm's {MAX_SWITCH} characters"
-    if spec.kind == "block":
-        return Placement((paths[-1],))
-    return Placement((spec.name, *paths))
+# the rules live in kube.topology (the worker's agent uses them too); named here for this role
+__all__ = [
+    "KINDS",
+    "MAX_SWITCH",
+    "Kind",
+    "Placement",
+    "TopologySpec",
+    "check_name",
+    "group",
+    "parse_keys",
+    "placement",
+    "render_conf",
+    "render_yaml",
+]
 
 
 def _q(text: str) -> str:
@@ -142,18 +96,6 @@ def render_conf(spec: TopologySpec, places: Mapping[str, Placement]) -> str:
         elif switch in nodes:
             out.append(f"SwitchName={switch} Nodes={hostlist.compress(nodes[switch])}")
     return "\n".join(out) + "\n"
-
-
-def parse_keys(text: str) -> tuple[str, ...]:
-    """`--topology-labels`: comma-separated label keys; ValueError for one that is not a key."""
-    keys = tuple(k.strip() for k in text.split(",") if k.strip())
-    for key in keys:
-        prefix, _, name = key.rpartition("/")
-        if not _VALUE.match(name) or len(prefix) > 253 or any(c.isspace() or c in "=:," for c in key):
-            raise ValueError(f"not a label key: {key!r}")
-    if len(set(keys)) != len(keys):
-        raise ValueError("a label key is named twice")
-    return keys
 
 
 def group(wanted: Iterable[tuple[str, str]]) -> dict[str, list[str]]:

@@ -63,6 +63,8 @@ def node_conf(spec: ClusterSpec, name: str, port: int) -> str:
     words = [f"Features={','.join(features)}", f"CPUs={spec.cpus}", f"RealMemory={spec.memory}"]
     if spec.gpus:
         words.append(f"Gres=gpu:{spec.gpus}")
+    if name in spec.topology:
+        words.append(f"Topology={spec.topology[name]}")
     words.append(f"Port={port}")
     return " ".join(words)
 

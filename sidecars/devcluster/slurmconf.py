@@ -14,6 +14,8 @@ class ClusterSpec:
     cpus: int = 1
     memory: int = 1000
     features: Mapping[str, str] = field(default_factory=dict)  # node -> "a,b"
+    # slinky shape: node -> its `--conf Topology=` at registration (25.05+; none when absent)
+    topology: Mapping[str, str] = field(default_factory=dict)
     extra_conf: str = ""  # appended to slurm.conf (a later duplicate key wins)
     files: Mapping[str, str] = field(default_factory=dict)  # more files for etc/ (topology.yaml, ...)
     slurmd_timeout: int = 30

@@ -399,7 +399,11 @@ def main(args: argparse.Namespace) -> int:
             settings = await naming.resolve(given, get_node)
             logs.bind("worker", node=settings.node_name, pod=settings.pod)
             if settings.node_name_from == "kube-node":
-                await naming.write_features(settings, kube.get_node if kube is not None else None)
+                node_reader = kube.get_node if kube is not None else None
+                await naming.write_features(settings, node_reader)
+                # `slurmd -V` reads no config (slurmd has not fetched it yet) and is the pod's slurmd
+                release = SlurmClient(timeout=settings.slurm_timeout).slurmd_version
+                await naming.write_topology(settings, node_reader, release)
             claim = claim_check(settings, kube) if kube is not None else None
             if claim is None and settings.node_name_from == "kube-node":
                 log.warning("slurm_node_claim_unchecked", why="no Kubernetes API configuration")

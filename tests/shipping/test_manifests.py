@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import re
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
@@ -251,6 +253,52 @@ def test_worker_pod_hook_probe_and_grace(target: str, pod: str) -> None:
     assert flag_value(_argv(agent), "--node-name") == "$(POD_NAME)"
 
 
+def test_the_daemonset_slurmd_registers_with_the_agents_features_and_topology_only_when_given(
+    tmp_path: Path,
+) -> None:
+    """The overlay's slurmd script, run with a stand-in slurmd that prints its arguments: one
+    `--conf` holding what the agent's files say, none when both are empty (never `Topology=`
+    with nothing after it: the #261 failure)."""
+    script = _pod("overlays/daemonset", "DaemonSet/slurmd")["slurmd"].spec["command"]
+    assert script[:2] == ["sh", "-c"]
+    state, bin_dir = tmp_path / "state", tmp_path / "bin"
+    state.mkdir()
+    bin_dir.mkdir()
+    (bin_dir / "slurmd").write_text("#!/bin/sh\nprintf '%s\\n' \"$@\"\n")
+    (bin_dir / "slurmd").chmod(0o755)
+    (state / "slurm-node-name").write_text("gpu-a\n")
+    text = script[2].replace("/run/slurm-sidecars/", f"{state}/")
+
+    def conf(features: str, topology: str) -> list[str]:
+        (state / "slurm-node-features").write_text(features)
+        (state / "slurm-node-topology").write_text(topology)
+        env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+        done = subprocess.run(
+            ["sh", "-c", text], env=env, capture_output=True, text=True, timeout=30, check=True
+        )
+        argv = done.stdout.splitlines()
+        assert argv[:4] == ["-D", "-Z", "-N", "gpu-a"], argv
+        return argv[argv.index("--conf") + 1 :] if "--conf" in argv else []
+
+    assert conf("", "") == []
+    assert conf("nvlink-clique-u.7\n", "") == ["Features=nvlink-clique-u.7"]
+    assert conf("", "kubernetes:kubernetes:a:a/r1\n") == ["Topology=kubernetes:kubernetes:a:a/r1"]
+    assert conf("nvlink-clique-u.7\n", "kubernetes:kubernetes:a:a/r1\n") == [
+        "Features=nvlink-clique-u.7 Topology=kubernetes:kubernetes:a:a/r1"
+    ]
+    (state / "slurm-node-topology").unlink()  # an agent from before this file: as empty
+    (state / "slurm-node-features").write_text("")
+    done = subprocess.run(
+        ["sh", "-c", text],
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert "--conf" not in done.stdout.splitlines()
+
+
 def test_daemonset_workers_are_named_after_their_node_by_the_agent_and_the_control_plane() -> None:
     objs = render("overlays/daemonset")
     assert not [o for o in objs if o["kind"] == "Deployment"]  # the DaemonSet replaces the workers
@@ -274,9 +322,10 @@ def test_daemonset_workers_are_named_after_their_node_by_the_agent_and_the_contr
     script = " ".join(p["slurmd"].spec["command"])
     name_file = "/run/slurm-sidecars/slurm-node-name"
     assert name_file in script and '-N "$(cat "$f")"' in script
-    # the domain feature at registration, from the agent's file: no `Features=` when it is empty
-    assert "feat=$(cat /run/slurm-sidecars/slurm-node-features" in script
-    assert '${feat:+--conf "Features=$feat"}' in script
+    # the domain feature and the topology at registration, from the agent's files: shown below by
+    # running the script
+    assert "/run/slurm-sidecars/slurm-node-features" in script
+    assert "/run/slurm-sidecars/slurm-node-topology" in script
     socket_dir = (flag_value(argv, "--socket") or "").rpartition("/")[0]
     assert flag_value(argv, "--state-dir") is None and name_file.startswith(socket_dir + "/")
     assert _mount_above(p["slurmd"].spec, name_file)["name"] == _mount_above(agent.spec, name_file)["name"]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from sidecars.kube.topology import TopologySpec
 from sidecars.runtime.settings import ConfigError
 from sidecars.slurm import Job, NodeState
 from sidecars.slurm.nodejson import parse_node
@@ -114,3 +115,27 @@ def test_bad_settings_say_which_flag(tmp_path: Path, extra: list[str], says: str
     args = parse("--node-name", "n1", "--http", "127.0.0.1:0", "--socket", str(tmp_path / "a.sock"), *extra)
     with pytest.raises(ConfigError, match=says.replace("(", r"\(").replace(")", r"\)")):
         from_args(args, env={})
+
+
+def test_topology_flags_are_the_control_planes_and_need_kube_node_naming(tmp_path: Path) -> None:
+    ds = ("--node-name-from", "kube-node", "--kube-node-name", "k1")
+    common = ("--http", "127.0.0.1:0", "--socket", str(tmp_path / "a.sock"))
+    assert from_args(parse(*ds, *common), env={}).topology is None  # off unless labels are named
+    s = from_args(
+        parse(*ds, *common, "--topology-labels", "topology.kubernetes.io/zone, example.com/rack"), env={}
+    )
+    assert s.topology == TopologySpec(
+        ("topology.kubernetes.io/zone", "example.com/rack"), "tree", "kubernetes"
+    )
+    args = parse(
+        *ds, *common, "--topology-labels", "a/zone", "--topology-type", "block", "--topology-name", "b1"
+    )
+    assert from_args(args, env={}).topology == TopologySpec(("a/zone",), "block", "b1")
+    for argv, says in (
+        (("--node-name", "n1", *common, "--topology-labels", "zone"), "needs --node-name-from=kube-node"),
+        ((*ds, *common, "--topology-labels", "zone,zone"), "--topology-labels: a label key is named twice"),
+        ((*ds, *common, "--topology-labels", "a=b"), "--topology-labels: not a label key"),
+        ((*ds, *common, "--topology-labels", "zone", "--topology-name", "a:b"), "--topology-name:"),
+    ):
+        with pytest.raises(ConfigError, match=says):
+            from_args(parse(*argv), env={})
