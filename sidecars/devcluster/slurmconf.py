@@ -75,9 +75,6 @@ def render(spec: ClusterSpec, d: Path, ports: Ports, host: str, cluster_name: st
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_CPU",
         "SchedulerType=sched/backfill",
-        # a backfill pass every second, not every 30 s: a job queued behind one that a reservation
-        # holds back (a maintenance window) starts when it can, not at the next half minute
-        "SchedulerParameters=bf_interval=1",
         "MpiDefault=none",
         "SwitchType=switch/none",
         "SlurmdParameters=config_overrides",

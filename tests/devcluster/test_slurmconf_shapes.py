@@ -47,7 +47,6 @@ SHARED = {
     "SelectType": "select/cons_tres",
     "SelectTypeParameters": "CR_CPU",
     "SchedulerType": "sched/backfill",
-    "SchedulerParameters": "bf_interval=1",
     "MpiDefault": "none",
     "SwitchType": "switch/none",
     "SlurmdParameters": "config_overrides",
