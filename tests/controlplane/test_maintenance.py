@@ -37,7 +37,8 @@ def states(body: dict[str, Any]) -> dict[str, str]:
     return {n: r["state"] for n, r in body["node_states"].items()}
 
 
-@pytest.mark.cluster(nodes=2)
+# the short job waits behind the long one until a backfill pass: every second here, not every 30 s
+@pytest.mark.cluster(nodes=2, extra_conf="SchedulerParameters=bf_interval=1\n")
 async def test_a_window_ahead_of_time_keeps_a_long_job_off_and_lets_a_short_one_run(
     cluster: DevCluster,
 ) -> None:
