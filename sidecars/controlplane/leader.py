@@ -71,8 +71,11 @@ class LeaderElector:
         try:
             while not stop.is_set():
                 failed = True
+                # a leader's look may not outlast its step-down deadline (a stalled API server
+                # must not keep it leading past the point where another replica may take over)
+                left = self.lease_seconds * 2 / 3 - (time.monotonic() - self._renewed_at)
                 try:
-                    await self.step()
+                    await asyncio.wait_for(self.step(), max(left, 0.1) if self.is_leader else None)
                     failed = False
                 except LeaseConflict:
                     log.info("lease_conflict", lease=self.name)  # another replica wrote first; re-read

@@ -59,6 +59,9 @@ class KubeRetry:
     max_seconds: float = 20.0
     initial_wait: float = 0.1
     max_wait: float = 3.0
+    # one attempt's deadline: a request on a half-open connection would otherwise wait for ever
+    # (kubernetes-asyncio sets none), and with it a leader's renewal and its step-down deadline
+    call_seconds: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,7 +297,10 @@ class KubeClient:
             ):
                 with attempt:
                     try:
-                        result = await fn()
+                        result = await asyncio.wait_for(fn(), policy.call_seconds)
+                    except TimeoutError:
+                        self._count(operation, "timeout")
+                        raise
                     except ApiException as exc:
                         self._count(operation, str(exc.status))
                         raise

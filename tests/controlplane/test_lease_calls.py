@@ -75,3 +75,16 @@ async def test_a_failed_renewal_is_retried_soon_and_the_lease_kept(fake_kube: tu
         seen.append(lead.changed.is_set())
     assert len(fake.answered("PUT", "/leases/cp", 500)) == 6
     assert seen == [False] and lead.is_leader is False  # never stepped down (released at the end)
+
+
+async def test_a_renewal_that_stalls_past_the_deadline_steps_the_leader_down(
+    fake_kube: tuple[FakeKube, str],
+) -> None:
+    fake, url = fake_kube
+    async with elector(url, lease_seconds=3.0, renew_seconds=0.5, retry_seconds=0.1) as lead:
+        await eventually(lambda: renewals(fake), lambda n: n >= 1, what="a renewal")
+        lead.changed.clear()
+        fake.stall("PUT", "/leases/cp", 5.0, times=1)  # the API server holds the renewal
+        await eventually(lead.changed.is_set, within=4, what="stepped down by the deadline")
+        assert not lead.is_leader
+    await asyncio.sleep(5.0)  # the fake's late answer goes out before it stops

@@ -36,8 +36,9 @@ _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete
 class Fault:
     method: str
     path_contains: str
-    status: int
+    status: int  # 0: answered as usual, only `delay` seconds late (a stalled API server)
     times: int
+    delay: float = 0.0
 
 
 @dataclass
@@ -355,6 +356,11 @@ class FakeKube:
     def inject(self, method: str, path_contains: str, status: int, times: int = 1) -> None:
         self.faults.append(Fault(method.upper(), path_contains, status, times))
 
+    def stall(self, method: str, path_contains: str, seconds: float, times: int = 1) -> None:
+        """The next `times` matching requests are answered only after `seconds` (a half-open
+        connection, an overloaded API server): what a client without a deadline waits on for ever."""
+        self.faults.append(Fault(method.upper(), path_contains, 0, times, seconds))
+
     def calls(self, since: int = 0) -> Counter[tuple[str, str]]:
         """Requests from number `since` on (an index into `requests`), counted by (verb, resource)."""
         return Counter((r.verb, r.resource) for r in self.requests[since:])
@@ -404,6 +410,10 @@ class FakeKube:
             )
             if fault is not None:
                 fault.times -= 1
+            if fault is not None and fault.status == 0:
+                await asyncio.sleep(fault.delay)
+                resp = await handler(request)
+            elif fault is not None:
                 resp = _status(fault.status, "Injected", f"injected {fault.status}")
                 if fault.status == 429:
                     resp.headers["Retry-After"] = "0"

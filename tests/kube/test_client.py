@@ -142,6 +142,26 @@ async def test_retries_are_bounded_and_permanent_errors_are_not_retried(fake: tu
         assert len(f.answered("DELETE", "/pods/w1")) == 1
 
 
+async def test_a_stalled_request_is_cut_off_and_retried_and_a_stalled_server_is_an_error(
+    fake: tuple[FakeKube, str],
+) -> None:
+    f, url = fake
+    f.add_pod("w1")
+    retry = KubeRetry(attempts=2, initial_wait=0.01, max_wait=0.02, call_seconds=0.3)
+    async with KubeClient(configuration(url), retry=retry) as k:
+        f.stall("GET", "/pods/w1", 1.0)  # the first answer comes too late: the second attempt has it
+        pod = await k.get_pod("slurm", "w1")
+        assert pod is not None and pod.name == "w1"
+        assert len(f.answered("GET", "/pods/w1")) == 2
+        f.stall("GET", "/pods/w1", 1.0, times=2)  # every attempt stalls: bounded, then an error
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(TimeoutError):
+            await k.get_pod("slurm", "w1")
+        assert loop.time() - started < 1.0
+    await asyncio.sleep(1.0)  # the fake's late answers go out before it stops
+
+
 async def test_delete_with_a_uid_precondition_spares_a_replacement(
     fake: tuple[FakeKube, str], kube: KubeClient
 ) -> None:
