@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
-from sidecars.controlplane.snapshot import FleetNode
+from sidecars.controlplane.snapshot import FleetNode, FleetSnapshot
 from sidecars.kube import Pod
 from sidecars.runtime.events import EventType
 
@@ -52,7 +52,12 @@ class RecordingEvents:
 
 
 def fleet_node(
-    name: str, *, drained: bool = False, reason: str | None = None, busy: bool = False
+    name: str,
+    *,
+    drained: bool = False,
+    reason: str | None = None,
+    busy: bool = False,
+    busy_until: int | None = None,
 ) -> FleetNode:
     """A node of the control plane's snapshot, for the rules that need no Slurm."""
     return FleetNode(
@@ -61,11 +66,24 @@ def fleet_node(
         flags=("DRAIN",) if drained else (),
         reason=reason,
         jobs=(1,) if busy else (),
-        busy_until=None,
+        busy_until=busy_until,
         partitions=("debug",),
         cpus=1,
         gpus=0,
         registered=True,
+    )
+
+
+def fleet_snapshot(nodes: Iterable[FleetNode], *, taken_at: float = 1.0) -> FleetSnapshot:
+    """A loaded snapshot of these nodes (no jobs, no scale-in order)."""
+    return FleetSnapshot(
+        version=1,
+        nodes={n.name: n for n in nodes},
+        jobs=(),
+        order=(),
+        taken_at=taken_at,
+        reachable=True,
+        error=None,
     )
 
 

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from sidecars.controlplane.busylabel import LABEL, BusyLabeler
-from sidecars.controlplane.snapshot import FleetNode, FleetSnapshot
+from sidecars.controlplane.snapshot import FleetSnapshot
 from sidecars.devcluster import DevCluster
 from sidecars.kube import KubeClient
 from sidecars.kube.client import KubeRetry
 from tests.controlplane.conftest import control_plane
 from tests.fakekube import FakeKube, configuration
-from tests.helpers import eventually
+from tests.helpers import eventually, fleet_node, fleet_snapshot
 
 
 def label_patches(fake: FakeKube, pod: str) -> list[str | None]:
@@ -107,24 +107,8 @@ async def _view_busy(cp: Any, node: str) -> bool:
 
 
 # ---------------------------------------------------------------------------- rules, no Slurm
-def _node(name: str, busy: bool) -> FleetNode:
-    return FleetNode(
-        name=name,
-        state="ALLOCATED" if busy else "IDLE",
-        flags=(),
-        reason=None,
-        jobs=(1,) if busy else (),
-        busy_until=None,
-        partitions=(),
-        cpus=1,
-        gpus=0,
-        registered=True,
-    )
-
-
 def _snap(busy: dict[str, bool]) -> FleetSnapshot:
-    nodes = {n: _node(n, b) for n, b in busy.items()}
-    return FleetSnapshot(version=1, nodes=nodes, jobs=(), order=(), taken_at=1.0, reachable=True, error=None)
+    return fleet_snapshot(fleet_node(n, busy=b) for n, b in busy.items())
 
 
 async def test_flapping_rate_limit_and_order_without_slurm(fake_kube: tuple[FakeKube, str]) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from sidecars.controlplane.nodesync import CordonSync, cordon_reason
 from sidecars.controlplane.snapshot import FleetNode, FleetSnapshot
 from sidecars.kube import KubeNode
-from tests.helpers import fleet_node, fleet_pod
+from tests.helpers import fleet_node, fleet_pod, fleet_snapshot
 
 OURS = cordon_reason("k1")
 
@@ -44,15 +44,7 @@ class Drains:
 
 
 def snapshot(*nodes: FleetNode) -> FleetSnapshot:
-    return FleetSnapshot(
-        version=1,
-        nodes={n.name: n for n in nodes},
-        jobs=(),
-        order=(),
-        taken_at=1.0,
-        reachable=True,
-        error=None,
-    )
+    return fleet_snapshot(nodes)
 
 
 def sync() -> tuple[CordonSync, Kube, Drains]:

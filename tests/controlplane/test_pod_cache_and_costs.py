@@ -11,11 +11,10 @@ from prometheus_client import CollectorRegistry
 from sidecars.controlplane.deletion_cost import ANNOTATION, DeletionCostWriter
 from sidecars.controlplane.metrics import ControlPlaneMetrics
 from sidecars.controlplane.pods import PodCache, node_name
-from sidecars.controlplane.snapshot import FleetNode, FleetSnapshot
 from sidecars.kube import KubeClient
 from sidecars.kube.client import KubeRetry
 from tests.fakekube import FakeKube, configuration
-from tests.helpers import eventually
+from tests.helpers import eventually, fleet_node, fleet_snapshot
 
 
 async def test_cache_follows_the_watch_and_relists_after_410(fake_kube: tuple[FakeKube, str]) -> None:
@@ -51,21 +50,6 @@ async def test_cache_follows_the_watch_and_relists_after_410(fake_kube: tuple[Fa
                 await task
 
 
-def _node(name: str, busy_until: int | None) -> FleetNode:
-    return FleetNode(
-        name=name,
-        state="IDLE",
-        flags=(),
-        reason=None,
-        jobs=(),
-        busy_until=busy_until,
-        partitions=("debug",),
-        cpus=1,
-        gpus=0,
-        registered=True,
-    )
-
-
 async def test_deletion_costs_are_rate_limited_and_only_on_bucket_changes(
     fake_kube: tuple[FakeKube, str],
 ) -> None:
@@ -75,9 +59,9 @@ async def test_deletion_costs_are_rate_limited_and_only_on_bucket_changes(
     async with KubeClient(configuration(url)) as kube:
         pods, _ = await kube.list_pods("slurm", "app=slurmd")
         now = time.time()
-        nodes = {f"n{i}": _node(f"n{i}", None if i % 2 else int(now) + 3600) for i in range(6)}
-        snap = FleetSnapshot(
-            version=1, nodes=nodes, jobs=(), order=(), taken_at=now, reachable=True, error=None
+        snap = fleet_snapshot(
+            (fleet_node(f"n{i}", busy_until=None if i % 2 else int(now) + 3600) for i in range(6)),
+            taken_at=now,
         )
         metrics = ControlPlaneMetrics(CollectorRegistry())
         clock = [now]  # the writer's clock, moved by the test: no real second is waited out

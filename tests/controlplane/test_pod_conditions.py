@@ -9,13 +9,12 @@ from typing import Any
 import pytest
 
 from sidecars.controlplane.podconditions import ConditionWriter
-from sidecars.controlplane.snapshot import FleetNode, FleetSnapshot
 from sidecars.devcluster import DevCluster
 from sidecars.kube import KubeClient
 from sidecars.kube.client import KubeRetry
 from tests.controlplane.conftest import control_plane
 from tests.fakekube import FakeKube, configuration
-from tests.helpers import eventually
+from tests.helpers import eventually, fleet_node, fleet_snapshot
 
 pytestmark = pytest.mark.cluster(nodes=3)
 
@@ -105,19 +104,8 @@ async def test_writes_are_rate_limited_and_the_rest_wait_for_the_next_pass(
     views = {}
     for i in range(1, 6):
         fake.add_pod(f"w{i}", hostname=f"n{i}")
-        views[f"n{i}"] = FleetNode(
-            name=f"n{i}",
-            state="IDLE",
-            flags=(),
-            reason=None,
-            jobs=(),
-            busy_until=None,
-            partitions=(),
-            cpus=1,
-            gpus=0,
-            registered=True,
-        )
-    snap = FleetSnapshot(version=1, nodes=views, jobs=(), order=(), taken_at=1.0, reachable=True, error=None)
+        views[f"n{i}"] = fleet_node(f"n{i}")
+    snap = fleet_snapshot(views.values())
     async with KubeClient(configuration(url), retry=KubeRetry(attempts=2, initial_wait=0.01)) as kube:
         pods, _ = await kube.list_pods("slurm", "app=slurmd")
         writer = ConditionWriter(kube, lambda p: p.hostname, qps=2, settle=0, clock=lambda: now[0])

@@ -96,6 +96,10 @@ def _merge(target: Obj, patch: Obj) -> Obj:
     return target
 
 
+def _watching(request: web.Request) -> bool:
+    return request.query.get("watch") in {"true", "1", "True"}
+
+
 def _selected(obj: Obj, selector: str | None) -> bool:
     if not selector:
         return True
@@ -390,7 +394,7 @@ class FakeKube:
                 return _status(400, "BadRequest", "body is not JSON")
         request[BODY] = body
         ctype = request.headers.get("Content-Type", "").split(";")[0]
-        watching = request.query.get("watch") in {"true", "1", "True"}
+        watching = _watching(request)
         verb, resource = verb_and_resource(request.method, request.path, watching)
         record = Request(request.method, request.path, 0, ctype, body, verb, resource)
         self.requests.append(record)  # on arrival: an open watch is counted when it is opened
@@ -467,7 +471,7 @@ class FakeKube:
     async def list_pods(self, request: web.Request) -> web.StreamResponse:
         ns, q = request.match_info["ns"], request.query
         selector = q.get("labelSelector")
-        if q.get("watch") in {"true", "1", "True"}:
+        if _watching(request):
             return await self._watch(request, ns, selector)
         fields = q.get("fieldSelector") or ""
         if fields and not fields.startswith("spec.nodeName="):
@@ -480,10 +484,14 @@ class FakeKube:
             and _selected(p, selector)
             and (on_node is None or p["spec"].get("nodeName") == on_node)
         ]
+        return self._list("Pod", "v1", items)
+
+    def _list(self, kind: str, api_version: str, items: list[Obj]) -> web.Response:
+        """A list document as the API server writes it: the items and the version to watch from."""
         return web.json_response(
             {
-                "kind": "PodList",
-                "apiVersion": "v1",
+                "kind": f"{kind}List",
+                "apiVersion": api_version,
                 "metadata": {"resourceVersion": str(self.rv)},
                 "items": items,
             }
@@ -667,43 +675,22 @@ class FakeKube:
             for (rns, _), r in sorted(self.replica_sets.items())
             if rns == ns and _selected(r, selector)
         ]
-        return web.json_response(
-            {
-                "kind": "ReplicaSetList",
-                "apiVersion": "apps/v1",
-                "metadata": {"resourceVersion": str(self.rv)},
-                "items": items,
-            }
-        )
+        return self._list("ReplicaSet", "apps/v1", items)
 
     # ------------------------------------------------------------------ nodes
     async def list_nodes(self, request: web.Request) -> web.StreamResponse:
-        if request.query.get("watch") in {"true", "1", "True"}:
+        if _watching(request):
             return await self._watch(request, None, request.query.get("labelSelector"), self.node_history)
         items = [copy.deepcopy(n) for _, n in sorted(self.nodes.items())]
-        return web.json_response(
-            {
-                "kind": "NodeList",
-                "apiVersion": "v1",
-                "metadata": {"resourceVersion": str(self.rv)},
-                "items": items,
-            }
-        )
+        return self._list("Node", "v1", items)
 
     async def list_compute_domains(self, request: web.Request) -> web.StreamResponse:
         if not self.serve_crds:
             return _status(404, "NotFound", "the server could not find the requested resource")
-        if request.query.get("watch") in {"true", "1", "True"}:
+        if _watching(request):
             return await self._watch(request, "*", request.query.get("labelSelector"), self.cd_history)
         items = [copy.deepcopy(c) for _, c in sorted(self.compute_domains.items())]
-        return web.json_response(
-            {
-                "kind": "ComputeDomainList",
-                "apiVersion": "resource.nvidia.com/v1beta1",
-                "metadata": {"resourceVersion": str(self.rv)},
-                "items": items,
-            }
-        )
+        return self._list("ComputeDomain", "resource.nvidia.com/v1beta1", items)
 
     async def get_node(self, request: web.Request) -> web.StreamResponse:
         node = self.nodes.get(request.match_info["name"])
