@@ -65,6 +65,18 @@ class Running:
     def sample(self, name: str, **labels: str) -> float:
         return self.registry.get_sample_value(name, labels) or 0.0
 
+    def leading(self, *parts: str) -> bool:
+        """Leader, with its pods listed and named, and each named part of it (`cordons`,
+        `topology`, ...) present and ready: what a test waits for before it acts."""
+        plane = self.plane
+        return bool(
+            plane.leader.is_leader
+            and plane.pods is not None
+            and plane.pods.synced.is_set()
+            and plane.naming_ready
+            and all(getattr(plane, part) is not None and getattr(plane, part).ready for part in parts)
+        )
+
 
 @contextlib.asynccontextmanager
 async def control_plane(

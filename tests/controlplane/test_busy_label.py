@@ -32,11 +32,6 @@ async def busy_label(fake: FakeKube, pod: str) -> str | None:
     return (fake.pods[("slurm", pod)]["metadata"].get("labels") or {}).get(LABEL)
 
 
-async def _leading(cp: Any) -> bool:
-    plane = cp.plane
-    return bool(plane.leader.is_leader and plane.pods is not None and plane.pods.synced.is_set())
-
-
 async def _refreshes(cp: Any) -> float:
     return float(cp.sample("slurm_sidecars_fleet_refreshes_total", result="ok"))
 
@@ -51,7 +46,7 @@ async def test_a_job_labels_its_pod_busy_until_the_node_stays_idle(
     fake.add_pod("w2", hostname="n2")
     release = 6.0
     async with control_plane(cluster, url, busy_release_seconds=release) as cp:
-        await eventually(lambda: _leading(cp), bool, what="leader with pods")
+        await eventually(cp.leading, what="leader with pods")
         first = await cluster.sbatch("-w", "n1", wrap="sleep 300")
         await cluster.wait_job(first, "RUNNING")
         await eventually(lambda: busy_label(fake, "w1"), lambda v: v == "true", what="w1 labelled busy")
@@ -89,7 +84,7 @@ async def test_busy_label_off_writes_no_label(cluster: DevCluster, fake_kube: tu
     fake.add_pod("w1", hostname="n1")
     async with control_plane(cluster, url, busy_label=False) as cp:
         assert cp.plane.busy is None
-        await eventually(lambda: _leading(cp), bool, what="leader with pods")
+        await eventually(cp.leading, what="leader with pods")
         job = await cluster.sbatch("-w", "n1", wrap="sleep 300")
         await cluster.wait_job(job, "RUNNING")
         await eventually(

@@ -58,7 +58,7 @@ async def test_cordon_drains_its_workers_and_uncordon_undrains_only_ours(
     client = cluster.client()
     await client.drain(["n3"], "admin: bad DIMM")  # someone else's drain, on a node to be cordoned
     async with control_plane(cluster, url) as cp:
-        await eventually(lambda: _ready(cp), bool, what="leader with pods and nodes")
+        await eventually(lambda: cp.leading("cordons"), what="leader with pods and nodes")
         fake.set_node_spec("k1", unschedulable=True)
         nodes = await cluster.wait_nodes(lambda ns: {"n1", "n2"} <= drains(ns).keys(), what="n1, n2 drained")
         assert drains(nodes) == {"n1": K1, "n2": K1, "n3": "admin: bad DIMM"}
@@ -82,17 +82,6 @@ async def test_cordon_drains_its_workers_and_uncordon_undrains_only_ours(
         assert node_calls == {("list", "nodes"): 1, ("watch", "nodes"): 1}
 
 
-async def _ready(cp: Any) -> bool:
-    plane = cp.plane
-    return bool(
-        plane.leader.is_leader
-        and plane.pods is not None
-        and plane.pods.synced.is_set()
-        and plane.cordons is not None
-        and plane.cordons.ready
-    )
-
-
 async def test_a_drain_removed_while_cordoned_is_applied_again_with_an_event(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:
@@ -100,7 +89,7 @@ async def test_a_drain_removed_while_cordoned_is_applied_again_with_an_event(
     two_hosts(fake)
     client = cluster.client()
     async with control_plane(cluster, url) as cp:
-        await eventually(lambda: _ready(cp), bool, what="leader with pods and nodes")
+        await eventually(lambda: cp.leading("cordons"), what="leader with pods and nodes")
         fake.set_node_spec("k1", unschedulable=True)
         await cluster.wait_nodes(lambda ns: {"n1", "n2"} <= drains(ns).keys(), what="n1, n2 drained")
         await eventually(lambda: _held(cp), lambda h: h == {"n1": "k1", "n2": "k1"}, what="drains seen")
@@ -144,7 +133,7 @@ async def test_a_configured_taint_counts_as_a_cordon_but_prefer_no_schedule_does
     client = cluster.client()
     key = "example.com/gpu-health"
     async with control_plane(cluster, url, cordon_taints=(key,)) as cp:
-        await eventually(lambda: _ready(cp), bool, what="leader with pods and nodes")
+        await eventually(lambda: cp.leading("cordons"), what="leader with pods and nodes")
         # k2's soft taint first, then k1's hard one: once k1's workers are drained, k2's was seen too
         fake.set_node_spec("k2", taints=[{"key": key, "value": "degraded", "effect": "PreferNoSchedule"}])
         fake.set_node_spec("k1", taints=[{"key": key, "value": "failed", "effect": "NoExecute"}])
@@ -167,7 +156,7 @@ async def test_cordon_sync_off_drains_nothing_and_adds_no_node_reads(
     two_hosts(fake)
     fake.set_node_spec("k1", unschedulable=True)
     async with control_plane(cluster, url, cordon_sync=False) as cp:
-        await eventually(lambda: _leading(cp), bool, what="leader with pods")
+        await eventually(cp.leading, what="leader with pods")
         assert cp.plane.cordons is None
         nodes = cp.plane.kube_nodes
         assert nodes is not None
@@ -181,8 +170,3 @@ async def test_cordon_sync_off_drains_nothing_and_adds_no_node_reads(
 
 async def _synced(nodes: Any) -> bool:
     return bool(nodes.synced.is_set())
-
-
-async def _leading(cp: Any) -> bool:
-    plane = cp.plane
-    return bool(plane.leader.is_leader and plane.pods is not None and plane.pods.synced.is_set())

@@ -5,8 +5,6 @@ with an Event and a log line naming both pods."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from sidecars.devcluster import DevCluster
@@ -38,11 +36,6 @@ def refusals(fake: FakeKube) -> dict[str, list[str]]:
     return out
 
 
-async def _ready(cp: Any) -> bool:
-    plane = cp.plane
-    return bool(plane.leader.is_leader and plane.pods.synced.is_set() and plane.naming_ready)
-
-
 async def test_kube_node_names_and_conflicting_claims(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:
@@ -60,7 +53,7 @@ async def test_kube_node_names_and_conflicting_claims(
     fake.add_pod("ds-e", node_name="n2", created=LATE)  # a surge pod beside ds-b on n2
     fake.add_pod("ds-f", node_name="kbad", created=EARLY)
     async with control_plane(cluster, url, node_name_from="kube-node") as cp:
-        await eventually(lambda: _ready(cp), bool, what="leader with pods and Nodes")
+        await eventually(cp.leading, what="leader with pods and Nodes")
         await eventually(lambda: costs(fake), lambda c: c.keys() == {"ds-a", "ds-b", "ds-c"}, what="costs")
         found = await eventually(
             lambda: refusals(fake), lambda r: r.keys() == {"ds-d", "ds-e", "ds-f"}, what="three refusals"
@@ -113,7 +106,7 @@ async def test_pod_naming_is_unchanged_by_default(
     fake.add_pod("w1-copy", hostname="n1", node_name="k1", created=LATE)
     fake.add_pod("w2", hostname="n2", node_name="k1", created=EARLY)
     async with control_plane(cluster, url) as cp:
-        await eventually(lambda: _ready(cp), bool, what="leader with pods")
+        await eventually(cp.leading, what="leader with pods")
         await eventually(lambda: costs(fake), lambda c: c.keys() == {"w1", "w1-copy", "w2"}, what="costs")
         await settled(cp)
         assert not refusals(fake) and cp.plane.claims.refused == {}

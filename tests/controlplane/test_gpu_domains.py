@@ -6,8 +6,6 @@ reaches Slurm; nothing is written while nothing changes."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from sidecars.devcluster import DevCluster
@@ -22,11 +20,6 @@ CLIQUE = "nvlink-clique-1d5e8a48-2c1b-4b0e-9f3c-3a1f7e9b0c11.7"
 
 async def features(cluster: DevCluster) -> dict[str, set[str]]:
     return {n.name: set(n.features) for n in await cluster.client().nodes()}
-
-
-async def _ready(cp: Any) -> bool:
-    plane = cp.plane
-    return bool(plane.leader.is_leader and plane.pods.synced.is_set() and plane.gpu_domains.ready)
 
 
 @pytest.mark.releases("slurm24")  # dynamic nodes (slurmd -Z) updated in place; 22.05-26.05 take it alike
@@ -45,7 +38,7 @@ async def test_domains_become_features_and_move_without_touching_anyone_elses(
         fake.add_pod(f"w{i}", hostname=f"n{i}", node_name=f"k{i}")
     fake.set_compute_domain("train-a", ["k1"])
     async with control_plane(cluster, url, compute_domains=True) as cp:
-        await eventually(lambda: _ready(cp), bool, what="leader with Nodes and ComputeDomains")
+        await eventually(lambda: cp.leading("gpu_domains"), what="leader with Nodes and ComputeDomains")
         found = await eventually(
             lambda: features(cluster),
             lambda f: "nvlink-domain-train-a" in f["n1"] and CLIQUE in f["n2"],

@@ -30,17 +30,6 @@ def hosts(fake: FakeKube) -> None:
         fake.add_pod(f"w{i}", hostname=f"n{i}", node_name=host)
 
 
-async def _ready(cp: Any) -> bool:
-    plane = cp.plane
-    return bool(
-        plane.leader.is_leader
-        and plane.pods is not None
-        and plane.pods.synced.is_set()
-        and plane.topology is not None
-        and plane.topology.ready
-    )
-
-
 async def _refreshes(cp: Any) -> float:
     return float(cp.sample("slurm_sidecars_fleet_refreshes_total", result="ok"))
 
@@ -70,7 +59,7 @@ async def test_labels_place_nodes_a_change_moves_one_and_a_bad_value_moves_nothi
         topology_configmap="slurm-topology",
         topology_settle_seconds=settle,
     ) as cp:
-        await eventually(lambda: _ready(cp), bool, what="leader with pods and nodes")
+        await eventually(lambda: cp.leading("topology"), what="leader with pods and nodes")
         placed = {"kubernetes": "n[1-3]", "a": "n[1-3]", "a/r1": "n[1-2]", "a/r2": "n3"}
         await eventually(lambda: switches(client), lambda s: s == placed, what="placed from the labels")
         plane = cp.plane
@@ -136,7 +125,7 @@ async def test_a_flapping_label_moves_nothing_and_a_restart_is_healed(
     client = cluster.client()
     settle = 6.0  # the flips below take about 2 s: well inside it, even on a slow machine
     async with control_plane(cluster, url, topology_labels=KEYS, topology_settle_seconds=settle) as cp:
-        await eventually(lambda: _ready(cp), bool, what="leader with pods and nodes")
+        await eventually(lambda: cp.leading("topology"), what="leader with pods and nodes")
         placed = {"kubernetes": "n[1-3]", "a": "n[1-3]", "a/r1": "n[1-2]", "a/r2": "n3"}
         await eventually(lambda: switches(client), lambda s: s == placed, what="placed from the labels")
         plane = cp.plane
@@ -179,7 +168,7 @@ async def test_before_25_05_the_rendered_topology_conf_is_the_fallback(
         async with control_plane(
             cluster, url, topology_labels=KEYS, topology_configmap="slurm-topology", topology_settle_seconds=0
         ) as cp:
-            await eventually(lambda: _ready(cp), bool, what="leader with pods and nodes")
+            await eventually(lambda: cp.leading("topology"), what="leader with pods and nodes")
             cm = await eventually(
                 lambda: _config_map(fake), lambda d: d is not None and "n[1-2]" in d.get("topology.conf", "")
             )

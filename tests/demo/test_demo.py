@@ -128,10 +128,4 @@ async def test_killed_demo_leaves_nothing_running(release: Release) -> None:
         left = await watched.wait_gone(lifetime.FEW_SECONDS)
         assert not left, f"still running after the demo was killed: {left}"
     finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-        if watched is not None:
-            await lifetime.kill_left(watched)
-        if cluster_dir is not None:
-            lifetime.remove_dir(cluster_dir, release)
+        await lifetime.clean_up(proc, watched, cluster_dir, release)

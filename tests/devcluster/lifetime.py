@@ -163,5 +163,18 @@ def remove_dir(cluster_dir: str, release: Release) -> None:
             (release.root / cluster_dir.lstrip("/")).rmdir()
 
 
+async def clean_up(
+    proc: asyncio.subprocess.Process, watched: Watched | None, cluster_dir: str | None, release: Release
+) -> None:
+    """After a kill test, whatever it found: the owner gone, anything it left killed, its files removed."""
+    if proc.returncode is None:
+        proc.kill()
+        await proc.wait()
+    if watched is not None:
+        await kill_left(watched)
+    if cluster_dir is not None:
+        remove_dir(cluster_dir, release)
+
+
 if __name__ == "__main__":
     asyncio.run(hold())

@@ -86,10 +86,4 @@ async def test_nothing_outlives_the_owner(
         left = await watched.wait_gone(lifetime.FEW_SECONDS)
         assert not left, f"still running after the owner was killed: {left}"
     finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-        if watched is not None:
-            await lifetime.kill_left(watched)
-        if info is not None:
-            lifetime.remove_dir(info["dir"], release)
+        await lifetime.clean_up(proc, watched, info["dir"] if info is not None else None, release)
