@@ -6,18 +6,10 @@
 set -euo pipefail
 
 PKGS=(podman buildah runc podman-compose golang-github-containernetworking-plugin-dnsname catatonit debootstrap)
+source "$(dirname "$0")/apt-missing.sh"
+apt_missing containers-setup "${PKGS[@]}"
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
-missing=()
-for p in "${PKGS[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "containers-setup: installing Debian packages: ${missing[*]}"
-  $SUDO apt-get -o DPkg::Lock::Timeout=900 update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=900 install -y -qq \
-    --no-install-recommends "${missing[@]}" >/dev/null
-fi
 
 # The machine withholds CAP_SYS_RESOURCE, so a container may not raise its open-file limit
 # (default_ulimits), and crun refuses its hybrid cgroups (runtime = "runc"; every podman command,

@@ -6,18 +6,8 @@ cd "$(dirname "$0")/.."
 
 # chromium: the web page's tests drive Debian's headless Chromium over the DevTools Protocol
 PKGS=(slurmctld slurmd slurm-client munge debootstrap util-linux iproute2 procps chromium)
-SUDO=""
-[ "$(id -u)" = 0 ] || SUDO=sudo
-missing=()
-for p in "${PKGS[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing Debian packages: ${missing[*]}"
-  $SUDO apt-get update -qq
-  # policy-rc.d may be absent on a fresh machine: keep the packages from starting system daemons
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+source scripts/apt-missing.sh
+apt_missing setup "${PKGS[@]}"
 
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then

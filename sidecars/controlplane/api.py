@@ -48,6 +48,15 @@ def _error(status: int, message: str, **extra: Any) -> web.Response:
     return web.json_response({"error": message, **extra}, status=status)
 
 
+def not_leader(leader: Leadership) -> web.Response | None:
+    """A write on a follower: 503 naming the Lease holder, to retry there (None on the leader)."""
+    if leader.is_leader:
+        return None
+    resp = _error(503, "not the leader: writes go to the Lease holder", leader=leader.holder)
+    resp.headers["Retry-After"] = "1"
+    return resp
+
+
 class ControlPlaneAPI:
     def __init__(
         self,
@@ -186,11 +195,7 @@ class ControlPlaneAPI:
 
     # ------------------------------------------------------------------ writes
     def _not_leader(self) -> web.Response | None:
-        if self._leader.is_leader:
-            return None
-        resp = _error(503, "not the leader: writes go to the Lease holder", leader=self._leader.holder)
-        resp.headers["Retry-After"] = "1"
-        return resp
+        return not_leader(self._leader)
 
     async def _drain_like(self, request: web.Request, action: Action) -> web.Response:
         name = self._name(request)

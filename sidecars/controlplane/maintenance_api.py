@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from sidecars.controlplane import openapi_maintenance
-from sidecars.controlplane.api import ControlPlaneAPI, Leadership, _error
+from sidecars.controlplane.api import ControlPlaneAPI, Leadership, _error, not_leader
 from sidecars.controlplane.maintenance import WINDOW_NAME, Maintenance, WindowError
 from sidecars.slurm import SlurmError
 
@@ -25,11 +25,7 @@ class MaintenanceAPI:
         r.add_delete("/v1/maintenance/{window}", self.delete)
 
     def _not_leader(self) -> web.Response | None:
-        if self._leader.is_leader:
-            return None
-        resp = _error(503, "not the leader: writes go to the Lease holder", leader=self._leader.holder)
-        resp.headers["Retry-After"] = "1"
-        return resp
+        return not_leader(self._leader)
 
     async def list(self, _: web.Request) -> web.Response:
         try:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from aiohttp import web
 
 from sidecars.controlplane import openapi_maintenance
-from sidecars.controlplane.api import ControlPlaneAPI, Leadership, _error
+from sidecars.controlplane.api import ControlPlaneAPI, Leadership, _error, not_leader
 from sidecars.controlplane.snapshot import FleetNode
 from sidecars.controlplane.upgrade import Upgrade, UpgradeError
 from sidecars.controlplane.versions import AgentVersions, describe, guard_inputs
@@ -49,11 +49,7 @@ class UpgradeAPI:
             return _error(
                 409, "upgrades need the Kubernetes API (the control plane runs with --kubernetes=off)"
             )
-        if not self._leader.is_leader:
-            resp = _error(503, "not the leader: writes go to the Lease holder", leader=self._leader.holder)
-            resp.headers["Retry-After"] = "1"
-            return resp
-        return None
+        return not_leader(self._leader)
 
     async def _slurm_versions(self) -> tuple[Version, dict[str, Version]]:
         """slurmctld's release and each node record's (what its slurmd registered with), now."""
