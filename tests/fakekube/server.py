@@ -18,7 +18,7 @@ import datetime as dt
 import json
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,7 +153,7 @@ class FakeKube:
     tokens: set[str] = field(default_factory=set)  # further accepted tokens (one per simulated replica)
     blocked: set[str] = field(default_factory=set)  # tokens answered 403, e.g. a replica cut off from the API
     _changed: asyncio.Condition | None = None
-    _watches: set[asyncio.Task[Any]] = field(default_factory=set)
+    _watches: set[asyncio.Task[Any]] = field(default_factory=set)  # open watches, stalled requests
 
     # ------------------------------------------------------------------ test helpers
     def _bump(self) -> str:
@@ -415,7 +415,7 @@ class FakeKube:
             if fault is not None:
                 fault.times -= 1
             if fault is not None and fault.status == 0:
-                await asyncio.sleep(fault.delay)
+                await self._held_open(asyncio.sleep(fault.delay))
                 resp = await handler(request)
             elif fault is not None:
                 resp = _status(fault.status, "Injected", f"injected {fault.status}")
@@ -485,6 +485,16 @@ class FakeKube:
             and (on_node is None or p["spec"].get("nodeName") == on_node)
         ]
         return self._list("Pod", "v1", items)
+
+    async def _held_open(self, wait: Awaitable[Any]) -> None:
+        """Wait in a request's handler, ended with the server like an open watch."""
+        me = asyncio.current_task()
+        assert me is not None
+        self._watches.add(me)
+        try:
+            await wait
+        finally:
+            self._watches.discard(me)
 
     def _list(self, kind: str, api_version: str, items: list[Obj]) -> web.Response:
         """A list document as the API server writes it: the items and the version to watch from."""
