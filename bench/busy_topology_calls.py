@@ -30,9 +30,9 @@ from _report import result
 from sidecars.controlplane.busylabel import LABEL, BusyLabeler
 from sidecars.controlplane.kubenodes import NodeCache
 from sidecars.controlplane.snapshot import FleetNode, FleetSnapshot
-from sidecars.controlplane.topology import TopologySpec
 from sidecars.controlplane.topologysync import TopologySync
 from sidecars.kube import KubeClient, KubeNode, Pod
+from sidecars.kube.topology import TopologySpec
 from sidecars.runtime import logs
 from sidecars.slurm import SlurmClient, Version
 

@@ -35,7 +35,6 @@ from sidecars.controlplane.pods import PodCache
 from sidecars.controlplane.recycle import RecyclePolicy, Recycler
 from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.controlplane.snapshot import FleetView
-from sidecars.controlplane.topology import TopologySpec
 from sidecars.controlplane.topologysync import TopologySync
 from sidecars.controlplane.upgrade import Upgrade
 from sidecars.controlplane.upgrade_api import UpgradeAPI
@@ -43,6 +42,7 @@ from sidecars.controlplane.versions import AgentVersions
 from sidecars.controlplane.web import WebUI
 from sidecars.kube import KubeClient, KubeEventSink, Pod, load_configuration
 from sidecars.kube.nodename import Named, NodeNaming, slurm_node_name
+from sidecars.kube.topology import TopologySpec
 from sidecars.runtime import daemon, http, logs
 from sidecars.runtime.events import EventSink, EventType, LogEventSink
 from sidecars.runtime.health import CheckResult, Checks

@@ -9,7 +9,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
-from sidecars.controlplane import topology
+from sidecars.kube import topology
 from sidecars.kube.nodename import ANNOTATION, SOURCES
 from sidecars.runtime.settings import ConfigError, flag, http_url, parse_addr, positive, read_token
 

@@ -7,32 +7,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 
-from sidecars.kube.topology import (
-    KINDS,
-    MAX_SWITCH,
-    Kind,
-    Placement,
-    TopologySpec,
-    check_name,
-    parse_keys,
-    placement,
-)
+from sidecars.kube.topology import Placement, TopologySpec
 from sidecars.slurm import hostlist
-
-# the rules live in kube.topology (the worker's agent uses them too); named here for this role
-__all__ = [
-    "KINDS",
-    "MAX_SWITCH",
-    "Kind",
-    "Placement",
-    "TopologySpec",
-    "check_name",
-    "group",
-    "parse_keys",
-    "placement",
-    "render_conf",
-    "render_yaml",
-]
 
 
 def _q(text: str) -> str:

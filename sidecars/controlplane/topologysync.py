@@ -24,15 +24,9 @@ import structlog
 
 from sidecars.controlplane.kubenodes import NodeCache
 from sidecars.controlplane.snapshot import FleetSnapshot
-from sidecars.controlplane.topology import (
-    Placement,
-    TopologySpec,
-    group,
-    placement,
-    render_conf,
-    render_yaml,
-)
+from sidecars.controlplane.topology import group, render_conf, render_yaml
 from sidecars.kube import KubeClient, Pod
+from sidecars.kube.topology import Placement, TopologySpec, placement
 from sidecars.slurm import SlurmClient, SlurmError, hostlist
 
 log = structlog.get_logger(__name__)

@@ -5,16 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from sidecars.controlplane.topology import (
-    Placement,
-    TopologySpec,
-    group,
-    parse_keys,
-    placement,
-    render_conf,
-    render_yaml,
-)
+from sidecars.controlplane.topology import group, render_conf, render_yaml
 from sidecars.devcluster import ClusterSpec, DevCluster, Release
+from sidecars.kube.topology import Placement, TopologySpec, parse_keys, placement
 from tests.slurm.test_topology import switches
 
 ZONE, RACK = "topology.kubernetes.io/zone", "example.com/rack"

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from sidecars.controlplane.topology import TopologySpec, render_conf, render_yaml
+from sidecars.controlplane.topology import render_conf, render_yaml
 from sidecars.devcluster import DevCluster
+from sidecars.kube.topology import TopologySpec
 from tests.controlplane.conftest import control_plane
 from tests.fakekube import FakeKube
 from tests.helpers import eventually
