@@ -124,7 +124,7 @@ async def test_a_flapping_label_moves_nothing_and_a_restart_is_healed(
     fake, url = fake_kube
     hosts(fake)
     client = cluster.client()
-    settle = 6.0  # the flips below take about 2 s: well inside it, even on a slow machine
+    settle = 8.0  # the flips below take about 2 s: well inside it, even on a slow machine
     async with control_plane(cluster, url, topology_labels=KEYS, topology_settle_seconds=settle) as cp:
         await eventually(lambda: cp.leading("topology"), what="leader with pods and nodes")
         placed = {"kubernetes": "n[1-3]", "a": "n[1-3]", "a/r1": "n[1-2]", "a/r2": "n3"}
@@ -142,13 +142,13 @@ async def test_a_flapping_label_moves_nothing_and_a_restart_is_healed(
             fake.label_node("k2", {RACK: rack})
             await eventually(lambda r=rack: seen(r), bool, what=f"k2 rack={rack} in the cache")
             await passes(cp, 1)
-        quick = time.monotonic() - started < settle
+        took = time.monotonic() - started
+        assert took < settle, f"the flips took {took:.1f}s, not inside the settle time: nothing shown"
         await passes(cp)
         await eventually(
             lambda: _refreshes(cp), lambda _: time.monotonic() - started > settle + 1, what="settle"
         )
-        if quick:  # every state but the last held shorter than `settle`: nothing moved
-            assert plane.topology.moves == moves
+        assert plane.topology.moves == moves  # every state but the last held shorter than `settle`
         assert await switches(client) == placed
 
         # slurmctld restarts and forgets in-place places: the next passes put the nodes back
