@@ -87,7 +87,7 @@ class ControlPlane:
             settings.identity,
             lease_seconds=settings.lease_seconds,
             renew_seconds=settings.renew_seconds,
-            on_change=lambda lead: self.metrics.leader.set(1 if lead else 0),
+            on_change=self._leadership,
         )
         self.tasks = RootTasks()
         self.pods: PodCache | None = None
@@ -216,6 +216,11 @@ class ControlPlane:
         )
         self.config_feed.on_change = self.page.touch
         self.web = WebUI(settings.viewer_token or settings.token, self.page)
+
+    def _leadership(self, lead: bool) -> None:
+        self.metrics.leader.set(1 if lead else 0)
+        if lead and self.upgrade is not None:  # called from the Lease's task: made by then
+            self.upgrade.forget()  # another replica may have written the plan while this one followed
 
     def _node_cache(self, kube: KubeClient) -> NodeCache:
         """The one Node cache, shared by every feature that reads Nodes (each with its own rule)."""
@@ -367,12 +372,9 @@ class ControlPlane:
 
     async def upgrade_loop(self) -> None:
         """Every interval, the leader moves a started upgrade on by one step (the plan read once per
-        term as leader, not every interval: it is the leader's own to write)."""
-        leading = False
+        term as leader, not every interval: it is the leader's own to write; see _leadership)."""
         while True:
             await asyncio.sleep(self.settings.interval_seconds)
-            if not self.leader.is_leader:
-                leading = False
             ready = (
                 self.pods is not None
                 and self.pods.synced.is_set()
@@ -381,9 +383,6 @@ class ControlPlane:
             )
             if self.upgrade is None or not self.leader.is_leader or not ready:
                 continue
-            if not leading:
-                self.upgrade.forget()  # another replica may have written the plan while we followed
-                leading = True
             try:
                 await self.upgrade.step()
             except Exception as exc:  # a Kubernetes hiccup must not end the loop

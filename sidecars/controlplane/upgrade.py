@@ -188,6 +188,10 @@ class Upgrade:
         self.plan = plan
         self._loaded = True
 
+    async def current(self) -> Plan | None:
+        """The plan, read only when what is held may be stale (see forget)."""
+        return self.plan if self._loaded else await self.load()
+
     def forget(self) -> None:
         """The plan held may be stale (this replica has just become the leader, and another may have
         written meanwhile): the next step reads it again. Only the leader writes the plan, so while it
@@ -312,7 +316,7 @@ class Upgrade:
 
     async def step(self) -> None:
         """One cycle (leader only): undrain the returned, delete the empty, drain the next in turn."""
-        plan = self.plan if self._loaded else await self.load()
+        plan = await self.current()
         if plan is None:
             return
         pods, nodes = list(self._pods()), self._nodes()

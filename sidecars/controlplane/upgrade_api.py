@@ -72,7 +72,8 @@ class UpgradeAPI:
         if self._upgrade is None:
             return web.json_response({"upgrade": None, "versions": versions})
         try:
-            await self._upgrade.load()
+            # the leader holds the plan it wrote; a follower's may be stale: it reads the ConfigMap
+            await (self._upgrade.current() if self._leader.is_leader else self._upgrade.load())
         except Exception as exc:  # the Kubernetes API after the edge's retries
             return _error(503, f"cannot read the upgrade plan: {exc}")
         return web.json_response({**self._upgrade.report(), "versions": versions})

@@ -71,6 +71,12 @@ async def test_steady_intervals_cost_nothing_and_a_cordon_costs_one_write_per_ch
         assert [r for r in fake.mutating(mark) if r.resource != "leases"] == []
         renewals = fake.calls(mark)[("update", "leases")]
         assert renewals >= 1 and fake.calls(mark)[("get", "leases")] == 0  # one call per renewal
+        # and asking the leader how the upgrade stands (a polled `upgrade status`) reads nothing
+        mark = len(fake.requests)
+        for _ in range(5):
+            status, _body = await cp.get("/v1/upgrade")
+            assert status == 200
+        assert beyond_the_lease(fake, mark) == Counter()
 
         # a cordon of N Nodes: each worker drained once (Slurm), each pod's conditions written once
         cordoned = ["k1", "k2"]
