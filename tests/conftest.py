@@ -36,6 +36,7 @@ from sidecars.devcluster import ClusterSpec, DevCluster, Release
 from sidecars.devcluster.release import available_releases
 from sidecars.runtime import logs
 from sidecars.runtime.pdeathsig import tie_to_parent
+from tests.fakekube import FakeKube
 
 # test id -> release name, in the order tests run
 RELEASE_IDS = {"slurm22": "host", "slurm24": "chroot", "slurm26": "sid"}
@@ -140,6 +141,14 @@ def sockdir() -> Iterator[Path]:
         yield d
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+async def fake_kube() -> AsyncIterator[tuple[FakeKube, str]]:
+    """The fake Kubernetes API server, serving for this test: (its state, its URL)."""
+    fake = FakeKube()
+    async with fake.serving() as url:
+        yield fake, url
 
 
 @pytest.fixture

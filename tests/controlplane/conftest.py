@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import aiohttp
-import pytest
 from prometheus_client import CollectorRegistry
 
 from sidecars.controlplane.service import ControlPlane
@@ -18,7 +17,7 @@ from sidecars.devcluster import DevCluster
 from sidecars.kube import KubeClient
 from sidecars.kube.client import KubeRetry
 from sidecars.slurm import RetryPolicy
-from tests.fakekube import FakeKube, configuration
+from tests.fakekube import configuration
 from tests.helpers import eventually
 
 TOKEN = "s3cret-token-for-tests"
@@ -108,10 +107,3 @@ async def control_plane(
         running = Running(plane, f"http://127.0.0.1:{port}", session, registry)
         await eventually(lambda: running.get("/readyz"), lambda r: r[0] == 200, what="first fleet read")
         yield running
-
-
-@pytest.fixture
-async def fake_kube() -> AsyncIterator[tuple[FakeKube, str]]:
-    fake = FakeKube()
-    async with fake.serving() as url:
-        yield fake, url

@@ -40,18 +40,16 @@ def settings_for(cluster: DevCluster, sockdir: Path, node: str = "n1", **overrid
 
 
 @contextlib.asynccontextmanager
-async def running_agent(
-    cluster: DevCluster, settings: WorkerSettings, events: RecordingEvents | None = None
-) -> AsyncIterator[Agent]:
-    """An agent running in this event loop until the block ends; yields once it has looked at its node."""
-    agent = Agent(settings, env=cluster.env, events=events or RecordingEvents())
+async def running(agent: Agent, ready: Callable[[], bool], what: str) -> AsyncIterator[Agent]:
+    """`agent` running in this event loop until the block ends; yields once `ready()` holds, raises
+    what stopped it if it stopped first, and stops it (or cancels it after 30 s) at the end."""
     stop = asyncio.Event()
     task = asyncio.ensure_future(agent.run(stop))
     try:
-        await eventually(lambda: agent.last_tick is not None or task.done(), what="a first look")
+        await eventually(lambda: ready() or task.done(), what=what)
         if task.done():
             task.result()  # raise what stopped it
-        assert agent.last_tick is not None, "agent never looked at its node"
+        assert ready(), f"the agent stopped before {what}"
         yield agent
     finally:
         stop.set()
@@ -60,6 +58,16 @@ async def running_agent(
         finally:
             if not task.done():
                 task.cancel()
+
+
+@contextlib.asynccontextmanager
+async def running_agent(
+    cluster: DevCluster, settings: WorkerSettings, events: RecordingEvents | None = None
+) -> AsyncIterator[Agent]:
+    """An agent running in this event loop until the block ends; yields once it has looked at its node."""
+    agent = Agent(settings, env=cluster.env, events=events or RecordingEvents())
+    async with running(agent, lambda: agent.last_tick is not None, "a first look") as a:
+        yield a
 
 
 async def hook(settings: WorkerSettings, within: float = 60.0, reason: str | None = None) -> tuple[int, Any]:

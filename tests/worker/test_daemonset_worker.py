@@ -6,10 +6,7 @@ name, and its slurmd registers as the same dynamic node."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -23,35 +20,10 @@ from sidecars.worker.service import Agent, claim_check
 from sidecars.worker.settings import WorkerSettings
 from tests.fakekube import FakeKube, configuration
 from tests.helpers import RecordingEvents, eventually
-from tests.worker.agent_helpers import hook, http_get, settings_for
+from tests.worker.agent_helpers import hook, http_get, running, settings_for
 
 WORKER = {"app.kubernetes.io/component": "worker"}
 EARLY, LATE = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
-
-
-@pytest.fixture
-async def fake_kube() -> AsyncIterator[tuple[FakeKube, str]]:
-    fake = FakeKube()
-    async with fake.serving() as url:
-        yield fake, url
-
-
-@contextlib.asynccontextmanager
-async def agent_running(agent: Agent) -> AsyncIterator[asyncio.Task[None]]:
-    stop = asyncio.Event()
-    task = asyncio.ensure_future(agent.run(stop))
-    try:
-        await eventually(lambda: agent.http_port is not None or task.done(), what="the agent serving")
-        if task.done():
-            task.result()
-        yield task
-    finally:
-        stop.set()
-        try:
-            await asyncio.wait_for(task, 30)
-        finally:
-            if not task.done():
-                task.cancel()
 
 
 def ds_settings(cluster: DevCluster, sockdir: Path, pod: str, marker: Path) -> WorkerSettings:
@@ -92,7 +64,7 @@ async def test_a_surge_pod_waits_for_the_node_and_then_takes_the_same_name(
         assert await naming.write_features(s, kube.get_node) == "nvlink-clique-uuid-1.7"
         events = RecordingEvents()
         agent = Agent(s, env=cluster.env, events=events, claim=claim_check(s, kube))
-        async with agent_running(agent):
+        async with running(agent, lambda: agent.http_port is not None, "the agent serving"):
             status, body = await eventually(
                 lambda: http_get(agent, "/readyz"), lambda r: r[0] == 503, what="not ready"
             )
