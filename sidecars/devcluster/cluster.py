@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import random
 import shutil
 import signal
 import socket
@@ -33,6 +32,7 @@ from typing import TypeVar
 import structlog
 
 from sidecars.devcluster import slinky
+from sidecars.devcluster.ports import PortLease, PortsUnavailable, lease_ports
 from sidecars.devcluster.release import Release
 from sidecars.devcluster.slurmconf import ClusterSpec, Ports, render
 from sidecars.runtime import process
@@ -51,28 +51,6 @@ T = TypeVar("T")
 
 class ClusterError(RuntimeError):
     """The cluster could not be started or did not reach the state asked for; says why."""
-
-
-def _port_free(port: int) -> bool:
-    for addr in ("0.0.0.0", "127.0.0.1"):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind((addr, port))
-            except OSError:
-                return False
-    return True
-
-
-def pick_ports(count: int, rng: random.Random | None = None) -> list[int]:
-    """`count` consecutive free ports below the ephemeral range, at a random base (parallel runs)."""
-    rng = rng or random.Random()
-    for _ in range(200):
-        base = rng.randrange(20000, 32000 - count)
-        ports = list(range(base, base + count))
-        if all(_port_free(p) for p in ports):
-            return ports
-    raise ClusterError(f"no {count} consecutive free ports found in 20000-32000")
 
 
 def free_port() -> int:
@@ -126,6 +104,7 @@ class DevCluster:
         self.log_dir = self.dir / "log"
         self.host = socket.gethostname().split(".")[0]
         self.ports: Ports | None = None
+        self._lease: PortLease | None = None
         self._unshare: process.Child | None = None
         self.init_pid: int | None = None
         self.pidns: str | None = None
@@ -253,7 +232,11 @@ class DevCluster:
                 os.mknod(dev, 0o666 | 0o020000, os.makedev(195, i))
             except OSError:
                 dev.touch()
-        ports = pick_ports(2 + self.spec.nodes)
+        try:
+            self._lease = lease_ports(2 + self.spec.nodes)
+        except PortsUnavailable as e:
+            raise ClusterError(str(e)) from None
+        ports = self._lease.ports
         self.ports = Ports(ports[0], ports[1], dict(zip(self.node_names, ports[2:], strict=True)))
         if self.slinky:
             slinky.write_key(self.dir / "etc")
@@ -507,6 +490,9 @@ class DevCluster:
             with contextlib.suppress(OSError):
                 (self.release.root / str(self.dir).lstrip("/")).rmdir()
         self.init_pid = None
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
         if self._own_dir and not self.keep_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from sidecars.devcluster import DevCluster
-from sidecars.devcluster.cluster import pick_ports
+from sidecars.devcluster.ports import lease_ports
 from tests.configsync.harness import config_sync, set_sha
 
 
@@ -83,11 +83,15 @@ async def test_a_missed_event_is_caught_by_the_periodic_rehash(cluster: DevClust
 
 async def test_node_added_is_release_aware(cluster: DevCluster) -> None:
     """22.05 dies of a new node on reconfigure (MaxNodeCount): held. 24.11 re-executes and takes it."""
+    with lease_ports(1) as lease:  # n9's port: no other cluster's slurmd may answer on it
+        await _add_node(cluster, lease.ports[0])
+
+
+async def _add_node(cluster: DevCluster, port: int) -> None:
     async with config_sync(cluster) as sync:
         files = sync.good()
         conf = files["slurm.conf"].decode()
         n1 = next(ln for ln in conf.splitlines() if ln.startswith("NodeName=n1 "))
-        port = pick_ports(1)[0]
         n9 = re.sub(r"Port=\d+", f"Port={port}", n1.replace("NodeName=n1", "NodeName=n9"))
         files["slurm.conf"] = (conf + n9 + "\n").encode()
         sync.config.write(files)
