@@ -12,6 +12,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
+from sidecars.kube.gpudomain import GROUP, PLURAL
 from tests.shipping.kube import (
     CUSTOM_KINDS,
     K8S_VERSIONS,
@@ -98,7 +99,8 @@ OVERLAY_FLAGS = {
     "overlays/daemonset": {
         "worker": {"--node-name-from", "--worker-selector", "--kube-node-name"},
         "control-plane": {"--node-name-from", "--worker-selector"},
-    }
+    },
+    "overlays/gpu": {"control-plane": {"--compute-domains"}},
 }
 
 
@@ -390,6 +392,22 @@ def test_role_is_least_privilege() -> None:
     )
     worker = find(render("base"), "Deployment")["spec"]["template"]["spec"]
     assert worker["automountServiceAccountToken"] is False
+
+
+def test_compute_domains_are_read_only_where_the_gpu_overlay_asks_for_them() -> None:
+    def told(target: str) -> bool:
+        sts = find(render(target), "StatefulSet")["spec"]["template"]["spec"]
+        cp = next(c for c in sts["initContainers"] if c["name"] == "control-plane")
+        return {"name": "SIDECARS_COMPUTE_DOMAINS", "value": "on"} in cp.get("env", [])
+
+    objs = render("overlays/gpu")
+    role = find(objs, "ClusterRole", "slurm-sidecars-compute-domains")
+    # what KubeClient.list_compute_domains / watch_compute_domains call, and nothing more
+    assert role["rules"] == [{"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["get", "list", "watch"]}]
+    binding = find(objs, "ClusterRoleBinding", "slurm-sidecars-compute-domains")
+    assert binding["subjects"] == find(objs, "RoleBinding", "slurm-sidecars")["subjects"]
+    assert told("overlays/gpu") and not told("base")
+    assert not [o for o in render("base") if "compute" in o["metadata"]["name"]]
 
 
 def _labels_match(selector: dict[str, str], labels: dict[str, str]) -> bool:
