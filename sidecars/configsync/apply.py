@@ -19,6 +19,7 @@ import structlog
 
 from sidecars.configsync.conffile import SlurmConf
 from sidecars.configsync.workers import WorkerCheck
+from sidecars.runtime.waits import until_set
 from sidecars.slurm import SlurmClient, SlurmError
 from sidecars.slurm.models import Node, Partition
 from sidecars.slurm.textformat import parse_minutes
@@ -228,8 +229,7 @@ class Applier:
             elif interrupt is None:
                 await asyncio.sleep(min(0.5, max(0.0, settle_end - now)))
             else:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(interrupt.wait(), min(0.5, max(0.0, settle_end - now)))
+                await until_set(interrupt, min(0.5, max(0.0, settle_end - now)))
 
     async def reconfigure(
         self, old: SlurmConf, new: SlurmConf, before: View, *, interrupt: asyncio.Event | None = None

@@ -24,6 +24,7 @@ from sidecars.runtime.events import EventSink, LogEventSink
 from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, serve
 from sidecars.runtime.tasks import RootTasks, until_stopped
+from sidecars.runtime.waits import until_set
 from sidecars.slurm import SlurmClient
 from sidecars.slurm.runner import SlurmMetrics
 
@@ -81,8 +82,7 @@ async def running(
             watching.set()
         try:
             # watches first, then the start-up read: a change in between is never missed
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(watching.wait(), 5.0)
+            await until_set(watching, 5.0)
             await service.start()
             tasks.start("sync_loop", service.run(stop))
             yield Running(service, port, registry, tasks)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import structlog
 from watchfiles import awatch
+
+from sidecars.runtime.waits import until_set
 
 log = structlog.get_logger(__name__)
 
@@ -42,5 +43,4 @@ async def watch(
         except Exception as exc:
             log.warning("watch_failed", error=str(exc))
             wake()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), 1.0)
+            await until_set(stop, 1.0)

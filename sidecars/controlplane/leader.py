@@ -15,7 +15,6 @@ wrote since, and a read decides.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import time
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from dataclasses import replace
 import structlog
 
 from sidecars.kube import KubeClient, LeaseConflict, LeaseRecord
+from sidecars.runtime.waits import until_set, within
 
 log = structlog.get_logger(__name__)
 
@@ -75,7 +75,7 @@ class LeaderElector:
                 # must not keep it leading past the point where another replica may take over)
                 left = self.lease_seconds * 2 / 3 - (time.monotonic() - self._renewed_at)
                 try:
-                    await asyncio.wait_for(self.step(), max(left, 0.1) if self.is_leader else None)
+                    await within(self.step(), max(left, 0.1) if self.is_leader else None)
                     failed = False
                 except LeaseConflict:
                     log.info("lease_conflict", lease=self.name)  # another replica wrote first; re-read
@@ -91,8 +91,7 @@ class LeaderElector:
                     if failed and self.is_leader
                     else self.renew_seconds
                 )
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), wait)
+                await until_set(stop, wait)
         finally:
             if self.is_leader:
                 await self._release()

@@ -47,6 +47,7 @@ from sidecars.runtime import daemon, http, logs
 from sidecars.runtime.events import EventSink, EventType, LogEventSink
 from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.tasks import RootTasks, until_stopped
+from sidecars.runtime.waits import until_set
 from sidecars.slurm import SlurmClient, SlurmError, SlurmMetrics
 
 log = structlog.get_logger(__name__)
@@ -318,8 +319,7 @@ class ControlPlane:
             fast = self.draining or self.drains.pending
             interval = self.settings.fast_interval_seconds if fast else self.settings.interval_seconds
             self._refresh_now.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._refresh_now.wait(), interval)
+            await until_set(self._refresh_now, interval)
 
     async def act_loop(self) -> None:
         """After each refresh, the leader writes deletion costs and recycles; failures wait for the next."""

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 from sidecars.demo.stack import DemoStack
+from sidecars.runtime.waits import until_set
 
 
 async def live_table(stack: DemoStack, stop: asyncio.Event, interval: float = 2.0) -> None:
@@ -20,5 +20,4 @@ async def live_table(stack: DemoStack, stop: asyncio.Event, interval: float = 2.
     while not stop.is_set():
         snap = await collect(settings)
         print("\033[2J\033[H" + render(snap), flush=True)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), interval)
+        await until_set(stop, interval)

@@ -31,6 +31,7 @@ from tenacity import (
 )
 
 from sidecars.kube.gpudomain import GROUP, PLURAL, VERSION, ComputeDomain
+from sidecars.runtime.waits import within
 
 log = structlog.get_logger(__name__)
 
@@ -297,7 +298,7 @@ class KubeClient:
             ):
                 with attempt:
                     try:
-                        result = await asyncio.wait_for(fn(), policy.call_seconds)
+                        result = await within(fn(), policy.call_seconds)
                     except TimeoutError:
                         self._count(operation, "timeout")
                         raise

@@ -13,6 +13,7 @@ import structlog
 
 from sidecars.runtime.settings import ConfigError
 from sidecars.runtime.tasks import RootTaskFailed
+from sidecars.runtime.waits import within
 
 EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2
 # SIGHUP too: a terminal that vanishes (or a supervisor's hang-up) must stop us cleanly, not kill us
@@ -42,7 +43,7 @@ async def run_until_signalled(
         if task not in done:
             log.info("stopping", signal=signalled[-1] if signalled else None)
             try:
-                await asyncio.wait_for(asyncio.shield(task), grace_seconds)
+                await within(asyncio.shield(task), grace_seconds)
             except TimeoutError:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

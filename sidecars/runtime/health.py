@@ -7,6 +7,8 @@ import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from sidecars.runtime.waits import within
+
 CheckFn = Callable[[], "CheckResult | Awaitable[CheckResult]"]
 
 
@@ -34,7 +36,7 @@ class Checks:
             try:
                 value = fn()
                 if inspect.isawaitable(value):
-                    value = await asyncio.wait_for(value, self.timeout)
+                    value = await within(value, self.timeout)
                 return value
             except TimeoutError:
                 return CheckResult(False, f"check did not answer within {self.timeout:g}s")

@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
 
+from sidecars.runtime.waits import within
+
 DEVNULL = asyncio.subprocess.DEVNULL
 PIPE = asyncio.subprocess.PIPE
 STDOUT = asyncio.subprocess.STDOUT
@@ -71,7 +73,7 @@ class Child:
 
     async def wait(self, timeout: float | None = None) -> int:
         """Its exit status; TimeoutError (it keeps running) when it has not ended within `timeout`."""
-        return await asyncio.wait_for(self.proc.wait(), timeout)
+        return await within(self.proc.wait(), timeout)
 
     def signal(self, signum: int) -> None:
         """Send `signum` to the child alone, while it has not been reaped (its PID is still its own)."""
@@ -124,16 +126,27 @@ async def start(
     """Start argv in a new session (its own process group) and hand it over. OSError when it cannot
     be started (no such program, not executable). `preexec_fn` runs in the child before exec (e.g.
     `pdeathsig.die_with_parent()`)."""
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=stdin,
-        stdout=stdout,
-        stderr=stderr,
-        env=dict(env) if env is not None else None,
-        cwd=cwd,
-        start_new_session=True,  # also: a terminal's ^C is for us, not for the child
-        preexec_fn=preexec_fn,
+    creating = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            *argv,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            start_new_session=True,  # also: a terminal's ^C is for us, not for the child
+            preexec_fn=preexec_fn,
+        )
     )
+    try:
+        proc = await asyncio.shield(creating)
+    except asyncio.CancelledError:
+        # cancelled while asyncio connected the pipes: asyncio's own clean-up would kill the child
+        # with Popen.kill() (the reap behind the watcher's back above), so the start is let finish
+        # and the child is killed and reaped here
+        with contextlib.suppress(Exception):
+            await _kill(await creating)
+        raise
     return Child(proc, argv)
 
 
@@ -162,7 +175,7 @@ async def run(
         preexec_fn=preexec_fn,
     )
     try:
-        out, err = await asyncio.wait_for(child.proc.communicate(stdin), timeout)
+        out, err = await within(child.proc.communicate(stdin), timeout)
     except TimeoutError:
         await _kill(child.proc)
         raise ProcessTimeout(argv, timeout or 0.0, child.returncode) from None

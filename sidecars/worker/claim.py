@@ -11,7 +11,6 @@ The pods on the Node are listed again every `interval` until the holder is gone.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -20,6 +19,7 @@ import structlog
 
 from sidecars.kube.nodename import first_claimant
 from sidecars.runtime.events import EventSink
+from sidecars.runtime.waits import until_set
 
 if TYPE_CHECKING:
     from sidecars.kube import Pod
@@ -69,6 +69,5 @@ class ClaimCheck:
                 log.warning("slurm_node_claim_refused", node=self.node, why=why)
                 await events.emit("SlurmNodeClaimRefused", why, "Warning")
                 said = why
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.interval)
+            await until_set(stop, self.interval)
         return False

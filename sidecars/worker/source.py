@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import structlog
 
+from sidecars.runtime.waits import until_set
 from sidecars.worker.cp_client import ControlPlaneClient, ControlPlaneUnavailable
 from sidecars.worker.observation import Observation
 from sidecars.worker.slurm_source import SlurmSource
@@ -85,8 +86,7 @@ class NodeSource:
             self.mode = "control-plane"
             self._version = obs.view.version if obs.view else None
             return obs
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(wake.wait(), wait)
+        await until_set(wake, wait)
         if wake.is_set():
             return None
         return await self.slurm.observe()

@@ -15,6 +15,7 @@ from sidecars.configsync import settings as settings_mod
 from sidecars.devcluster import DevCluster
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime.settings import ConfigError
+from sidecars.runtime.waits import within
 from tests.configsync.harness import cluster_files, config_sync, read_set, set_sha, start_command
 
 
@@ -116,5 +117,5 @@ async def test_the_command_serves_status_and_exits_0_on_sigterm(cluster: DevClus
         assert 'slurm_sidecars_config_applies_total{result="rolled_back"} 0.0' in metrics
     finally:
         cmd.proc.send_signal(signal.SIGTERM)
-        _, err = await asyncio.wait_for(cmd.proc.communicate(), 10)
+        _, err = await within(cmd.proc.communicate(), 10)
     assert cmd.proc.returncode == 0, err.decode()[-2000:]

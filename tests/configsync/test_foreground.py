@@ -19,6 +19,7 @@ import pytest
 from sidecars.configsync import conffile
 from sidecars.configsync.apply import Applier, view
 from sidecars.devcluster import DevCluster
+from sidecars.runtime.waits import within
 from tests.configsync.harness import cluster_files, config_sync, read_set, set_sha
 from tests.configsync.test_restart import bump_max_job_count, container_restarts
 from tests.configsync.test_rollback import parser_only
@@ -120,7 +121,7 @@ async def test_verify_sees_a_dead_controller_within_seconds(cluster: DevCluster)
     applier = Applier(client, settle_seconds=0.5, restart_timeout=5.0)
     await cluster.stop_slurmctld(crash=True)
     started = time.monotonic()
-    outcome = await asyncio.wait_for(applier.verify(conf, conf, before, wait=3.0), 8.0)
+    outcome = await within(applier.verify(conf, conf, before, wait=3.0), 8.0)
     assert outcome.controller_died and not outcome.ok
     assert time.monotonic() - started < 4.0
 

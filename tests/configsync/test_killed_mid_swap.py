@@ -14,6 +14,7 @@ import pytest
 
 from sidecars.devcluster import DevCluster
 from sidecars.devcluster.volume import AtomicVolume
+from sidecars.runtime.waits import within
 from tests.configsync.harness import cluster_files, start_command
 
 MARK = re.compile(rb"# set (\d+)")
@@ -72,5 +73,5 @@ async def test_sigkill_at_any_moment_leaves_a_whole_set(cluster: DevCluster) -> 
         assert status["rejected"] is None and status["pending"] is False
     finally:
         cmd.proc.send_signal(signal.SIGTERM)
-        await asyncio.wait_for(cmd.proc.communicate(), 10)
+        await within(cmd.proc.communicate(), 10)
     assert cmd.proc.returncode == 0

@@ -14,6 +14,7 @@ from sidecars.configsync import main as configsync_main
 from sidecars.configsync.service import ConfigSync
 from sidecars.devcluster import DevCluster
 from sidecars.runtime.tasks import RootTaskFailed, until_stopped
+from sidecars.runtime.waits import within
 from tests.configsync.harness import config_sync
 from tests.helpers import eventually
 
@@ -56,4 +57,4 @@ async def test_a_root_task_that_dies_is_reported(
         _, body = await eventually(lambda: livez(port), lambda r: r[0] == 503, what="livez 503")
         assert body["checks"]["root_tasks"]["detail"] == f"{task} ended: RuntimeError: injected into {task}"
         with pytest.raises(RootTaskFailed, match=task):
-            await asyncio.wait_for(until_stopped(asyncio.Event(), sync.running.tasks), 10)
+            await within(until_stopped(asyncio.Event(), sync.running.tasks), 10)

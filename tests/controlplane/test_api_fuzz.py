@@ -16,6 +16,7 @@ import pytest
 
 from sidecars.controlplane.openapi import document
 from sidecars.devcluster import DevCluster
+from sidecars.runtime.waits import within
 from tests.controlplane.conftest import TOKEN, control_plane
 
 # the document and the server's checks are the same on every release (the Slurm reads under the
@@ -83,7 +84,7 @@ async def test_schemathesis_finds_no_mismatch_between_document_and_server(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
         )
-        out, _ = await asyncio.wait_for(proc.communicate(), 150)
+        out, _ = await within(proc.communicate(), 150)
         text = out.decode(errors="replace")
         print(text)  # shown when the test fails, and by -rP
         assert proc.returncode == 0, text[-12000:]

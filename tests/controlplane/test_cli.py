@@ -13,6 +13,7 @@ import pytest
 
 from sidecars.devcluster import DevCluster, free_port
 from sidecars.kube import load_configuration
+from sidecars.runtime.waits import within
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.cluster(nodes=1)
@@ -55,7 +56,7 @@ async def test_serves_until_sigterm_then_exits_0(cluster: DevCluster, tmp_path: 
             async with s.get(f"http://127.0.0.1:{port}/v1/nodes") as r:
                 assert [n["name"] for n in await r.json()] == ["n1"]
         proc.send_signal(signal.SIGTERM)
-        _, err = await asyncio.wait_for(proc.communicate(), 10)
+        _, err = await within(proc.communicate(), 10)
         assert proc.returncode == 0
         assert b"tok-123" not in err  # the token is never logged
     finally:

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from sidecars.devcluster import DevCluster
+from sidecars.runtime.waits import within
 from tests.controlplane.conftest import control_plane
 from tests.helpers import eventually
 
@@ -68,7 +69,7 @@ async def test_drain_of_a_busy_node_refreshes_fast_until_drained(cluster: DevClu
         version = node[1]["version"]
         await cluster.scancel(job)
         # with a 5 s interval, only the fast refresh while draining delivers this within 2 s
-        status, changed = await asyncio.wait_for(cp.get(f"/v1/nodes/n2?version={version}&wait=10"), 2.0)
+        status, changed = await within(cp.get(f"/v1/nodes/n2?version={version}&wait=10"), 2.0)
         assert status == 200 and changed["version"] != version
         drained = (
             await eventually(

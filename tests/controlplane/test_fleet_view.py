@@ -9,6 +9,7 @@ import aiohttp
 import pytest
 
 from sidecars.devcluster import DevCluster
+from sidecars.runtime.waits import within
 from tests.controlplane.conftest import TOKEN, control_plane
 from tests.helpers import eventually
 
@@ -33,9 +34,9 @@ async def test_nodes_jobs_and_long_poll(cluster: DevCluster) -> None:
                 break
             await poll
         assert not poll.done()
-        job = await asyncio.wait_for(cluster.sbatch("-w", "n1", "-t", "5", wrap="sleep 300"), 30)
+        job = await within(cluster.sbatch("-w", "n1", "-t", "5", wrap="sleep 300"), 30)
         started = time.monotonic()
-        status, changed = await asyncio.wait_for(poll, 20)
+        status, changed = await within(poll, 20)
         assert status == 200 and changed["version"] != version
         # the poll may have woken for another change first (the node is read just before the jobs, so
         # one snapshot can show the job on a node still IDLE); both show within a few refreshes

@@ -11,6 +11,7 @@ from typing import Any
 from sidecars.controlplane.leader import LeaderElector
 from sidecars.kube import KubeClient
 from sidecars.kube.client import KubeRetry
+from sidecars.runtime.waits import within
 from tests.fakekube import FakeKube, configuration
 from tests.helpers import eventually
 
@@ -26,7 +27,7 @@ async def elector(url: str, **timing: Any) -> AsyncIterator[LeaderElector]:
             yield lead
         finally:
             stop.set()
-            await asyncio.wait_for(task, 10)
+            await within(task, 10)
 
 
 async def renewals(fake: FakeKube) -> int:

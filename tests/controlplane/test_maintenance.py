@@ -15,6 +15,7 @@ import pytest
 from sidecars.controlplane.maintenance import DRAIN_PREFIX, RESERVATION_PREFIX
 from sidecars.controlplane.nodewindows import ANNOTATION
 from sidecars.devcluster import DevCluster
+from sidecars.runtime.waits import within
 from tests.controlplane.conftest import TOKEN, Running, control_plane, eventually
 from tests.fakekube import FakeKube
 
@@ -185,7 +186,7 @@ async def test_bad_windows_are_refused_and_change_nothing(cluster: DevCluster, t
             proc = await asyncio.create_subprocess_exec(
                 CLI, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
             )
-            out, err = await asyncio.wait_for(proc.communicate(), 30)
+            out, err = await within(proc.communicate(), 30)
             assert proc.returncode is not None
             return proc.returncode, out.decode(), err.decode()
 

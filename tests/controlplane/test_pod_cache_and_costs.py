@@ -13,6 +13,7 @@ from sidecars.controlplane.metrics import ControlPlaneMetrics
 from sidecars.controlplane.pods import PodCache, node_name
 from sidecars.kube import KubeClient
 from sidecars.kube.client import KubeRetry
+from sidecars.runtime.waits import within
 from tests.fakekube import FakeKube, configuration
 from tests.helpers import eventually, fleet_node, fleet_snapshot
 
@@ -25,7 +26,7 @@ async def test_cache_follows_the_watch_and_relists_after_410(fake_kube: tuple[Fa
         cache = PodCache(kube, "slurm", "app=slurmd", watch_seconds=2)
         task = asyncio.create_task(cache.run())
         try:
-            await asyncio.wait_for(cache.synced.wait(), 5)
+            await within(cache.synced.wait(), 5)
             assert set(cache.pods) == {"w1"}
 
             async def names() -> set[str]:

@@ -11,6 +11,7 @@ import pytest
 from sidecars.controlplane.service import ControlPlane
 from sidecars.devcluster import DevCluster, free_port
 from sidecars.runtime.tasks import RootTaskFailed, until_stopped
+from sidecars.runtime.waits import within
 from tests.controlplane.conftest import control_plane
 from tests.fakekube import FakeKube
 from tests.helpers import eventually
@@ -62,4 +63,4 @@ async def test_a_root_task_that_dies_is_reported(
         detail = body["checks"]["root_tasks"]["detail"]
         assert detail == f"{task} ended: RuntimeError: injected into {task}"
         with pytest.raises(RootTaskFailed, match=task):
-            await asyncio.wait_for(until_stopped(asyncio.Event(), cp.plane.tasks), 10)
+            await within(until_stopped(asyncio.Event(), cp.plane.tasks), 10)

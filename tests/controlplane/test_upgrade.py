@@ -14,6 +14,7 @@ import pytest
 
 from sidecars.controlplane.upgrade import CONFIG_MAP, REASON_PREFIX
 from sidecars.devcluster import DevCluster
+from sidecars.runtime.waits import within
 from sidecars.slurm import Version
 from tests.controlplane.conftest import TOKEN, control_plane, eventually
 from tests.fakekube import FakeKube
@@ -169,7 +170,7 @@ async def test_the_upgrade_command_starts_pauses_and_resumes_and_refuses_a_zero_
             proc = await asyncio.create_subprocess_exec(
                 CLI, "upgrade", *args, *base, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
             )
-            out, err = await asyncio.wait_for(proc.communicate(), 30)
+            out, err = await within(proc.communicate(), 30)
             assert proc.returncode is not None
             return proc.returncode, out.decode(), err.decode()
 

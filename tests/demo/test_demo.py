@@ -16,6 +16,7 @@ import pytest
 from sidecars.cli import self_argv
 from sidecars.devcluster import Release
 from sidecars.runtime.pdeathsig import die_with_parent
+from sidecars.runtime.waits import within
 from tests.devcluster import lifetime
 
 
@@ -39,7 +40,7 @@ async def test_tour_runs_to_the_end(release: Release) -> None:
         stderr=asyncio.subprocess.STDOUT,
         preexec_fn=die_with_parent(),  # a test run that is killed takes its demo (and cluster) along
     )
-    out, _ = await asyncio.wait_for(proc.communicate(), 200)
+    out, _ = await within(proc.communicate(), 200)
     text = out.decode()
     assert proc.returncode == 0, text[-3000:]
     summary = text[text.index("\nSummary") :]
@@ -68,13 +69,13 @@ async def test_live_mode_stops_on_signal_and_leaves_nothing(sig: signal.Signals)
     seen = b""
     try:
         while b"Ctrl-C stops it" not in seen:
-            line = await asyncio.wait_for(proc.stdout.readline(), 90)
+            line = await within(proc.stdout.readline(), 90)
             assert line, f"demo exited early: {seen.decode()[-2000:]}"
             seen += line
-        table = await asyncio.wait_for(proc.stdout.readuntil(b"n3"), 30)  # the live table shows the nodes
+        table = await within(proc.stdout.readuntil(b"n3"), 30)  # the live table shows the nodes
         assert b"n1" in table
         proc.send_signal(sig)
-        assert await asyncio.wait_for(proc.wait(), 20) == 0
+        assert await within(proc.wait(), 20) == 0
     finally:
         if proc.returncode is None:
             proc.kill()
@@ -98,7 +99,7 @@ async def test_killed_demo_leaves_nothing_running(release: Release) -> None:
     seen, cluster_dir, watched = b"", None, None
     try:
         while b"Ctrl-C stops it" not in seen:
-            line = await asyncio.wait_for(proc.stdout.readline(), 150)
+            line = await within(proc.stdout.readline(), 150)
             assert line, f"demo exited early: {seen.decode()[-2000:]}"
             seen += line
             if found := re.search(rb"is running in (\S+)\.", line):

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from sidecars.devcluster import Release
+from sidecars.runtime.waits import within
 
 
 @pytest.mark.timeout(240)
@@ -20,7 +21,7 @@ async def test_the_tour_runs_to_the_end_on_the_slinky_shape(release: Release) ->
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
-    out, _ = await asyncio.wait_for(proc.communicate(), 200)
+    out, _ = await within(proc.communicate(), 200)
     text = out.decode()
     assert proc.returncode == 0, text[-3000:]
     assert "(slinky shape)" in text
@@ -37,7 +38,7 @@ async def test_the_slinky_shape_on_22_05_is_a_bad_invocation(release: Release) -
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    out, err = await within(proc.communicate(), 60)
     assert proc.returncode == 2, (out + err).decode()
     lines = err.decode().strip().splitlines()
     assert len(lines) == 1 and "--shape slinky: the Slinky shape needs Slurm 23.11" in lines[0], lines

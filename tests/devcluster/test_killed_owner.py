@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from sidecars.devcluster import Release
+from sidecars.runtime.waits import within
 from tests.devcluster import lifetime
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,7 +82,7 @@ async def test_nothing_outlives_the_owner(
         watched = await lifetime.Watched.capture(proc.pid, info["init"], info["dir"])
         assert watched.names() >= lifetime.CLUSTER_NAMES, watched.procs
         proc.send_signal(sig)
-        await asyncio.wait_for(proc.wait(), 30)
+        await within(proc.wait(), 30)
         assert proc.returncode == -sig, log.read_text()[-3000:]
         left = await watched.wait_gone(lifetime.FEW_SECONDS)
         assert not left, f"still running after the owner was killed: {left}"

@@ -10,6 +10,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from sidecars.kube import KubeClient, KubeError, KubeEventSink, LeaseConflict, LeaseRecord
 from sidecars.kube.client import KubeRetry
+from sidecars.runtime.waits import within
 from tests.fakekube import FakeKube, configuration
 
 
@@ -36,7 +37,7 @@ async def test_list_get_and_watch_pods_from_a_resource_version(
     await asyncio.sleep(0.05)
     assert (await kube.get_pod("slurm", "w2")) is not None
     assert await kube.delete_pod("slurm", "w2")
-    await asyncio.wait_for(task, 5)
+    await within(task, 5)
     assert seen == [("ADDED", "w2", True), ("MODIFIED", "w1", False), ("DELETED", "w2", True)]
     assert await kube.get_pod("slurm", "w2") is None
     assert not await kube.delete_pod("slurm", "w2")
@@ -67,7 +68,7 @@ async def test_one_node_model_carries_annotations_and_schedulability_through_lis
     f.set_node_spec("k2", unschedulable=True)
     f.set_node_spec("k1", taints=[{"key": "example.com/gpu", "value": "bad", "effect": "NoExecute"}])
     f.annotate_node("k2", {"x": "1"})
-    await asyncio.wait_for(task, 5)
+    await within(task, 5)
     taint = (("example.com/gpu", "NoExecute"),)
     assert seen == [
         ("MODIFIED", "k2", True, (), False),

@@ -8,6 +8,7 @@ import datetime as dt
 
 from sidecars.kube import KubeClient, LeaseRecord
 from sidecars.kube.podstatus import patch_pod_conditions
+from sidecars.runtime.waits import within
 from tests.fakekube import FakeKube
 from tests.fakekube.server import verb_and_resource
 
@@ -65,7 +66,7 @@ async def test_every_call_is_counted_and_an_open_watch_when_opened(
 
     task = asyncio.create_task(watch())
     try:
-        await asyncio.wait_for(opened.wait(), 10)  # the patches above are replayed to it
+        await within(opened.wait(), 10)  # the patches above are replayed to it
         assert f.calls(before) == {("watch", "pods"): 1}  # counted while it is still open
         assert f.requests[before].status == 0
     finally:

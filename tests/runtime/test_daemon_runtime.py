@@ -16,6 +16,7 @@ from sidecars.cli import self_argv
 from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, serve
 from sidecars.runtime.settings import ConfigError, flag, parse_addr
+from sidecars.runtime.waits import within
 
 
 def test_every_flag_can_come_from_the_environment() -> None:
@@ -123,9 +124,9 @@ async def test_every_stop_signal_stops_a_daemon_cleanly_with_exit_0(sig: signal.
     )
     assert proc.stdout is not None
     try:
-        assert await asyncio.wait_for(proc.stdout.readline(), 30) == b"up\n"
+        assert await within(proc.stdout.readline(), 30) == b"up\n"
         proc.send_signal(sig)
-        out, _ = await asyncio.wait_for(proc.communicate(), 30)
+        out, _ = await within(proc.communicate(), 30)
     finally:
         if proc.returncode is None:
             proc.kill()

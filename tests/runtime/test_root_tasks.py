@@ -10,6 +10,7 @@ import structlog
 
 from sidecars.runtime import daemon
 from sidecars.runtime.tasks import RootTaskFailed, RootTasks, until_stopped
+from sidecars.runtime.waits import within
 
 
 async def _forever() -> None:
@@ -29,7 +30,7 @@ async def test_a_task_that_raises_is_logged_with_its_traceback_and_fails_livenes
     with structlog.testing.capture_logs() as logs:
         go.set()
         with pytest.raises(RootTaskFailed, match=r"drain_loop: RuntimeError: injected"):
-            await asyncio.wait_for(until_stopped(asyncio.Event(), tasks), 10)
+            await within(until_stopped(asyncio.Event(), tasks), 10)
     check = tasks.check()
     assert not check.ok and check.detail == "drain_loop ended: RuntimeError: injected: the loop broke"
     (line,) = [e for e in logs if e["event"] == "root_task_failed"]
@@ -46,7 +47,7 @@ async def test_a_task_that_returns_is_a_failure_too() -> None:
 
     tasks.start("watch", returns())
     with pytest.raises(RootTaskFailed, match="watch: returned"):
-        await asyncio.wait_for(until_stopped(asyncio.Event(), tasks), 10)
+        await within(until_stopped(asyncio.Event(), tasks), 10)
     await tasks.stop()
 
 

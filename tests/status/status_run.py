@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sidecars.cli import self_argv
+from sidecars.runtime.waits import within
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ async def status(*args: str, env: Mapping[str, str] | None = None, limit: float 
         stderr=asyncio.subprocess.PIPE,
     )
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), limit)
+        out, err = await within(proc.communicate(), limit)
     except TimeoutError:
         proc.kill()
         await proc.wait()

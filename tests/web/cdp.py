@@ -22,6 +22,8 @@ from typing import Any
 
 import aiohttp
 
+from sidecars.runtime.waits import within
+
 FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -87,7 +89,7 @@ class Page:
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[self._ids] = fut
         await self._ws.send_str(json.dumps({"id": self._ids, "method": method, "params": params}))
-        answer = await asyncio.wait_for(fut, 30)
+        answer = await within(fut, 30)
         if "error" in answer:
             raise BrowserError(f"{method}: {answer['error']}")
         return dict(answer.get("result", {}))
@@ -188,7 +190,7 @@ async def chromium(profile: Path) -> AsyncIterator[Page]:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(proc.wait(), 10)
+            await within(proc.wait(), 10)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # whatever of the group outlived the browser
         await proc.wait()

@@ -23,6 +23,7 @@ import pytest
 from sidecars.cli import self_argv
 from sidecars.demo.stack import DemoStack
 from sidecars.devcluster import Release
+from sidecars.runtime.waits import within
 from tests.web.cdp import Page, chromium
 
 # no skip when Chromium is missing: scripts/setup.sh installs it, and its absence fails loudly
@@ -101,7 +102,7 @@ async def test_the_page_follows_the_real_cluster(release: Release, tmp_path: Pat
             assert f"job {job}" in row and "slurm-sidecars:" in row and "%" in row, row
             assert await page.evaluate(f"{_q('#drain-rows tr[data-node=n3] .bar > span')}.style.width")
             await page.screenshot(shots / "1-draining.png")
-            out, _ = await asyncio.wait_for(hook.communicate(), 90)
+            out, _ = await within(hook.communicate(), 90)
         finally:
             if hook.returncode is None:
                 hook.kill()

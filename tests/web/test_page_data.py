@@ -10,6 +10,7 @@ import aiohttp
 
 from sidecars.controlplane.configfeed import ConfigFeed
 from sidecars.devcluster import free_port
+from sidecars.runtime.waits import within
 from tests.web.fleet import VIEWER, job, node, served, session
 
 AUTH = {"Authorization": f"Bearer {VIEWER}"}
@@ -99,13 +100,13 @@ async def test_the_long_poll_wakes_on_a_change_and_otherwise_answers_after_wait(
         await asyncio.sleep(0.2)
         assert not poll.done()
         s.publish([node("n1", "ALLOCATED")], [job(1, "n1", int(time.time()))])
-        woke = await asyncio.wait_for(poll, 5)
+        woke = await within(poll, 5)
         assert woke["nodes"][0]["class"] == "busy"
         # so does a change outside the fleet (config-sync's answer, a drain, a later section)
         poll = asyncio.create_task(_state(http, s.url, since=woke["version"], wait="20"))
         await asyncio.sleep(0.2)
         s.page.touch()
-        assert (await asyncio.wait_for(poll, 5))["version"] != woke["version"]
+        assert (await within(poll, 5))["version"] != woke["version"]
         # a bad wait is refused, a long one capped (max_wait=5 here)
         async with http.get(s.url + "/ui/api/state", params={"wait": "nan"}, headers=AUTH) as r:
             assert r.status == 400

@@ -13,6 +13,7 @@ import aiohttp
 
 from sidecars.devcluster import DevCluster
 from sidecars.drainhook import drain
+from sidecars.runtime.waits import within
 from sidecars.worker.observation import Observation
 from sidecars.worker.service import Agent
 from sidecars.worker.settings import WorkerSettings
@@ -54,7 +55,7 @@ async def running(agent: Agent, ready: Callable[[], bool], what: str) -> AsyncIt
     finally:
         stop.set()
         try:
-            await asyncio.wait_for(task, 30)
+            await within(task, 30)
         finally:
             if not task.done():
                 task.cancel()

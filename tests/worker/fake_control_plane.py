@@ -20,6 +20,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from sidecars.runtime.http import serve
+from sidecars.runtime.waits import within
 from sidecars.slurm import RetryPolicy, SlurmClient, SlurmError, SlurmMetrics
 
 
@@ -82,7 +83,7 @@ class FakeControlPlane:
         if seen is not None and int(seen) == self.version and wait > 0:
             async with self.changed:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.changed.wait_for(lambda: self.version != int(seen)), wait)
+                    await within(self.changed.wait_for(lambda: self.version != int(seen)), wait)
         return web.json_response(self._obj(name))
 
     async def post(self, request: web.Request) -> web.Response:

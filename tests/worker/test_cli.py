@@ -11,6 +11,7 @@ import pytest
 
 from sidecars.cli import self_argv
 from sidecars.devcluster import DevCluster, free_port
+from sidecars.runtime.waits import within
 
 
 async def run(*argv: str, env: dict[str, str] | None = None, within: float = 60) -> tuple[int, str]:
@@ -21,7 +22,7 @@ async def run(*argv: str, env: dict[str, str] | None = None, within: float = 60)
         env=env,
     )
     try:
-        out, _ = await asyncio.wait_for(proc.communicate(), within)
+        out, _ = await within(proc.communicate(), within)
     finally:
         if proc.returncode is None:
             proc.kill()
@@ -141,7 +142,7 @@ async def test_worker_and_hook_processes_drain_an_idle_node(cluster: DevCluster,
             and node.reason.text == "slurm-sidecars: pod hpc/worker-0 terminating: test"
         )
         worker.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(worker.wait(), 10) == 0
+        assert await within(worker.wait(), 10) == 0
     finally:
         if worker.returncode is None:
             with contextlib.suppress(ProcessLookupError):

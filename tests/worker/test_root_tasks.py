@@ -11,6 +11,7 @@ import pytest
 
 from sidecars.devcluster import DevCluster
 from sidecars.runtime.tasks import RootTaskFailed
+from sidecars.runtime.waits import within
 from sidecars.worker.service import Agent
 from tests.helpers import RecordingEvents, eventually
 from tests.worker.agent_helpers import settings_for
@@ -42,7 +43,7 @@ async def test_a_loop_that_dies_stops_the_agent_and_fails_liveness(
         assert ok and checks["root_tasks"].ok, checks
         armed.set()
         with pytest.raises(RootTaskFailed, match="agent_loop: RuntimeError: injected"):
-            await asyncio.wait_for(run, 30)
+            await within(run, 30)
         ok, checks = await agent.http().liveness.run()
         assert not ok
         assert checks["root_tasks"].detail == "agent_loop ended: RuntimeError: injected into the agent loop"

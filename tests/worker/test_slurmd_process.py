@@ -6,6 +6,7 @@ import asyncio
 import shutil
 from pathlib import Path
 
+from sidecars.runtime.waits import within
 from sidecars.worker.slurmd import RestartFailed, Slurmd
 
 
@@ -24,7 +25,7 @@ async def test_signal_restart_of_the_only_slurmd_of_our_cluster(tmp_path: Path) 
         assert d.find() == proc.pid
         assert d.can_restart
         assert await d.restart() == f"sent SIGTERM to slurmd pid {proc.pid}"
-        assert await asyncio.wait_for(proc.wait(), 5) == -15
+        assert await within(proc.wait(), 5) == -15
         assert d.find() is None and d.ever_seen and d.missing_for() > 0
         # nothing to signal and no command: say so rather than pretend
         try:
