@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecars.devcluster.ports import BLOCK, PortsUnavailable, lease_ports
+from sidecars.devcluster.ports import BLOCK, PortLease, PortsUnavailable, lease_ports
 
 
 class InOrder(random.Random):
@@ -31,22 +31,32 @@ def test_two_leases_made_alike_get_different_ports(tmp_path: Path) -> None:
         assert a.ports == list(range(a.ports[0], a.ports[0] + 5))
 
 
+def _held_and_bound() -> tuple[PortLease, socket.socket]:
+    """A port that is ours: leased in the machine's shared lock dir (no dev cluster of a parallel
+    test takes it) and bound here, so a lease made elsewhere must find it in use."""
+    lease = lease_ports(1, InOrder())
+    s = socket.socket()
+    s.bind(("127.0.0.1", lease.ports[0]))
+    s.listen()
+    return lease, s
+
+
 def test_a_port_in_use_is_not_leased(tmp_path: Path) -> None:
-    with lease_ports(3, InOrder(), tmp_path) as first:
-        taken = first.ports[0]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", taken))
-        s.listen()
-        with lease_ports(3, InOrder(), tmp_path) as second:
-            assert taken not in second.ports
-    with lease_ports(3, InOrder(), tmp_path) as again:  # released and free again: the same block
-        assert again.ports[0] == taken
+    lease, s = _held_and_bound()
+    with lease, s:
+        taken = lease.ports[0]
+        # another lock dir: the block itself is free there, only its port is in use
+        for _ in range(20):
+            with lease_ports(3, random.Random(), tmp_path) as other:
+                assert taken not in other.ports
+        with lease_ports(BLOCK, InOrder(), tmp_path) as first:
+            assert taken // BLOCK != first.ports[0] // BLOCK
 
 
 def test_a_range_wider_than_a_block_holds_every_block_it_spans(tmp_path: Path) -> None:
     wide = lease_ports(BLOCK + 1, InOrder(), tmp_path)
     with wide, lease_ports(1, InOrder(), tmp_path) as one:
-        assert one.ports[0] >= wide.ports[0] + 2 * BLOCK
+        assert one.ports[0] // BLOCK not in {wide.ports[0] // BLOCK, wide.ports[-1] // BLOCK}
 
 
 def test_a_lease_ends_with_its_process_even_by_sigkill(tmp_path: Path) -> None:
@@ -79,10 +89,6 @@ def test_a_lease_ends_with_its_process_even_by_sigkill(tmp_path: Path) -> None:
 def test_no_room_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="cannot lease 0"):
         lease_ports(0, lock_dir=tmp_path)
-    with lease_ports(1, InOrder(), tmp_path) as one:
-        taken = one.ports[0]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", taken))
-        s.listen()
-        with pytest.raises(PortsUnavailable, match="no 12000 consecutive free ports"):
-            lease_ports(12000, lock_dir=tmp_path)  # the whole range, and one port of it is in use
+    lease, s = _held_and_bound()
+    with lease, s, pytest.raises(PortsUnavailable, match="no 12000 consecutive free ports"):
+        lease_ports(12000, lock_dir=tmp_path)  # the whole range, and one port of it is in use

@@ -14,7 +14,7 @@ from sidecars.devcluster import DevCluster, free_port
 from sidecars.runtime.waits import within
 
 
-async def run(*argv: str, env: dict[str, str] | None = None, within: float = 60) -> tuple[int, str]:
+async def run(*argv: str, env: dict[str, str] | None = None, seconds: float = 60) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
         *self_argv(*argv),
         stdout=asyncio.subprocess.PIPE,
@@ -22,7 +22,7 @@ async def run(*argv: str, env: dict[str, str] | None = None, within: float = 60)
         env=env,
     )
     try:
-        out, _ = await within(proc.communicate(), within)
+        out, _ = await within(proc.communicate(), seconds)
     finally:
         if proc.returncode is None:
             proc.kill()
