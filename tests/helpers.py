@@ -87,7 +87,14 @@ def fleet_snapshot(nodes: Iterable[FleetNode], *, taken_at: float = 1.0) -> Flee
     )
 
 
-def fleet_pod(name: str, *, hostname: str = "", node_name: str = "", revision: str = "") -> Pod:
+def fleet_pod(
+    name: str,
+    *,
+    hostname: str = "",
+    node_name: str = "",
+    revision: str = "",
+    conditions: tuple[tuple[str, str, str], ...] = (),
+) -> Pod:
     """A worker pod as the control plane's caches hold it."""
     return Pod(
         namespace="slurm",
@@ -102,4 +109,5 @@ def fleet_pod(name: str, *, hostname: str = "", node_name: str = "", revision: s
         deleting=False,
         resource_version="1",
         node_name=node_name,
+        conditions=conditions,
     )

@@ -4,8 +4,9 @@ configured taint) drains the Slurm nodes of the worker pods on it, with a reason
 Only our cordon reasons are ever undone (the DrainBatcher undrains only on an exact reason match,
 read from Slurm just before the write); a drain of anyone else's stays. A drain of ours that an
 admin removed while the cordon holds is written again (SUNK's rule: the cordon is the intent), and
-an Event on the worker pod says so. Decided after each refresh from the snapshot and the watched
-Nodes: no Kubernetes call per interval, one Event per re-applied drain.
+an Event on the worker pod says so, also when the drain was a previous leader's (the pod's
+SlurmNodeDrained condition still carries our reason). Decided after each refresh from the snapshot
+and the watched Nodes: no Kubernetes call per interval, one Event per re-applied drain.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class CordonSync:
         self.held: dict[str, str] = {}  # Slurm node -> Kubernetes node, seen drained with our reason
         self._redraining: dict[str, _Wanted] = {}  # re-drains asked, reported once written
         self._to_report: list[tuple[str, _Wanted]] = []
+        self._looked: set[str] = set()  # Slurm nodes a cycle has seen cordoned (pruned to the fleet)
 
     @property
     def ready(self) -> bool:
@@ -97,9 +99,10 @@ class CordonSync:
                 continue
             if name in pending:
                 continue
-            if self.held.get(name) == want.kube_node:
+            if self._was_ours(name, want, reason):
                 self._redraining[name] = want  # ours was removed while the cordon holds
             self._drains.submit(name, "drain", reason)
+        self._looked = (self._looked | wanted.keys()) & snap.nodes.keys()
         for name in [n for n in self.held if n not in wanted]:
             del self.held[name]
         for name in [n for n in self._redraining if n not in wanted]:
@@ -108,6 +111,13 @@ class CordonSync:
             if name not in wanted and name not in pending and is_cordon_reason(view.reason):
                 assert view.reason is not None
                 self._drains.submit(name, "undrain", view.reason)  # only an exact match is undone
+
+    def _was_ours(self, name: str, want: _Wanted, reason: str) -> bool:
+        """Whether the drain now missing was ours: seen by this process, or, on the first look of a
+        new leader, still on the pod (its SlurmNodeDrained condition, written by the last leader)."""
+        if self.held.get(name) == want.kube_node:
+            return True
+        return name not in self._looked and ("SlurmNodeDrained", "True", reason) in want.pod.conditions
 
     async def _report(self) -> None:
         batch, self._to_report = self._to_report, []

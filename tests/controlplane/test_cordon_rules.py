@@ -5,6 +5,7 @@ test_cordon_sync.py)."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 from sidecars.controlplane.nodesync import CordonSync, cordon_reason
@@ -47,15 +48,16 @@ def snapshot(*nodes: FleetNode) -> FleetSnapshot:
     return fleet_snapshot(nodes)
 
 
-def sync() -> tuple[CordonSync, Kube, Drains]:
+def sync(nodes: Nodes | None = None) -> tuple[CordonSync, Kube, Drains]:
     kube, drains = Kube(), Drains()
-    cs = CordonSync(kube, Nodes(), drains, lambda p: p.hostname)  # type: ignore[arg-type]
+    cs = CordonSync(kube, nodes or Nodes(), drains, lambda p: p.hostname)  # type: ignore[arg-type]
     return cs, kube, drains
 
 
 PODS = [fleet_pod("w1", hostname="n1", node_name="k1")]
 DRAINED = snapshot(fleet_node("n1", drained=True, reason=OURS))
 LIFTED = snapshot(fleet_node("n1"))  # an admin ran `scontrol update state=resume`
+MARKED = (("SlurmNodeDrained", "True", OURS),)  # what the condition writer puts on a drained pod
 
 
 async def test_a_re_drain_seen_before_the_batcher_reports_it_still_gets_its_event() -> None:
@@ -88,3 +90,35 @@ async def test_someone_elses_drain_in_between_is_no_re_drain() -> None:
     cs.written({"n1"})
     await cs.cycle(PODS, snapshot(fleet_node("n1", drained=True, reason="admin: bad dimm")))
     assert kube.events == []
+
+
+async def test_a_new_leader_knows_a_lifted_drain_was_ours_from_the_pods_condition() -> None:
+    # the last leader drained n1 and its condition writer said so on the pod; an admin lifted the
+    # drain while no leader ran: the new leader's first look re-drains it with the Event
+    marked = [fleet_pod("w1", hostname="n1", node_name="k1", conditions=MARKED)]
+    cs, kube, drains = sync()
+    await cs.cycle(marked, LIFTED)
+    cs.written({"n1"})
+    await cs.cycle(marked, DRAINED)
+    assert drains.asked == [("n1", "drain", OURS)]
+    assert kube.events == [("w1", "SlurmDrainReapplied")]
+
+
+async def test_a_first_cordon_or_a_stale_condition_is_no_re_drain() -> None:
+    cs, kube, _ = sync()
+    await cs.cycle(PODS, LIFTED)  # never drained: a first drain, no Event
+    cs.written({"n1"})
+    await cs.cycle(PODS, DRAINED)
+    # a condition the writer has not caught up with yet: once this leader has looked at n1, only
+    # what it saw itself counts (here: uncordoned, undrained, cordoned again)
+    stale = [fleet_pod("w1", hostname="n1", node_name="k1", conditions=MARKED)]
+    nodes = Nodes()
+    cs2, kube2, _ = sync(nodes)
+    await cs2.cycle(stale, DRAINED)
+    nodes.nodes["k1"] = replace(nodes.nodes["k1"], unschedulable=False)  # uncordoned...
+    await cs2.cycle(stale, LIFTED)
+    nodes.nodes["k1"] = replace(nodes.nodes["k1"], unschedulable=True)  # ...and cordoned again
+    await cs2.cycle(stale, LIFTED)
+    cs2.written({"n1"})
+    await cs2.cycle(stale, DRAINED)
+    assert kube.events == [] and kube2.events == []
