@@ -53,6 +53,19 @@ class SlurmConf:
                     out[n] = r.fields
         return out
 
+    def node_definitions(self) -> dict[str, dict[str, str]]:
+        """Each node's fields as Slurm reads them: a `NodeName=DEFAULT` line's values apply to the
+        node lines after it, until another DEFAULT line changes them."""
+        defaults: dict[str, str] = {}
+        out: dict[str, dict[str, str]] = {}
+        for r in self.of("nodename"):
+            if r.name.upper() == "DEFAULT":
+                defaults = {**defaults, **r.fields}
+                continue
+            for n in _expand(r.name):
+                out[n] = {**defaults, **r.fields}
+        return out
+
 
 def _expand(expr: str) -> list[str]:
     try:

@@ -3,7 +3,8 @@
 Two sources, joined: the dry run's log (what a slurmctld loading the current state under the
 candidate did to each job) and a direct comparison of what each pending or running job uses
 (partitions, nodes, the nodes of its reservation, its QOS in its partition) with what the candidate
-removes. The state the dry run loads may lag the live controller by the few seconds slurmctld takes
+removes, and of the nodes running jobs with what the candidate redefines (their resources, their
+address). The state the dry run loads may lag the live controller by the few seconds slurmctld takes
 to save it; the comparison reads the live controller and covers that gap.
 """
 
@@ -44,6 +45,45 @@ def forced_by(files: FileSet, flag: bool) -> str | None:
     return "--allow-job-loss" if flag else None
 
 
+# what a node is (its resources and where slurmctld reaches it): changed under a running job, the
+# job's allocation no longer matches the node, or the node stops answering (measured on 26.05: a
+# Sockets/CoresPerSocket/ThreadsPerCore line added to a busy node's definition requeued its job)
+NODE_SHAPE = (
+    "cpus",
+    "boards",
+    "socketsperboard",
+    "sockets",
+    "corespersocket",
+    "threadspercore",
+    "realmemory",
+    "tmpdisk",
+    "gres",
+    "cpuspeclist",
+    "corespeccount",
+    "memspeclimit",
+    "nodeaddr",
+    "nodehostname",
+    "port",
+)
+
+
+def _shape(fields: Mapping[str, str]) -> dict[str, str]:
+    return {k: fields[k].strip().lower() for k in NODE_SHAPE if k in fields}
+
+
+def reshaped(old: SlurmConf, new: SlurmConf) -> dict[str, list[str]]:
+    """Nodes both sets define whose resources or address change: node -> the keys that differ."""
+    before, after = old.node_definitions(), new.node_definitions()
+    out: dict[str, list[str]] = {}
+    for name, fields in after.items():
+        if name in before:
+            a, b = _shape(before[name]), _shape(fields)
+            keys = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+            if keys:
+                out[name] = keys
+    return out
+
+
 def _qos_list(value: str | None) -> set[str] | None:
     if value is None or value.strip().upper() in ("", "ALL"):
         return None
@@ -61,6 +101,7 @@ def compare(
     old_parts, new_parts = old.partitions(), new.partitions()
     gone_parts = set(old_parts) - set(new_parts)
     gone_nodes = set(old.node_names()) - set(new.node_names())
+    changed = reshaped(old, new)
     out: dict[int, str] = {}
     for job in jobs:
         if job.running:
@@ -71,6 +112,11 @@ def compare(
             nodes = sorted(set(job.nodes) & gone_nodes)
             if nodes:
                 out[job.job_id] = f"node(s) {','.join(nodes)} it runs on are removed"
+                continue
+            busy = sorted(n for n in job.nodes if n in changed)
+            if busy:
+                keys = ", ".join(k for k in NODE_SHAPE if k in changed[busy[0]])
+                out[job.job_id] = f"node {busy[0]} it runs on is redefined ({keys})"
                 continue
         elif job.partitions and all(p in gone_parts for p in job.partitions):
             out[job.job_id] = f"partition {','.join(job.partitions)} it waits for is removed"

@@ -277,6 +277,46 @@ def plugin_problems(old: SlurmConf | None, new: SlurmConf, dirs: Sequence[Path])
     return problems
 
 
+# files the live slurmctld opens that the dry run points at scratch copies of its own (it must not
+# write the live log, pid file, state or job completion file), so their places are checked here: a
+# directory that is not there kills slurmctld at reconfigure (measured on 24.11 and 26.05 `-D`:
+# JobCompLoc=/nonexistent/dir/file, `fatal: open ...: No such file or directory`). Only a value that
+# changes is checked: one slurmctld runs on now may lie in a volume only its container mounts.
+LIVE_PATHS = {
+    "SlurmctldLogFile": False,  # False: the file's directory must exist; True: the directory itself
+    "SlurmctldPidFile": False,
+    "SlurmSchedLogFile": False,
+    "JobCompLoc": False,
+    "StateSaveLocation": True,
+}
+
+
+def path_problems(old: SlurmConf | None, new: SlurmConf) -> list[str]:
+    """Changed paths of files the live slurmctld opens whose directory does not exist here."""
+    if old is None:
+        return []
+    problems: list[str] = []
+    for key, is_dir in LIVE_PATHS.items():
+        value = (new.options.get(key.lower()) or "").strip().strip('"')
+        before = (old.options.get(key.lower()) or "").strip().strip('"')
+        if key == "JobCompLoc":
+            kind = (new.options.get("jobcomptype") or "").strip().lower()
+            if not kind.endswith("/filetxt"):
+                continue  # a URL or a host for the other plugins, not a file
+            changed = value != before or kind != (old.options.get("jobcomptype") or "").strip().lower()
+        else:
+            changed = value != before
+        if not changed or not value.startswith("/"):
+            continue
+        where = Path(value) if is_dir else Path(value).parent
+        if not where.is_dir():
+            problems.append(
+                f"{key}={value}: no directory {where} where config-sync sees the files (mount it here "
+                "too if only slurmctld's container has it); slurmctld would die opening it"
+            )
+    return problems
+
+
 def candidate_copy(files: FileSet, where: Path, target: Path) -> None:
     """The set written to `where` for the client parse, with includes of the target pointed at the copy."""
     prefix = str(target).rstrip("/") + "/"
@@ -397,7 +437,7 @@ class Validator:
                 return _reject("; ".join(problems))
             reasons = restart.classify(old, conf, current, files, version)
         dirs = await self.plugin_dirs()
-        problems = plugin_problems(old, conf, dirs) if dirs else []
+        problems = (plugin_problems(old, conf, dirs) if dirs else []) + path_problems(old, conf)
         if problems:
             return _reject("; ".join(problems))
         if not tasks:

@@ -12,6 +12,7 @@ is collected, so one run names them all.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ PartitionName=p3 Nodes=ns3 State=UP"""
 TOPOLOGY = b"SwitchName=s0 Nodes=n[1-3]\n"
 PARTITIONS = {"debug": "n1", "p2": "n2", "p3": "n3"}
 ANY = frozenset({"rejected", "held", "restart_required"})
+SHAPED = "Sockets=4 CoresPerSocket=4 ThreadsPerCore=2"  # more than the machine: the node is INVALID
 
 
 class CorpusCluster(DevCluster):
@@ -118,6 +120,12 @@ CASES = [
     Case("SelectTypeParameters nonsense", append("SelectTypeParameters=CR_Bogus"), ("SelectTypeParameter",)),
     Case("a preempt plugin misspelt", append("PreemptType=preempt/qos_typo"), ("preempt",)),
     Case("an MCS plugin misspelt", append("MCSPlugin=mcs/bogus"), ("mcs",)),
+    Case(
+        "a job completion file in a directory that is not there",
+        append("JobCompType=jobcomp/filetxt\nJobCompLoc=/nonexistent/dir/jobcomp.txt"),
+        ("JobCompLoc=/nonexistent/dir/jobcomp.txt: no directory",),
+        frozenset({"rejected"}),
+    ),
     Case("a priority plugin misspelt", append("PriorityType=priority/bogus"), ("priority",)),
     Case("a job_submit plugin misspelt", append("JobSubmitPlugins=bogus"), ("job_submit",)),
     Case("a topology plugin misspelt", append("TopologyPlugin=topology/bogus"), ("topology",)),
@@ -161,6 +169,20 @@ CASES = [
         ("n3",),
         frozenset({"held"}),
         frozenset({"p3"}),
+    ),
+    Case(
+        "a busy node's sockets, cores and threads redefined",
+        conf(lambda t: t.replace(node_line(t), f"{node_line(t)} {SHAPED}")),
+        ("n1 it runs on is redefined", "change in socket/core configuration"),  # ours, or the dry run's
+        frozenset({"held"}),
+        frozenset({"debug"}),
+    ),
+    Case(
+        "a busy node's port moved",
+        conf(lambda t: t.replace(node_line(t, "n2"), re.sub(r"Port=\d+", "Port=1", node_line(t, "n2")))),
+        ("n2 it runs on is redefined (port)", "JobId=2"),
+        frozenset({"held"}),
+        frozenset({"p2"}),
     ),
     Case("every partition removed", conf(drop("PartitionName=")), ("partition",)),
     # --- includes

@@ -63,6 +63,37 @@ def test_the_direct_comparison_names_what_each_job_loses() -> None:
     assert "QOS normal" in found[6]
 
 
+def test_a_busy_nodes_resources_or_address_redefined_is_a_risk_to_its_jobs() -> None:
+    lines = [
+        "NodeName=DEFAULT CPUs=4 RealMemory=1000",
+        "NodeName=n[1-2] Port=7001",
+        "NodeName=n3 CPUs=2 Port=7003 Feature=a",
+        "PartitionName=a Nodes=n[1-3]",
+    ]
+
+    def edited(i: int, line: str) -> conffile.SlurmConf:
+        return parse("\n".join([*lines[:i], line, *lines[i + 1 :]]) + "\n")
+
+    old = parse("\n".join(lines) + "\n")
+    running = [placed(1, "RUNNING", "a", "n1"), placed(2, "RUNNING", "a", "n3"), placed(3, "PENDING", "a")]
+    # a DEFAULT line's change reaches every node line after it; n2 is idle, job 3 runs nowhere yet
+    found = jobs.compare(old, edited(0, lines[0] + " Sockets=2 CoresPerSocket=2"), running, {})
+    assert found == {
+        1: "node n1 it runs on is redefined (sockets, corespersocket)",
+        2: "node n3 it runs on is redefined (sockets, corespersocket)",
+    }
+    assert jobs.compare(old, edited(2, "NodeName=n3 cpus=2 Port=7093 Feature=a"), running, {}) == {
+        2: "node n3 it runs on is redefined (port)"
+    }
+    assert jobs.compare(old, edited(2, "NodeName=n3 CPUs=2 Port=7003 Feature=b"), running, {}) == {}
+    # the same nodes written out without the DEFAULT line: nothing changed
+    flat = parse(
+        "NodeName=n[1-2] CPUs=4 RealMemory=1000 Port=7001\n"
+        "NodeName=n3 CPUs=2 RealMemory=1000 Port=7003 Feature=a\nPartitionName=a Nodes=n[1-3]\n"
+    )
+    assert jobs.compare(old, flat, running, {}) == {}
+
+
 def test_who_forced_it() -> None:
     def fs(**extra: bytes) -> FileSet:
         entries = {"slurm.conf": b"x=1\n", **extra}

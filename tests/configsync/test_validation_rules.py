@@ -6,7 +6,7 @@ from pathlib import Path
 
 from sidecars.configsync import conffile, restart
 from sidecars.configsync.sources import FileEntry, FileSet
-from sidecars.configsync.validate import file_problems, semantic_problems
+from sidecars.configsync.validate import file_problems, path_problems, semantic_problems
 from sidecars.slurm.models import Version
 
 T = Path("/etc/slurm")
@@ -81,3 +81,34 @@ def test_restart_table_is_release_aware() -> None:
         restart.classify(old, conffile.parse(plain, "slurm.conf", T), old_fs, plain, Version(22, 5, 8)) == []
     )
     assert all(source for source in restart.RESTART_KEYS.values())
+
+
+def test_a_changed_path_slurmctld_opens_needs_its_directory(tmp_path: Path) -> None:
+    def conf(extra: str) -> conffile.SlurmConf:
+        return conffile.parse(files(extra), "slurm.conf", T)
+
+    here, nowhere = tmp_path / "log", tmp_path / "nowhere"
+    here.mkdir()
+    old = conf(f"SlurmctldPidFile={nowhere}/ctld.pid\nJobCompType=jobcomp/none\n")
+    # unchanged: it may be in a volume only slurmctld's container mounts, and it runs on it now
+    assert path_problems(old, old) == []
+    assert path_problems(None, conf(f"SlurmctldLogFile={nowhere}/x.log\n")) == []  # nothing to compare
+    bad = conf(f"SlurmctldPidFile={nowhere}/ctld.pid\nJobCompType=jobcomp/filetxt\nJobCompLoc={nowhere}/jc\n")
+    assert path_problems(old, bad) == [
+        f"JobCompLoc={nowhere}/jc: no directory {nowhere} where config-sync sees the files (mount it here "
+        "too if only slurmctld's container has it); slurmctld would die opening it"
+    ]
+    fine = conf(
+        f"SlurmctldPidFile={nowhere}/ctld.pid\nJobCompType=jobcomp/filetxt\nJobCompLoc={here}/jc\n"
+        f"SlurmctldLogFile={here}/ctld.log\nStateSaveLocation={here}\n"
+    )
+    assert path_problems(old, fine) == []
+    moved = conf(
+        f"SlurmctldPidFile={nowhere}/ctld.pid\nStateSaveLocation={nowhere}\nSlurmSchedLogFile={nowhere}/s\n"
+    )
+    assert [p.split(":")[0] for p in path_problems(old, moved)] == [
+        f"SlurmSchedLogFile={nowhere}/s",
+        f"StateSaveLocation={nowhere}",
+    ]
+    # another plugin's JobCompLoc is a URL or a host, not a file
+    assert path_problems(old, conf("JobCompType=jobcomp/elasticsearch\nJobCompLoc=http://es:9200\n")) == []
