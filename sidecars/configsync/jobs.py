@@ -84,6 +84,13 @@ def reshaped(old: SlurmConf, new: SlurmConf) -> dict[str, list[str]]:
     return out
 
 
+def _number(value: str | None) -> int | None:
+    try:
+        return int(value.strip()) if value is not None else None
+    except ValueError:
+        return None  # Slurm's own parse refuses it
+
+
 def _qos_list(value: str | None) -> set[str] | None:
     if value is None or value.strip().upper() in ("", "ALL"):
         return None
@@ -102,8 +109,13 @@ def compare(
     gone_parts = set(old_parts) - set(new_parts)
     gone_nodes = set(old.node_names()) - set(new.node_names())
     changed = reshaped(old, new)
+    max_id = _number(new.options.get("maxjobid"))
     out: dict[int, str] = {}
     for job in jobs:
+        if max_id is not None and job.job_id >= max_id:
+            # measured: MaxJobId=2 ended job 3 on 24.11 and jobs 2 and 3 on 26.05
+            out[job.job_id] = f"its id is not below the new MaxJobId={max_id}"
+            continue
         if job.running:
             lost = [p for p in job.partitions if p in gone_parts]
             if lost:

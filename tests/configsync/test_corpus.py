@@ -184,6 +184,13 @@ CASES = [
         frozenset({"held"}),
         frozenset({"p2"}),
     ),
+    Case(
+        "MaxJobId below the running jobs' ids",
+        append("MaxJobId=2"),
+        ("MaxJobId=2", "JobId=3"),
+        frozenset({"held"}),
+        frozenset({"p2", "p3"}),
+    ),
     Case("every partition removed", conf(drop("PartitionName=")), ("partition",)),
     # --- includes
     Case("missing include", append("Include @T@/nope.conf"), ("nope.conf",), frozenset({"rejected"})),

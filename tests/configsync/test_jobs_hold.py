@@ -94,6 +94,13 @@ def test_a_busy_nodes_resources_or_address_redefined_is_a_risk_to_its_jobs() -> 
     assert jobs.compare(old, flat, running, {}) == {}
 
 
+def test_jobs_at_or_past_a_new_max_job_id_are_a_risk() -> None:
+    old = parse("NodeName=n1 CPUs=1\nPartitionName=a Nodes=n1\n")
+    new = parse("NodeName=n1 CPUs=1\nPartitionName=a Nodes=n1\nMaxJobId=7\n")
+    found = jobs.compare(old, new, [placed(6, "RUNNING", "a", "n1"), placed(7, "PENDING", "a")], {})
+    assert found == {7: "its id is not below the new MaxJobId=7"}
+
+
 def test_who_forced_it() -> None:
     def fs(**extra: bytes) -> FileSet:
         entries = {"slurm.conf": b"x=1\n", **extra}
