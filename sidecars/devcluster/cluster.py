@@ -427,11 +427,20 @@ class DevCluster:
         if pid is None:
             await self._reap_ctld(timeout)
             return
+        gone = self._async(lambda: not _alive(pid))
         if crash:
             os.kill(pid, signal.SIGKILL)
         else:
             await self.client(timeout=10.0).shutdown_controller()
-        await self._poll(self._async(lambda: _alive(pid)), lambda alive: not alive, timeout, "slurmctld gone")
+            try:
+                await self._poll(gone, bool, timeout / 3, "slurmctld gone after scontrol shutdown")
+            except ClusterError:
+                # seen once in a loaded full run: a 22.05 controller just restarted took the request
+                # and did not end within 10 s. SIGTERM is its own graceful shutdown (state saved)
+                log.warning("slurmctld_shutdown_slow", pid=pid, then="SIGTERM")
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+        await self._poll(gone, bool, timeout, "slurmctld gone")
         await self._reap_ctld(timeout)
 
     async def _reap_ctld(self, timeout: float) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from sidecars.devcluster import ClusterError, DevCluster
+from sidecars.slurm import SlurmClient
 
 pytestmark = pytest.mark.cluster(nodes=1, foreground_ctld=True)
 
@@ -98,3 +99,15 @@ async def test_a_controller_that_dies_is_seen_and_a_bad_start_fails_fast(cluster
     cluster.conf_path.write_text(good)
     await cluster.start_slurmctld()
     assert (await cluster.client().ping()).up
+
+
+@pytest.mark.releases("slurm22")
+async def test_a_shutdown_request_that_is_not_acted_on_ends_in_sigterm(
+    cluster: DevCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def taken_but_ignored(self: SlurmClient) -> None:
+        return None
+
+    monkeypatch.setattr(SlurmClient, "shutdown_controller", taken_but_ignored)
+    await cluster.stop_slurmctld(timeout=6)
+    assert cluster.foreground_exit == 0  # SIGTERM: the controller's own graceful shutdown
