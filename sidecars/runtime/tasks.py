@@ -11,7 +11,6 @@ than after a liveness probe's failure threshold, and even where no probe is wire
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Coroutine
 from typing import Any
 
@@ -109,6 +108,6 @@ async def until_stopped(stop: asyncio.Event, tasks: RootTasks) -> None:
     finally:
         for w in waits:
             w.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.gather(*waits, return_exceptions=True)
+        # their cancellations come back as results; a cancellation of this task still raises
+        await asyncio.gather(*waits, return_exceptions=True)
     tasks.raise_if_failed()

@@ -87,3 +87,21 @@ def test_the_daemon_exits_1_with_the_failed_task_in_its_log(capsys: pytest.Captu
     assert "root_task_failed" in err and "drain_loop" in err
     assert "Traceback" in err and "RuntimeError: injected: the loop broke" in err
     assert "daemon_failed" in err
+
+
+async def test_a_cancel_landing_while_until_stopped_cleans_up_is_kept() -> None:
+    outcomes = set()
+    for steps in range(8):  # lands before, during and after its clean-up
+        stop = asyncio.Event()
+        stop.set()
+        task = asyncio.ensure_future(until_stopped(stop, RootTasks()))
+        for _ in range(steps):
+            await asyncio.sleep(0)
+        if task.cancel():
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            outcomes.add("cancelled")
+        else:
+            await task
+            outcomes.add("returned")
+    assert outcomes == {"cancelled", "returned"}  # the sweep covered both sides
