@@ -88,3 +88,14 @@ def test_a_responding_worker_still_on_the_old_start_is_not_taken() -> None:
     assert list(verdict.not_taken) == ["b"] and "before the reconfigure" in verdict.not_taken["b"]
     assert list(verdict.not_responding) == ["c"]
     assert not verdict.ok and verdict.reason().startswith("worker b did not take the change")
+
+
+def test_a_worker_with_no_start_time_is_waited_for_then_named_not_responding() -> None:
+    # its slurmd is dead and slurmctld has not marked it yet: after 24.11's re-exec it has no start
+    # time. Not a worker that refused the change: it answers nobody (seen on a loaded machine)
+    now = int(time.time())
+    verdict = judge([_node("a", "IDLE+DYNAMIC_NORM", now), _node("n3", "IDLE+DYNAMIC_NORM", None)], now)
+    assert verdict.ok and not verdict.settled and verdict.unregistered == ["n3"]  # still waited for
+    verdict.give_up_waiting()
+    assert verdict.settled and verdict.taken == ["a"] and verdict.not_taken == {}
+    assert list(verdict.not_responding) == ["n3"] and "no registration" in verdict.not_responding["n3"]
