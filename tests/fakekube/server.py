@@ -69,6 +69,18 @@ def verb_and_resource(method: str, path: str, watch: bool) -> tuple[str, str]:
     return _VERBS.get(method, method.lower()), resource
 
 
+def _content_type(request: web.Request) -> str:
+    return request.headers.get("Content-Type", "").split(";")[0]
+
+
+def _not_a_merge_patch(request: web.Request) -> web.Response | None:
+    """The API server's 415 for a PATCH whose body is neither kind of merge patch."""
+    ctype = _content_type(request)
+    if ctype in MERGE_TYPES:
+        return None
+    return _status(415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {ctype}")
+
+
 def _status(code: int, reason: str, message: str) -> web.Response:
     return web.json_response(
         {
@@ -393,7 +405,7 @@ class FakeKube:
             except ValueError:
                 return _status(400, "BadRequest", "body is not JSON")
         request[BODY] = body
-        ctype = request.headers.get("Content-Type", "").split(";")[0]
+        ctype = _content_type(request)
         watching = _watching(request)
         verb, resource = verb_and_resource(request.method, request.path, watching)
         record = Request(request.method, request.path, 0, ctype, body, verb, resource)
@@ -651,11 +663,8 @@ class FakeKube:
         return web.json_response(found)
 
     async def patch_deployment(self, request: web.Request) -> web.StreamResponse:
-        ctype = request.headers.get("Content-Type", "").split(";")[0]
-        if ctype not in MERGE_TYPES:
-            return _status(
-                415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {ctype}"
-            )
+        if (refused := _not_a_merge_patch(request)) is not None:
+            return refused
         name = request.match_info["name"]
         found = self.deployments.get((request.match_info["ns"], name))
         if found is None:
@@ -718,11 +727,8 @@ class FakeKube:
         return web.json_response(pod)
 
     async def patch_pod(self, request: web.Request) -> web.StreamResponse:
-        ctype = request.headers.get("Content-Type", "").split(";")[0]
-        if ctype not in MERGE_TYPES:
-            return _status(
-                415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {ctype}"
-            )
+        if (refused := _not_a_merge_patch(request)) is not None:
+            return refused
         pod = self._pod(request)
         if pod is None:
             return _status(404, "NotFound", f'pods "{request.match_info["name"]}" not found')
@@ -737,11 +743,8 @@ class FakeKube:
     async def patch_pod_status(self, request: web.Request) -> web.StreamResponse:
         """The status subresource: only `status` is taken from the patch; conditions merge by type
         (their strategic-merge key), as the real API server does."""
-        ctype = request.headers.get("Content-Type", "").split(";")[0]
-        if ctype not in MERGE_TYPES:
-            return _status(
-                415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {ctype}"
-            )
+        if (refused := _not_a_merge_patch(request)) is not None:
+            return refused
         pod = self._pod(request)
         if pod is None:
             return _status(404, "NotFound", f'pods "{request.match_info["name"]}" not found')
@@ -753,7 +756,7 @@ class FakeKube:
         if given is not None:
             if not isinstance(given, list) or not all(isinstance(c, dict) and c.get("type") for c in given):
                 return _status(422, "Invalid", "status.conditions: each needs a type")
-            if ctype == "application/strategic-merge-patch+json":
+            if _content_type(request) == "application/strategic-merge-patch+json":
                 current = {c["type"]: c for c in pod["status"].get("conditions") or []}
                 for cond in given:
                     current[cond["type"]] = _merge(current.get(cond["type"], {}), cond)

@@ -5,7 +5,6 @@ decided before slurmd runs."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from sidecars.kube.topology import Placement, TopologySpec, placement
 from sidecars.slurm import Version
 from sidecars.worker import naming
 from sidecars.worker.settings import WorkerSettings
-from tests.fakekube import FakeKube, configuration
+from tests.fakekube import FakeKube
 
 
 def settings(tmp_path: Path, annotation: str = ANNOTATION, source: str = "kube-node") -> WorkerSettings:
@@ -34,13 +33,6 @@ def settings(tmp_path: Path, annotation: str = ANNOTATION, source: str = "kube-n
         kube_node="k1",
         node_name_annotation=annotation,
     )
-
-
-@pytest.fixture
-async def kube() -> AsyncIterator[tuple[FakeKube, KubeClient]]:
-    fake = FakeKube()
-    async with fake.serving() as url, KubeClient(configuration(url)) as client:
-        yield fake, client
 
 
 async def test_the_node_name_or_its_override_is_the_slurm_node_name(

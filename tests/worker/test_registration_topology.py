@@ -13,7 +13,6 @@ restart (an in-place move does not); and 24.11's slurmd does not start with Topo
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,7 @@ from sidecars.kube.topology import TopologySpec
 from sidecars.runtime import process
 from sidecars.slurm import Node
 from sidecars.worker import naming
-from tests.fakekube import FakeKube, configuration
+from tests.fakekube import FakeKube
 from tests.slurm.test_topology import switches
 from tests.worker.agent_helpers import settings_for
 
@@ -38,13 +37,6 @@ ROOT_ONLY = """---
     switches:
       - switch: kubernetes
 """
-
-
-@pytest.fixture
-async def kube() -> AsyncIterator[tuple[FakeKube, KubeClient]]:
-    fake = FakeKube()
-    async with fake.serving() as url, KubeClient(configuration(url)) as client:
-        yield fake, client
 
 
 async def register(cluster: DevCluster, name: str, topology: str) -> Node:
