@@ -94,7 +94,7 @@ def mismatches(old: SlurmConf, new: SlurmConf, before: View, after: View) -> lis
     new_nodes = set(new.node_names())
     if new_nodes and not new_nodes <= set(after.nodes):
         out.append(f"nodes {sorted(new_nodes - set(after.nodes))} are not known to slurmctld")
-    old_fields, new_fields = old.node_fields(), new.node_fields()
+    old_fields, new_fields = old.node_definitions(), new.node_definitions()
     for name, fields in new_fields.items():
         seen_node = after.nodes.get(name)
         if seen_node is None or old_fields.get(name, {}).get("feature") == fields.get("feature"):

@@ -45,14 +45,6 @@ class SlurmConf:
     def partitions(self) -> dict[str, Record]:
         return {r.name: r for r in self.of("partitionname") if r.name.upper() != "DEFAULT"}
 
-    def node_fields(self) -> dict[str, dict[str, str]]:
-        out: dict[str, dict[str, str]] = {}
-        for r in self.of("nodename"):
-            if r.name.upper() != "DEFAULT":
-                for n in _expand(r.name):
-                    out[n] = r.fields
-        return out
-
     def node_definitions(self) -> dict[str, dict[str, str]]:
         """Each node's fields as Slurm reads them: a `NodeName=DEFAULT` line's values apply to the
         node lines after it, until another DEFAULT line changes them."""

@@ -295,17 +295,19 @@ def path_problems(old: SlurmConf | None, new: SlurmConf) -> list[str]:
     """Changed paths of files the live slurmctld opens whose directory does not exist here."""
     if old is None:
         return []
+
+    def opt(conf: SlurmConf, key: str) -> str:
+        return conf.options.get(key.lower(), "").strip()  # the parse already took the quotes off
+
     problems: list[str] = []
     for key, is_dir in LIVE_PATHS.items():
-        value = (new.options.get(key.lower()) or "").strip().strip('"')
-        before = (old.options.get(key.lower()) or "").strip().strip('"')
+        value = opt(new, key)
+        changed = value != opt(old, key)
         if key == "JobCompLoc":
-            kind = (new.options.get("jobcomptype") or "").strip().lower()
+            kind = opt(new, "JobCompType").lower()
             if not kind.endswith("/filetxt"):
                 continue  # a URL or a host for the other plugins, not a file
-            changed = value != before or kind != (old.options.get("jobcomptype") or "").strip().lower()
-        else:
-            changed = value != before
+            changed = changed or kind != opt(old, "JobCompType").lower()
         if not changed or not value.startswith("/"):
             continue
         where = Path(value) if is_dir else Path(value).parent
