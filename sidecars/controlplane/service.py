@@ -42,7 +42,6 @@ from sidecars.controlplane.versions import AgentVersions
 from sidecars.controlplane.web import WebUI
 from sidecars.kube import KubeClient, KubeEventSink, Pod, load_configuration
 from sidecars.kube.nodename import Named, NodeNaming, slurm_node_name
-from sidecars.kube.topology import TopologySpec
 from sidecars.runtime import daemon, http, logs
 from sidecars.runtime.events import EventSink, EventType, LogEventSink
 from sidecars.runtime.health import CheckResult, Checks
@@ -126,13 +125,13 @@ class ControlPlane:
                 kube, self.node_of, qps=settings.busy_label_qps, release=settings.busy_release_seconds
             )
         self.topology: TopologySync | None = None
-        if kube is not None and settings.topology_labels:
+        if kube is not None and settings.topology is not None:
             self.topology = TopologySync(
                 kube,
                 slurm,
                 self._node_cache(kube),
                 self.node_of,
-                TopologySpec(settings.topology_labels, settings.topology_type, settings.topology_name),
+                settings.topology,
                 namespace=settings.namespace,
                 configmap=settings.topology_configmap,
                 settle=settings.topology_settle_seconds,

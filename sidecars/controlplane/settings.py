@@ -54,9 +54,7 @@ class ControlPlaneSettings:
     busy_label: bool = True  # worker pods running jobs carry slurm-sidecars.io/busy=true (for a PDB)
     busy_label_qps: float = 10.0
     busy_release_seconds: float = 30.0  # idle this long before the busy label is removed (no flapping)
-    topology_labels: tuple[str, ...] = ()  # Node label keys, outermost first; () = no topology sync
-    topology_type: topology.Kind = "tree"
-    topology_name: str = "kubernetes"
+    topology: topology.TopologySpec | None = None  # from Node labels; None = no topology sync
     topology_configmap: str = ""  # the ConfigMap the rendered topology file is written to; "" = none
     topology_settle_seconds: float = 10.0  # a new place must hold this long before it is applied
 
@@ -202,26 +200,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="30",
         help="a worker idle this long loses its busy label (back-to-back jobs keep it)",
     )
-    flag(
-        parser,
-        "--topology-labels",
-        default="",
-        help="comma-separated Kubernetes Node label keys, outermost first (e.g. "
-        "topology.kubernetes.io/zone,example.com/rack), placing each worker's Slurm node; empty: off",
-    )
-    flag(
-        parser,
-        "--topology-type",
-        default="tree",
-        choices=["tree", "block"],
-        help="tree: a switch per label level under one root; block: a block per distinct set of values",
-    )
-    flag(
-        parser,
-        "--topology-name",
-        default="kubernetes",
-        help="the topology's name (and the tree's root switch)",
-    )
+    topology.add_flags(parser)
     flag(
         parser,
         "--topology-configmap",
@@ -278,21 +257,11 @@ def _annotation_key(text: str) -> str:
 
 
 def _topology(args: argparse.Namespace) -> dict[str, Any]:
-    try:
-        keys = topology.parse_keys(args.topology_labels or "")
-    except ValueError as exc:
-        raise ConfigError(f"--topology-labels: {exc}") from None
-    name = args.topology_name
-    why = topology.check_name(name)
-    if why:
-        raise ConfigError(f"--topology-name: {why}")
     configmap = args.topology_configmap or ""
     if configmap and not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", configmap):
         raise ConfigError(f"--topology-configmap: not a ConfigMap name: {configmap!r}")
     return {
-        "topology_labels": keys,
-        "topology_type": "block" if args.topology_type == "block" else "tree",
-        "topology_name": name,
+        "topology": topology.from_args(args),
         "topology_configmap": configmap,
         "topology_settle_seconds": positive(
             args.topology_settle_seconds, "--topology-settle-seconds", allow_zero=True

@@ -20,10 +20,13 @@ Pure: no API call here, and no kubernetes-asyncio import.
 
 from __future__ import annotations
 
+import argparse
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
+
+from sidecars.runtime.settings import ConfigError, flag
 
 KINDS = ("tree", "block")
 Kind = Literal["tree", "block"]
@@ -91,3 +94,45 @@ def parse_keys(text: str) -> tuple[str, ...]:
     if len(set(keys)) != len(keys):
         raise ValueError("a label key is named twice")
     return keys
+
+
+def add_flags(parser: argparse.ArgumentParser, *, note: str = "") -> None:
+    """--topology-labels, --topology-type and --topology-name: one definition for the control plane
+    and the worker agent, which must be given the same (`note` says so in the agent's help)."""
+    flag(
+        parser,
+        "--topology-labels",
+        default="",
+        help=note + "comma-separated Kubernetes Node label keys, outermost first (e.g. "
+        "topology.kubernetes.io/zone,example.com/rack), placing each worker's Slurm node; empty: off",
+    )
+    flag(
+        parser,
+        "--topology-type",
+        default="tree",
+        choices=list(KINDS),
+        help=note
+        + "tree: a switch per label level under one root; block: a block per distinct set of values",
+    )
+    flag(
+        parser,
+        "--topology-name",
+        default="kubernetes",
+        help=note + "the topology's name in slurmctld's topology.yaml (and the tree's root switch)",
+    )
+
+
+def from_args(args: argparse.Namespace) -> TopologySpec | None:
+    """The topology flags, checked; None when no labels are named (no topology)."""
+    try:
+        keys = parse_keys(args.topology_labels or "")
+    except ValueError as exc:
+        raise ConfigError(f"--topology-labels: {exc}") from None
+    why = check_name(args.topology_name)
+    if why is not None:
+        raise ConfigError(f"--topology-name: {why}")
+    if args.topology_type not in KINDS:
+        raise ConfigError(f"--topology-type: one of {', '.join(KINDS)}, got {args.topology_type!r}")
+    if not keys:
+        return None
+    return TopologySpec(keys, "block" if args.topology_type == "block" else "tree", args.topology_name)

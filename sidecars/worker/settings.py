@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from sidecars.kube import topology
 from sidecars.kube.nodename import ANNOTATION, SOURCES, is_node_name
-from sidecars.kube.topology import KINDS, TopologySpec, check_name, parse_keys
+from sidecars.kube.topology import TopologySpec
 from sidecars.runtime.settings import ConfigError, flag, http_url, parse_addr, positive, read_token
 from sidecars.slurm import REASON_PREFIX
 
@@ -93,26 +94,7 @@ def configure(p: argparse.ArgumentParser) -> None:
         default=ANNOTATION,
         help="a Node annotation that overrides the Node's name as the Slurm node name; empty: none",
     )
-    flag(
-        p,
-        "--topology-labels",
-        default="",
-        help="kube-node: the Node label keys the control plane places nodes by (its --topology-labels); "
-        "slurmd registers in that place (25.05+); empty: off",
-    )
-    flag(
-        p,
-        "--topology-type",
-        default="tree",
-        choices=list(KINDS),
-        help="kube-node: the control plane's --topology-type (tree or block)",
-    )
-    flag(
-        p,
-        "--topology-name",
-        default="kubernetes",
-        help="kube-node: the control plane's --topology-name (a topology slurmctld's topology.yaml defines)",
-    )
+    topology.add_flags(p, note="kube-node, as given to the control plane (slurmd registers there, 25.05+): ")
     flag(p, "--http", required=True, help="HOST:PORT for /livez /readyz /metrics /status")
     flag(p, "--socket", required=True, help="unix socket the drain hook calls")
     flag(
@@ -198,8 +180,8 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         )
     if args.dynamic_node not in ("true", "false"):
         raise ConfigError(f"--dynamic-node: true or false, got {args.dynamic_node!r}")
-    topology = _topology(args)
-    if topology is not None and source != "kube-node":
+    spec = topology.from_args(args)
+    if spec is not None and source != "kube-node":
         raise ConfigError("--topology-labels needs --node-name-from=kube-node (the agent reads its Node)")
     attempts = int(positive(args.heal_attempts, "--heal-attempts", conv=int, allow_zero=True))
     return WorkerSettings(
@@ -232,21 +214,5 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         node_name_annotation=annotation,
         worker_selector=str(args.worker_selector or ""),
         imex_channel=Path(args.imex_channel),
-        topology=topology,
+        topology=spec,
     )
-
-
-def _topology(args: argparse.Namespace) -> TopologySpec | None:
-    """The control plane's topology flags, checked the same way; None when no labels are named."""
-    try:
-        keys = parse_keys(args.topology_labels or "")
-    except ValueError as exc:
-        raise ConfigError(f"--topology-labels: {exc}") from None
-    why = check_name(args.topology_name)
-    if why is not None:
-        raise ConfigError(f"--topology-name: {why}")
-    if args.topology_type not in KINDS:
-        raise ConfigError(f"--topology-type: one of {', '.join(KINDS)}, got {args.topology_type!r}")
-    if not keys:
-        return None
-    return TopologySpec(keys, "block" if args.topology_type == "block" else "tree", args.topology_name)

@@ -56,7 +56,7 @@ async def test_labels_place_nodes_a_change_moves_one_and_a_bad_value_moves_nothi
     async with control_plane(
         cluster,
         url,
-        topology_labels=KEYS,
+        topology=TopologySpec(KEYS),
         topology_configmap="slurm-topology",
         topology_settle_seconds=settle,
     ) as cp:
@@ -125,7 +125,7 @@ async def test_a_flapping_label_moves_nothing_and_a_restart_is_healed(
     hosts(fake)
     client = cluster.client()
     settle = 8.0  # the flips below take about 2 s: well inside it, even on a slow machine
-    async with control_plane(cluster, url, topology_labels=KEYS, topology_settle_seconds=settle) as cp:
+    async with control_plane(cluster, url, topology=TopologySpec(KEYS), topology_settle_seconds=settle) as cp:
         await eventually(lambda: cp.leading("topology"), what="leader with pods and nodes")
         placed = {"kubernetes": "n[1-3]", "a": "n[1-3]", "a/r1": "n[1-2]", "a/r2": "n3"}
         await eventually(lambda: switches(client), lambda s: s == placed, what="placed from the labels")
@@ -167,7 +167,11 @@ async def test_before_25_05_the_rendered_topology_conf_is_the_fallback(
     client = cluster.client()
     with capture_logs() as logs:
         async with control_plane(
-            cluster, url, topology_labels=KEYS, topology_configmap="slurm-topology", topology_settle_seconds=0
+            cluster,
+            url,
+            topology=TopologySpec(KEYS),
+            topology_configmap="slurm-topology",
+            topology_settle_seconds=0,
         ) as cp:
             await eventually(lambda: cp.leading("topology"), what="leader with pods and nodes")
             cm = await eventually(
