@@ -279,6 +279,15 @@ class KubeClient:
         if self.requests is not None:
             self.requests.labels(operation=operation, result=result).inc()
 
+    async def _found(self, operation: str, fn: Callable[[], Awaitable[T]]) -> T | None:
+        """A read through `_call`: None when the object is not there (404)."""
+        try:
+            return await self._call(operation, fn)
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
     async def _call(self, operation: str, fn: Callable[[], Awaitable[T]], *, conflict_too: bool = False) -> T:
         policy = self.retry
 
@@ -368,12 +377,9 @@ class KubeClient:
                 raise _error("watch_pods", exc) from exc
 
     async def get_pod(self, namespace: str, name: str) -> Pod | None:
-        try:
-            pod = await self._call("get_pod", lambda: self.core.read_namespaced_pod(name, namespace))
-        except KubeError as exc:
-            if exc.status == 404:
-                return None
-            raise
+        pod = await self._found("get_pod", lambda: self.core.read_namespaced_pod(name, namespace))
+        if pod is None:
+            return None
         return Pod.from_model(pod)
 
     async def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> Pod:
@@ -407,14 +413,9 @@ class KubeClient:
 
     # ------------------------------------------------------------------ deployments
     async def get_deployment(self, namespace: str, name: str) -> Deployment | None:
-        try:
-            d = await self._call(
-                "get_deployment", lambda: self.apps.read_namespaced_deployment(name, namespace)
-            )
-        except KubeError as exc:
-            if exc.status == 404:
-                return None
-            raise
+        d = await self._found("get_deployment", lambda: self.apps.read_namespaced_deployment(name, namespace))
+        if d is None:
+            return None
         return Deployment.from_model(d, self.api)
 
     async def patch_deployment(self, namespace: str, name: str, patch: Mapping[str, Any]) -> Deployment:
@@ -469,12 +470,9 @@ class KubeClient:
                 raise _error("watch_nodes", exc) from exc
 
     async def get_node(self, name: str) -> KubeNode | None:
-        try:
-            node = await self._call("get_node", lambda: self.core.read_node(name))
-        except KubeError as exc:
-            if exc.status == 404:
-                return None
-            raise
+        node = await self._found("get_node", lambda: self.core.read_node(name))
+        if node is None:
+            return None
         return KubeNode.from_model(node)
 
     # ------------------------------------------------------------------ compute domains
@@ -566,14 +564,9 @@ class KubeClient:
         )
 
     async def get_lease(self, namespace: str, name: str) -> LeaseRecord | None:
-        try:
-            obj = await self._call(
-                "get_lease", lambda: self.coordination.read_namespaced_lease(name, namespace)
-            )
-        except KubeError as exc:
-            if exc.status == 404:
-                return None
-            raise
+        obj = await self._found("get_lease", lambda: self.coordination.read_namespaced_lease(name, namespace))
+        if obj is None:
+            return None
         return self._lease(obj)
 
     def _lease_body(self, record: LeaseRecord) -> Any:
@@ -619,14 +612,11 @@ class KubeClient:
     # ------------------------------------------------------------------ config maps (small state)
     async def get_config_map(self, namespace: str, name: str) -> dict[str, str] | None:
         """A ConfigMap's data, or None when there is none."""
-        try:
-            obj = await self._call(
-                "get_configmap", lambda: self.core.read_namespaced_config_map(name, namespace)
-            )
-        except KubeError as exc:
-            if exc.status == 404:
-                return None
-            raise
+        obj = await self._found(
+            "get_configmap", lambda: self.core.read_namespaced_config_map(name, namespace)
+        )
+        if obj is None:
+            return None
         return dict(obj.data or {})
 
     async def put_config_map(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
