@@ -32,7 +32,7 @@ from typing import TypeVar
 import structlog
 
 from sidecars.devcluster import slinky
-from sidecars.devcluster.ports import PortLease, PortsUnavailable, lease_ports
+from sidecars.devcluster.ports import PortLease, PortsUnavailable, free_port, lease_ports
 from sidecars.devcluster.release import Release
 from sidecars.devcluster.slurmconf import ClusterSpec, Ports, render
 from sidecars.runtime import process
@@ -51,13 +51,6 @@ T = TypeVar("T")
 
 class ClusterError(RuntimeError):
     """The cluster could not be started or did not reach the state asked for; says why."""
-
-
-def free_port() -> int:
-    """A TCP port free on the loopback right now (bound to 0 and released), for a local server."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _alive(pid: int) -> bool:

@@ -37,6 +37,14 @@ def port_free(port: int) -> bool:
     return True
 
 
+def free_port() -> int:
+    """A TCP port free on the loopback right now (bound to 0 and released), for a local server: in
+    the ephemeral range, apart from the leased ones."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def _lock_dir() -> Path:
     d = Path(tempfile.gettempdir()) / "slurm-sidecars-ports"
     d.mkdir(exist_ok=True)
