@@ -36,6 +36,7 @@ from sidecars.runtime.waits import within
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
+W = TypeVar("W")
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
 
 
@@ -279,6 +280,41 @@ class KubeClient:
         if self.requests is not None:
             self.requests.labels(operation=operation, result=result).inc()
 
+    async def _watch(
+        self,
+        operation: str,
+        list_fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        resource_version: str,
+        timeout_seconds: int,
+        convert: Callable[[Any], W | None],
+        bookmark: Callable[[str], W],
+    ) -> AsyncIterator[tuple[str, W]]:
+        """One watch from `resource_version`: (ADDED|MODIFIED|DELETED, object) until the server ends
+        it, and (BOOKMARK, an object carrying only the version to resume from); a 410 raises.
+        `list_fn` itself, not a wrapper: the watch reads the model to decode into from its docstring."""
+        async with watch.Watch() as w:
+            stream = w.stream(
+                list_fn,
+                *args,
+                **kwargs,
+                resource_version=resource_version,
+                timeout_seconds=timeout_seconds,
+                allow_watch_bookmarks=True,
+            )
+            try:
+                async for event in stream:
+                    kind = event["type"]
+                    if kind in {"ADDED", "MODIFIED", "DELETED"}:
+                        obj = convert(event["object"])
+                        if obj is not None:
+                            yield kind, obj
+                    elif kind == "BOOKMARK" and (rv := _bookmark(event)):
+                        yield kind, bookmark(rv)
+            except ApiException as exc:
+                raise _error(operation, exc) from exc
+
     async def _found(self, operation: str, fn: Callable[[], Awaitable[T]]) -> T | None:
         """A read through `_call`: None when the object is not there (404)."""
         try:
@@ -332,7 +368,7 @@ class KubeClient:
         )
         return [Pod.from_model(p) for p in result.items], result.metadata.resource_version or ""
 
-    async def watch_pods(
+    def watch_pods(
         self, namespace: str, selector: str, resource_version: str, timeout_seconds: int = 300
     ) -> AsyncIterator[tuple[str, Pod]]:
         """(ADDED|MODIFIED|DELETED, pod) from `resource_version` until the server ends the watch;
@@ -342,39 +378,32 @@ class KubeClient:
 
         An expired resourceVersion (410) raises KubeError: the caller lists again.
         """
-        async with watch.Watch() as w:
-            stream = w.stream(
-                self.core.list_namespaced_pod,
-                namespace,
-                label_selector=selector,
-                resource_version=resource_version,
-                timeout_seconds=timeout_seconds,
-                allow_watch_bookmarks=True,
+
+        def bookmark(rv: str) -> Pod:
+            return Pod(
+                namespace="",
+                name="",
+                uid="",
+                hostname="",
+                labels={},
+                annotations={},
+                ready=False,
+                phase="",
+                owner_kind="",
+                deleting=False,
+                resource_version=rv,
             )
-            try:
-                async for event in stream:
-                    kind = event["type"]
-                    if kind in {"ADDED", "MODIFIED", "DELETED"}:
-                        yield kind, Pod.from_model(event["object"])
-                    elif kind == "BOOKMARK" and (rv := _bookmark(event)):
-                        yield (
-                            kind,
-                            Pod(
-                                namespace="",
-                                name="",
-                                uid="",
-                                hostname="",
-                                labels={},
-                                annotations={},
-                                ready=False,
-                                phase="",
-                                owner_kind="",
-                                deleting=False,
-                                resource_version=rv,
-                            ),
-                        )
-            except ApiException as exc:
-                raise _error("watch_pods", exc) from exc
+
+        return self._watch(
+            "watch_pods",
+            self.core.list_namespaced_pod,
+            (namespace,),
+            {"label_selector": selector},
+            resource_version,
+            timeout_seconds,
+            Pod.from_model,
+            bookmark,
+        )
 
     async def get_pod(self, namespace: str, name: str) -> Pod | None:
         pod = await self._found("get_pod", lambda: self.core.read_namespaced_pod(name, namespace))
@@ -443,31 +472,21 @@ class KubeClient:
         result = await self._call("list_nodes", self.core.list_node)
         return [KubeNode.from_model(n) for n in result.items], result.metadata.resource_version or ""
 
-    async def watch_nodes(
+    def watch_nodes(
         self, resource_version: str, timeout_seconds: int = 300
     ) -> AsyncIterator[tuple[str, KubeNode]]:
         """(ADDED|MODIFIED|DELETED, node) from `resource_version`, and (BOOKMARK, a node with only
         `resource_version`), as `watch_pods`; a 410 raises KubeError."""
-        async with watch.Watch() as w:
-            stream = w.stream(
-                self.core.list_node,
-                resource_version=resource_version,
-                timeout_seconds=timeout_seconds,
-                allow_watch_bookmarks=True,
-            )
-            try:
-                async for event in stream:
-                    if event["type"] in {"ADDED", "MODIFIED", "DELETED"}:
-                        yield event["type"], KubeNode.from_model(event["object"])
-                    elif event["type"] == "BOOKMARK" and (rv := _bookmark(event)):
-                        yield (
-                            "BOOKMARK",
-                            KubeNode(
-                                name="", annotations={}, unschedulable=False, taints=(), resource_version=rv
-                            ),
-                        )
-            except ApiException as exc:
-                raise _error("watch_nodes", exc) from exc
+        return self._watch(
+            "watch_nodes",
+            self.core.list_node,
+            (),
+            {},
+            resource_version,
+            timeout_seconds,
+            KubeNode.from_model,
+            lambda rv: KubeNode(name="", annotations={}, unschedulable=False, taints=(), resource_version=rv),
+        )
 
     async def get_node(self, name: str) -> KubeNode | None:
         node = await self._found("get_node", lambda: self.core.read_node(name))
@@ -484,30 +503,21 @@ class KubeClient:
         items = [ComputeDomain.from_json(o) for o in result.get("items") or [] if isinstance(o, dict)]
         return items, str((result.get("metadata") or {}).get("resourceVersion") or "")
 
-    async def watch_compute_domains(
+    def watch_compute_domains(
         self, resource_version: str, timeout_seconds: int = 300
     ) -> AsyncIterator[tuple[str, ComputeDomain]]:
         """(ADDED|MODIFIED|DELETED, domain) from `resource_version`, and (BOOKMARK, a domain with
         only `resource_version`), as `watch_pods`; a 410 raises KubeError."""
-        async with watch.Watch() as w:
-            stream = w.stream(
-                self.custom.list_cluster_custom_object,
-                GROUP,
-                VERSION,
-                PLURAL,
-                resource_version=resource_version,
-                timeout_seconds=timeout_seconds,
-                allow_watch_bookmarks=True,
-            )
-            try:
-                async for event in stream:
-                    obj = event["object"]
-                    if event["type"] in {"ADDED", "MODIFIED", "DELETED"} and isinstance(obj, dict):
-                        yield event["type"], ComputeDomain.from_json(obj)
-                    elif event["type"] == "BOOKMARK" and (rv := _bookmark(event)):
-                        yield "BOOKMARK", ComputeDomain("", "", rv, ())
-            except ApiException as exc:
-                raise _error("watch_computedomains", exc) from exc
+        return self._watch(
+            "watch_computedomains",
+            self.custom.list_cluster_custom_object,
+            (GROUP, VERSION, PLURAL),
+            {},
+            resource_version,
+            timeout_seconds,
+            lambda obj: ComputeDomain.from_json(obj) if isinstance(obj, dict) else None,
+            lambda rv: ComputeDomain("", "", rv, ()),
+        )
 
     # ------------------------------------------------------------------ events
     async def create_event(
