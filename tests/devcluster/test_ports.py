@@ -36,8 +36,16 @@ def _held_and_bound() -> tuple[PortLease, socket.socket]:
     test takes it) and bound here, so a lease made elsewhere must find it in use."""
     lease = lease_ports(1, InOrder())
     s = socket.socket()
-    s.bind(("127.0.0.1", lease.ports[0]))
-    s.listen()
+    try:
+        # as the daemons bind (and as a lease checks): a recent cluster's connections on this port
+        # may still be in TIME_WAIT
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", lease.ports[0]))
+        s.listen()
+    except BaseException:
+        s.close()
+        lease.release()
+        raise
     return lease, s
 
 
