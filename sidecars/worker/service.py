@@ -25,7 +25,7 @@ from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, serve, serve_unix
 from sidecars.runtime.tasks import RootTasks, until_stopped
 from sidecars.slurm import RetryPolicy, SlurmClient, SlurmError, SlurmMetrics
-from sidecars.worker import api, naming
+from sidecars.worker import api, naming, trusted
 from sidecars.worker.claim import ClaimCheck
 from sidecars.worker.cp_client import ControlPlaneClient
 from sidecars.worker.drain import Drainer
@@ -66,6 +66,7 @@ class Agent:
             timeout=settings.slurm_timeout,
             retry=RetryPolicy(attempts=2, max_seconds=3.0),
             metrics=self.slurm_metrics,
+            guard=trusted.conf_guard(os.environ if env is None else env),
         )
         self.metrics = WorkerMetrics(self.registry)
         self.events: EventSink = events or LogEventSink()
@@ -219,6 +220,8 @@ class Agent:
                 serve(self.http().app(), s.http_host, s.http_port)
             )
             wake = asyncio.Event()
+            # checked again right before the bind: the directory must still be ours
+            trusted.check_dirs({"--socket": s.socket_path.parent})
             await stack.enter_async_context(
                 serve_unix(api.app(self.drainer, wake, self._refused), str(s.socket_path))
             )

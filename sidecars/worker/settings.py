@@ -15,6 +15,7 @@ from sidecars.kube.nodename import ANNOTATION, SOURCES, is_node_name
 from sidecars.kube.topology import TopologySpec
 from sidecars.runtime.settings import ConfigError, flag, http_url, parse_addr, positive, read_token
 from sidecars.slurm import REASON_PREFIX
+from sidecars.worker import trusted
 
 POLICIES = ("requeue", "leave")
 
@@ -174,6 +175,9 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
     state_dir = Path(args.state_dir) if args.state_dir else sock.parent
     if not state_dir.is_dir():
         raise ConfigError(f"--state-dir: {state_dir} is not a directory")
+    # a job's user must not be able to swap the socket, the drain record or the GPU mapping
+    private = {"--socket": sock.parent, "--state-dir": state_dir}
+    trusted.check_dirs({**private, "--job-mapping-dir": mapping} if mapping is not None else private)
     if args.drain_timeout_policy not in POLICIES:
         raise ConfigError(
             f"--drain-timeout-policy: one of {', '.join(POLICIES)}, got {args.drain_timeout_policy!r}"
