@@ -3,10 +3,11 @@
 A path is trusted when nobody but root or our own user can change what it names: every directory
 from `/` down is owned by a trusted uid and writable by no one else (a trusted group may write;
 a sticky world-writable directory such as /tmp is fine on the way, as long as the entry below it is
-ours, since the sticky bit stops others renaming it). A directory on a read-only mount cannot be
-written at all. A symlink is followed only when the directory holding it is trusted (then its target
-is checked the same way), so a job can neither plant one nor redirect one. The kubelet makes every
-emptyDir 0777 without the sticky bit: such a directory fails this check until an init step fixes it.
+ours, since the sticky bit stops others renaming it). A read-only mount is no excuse: another
+container may mount the same volume read-write, so owner and mode decide. A symlink is followed
+only when the directory holding it is trusted (then its target is checked the same way), so a job
+can neither plant one nor redirect one. The kubelet makes every emptyDir 0777 without the sticky
+bit: such a directory fails this check until an init step fixes it.
 """
 
 from __future__ import annotations
@@ -42,8 +43,6 @@ class Trust:
     def _dir_problem(self, path: str, st: os.stat_result, below_sticky_ok: bool) -> str | None:
         if st.st_uid not in self.uids:
             return f"{path} is owned by uid {st.st_uid}"
-        if _read_only(path):
-            return None
         mode = st.st_mode
         sticky_ok = below_sticky_ok and bool(mode & stat.S_ISVTX)
         if mode & stat.S_IWOTH and not sticky_ok:
@@ -138,11 +137,3 @@ def _lstat(path: Path) -> os.stat_result:
 def _sticky(st: os.stat_result) -> bool:
     """World-writable with the sticky bit (/tmp): others may add names, not take ours."""
     return bool(st.st_mode & stat.S_ISVTX and st.st_mode & stat.S_IWOTH)
-
-
-def _read_only(path: str) -> bool:
-    """On a read-only mount (a volume mounted readOnly) nobody can write, whatever the mode says."""
-    try:
-        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
-    except OSError:
-        return False
