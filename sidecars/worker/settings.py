@@ -175,9 +175,6 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
     state_dir = Path(args.state_dir) if args.state_dir else sock.parent
     if not state_dir.is_dir():
         raise ConfigError(f"--state-dir: {state_dir} is not a directory")
-    # a job's user must not be able to swap the socket, the drain record or the GPU mapping
-    private = {"--socket": sock.parent, "--state-dir": state_dir}
-    trusted.check_dirs({**private, "--job-mapping-dir": mapping} if mapping is not None else private)
     if args.drain_timeout_policy not in POLICIES:
         raise ConfigError(
             f"--drain-timeout-policy: one of {', '.join(POLICIES)}, got {args.drain_timeout_policy!r}"
@@ -188,7 +185,7 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
     if spec is not None and source != "kube-node":
         raise ConfigError("--topology-labels needs --node-name-from=kube-node (the agent reads its Node)")
     attempts = int(positive(args.heal_attempts, "--heal-attempts", conv=int, allow_zero=True))
-    return WorkerSettings(
+    settings = WorkerSettings(
         node_name=name,
         http_host=host,
         http_port=port,
@@ -220,3 +217,8 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         imex_channel=Path(args.imex_channel),
         topology=spec,
     )
+    # last, once every value is good: a job's user must not be able to swap the socket, the drain
+    # record or the GPU mapping
+    private = {"--socket": sock.parent, "--state-dir": state_dir}
+    trusted.check_dirs({**private, "--job-mapping-dir": mapping} if mapping is not None else private)
+    return settings

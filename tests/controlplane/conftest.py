@@ -20,7 +20,7 @@ from sidecars.slurm import RetryPolicy
 from tests.fakekube import configuration
 from tests.helpers import eventually
 
-TOKEN = "s3cret-token-for-tests"
+TOKEN = "s3cret-token-for-tests-5d1e8a0c93b7f"
 T = TypeVar("T")
 
 

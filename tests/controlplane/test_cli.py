@@ -23,7 +23,7 @@ CLI = str(Path(sys.executable).parent / "slurm-sidecars")
 @pytest.mark.releases("slurm24")  # the process's life is ours, not Slurm's
 async def test_serves_until_sigterm_then_exits_0(cluster: DevCluster, tmp_path: Path) -> None:
     token = tmp_path / "token"
-    token.write_text("tok-123\n")
+    token.write_text("tok-123-5e0b8c7d1a9f2e4b6c3d\n")
     port = free_port()
     env = {
         **cluster.env,
@@ -43,7 +43,7 @@ async def test_serves_until_sigterm_then_exits_0(cluster: DevCluster, tmp_path: 
         stderr=asyncio.subprocess.PIPE,
     )
     try:
-        async with aiohttp.ClientSession(headers={"Authorization": "Bearer tok-123"}) as s:
+        async with aiohttp.ClientSession(headers={"Authorization": "Bearer tok-123-5e0b8c7d1a9f2e4b6c3d"}) as s:
 
             async def ready() -> int:
                 try:
@@ -58,7 +58,7 @@ async def test_serves_until_sigterm_then_exits_0(cluster: DevCluster, tmp_path: 
         proc.send_signal(signal.SIGTERM)
         _, err = await within(proc.communicate(), 10)
         assert proc.returncode == 0
-        assert b"tok-123" not in err  # the token is never logged
+        assert b"tok-123-5e0b8c7d1a9f2e4b6c3d" not in err  # the token is never logged
     finally:
         if proc.returncode is None:
             proc.kill()
@@ -67,7 +67,7 @@ async def test_serves_until_sigterm_then_exits_0(cluster: DevCluster, tmp_path: 
 
 async def test_bad_configuration_exits_2(tmp_path: Path) -> None:
     token = tmp_path / "token"
-    token.write_text("t0ken\n")
+    token.write_text("t0ken-9a4c1e7b2d5f8036e1b7\n")
     for argv in (
         ["control-plane", "--http", "127.0.0.1:0", "--token-file", str(tmp_path / "missing")],
         ["control-plane", "--http", "nope", "--token-file", str(tmp_path / "missing")],

@@ -9,7 +9,7 @@ from pathlib import Path
 from tests.status.status_fakes import SEEN_KEY, config_sync_app, control_plane_app, serving
 from tests.status.status_run import status
 
-TOKEN = "t0ken-for-tests"
+TOKEN = "t0ken-for-tests-2b7e9d0c4f1a8e63"
 
 
 def _nodes(now: int) -> list[dict[str, object]]:
