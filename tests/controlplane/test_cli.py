@@ -18,12 +18,13 @@ from tests.helpers import eventually
 
 pytestmark = pytest.mark.cluster(nodes=1)
 CLI = str(Path(sys.executable).parent / "slurm-sidecars")
+TOKEN = "tok-123-5e0b8c7d1a9f2e4b6c3d"
 
 
 @pytest.mark.releases("slurm24")  # the process's life is ours, not Slurm's
 async def test_serves_until_sigterm_then_exits_0(cluster: DevCluster, tmp_path: Path) -> None:
     token = tmp_path / "token"
-    token.write_text("tok-123-5e0b8c7d1a9f2e4b6c3d\n")
+    token.write_text(f"{TOKEN}\n")
     port = free_port()
     env = {
         **cluster.env,
@@ -43,7 +44,7 @@ async def test_serves_until_sigterm_then_exits_0(cluster: DevCluster, tmp_path: 
         stderr=asyncio.subprocess.PIPE,
     )
     try:
-        async with aiohttp.ClientSession(headers={"Authorization": "Bearer tok-123-5e0b8c7d1a9f2e4b6c3d"}) as s:
+        async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {TOKEN}"}) as s:
 
             async def ready() -> int:
                 try:
@@ -58,7 +59,7 @@ async def test_serves_until_sigterm_then_exits_0(cluster: DevCluster, tmp_path: 
         proc.send_signal(signal.SIGTERM)
         _, err = await within(proc.communicate(), 10)
         assert proc.returncode == 0
-        assert b"tok-123-5e0b8c7d1a9f2e4b6c3d" not in err  # the token is never logged
+        assert TOKEN.encode() not in err  # the token is never logged
     finally:
         if proc.returncode is None:
             proc.kill()
