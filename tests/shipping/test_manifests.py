@@ -409,7 +409,7 @@ def test_compute_domains_are_read_only_where_the_gpu_overlay_asks_for_them() -> 
     objs = render("overlays/gpu")
     role = find(objs, "ClusterRole", "slurm-sidecars-compute-domains")
     # what KubeClient.list_compute_domains / watch_compute_domains call, and nothing more
-    assert role["rules"] == [{"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["get", "list", "watch"]}]
+    assert role["rules"] == [{"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["list", "watch"]}]
     binding = find(objs, "ClusterRoleBinding", "slurm-sidecars-compute-domains")
     assert binding["subjects"] == find(objs, "RoleBinding", "slurm-sidecars")["subjects"]
     assert told("overlays/gpu") and not told("base")
