@@ -9,8 +9,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 
+from sidecars.controlplane.busylabel import LABEL
+from sidecars.controlplane.deletion_cost import ANNOTATION
+from sidecars.controlplane.podconditions import TYPES
 from sidecars.kube.gpudomain import GROUP, PLURAL
 from tests.shipping.kube import TARGETS, find, pod_specs, render
 
@@ -212,3 +216,25 @@ def test_every_volume_jobs_can_reach_and_a_sidecar_uses_gets_an_owner_and_mode_f
 def test_role_binding_subjects_are_the_accounts_the_pods_run_as() -> None:
     objs = render("base")
     assert find(objs, "RoleBinding", "slurm-sidecars")["subjects"][0]["name"] == "slurm-sidecars"
+
+
+def test_the_admission_policy_allows_the_pod_writes_the_code_makes_and_validates() -> None:
+    """RBAC cannot limit a pod patch to fields: the example policy does, and names exactly the
+    annotation, label and conditions the control plane writes, for its own ServiceAccount."""
+    objs = render("examples/admission-policy")
+    for o in objs:
+        kubernetes_validate.validate(o, kubernetes_validate.latest_version(), strict=True)
+    policy = find(objs, "ValidatingAdmissionPolicy")
+    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+    assert variables["ourAnnotations"] == f"['{ANNOTATION}']"
+    assert variables["ourLabels"] == f"['{LABEL}']"
+    assert all(t.startswith("SlurmNode") for t in TYPES)
+    subject = find(render("base"), "RoleBinding", "slurm-sidecars")["subjects"][0]
+    account = f"system:serviceaccount:{subject['namespace']}:{subject['name']}"
+    assert account in policy["spec"]["matchConditions"][0]["expression"]
+    rules = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert rules[0]["resources"] == ["pods", "pods/status"] and set(rules[0]["operations"]) == {
+        "UPDATE",
+        "DELETE",
+    }
+    assert find(objs, "ValidatingAdmissionPolicyBinding")["spec"]["policyName"] == policy["metadata"]["name"]
