@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 MIN_TOKEN_CHARS = 32  # `openssl rand -hex 16` and up: 128 bits
-MIN_KEY_BYTES = 32  # munged and auth/slurm refuse shorter keys too
+MIN_KEY_BYTES = 32  # munged refuses shorter keys too; the docs make 1024 bytes
 MIN_DISTINCT = 8  # "aaaa...": long enough, and guessable
 
 # words that mark an example value, never one made by `openssl rand` or `dd if=/dev/urandom`

@@ -54,7 +54,7 @@ class Trust:
     def check_dir(self, path: Path | str) -> Path:
         """The real path of directory `path`, when it and every directory above it are trusted and
         none of it is writable by others; raises UntrustedPath otherwise."""
-        real = self._walk(Path(path), final_sticky_ok=False)
+        real = self._walk(Path(path))
         if not stat.S_ISDIR(os.stat(real).st_mode):
             raise UntrustedPath(f"{path} is not a directory")
         return real
@@ -64,7 +64,7 @@ class Trust:
         trusted (check_dir) and the file is owned by a trusted uid and writable by no one else."""
         p = Path(path)
         real_dir = self.check_dir(p.parent)
-        target = self._walk(real_dir / p.name, final_sticky_ok=False, is_leaf=True)
+        target = self._walk(real_dir / p.name, is_leaf=True)
         st = os.lstat(target)
         if stat.S_IFMT(st.st_mode) not in kinds:
             raise UntrustedPath(f"{path} is not a {' or '.join(_KIND_NAMES[k] for k in sorted(kinds))}")
@@ -75,9 +75,11 @@ class Trust:
             raise UntrustedPath(f"{path} is writable by others (mode {stat.S_IMODE(st.st_mode):04o})")
         return target
 
-    def _walk(self, path: Path, final_sticky_ok: bool, is_leaf: bool = False) -> Path:
+    def _walk(self, path: Path, is_leaf: bool = False) -> Path:
         """Resolve `path` one component at a time, checking each directory before trusting what it
-        names; returns the real path. The last component is not checked as a directory when `is_leaf`."""
+        names; returns the real path. The last component is not checked as a directory when `is_leaf`.
+        A sticky world-writable directory passes on the way, never as the last one: there, others
+        could plant the names we are about to make."""
         todo = list(Path(os.path.abspath(path)).parts[1:])
         current = Path("/")
         links = 0
@@ -114,7 +116,7 @@ class Trust:
                 return nxt
             if not stat.S_ISDIR(st.st_mode):
                 raise UntrustedPath(f"{nxt} is not a directory")
-            problem = self._dir_problem(str(nxt), st, below_sticky_ok=not last or final_sticky_ok)
+            problem = self._dir_problem(str(nxt), st, below_sticky_ok=not last)
             if problem:
                 raise UntrustedPath(problem)
             parent_sticky = _sticky(st)
