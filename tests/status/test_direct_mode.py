@@ -12,7 +12,7 @@ from sidecars.status import StatusSettings, collect, render
 from tests.status.status_fakes import control_plane_app, nodes_from_slurm, serving
 from tests.status.status_run import status
 
-TOKEN = "tok-8d2f6a1c0e9b7d354a1f"
+TOKEN = "tok-8d2f6a1c0e9b7d354a1f0c6e2b9d"
 
 
 @pytest.mark.cluster(nodes=2)

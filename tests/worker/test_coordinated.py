@@ -14,7 +14,7 @@ from tests.helpers import eventually
 from tests.worker.agent_helpers import hook, running_agent, settings_for, slurm_commands
 from tests.worker.fake_control_plane import FakeControlPlane
 
-TOKEN = "s3cret-token-7c0e5b1f9a2d4e86b3"
+TOKEN = "s3cret-token-7c0e5b1f9a2d4e86b3c1"
 
 
 async def polls_pass(cp: FakeControlPlane, node: str, count: int) -> None:
