@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from aiohttp import web
 
 from sidecars.devcluster import DevCluster, Release
@@ -229,3 +230,67 @@ async def test_with_the_init_steps_modes_every_move_is_denied_and_the_agent_hook
                 assert planted_heard == []
                 assert not [p for p in dirs["state"].iterdir() if p.name.startswith(".")]
         assert (cluster.conf_path.parent / "slurm.conf").stat().st_uid == 0
+
+
+# linux/capability.h, for the ones the manifests give slurmd
+CAPABILITY_BITS = {
+    "CHOWN": 0,
+    "DAC_OVERRIDE": 1,
+    "DAC_READ_SEARCH": 2,
+    "FOWNER": 3,
+    "KILL": 5,
+    "SETGID": 6,
+    "SETUID": 7,
+    "SYS_RESOURCE": 24,
+}
+
+
+def proc_status(pid: int) -> dict[str, str]:
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return {k: v.strip() for k, v in (line.split(":", 1) for line in lines)}
+
+
+def slurmd_capabilities() -> list[str]:
+    """The capabilities manifests/base gives the slurmd container (in place of `privileged`)."""
+    path = Path(__file__).resolve().parents[2] / "manifests" / "base" / "slurmd.yaml"
+    deployment = next(d for d in yaml.safe_load_all(path.read_text()) if d and d["kind"] == "Deployment")
+    slurmd = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "slurmd")
+    sc = slurmd["securityContext"]
+    assert sc["capabilities"]["drop"] == ["ALL"] and sc["allowPrivilegeEscalation"] is False
+    return [str(c) for c in sc["capabilities"]["add"]]
+
+
+@pytest.mark.cluster(nodes=1)
+async def test_slurmd_with_only_the_manifests_capabilities_runs_and_cancels_a_users_jobs(
+    cluster: DevCluster, job_user: pwd.struct_passwd
+) -> None:
+    caps = slurmd_capabilities()
+    await cluster.kill_slurmd("n1")
+    # as the manifests run it: root, every other capability gone, no_new_privs
+    bounding = ",".join(["-all", *(f"+{c.lower()}" for c in caps)])
+    argv = cluster.in_namespace(
+        "setpriv", "--no-new-privs", "--bounding-set", bounding, "--inh-caps", "-all", "slurmd", "-N", "n1"
+    )
+    done = await process.run(argv, timeout=30.0)
+    assert done.returncode == 0, done.stderr.decode()
+    await cluster.wait_node("n1", lambda n: n.state.registered and n.state.base == "IDLE", timeout=60)
+    pid = await eventually(lambda: cluster.hostpid("slurmd-n1"), what="slurmd's pid file")
+    theirs, mine = proc_status(pid), proc_status(os.getpid())
+    assert theirs["NoNewPrivs"] == "1"
+    # exactly the manifests' list (less what this machine's own container lacks)
+    want = sum(1 << CAPABILITY_BITS[c] for c in caps)
+    assert int(theirs["CapBnd"], 16) == want & int(mine["CapBnd"], 16)
+
+    async with pod_dirs(cluster, job_user, 0o755) as dirs:
+        home = dirs["home"]
+        ran = await submit_as(cluster, job_user, home, "#!/bin/sh\nid -u > uid\n")
+        assert (await cluster.wait_job(ran, {"COMPLETED", "FAILED"}, timeout=60)).state == "COMPLETED"
+        assert (home / "uid").read_text().strip() == str(job_user.pw_uid)
+        assert (home / "job.out").stat().st_uid == job_user.pw_uid  # slurmstepd opened it as the user
+        # cancelling signals another uid's processes (KILL): the job ends, nothing of it is left
+        held = await submit_as(cluster, job_user, home, "#!/bin/sh\necho $$ > pid\nexec sleep 300\n")
+        await cluster.wait_job(held, "RUNNING", timeout=60)
+        await eventually(lambda: (home / "pid").exists() and (home / "pid").read_text().strip(), what="pid")
+        await cluster.scancel(held)
+        await cluster.wait_job(held, "CANCELLED", timeout=60)
+        await cluster.wait_node("n1", lambda n: n.state.base == "IDLE", timeout=60)
