@@ -19,8 +19,39 @@ from sidecars.kube.gpudomain import GROUP, PLURAL
 from tests.shipping.kube import TARGETS, find, pod_specs, render
 
 KUBE = Path(__file__).resolve().parents[2] / "sidecars" / "kube"
-# the kubernetes-asyncio API objects KubeClient holds, by the attribute it holds them in
-API_GROUPS = {"core": "", "apps": "apps", "coordination": "coordination.k8s.io", "custom": GROUP}
+UNSUFFIXED_GROUPS = {"apps", "batch", "policy", "autoscaling"}  # the built-in groups with no .k8s.io
+
+
+def _group_of(api_class: str) -> str:
+    """kubernetes-asyncio's API class -> its API group: CoreV1Api "", AppsV1Api apps,
+    CoordinationV1Api coordination.k8s.io, CustomObjectsApi the one custom group we read."""
+    if api_class == "CustomObjectsApi":
+        return GROUP
+    m = re.fullmatch(r"([A-Za-z]+?)V\d+(?:(?:alpha|beta)\d+)?Api", api_class)
+    assert m is not None, api_class
+    name = m.group(1).lower()
+    return "" if name == "core" else name if name in UNSUFFIXED_GROUPS else f"{name}.k8s.io"
+
+
+def api_attributes() -> dict[str, str]:
+    """The API objects KubeClient holds (`self.core = k.CoreV1Api(self.api)`): attribute -> group."""
+    out = {}
+    for path in sorted(KUBE.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Attribute)
+                and node.value.func.attr.endswith("Api")
+                and node.value.func.attr != "ApiClient"
+            ):
+                for target in node.targets:
+                    if isinstance(target, ast.Attribute):
+                        out[target.attr] = _group_of(node.value.func.attr)
+    return out
+
+
+API_GROUPS = api_attributes()
 VERBS = {
     "list": "list",
     "read": "get",
