@@ -62,6 +62,8 @@ def label(argv: Sequence[str]) -> str | None:
     `nsenter …`, `chroot DIR`, `env`, an interpreter running a helper come before it), with
     scontrol's verb when one follows. None: no Slurm program in it (it is counted nowhere)."""
     for i, word in enumerate(argv):
+        if word.startswith("-") or "=" in word:
+            continue  # an option or an environment assignment (`env SLURM_CONF=/etc/sinfo.conf ...`)
         name = program(word)
         if name is None:
             continue

@@ -59,6 +59,7 @@ def test_the_label_set_is_slurms_names_and_bounded() -> None:
         ("scontrol", "-o", "show", "node"): "scontrol",
         ("scontrol", "/etc/passwd"): "scontrol",  # an argument is never a label
         ("sbatch", "/home/u/scontrol"): "sbatch",
+        ("env", "SLURM_CONF=/etc/slurm/sinfo.conf", "scontrol", "ping"): "scontrol ping",
         ("python3", "-c", "print(1)"): None,
         ("true",): None,
         ("sh", "-c", "exec scontrol ping"): None,
