@@ -10,8 +10,9 @@ from aiohttp import web
 
 from sidecars.controlplane import openapi_maintenance
 from sidecars.controlplane.api import ControlPlaneAPI, Leadership, _error, not_leader
+from sidecars.controlplane.budget import UpgradeError
 from sidecars.controlplane.snapshot import FleetNode
-from sidecars.controlplane.upgrade import Upgrade, UpgradeError
+from sidecars.controlplane.upgrade import Upgrade
 from sidecars.controlplane.versions import AgentVersions, describe, guard_inputs
 from sidecars.kube import KubeError
 from sidecars.slurm import SlurmClient, SlurmError, Version

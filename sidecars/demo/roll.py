@@ -16,12 +16,12 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sidecars.controlplane.upgrade import REASON_PREFIX, parse_budget
+from sidecars.controlplane.budget import REASON_PREFIX, parse_budget
+from sidecars.demo.polling import until
 from sidecars.demo.stack import DemoStack
 
 Say = Callable[[str], None]
@@ -40,17 +40,6 @@ class Rolled:
     pids: dict[str, tuple[int, int]] = field(default_factory=dict)  # node -> (old slurmd, new slurmd)
     left_alone: dict[str, str] = field(default_factory=dict)  # node -> someone else's drain reason
     most_out_at_once: int = 0
-
-
-async def _poll(what: str, read: Callable[[], Awaitable[Any]], timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await read()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise RollFailed(f"timed out after {timeout:g}s waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 class DemoRoll:
@@ -115,19 +104,19 @@ class DemoRoll:
         self._out.add(name)
         self.done.most_out_at_once = max(self.done.most_out_at_once, len(self._out))
         await self._ask(name, "drain")
-        node = await _poll(f"{name} drained", lambda: self._drained(name), 30)
+        node = await until(f"{name} drained", lambda: self._drained(name), 30)
         if node["jobs"]:
             jobs = node["jobs"]
             self.done.waited[name] = jobs
             word = "jobs" if len(jobs) > 1 else "job"
             self.say(f"  {name}: drained, waiting for {word} {', '.join(map(str, jobs))}")
-            await _poll(f"the jobs on {name} to end", lambda: self._idle(name), self.job_timeout)
+            await until(f"the jobs on {name} to end", lambda: self._idle(name), self.job_timeout)
         before = await c.client().node(name)
         old = c.hostpid(f"slurmd-{name}")
         if before is None or old is None:
             raise RollFailed(f"{name}: no slurmd to replace")
         os.kill(old, signal.SIGTERM)  # as the kubelet stops the old pod's slurmd container
-        await _poll(f"slurmd of {name} to stop", lambda: self._gone(old), 30)
+        await until(f"slurmd of {name} to stop", lambda: self._gone(old), 30)
         new = await c.start_slurmd(name)  # the new pod's slurmd
         self.done.pids[name] = (old, new)
 
@@ -139,9 +128,9 @@ class DemoRoll:
                 and node.slurmd_start_time != before.slurmd_start_time
             )
 
-        await _poll(f"{name} registered again", back, 60)
+        await until(f"{name} registered again", back, 60)
         await self._ask(name, "undrain")
-        await _poll(f"{name} undrained", lambda: self._undrained(name), 30)
+        await until(f"{name} undrained", lambda: self._undrained(name), 30)
         self._out.discard(name)
         self.say(f"  {name}: slurmd replaced (pid {old} -> {new}), registered again, undrained")
 

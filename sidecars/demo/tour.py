@@ -3,13 +3,13 @@ exit 0 with a summary (1 when a step did not show what it should)."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sidecars.cli import self_argv
+from sidecars.demo.polling import until
 from sidecars.demo.roll import DemoRoll
 from sidecars.demo.stack import DemoStack
 from sidecars.runtime import process
@@ -22,17 +22,6 @@ class StepFailed(RuntimeError):
 
 def say(text: str = "") -> None:
     print(text, flush=True)
-
-
-async def until(what: str, check: Callable[[], Awaitable[Any]], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise StepFailed(f"timed out after {timeout:g}s waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 async def _status(stack: DemoStack) -> dict[str, Any]:
