@@ -52,7 +52,6 @@ class DemoRoll:
         self.say = say
         self.job_timeout = job_timeout
         self.done = Rolled()
-        self._out: set[str] = set()
 
     async def _node(self, name: str) -> dict[str, Any]:
         body = await self.stack.get(f"{self.stack.control_plane_url}/v1/nodes/{name}", auth=True)
@@ -101,10 +100,9 @@ class DemoRoll:
 
     async def _replace(self, name: str) -> None:
         c = self.stack.cluster
-        self._out.add(name)
-        self.done.most_out_at_once = max(self.done.most_out_at_once, len(self._out))
         await self._ask(name, "drain")
         node = await until(f"{name} drained", lambda: self._drained(name), 30)
+        await self._count_out()
         if node["jobs"]:
             jobs = node["jobs"]
             self.done.waited[name] = jobs
@@ -131,8 +129,14 @@ class DemoRoll:
         await until(f"{name} registered again", back, 60)
         await self._ask(name, "undrain")
         await until(f"{name} undrained", lambda: self._undrained(name), 30)
-        self._out.discard(name)
         self.say(f"  {name}: slurmd replaced (pid {old} -> {new}), registered again, undrained")
+
+    async def _count_out(self) -> None:
+        """The workers out of service for this roll, as the control plane sees them (the budget's check)."""
+        fleet = await self.stack.get(self.stack.control_plane_url + "/v1/nodes", auth=True)
+        assert isinstance(fleet, list)
+        out = sum(1 for n in fleet if "DRAIN" in n["flags"] and n.get("reason") == self.reason)
+        self.done.most_out_at_once = max(self.done.most_out_at_once, out)
 
     async def _drained(self, name: str) -> dict[str, Any] | None:
         node = await self._node(name)

@@ -142,7 +142,7 @@ async def _window_node(stack: DemoStack, window: str, node: str) -> dict[str, An
 
 async def step_maintenance(stack: DemoStack) -> str:
     c = stack.cluster
-    job = await c.sbatch("-w", "n3", "-t", "1", wrap="sleep 8")
+    job = await c.sbatch("-w", "n3", "-t", "1", wrap="sleep 12")  # still running when the window starts
     await c.wait_job(job, "RUNNING", timeout=30)
     start = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3))
     out = await _cli(
@@ -199,10 +199,11 @@ async def step_upgrade(stack: DemoStack) -> str:
         ids = ", ".join(str(j.job_id) for j in first)
         say(f"  ended the first step's jobs ({ids}): a real roll waits for them, the tour cannot")
     nodes = c.node_names
-    jobs = [await c.sbatch("-w", n, "-t", "1", wrap="sleep 5") for n in nodes]
+    # still running when the roll takes the first worker: that one's job is waited for
+    jobs = [await c.sbatch("-w", n, "-t", "1", wrap="sleep 8") for n in nodes]
     for job in jobs:
         await c.wait_job(job, "RUNNING", timeout=30)
-    say(f"  a 5 s job on every worker: {', '.join(f'{j} on {n}' for j, n in zip(jobs, nodes, strict=True))}")
+    say(f"  an 8 s job on every worker: {', '.join(f'{j} on {n}' for j, n in zip(jobs, nodes, strict=True))}")
     upgrade = await stack.get(stack.control_plane_url + "/v1/upgrade", auth=True)
     why = upgrade.get("unavailable") if isinstance(upgrade, dict) else None
     if why:
