@@ -14,6 +14,7 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry
 
+from sidecars.controlplane import planned
 from sidecars.controlplane import settings as cp_settings
 from sidecars.controlplane.api import ControlPlaneAPI
 from sidecars.controlplane.busylabel import BusyLabeler
@@ -38,6 +39,7 @@ from sidecars.controlplane.snapshot import FleetView
 from sidecars.controlplane.topologysync import TopologySync
 from sidecars.controlplane.upgrade import Upgrade
 from sidecars.controlplane.upgrade_api import UpgradeAPI
+from sidecars.controlplane.upgrade_api import unavailable as upgrade_unavailable
 from sidecars.controlplane.versions import AgentVersions
 from sidecars.controlplane.web import WebUI
 from sidecars.kube import KubeClient, KubeEventSink, Pod, load_configuration
@@ -191,8 +193,9 @@ class ControlPlane:
                 emit=self._event_on,
             )
         self.versions = AgentVersions()  # the slurmd releases the agents report
+        why_no_upgrade = upgrade_unavailable(settings.kubernetes)
         self.upgrade_api = UpgradeAPI(
-            self.upgrade, slurm, self.leader, self.versions, lambda: self.fleet.snapshot.nodes
+            self.upgrade, slurm, self.leader, self.versions, lambda: self.fleet.snapshot.nodes, why_no_upgrade
         )
         self.api = ControlPlaneAPI(
             settings.token,
@@ -213,6 +216,10 @@ class ControlPlane:
             drains=self.drain_clock,
             cluster=self._page_cluster,
             unregistered_pods=self._unregistered_pods,
+            sections={
+                "maintenance": lambda: planned.maintenance_rows(self.maintenance),
+                "upgrade": lambda: planned.upgrade_rows(self.upgrade, why_no_upgrade),
+            },
         )
         self.config_feed.on_change = self.page.touch
         self.web = WebUI(settings.viewer_token or settings.token, self.page)
@@ -353,6 +360,7 @@ class ControlPlane:
 
     async def maintenance_loop(self) -> None:
         """Every interval: windows read from Slurm (every replica reports them), acted on by the leader."""
+        shown: list[Any] = []  # the windows the page last showed: a new or gone one wakes its readers
         while True:
             try:
                 if self.leader.is_leader and self.fleet.snapshot.loaded:
@@ -367,6 +375,9 @@ class ControlPlane:
             except SlurmError as exc:
                 self.maintenance.read_error = exc.message
                 log.warning("maintenance_read_failed", error=exc.message)
+            if self.maintenance.windows != shown:
+                shown = list(self.maintenance.windows)
+                self.page.touch()
             await asyncio.sleep(self.settings.interval_seconds)
 
     async def upgrade_loop(self) -> None:

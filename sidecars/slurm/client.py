@@ -297,5 +297,10 @@ class SlurmClient:
             *extra,
         )
 
+    async def reservation_comments(self) -> bool:
+        """Whether a reservation can carry a comment: 23.02 added it (22.05 answers `scontrol create
+        reservation comment=...` with "Unknown parameter ... No reservation created")."""
+        return (await self.version()).at_least(23, 2)
+
     async def delete_reservation(self, name: str) -> None:
         await self.run("scontrol", "delete", f"reservation={name}")

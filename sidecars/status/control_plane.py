@@ -59,7 +59,7 @@ async def _planned(session: aiohttp.ClientSession, base: str) -> list[str]:
         for window in windows["windows"]:
             lines += maintenance_cli.render(window)
         upgrade = await get_json(session, f"{base}/v1/upgrade", "control plane")
-        if upgrade.get("upgrade"):
+        if upgrade.get("upgrade") or upgrade.get("unavailable"):
             lines += upgrade_cli.render(upgrade)
     except (SourceError, KeyError, TypeError, AttributeError) as exc:
         lines.append(f"(unavailable: {exc})")
