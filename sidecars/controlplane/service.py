@@ -15,6 +15,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from sidecars.controlplane import settings as cp_settings
+from sidecars.controlplane.access import Access
 from sidecars.controlplane.api import ControlPlaneAPI
 from sidecars.controlplane.busylabel import BusyLabeler
 from sidecars.controlplane.claims import Claims
@@ -194,8 +195,15 @@ class ControlPlane:
         self.upgrade_api = UpgradeAPI(
             self.upgrade, slurm, self.leader, self.versions, lambda: self.fleet.snapshot.nodes
         )
-        self.api = ControlPlaneAPI(
+        self.access = Access(
             settings.token,
+            settings.viewer_token,
+            review=kube.review_token if kube is not None else None,
+            audience=settings.agent_audience,
+            locate=self.agent_node,
+        )
+        self.api = ControlPlaneAPI(
+            self.access,
             fleet=self.fleet,
             drains=self.drains,
             recycler=self.recycler,
@@ -215,7 +223,7 @@ class ControlPlane:
             unregistered_pods=self._unregistered_pods,
         )
         self.config_feed.on_change = self.page.touch
-        self.web = WebUI(settings.viewer_token or settings.token, self.page)
+        self.web = WebUI(settings.viewer_token, self.page)
 
     def _leadership(self, lead: bool) -> None:
         self.metrics.leader.set(1 if lead else 0)
@@ -265,6 +273,19 @@ class ControlPlane:
 
     def node_of(self, pod: Pod) -> str:
         return self.name_of(pod).name or ""
+
+    def agent_node(self, namespace: str, name: str, uid: str) -> str | None:
+        """The Slurm node of the worker pod an agent's token is bound to: "" when that pod is none
+        of ours (another namespace, not a worker, an earlier incarnation, refused its claim), None
+        while the pods are not listed yet."""
+        if self.pods is None or namespace != self.settings.namespace:
+            return ""
+        if not self.pods.synced.is_set() or not self.naming_ready:
+            return None
+        pod = self.pods.pods.get(name)
+        if pod is None or pod.uid != uid or pod.uid in self.claims.refused:
+            return ""
+        return self.node_of(pod)
 
     @property
     def naming_ready(self) -> bool:
@@ -437,7 +458,9 @@ class ControlPlane:
         liveness.add("root_tasks", self.tasks.check)
         liveness.add("refresh_loop", ticking)
         readiness.add("fleet_view", loaded)
-        app = http.DaemonHTTP(self.registry, liveness, readiness, self.status).app(client_max_size=16 * 1024)
+        app = http.DaemonHTTP(self.registry, liveness, readiness, self.status).app(
+            client_max_size=16 * 1024, limits=self.settings.http_limits
+        )
         self.api.install(app)
         self.maintenance_api.install(app)
         self.upgrade_api.install(app)
@@ -465,7 +488,8 @@ class ControlPlane:
         if self.compute_domains is not None:
             self.tasks.start("compute_domains", self.compute_domains.run())
         try:
-            async with http.serve(self.http_app(), self.settings.host, self.settings.port) as port:
+            s = self.settings
+            async with http.serve(self.http_app(), s.host, s.port, s.http_limits, s.tls) as port:
                 log.info(
                     "control_plane_serving",
                     port=port,

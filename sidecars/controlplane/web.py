@@ -1,8 +1,8 @@
 """The operator's web page at /ui/: static files shipped in the package, and its one data request.
 
-Access: the page shows cluster internals, so its data needs the viewer token (`--viewer-token-file`,
-read-only; the agents' token when none is given). The token is typed into the page and POSTed as
-JSON to /ui/login, which answers with a session cookie (HttpOnly, SameSite=Strict, Path=/ui, 12 h,
+Access: the page shows cluster internals, so its data needs the viewer token
+(`--viewer-token-file`, read-only, required; never the operator's or the agents' credential). The
+token is typed into the page and POSTed as JSON to /ui/login, which answers with a session cookie (HttpOnly, SameSite=Strict, Path=/ui, 12 h,
 Secure behind https). The cookie is `<expiry>.<HMAC of it keyed by the token>`, so it needs no
 server-side store, holds across replicas and dies with the token. A token never travels in a URL,
 so none reaches an access log or a browser history. Scripts may send `Authorization: Bearer <viewer
@@ -16,6 +16,7 @@ import hashlib
 import hmac
 import json
 import math
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from importlib import resources
@@ -47,8 +48,9 @@ def _static_files() -> dict[str, bytes]:
 
 
 class WebUI:
-    def __init__(self, token: str, page: PageState, *, max_wait: float = 30.0) -> None:
-        self._token = token.encode()
+    def __init__(self, token: str | None, page: PageState, *, max_wait: float = 30.0) -> None:
+        # no viewer credential: a key no one holds, so the page opens to no one (not to another token)
+        self._token = token.encode() if token else secrets.token_urlsafe(32).encode()
         self._key = hashlib.sha256(b"slurm-sidecars web session\0" + self._token).digest()
         self._bearer = b"Bearer " + self._token
         self.page = page
