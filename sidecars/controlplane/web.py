@@ -2,13 +2,12 @@
 
 Access: the page shows cluster internals, so its data needs the viewer token
 (`--viewer-token-file`, read-only, required; never the operator's or the agents' credential). The
-token is typed into the page and POSTed as JSON to /ui/login, which answers with a session cookie (HttpOnly, SameSite=Strict, Path=/ui, 12 h,
-Secure behind https). The cookie is `<expiry>.<HMAC of it keyed by the token>`, so it needs no
-server-side store, holds across replicas and dies with the token. A token never travels in a URL,
-so none reaches an access log or a browser history. Scripts may send `Authorization: Bearer <viewer
-token>` to /ui/api/state instead. Every answer carries a Content-Security-Policy that allows only
-this origin: the page fetches nothing from anywhere else.
-"""
+token is typed into the page and POSTed as JSON to /ui/login, which answers with a session cookie
+(HttpOnly, SameSite=Strict, Path=/ui, 12 h, Secure behind https). The cookie is `<expiry>.<HMAC of
+it keyed by the token>`, so it needs no server-side store, holds across replicas and dies with the
+token. A token never travels in a URL, so none reaches an access log or a browser history. Scripts
+may send `Authorization: Bearer <viewer token>` to /ui/api/state instead. Every answer carries a
+Content-Security-Policy that allows only this origin: the page fetches nothing from anywhere else."""
 
 from __future__ import annotations
 
@@ -132,7 +131,7 @@ class WebUI:
             return self._error(415, 'send the token as JSON: {"token": "..."}')
         if request.content_length is not None and request.content_length > MAX_LOGIN_BODY:
             return self._error(413, f"request body larger than {MAX_LOGIN_BODY} bytes")
-        raw = await request.content.read(MAX_LOGIN_BODY + 1)
+        raw = await request.read()  # read already, under the server's body deadline
         if len(raw) > MAX_LOGIN_BODY:
             return self._error(413, f"request body larger than {MAX_LOGIN_BODY} bytes")
         try:
