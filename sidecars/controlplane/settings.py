@@ -77,8 +77,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     flag(
         parser,
         "--viewer-token-file",
-        required=True,
-        help="file holding the read-only token: the web page at /ui/ and GETs under /v1/",
+        default=None,
+        help="file holding the read-only token: the web page at /ui/ and GETs under /v1/ (required)",
     )
     flag(
         parser,

@@ -24,10 +24,13 @@ CLI = str(Path(sys.executable).parent / "slurm-sidecars")
 async def test_serves_until_sigterm_then_exits_0(cluster: DevCluster, tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("tok-123\n")
+    viewer = tmp_path / "viewer"
+    viewer.write_text("viewer-456\n")
     port = free_port()
     env = {
         **cluster.env,
         "SIDECARS_TOKEN_FILE": str(token),
+        "SIDECARS_VIEWER_TOKEN_FILE": str(viewer),
         "SIDECARS_KUBERNETES": "off",
         "SIDECARS_INTERVAL_SECONDS": "0.5",
     }
@@ -58,7 +61,7 @@ async def test_serves_until_sigterm_then_exits_0(cluster: DevCluster, tmp_path: 
         proc.send_signal(signal.SIGTERM)
         _, err = await within(proc.communicate(), 10)
         assert proc.returncode == 0
-        assert b"tok-123" not in err  # the token is never logged
+        assert b"tok-123" not in err and b"viewer-456" not in err  # no token is ever logged
     finally:
         if proc.returncode is None:
             proc.kill()
@@ -68,10 +71,23 @@ async def test_serves_until_sigterm_then_exits_0(cluster: DevCluster, tmp_path: 
 async def test_bad_configuration_exits_2(tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("t0ken\n")
+    viewer = tmp_path / "viewer"
+    viewer.write_text("v1ewer\n")
     for argv in (
         ["control-plane", "--http", "127.0.0.1:0", "--token-file", str(tmp_path / "missing")],
         ["control-plane", "--http", "nope", "--token-file", str(tmp_path / "missing")],
-        # the web page's settings: a viewer token that cannot be read, config-sync not as a URL
+        # the web page's settings: no viewer token, one that cannot be read, the operator's again,
+        # config-sync not as a URL
+        ["control-plane", "--http", "127.0.0.1:0", "--token-file", str(token)],
+        [
+            "control-plane",
+            "--http",
+            "127.0.0.1:0",
+            "--token-file",
+            str(token),
+            "--viewer-token-file",
+            str(token),
+        ],
         [
             "control-plane",
             "--http",
@@ -96,6 +112,8 @@ async def test_bad_configuration_exits_2(tmp_path: Path) -> None:
         # a renewal period the leader would step down before reaching (2/3 of the lease)
         ["control-plane", "--http", "127.0.0.1:0", "--token-file", str(token), "--renew-seconds", "10"],
     ):
+        if "--viewer-token-file" not in argv and len(argv) > 5:  # refused for what else it says
+            argv = [*argv, "--viewer-token-file", str(viewer)]
         proc = await asyncio.create_subprocess_exec(
             CLI, *argv, stderr=asyncio.subprocess.PIPE, env={**os.environ, "SIDECARS_KUBERNETES": "off"}
         )
