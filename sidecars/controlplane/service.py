@@ -214,7 +214,7 @@ class ControlPlane:
         )
         # the operator's page (/ui/): its own read-only credential, config-sync's part read from it
         self.drain_clock = DrainClock()
-        self.config_feed = ConfigFeed(settings.config_sync)
+        self.config_feed = ConfigFeed(settings.config_sync, token=settings.viewer_token)
         self.page = PageState(
             self.fleet,
             config=self.config_feed,

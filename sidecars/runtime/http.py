@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hmac
 import os
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -93,6 +94,22 @@ def client_tls(ca_file: str | None, what: str = "--ca-file") -> ssl.SSLContext |
 
 def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
+
+
+def bearer_required(paths: frozenset[str], token: str, realm: str = "viewer") -> Middleware:
+    """A middleware that answers 401 to a request for one of `paths` without `Bearer <token>`
+    (compared in constant time)."""
+    wanted = f"Bearer {token}".encode()
+
+    @web.middleware
+    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path in paths:
+            given = request.headers.get("Authorization", "").encode("utf-8", "replace")
+            if not hmac.compare_digest(given, wanted):
+                return _error(401, f"missing or wrong bearer token (the {realm} credential)")
+        return await handler(request)
+
+    return check
 
 
 def body_deadline(seconds: float, max_size: int) -> Middleware:

@@ -73,7 +73,7 @@ async def test_bad_configuration_exits_2(tmp_path: Path) -> None:
     token.write_text("t0ken\n")
     viewer = tmp_path / "viewer"
     viewer.write_text("v1ewer\n")
-    for argv in (
+    for given in (
         ["control-plane", "--http", "127.0.0.1:0", "--token-file", str(tmp_path / "missing")],
         ["control-plane", "--http", "nope", "--token-file", str(tmp_path / "missing")],
         # the web page's settings: no viewer token, one that cannot be read, the operator's again,
@@ -112,8 +112,9 @@ async def test_bad_configuration_exits_2(tmp_path: Path) -> None:
         # a renewal period the leader would step down before reaching (2/3 of the lease)
         ["control-plane", "--http", "127.0.0.1:0", "--token-file", str(token), "--renew-seconds", "10"],
     ):
-        if "--viewer-token-file" not in argv and len(argv) > 5:  # refused for what else it says
-            argv = [*argv, "--viewer-token-file", str(viewer)]
+        argv = given
+        if "--viewer-token-file" not in given and len(given) > 5:  # refused for what else it says
+            argv = [*given, "--viewer-token-file", str(viewer)]
         proc = await asyncio.create_subprocess_exec(
             CLI, *argv, stderr=asyncio.subprocess.PIPE, env={**os.environ, "SIDECARS_KUBERNETES": "off"}
         )
