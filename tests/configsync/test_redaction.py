@@ -109,7 +109,9 @@ def test_config_is_served_off_loopback_only_with_the_viewer_token(tmp_path: Path
     assert got.viewer_token == VIEWER
 
 
-async def test_passwords_and_secret_files_never_leave_config_sync(cluster: DevCluster) -> None:
+async def test_passwords_and_secret_files_never_leave_config_sync(
+    cluster: DevCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
     # a Secret volume as the kubelet makes it by default (0644 files), declared as a Secret
     dbd = AtomicVolume(cluster.dir / "vol" / "dbd-secret")
     dbd.write({"slurmdbd.conf": b"StorageHost=db\nStoragePass=pw-dbd-3\n"})
@@ -146,6 +148,7 @@ async def test_passwords_and_secret_files_never_leave_config_sync(cluster: DevCl
         assert latest["slurmdbd.conf"]["diff"] is None
         assert sync.events.events  # the change was reported
         events = repr(sync.events.events)
+        logged = capsys.readouterr().err  # warnings and up, as the test session logs them
         for password in PASSWORDS:
-            for where, text in (*seen.items(), ("events", events)):
+            for where, text in (*seen.items(), ("events", events), ("logs", logged)):
                 assert password not in text, (password, where)
