@@ -179,8 +179,17 @@ class DaemonHTTP:
         return app
 
 
+LINGER_SECONDS = 1.0  # after an answer to an unread body, so the client reads it before the close
+
+
 def _runner(app: web.Application, limits: ServerLimits) -> web.AppRunner:
-    return web.AppRunner(app, access_log=None, shutdown_timeout=1.0, keepalive_timeout=limits.header_seconds)
+    return web.AppRunner(
+        app,
+        access_log=None,
+        shutdown_timeout=1.0,
+        keepalive_timeout=limits.header_seconds,
+        lingering_time=min(LINGER_SECONDS, limits.body_seconds),  # aiohttp's 10 s would be a slow body's
+    )
 
 
 def _cap_connections(runner: web.AppRunner, limit: int) -> None:
