@@ -23,16 +23,18 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import structlog
 from aiohttp import web
 
-from sidecars.kube import TokenReview
+if TYPE_CHECKING:  # the type only: the Kubernetes client is loaded by whoever reviews tokens
+    from sidecars.kube import TokenReview
 
 log = structlog.get_logger(__name__)
 
 Role = Literal["operator", "viewer", "agent"]
+READS = frozenset({"GET", "HEAD", "OPTIONS"})
 AGENT_WRITES = frozenset({"/v1/nodes/{name}/drain", "/v1/nodes/{name}/undrain", "/v1/nodes/{name}/report"})
 AGENT_READS = frozenset({"/v1/nodes/{name}", "/v1/openapi.json"})
 POD_NAME = "authentication.kubernetes.io/pod-name"
@@ -55,7 +57,7 @@ class Caller:
         """Why this caller may not make this request (None: it may)."""
         if self.role == "operator":
             return None
-        if method in {"GET", "HEAD", "OPTIONS"}:
+        if method in READS:
             if self.role == "viewer" or (route in AGENT_READS and name in (None, self.node)):
                 return None
             return f"the agent of {self.node} reads its own node only"
@@ -64,6 +66,14 @@ class Caller:
         if route in AGENT_WRITES and name == self.node:
             return None
         return f"the agent of {self.node} acts on its own node only; this needs the operator credential"
+
+
+def roles(method: str, route: str) -> tuple[Role, ...]:
+    """Who may make a request of this kind at all (an agent: on its own node only); the OpenAPI
+    document's per-operation `security` is this."""
+    if method.upper() in READS:
+        return ("operator", "viewer", "agent") if route in AGENT_READS else ("operator", "viewer")
+    return ("operator", "agent") if route in AGENT_WRITES else ("operator",)
 
 
 # (namespace, pod, uid) -> the Slurm node that worker pod holds: "" when the pod is none of ours (or
