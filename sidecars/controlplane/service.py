@@ -51,6 +51,7 @@ from sidecars.runtime.waits import until_set
 from sidecars.slurm import SlurmClient, SlurmError, SlurmMetrics
 
 log = structlog.get_logger(__name__)
+STATUS = frozenset({"/status"})
 
 
 class ControlPlane:
@@ -461,6 +462,9 @@ class ControlPlane:
         app = http.DaemonHTTP(self.registry, liveness, readiness, self.status).app(
             client_max_size=16 * 1024, limits=self.settings.http_limits
         )
+        # /status names nodes, pods and the Lease holder: the viewer's or the operator's to read
+        readers = (self.settings.token, *filter(None, [self.settings.viewer_token]))
+        app.middlewares.append(http.bearer_required(STATUS, *readers, who="the viewer's or the operator's"))
         self.api.install(app)
         self.maintenance_api.install(app)
         self.upgrade_api.install(app)

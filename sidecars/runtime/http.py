@@ -96,17 +96,17 @@ def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
 
-def bearer_required(paths: frozenset[str], token: str, realm: str = "viewer") -> Middleware:
-    """A middleware that answers 401 to a request for one of `paths` without `Bearer <token>`
-    (compared in constant time)."""
-    wanted = f"Bearer {token}".encode()
+def bearer_required(paths: frozenset[str], *tokens: str, who: str = "the viewer's") -> Middleware:
+    """A middleware that answers 401 to a request for one of `paths` without `Bearer <token>` of
+    one of `tokens` (each compared in constant time, all of them every time)."""
+    wanted = [f"Bearer {token}".encode() for token in tokens]
 
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path in paths:
             given = request.headers.get("Authorization", "").encode("utf-8", "replace")
-            if not hmac.compare_digest(given, wanted):
-                return _error(401, f"missing or wrong bearer token (the {realm} credential)")
+            if not sum(hmac.compare_digest(given, w) for w in wanted):
+                return _error(401, f"missing or wrong bearer token ({who})")
         return await handler(request)
 
     return check

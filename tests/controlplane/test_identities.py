@@ -142,6 +142,10 @@ async def test_the_viewer_reads_and_writes_nothing_and_the_operator_does_all(
             status, text = await call(cp, method, path, VIEWER, body)
             assert status == 403 and "read-only" in text, (method, path, status, text)
         assert (await call(cp, "GET", "/v1/nodes", None))[0] == 401
+        # the daemon's /status names nodes, pods and the Lease holder: not for anyone on the network
+        assert (await call(cp, "GET", "/status", None))[0] == 401
+        assert (await call(cp, "GET", "/status", VIEWER))[0] == 200
+        assert (await call(cp, "GET", "/livez", None))[0] == 200  # the probes stay open
         assert (await call(cp, "GET", "/v1/nodes", "wrong"))[0] == 401
         # the page opens with the viewer token, not with the operator's
         async with aiohttp.ClientSession() as s:
