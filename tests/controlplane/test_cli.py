@@ -73,30 +73,15 @@ async def test_bad_configuration_exits_2(tmp_path: Path) -> None:
     token.write_text("t0ken\n")
     viewer = tmp_path / "viewer"
     viewer.write_text("v1ewer\n")
+    operator = ["control-plane", "--http", "127.0.0.1:0", "--token-file", str(token)]
     for given in (
         ["control-plane", "--http", "127.0.0.1:0", "--token-file", str(tmp_path / "missing")],
         ["control-plane", "--http", "nope", "--token-file", str(tmp_path / "missing")],
         # the web page's settings: no viewer token, one that cannot be read, the operator's again,
         # config-sync not as a URL
-        ["control-plane", "--http", "127.0.0.1:0", "--token-file", str(token)],
-        [
-            "control-plane",
-            "--http",
-            "127.0.0.1:0",
-            "--token-file",
-            str(token),
-            "--viewer-token-file",
-            str(token),
-        ],
-        [
-            "control-plane",
-            "--http",
-            "127.0.0.1:0",
-            "--token-file",
-            str(token),
-            "--viewer-token-file",
-            "/nope",
-        ],
+        operator,
+        [*operator, "--viewer-token-file", str(token)],
+        [*operator, "--viewer-token-file", "/nope"],
         [
             "control-plane",
             "--http",
