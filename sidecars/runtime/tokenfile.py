@@ -17,7 +17,8 @@ class TokenFile:
         self.path = path
         self._what = what
         self._seen: tuple[int, int, int] | None = None
-        self._token = self.value()  # unreadable or empty: ConfigError at start, not at first use
+        # unreadable or empty now: ConfigError at start, not a 401 at the first request
+        self._token = read_token(str(path), what)
 
     def value(self) -> str:
         try:
@@ -28,9 +29,7 @@ class TokenFile:
         if key != self._seen:
             try:
                 self._token = read_token(str(self.path), self._what)
-            except ValueError:
-                if self._seen is None:
-                    raise
+            except ValueError:  # emptied or unreadable for a moment: the last good one, read again next time
                 return self._token
             self._seen = key
         return self._token

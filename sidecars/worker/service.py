@@ -210,7 +210,9 @@ class Agent:
         async with contextlib.AsyncExitStack() as stack:
             self.slurmd_health.session = await stack.enter_async_context(aiohttp.ClientSession())
             if s.control_plane and s.token_file:
-                connector = aiohttp.TCPConnector(ssl=s.control_plane_tls or True)
+                # idle connections dropped before the server's keep-alive bound (--http-header-seconds,
+                # 10 s) drops them: a request never goes out on one the server is closing
+                connector = aiohttp.TCPConnector(ssl=s.control_plane_tls or True, keepalive_timeout=5)
                 session = await stack.enter_async_context(aiohttp.ClientSession(connector=connector))
                 cp = ControlPlaneClient(session, s.control_plane, TokenFile(s.token_file).value, s.node_name)
                 self.source.attach(
