@@ -26,11 +26,13 @@ SECRET_KEY = re.compile(r"pass|key|secret|token|credential|jwt|authaltparameters
 PAIR = re.compile(r"""(?P<key>[A-Za-z][A-Za-z0-9_.-]*)(?P<sep>[ \t]*=[ \t]*)(?P<value>"[^"\n]*"?|\S+)""")
 MIN_VALUE = 4  # a shorter known value ("no", "1") is too common to scrub from every text
 BOUND = "_redactor"  # the structlog context key a daemon binds its Redactor under
+# values that describe a form, not a secret (our checks say "'x' is not Key=Value")
+PLACEHOLDERS = frozenset({"Value", "value", "VALUE", "...", REDACTED})
 
 
 def _hide(match: re.Match[str]) -> str:
     key = match["key"]
-    if not SECRET_KEY.search(key):
+    if not SECRET_KEY.search(key) or match["value"] in PLACEHOLDERS:
         return match[0]
     return f"{key}{match['sep']}{REDACTED}"
 

@@ -152,3 +152,10 @@ async def test_passwords_and_secret_files_never_leave_config_sync(
         for password in PASSWORDS:
             for where, text in (*seen.items(), ("events", events), ("logs", logged)):
                 assert password not in text, (password, where)
+
+
+def test_a_form_described_is_left_as_it_is() -> None:
+    assert (
+        redact("gres.conf:2: 'this is garbage' is not Key=Value")
+        == "gres.conf:2: 'this is garbage' is not Key=Value"
+    )
