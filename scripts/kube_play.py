@@ -13,7 +13,8 @@ turned into what podman 4.3's `kube play` can run, changing only what it cannot 
   filled in as the kubelet would (podman 4.3 expands neither and knows no namespace);
 - emptyDirs are fresh empty host directories (podman would seed a volume from the image);
 - Secrets are served as ConfigMaps of the same keys (podman 4.3.1 crashes on secret volumes), with
-  real random values in place of the placeholders, as a user is told to make;
+  real random values in place of the placeholders, as a user is told to make; the agent's projected
+  ServiceAccount token (nothing here can review one) becomes the operator's token;
 - the Services' names resolve through hostAliases to the controller pod's address;
 - probes and the preStop hook are not run by podman (its healthchecks need systemd timers; it has
   no lifecycle hooks): this script runs every exec probe's command in its container until it
@@ -79,6 +80,11 @@ def podman_pod(obj: Obj, name: str, tag: str, prefix: str, empty_dirs: Path) -> 
             v["hostPath"] = {"path": str(path), "type": "Directory"}
         if "secret" in v:
             v["configMap"] = {"name": v.pop("secret")["secretName"]}
+        if any("serviceAccountToken" in src for src in v.get("projected", {}).get("sources", [])):
+            # no API server to review a ServiceAccount token: the agent holds the operator's token,
+            # as in the demo (the control plane runs without Kubernetes here)
+            del v["projected"]
+            v["configMap"] = {"name": "slurm-sidecars-token"}
     for c in spec["containers"] + spec.get("initContainers", []):
         image, _, _ = c["image"].partition(":")
         c["image"] = f"localhost/{prefix}/{image.split('/')[-1]}:{tag}"
