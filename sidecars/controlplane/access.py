@@ -102,6 +102,7 @@ class Access:
         audience: str = "",
         locate: Located | None = None,
         clock: Callable[[], float] = time.monotonic,
+        refused: Callable[[str, int], None] = lambda identity, status: None,
     ) -> None:
         self._operator = f"Bearer {operator_token}".encode()
         self._viewer = f"Bearer {viewer_token}".encode() if viewer_token else None
@@ -109,6 +110,7 @@ class Access:
         self._audience = audience
         self._locate = locate
         self._clock = clock
+        self._refused = refused  # (identity, HTTP status): a metric a pager can watch
         self._verdicts: OrderedDict[bytes, tuple[float, TokenReview]] = OrderedDict()
         self._reviewing = asyncio.Semaphore(MAX_REVIEWS_AT_ONCE)
 
@@ -172,11 +174,21 @@ class Access:
             resp.headers["Retry-After"] = "1"
             return resp
         if isinstance(caller, str):
+            self._refused("unknown", 401)
             return web.json_response({"error": caller}, status=401)
         route = request.match_info.route.resource
         canonical = route.canonical if route is not None else request.path
         refused = caller.refusal(request.method, canonical, request.match_info.get("name"))
         if refused is not None:
+            self._refused(caller.role, 403)
+            if caller.role == "agent":  # a worker pod asking beyond its node: worth a look
+                log.warning(
+                    "agent_refused",
+                    node=caller.node,
+                    pod=f"{caller.namespace}/{caller.pod}",
+                    method=request.method,
+                    path=request.path[:200],
+                )
             return web.json_response({"error": refused}, status=403)
         request[CALLER] = caller
         return None

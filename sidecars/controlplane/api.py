@@ -232,6 +232,7 @@ class ControlPlaneAPI:
         ns, pod, detail = body["pod_namespace"], body["pod_name"], body["detail"]
         caller = request[CALLER]
         if caller.role == "agent" and (caller.namespace, caller.pod) != (ns, pod):
+            self._metrics.api_refusals.labels("agent", "403").inc()
             return _error(403, f"the agent of pod {caller.namespace}/{caller.pod} reports its own pod only")
         registered = body.get("registered")
         if registered is not None and self._recycler is not None:

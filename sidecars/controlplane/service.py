@@ -202,6 +202,7 @@ class ControlPlane:
             review=kube.review_token if kube is not None else None,
             audience=settings.agent_audience,
             locate=self.agent_node,
+            refused=lambda identity, status: self.metrics.api_refusals.labels(identity, str(status)).inc(),
         )
         self.api = ControlPlaneAPI(
             self.access,

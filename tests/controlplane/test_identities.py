@@ -78,6 +78,7 @@ async def test_an_agent_acts_on_its_own_node_only(
             status, text = await call(cp, method, path, agent, body)
             assert status == 403, (method, path, status, text)
             assert "own" in text or "operator" in text, text
+        assert cp.sample("slurm_sidecars_api_refusals_total", identity="agent", status="403") == len(refused)
         assert cp.plane.recycler is not None
         assert ("slurm", "worker-2") not in cp.plane.recycler.reports
         assert ("slurm", "ghost") not in cp.plane.recycler.reports
