@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Literal, Protocol
 import structlog
 from aiohttp import web
 
+from sidecars.slurm import REASON_PREFIX
+
 if TYPE_CHECKING:  # the type only: the Kubernetes client is loaded by whoever reviews tokens
     from sidecars.kube import TokenReview
 
@@ -37,6 +39,7 @@ Role = Literal["operator", "viewer", "agent"]
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 AGENT_WRITES = frozenset({"/v1/nodes/{name}/drain", "/v1/nodes/{name}/undrain", "/v1/nodes/{name}/report"})
 AGENT_READS = frozenset({"/v1/nodes/{name}", "/v1/openapi.json"})
+AGENT_REASON = REASON_PREFIX + " pod "  # an agent's drains: "slurm-sidecars: pod NS/NAME terminating[: why]"
 POD_NAME = "authentication.kubernetes.io/pod-name"
 POD_UID = "authentication.kubernetes.io/pod-uid"
 MAX_TOKEN_BYTES = 16 * 1024  # a ServiceAccount JWT is about 1 KB
@@ -66,6 +69,21 @@ class Caller:
         if route in AGENT_WRITES and name == self.node:
             return None
         return f"the agent of {self.node} acts on its own node only; this needs the operator credential"
+
+    def reason_refusal(self, action: str, reason: str) -> str | None:
+        """Why an agent may not drain or undrain its own node with this reason (None: it may). It
+        drains for its own pod's termination and gives back only such drains, an earlier pod's
+        too: never an operator's, a maintenance window's or a cordon's drain of its node."""
+        if self.role != "agent":
+            return None
+        own = f"{AGENT_REASON}{self.namespace}/{self.pod} terminating"
+        if action == "drain" and (reason == own or reason.startswith(own + ":")):
+            return None
+        if action == "undrain" and reason.startswith(AGENT_REASON) and " terminating" in reason:
+            return None
+        return (
+            f"an agent {action}s only for its pod's termination ({own!r}); this needs the operator credential"
+        )
 
 
 def roles(method: str, route: str) -> tuple[Role, ...]:

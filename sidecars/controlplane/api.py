@@ -205,6 +205,10 @@ class ControlPlaneAPI:
         if isinstance(body, web.Response):
             return body
         reason = body["reason"]
+        not_for_agents = request[CALLER].reason_refusal(action, reason)
+        if not_for_agents is not None:
+            self._metrics.api_refusals.labels("agent", "403").inc()
+            return _error(403, not_for_agents)
         snap = self._loaded()
         if isinstance(snap, web.Response):
             return snap

@@ -17,7 +17,8 @@ from tests.fakekube import FakeKube
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.cluster(nodes=3)
-REASON = {"reason": "slurm-sidecars: identity test"}
+REASON = {"reason": "slurm-sidecars: identity test"}  # an operator's
+OWN = {"reason": "slurm-sidecars: pod slurm/worker-1 terminating: scale-in"}  # worker-1's agent's
 WINDOW = {"name": "w1", "nodes": "n[1-3]", "start": "now", "duration": "1h", "reason": "identity test"}
 
 
@@ -50,9 +51,9 @@ async def test_an_agent_acts_on_its_own_node_only(
         # its own node: read, drain, undrain, report
         assert (await call(cp, "GET", "/v1/nodes/n1", agent))[0] == 200
         assert (await call(cp, "GET", "/v1/openapi.json", agent))[0] == 200
-        assert (await call(cp, "POST", "/v1/nodes/n1/drain", agent, REASON))[0] == 202
+        assert (await call(cp, "POST", "/v1/nodes/n1/drain", agent, OWN))[0] == 202
         await cluster.wait_node("n1", lambda n: n.state.drain, what="n1 drained by its own agent")
-        assert (await call(cp, "POST", "/v1/nodes/n1/undrain", agent, REASON))[0] == 202
+        assert (await call(cp, "POST", "/v1/nodes/n1/undrain", agent, OWN))[0] == 202
         await cluster.wait_node("n1", lambda n: not n.state.drain, what="n1 undrained by its own agent")
         assert (await call(cp, "POST", "/v1/nodes/n1/report", agent, report("worker-1", registered=True)))[
             0
@@ -63,9 +64,16 @@ async def test_an_agent_acts_on_its_own_node_only(
             ("GET", "/v1/nodes/n2", None),
             ("GET", "/v1/scale-in-order", None),
             ("GET", "/v1/maintenance", None),
-            ("POST", "/v1/nodes/n2/drain", REASON),
-            ("POST", "/v1/nodes/n2/undrain", REASON),
+            ("POST", "/v1/nodes/n2/drain", OWN),
+            ("POST", "/v1/nodes/n2/undrain", OWN),
             ("POST", "/v1/nodes/n2/report", report("worker-2")),
+            # its own node, but not for its pod's termination: an operator's or a window's drain
+            ("POST", "/v1/nodes/n1/drain", REASON),
+            ("POST", "/v1/nodes/n1/drain", {}),
+            ("POST", "/v1/nodes/n1/drain", {"reason": "slurm-sidecars: maintenance w1"}),
+            ("POST", "/v1/nodes/n1/drain", {"reason": "slurm-sidecars: pod slurm/worker-2 terminating"}),
+            ("POST", "/v1/nodes/n1/undrain", REASON),
+            ("POST", "/v1/nodes/n1/undrain", {"reason": "slurm-sidecars: maintenance w1"}),
             ("POST", "/v1/nodes/n1/report", report("worker-2")),  # its own node, another's pod
             ("POST", "/v1/nodes/n1/report", report("ghost")),
             ("POST", "/v1/maintenance", WINDOW),
@@ -104,18 +112,21 @@ async def test_a_token_not_bound_to_a_current_worker_pod_is_refused(
     async with control_plane(cluster, kube_url=url) as cp:
         await eventually(cp.leading, what="leader with pods listed")
         for token in (other_audience, not_a_worker, other_namespace, "a.b.c", "not-a-jwt", ""):
-            for method, path, body in (("GET", "/v1/nodes/n1", None), ("POST", "/v1/nodes/n1/drain", REASON)):
+            # the drain worker-1's agent may send: refused here for who sends it, not for what
+            for method, path, body in (("GET", "/v1/nodes/n1", None), ("POST", "/v1/nodes/n1/drain", OWN)):
                 status, text = await call(cp, method, path, token, body)
-                assert status in (401, 403), (token, path, status, text)
+                assert status == 401, (token, path, status, text)
         assert (await call(cp, "GET", "/v1/nodes/n3", before_recreate))[0] == 200
         # the pod is deleted and made again under its name (a StatefulSet's way): the old token is refused
         fake.remove_pod("slurm", "worker-3")
         fake.add_pod("worker-3", hostname="n3")
         await eventually(
-            lambda: call(cp, "POST", "/v1/nodes/n3/drain", before_recreate, REASON),
-            lambda r: r[0] in (401, 403),
+            lambda: call(cp, "GET", "/v1/nodes/n3", before_recreate),
+            lambda r: r[0] == 401,
             what="the earlier incarnation's token refused",
         )
+        own = {"reason": "slurm-sidecars: pod slurm/worker-3 terminating"}
+        assert (await call(cp, "POST", "/v1/nodes/n3/drain", before_recreate, own))[0] == 401
         fresh = fake.issue_token("worker-3")
         assert (await call(cp, "GET", "/v1/nodes/n3", fresh))[0] == 200
         nodes = {n.name: n for n in await cluster.client().nodes()}
