@@ -16,6 +16,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from sidecars import probe
 from sidecars.apiclient import ControlPlane as ApiClient
 from sidecars.controlplane.service import ControlPlane
 from sidecars.devcluster import DevCluster
@@ -138,6 +139,9 @@ async def test_config_sync_serves_tls(cluster: DevCluster, certs: Certs) -> None
             s.get(url + "/status") as r,
         ):
             assert r.status == 200 and "applied" in await r.json()
+        # the exec probes, pointed at the https daemon with the CA
+        assert await probe.check(url, "readyz", 10.0, certs.client()) == (True, "readyz: ok")
+        assert not (await probe.check(url, "readyz", 10.0))[0]  # without it: not trusted
 
 
 def test_tls_flags_are_checked_at_start(certs: Certs, tmp_path: Path) -> None:
