@@ -93,7 +93,7 @@ class ConfigSync:
         self.applied: Applied | None = None
         self.forced: dict[str, Any] | None = None  # who forced the applied set past the job check, and why
         self.rejected: Rejection | None = None
-        self.history = History(settings.history_limit)
+        self.history = History(settings.history_limit, settings.secret_sources)
         self.pending = False
         self.ready = False
         self.last_error: str | None = None

@@ -15,6 +15,7 @@ on from what Slurm says.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import re
 import secrets
@@ -30,7 +31,7 @@ from sidecars.controlplane.drains import DrainBatcher
 from sidecars.controlplane.ranking import FAR_FUTURE
 from sidecars.controlplane.snapshot import FleetNode
 from sidecars.slurm import Reservation, SlurmClient, SlurmCommandError
-from sidecars.slurm.hostlist import HostlistError, expand
+from sidecars.slurm.hostlist import HostlistError, count, expand
 
 log = structlog.get_logger(__name__)
 
@@ -93,6 +94,12 @@ def parse_start(text: str, now: float) -> int:
 
 def _clock(epoch: int) -> str:
     return time.strftime("%H:%M", time.localtime(epoch))
+
+
+def _first(names: list[str], shown: int = 20) -> str:
+    """Names for an error message, at most `shown` of them (a refusal stays one short line)."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def _iso(epoch: int) -> str:
@@ -244,15 +251,17 @@ class Maintenance:
         if not isinstance(nodes, str):
             raise WindowError(409, "nodes must be a Slurm hostlist, e.g. gpu[01-04]")
         try:
-            names = sorted(set(expand(nodes)))
+            count(nodes)  # refused here, cheaply, before anything is expanded
+            # bounded by now, but up to MAX_NAMES names is still work the event loop must not do
+            names = await asyncio.to_thread(lambda: sorted(set(expand(nodes))))
         except HostlistError as exc:
-            raise WindowError(409, f"bad hostlist {nodes!r}: {exc}") from None
+            raise WindowError(409, f"bad hostlist: {exc}") from None
         if not names:
             raise WindowError(409, "nodes must name at least one node")
         known = await self._slurm.nodes_named(names)
         unknown = [n for n in names if n not in known]
         if unknown:
-            raise WindowError(404, f"unknown nodes: {', '.join(unknown)}")
+            raise WindowError(404, f"unknown nodes: {_first(unknown)}")
         comments = await self._slurm.reservation_comments()
         reservation = reservation_name(name, reason.strip(), comments=comments)
         window = Window(name, tuple(names), begin, begin + seconds, reason.strip(), reservation)

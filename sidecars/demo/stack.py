@@ -117,7 +117,7 @@ class DemoStack:
                 "config-sync",
                 "--source",
                 str(d / "configmap"),
-                "--source",
+                "--secret-source",  # its files' contents are never shown (history, logs, Events)
                 str(d / "secret"),
                 "--target",
                 str(etc),
@@ -165,6 +165,8 @@ class DemoStack:
                     str(sock),
                     "--control-plane",
                     self.control_plane_url,
+                    # no Kubernetes here, so no ServiceAccount token to review: the demo's agents hold
+                    # the operator's token (in a cluster each holds its own pod's projected token)
                     "--token-file",
                     str(self.token_file),
                     "--job-mapping-dir",

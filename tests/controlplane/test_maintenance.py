@@ -171,6 +171,8 @@ async def test_bad_windows_are_refused_and_change_nothing(cluster: DevCluster, t
             "zero": ({**good, "name": "x", "start": "now", "duration": "0m"}, 409, "at least 1m"),
             "no offset": ({**good, "name": "x", "start": "2030-01-01T00:00:00"}, 409, "offset"),
             "hostlist": ({**good, "name": "x", "nodes": "n[1-"}, 409, "hostlist"),
+            # 18 characters for 10^9 names: refused from its size, before anything is expanded
+            "huge": ({**good, "name": "x", "nodes": "n[0-999][0-999999]"}, 409, "more than 100000"),
             "kube name": ({**good, "name": "k8s-node-a"}, 409, "Kubernetes"),
             "reason": ({**good, "name": "x", "reason": "a=b"}, 409, "reason"),
             "missing": ({"nodes": "n2"}, 422, "missing"),
@@ -182,6 +184,7 @@ async def test_bad_windows_are_refused_and_change_nothing(cluster: DevCluster, t
         assert one.startswith(RESERVATION_PREFIX + "one")
         assert [r.name for r in await cluster.client().reservations()] == [one]
         assert (await cp.session.delete(cp.url + "/v1/maintenance/nope")).status == 404
+        assert (await cp.get("/livez"))[0] == 200
 
         # the command: one line on stderr and exit 2 for a refusal, 0 and a table when done
         token = tmp_path / "token"

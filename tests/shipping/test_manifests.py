@@ -387,9 +387,13 @@ def test_role_is_least_privilege() -> None:
     assert names[("leases", ("get", "update"))] == ["slurm-sidecars-control-plane"]
     binding = find(render("base"), "RoleBinding", "slurm-sidecars")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "slurm-sidecars", "namespace": "slurm"}]
-    # cluster-wide, only reading Nodes (their cordons, for the cordon sync)
+    # cluster-wide, only reading Nodes (their cordons, for the cordon sync), and asking who an
+    # agent's token is (TokenReview)
     nodes = find(render("base"), "ClusterRole", "slurm-sidecars-nodes")
-    assert nodes["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    assert nodes["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+    ]
     cluster_binding = find(render("base"), "ClusterRoleBinding", "slurm-sidecars-nodes")
     assert cluster_binding["subjects"] == binding["subjects"]
     assert (
