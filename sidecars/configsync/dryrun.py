@@ -27,7 +27,7 @@ import shutil
 import socket
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -36,17 +36,21 @@ import structlog
 
 from sidecars.configsync import conffile
 from sidecars.configsync.conffile import SlurmConf
+from sidecars.configsync.shadow import ShadowState
 from sidecars.configsync.sources import FileSet
 from sidecars.configsync.stage import write_files
+from sidecars.slurm.client import SlurmClient
 from sidecars.slurm.dryrun import (
     ClosedPort,
     Isolation,
     Trial,
     free_port,
     netns_available,
+    release_of,
     try_controller,
     uses_slurmdbd,
 )
+from sidecars.slurm.errors import SlurmError
 from sidecars.slurm.runner import SlurmMetrics
 
 log = structlog.get_logger(__name__)
@@ -80,15 +84,41 @@ class DryRunResult:
     jobs: dict[int, str]  # job id -> what loading the state did to it (its log line)
     seconds: float
     isolation: Isolation
+    # not tried: the dry run's slurmctld is another release than the live one (the reason says
+    # which); the refusal is then no judgement of the set
+    release_mismatch: bool = False
 
 
-def job_effects(text: str) -> dict[int, str]:
+def release_line(version: str) -> str:
+    """ "24.11.5" -> "24.11": releases of one line read each other's state and files."""
+    return ".".join(version.split(".")[:2])
+
+
+def mismatch_reason(dry: str, live: str) -> str:
+    return (
+        f"the dry run's slurmctld is Slurm {dry} and the live slurmctld is Slurm {live}: it cannot "
+        "judge this cluster's files or state (the config-sync image must carry the slurmctld "
+        "image's release); no set is applied until they match, and none was judged"
+    )
+
+
+def _bare(raw: str) -> str:
+    return raw.split("] ", 1)[-1].removeprefix("slurmctld: ").strip()
+
+
+def job_line(raw: str) -> bool:
+    """A log line that says something was done to a job (what the follower keeps of the whole log)."""
+    line = _bare(raw)
+    return "JobId=" in line and not _JOB_BENIGN.search(line) and bool(_JOB_HARM.search(line))
+
+
+def job_effects(lines: Iterable[str]) -> dict[int, str]:
     """Jobs the throwaway's log says it found invalid, killed or requeued while loading the state."""
     out: dict[int, str] = {}
-    for raw in text.splitlines():
-        line = raw.split("] ", 1)[-1].removeprefix("slurmctld: ").strip()
-        if _JOB_BENIGN.search(line) or not _JOB_HARM.search(line):
+    for raw in lines:
+        if not job_line(raw):
             continue
+        line = _bare(raw)
         for m in _JOB_LINE.finditer(line):
             out.setdefault(int(m[1]), line[:200])
     return out
@@ -154,12 +184,14 @@ def own_controller(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def overrides(conf: SlurmConf, d: Path, ctld_port: int, dead_port: int, host: str | None = None) -> str:
+def overrides(
+    conf: SlurmConf, d: Path, state: Path, ctld_port: int, dead_port: int, host: str | None = None
+) -> str:
     lines = [
         "# slurm-sidecars dry run: its own port and files; nothing it can reach",
         *([f"SlurmctldHost={host}(127.0.0.1)"] if host else []),
         f"SlurmctldPort={ctld_port}",
-        f"StateSaveLocation={d / 'state'}",
+        f"StateSaveLocation={state}",
         f"SlurmctldLogFile={d / 'slurmctld.log'}",
         f"SlurmctldPidFile={d / 'slurmctld.pid'}",
         "SlurmctldDebug=info",
@@ -184,39 +216,6 @@ def overrides(conf: SlurmConf, d: Path, ctld_port: int, dead_port: int, host: st
     return "\n".join(lines) + "\n"
 
 
-def copy_state(live: Path, dest: Path) -> None:
-    """The live StateSaveLocation: its state files (jobs, nodes, reservations, triggers...) copied,
-    and the per-job script directories (hash.N/job.M/) mirrored with empty files. slurmctld checks
-    at start that each batch job's script is there (a job without one is FAILED: "Script for JobId=N
-    lost"), but reads it only to launch the job, which a dry run never does; the scripts are what
-    makes a state directory large."""
-    dest.mkdir(mode=0o700)
-    try:
-        st = live.stat()
-        entries = list(os.scandir(live))
-    except OSError as exc:
-        log.warning("dry_run_without_state", state=str(live), error=str(exc))
-        return
-    made = [dest]
-    for e in entries:
-        with contextlib.suppress(OSError):  # a file renamed under us by slurmctld: the .old one stays
-            if e.is_file(follow_symlinks=False):
-                shutil.copy2(e.path, dest / e.name)
-                made.append(dest / e.name)
-            elif e.is_dir(follow_symlinks=False) and e.name.startswith("hash."):
-                for root, _dirs, names in os.walk(e.path):
-                    here = dest / os.path.relpath(root, live)
-                    here.mkdir(exist_ok=True)
-                    made.append(here)
-                    for name in names:
-                        (here / name).touch()
-                        made.append(here / name)
-    with contextlib.suppress(OSError):  # slurmctld drops to SlurmUser: the copy must be its
-        if os.geteuid() == 0 and (st.st_uid, st.st_gid) != (0, 0):
-            for path in made:
-                os.chown(path, st.st_uid, st.st_gid)
-
-
 class DryRunner:
     """Runs the dry runs of one config-sync: the same command, isolation and scratch space each time."""
 
@@ -231,6 +230,7 @@ class DryRunner:
         stay_seconds: float = 0.2,
         timeout: float = 15.0,
         state_dir: Path | None = None,
+        client: SlurmClient | None = None,
         metrics: SlurmMetrics | None = None,
     ) -> None:
         self.command = tuple(command)
@@ -241,10 +241,14 @@ class DryRunner:
         self.stay_seconds = stay_seconds
         self.timeout = timeout
         self.state_dir = state_dir  # None: the StateSaveLocation the applied set names
+        self.client = client  # the live controller, asked its release (None: not compared)
         self.metrics = metrics
         self._isolation: Isolation | None = None
         self._lock = asyncio.Lock()
         self.recent: deque[float] = deque(maxlen=1000)  # seconds of the latest dry runs (benchmarks)
+        self.shadow_path = work_dir.parent / f"{work_dir.name}-state"  # kept between runs
+        self._shadow: ShadowState | None = None
+        self.releases: tuple[str, str] | None = None  # (the dry run's, the live one's), once both known
 
     @property
     def current_isolation(self) -> Isolation | None:
@@ -260,6 +264,34 @@ class DryRunner:
             log.info("dry_run_isolation", isolation=self._isolation)
         return self._isolation
 
+    @property
+    def release_mismatch(self) -> str | None:
+        """Why no dry run can judge a set here (another release than the live one), else None."""
+        if self.releases is None or release_line(self.releases[0]) == release_line(self.releases[1]):
+            return None
+        return mismatch_reason(*self.releases)
+
+    async def compare_releases(self) -> str | None:
+        """Ask both releases (once both answered; again later while the live one does not): at start,
+        so that a mismatch is reported before any change waits on it, and before each dry run."""
+        if self.releases is not None or self.client is None:
+            return self.release_mismatch
+        try:
+            dry = await release_of(self.command, self.metrics)
+            live = (await self.client.show_config()).get("SLURM_VERSION", "")
+        except SlurmError as exc:
+            log.warning("dry_run_release_unknown", error=str(exc))
+            return None
+        if not live:
+            return None
+        self.releases = (dry, live)
+        why = self.release_mismatch
+        if why:
+            log.error("dry_run_release_mismatch", dry_run=dry, live=live)
+        else:
+            log.info("dry_run_release", release=dry, live=live)
+        return why
+
     def isolate(self, text: str, dead_port: int) -> str:
         """A file's node records as the dry run sees them (tests turn this off to show it matters)."""
         return isolate_nodes(text, dead_port)
@@ -272,7 +304,9 @@ class DryRunner:
         """The one controller the throwaway is told of: this host (the name slurmctld checks)."""
         return socket.gethostname()
 
-    def _prepare(self, files: FileSet, d: Path, live_state: Path | None, ctld_port: int, dead: int) -> Path:
+    def _prepare(
+        self, files: FileSet, d: Path, live_state: Path | None, ctld_port: int, dead: int
+    ) -> tuple[Path, Path]:
         etc = d / "etc"
         prefix = str(self.target).rstrip("/") + "/"
         conf = conffile.parse(files, self.main, self.target)
@@ -290,21 +324,40 @@ class DryRunner:
                 text = (
                     text
                     + ("" if text.endswith("\n") else "\n")
-                    + overrides(conf, d, ctld_port, dead, self.controller_host())
+                    + overrides(conf, d, state, ctld_port, dead, self.controller_host())
                 )
             return text.encode()
 
+        state = self._state(live_state, d)
         d.mkdir(mode=0o755)
         write_files(etc, files, transform=rewrite, durable=False)
-        if live_state is not None:
-            copy_state(live_state, d / "state")
+        if live_state is None:
+            state.mkdir(mode=0o700)
         else:
-            (d / "state").mkdir(mode=0o700)
+            stats = self._shadow.sync() if self._shadow is not None else None
+            if stats is not None:
+                log.debug(
+                    "dry_run_state_synced",
+                    mirrored=stats.mirrored,
+                    removed=stats.removed,
+                    files=stats.files,
+                    seconds=round(stats.seconds, 3),
+                )
         with contextlib.suppress(OSError):
             if live_state is not None:
                 st = live_state.stat()
                 os.chown(d, st.st_uid, st.st_gid)  # its log and pid file are written as SlurmUser
-        return etc / self.main
+        return etc / self.main, state
+
+    def _state(self, live_state: Path | None, d: Path) -> Path:
+        """Where the throwaway keeps its state: the shadow of the live one (or an empty one)."""
+        if live_state is None:
+            return d / "state"
+        if self._shadow is None or self._shadow.live != live_state:
+            if self._shadow is not None:
+                self._shadow.reset()
+            self._shadow = ShadowState(live_state, self.shadow_path)
+        return self._shadow.path
 
     async def run(self, files: FileSet, current: SlurmConf | None) -> DryRunResult:
         """Try the candidate; the scratch directory and the process are gone when this returns or raises."""
@@ -313,6 +366,9 @@ class DryRunner:
 
     async def _run(self, files: FileSet, current: SlurmConf | None) -> DryRunResult:
         isolation = await self.isolation()
+        mismatch = await self.compare_releases()
+        if mismatch:
+            return DryRunResult(False, mismatch, {}, 0.0, isolation, release_mismatch=True)
         candidate = conffile.parse(files, self.main, self.target)
         where = self.state_dir
         if where is None:
@@ -327,7 +383,7 @@ class DryRunner:
             ctld_port = int(candidate.options.get("slurmctldport", "6817").split("-")[0] or 6817)
             if isolation == "ports":
                 ctld_port = free_port()
-            conf_path = await asyncio.to_thread(self._prepare, files, d, where, ctld_port, dead.port)
+            conf_path, _ = await asyncio.to_thread(self._prepare, files, d, where, ctld_port, dead.port)
             trial: Trial = await try_controller(
                 [*self.command, "-D", "-f", str(conf_path)],
                 log_file=d / "slurmctld.log",
@@ -335,6 +391,7 @@ class DryRunner:
                 isolation=isolation,
                 stay=self.stay_seconds,
                 timeout=self.timeout,
+                keep=job_line,
                 metrics=self.metrics,
             )
         finally:
@@ -346,4 +403,4 @@ class DryRunner:
         log.info(
             "dry_run", sha256=files.short, ok=trial.started, seconds=round(seconds, 3), isolation=isolation
         )
-        return DryRunResult(trial.started, reason, job_effects(trial.log), seconds, isolation)
+        return DryRunResult(trial.started, reason, job_effects(trial.kept), seconds, isolation)

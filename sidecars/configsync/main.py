@@ -68,6 +68,16 @@ async def running(
             service.ready, "the target holds a verified set" if service.ready else "no set synced yet"
         ),
     )
+    runner = service.validator.dry_runner
+    if runner is not None:
+        # a dry run of another release refuses every change: not ready, and said why (not the config)
+        readiness.add(
+            "dry_run_release",
+            lambda: CheckResult(
+                runner.release_mismatch is None,
+                runner.release_mismatch or "the live release, or not known yet",
+            ),
+        )
     app = DaemonHTTP(registry, liveness=liveness, readiness=readiness, status=service.status).app()
 
     async def history(_: web.Request) -> web.Response:

@@ -20,13 +20,15 @@ import re
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import structlog
 
+from sidecars.slurm.errors import SlurmError
 from sidecars.slurm.runner import SlurmMetrics, run, spawn
 
 log = structlog.get_logger(__name__)
@@ -120,12 +122,66 @@ def free_port() -> int:
 class Trial:
     started: bool  # it became the primary controller and was still up `stay` seconds later
     reason: str  # why not, in Slurm's words (its fatal and the errors just before it)
-    log: str  # what it wrote, log file and stderr (bounded)
+    log: str  # what it wrote last, log file and stderr (bounded)
     seconds: float  # from spawn to verdict
     isolation: Isolation
+    kept: tuple[str, ...] = ()  # every log line the caller's `keep` chose, from the whole log
+
+
+class LogFollower:
+    """A log read as it grows, every line once, however long it gets: the verdict must not depend
+    on where a line falls (at 10,000 jobs slurmctld writes megabytes before it says "primary")."""
+
+    def __init__(
+        self, path: Path, keep: Callable[[str], bool] | None = None, *, tail_lines: int = 400
+    ) -> None:
+        self.path = path
+        self.keep = keep
+        self.kept: list[str] = []
+        self.tail: deque[str] = deque(maxlen=tail_lines)
+        self.primary = False
+        self.bytes_read = 0
+        self._partial = b""
+
+    def poll(self) -> None:
+        """Read what was appended since the last call (a line not yet ended waits for its end)."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.bytes_read)
+                chunk = f.read()
+        except OSError:
+            return
+        if not chunk:
+            return
+        self.bytes_read += len(chunk)
+        lines = (self._partial + chunk).split(b"\n")
+        self._partial = lines.pop()
+        for raw in lines:
+            self._line(raw.decode("utf-8", "replace"))
+
+    def finish(self) -> None:
+        """The last line, even unended (the process is gone: nothing more will come)."""
+        self.poll()
+        if self._partial:
+            self._line(self._partial.decode("utf-8", "replace"))
+            self._partial = b""
+
+    def _line(self, line: str) -> None:
+        self.tail.append(line)
+        if PRIMARY in line:
+            self.primary = True
+        if self.keep is not None and len(self.kept) < MAX_KEPT_LINES and self.keep(line):
+            self.kept.append(line)
+
+    def text(self) -> str:
+        return "\n".join(self.tail)
+
+
+MAX_KEPT_LINES = 200_000  # a bound on memory, far above one line per job of the largest state
 
 
 def _read(path: Path, limit: int = 512 * 1024) -> str:
+    """The start of a small file (the throwaway's stderr: a few lines before its log is open)."""
     try:
         with open(path, "rb") as f:
             return f.read(limit).decode("utf-8", "replace")
@@ -162,15 +218,21 @@ async def try_controller(
     isolation: Isolation,
     stay: float = 0.2,
     timeout: float = 15.0,
+    keep: Callable[[str], bool] | None = None,
     metrics: SlurmMetrics | None = None,
 ) -> Trial:
     """Start `argv` (a `slurmctld -D -f FILE` command line), wait for it to be the primary and to stay
-    up `stay` seconds, or to die; kill it in every case (the caller removes its files)."""
+    up `stay` seconds, or to die; kill it in every case (the caller removes its files). Its whole log
+    is read as it grows; the lines `keep` chooses come back in `Trial.kept`."""
     full = helper_argv(argv, isolation)
     started = time.monotonic()
+    follower = LogFollower(log_file, keep)
 
     def text() -> str:
-        return _read(log_file) + "\n" + _read(stderr_file)
+        return follower.text() + "\n" + _read(stderr_file)
+
+    def trial(ok: bool, why: str, now: float) -> Trial:
+        return Trial(ok, why, text()[-20000:], now - started, isolation, tuple(follower.kept))
 
     async with spawn(full, stdout=stderr_file, metrics=metrics) as proc:
         primary_at: float | None = None
@@ -178,6 +240,7 @@ async def try_controller(
             now = time.monotonic()
             if proc.returncode is not None:
                 await asyncio.sleep(0.05)  # its last words may still be on their way to the file
+                follower.finish()
                 words = text()
                 why = slurm_words(words)
                 if proc.returncode == NETNS_UNAVAILABLE and isolation == "netns":
@@ -185,19 +248,30 @@ async def try_controller(
                 if not why:
                     said = last_words(words)
                     why = f"slurmctld exited with status {proc.returncode}" + (f" ({said})" if said else "")
-                return Trial(False, why, words[-20000:], now - started, isolation)
-            if primary_at is None and PRIMARY in _read(log_file):
+                return trial(False, why, now)
+            follower.poll()
+            if primary_at is None and follower.primary:
                 primary_at = now
             if primary_at is not None and now - primary_at >= stay:
-                return Trial(True, "", text()[-20000:], now - started, isolation)
+                follower.poll()  # what it wrote up to the verdict, for the caller's job effects
+                return trial(True, "", now)
             if primary_at is None and now - started >= timeout:
-                words = text()
-                why = slurm_words(words) or "no error logged"
-                return Trial(
+                why = slurm_words(text()) or "no error logged"
+                return trial(
                     False,
                     f"slurmctld did not become the primary controller within {timeout:g}s ({why})",
-                    words[-20000:],
-                    now - started,
-                    isolation,
+                    now,
                 )
             await asyncio.sleep(0.02)
+
+
+async def release_of(command: Sequence[str], metrics: SlurmMetrics | None = None) -> str:
+    """The release of the dry run's slurmctld, from `slurmctld -V` ("slurm 24.11.5" -> "24.11.5")."""
+    try:
+        result = await run([*command, "-V"], timeout=30.0, metrics=metrics, check=False)
+    except OSError as exc:  # not installed where config-sync runs
+        raise SlurmError([*command, "-V"], str(exc)) from None
+    words = (result.stdout or result.stderr).split()
+    if result.returncode != 0 or len(words) < 2:
+        raise SlurmError([*command, "-V"], result.stderr.strip()[-300:], result.returncode)
+    return words[-1]

@@ -102,7 +102,7 @@ async def test_dry_run_catches_a_fatal_the_other_checks_accept(cluster: DevClust
         assert f"the dry run on Slurm {cluster.release.short} refused it" in reason
         assert "fatal: Invalid configured licenses: foo:abc" in reason  # in slurmctld's own words
         assert sync.target_sha() == good == st["applied"]["sha256"]
-        assert st["dry_run"] == {"isolation": "netns"}
+        assert st["dry_run"] == {"isolation": "netns", "release_mismatch": None}
         assert await sync.metric("slurm_sidecars_config_applies_total", result="rejected") == 1
         assert await sync.metric("slurm_sidecars_config_dry_run_seconds_count") >= 1
         assert not list((sync.settings.state_dir / "dry-run").iterdir())
@@ -237,14 +237,14 @@ def test_an_auth_slurm_throwaway_serves_no_sack_socket_of_its_own() -> None:
     leaves clients none (tests/configsync/test_configless_workers.py shows that end to end)."""
     conf = "AuthType=auth/slurm\nAuthInfo=cred_expire=30,use_client_ids\nCredType=cred/slurm\n"
     parsed = conffile.parse(read_set({"slurm.conf": conf.encode()}), "slurm.conf", Path("/etc/slurm"))
-    lines = overrides(parsed, Path("/tmp/d"), 1, 2).splitlines()
+    lines = overrides(parsed, Path("/tmp/d"), Path("/tmp/s"), 1, 2).splitlines()
     assert [ln for ln in lines if ln.startswith("AuthInfo=")] == [
         "AuthInfo=cred_expire=30,use_client_ids,disable_sack"  # the candidate's options kept
     ]
     munge = conffile.parse(
         read_set({"slurm.conf": b"AuthType=auth/munge\n"}), "slurm.conf", Path("/etc/slurm")
     )
-    assert "AuthInfo" not in overrides(munge, Path("/tmp/d"), 1, 2)
+    assert "AuthInfo" not in overrides(munge, Path("/tmp/d"), Path("/tmp/s"), 1, 2)
 
 
 async def test_the_helper_runs_under_a_config_sync_that_is_pid_1() -> None:
