@@ -389,6 +389,7 @@ class DryRunner:
                 log_file=d / "slurmctld.log",
                 stderr_file=d / "stderr",
                 isolation=isolation,
+                port=ctld_port,
                 stay=self.stay_seconds,
                 timeout=self.timeout,
                 keep=job_line,

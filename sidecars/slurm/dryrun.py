@@ -37,36 +37,60 @@ Isolation = Literal["netns", "ports"]
 
 NETNS_UNAVAILABLE = 97  # the namespace helper's exit status when unshare() is not permitted
 
-# argv[1] is config-sync's pid, argv[2] "netns" or "plain", argv[3:] the command to exec: first bound
-# to die with its parent (PR_SET_PDEATHSIG: a config-sync killed mid-run leaves no throwaway behind;
-# a parent already gone before that is told by the pid, not by "the parent is 1": in a container
-# config-sync itself is pid 1), then, for "netns", in a new network namespace with a working loopback
+# argv[1] is config-sync's pid, argv[2] "netns" or "plain", argv[3] "PORT:FILE" or "-", argv[4:] the
+# command to exec: first bound to die with its parent (PR_SET_PDEATHSIG: a config-sync killed mid-run
+# leaves no throwaway behind; a parent already gone before that is told by the pid, not by "the parent
+# is 1": in a container config-sync itself is pid 1), then, for "netns", in a new network namespace with
+# a working loopback. With PORT:FILE a child stays behind in that namespace, bound to die with the
+# command, and creates FILE once 127.0.0.1:PORT accepts a connection: slurmctld opens its RPC port after
+# the initialisation it does once primary (the namespace is closed to config-sync itself)
 HELPER = """
-import ctypes, fcntl, os, socket, struct, sys
+import ctypes, fcntl, os, socket, struct, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl(1, 9)
 if os.getppid() != int(sys.argv[1]):
     sys.stderr.write("config-sync (pid " + sys.argv[1] + ") is gone\\n")
     sys.exit(1)
 del sys.argv[1]
-if sys.argv[1] == "plain":
-    os.execvp(sys.argv[2], sys.argv[2:])
-if libc.unshare(0x40000000) != 0:
-    err = ctypes.get_errno()
-    uid, gid = os.geteuid(), os.getegid()
-    # unprivileged: a user namespace mapping only ourselves, which owns the network namespace
-    if uid == 0 or libc.unshare(0x10000000 | 0x40000000) != 0:
-        sys.stderr.write("unshare(CLONE_NEWNET): " + os.strerror(err) + "\\n")
-        sys.exit(97)
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
-        with open("/proc/self/" + name, "w") as f:
-            f.write(text)
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", 0x1 | 0x8 | 0x40))
-fcntl.ioctl(s, 0x8916, struct.pack("16s16s", b"lo:1",
-            struct.pack("=HH4s8x", socket.AF_INET, 0, socket.inet_aton("127.0.0.2"))))
-s.close()
-os.execvp(sys.argv[2], sys.argv[2:])
+mode, probe = sys.argv[1], sys.argv[2]
+del sys.argv[1:3]
+
+def answering(port, marker):
+    if os.fork() != 0:
+        return
+    try:
+        libc.prctl(1, 9)
+        while True:
+            with socket.socket() as s:
+                s.settimeout(0.5)
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    open(marker, "w").close()
+                    break
+            time.sleep(0.02)
+    finally:
+        os._exit(0)
+
+if mode == "netns":
+    if libc.unshare(0x40000000) != 0:
+        err = ctypes.get_errno()
+        uid, gid = os.geteuid(), os.getegid()
+        # unprivileged: a user namespace mapping only ourselves, which owns the network namespace
+        if uid == 0 or libc.unshare(0x10000000 | 0x40000000) != 0:
+            sys.stderr.write("unshare(CLONE_NEWNET): " + os.strerror(err) + "\\n")
+            sys.exit(97)
+        maps = (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1"))
+        for name, text in maps:
+            with open("/proc/self/" + name, "w") as f:
+                f.write(text)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", 0x1 | 0x8 | 0x40))
+    fcntl.ioctl(s, 0x8916, struct.pack("16s16s", b"lo:1",
+                struct.pack("=HH4s8x", socket.AF_INET, 0, socket.inet_aton("127.0.0.2"))))
+    s.close()
+if probe != "-":
+    port, marker = probe.split(":", 1)
+    answering(int(port), marker)
+os.execvp(sys.argv[1], sys.argv[1:])
 """
 
 PRIMARY = "Running as primary controller"
@@ -81,15 +105,20 @@ _FATAL = re.compile(r"\bfatal\b", re.IGNORECASE)
 _ERROR = re.compile(r"\berror\b", re.IGNORECASE)
 _NOISE = re.compile(
     r"pmix|MPI:|Could not open .* state file|NOTE: Trying backup state|No .* state file .* to recover"
-    r"|specified more than once",  # the dry run's own lines, appended to override the candidate's
+    r"|specified more than once"  # the dry run's own lines, appended to override the candidate's
+    r"|slurm_receive_msg \[127\.0\.0\.1:\d+\]: Zero Bytes",  # its probe of the port, which sends nothing
     re.IGNORECASE,
 )
 
 
-def helper_argv(argv: Sequence[str], isolation: Isolation) -> list[str]:
-    """`argv` bound to die with this process and, for netns, in a network namespace of its own."""
+def helper_argv(
+    argv: Sequence[str], isolation: Isolation, answering: tuple[int, Path] | None = None
+) -> list[str]:
+    """`argv` bound to die with this process and, for netns, in a network namespace of its own; with
+    `answering` (port, file), the file appears once something there accepts on 127.0.0.1:port."""
     mode = "netns" if isolation == "netns" else "plain"
-    return [sys.executable, "-I", "-S", "-c", HELPER, str(os.getpid()), mode, *argv]
+    probe = "-" if answering is None else f"{answering[0]}:{answering[1]}"
+    return [sys.executable, "-I", "-S", "-c", HELPER, str(os.getpid()), mode, probe, *argv]
 
 
 async def netns_available(metrics: SlurmMetrics | None = None) -> bool:
@@ -216,15 +245,19 @@ async def try_controller(
     log_file: Path,
     stderr_file: Path,
     isolation: Isolation,
+    port: int | None = None,
     stay: float = 0.2,
     timeout: float = 15.0,
     keep: Callable[[str], bool] | None = None,
     metrics: SlurmMetrics | None = None,
 ) -> Trial:
-    """Start `argv` (a `slurmctld -D -f FILE` command line), wait for it to be the primary and to stay
-    up `stay` seconds, or to die; kill it in every case (the caller removes its files). Its whole log
-    is read as it grows; the lines `keep` chooses come back in `Trial.kept`."""
-    full = helper_argv(argv, isolation)
+    """Start `argv` (a `slurmctld -D -f FILE` command line) and wait until it is the primary, answers
+    on `port` (it opens it only after what it initialises once primary: 22.05's priority plugin, for
+    one, can still be fatal there) and stays up `stay` seconds more; or until it died. Kill it in every
+    case (the caller removes its files). Its whole log is read as it grows; the lines `keep` chooses
+    come back in `Trial.kept`."""
+    marker = log_file.with_name(f"{log_file.name}.answering")
+    full = helper_argv(argv, isolation, None if port is None else (port, marker))
     started = time.monotonic()
     follower = LogFollower(log_file, keep)
 
@@ -235,7 +268,7 @@ async def try_controller(
         return Trial(ok, why, text()[-20000:], now - started, isolation, tuple(follower.kept))
 
     async with spawn(full, stdout=stderr_file, metrics=metrics) as proc:
-        primary_at: float | None = None
+        up_at: float | None = None  # primary, and answering when a port is watched
         while True:
             now = time.monotonic()
             if proc.returncode is not None:
@@ -248,20 +281,23 @@ async def try_controller(
                 if not why:
                     said = last_words(words)
                     why = f"slurmctld exited with status {proc.returncode}" + (f" ({said})" if said else "")
+                if follower.primary:
+                    why = f"after it became the primary controller: {why}"
                 return trial(False, why, now)
             follower.poll()
-            if primary_at is None and follower.primary:
-                primary_at = now
-            if primary_at is not None and now - primary_at >= stay:
+            if up_at is None and follower.primary and (port is None or marker.exists()):
+                up_at = now
+            if up_at is not None and now - up_at >= stay:
                 follower.poll()  # what it wrote up to the verdict, for the caller's job effects
                 return trial(True, "", now)
-            if primary_at is None and now - started >= timeout:
+            if up_at is None and now - started >= timeout:
                 why = slurm_words(text()) or "no error logged"
-                return trial(
-                    False,
-                    f"slurmctld did not become the primary controller within {timeout:g}s ({why})",
-                    now,
+                what = (
+                    f"became the primary controller but did not answer on its port within {timeout:g}s"
+                    if follower.primary
+                    else f"did not become the primary controller within {timeout:g}s"
                 )
+                return trial(False, f"slurmctld {what} ({why})", now)
             await asyncio.sleep(0.02)
 
 
