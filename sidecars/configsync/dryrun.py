@@ -128,9 +128,17 @@ def _quote(value: str) -> str:
     return f'"{value}"' if any(c.isspace() for c in value) else value
 
 
+def _closed(value: str, fill: str) -> str:
+    """`fill` as many times as `value` lists entries: slurmctld checks that NodeAddr and Port give one
+    per node or a single one ("NodeAddr count must equal that of NodeName records", fatal at start
+    on every release), so the dry run keeps the count it must test and changes only the values."""
+    return ",".join([fill] * max(1, len(conffile._expand(value))))
+
+
 def isolate_nodes(text: str, port: int) -> str:
-    """Every NodeName record split per node, at 127.0.0.1 and the closed port: whatever the
-    throwaway sends a slurmd is refused here (NodeHostname goes too: slurmctld never reaches it)."""
+    """Every NodeName record at 127.0.0.1 and the closed port: whatever the throwaway sends a slurmd
+    is refused here. The record keeps its shape (its node list, the number of addresses and ports it
+    gives, NodeHostname as written: slurmctld only compares that with what a slurmd reports)."""
     out: list[str] = []
     for line in text.splitlines():
         head = line.strip()
@@ -138,16 +146,16 @@ def isolate_nodes(text: str, port: int) -> str:
             out.append(line)
             continue
         words = conffile._words(conffile._strip_comment(head))
-        name = words[0].split("=", 1)[1]
-        if name.upper() == "DEFAULT":
+        if words[0].split("=", 1)[1].upper() == "DEFAULT":
             out.append(line)
             continue
-        keep = [
-            w for w in words[1:] if w.split("=", 1)[0].lower() not in ("nodeaddr", "nodehostname", "port")
-        ]
+        given = {w.split("=", 1)[0].lower(): w.split("=", 1)[1] for w in words[1:] if "=" in w}
+        keep = [w for w in words[1:] if w.split("=", 1)[0].lower() not in ("nodeaddr", "port")]
         kept = " ".join(f"{w.split('=', 1)[0]}={_quote(w.split('=', 1)[1])}" if "=" in w else w for w in keep)
-        for node in conffile._expand(name):
-            out.append(f"NodeName={node} NodeAddr=127.0.0.1 Port={port} {kept}".rstrip())
+        # no NodeAddr: slurmctld takes NodeHostname's list for it, and counts that one
+        addr = _closed(given.get("nodeaddr") or given.get("nodehostname", ""), "127.0.0.1")
+        ports = _closed(given.get("port", ""), str(port))
+        out.append(f"{words[0]} NodeAddr={addr} Port={ports} {kept}".rstrip())
     return "\n".join(out) + "\n"
 
 
@@ -182,6 +190,36 @@ def own_controller(text: str) -> str:
                 )
             )
     return "\n".join(out) + "\n"
+
+
+def controller_names(files: FileSet, main: str, target: Path) -> list[str]:
+    """The hosts the set's controller records name (SlurmctldHost, or the older ControlMachine and
+    BackupController), in the main file and what it includes."""
+    conf = conffile.parse(files, main, target)
+    out: list[str] = []
+    for name in [main, *(inc for _, inc, _ in conf.includes if inc)]:
+        entry = files.files.get(name)
+        if entry is None:
+            continue
+        for line in entry.data.decode("utf-8", "replace").splitlines():
+            for w in conffile._words(conffile._strip_comment(line)):
+                key, _, value = w.partition("=")
+                if key.lower() in ("slurmctldhost", "controlmachine", "backupcontroller") and value:
+                    out.append(value.split("(", 1)[0].strip())
+    return out
+
+
+def identity_problem(names: Sequence[str], running: Sequence[str]) -> str | None:
+    """The dry run names this host its only controller (own_controller), so it never tests the set's
+    records: a controller running now on a host they no longer name stops at the reconfigure ("This
+    host (...) not a valid controller", every release), and a kubelet restarting it reads the same."""
+    gone = [h for h in running if h not in names]
+    if not gone:
+        return None
+    return (
+        f"the controller records ({', '.join(names) or 'none'}) no longer name {', '.join(gone)}, where "
+        'slurmctld runs now: it would stop with "This host not a valid controller"'
+    )
 
 
 def overrides(
@@ -292,6 +330,17 @@ class DryRunner:
             log.info("dry_run_release", release=dry, live=live)
         return why
 
+    async def running_hosts(self) -> list[str]:
+        """The hosts whose controller answers now, by the names the applied set gives them."""
+        if self.client is None:
+            return []
+        try:
+            ping = await self.client.ping()
+        except (SlurmError, OSError) as exc:
+            log.warning("controller_hosts_unknown", error=str(exc))
+            return []  # nothing to compare with: the dry run alone judges
+        return sorted({name.split(":", 1)[1] for name, up in ping.controllers.items() if up})
+
     def isolate(self, text: str, dead_port: int) -> str:
         """A file's node records as the dry run sees them (tests turn this off to show it matters)."""
         return isolate_nodes(text, dead_port)
@@ -369,6 +418,11 @@ class DryRunner:
         mismatch = await self.compare_releases()
         if mismatch:
             return DryRunResult(False, mismatch, {}, 0.0, isolation, release_mismatch=True)
+        problem = identity_problem(
+            controller_names(files, self.main, self.target), await self.running_hosts()
+        )
+        if problem:
+            return DryRunResult(False, problem, {}, 0.0, isolation)
         candidate = conffile.parse(files, self.main, self.target)
         where = self.state_dir
         if where is None:
