@@ -377,29 +377,18 @@ class DryRunner:
                 )
             return text.encode()
 
-        state = self._state(live_state, d)
+        state = self.state_path(live_state, d)
         d.mkdir(mode=0o755)
         write_files(etc, files, transform=rewrite, durable=False)
-        if live_state is None:
-            state.mkdir(mode=0o700)
-        else:
-            stats = self._shadow.sync() if self._shadow is not None else None
-            if stats is not None:
-                log.debug(
-                    "dry_run_state_synced",
-                    mirrored=stats.mirrored,
-                    removed=stats.removed,
-                    files=stats.files,
-                    seconds=round(stats.seconds, 3),
-                )
+        self.prepare_state(live_state, state)
         with contextlib.suppress(OSError):
             if live_state is not None:
                 st = live_state.stat()
                 os.chown(d, st.st_uid, st.st_gid)  # its log and pid file are written as SlurmUser
         return etc / self.main, state
 
-    def _state(self, live_state: Path | None, d: Path) -> Path:
-        """Where the throwaway keeps its state: the shadow of the live one (or an empty one)."""
+    def state_path(self, live_state: Path | None, d: Path) -> Path:
+        """Where the throwaway keeps its state: the shadow of the live one, or an empty one in `d`."""
         if live_state is None:
             return d / "state"
         if self._shadow is None or self._shadow.live != live_state:
@@ -407,6 +396,21 @@ class DryRunner:
                 self._shadow.reset()
             self._shadow = ShadowState(live_state, self.shadow_path)
         return self._shadow.path
+
+    def prepare_state(self, live_state: Path | None, state: Path) -> None:
+        """The throwaway's state made ready: the shadow brought in step (the benchmark's baseline
+        replaces this with the copy every dry run once made)."""
+        if live_state is None or self._shadow is None:
+            state.mkdir(mode=0o700)
+            return
+        stats = self._shadow.sync()
+        log.debug(
+            "dry_run_state_synced",
+            mirrored=stats.mirrored,
+            removed=stats.removed,
+            files=stats.files,
+            seconds=round(stats.seconds, 3),
+        )
 
     async def run(self, files: FileSet, current: SlurmConf | None) -> DryRunResult:
         """Try the candidate; the scratch directory and the process are gone when this returns or raises."""
