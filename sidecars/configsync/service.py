@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from sidecars.configsync.history import History
 from sidecars.configsync.metrics import ConfigSyncMetrics
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileSet, SourceChanged, read_sources
-from sidecars.configsync.stage import Applied, LastKnownGood, Target
+from sidecars.configsync.stage import Applied, LastKnownGood, Restored, Target
 from sidecars.configsync.validate import Validator, Verdict
 from sidecars.runtime.events import EventSink
 from sidecars.slurm import SlurmClient, SlurmError
@@ -93,6 +93,9 @@ class ConfigSync:
         self.applied: Applied | None = None
         self.forced: dict[str, Any] | None = None  # who forced the applied set past the job check, and why
         self.rejected: Rejection | None = None
+        # the last time an unverified set was replaced by the good one outside a rollback of ours:
+        # config-guard did it as slurmctld (re)started (stage.py), or this sidecar did at its start
+        self.restored: Restored | None = None
         self.history = History(settings.history_limit)
         self.pending = False
         self.ready = False
@@ -143,6 +146,7 @@ class ConfigSync:
             else {"isolation": runner.current_isolation, "release_mismatch": runner.release_mismatch},
             # the workers' side of the last reconfigure (configsync/workers.py), None before one
             "workers": None if self.applier.workers.last is None else self.applier.workers.last.as_json(),
+            "restored": None if self.restored is None else asdict(self.restored),
         }
 
     async def _notify(self) -> None:
@@ -172,6 +176,11 @@ class ConfigSync:
             await self.validator.dry_runner.isolation()  # decided once, before any change waits on it
             await self.validator.dry_runner.compare_releases()  # a mismatch said at start, not at a change
         self.applied = self.lkg.load()
+        # a set left unverified (this sidecar ended mid-verification) goes; one the guard already
+        # replaced as slurmctld restarted is reported
+        restored = self.target.take_restored() or self._back_to_good("config-sync")
+        if restored is not None:
+            await self._report_restored(restored)
         on_disk = self.target.read(self.settings.max_file_bytes)
         if self.applied is not None and on_disk.sha256 != self.applied.files.sha256:
             # a crash between swap and verification left an unverified set: back to the good one
@@ -411,7 +420,8 @@ class ConfigSync:
             logfile = old_conf.options.get("slurmctldlogfile")
             self.applier.tail.path = Path(logfile) if logfile else None
         generation = self.applied.generation + 1
-        self.target.swap(files, generation)
+        # unverified until the outcome: a slurmctld restarted meanwhile gets the good set (stage.py)
+        self.target.swap(files, generation, unverified=True)
         try:
             if verdict.restart_required:
                 log.info("restarting_slurmctld", reasons=[str(r) for r in verdict.restart])
@@ -421,8 +431,25 @@ class ConfigSync:
                 outcome = await self.applier.reconfigure(old_conf, verdict.conf, before, interrupt=self._wake)
         except BaseException:
             # cancelled or broken mid-apply: never leave an unverified set on disk
-            self.target.swap(self.applied.files, self.applied.generation)
+            self._back_to_good("config-sync")
             raise
+        if outcome.ok and not self.target.verified():
+            outcome.ok = False
+            outcome.reason = "slurmctld restarted before the change was verified"
+        restored = self.target.take_restored()
+        if restored is not None:
+            # slurmctld (re)started meanwhile and config-guard put the good set back: it runs on that
+            outcome.ok = False
+            outcome.reason = "; ".join(
+                w
+                for w in (
+                    outcome.reason,
+                    f"slurmctld restarted before the change was verified; config-guard put generation "
+                    f"{restored.restored_generation} back",
+                )
+                if w
+            )
+            await self._report_restored(restored)
         if outcome.ok:
             old = self.applied
             self.applied = Applied(generation, now_rfc3339(), files)
@@ -460,9 +487,36 @@ class ConfigSync:
             return
         await self._rollback(files, outcome, verdict, seen)
 
+    def _back_to_good(self, by: str) -> Restored | None:
+        """Put the good generation kept beside an unverified set back (None when none was pending).
+        Should that fail, the last known good set is written anew: never leave the unverified one."""
+        try:
+            return self.target.restore(by)
+        except OSError as exc:
+            log.error("restore_failed", error=str(exc))
+            if self.applied is None:
+                raise
+            self.target.swap(self.applied.files, self.applied.generation)
+            return None
+
+    async def _report_restored(self, restored: Restored) -> None:
+        self.restored = restored
+        log.warning(
+            "unverified_set_was_replaced",
+            by=restored.by,
+            restored_generation=restored.restored_generation,
+            unverified_generation=restored.unverified_generation,
+        )
+        await self.events.emit(
+            "ConfigRestored",
+            f"generation {restored.unverified_generation} was never verified; {restored.by} put "
+            f"generation {restored.restored_generation} back before slurmctld read it",
+            "Warning",
+        )
+
     async def _rollback(self, files: FileSet, outcome: Outcome, verdict: Verdict, seen: float) -> None:
         assert self.applied is not None
-        self.target.swap(self.applied.files, self.applied.generation)
+        self._back_to_good("config-sync")
         log.warning("config_rolled_back_on_disk", reason=outcome.reason)
         if outcome.took_request and not outcome.controller_died:
             # slurmctld may have taken part of the set: have it read the good one again
