@@ -1,19 +1,24 @@
 """The dry run: the candidate set tried by a throwaway slurmctld of the same release before anything
 reaches the live one (the last gate of validation; our own checks stay the fast first one).
 
-The throwaway reads a copy of the candidate in a scratch directory, with a copy of the live
-StateSaveLocation (so it loads the current jobs, nodes and reservations), on its own port, log and
-pid file. Lines appended to its slurm.conf (Slurm takes the last value of a key) point everything it
-could reach elsewhere at a port held closed here: every NodeName gets `NodeAddr=127.0.0.1` and that
-port, as do SlurmdPort and slurmdbd; its controller records name only this host, at 127.0.0.1;
+The throwaway reads a copy of the candidate in a scratch directory, with a shadow of the live
+StateSaveLocation kept in step (shadow.py: it loads the current jobs, nodes and reservations), on its
+own port, log and pid file. Lines appended to its slurm.conf (Slurm takes the last value of a key)
+point everything it could reach elsewhere at a port held closed here: every NodeName record gets
+127.0.0.1 and that port, as many times as it listed addresses and ports (slurmctld checks the
+counts), as do SlurmdPort and slurmdbd; its controller records name only this host, at 127.0.0.1;
 scripts it could run (PrologSlurmctld, MailProg, power saving...) become /bin/true and JobCompType
 jobcomp/none. With auth/slurm it serves no sack socket (`AuthInfo=...,disable_sack`): it would take
 the live controller's, which /run may share. In a network namespace (sidecars/slurm/dryrun.py) it
-could reach nothing anyway; without one these rewrites are the isolation.
+could reach nothing anyway; without one these rewrites are the isolation. What it rewrites gets its
+own proof here: the controller records must still name every host a controller runs on now.
 
-It passes when it became the primary controller and stayed up a moment; its fatal, in Slurm's words,
-is the rejection. What it did to jobs while loading the state ("Invalid partition (p2) for
-JobId=7") is read from its log. Its directory is removed on every path, cancellation included.
+Before it, the two releases are compared: a dry run of another release than the live slurmctld
+judges nothing (Slurm says "CLUSTER NAME MISMATCH"), and is reported as that, not as a fault of the
+set. It passes when it became the primary controller, answered on its port and stayed up a moment;
+its fatal, in Slurm's words, is the rejection. What it did to jobs while loading the state ("Invalid
+partition (p2) for JobId=7") is read from its whole log. Its directory is removed on every path,
+cancellation included. docs/config-sync-dry-run.md says what a pass proves and what it does not.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from sidecars.configsync.conffile import SlurmConf
 from sidecars.configsync.shadow import ShadowState
 from sidecars.configsync.sources import FileSet
 from sidecars.configsync.stage import write_files
+from sidecars.slurm import hostlist
 from sidecars.slurm.client import SlurmClient
 from sidecars.slurm.dryrun import (
     ClosedPort,
@@ -132,7 +138,11 @@ def _closed(value: str, fill: str) -> str:
     """`fill` as many times as `value` lists entries: slurmctld checks that NodeAddr and Port give one
     per node or a single one ("NodeAddr count must equal that of NodeName records", fatal at start
     on every release), so the dry run keeps the count it must test and changes only the values."""
-    return ",".join([fill] * max(1, len(conffile._expand(value))))
+    try:
+        count = len(hostlist.expand(value)) if value else 1
+    except Exception:  # a malformed list: Slurm's parser says so in its own words
+        count = 1
+    return ",".join([fill] * max(1, count))
 
 
 def isolate_nodes(text: str, port: int) -> str:
@@ -202,7 +212,7 @@ def controller_names(files: FileSet, main: str, target: Path) -> list[str]:
         if entry is None:
             continue
         for line in entry.data.decode("utf-8", "replace").splitlines():
-            for w in conffile._words(conffile._strip_comment(line)):
+            for w in line.split("#", 1)[0].split():
                 key, _, value = w.partition("=")
                 if key.lower() in ("slurmctldhost", "controlmachine", "backupcontroller") and value:
                     out.append(value.split("(", 1)[0].strip())
@@ -353,9 +363,7 @@ class DryRunner:
         """The one controller the throwaway is told of: this host (the name slurmctld checks)."""
         return socket.gethostname()
 
-    def _prepare(
-        self, files: FileSet, d: Path, live_state: Path | None, ctld_port: int, dead: int
-    ) -> tuple[Path, Path]:
+    def _prepare(self, files: FileSet, d: Path, live_state: Path | None, ctld_port: int, dead: int) -> Path:
         etc = d / "etc"
         prefix = str(self.target).rstrip("/") + "/"
         conf = conffile.parse(files, self.main, self.target)
@@ -385,7 +393,7 @@ class DryRunner:
             if live_state is not None:
                 st = live_state.stat()
                 os.chown(d, st.st_uid, st.st_gid)  # its log and pid file are written as SlurmUser
-        return etc / self.main, state
+        return etc / self.main
 
     def state_path(self, live_state: Path | None, d: Path) -> Path:
         """Where the throwaway keeps its state: the shadow of the live one, or an empty one in `d`."""
@@ -441,7 +449,7 @@ class DryRunner:
             ctld_port = int(candidate.options.get("slurmctldport", "6817").split("-")[0] or 6817)
             if isolation == "ports":
                 ctld_port = free_port()
-            conf_path, _ = await asyncio.to_thread(self._prepare, files, d, where, ctld_port, dead.port)
+            conf_path = await asyncio.to_thread(self._prepare, files, d, where, ctld_port, dead.port)
             trial: Trial = await try_controller(
                 [*self.command, "-D", "-f", str(conf_path)],
                 log_file=d / "slurmctld.log",

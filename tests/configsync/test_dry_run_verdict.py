@@ -28,9 +28,7 @@ class Verbose(DryRunner):
     """A throwaway whose log holds megabytes before slurmctld writes its first line, as one that
     recovers 10,000 jobs does (one line each) before it says it is the primary."""
 
-    def _prepare(
-        self, files: FileSet, d: Path, live_state: Path | None, ctld_port: int, dead: int
-    ) -> tuple[Path, Path]:
+    def _prepare(self, files: FileSet, d: Path, live_state: Path | None, ctld_port: int, dead: int) -> Path:
         out = super()._prepare(files, d, live_state, ctld_port, dead)
         line = b"[2026-01-01T00:00:00.000] Recovered JobId=999999 Assoc=0 (noise before the real log)\n"
         (d / "slurmctld.log").write_bytes(line * (NOISE_BYTES // len(line) + 1))  # slurmctld appends
