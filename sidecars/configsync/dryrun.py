@@ -420,6 +420,29 @@ class DryRunner:
             seconds=round(stats.seconds, 3),
         )
 
+    def live_state(self, conf: SlurmConf) -> Path | None:
+        """The live StateSaveLocation: --dry-run-state-dir, else the one the set names."""
+        if self.state_dir is not None:
+            return self.state_dir
+        named = conf.options.get("statesavelocation")
+        return Path(named) if named else None
+
+    async def warm(self, current: SlurmConf) -> None:
+        """Build the shadow of the state before a change needs it (its first build costs what every
+        dry run once cost: a few seconds at 10,000 jobs)."""
+        where = self.live_state(current)
+        if where is None:
+            return
+        async with self._lock:
+            started = time.monotonic()
+            try:
+                state = self.state_path(where, self.work_dir)
+                await asyncio.to_thread(self.prepare_state, where, state)
+            except OSError as exc:  # the first dry run tries again, and says why if it fails too
+                log.warning("dry_run_state_not_ready", state=str(where), error=str(exc))
+                return
+            log.info("dry_run_state_ready", state=str(where), seconds=round(time.monotonic() - started, 3))
+
     async def run(self, files: FileSet, current: SlurmConf | None) -> DryRunResult:
         """Try the candidate; the scratch directory and the process are gone when this returns or raises."""
         async with self._lock:  # one at a time: each holds its own scratch dir and ports
@@ -436,10 +459,7 @@ class DryRunner:
         if problem:
             return DryRunResult(False, problem, {}, 0.0, isolation)
         candidate = conffile.parse(files, self.main, self.target)
-        where = self.state_dir
-        if where is None:
-            named = (current or candidate).options.get("statesavelocation")
-            where = Path(named) if named else None
+        where = self.live_state(current or candidate)
         d = self.work_dir / f"dryrun-{files.short}-{secrets.token_hex(3)}"
         dead = ClosedPort()
         started = time.monotonic()
