@@ -232,6 +232,34 @@ def identity_problem(names: Sequence[str], running: Sequence[str]) -> str | None
     )
 
 
+def jobcomp_problem(old: SlurmConf | None, new: SlurmConf) -> str | None:
+    """The dry run runs no job completion plugin (JobCompType=jobcomp/none), so it never tests one:
+    jobcomp/script's JobCompLoc is the script it runs, and 24.11 and 26.05 die at start when it is
+    missing ("Failed to initialize jobcomp plugin"; measured). Checked when it changes, as the other
+    paths slurmctld opens are (validate.path_problems, which covers jobcomp/filetxt): a value that
+    stays is never checked, so a script only slurmctld's container has keeps working."""
+
+    def opt(conf: SlurmConf | None, key: str) -> str:
+        return "" if conf is None else conf.options.get(key, "").strip()
+
+    if not opt(new, "jobcomptype").lower().endswith("/script"):
+        return None
+    loc = opt(new, "jobcomploc")
+    if old is not None and (opt(old, "jobcomptype").lower(), opt(old, "jobcomploc")) == (
+        opt(new, "jobcomptype").lower(),
+        loc,
+    ):
+        return None
+    if not loc:
+        return "JobCompType=jobcomp/script needs JobCompLoc, the script it runs"
+    if not (os.path.isfile(loc) and os.access(loc, os.X_OK)):
+        return (
+            f"JobCompLoc={loc}: no executable file here, where config-sync sees the files (mount it here "
+            "too if only slurmctld's container has it); slurmctld would not start (jobcomp/script)"
+        )
+    return None
+
+
 def overrides(
     conf: SlurmConf, d: Path, state: Path, ctld_port: int, dead_port: int, host: str | None = None
 ) -> str:
@@ -456,9 +484,10 @@ class DryRunner:
         problem = identity_problem(
             controller_names(files, self.main, self.target), await self.running_hosts()
         )
+        candidate = conffile.parse(files, self.main, self.target)
+        problem = problem or jobcomp_problem(current, candidate)
         if problem:
             return DryRunResult(False, problem, {}, 0.0, isolation)
-        candidate = conffile.parse(files, self.main, self.target)
         where = self.live_state(current or candidate)
         d = self.work_dir / f"dryrun-{files.short}-{secrets.token_hex(3)}"
         dead = ClosedPort()

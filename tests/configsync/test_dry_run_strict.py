@@ -5,8 +5,9 @@ found by experiment on every release:
   plugin there (a bad PriorityWeightTRES kills it after "Running as primary controller"); 24.11 and
   26.05 do it before. The dry run waits until its slurmctld answers on its port, which it opens after;
 - what the dry run rewrites is tested anyway: node records keep their shape (the count of addresses,
-  host names and ports slurmctld checks, fatal at start), and the controller records, which it
-  replaces with this host, are checked against the hosts a controller runs on now.
+  host names and ports slurmctld checks, fatal at start), the controller records, which it
+  replaces with this host, are checked against the hosts a controller runs on now, and a changed
+  jobcomp/script (it runs jobcomp/none) must exist.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import re
 import pytest
 
 from sidecars.configsync import conffile
-from sidecars.devcluster import DevCluster
+from sidecars.devcluster import ClusterError, DevCluster
 from tests.configsync.harness import cluster_files, read_set
 from tests.configsync.test_dry_run import runner
 
@@ -78,3 +79,23 @@ async def test_controller_records_must_still_name_where_slurmctld_runs(cluster: 
     )
     assert backup != base["slurm.conf"]
     assert (await checked.run(read_set({**base, "slurm.conf": backup}), current)).ok
+
+
+async def test_a_job_completion_script_the_dry_run_does_not_run_must_exist(cluster: DevCluster) -> None:
+    """The dry run runs jobcomp/none: a jobcomp/script set is checked by config-sync instead. On
+    24.11 and 26.05 a restart on a missing script dies ("Failed to initialize jobcomp plugin")."""
+    missing = cluster.dir / "no-such-jobcomp-script"
+    current, files = with_lines(cluster, f"JobCompType=jobcomp/script\nJobCompLoc={missing}\n")
+    result = await runner(cluster, timeout=10.0).run(read_set(files), current)
+    assert not result.ok
+    assert f"JobCompLoc={missing}: no executable file here" in result.reason, result.reason
+    script = cluster.dir / "jobcomp.sh"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    script.chmod(0o755)
+    current, good = with_lines(cluster, f"JobCompType=jobcomp/script\nJobCompLoc={script}\n")
+    assert (await runner(cluster, timeout=10.0).run(read_set(good), current)).ok
+    if cluster.release.short != "22.05":  # the live slurmctld on the refused set (22.05 starts on it)
+        await cluster.stop_slurmctld(crash=True)
+        cluster.conf_path.write_bytes(files["slurm.conf"])
+        with pytest.raises(ClusterError, match="Failed to initialize jobcomp plugin"):
+            await cluster.start_slurmctld(timeout=15.0)
