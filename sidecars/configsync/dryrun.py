@@ -223,7 +223,10 @@ def identity_problem(names: Sequence[str], running: Sequence[str]) -> str | None
     """The dry run names this host its only controller (own_controller), so it never tests the set's
     records: a controller running now on a host they no longer name stops at the reconfigure ("This
     host (...) not a valid controller", every release), and a kubelet restarting it reads the same."""
-    gone = [h for h in running if h not in names]
+    # slurmctld compares its host name, short and full, with each record: a record that changes only
+    # the domain may still match, which only that host could tell
+    short = {n.split(".", 1)[0] for n in names}
+    gone = [h for h in running if h.split(".", 1)[0] not in short]
     if not gone:
         return None
     return (

@@ -17,6 +17,7 @@ import re
 import pytest
 
 from sidecars.configsync import conffile
+from sidecars.configsync.dryrun import identity_problem
 from sidecars.devcluster import ClusterError, DevCluster
 from tests.configsync.harness import cluster_files, read_set
 from tests.configsync.test_dry_run import runner
@@ -99,3 +100,12 @@ async def test_a_job_completion_script_the_dry_run_does_not_run_must_exist(clust
         cluster.conf_path.write_bytes(files["slurm.conf"])
         with pytest.raises(ClusterError, match="Failed to initialize jobcomp plugin"):
             await cluster.start_slurmctld(timeout=15.0)
+
+
+def test_the_controller_records_are_compared_as_slurmctld_compares_its_host_name() -> None:
+    """Short or full name alike (slurmctld tries both); every running controller must stay named."""
+    assert identity_problem(["vm.example.com", "backup"], ["vm", "backup"]) is None
+    problem = identity_problem(["vm"], ["vm", "backup"])
+    assert problem is not None and "no longer name backup," in problem
+    assert identity_problem([], ["vm"]) is not None
+    assert identity_problem(["elsewhere"], []) is None  # no controller answers: nothing to compare
