@@ -130,10 +130,11 @@ def _replace_symlink(path: Path, dest: str) -> None:
     os.replace(tmp, path)
 
 
-def _write_json(path: Path, body: dict[str, Any]) -> None:
-    """Replace `path` durably and at once: a reader sees the old content or the new, whole."""
+def _write_json(path: Path, body: dict[str, Any], mode: int = 0o644) -> None:
+    """Replace `path` durably and at once: a reader sees the old content or the new, whole. The
+    temporary name starts with `..`, which no reader of a target takes for a file of the set."""
     tmp = path.with_name(f"..tmp{path.name}_{secrets.token_hex(3)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         _write_all(fd, json.dumps(body).encode())
         os.fsync(fd)
@@ -378,12 +379,4 @@ class LastKnownGood:
                 for e in applied.files.files.values()
             ],
         }
-        tmp = self.path.with_name(f".{self.path.name}.{secrets.token_hex(3)}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            _write_all(fd, json.dumps(body).encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        _fsync_dir(self.path.parent)
+        _write_json(self.path, body, 0o600)  # keys inside
