@@ -119,6 +119,7 @@ class ConfigSync:
             stay_seconds=settings.dry_run_stay_seconds,
             timeout=settings.dry_run_timeout_seconds,
             state_dir=settings.dry_run_state_dir,
+            client=client,
             metrics=client.metrics,
         )
 
@@ -140,7 +141,9 @@ class ConfigSync:
             "restart_required": bool(r and r.restart_required),
             "held_for_jobs": list(r.jobs) if r else [],
             "pending": self.pending,
-            "dry_run": None if runner is None else {"isolation": runner.current_isolation},
+            "dry_run": None
+            if runner is None
+            else {"isolation": runner.current_isolation, "release_mismatch": runner.release_mismatch},
             # the workers' side of the last reconfigure (configsync/workers.py), None before one
             "workers": None if self.applier.workers.last is None else self.applier.workers.last.as_json(),
             "restored": None if self.restored is None else asdict(self.restored),
@@ -171,6 +174,7 @@ class ConfigSync:
         self.target.recover()
         if self.validator.dry_runner is not None:
             await self.validator.dry_runner.isolation()  # decided once, before any change waits on it
+            await self.validator.dry_runner.compare_releases()  # a mismatch said at start, not at a change
         self.applied = self.lkg.load()
         # a set left unverified (this sidecar ended mid-verification) goes; one the guard already
         # replaced as slurmctld restarted is reported

@@ -475,6 +475,8 @@ class Validator:
         version: Version,
         reasons: tuple[RestartReason, ...],
     ) -> Verdict:
+        if result.release_mismatch:
+            return Verdict(False, result.reason[:MAX_REASON], dry_run=result)  # no word on the set
         if not result.ok:
             release = f"{version.major}.{version.minor:02d}"
             return Verdict(
