@@ -26,6 +26,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import secrets
 import shutil
 from collections.abc import Callable, Iterator
@@ -43,6 +44,7 @@ log = structlog.get_logger(__name__)
 CURRENT = "..current"
 GEN_PREFIX = "..sync_"
 LINK_PREFIX = CURRENT + "/"
+_GEN_NAME = re.compile(r"\.\.sync_\d{8}_[0-9a-f]{6}")
 MARKER = "..unverified"  # JSON: the unverified generation on disk and the good one kept beside it
 RESTORED = "..restored"  # JSON: what the guard last put back (config-sync reports and removes it)
 LOCK = "..lock"
@@ -180,9 +182,14 @@ class Target:
         if body is None:
             return None
         try:
-            return Unverified(**body)
+            marker = Unverified(**body)
         except TypeError as exc:
             raise OSError(f"{self.path / MARKER} is not a marker: {exc}") from exc
+        # only a generation directory of this target, never a path elsewhere (`..current` follows it)
+        for gen in (marker.unverified, marker.good):
+            if not isinstance(gen, str) or not _GEN_NAME.fullmatch(gen):
+                raise OSError(f"{self.path / MARKER} names {gen!r}, not a generation of {self.path}")
+        return marker
 
     def take_restored(self) -> Restored | None:
         """What the guard put back since the last call (the record is removed once read)."""
