@@ -438,22 +438,17 @@ class ConfigSync:
             # cancelled or broken mid-apply: never leave an unverified set on disk
             self._back_to_good("config-sync")
             raise
-        if outcome.ok and not self.target.verified():
-            outcome.ok = False
-            outcome.reason = "slurmctld restarted before the change was verified"
+        # the set stays only if it is still the one on disk: slurmctld may have (re)started meanwhile,
+        # and config-guard then put the good set back, which is what slurmctld runs on now
+        kept = outcome.ok and self.target.verified()
         restored = self.target.take_restored()
-        if restored is not None:
-            # slurmctld (re)started meanwhile and config-guard put the good set back: it runs on that
+        if not kept and (outcome.ok or restored is not None):
             outcome.ok = False
-            outcome.reason = "; ".join(
-                w
-                for w in (
-                    outcome.reason,
-                    f"slurmctld restarted before the change was verified; config-guard put generation "
-                    f"{restored.restored_generation} back",
-                )
-                if w
-            )
+            why = "slurmctld restarted before the change was verified"
+            if restored is not None:
+                why += f"; config-guard put generation {restored.restored_generation} back"
+            outcome.reason = "; ".join(w for w in (outcome.reason, why) if w)
+        if restored is not None:
             await self._report_restored(restored)
         if outcome.ok:
             old = self.applied
@@ -515,7 +510,7 @@ class ConfigSync:
         await self.events.emit(
             "ConfigRestored",
             f"generation {restored.unverified_generation} was never verified; {restored.by} put "
-            f"generation {restored.restored_generation} back before slurmctld read it",
+            f"generation {restored.restored_generation} back",
             "Warning",
         )
 

@@ -26,6 +26,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import secrets
 import shutil
 from collections.abc import Callable, Iterator
@@ -43,6 +44,7 @@ log = structlog.get_logger(__name__)
 CURRENT = "..current"
 GEN_PREFIX = "..sync_"
 LINK_PREFIX = CURRENT + "/"
+_GEN_NAME = re.compile(r"\.\.sync_\d{8}_[0-9a-f]{6}")
 MARKER = "..unverified"  # JSON: the unverified generation on disk and the good one kept beside it
 RESTORED = "..restored"  # JSON: what the guard last put back (config-sync reports and removes it)
 LOCK = "..lock"
@@ -130,10 +132,11 @@ def _replace_symlink(path: Path, dest: str) -> None:
     os.replace(tmp, path)
 
 
-def _write_json(path: Path, body: dict[str, Any]) -> None:
-    """Replace `path` durably and at once: a reader sees the old content or the new, whole."""
+def _write_json(path: Path, body: dict[str, Any], mode: int = 0o644) -> None:
+    """Replace `path` durably and at once: a reader sees the old content or the new, whole. The
+    temporary name starts with `..`, which no reader of a target takes for a file of the set."""
     tmp = path.with_name(f"..tmp{path.name}_{secrets.token_hex(3)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         _write_all(fd, json.dumps(body).encode())
         os.fsync(fd)
@@ -179,9 +182,14 @@ class Target:
         if body is None:
             return None
         try:
-            return Unverified(**body)
+            marker = Unverified(**body)
         except TypeError as exc:
             raise OSError(f"{self.path / MARKER} is not a marker: {exc}") from exc
+        # only a generation directory of this target, never a path elsewhere (`..current` follows it)
+        for gen in (marker.unverified, marker.good):
+            if not isinstance(gen, str) or not _GEN_NAME.fullmatch(gen):
+                raise OSError(f"{self.path / MARKER} names {gen!r}, not a generation of {self.path}")
+        return marker
 
     def take_restored(self) -> Restored | None:
         """What the guard put back since the last call (the record is removed once read)."""
@@ -378,12 +386,4 @@ class LastKnownGood:
                 for e in applied.files.files.values()
             ],
         }
-        tmp = self.path.with_name(f".{self.path.name}.{secrets.token_hex(3)}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            _write_all(fd, json.dumps(body).encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        _fsync_dir(self.path.parent)
+        _write_json(self.path, body, 0o600)  # keys inside

@@ -108,6 +108,18 @@ def test_a_marker_that_is_not_one_is_refused_plainly(tmp_path: Path) -> None:
     assert done.returncode == 1 and MARKER in done.stderr
 
 
+def test_a_marker_naming_a_path_outside_the_target_is_refused(tmp_path: Path) -> None:
+    """`..current` follows what the marker names: only a generation directory of this target."""
+    t = Target(tmp_path)
+    t.swap(fileset(OLD), 1)
+    t.swap(fileset(NEW), 2, unverified=True)
+    marker = json.loads((tmp_path / MARKER).read_text())
+    (tmp_path / MARKER).write_text(json.dumps({**marker, "good": "../../etc"}))
+    done = guard(tmp_path)
+    assert done.returncode == 1 and "not a generation" in done.stderr
+    assert os.readlink(tmp_path / "..current") == marker["unverified"]
+
+
 def test_a_missing_target_is_a_bad_invocation(tmp_path: Path) -> None:
     done = guard(tmp_path / "nope")
     assert done.returncode == 2 and "is not a directory" in done.stderr
