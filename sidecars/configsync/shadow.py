@@ -90,14 +90,18 @@ class ShadowState:
             else:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(e.path)
+        # the state files first, then the job directories: slurmctld makes a job's directory before it
+        # saves the job, so every job in the copied state has its directory in the shadow (a job
+        # without one would be failed as "Script for JobId=N lost"; one more is only purged)
         for e in entries:
             with contextlib.suppress(OSError):  # a file renamed under us by slurmctld: the .old one stays
                 if e.is_file(follow_symlinks=False):
                     shutil.copy2(e.path, self.path / e.name)
                     self._chown(self.path / e.name)
                     stats.files += 1
-                elif e.name in live_hashes:
-                    self._sync_hash(e.name, stats)
+        for name in sorted(live_hashes):
+            with contextlib.suppress(FileNotFoundError):
+                self._sync_hash(name, stats)
         stats.seconds = time.monotonic() - started
         return stats
 
