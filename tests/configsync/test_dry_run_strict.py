@@ -19,7 +19,7 @@ import pytest
 from sidecars.configsync import conffile
 from sidecars.configsync.dryrun import identity_problem
 from sidecars.devcluster import ClusterError, DevCluster
-from tests.configsync.harness import cluster_files, read_set
+from tests.configsync.harness import cluster_files, config_sync, read_set, set_sha
 from tests.configsync.test_dry_run import runner
 
 pytestmark = pytest.mark.cluster(nodes=2, foreground_ctld=True)
@@ -109,3 +109,27 @@ def test_the_controller_records_are_compared_as_slurmctld_compares_its_host_name
     assert problem is not None and "no longer name backup," in problem
     assert identity_problem([], ["vm"]) is not None
     assert identity_problem(["elsewhere"], []) is None  # no controller answers: nothing to compare
+
+
+async def test_config_sync_refuses_the_set_and_the_live_controller_lives(cluster: DevCluster) -> None:
+    """End to end: the set is never applied, in Slurm's words; the live slurmctld runs on. The
+    control: a restart of the live slurmctld on that set dies, after "primary" where the release
+    defers the fatal."""
+    pid = cluster.foreground_pid()
+    async with config_sync(cluster) as sync:
+        good = sync.target_sha()
+        files = {**sync.good(), "slurm.conf": sync.good()["slurm.conf"] + BAD_WEIGHTS.encode()}
+        sync.config.write(files)
+        st = await sync.wait(set_sha(files), key="rejected")
+        reason = st["rejected"]["reason"]
+        assert "failed to parse tres weights str 'cpu=abc'" in reason, reason
+        deferred = DEFERS_PRIORITY[cluster.release.short]
+        assert ("after it became the primary controller" in reason) == deferred, reason
+        assert sync.target_sha() == good
+    assert cluster.foreground_pid() == pid and cluster.foreground_exit is None
+    await cluster.stop_slurmctld(crash=True)
+    cluster.conf_path.write_bytes(files["slurm.conf"])
+    with pytest.raises(ClusterError, match="failed to parse tres weights"):
+        await cluster.start_slurmctld(timeout=15.0)
+    said = cluster.ctld_stderr_tail(100_000)
+    assert ("Running as primary controller" in said) == deferred, said[-1500:]
