@@ -26,7 +26,7 @@ from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, bearer_required, serve
 from sidecars.runtime.redact import BOUND, Redactor
 from sidecars.runtime.tasks import RootTasks, until_stopped
-from sidecars.runtime.waits import until_set
+from sidecars.runtime.waits import until_set, within
 from sidecars.slurm import SlurmClient
 from sidecars.slurm.runner import SlurmMetrics
 
@@ -40,6 +40,9 @@ class Running:
     port: int
     registry: CollectorRegistry
     tasks: RootTasks
+
+
+RELEASE_CHECK_SECONDS = 1.0  # the readiness probe's share for asking both releases (Checks allows 2 s)
 
 
 @contextlib.asynccontextmanager
@@ -73,6 +76,21 @@ async def running(
             service.ready, "the target holds a verified set" if service.ready else "no set synced yet"
         ),
     )
+    runner = service.validator.dry_runner
+    if runner is not None:
+        dry_runner = runner
+
+        async def same_release() -> CheckResult:
+            # a dry run of another release refuses every change: not ready, and why (not the config);
+            # asked again while the live slurmctld has not answered (config-sync starts before it,
+            # so a slurmctld not up yet is no failure of this check)
+            try:
+                why = await within(dry_runner.compare_releases(), RELEASE_CHECK_SECONDS)
+            except TimeoutError:
+                why = None
+            return CheckResult(why is None, why or "the live release, or not known yet")
+
+        readiness.add("dry_run_release", same_release)
     # what is served is redacted once more at the door, whatever put it there (runtime.redact)
     status = DaemonHTTP(registry, liveness, readiness, lambda: redactor.json(service.status()))
     app = status.app(limits=settings.http_limits)

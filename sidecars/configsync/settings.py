@@ -123,7 +123,7 @@ def configure(p: argparse.ArgumentParser) -> None:
         "--dry-run",
         default="on",
         choices=["on", "off"],
-        help="try each candidate on a throwaway slurmctld (same release, copied state) before applying it",
+        help="try each candidate on a throwaway slurmctld (same release, state in step) before applying it",
     )
     flag(
         p,
