@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
@@ -48,12 +50,29 @@ class ControlPlaneClient:
                 timeout=aiohttp.ClientTimeout(total=wait + self.timeout),
             ) as r:
                 if r.status == 404:
-                    return Observation("control-plane", view=None)
+                    return await self._no_record(r)
                 if r.status != 200:
                     raise ControlPlaneUnavailable(f"GET node: HTTP {r.status}: {(await r.text())[:200]}")
                 return Observation("control-plane", view=parse_node(await r.json()))
 
         return await self._call(get())
+
+    async def _no_record(self, r: aiohttp.ClientResponse) -> Observation:
+        """A 404 is an answer only in the control plane's own shape, naming this node: a wrong URL,
+        a proxy's page or the router's own 404 is no word on the node, and must not end a drain."""
+        text = (await r.text())[:2000]
+        body: Any = None
+        if r.content_type == "application/json":
+            with contextlib.suppress(ValueError):
+                body = json.loads(text)
+        if (
+            isinstance(body, dict)
+            and isinstance(body.get("error"), str)
+            and body.get("node") == self.name
+            and body.get("slurm") == "no_record"
+        ):
+            return Observation("control-plane", view=None)
+        raise ControlPlaneUnavailable(f"GET node: HTTP 404 not from the control plane's API: {text[:200]!r}")
 
     async def _post(self, path: str, body: dict[str, Any], expect: int) -> None:
         async def post() -> None:
