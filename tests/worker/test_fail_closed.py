@@ -56,7 +56,9 @@ async def answering_404(answer: Callable[[str], web.Response]) -> AsyncIterator[
 
 @pytest.mark.parametrize("shape", [*NOT_AN_ANSWER, "api_shape"])
 @pytest.mark.cluster(nodes=1)
-async def test_a_404_never_ends_a_drain_while_a_job_runs(cluster: DevCluster, sockdir, shape: str) -> None:
+async def test_a_404_never_ends_a_drain_while_a_job_runs(
+    cluster: DevCluster, sockdir: Path, shape: str
+) -> None:
     # the control plane's own "no record" included: Slurm itself has the node and a job on it
     async with answering_404(NOT_AN_ANSWER.get(shape, _api_shape)) as url:
         s = settings_for(cluster, sockdir, control_plane=url, token=TOKEN)
@@ -73,7 +75,9 @@ async def test_a_404_never_ends_a_drain_while_a_job_runs(cluster: DevCluster, so
 
 
 @pytest.mark.cluster(nodes=1)
-async def test_no_record_from_the_control_plane_is_confirmed_with_slurm(cluster: DevCluster, sockdir) -> None:
+async def test_no_record_from_the_control_plane_is_confirmed_with_slurm(
+    cluster: DevCluster, sockdir: Path
+) -> None:
     async with answering_404(_api_shape) as url:
         s = settings_for(cluster, sockdir, node="gone1", control_plane=url, token=TOKEN)
         async with running_agent(cluster, s) as agent:
@@ -84,7 +88,7 @@ async def test_no_record_from_the_control_plane_is_confirmed_with_slurm(cluster:
 
 
 @pytest.mark.cluster(nodes=1)
-async def test_an_unwritable_drain_record_still_drains(cluster: DevCluster, sockdir) -> None:
+async def test_an_unwritable_drain_record_still_drains(cluster: DevCluster, sockdir: Path) -> None:
     events = RecordingEvents()
     s = settings_for(cluster, sockdir)
     async with running_agent(cluster, s, events) as agent:
@@ -100,7 +104,7 @@ async def test_an_unwritable_drain_record_still_drains(cluster: DevCluster, sock
 
 
 @pytest.mark.cluster(nodes=1)
-async def test_the_agent_answers_json_errors(cluster: DevCluster, sockdir) -> None:
+async def test_the_agent_answers_json_errors(cluster: DevCluster, sockdir: Path) -> None:
     s = settings_for(cluster, sockdir)
     async with running_agent(cluster, s):
         code, why = await drain_at(s.socket_path, "/v1/drain", "not json")
