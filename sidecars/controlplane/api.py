@@ -36,7 +36,9 @@ log = structlog.get_logger(__name__)
 
 
 class Leadership(Protocol):
-    is_leader: bool
+    @property
+    def is_leader(self) -> bool: ...  # read at each write: it lapses with the Lease
+
     holder: str | None
 
 

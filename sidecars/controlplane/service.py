@@ -89,6 +89,8 @@ class ControlPlane:
             renew_seconds=settings.renew_seconds,
             on_change=self._leadership,
         )
+        if kube is not None:  # every Kubernetes write, at each attempt, asks the Lease (fencing)
+            kube.fence = lambda: self.leader.is_leader
         self.tasks = RootTasks()
         self.pods: PodCache | None = None
         self.costs: DeletionCostWriter | None = None
@@ -478,6 +480,10 @@ class ControlPlane:
                     self.page.close()  # parked page polls answer now, not at the server's shutdown
         finally:
             self.tasks.stopping()
+            # writers first: no write may leave once the Lease is handed back (another replica
+            # may be writing by then); the fence closes before they are even told to stop
+            self.leader.fence()
+            await self.tasks.stop(keep=("leader",))
             stop.set()  # the elector hands the Lease back before it returns
             await self.tasks.stop(grace=3.0, first=("leader",))
 
@@ -489,7 +495,7 @@ async def serve(settings: ControlPlaneSettings, stop: asyncio.Event) -> None:
         kube: KubeClient | None = None
         registry = CollectorRegistry()
         if settings.kubernetes:
-            conf = await load_configuration(settings.kubeconfig)
+            conf = await load_configuration(settings.kubeconfig, strict=True)
             if conf is not None:
                 kube = await stack.enter_async_context(KubeClient(conf, registry=registry))
         else:

@@ -51,6 +51,22 @@ class KubeError(Exception):
         super().__init__(f"{operation}: HTTP {status} {reason}".rstrip())
 
 
+class Fenced(KubeError):
+    """A write not sent: this replica does not hold the Lease (with margin) at the moment of sending."""
+
+    def __init__(self, operation: str) -> None:
+        super().__init__(operation, 0, "not sent: this replica does not hold the Lease")
+
+
+# what a replica may send without holding the Lease: reads, and the Lease itself (how it is won)
+UNFENCED_PREFIXES = ("get_", "list_", "watch_", "read_")
+UNFENCED = frozenset({"create_lease", "update_lease"})
+
+
+def is_write(operation: str) -> bool:
+    return not operation.startswith(UNFENCED_PREFIXES) and operation not in UNFENCED
+
+
 class LeaseConflict(Exception):
     """Someone else created or updated the Lease first (HTTP 409): re-read it."""
 
@@ -251,6 +267,9 @@ class KubeClient:
     configuration: k.Configuration
     retry: KubeRetry = field(default_factory=KubeRetry)
     registry: CollectorRegistry | None = None
+    # every write asks it first, at each attempt (a retry may come after the Lease is lost);
+    # None: not fenced (the agents, config-sync)
+    fence: Callable[[], bool] | None = None
 
     def __post_init__(self) -> None:
         self.api = k.ApiClient(self.configuration)
@@ -342,6 +361,9 @@ class KubeClient:
                 reraise=True,
             ):
                 with attempt:
+                    if self.fence is not None and is_write(operation) and not self.fence():
+                        self._count(operation, "fenced")
+                        raise Fenced(operation)
                     try:
                         result = await within(fn(), policy.call_seconds)
                     except TimeoutError:
