@@ -129,7 +129,9 @@ class LeaderElector:
         sent = time.monotonic()
         now = dt.datetime.now(dt.UTC)
         held = self._held
-        if self._leading and held is not None:
+        # the one-call renewal only within the deadline: a leader that wakes past it (frozen,
+        # paused) reads first, and writes nothing when another replica holds the Lease by now
+        if self.is_leader and held is not None:
             try:
                 self._took(await self._kube.update_lease(replace(held, renew_time=now)), sent)
                 return
