@@ -26,6 +26,7 @@ from sidecars.runtime.http import DaemonHTTP, serve, serve_unix
 from sidecars.runtime.tasks import RootTasks, until_stopped
 from sidecars.slurm import RetryPolicy, SlurmClient, SlurmError, SlurmMetrics
 from sidecars.worker import api, naming
+from sidecars.worker.backoff import Backoff
 from sidecars.worker.claim import ClaimCheck
 from sidecars.worker.cp_client import ControlPlaneClient
 from sidecars.worker.drain import Drainer
@@ -211,9 +212,8 @@ class Agent:
             if s.control_plane and s.token:
                 session = await stack.enter_async_context(aiohttp.ClientSession())
                 cp = ControlPlaneClient(session, s.control_plane, s.token, s.node_name)
-                self.source.attach(
-                    cp, retry_seconds=min(s.poll_seconds, 5.0), on_fallback=self.metrics.fallbacks.inc
-                )
+                backoff = Backoff(first_seconds=s.drain_poll_seconds, max_seconds=s.fallback_max_seconds)
+                self.source.attach(cp, backoff=backoff, on_fallback=self.metrics.fallbacks.inc)
                 self.slurmd_health.read_record = False  # coordinated: no Slurm query of its own
             self.http_port = await stack.enter_async_context(
                 serve(self.http().app(), s.http_host, s.http_port)
@@ -258,14 +258,8 @@ class Agent:
         try:
             first = True
             while not stop.is_set():
-                if self.drainer.active:
-                    interval = (
-                        self.settings.drain_poll_seconds
-                        if self.source.cp is None or not self.source.using_cp
-                        else min(self.settings.poll_seconds, 1.0)
-                    )
-                else:
-                    interval = self.settings.poll_seconds
+                s = self.settings
+                interval = self.source.interval(self.drainer.active, s.poll_seconds, s.drain_poll_seconds)
                 obs = await self.source.observe(0 if first else interval, wake)
                 first = False
                 if obs is None:

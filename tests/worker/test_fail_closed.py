@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -14,9 +15,10 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from sidecars.devcluster import DevCluster
+from sidecars.devcluster import DevCluster, free_port
 from sidecars.drainhook import drain
 from sidecars.runtime.http import serve, serve_unix
+from sidecars.worker.backoff import Backoff
 from tests.helpers import RecordingEvents, eventually
 from tests.worker.agent_helpers import hook, running_agent, settings_for, slurm_commands
 
@@ -193,3 +195,35 @@ async def test_the_hook_waits_for_an_agent_not_up_yet(sockdir: Path) -> None:
         waiting.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await waiting
+
+
+# --------------------------------------------------------------------------- the control plane away
+
+
+def test_the_fallback_backs_off_with_jitter() -> None:
+    waits = [Backoff(0.25, 15.0, rng=random.Random(seed)) for seed in (1, 2)]
+    series = [[b.failed() for _ in range(10)] for b in waits]
+    for run in series:
+        ceilings = [min(15.0, 0.25 * 2**i) for i in range(10)]
+        assert all(c / 2 <= w <= c for w, c in zip(run, ceilings, strict=True)), run
+    assert series[0] != series[1]  # two agents that fell back together do not come back together
+    waits[0].reset()
+    assert waits[0].failed() <= 0.25
+
+
+@pytest.mark.cluster(nodes=1)
+async def test_a_drain_with_the_control_plane_away_backs_off(cluster: DevCluster, sockdir: Path) -> None:
+    away = f"http://127.0.0.1:{free_port()}"  # nothing listens there: the control plane is down
+    s = settings_for(cluster, sockdir, control_plane=away, token=TOKEN, fallback_max_seconds=15.0)
+    async with running_agent(cluster, s) as agent:
+        job = await cluster.sbatch("-t", "1", wrap="sleep 8; echo finished")
+        await cluster.wait_job(job, "RUNNING")
+        before = sum(slurm_commands(agent).values())
+        code, answer = await hook(s, within=60)
+        assert (code, answer["result"]) == (0, "drained"), answer
+        looks = sum(slurm_commands(agent).values()) - before
+        assert agent.source.mode == "fallback"
+    done = await cluster.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL"})
+    assert done.state == "COMPLETED"
+    # a fixed poll every drain_poll_seconds (0.2 s) would have asked Slurm 40 times and more
+    assert looks <= 20, looks
