@@ -24,6 +24,7 @@ from sidecars.runtime.events import EventSink, LogEventSink
 from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, serve, serve_unix
 from sidecars.runtime.tasks import RootTasks, until_stopped
+from sidecars.runtime.waits import until_set
 from sidecars.slurm import RetryPolicy, SlurmClient, SlurmError, SlurmMetrics
 from sidecars.worker import api, naming
 from sidecars.worker.backoff import Backoff
@@ -257,8 +258,13 @@ class Agent:
         never = asyncio.Event()
         try:
             first = True
+            turned = 0.0
             while not stop.is_set():
                 s = self.settings
+                # a floor under the turns: a control plane (or an impostor) that answers the long
+                # poll at once, every time, must not spin the agent (the hook's wake skips it)
+                await until_set(wake, s.drain_poll_seconds - (time.monotonic() - turned))
+                turned = time.monotonic()
                 interval = self.source.interval(self.drainer.active, s.poll_seconds, s.drain_poll_seconds)
                 obs = await self.source.observe(0 if first else interval, wake)
                 first = False

@@ -24,52 +24,63 @@ from tests.worker.agent_helpers import hook, running_agent, settings_for, slurm_
 
 TOKEN = "s3cret-token"
 
-# what a 404 can look like without being the control plane's word on this node
+# what a control plane (or whatever stands at its URL) can answer that is not its word on the node
 NOT_AN_ANSWER: dict[str, Callable[[str], web.Response]] = {
-    "html_page": lambda name: web.Response(
+    "html_404": lambda name: web.Response(
         status=404, text="<html><body>404 Not Found</body></html>", content_type="text/html"
     ),
-    "router_json": lambda name: web.json_response({"error": "Not Found"}, status=404),
-    "other_node": lambda name: web.json_response(
+    "router_json_404": lambda name: web.json_response({"error": "Not Found"}, status=404),
+    "other_node_404": lambda name: web.json_response(
         {"error": "no node x9 in Slurm", "node": "x9", "slurm": "no_record"}, status=404
     ),
+    "http_500": lambda name: web.json_response({"error": "boom"}, status=500),
+    "garbage_200": lambda name: web.Response(text="<html>welcome</html>", content_type="text/html"),
+    "wrong_shape_200": lambda name: web.json_response({"name": name, "state": "IDLE"}),
 }
 
 
 def _api_shape(name: str) -> web.Response:
-    return web.json_response(
-        {"error": f"no node {name} in Slurm", "node": name, "slurm": "no_record"}, status=404
-    )
+    body = {"error": f"no node {name} in Slurm", "node": name, "slurm": "no_record"}
+    return web.json_response(body, status=404)
 
 
 @contextlib.asynccontextmanager
-async def answering_404(answer: Callable[[str], web.Response]) -> AsyncIterator[str]:
-    """A stand-in at the control plane's URL that answers every node request with `answer`."""
+async def standing_in(answer: Callable[[str], web.Response] | None) -> AsyncIterator[str]:
+    """A stand-in at the control plane's URL that answers every node request with `answer`, or,
+    with None, accepts each and never answers (a frozen control plane)."""
+    released = asyncio.Event()
 
     async def handle(request: web.Request) -> web.Response:
+        if answer is None:
+            await released.wait()
+            return web.Response(status=503)
         return answer(request.match_info["name"])
 
     app = web.Application()
     app.router.add_get("/v1/nodes/{name}", handle)
     app.router.add_post("/v1/nodes/{name}/{action}", handle)
     async with serve(app, "127.0.0.1", 0) as port:
-        yield f"http://127.0.0.1:{port}"
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            released.set()
 
 
-@pytest.mark.parametrize("shape", [*NOT_AN_ANSWER, "api_shape"])
+@pytest.mark.parametrize("shape", [*NOT_AN_ANSWER, "api_shape_404", "frozen"])
 @pytest.mark.cluster(nodes=1)
-async def test_a_404_never_ends_a_drain_while_a_job_runs(
+async def test_a_control_plane_fault_never_ends_a_drain_while_a_job_runs(
     cluster: DevCluster, sockdir: Path, shape: str
 ) -> None:
     # the control plane's own "no record" included: Slurm itself has the node and a job on it
-    async with answering_404(NOT_AN_ANSWER.get(shape, _api_shape)) as url:
+    answer = None if shape == "frozen" else NOT_AN_ANSWER.get(shape, _api_shape)
+    async with standing_in(answer) as url:
         s = settings_for(cluster, sockdir, control_plane=url, token=TOKEN)
         async with running_agent(cluster, s):
             job = await cluster.sbatch("-t", "1", wrap="sleep 4; echo finished")
             await cluster.wait_job(job, "RUNNING")
-            code, answer = await hook(s, within=60)
+            code, answer_ = await hook(s, within=60)
             returned = time.time()
-            assert (code, answer["result"]) == (0, "drained"), answer
+            assert (code, answer_["result"]) == (0, "drained"), answer_
     done = await cluster.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL"})
     assert done.state == "COMPLETED"
     assert (cluster.out_dir / f"slurm-{job}.out").read_text().strip() == "finished"
@@ -80,7 +91,7 @@ async def test_a_404_never_ends_a_drain_while_a_job_runs(
 async def test_no_record_from_the_control_plane_is_confirmed_with_slurm(
     cluster: DevCluster, sockdir: Path
 ) -> None:
-    async with answering_404(_api_shape) as url:
+    async with standing_in(_api_shape) as url:
         s = settings_for(cluster, sockdir, node="gone1", control_plane=url, token=TOKEN)
         async with running_agent(cluster, s) as agent:
             before = slurm_commands(agent).get("scontrol", 0)
