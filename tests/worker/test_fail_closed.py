@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -18,11 +20,14 @@ from aiohttp import web
 from sidecars.devcluster import DevCluster, free_port
 from sidecars.drainhook import drain
 from sidecars.runtime.http import serve, serve_unix
+from sidecars.runtime.waits import within
 from sidecars.worker.backoff import Backoff
+from tests.fakekube import FakeKube
 from tests.helpers import RecordingEvents, eventually
 from tests.worker.agent_helpers import hook, running_agent, settings_for, slurm_commands
 
 TOKEN = "s3cret-token"
+CLI = str(Path(sys.executable).parent / "slurm-sidecars")
 
 # what a control plane (or whatever stands at its URL) can answer that is not its word on the node
 NOT_AN_ANSWER: dict[str, Callable[[str], web.Response]] = {
@@ -238,3 +243,43 @@ async def test_a_drain_with_the_control_plane_away_backs_off(cluster: DevCluster
     assert done.state == "COMPLETED"
     # a fixed poll every drain_poll_seconds (0.2 s) would have asked Slurm 40 times and more
     assert looks <= 20, looks
+
+
+async def test_the_hook_process_says_why_in_its_output_and_the_pods_events(
+    sockdir: Path, tmp_path: Path, fake_kube: tuple[FakeKube, str]
+) -> None:
+    fake, url = fake_kube
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+        f"clusters: [{{name: t, cluster: {{server: '{url}'}}}}]\n"
+        f"users: [{{name: t, user: {{token: {fake.token}}}}}]\n"
+        "contexts: [{name: t, context: {cluster: t, user: t}}]\n"
+    )
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),  # stands in for the pod's service account
+        "KUBERNETES_SERVICE_HOST": "10.0.0.1",
+        "POD_NAME": "worker-n1",
+        "POD_NAMESPACE": "slurm",
+    }
+
+    def fault() -> web.Response:
+        return web.json_response({"error": "agent fault: OSError: no space", "retry": False}, status=500)
+
+    async with agent_answering(sockdir, [fault]) as path:
+        proc = await asyncio.create_subprocess_exec(
+            CLI, "drain-hook", "--socket", path, "--timeout-seconds", "600",
+            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            _, err = await within(proc.communicate(), 60)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    assert proc.returncode == 1, err
+    assert b"DrainHookGaveUp: gave up: permanent failure: HTTP 500: agent fault" in err, err
+    (event,) = fake.events
+    assert (event["reason"], event["type"]) == ("DrainHookGaveUp", "Warning")
+    assert event["involvedObject"]["name"] == "worker-n1" and "no space" in event["message"]
