@@ -91,8 +91,9 @@ class ControlPlane:
             renew_seconds=settings.renew_seconds,
             on_change=self._leadership,
         )
-        if kube is not None:  # every Kubernetes write, at each attempt, asks the Lease (fencing)
+        if kube is not None:  # every write, at each attempt, asks the Lease (fencing)
             kube.fence = lambda: self.leader.is_leader
+            slurm.fence = lambda: self.leader.is_leader
         self.tasks = RootTasks()
         self.pods: PodCache | None = None
         self.costs: DeletionCostWriter | None = None

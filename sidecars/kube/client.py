@@ -64,6 +64,9 @@ UNFENCED_PREFIXES = ("get_", "list_", "watch_", "read_")
 UNFENCED = frozenset({"create_lease", "update_lease"})
 
 
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
 def is_write(operation: str) -> bool:
     return not operation.startswith(UNFENCED_PREFIXES) and operation not in UNFENCED
 
@@ -311,6 +314,7 @@ class KubeClient:
     def __post_init__(self) -> None:
         self.api = k.ApiClient(self.configuration)
         _keep_alive(self.api)
+        self.api.rest_client.pool_manager.trace_configs.append(self._late_fence())
         self.core = k.CoreV1Api(self.api)
         self.coordination = k.CoordinationV1Api(self.api)
         self.custom = k.CustomObjectsApi(self.api)
@@ -323,6 +327,26 @@ class KubeClient:
                 ["operation", "result"],
                 registry=self.registry,
             )
+
+    def _late_fence(self) -> aiohttp.TraceConfig:
+        """The fence asked again once the connection is ready, right before the request goes out:
+        a process frozen between the first ask and the send (SIGSTOP, a long pause) wakes up to
+        this one. What is left is the instant between it and the socket write."""
+
+        async def started(_: Any, ctx: Any, params: aiohttp.TraceRequestStartParams) -> None:
+            ctx.write = params.method in WRITE_METHODS and "/leases" not in params.url.path
+
+        async def connected(_: Any, ctx: Any, __: Any) -> None:
+            if getattr(ctx, "write", False) and self.fence is not None and not self.fence():
+                self._count("late", "fenced")
+                raise Fenced("request")
+
+        trace = aiohttp.TraceConfig()
+        trace.on_request_start.append(started)
+        trace.on_connection_create_end.append(connected)
+        trace.on_connection_reuseconn.append(connected)
+        trace.freeze()
+        return trace
 
     async def __aenter__(self) -> KubeClient:
         return self

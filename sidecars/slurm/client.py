@@ -8,7 +8,7 @@ are retried here, bounded; permanent ones are raised at once with Slurm's own me
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -22,13 +22,14 @@ from tenacity import (
 )
 
 from sidecars.slurm import hostlist, jsonformat, textformat
-from sidecars.slurm.errors import SlurmCommandError, SlurmUnreachable
+from sidecars.slurm.errors import SlurmCommandError, SlurmFenced, SlurmUnreachable
 from sidecars.slurm.models import BootTime, Job, JobPlacement, Node, Partition, Ping, Reservation, Version
 from sidecars.slurm.runner import CommandResult, SlurmMetrics, run
 
 log = structlog.get_logger(__name__)
 
 Output = Literal["auto", "json", "text"]
+WRITES = frozenset({"update", "create", "delete", "reconfigure", "shutdown"})  # scontrol's writes
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,8 @@ class SlurmClient:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     metrics: SlurmMetrics | None = None
     output: Output = "auto"
+    # asked before each write command is sent (each attempt): None, not fenced
+    fence: Callable[[], bool] | None = None
     _version: Version | None = field(default=None, init=False, repr=False)
 
     def with_env(self, **overrides: str) -> SlurmClient:
@@ -55,7 +58,12 @@ class SlurmClient:
         env = dict(os.environ if self.env is None else self.env)
         env.update(overrides)
         clone = SlurmClient(
-            env=env, timeout=self.timeout, retry=self.retry, metrics=self.metrics, output=self.output
+            env=env,
+            timeout=self.timeout,
+            retry=self.retry,
+            metrics=self.metrics,
+            output=self.output,
+            fence=self.fence,
         )
         clone._version = self._version
         return clone
@@ -64,6 +72,7 @@ class SlurmClient:
     async def run(self, *argv: str, retry: bool = True, timeout: float | None = None) -> CommandResult:
         """Run a Slurm command; retry transient failures when `retry`."""
         if not retry:
+            self._check_fence(argv)
             return await run(argv, env=self.env, timeout=timeout or self.timeout, metrics=self.metrics)
         policy = self.retry
         async for attempt in AsyncRetrying(
@@ -73,8 +82,15 @@ class SlurmClient:
             reraise=True,
         ):
             with attempt:
+                self._check_fence(argv)
                 return await run(argv, env=self.env, timeout=timeout or self.timeout, metrics=self.metrics)
         raise AssertionError("unreachable")  # pragma: no cover - AsyncRetrying reraises
+
+    def _check_fence(self, argv: Sequence[str]) -> None:
+        if self.fence is None or argv[:1] != ("scontrol",) or not WRITES & set(argv[1:3]):
+            return
+        if not self.fence():
+            raise SlurmFenced(argv, "not sent: this process may not write now (the Lease is not held)")
 
     async def version(self) -> Version:
         """The installed client release, detected once."""

@@ -17,6 +17,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from prometheus_client import CollectorRegistry
 
 from sidecars.controlplane.busylabel import LABEL
 from sidecars.controlplane.leader import LeaderElector
@@ -24,6 +25,7 @@ from sidecars.devcluster import DevCluster, free_port
 from sidecars.kube import KubeClient, KubeError
 from sidecars.kube.client import KubeRetry
 from sidecars.runtime.waits import within
+from sidecars.slurm import SlurmClient, SlurmFenced, SlurmMetrics
 from tests.fakekube import FakeKube, configuration
 from tests.helpers import eventually
 
@@ -244,3 +246,35 @@ async def test_the_write_deadline_runs_from_the_renewals_start(fake_kube: tuple[
         finally:
             stop.set()
             await within(task, 10)
+
+
+async def test_a_slurm_write_past_the_fence_is_never_run() -> None:
+    registry = CollectorRegistry()
+    client = SlurmClient(metrics=SlurmMetrics(registry), fence=lambda: False)  # the Lease lost
+    for write in (
+        client.drain(["n1"], "slurm-sidecars: x"),
+        client.undrain(["n1"]),
+        client.delete_reservation("maint-1"),
+        client.set_topology(["n1"], "default:s1"),
+    ):
+        with pytest.raises(SlurmFenced):
+            await write
+    assert registry.get_sample_value("slurm_sidecars_slurm_commands_total", {"command": "scontrol"}) is None
+
+
+async def test_a_write_is_fenced_again_right_before_it_is_sent(fake_kube: tuple[FakeKube, str]) -> None:
+    # the Lease held when the write starts, lost by the time its connection is ready (a process
+    # frozen in between): the second ask stops it
+    fake, url = fake_kube
+    fake.add_pod("w-n1", hostname="n1", labels={"app": "slurmd"})
+    asks: list[bool] = []
+
+    def fence() -> bool:
+        asks.append(not asks)
+        return asks[-1]
+
+    async with KubeClient(configuration(url), fence=fence) as kube:
+        with pytest.raises(KubeError):
+            await kube.annotate_pod("slurm", "w-n1", {"a": "1"})
+    assert asks == [True, False]
+    assert fake.writes_by(fake.token) == []
