@@ -26,7 +26,7 @@ from sidecars.kube import KubeClient, KubeError
 from sidecars.kube.client import KubeRetry
 from sidecars.runtime.waits import within
 from sidecars.slurm import SlurmClient, SlurmFenced, SlurmMetrics
-from tests.fakekube import FakeKube, configuration
+from tests.fakekube import FakeKube, configuration, write_kubeconfig
 from tests.helpers import eventually
 
 CLI = str(Path(sys.executable).parent / "slurm-sidecars")
@@ -56,13 +56,7 @@ async def replica(
 ) -> AsyncIterator[Replica]:
     """A control-plane process `name`, talking to the fake API server with its own token."""
     (tmp_path / "token").write_text(TOKEN + "\n")
-    kubeconfig = tmp_path / f"kubeconfig-{name}"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
-        f"clusters: [{{name: t, cluster: {{server: '{kube_url}'}}}}]\n"
-        f"users: [{{name: t, user: {{token: {kube_token}}}}}]\n"
-        "contexts: [{name: t, context: {cluster: t, user: t}}]\n"
-    )
+    kubeconfig = write_kubeconfig(tmp_path / f"kubeconfig-{name}", kube_url, kube_token)
     port = free_port()
     env = {
         **cluster.env,

@@ -20,6 +20,7 @@ import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -134,6 +135,17 @@ def _selected(obj: Obj, selector: str | None) -> bool:
 
 def now_micro() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def write_kubeconfig(path: Path, url: str, token: str = "fake-token") -> Path:
+    """A kubeconfig file for the fake, as a process outside the test's own loop reads one."""
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+        f"clusters: [{{name: t, cluster: {{server: '{url}'}}}}]\n"
+        f"users: [{{name: t, user: {{token: {token}}}}}]\n"
+        "contexts: [{name: t, context: {cluster: t, user: t}}]\n"
+    )
+    return path
 
 
 def configuration(url: str, token: str = "fake-token") -> Configuration:

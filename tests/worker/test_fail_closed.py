@@ -22,7 +22,7 @@ from sidecars.drainhook import drain
 from sidecars.runtime.http import serve, serve_unix
 from sidecars.runtime.waits import within
 from sidecars.worker.backoff import Backoff
-from tests.fakekube import FakeKube
+from tests.fakekube import FakeKube, write_kubeconfig
 from tests.helpers import RecordingEvents, eventually
 from tests.worker.agent_helpers import hook, running_agent, settings_for, slurm_commands
 
@@ -249,13 +249,7 @@ async def test_the_hook_process_says_why_in_its_output_and_the_pods_events(
     sockdir: Path, tmp_path: Path, fake_kube: tuple[FakeKube, str]
 ) -> None:
     fake, url = fake_kube
-    kubeconfig = tmp_path / "config"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
-        f"clusters: [{{name: t, cluster: {{server: '{url}'}}}}]\n"
-        f"users: [{{name: t, user: {{token: {fake.token}}}}}]\n"
-        "contexts: [{name: t, context: {cluster: t, user: t}}]\n"
-    )
+    kubeconfig = write_kubeconfig(tmp_path / "config", url, fake.token)
     env = {
         **os.environ,
         "KUBECONFIG": str(kubeconfig),  # stands in for the pod's service account
