@@ -26,6 +26,7 @@ from sidecars.kube import KubeClient, KubeError
 from sidecars.kube.client import KubeRetry
 from sidecars.runtime.waits import within
 from sidecars.slurm import SlurmClient, SlurmFenced, SlurmMetrics
+from tests.controlplane.conftest import control_plane
 from tests.fakekube import FakeKube, configuration, write_kubeconfig
 from tests.helpers import eventually
 
@@ -272,3 +273,35 @@ async def test_a_write_is_fenced_again_right_before_it_is_sent(fake_kube: tuple[
             await kube.annotate_pod("slurm", "w-n1", {"a": "1"})
     assert asks == [True, False]
     assert fake.writes_by(fake.token) == []
+
+
+@pytest.mark.releases("slurm24")  # the shutdown's order is ours, not Slurm's
+@pytest.mark.cluster(nodes=1)
+async def test_shutdown_stops_the_writers_before_it_hands_the_lease_back(
+    cluster: DevCluster, fake_kube: tuple[FakeKube, str]
+) -> None:
+    fake, url = fake_kube
+    fake.add_pod("w-n1", hostname="n1", labels={"app": "slurmd"})
+    async with control_plane(cluster, url) as cp:
+        await eventually(cp.leading, what="leading")
+        kube = cp.plane.kube
+        assert kube is not None
+
+        async def writer() -> None:  # a writer busy to the end, as a loop in mid-cycle is
+            n = 0
+            while True:
+                n += 1
+                with contextlib.suppress(KubeError):
+                    await kube.annotate_pod("slurm", "w-n1", {"n": str(n)})
+                await asyncio.sleep(0.01)
+
+        cp.plane.tasks.start("busy_writer", writer())
+        await eventually(lambda: len(fake.writes_by(fake.token)) > 20, what="writing")
+    released = [
+        i
+        for i, r in enumerate(fake.requests)
+        if r.resource == "leases" and isinstance(r.body, dict) and not r.body["spec"].get("holderIdentity")
+    ]
+    assert released, "the Lease was never handed back"
+    after = [r for r in fake.requests[released[0] :] if r.resource == "pods" and r.verb == "patch"]
+    assert after == [], f"{len(after)} writes after the Lease was handed back"
