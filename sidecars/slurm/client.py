@@ -22,7 +22,7 @@ from tenacity import (
 )
 
 from sidecars.slurm import hostlist, jsonformat, textformat
-from sidecars.slurm.errors import SlurmCommandError, SlurmFenced, SlurmUnreachable
+from sidecars.slurm.errors import SlurmCommandError, SlurmFenced, SlurmParseError, SlurmUnreachable
 from sidecars.slurm.models import BootTime, Job, JobPlacement, Node, Partition, Ping, Reservation, Version
 from sidecars.slurm.runner import CommandResult, SlurmMetrics, run
 
@@ -141,7 +141,11 @@ class SlurmClient:
                 return None
             raise
         found = [n for n in textformat.nodes(r.stdout) if n.name == name]
-        return found[0] if found else None
+        if not found:
+            # "no record" lets a drain hook exit 0 and the pod die: only Slurm's own "not found"
+            # says it, never an answer that merely lacks the node
+            raise SlurmParseError(r.argv, f"no node {name} in the output of a lookup that succeeded")
+        return found[0]
 
     async def nodes_named(self, names: Iterable[str]) -> dict[str, Node]:
         """The named nodes as the controller has them now, in one command; a name Slurm has no
