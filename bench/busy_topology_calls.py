@@ -56,6 +56,7 @@ class SimKube:
         self.calls: Counter[str] = Counter()
         self.removed: Counter[str] = Counter()  # label removals per pod
         self.rv = 0
+        self.watch_silence_seconds = 90.0  # what a cache's staleness is measured against
 
     async def label_pod(self, namespace: str, name: str, labels: Mapping[str, str | None]) -> Pod:
         self.calls["label_pod"] += 1

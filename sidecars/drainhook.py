@@ -1,14 +1,17 @@
 """`slurm-sidecars drain-hook --socket PATH [--timeout-seconds N] [--reason TEXT]`: the preStop hook.
 
 Asks the local worker agent to drain its node and waits until it is drained. Exit 0 when drained
-(or Slurm has no record of the node), 1 when it gave up (time-out, agent never reachable). An agent
-that restarts meanwhile keeps the drain; the hook reconnects and asks again with the time it has left.
+(or Slurm has no record of the node), 1 when it gave up: at the time-out, or at once on a permanent
+failure (an answer asking again cannot change). An agent that restarts meanwhile keeps the drain;
+the hook reconnects and asks again with the time it has left (a transient failure).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import math
 import os
 import stat
 import sys
@@ -19,6 +22,8 @@ from typing import Any
 import aiohttp
 import structlog
 
+from sidecars.kube import pod_events
+from sidecars.runtime.events import EventSink, LogEventSink
 from sidecars.runtime.settings import ConfigError, flag, positive
 from sidecars.runtime.trustedpath import Trust, UntrustedPath
 
@@ -26,6 +31,8 @@ log = structlog.get_logger("sidecars.drain_hook")
 
 RECONNECT_SECONDS = 0.2
 UNTRUSTED_RETRY_SECONDS = 5.0
+REPORT_EVERY = 60.0  # seconds between reports of transient failures that go on
+RESULTS = frozenset({"drained", "no_record", "timed_out"})
 POLICY_GRACE = 20.0  # the agent may need this long past the deadline to apply its time-out policy
 SOCKET = frozenset({stat.S_IFSOCK})
 
@@ -57,40 +64,97 @@ def check_socket(socket: str) -> None:
         trust.check_file(socket, kinds=SOCKET)
 
 
-async def drain(socket: str, seconds: float, reason: str | None) -> tuple[int, dict[str, Any] | str]:
-    """(exit code, the agent's answer or why there is none)."""
+class Permanent(Exception):
+    """An answer that asking again cannot change: give up now, not at the end of the grace period."""
+
+
+class Transient(Exception):
+    """No answer yet (the agent restarting, not up, busy): ask again."""
+
+
+def _read(status: int, answer: Any) -> dict[str, Any]:
+    """The agent's answer, or why it is none: transient or permanent."""
+    if not isinstance(answer, dict):
+        raise Permanent(f"HTTP {status}: not the agent's JSON: {str(answer)[:200]!r}")
+    if status == 200 and answer.get("result") in RESULTS:
+        return answer
+    if status == 200:
+        raise Permanent(f"HTTP 200 with no known result: {str(answer)[:200]}")
+    what = f"HTTP {status}: {answer.get('error', answer)}"
+    if answer.get("retry") is True or (status in {429, 503} and "retry" not in answer):
+        raise Transient(what)
+    raise Permanent(what)
+
+
+async def _ask(session: aiohttp.ClientSession, body: dict[str, Any], seconds: float) -> dict[str, Any]:
+    try:
+        async with session.post(
+            "http://agent/v1/drain", json=body, timeout=aiohttp.ClientTimeout(total=seconds)
+        ) as r:
+            text = await r.text()
+            try:
+                answer: Any = json.loads(text)
+            except ValueError:
+                answer = text
+            return _read(r.status, answer)
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        # the agent restarting, or not up yet: it keeps the drain, ask again
+        raise Transient(f"{type(exc).__name__}: {exc}") from None
+
+
+async def drain(
+    socket: str, seconds: float, reason: str | None, events: EventSink | None = None
+) -> tuple[int, dict[str, Any] | str]:
+    """(exit code, the agent's answer or why there is none). Each kind of failure is said once in
+    the output and as a Warning Event on the pod, where an operator looks first, and again every
+    REPORT_EVERY seconds while transient failures go on."""
+    events = events or LogEventSink()
     deadline = time.monotonic() + seconds
-    last_error = "agent never answered"
+    last_error, failures, reported_at = "agent never answered", 0, -math.inf
     connector = aiohttp.UnixConnector(path=socket)
     async with aiohttp.ClientSession(connector=connector) as session:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                return 1, f"gave up after {seconds:g}s: {last_error}"
+                why = f"gave up after {seconds:g}s: {failures} transient failures, last: {last_error}"
+                await _say(events, "DrainHookGaveUp", why)
+                return 1, why
             body = {"timeout_seconds": round(left, 3), "reason": reason or None}
             try:
                 # every attempt: a restarted agent makes its socket anew
                 check_socket(socket)
-                async with session.post(
-                    "http://agent/v1/drain",
-                    json=body,
-                    timeout=aiohttp.ClientTimeout(total=left + POLICY_GRACE),
-                ) as r:
-                    answer = await r.json(content_type=None)
-                    if r.status != 200 or not isinstance(answer, dict):
-                        return 1, f"agent refused: HTTP {r.status}: {answer}"
-                    return (0 if answer.get("result") in {"drained", "no_record"} else 1), answer
+                return _exit_code(await _ask(session, body, left + POLICY_GRACE))
             except UntrustedPath as exc:
                 # never believed, never given up on at once: the pod stays (and its jobs run) while
                 # the hook's time lasts; the warning says what to fix
                 last_error = f"untrusted socket: {exc}"
                 log.warning("agent_socket_untrusted", problem=str(exc))
+                if time.monotonic() - reported_at >= REPORT_EVERY:
+                    reported_at = time.monotonic()
+                    await _say(events, "DrainHookRetrying", f"untrusted agent socket, retrying: {exc}")
                 await asyncio.sleep(min(UNTRUSTED_RETRY_SECONDS, max(deadline - time.monotonic(), 0)))
-            except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-                # the agent restarting, or not up yet: it keeps the drain, ask again
-                last_error = f"{type(exc).__name__}: {exc}"
-                log.info("agent_unreachable_retrying", error=last_error)
-                await asyncio.sleep(min(RECONNECT_SECONDS, max(deadline - time.monotonic(), 0)))
+                continue
+            except Permanent as exc:
+                why = f"gave up: permanent failure: {exc}"
+                await _say(events, "DrainHookGaveUp", why)
+                return 1, why
+            except Transient as exc:
+                failures += 1
+                last_error = str(exc)
+                log.info("agent_unreachable_retrying", error=last_error, failures=failures)
+                if time.monotonic() - reported_at >= REPORT_EVERY:
+                    reported_at = time.monotonic()
+                    await _say(events, "DrainHookRetrying", f"transient failure {failures}, retrying: {exc}")
+            await asyncio.sleep(min(RECONNECT_SECONDS, max(deadline - time.monotonic(), 0)))
+
+
+def _exit_code(answer: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    return (0 if answer["result"] in {"drained", "no_record"} else 1), answer
+
+
+async def _say(events: EventSink, reason: str, message: str) -> None:
+    print(f"{reason}: {message}", file=sys.stderr, flush=True)
+    await events.emit(reason, message, "Warning")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -98,7 +162,12 @@ def main(args: argparse.Namespace) -> int:
     reason = str(args.reason or "").strip()
     if "\n" in reason or len(reason) > 200:
         raise ConfigError("--reason: a single line of at most 200 characters")
-    code, answer = asyncio.run(drain(str(args.socket), timeout, reason or None))
+
+    async def run() -> tuple[int, dict[str, Any] | str]:
+        async with pod_events("slurm-sidecars-drain-hook") as events:
+            return await drain(str(args.socket), timeout, reason or None, events)
+
+    code, answer = asyncio.run(run())
     if isinstance(answer, dict):
         log.info(
             "drain_hook_done",
@@ -108,6 +177,5 @@ def main(args: argparse.Namespace) -> int:
         )
         print(f"{answer.get('result')}: {answer.get('detail')}", file=sys.stdout if code == 0 else sys.stderr)
     else:
-        log.warning("drain_hook_gave_up", detail=answer)
-        print(answer, file=sys.stderr)
+        log.warning("drain_hook_gave_up", detail=answer)  # printed, and an Event, already
     return code

@@ -36,7 +36,9 @@ log = structlog.get_logger(__name__)
 
 
 class Leadership(Protocol):
-    is_leader: bool
+    @property
+    def is_leader(self) -> bool: ...  # read at each write: it lapses with the Lease
+
     holder: str | None
 
 
@@ -46,6 +48,12 @@ def _not_json(word: str) -> None:
 
 def _error(status: int, message: str, **extra: Any) -> web.Response:
     return web.json_response({"error": message, **extra}, status=status)
+
+
+def _no_record(name: str) -> web.Response:
+    """Slurm has no record of the node, in a shape no router or proxy 404 has (the agent's drain
+    reads only this one as an answer, and confirms it with Slurm before it ends)."""
+    return _error(404, f"no node {name} in Slurm", node=name, slurm="no_record")
 
 
 def not_leader(leader: Leadership) -> web.Response | None:
@@ -172,7 +180,7 @@ class ControlPlaneAPI:
         if isinstance(snap, web.Response):
             return snap
         if name not in snap.nodes:
-            return _error(404, f"no node {name} in Slurm")
+            return _no_record(name)
         if version is not None and wait > 0:
             self._metrics.long_polls.inc()
             try:
@@ -181,7 +189,7 @@ class ControlPlaneAPI:
                 self._metrics.long_polls.dec()
         found = snap.nodes.get(name)
         if found is None:
-            return _error(404, f"no node {name} in Slurm")
+            return _no_record(name)
         return web.json_response({**found.as_json(), "version": snap.version})
 
     async def scale_in_order(self, _: web.Request) -> web.Response:
@@ -213,7 +221,7 @@ class ControlPlaneAPI:
         if isinstance(snap, web.Response):
             return snap
         if name not in snap.nodes:
-            return _error(404, f"no node {name} in Slurm")
+            return _no_record(name)
         refused = self._not_leader()
         if refused is not None:
             return refused

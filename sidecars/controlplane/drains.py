@@ -61,12 +61,17 @@ class DrainBatcher:
             await asyncio.sleep(self._window)  # let the rest of the burst arrive
             self._wake.clear()
             batch, self.pending = self.pending, {}
-            if batch and not self._may_write():
-                # leadership lost since they were accepted: the agents retry against the new leader
-                log.warning("drain_batch_dropped", nodes=len(batch), reason="not the leader")
-                self._metrics.drain_requests.labels("drain", "dropped_not_leader").inc(len(batch))
-            elif batch:
+            if batch and not self._fenced("drain", list(batch)):
                 await self.flush(batch)
+
+    def _fenced(self, action: Action, names: list[str]) -> bool:
+        """Asked right before each write (the read before it can take seconds, and the Lease be
+        lost meanwhile): the agents retry against the new leader."""
+        if self._may_write():
+            return False
+        log.warning("drain_batch_dropped", action=action, nodes=len(names), reason="not the leader")
+        self._metrics.drain_requests.labels(action, "dropped_not_leader").inc(len(names))
+        return True
 
     async def flush(self, batch: dict[str, DrainRequest]) -> None:
         try:
@@ -126,6 +131,8 @@ class DrainBatcher:
         *,
         resume: bool = False,
     ) -> set[str]:
+        if self._fenced(action, names):
+            return set()
         try:
             await self._call(action, names, reason, resume)
         except SlurmCommandError as exc:
@@ -135,6 +142,8 @@ class DrainBatcher:
             log.warning("drain_batch_refused", action=action, nodes=len(names), error=exc.message)
             done: set[str] = set()
             for name in names:
+                if self._fenced(action, [name]):
+                    continue
                 try:
                     await self._call(action, [name], reason, resume)
                     done.add(name)

@@ -33,6 +33,7 @@ class ComputeDomainCache(WatchCache[ComputeDomain]):
             lambda cd: cd.key,
             lambda cd: cd.resource_version,
             failed_event="computedomain_watch_failed",
+            silence_seconds=kube.watch_silence_seconds,
         )
 
 

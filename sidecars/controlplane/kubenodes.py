@@ -18,6 +18,7 @@ class NodeCache(WatchCache[KubeNode]):
             lambda n: n.name,
             lambda n: n.resource_version,
             failed_event="node_watch_failed",
+            silence_seconds=kube.watch_silence_seconds,
         )
 
     @property

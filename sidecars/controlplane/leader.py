@@ -5,6 +5,13 @@ this replica's clock from when it last saw the Lease change (so clock skew betwe
 not matter). The leader steps down if it cannot renew for 2/3 of the duration, before anyone else
 may take over. Without Kubernetes there is one replica, and it leads.
 
+Fencing: `is_leader` is read at each write (the Kubernetes client's fence, the drain batch, the
+loops), and it holds only until the step-down deadline, measured from when the last successful
+renewal request was SENT (another replica's clock starts no earlier than that). A leader frozen
+(SIGSTOP, a long GC pause, a stalled VM) wakes past it and writes nothing, whatever its loops were
+in the middle of; the third of the Lease left is the margin for the clocks' rates and the
+last request in flight. `fence()` closes it at once (shutdown: writers stop before the release).
+
 The leader renews every `renew_seconds` (7 s by default: about 9 calls a minute, whatever the fleet)
 and, after a failed renewal, every `retry_seconds` until the deadline: a 15 s Lease then gets four
 tries before its leader steps down. It renews with one call, not two: it replaces the record it
@@ -47,18 +54,36 @@ class LeaderElector:
         self.renew_seconds = renew_seconds
         self.retry_seconds = retry_seconds
         self._on_change = on_change or (lambda _: None)
-        self.is_leader = kube is None
+        self._leading = kube is None
+        self._fenced = False
         self.holder: str | None = identity if kube is None else None
         self._observed: tuple[str, float] = ("", 0.0)  # (resourceVersion, monotonic when first seen)
         self._renewed_at = 0.0
         self._held: LeaseRecord | None = None  # the record we wrote last, while we lead
         self.changed = asyncio.Event()
 
+    @property
+    def write_deadline(self) -> float:
+        """Monotonic time until which this replica may write: 2/3 of the Lease after the start of
+        the last renewal that succeeded."""
+        return self._renewed_at + self.lease_seconds * 2 / 3
+
+    @property
+    def is_leader(self) -> bool:
+        """Leading now, with margin: read at the moment of each write, never cached."""
+        if self._fenced or not self._leading:
+            return False
+        return self._kube is None or time.monotonic() < self.write_deadline
+
+    def fence(self) -> None:
+        """No write from now on (before stopping the writers and releasing the Lease)."""
+        self._fenced = True
+
     def _set(self, leader: bool) -> None:
         if not leader:
             self._held = None
-        if leader != self.is_leader:
-            self.is_leader = leader
+        if leader != self._leading:
+            self._leading = leader
             log.info("leadership", leader=leader, identity=self.identity, lease=self.name)
             self._on_change(leader)
             self.changed.set()
@@ -73,37 +98,42 @@ class LeaderElector:
                 failed = True
                 # a leader's look may not outlast its step-down deadline (a stalled API server
                 # must not keep it leading past the point where another replica may take over)
-                left = self.lease_seconds * 2 / 3 - (time.monotonic() - self._renewed_at)
+                left = self.write_deadline - time.monotonic()
                 try:
-                    await within(self.step(), max(left, 0.1) if self.is_leader else None)
+                    await within(self.step(), max(left, 0.1) if self._leading else None)
                     failed = False
                 except LeaseConflict:
                     log.info("lease_conflict", lease=self.name)  # another replica wrote first; re-read
                 except Exception as exc:
                     log.warning("lease_failed", error=str(exc))
-                if self.is_leader and time.monotonic() - self._renewed_at > self.lease_seconds * 2 / 3:
+                if self._leading and time.monotonic() >= self.write_deadline:
                     log.warning("lease_renew_deadline_passed", lease=self.name)
                     self._set(False)
                 # a leader whose renewal failed tries again soon: a blip of the API server must not
                 # cost the lease, and the renewals that succeed can then be few (client-go's retry)
                 wait = (
                     min(self.retry_seconds, self.renew_seconds)
-                    if failed and self.is_leader
+                    if failed and self._leading
                     else self.renew_seconds
                 )
                 await until_set(stop, wait)
         finally:
-            if self.is_leader:
+            if self._leading:
                 await self._release()
 
     async def step(self) -> None:
         """Read the Lease once and acquire, renew or follow."""
         assert self._kube is not None
+        # the deadline runs from the request's start: the API server may have written it (and
+        # other replicas started their clocks) at any moment after that
+        sent = time.monotonic()
         now = dt.datetime.now(dt.UTC)
         held = self._held
+        # the one-call renewal only within the deadline: a leader that wakes past it (frozen,
+        # paused) reads first, and writes nothing when another replica holds the Lease by now
         if self.is_leader and held is not None:
             try:
-                self._took(await self._kube.update_lease(replace(held, renew_time=now)))
+                self._took(await self._kube.update_lease(replace(held, renew_time=now)), sent)
                 return
             except LeaseConflict:  # written by someone since: read it and decide below
                 log.info("lease_changed_since_renewed", lease=self.name)
@@ -122,7 +152,7 @@ class LeaderElector:
                     resource_version="",
                 )
             )
-            self._took(created)
+            self._took(created, sent)
             return
         if record.resource_version != self._observed[0]:
             self._observed = (record.resource_version, time.monotonic())
@@ -137,7 +167,7 @@ class LeaderElector:
                     renew_time=now,
                 )
             )
-            self._took(renewed)
+            self._took(renewed, sent)
             return
         expired = not record.holder or time.monotonic() - self._observed[1] >= record.duration_seconds
         if not expired:
@@ -154,12 +184,12 @@ class LeaderElector:
             )
         )
         log.info("lease_taken_over", lease=self.name, previous=record.holder)
-        self._took(taken)
+        self._took(taken, sent)
 
-    def _took(self, record: LeaseRecord) -> None:
+    def _took(self, record: LeaseRecord, sent: float) -> None:
         self._held = record
         self._observed = (record.resource_version, time.monotonic())
-        self._renewed_at = time.monotonic()
+        self._renewed_at = sent
         self.holder = record.holder
         self._set(True)
 

@@ -94,6 +94,18 @@ def node_state_label(node: FleetNode) -> str:
 class ControlPlaneMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         p = "slurm_sidecars_"
+        self.kube_cache_stale = Gauge(
+            p + "kube_cache_stale",
+            "1 while a Kubernetes cache has heard nothing (not even a bookmark) within its bound",
+            ["cache"],
+            registry=registry,
+        )
+        self.kube_cache_relists = Gauge(
+            p + "kube_cache_relists",
+            "Lists of a Kubernetes cache after its first (a 410, a failure, a silent watch)",
+            ["cache"],
+            registry=registry,
+        )
         self.pending_jobs = Gauge(
             p + "pending_jobs", "Jobs pending for resources, per partition", ["partition"], registry=registry
         )

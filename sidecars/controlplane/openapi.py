@@ -153,7 +153,15 @@ def document(max_wait: float = 60.0) -> dict[str, Any]:
                     "Error": {
                         "type": "object",
                         "required": ["error"],
-                        "properties": {"error": {"type": "string"}},
+                        "properties": {
+                            "error": {"type": "string"},
+                            "node": {"type": "string", "description": "a 404 about a node: its name"},
+                            "slurm": {
+                                "type": "string",
+                                "enum": ["no_record"],
+                                "description": "a 404 about a node: Slurm has no record of it",
+                            },
+                        },
                     },
                     **openapi_maintenance.schemas(),
                 },

@@ -27,6 +27,7 @@ class PodCache(WatchCache[Pod]):
             lambda p: p.name,
             lambda p: p.resource_version,
             failed_event="pod_watch_failed",
+            silence_seconds=kube.watch_silence_seconds,
         )
 
     @property

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import os
 import time
 from collections.abc import AsyncIterator
@@ -44,6 +45,7 @@ from sidecars.controlplane.upgrade_api import unavailable as upgrade_unavailable
 from sidecars.controlplane.versions import AgentVersions
 from sidecars.controlplane.web import WebUI
 from sidecars.kube import KubeClient, KubeEventSink, Pod, load_configuration
+from sidecars.kube.cache import WatchCache
 from sidecars.kube.nodename import Named, NodeNaming, slurm_node_name
 from sidecars.runtime import daemon, http, logs
 from sidecars.runtime.events import EventSink, EventType, LogEventSink
@@ -93,6 +95,9 @@ class ControlPlane:
             renew_seconds=settings.renew_seconds,
             on_change=self._leadership,
         )
+        if kube is not None:  # every write, at each attempt, asks the Lease (fencing)
+            kube.fence = lambda: self.leader.is_leader
+            slurm.fence = lambda: self.leader.is_leader
         self.tasks = RootTasks()
         self.pods: PodCache | None = None
         self.costs: DeletionCostWriter | None = None
@@ -238,6 +243,20 @@ class ControlPlane:
         self.metrics.leader.set(1 if lead else 0)
         if lead and self.upgrade is not None:  # called from the Lease's task: made by then
             self.upgrade.forget()  # another replica may have written the plan while this one followed
+
+    def caches(self) -> dict[str, WatchCache[Any]]:
+        """The Kubernetes caches this replica keeps, by name (readiness and metrics say when stale)."""
+        named: dict[str, WatchCache[Any] | None] = {
+            "pods": self.pods,
+            "nodes": self.kube_nodes,
+            "computedomains": self.compute_domains,
+        }
+        return {name: cache for name, cache in named.items() if cache is not None}
+
+    def _watch_metrics(self) -> None:
+        for name, cache in self.caches().items():
+            self.metrics.kube_cache_stale.labels(name).set_function(functools.partial(_stale, cache))
+            self.metrics.kube_cache_relists.labels(name).set_function(functools.partial(_relists, cache))
 
     def _node_cache(self, kube: KubeClient) -> NodeCache:
         """The one Node cache, shared by every feature that reads Nodes (each with its own rule)."""
@@ -471,6 +490,9 @@ class ControlPlane:
         liveness.add("root_tasks", self.tasks.check)
         liveness.add("refresh_loop", ticking)
         readiness.add("fleet_view", loaded)
+        for name, cache in self.caches().items():
+            if name != "computedomains":  # an optional CRD, maybe not installed: its metric says it
+                readiness.add(f"{name}_cache", functools.partial(_cache_check, cache))
         app = http.DaemonHTTP(self.registry, liveness, readiness, self.status).app(
             client_max_size=16 * 1024, limits=self.settings.http_limits
         )
@@ -488,6 +510,7 @@ class ControlPlane:
         """Serve for the duration of the block; `until_stopped(stop, plane.tasks)` inside it raises
         when one of the root tasks ends on its own."""
         stop = asyncio.Event()
+        self._watch_metrics()
         self.fleet.last_attempt = time.monotonic()
         self.tasks.start("refresh_loop", self.refresh_loop())
         self.tasks.start("drain_loop", self.drain_loop())
@@ -518,8 +541,24 @@ class ControlPlane:
                     self.page.close()  # parked page polls answer now, not at the server's shutdown
         finally:
             self.tasks.stopping()
+            # writers first: no write may leave once the Lease is handed back (another replica
+            # may be writing by then); the fence closes before they are even told to stop
+            self.leader.fence()
+            await self.tasks.stop(keep=("leader",))
             stop.set()  # the elector hands the Lease back before it returns
             await self.tasks.stop(grace=3.0, first=("leader",))
+
+
+def _cache_check(cache: WatchCache[Any]) -> CheckResult:
+    return CheckResult(*cache.staleness())
+
+
+def _stale(cache: WatchCache[Any]) -> float:
+    return float(cache.stale)
+
+
+def _relists(cache: WatchCache[Any]) -> float:
+    return float(cache.relists)
 
 
 async def serve(settings: ControlPlaneSettings, stop: asyncio.Event) -> None:
@@ -529,7 +568,7 @@ async def serve(settings: ControlPlaneSettings, stop: asyncio.Event) -> None:
         kube: KubeClient | None = None
         registry = CollectorRegistry()
         if settings.kubernetes:
-            conf = await load_configuration(settings.kubeconfig)
+            conf = await load_configuration(settings.kubeconfig, strict=True)
             if conf is not None:
                 kube = await stack.enter_async_context(KubeClient(conf, registry=registry))
         else:

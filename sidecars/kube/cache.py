@@ -3,17 +3,23 @@ ComputeDomains): list, then watch from the list's resourceVersion, and list agai
 (the version compacted away) or any failure, with a doubling pause. A BOOKMARK only moves the
 version to resume from, so a quiet set reopened after compaction is not listed again. Whoever
 reads `items` sees the latest state the API server sent; `synced` is set once the first list
-has arrived."""
+has arrived.
+
+A watch that hears nothing, not even a bookmark, within the client's silence bound is given up
+(the client's read deadline) and the set listed again. Meanwhile, and for as long as that list
+fails, `stale` says so (readiness and a metric read it): a cache that looks current but froze
+would let busy labels, and with them the PodDisruptionBudget's protection, lapse unnoticed."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Generic, TypeVar
 
 import structlog
 
-from sidecars.kube.client import KubeError
+from sidecars.kube.client import KubeError, WatchSilent
 
 log = structlog.get_logger(__name__)
 
@@ -31,6 +37,7 @@ class WatchCache(Generic[T]):
         version: Callable[[T], str],
         *,
         failed_event: str,
+        silence_seconds: float = 90.0,
     ) -> None:
         self._list = lister
         self._watch = watcher
@@ -39,18 +46,38 @@ class WatchCache(Generic[T]):
         self._failed_event = failed_event  # the log event naming what failed, e.g. pod_watch_failed
         self.items: dict[str, T] = {}
         self.synced = asyncio.Event()
+        self.silence_seconds = silence_seconds  # the client's bound: nothing heard for longer is stale
+        self.heard_at: float | None = None  # monotonic: the last list, event or bookmark
+        self.relists = 0  # lists after the first (a 410, a failure, a silent watch)
+
+    @property
+    def stale(self) -> bool:
+        """Nothing heard from the API server within the bound (or never listed)."""
+        return self.heard_at is None or time.monotonic() - self.heard_at > self.silence_seconds
+
+    def staleness(self) -> tuple[bool, str]:
+        """(current, what to say), for a readiness check."""
+        if self.heard_at is None:
+            return False, "not listed yet"
+        age = time.monotonic() - self.heard_at
+        return not self.stale, f"last heard {age:.1f}s ago (bound {self.silence_seconds:g}s)"
 
     async def run(self) -> None:
         """List, then watch from the list's version; list again after a 410 or any failure."""
         delay = 0.5
         while True:
+            pause = delay
             try:
                 items, rv = await self._list()
+                if self.synced.is_set():
+                    self.relists += 1
                 self.items = {self._key(i): i for i in items}
+                self.heard_at = time.monotonic()
                 self.synced.set()
                 delay = 0.5
                 while True:
                     async for kind, item in self._watch(rv):
+                        self.heard_at = time.monotonic()
                         rv = self._version(item) or rv
                         if kind == "BOOKMARK":  # only the version to resume from
                             continue
@@ -58,10 +85,13 @@ class WatchCache(Generic[T]):
                             self.items.pop(self._key(item), None)
                         else:
                             self.items[self._key(item)] = item
+            except WatchSilent as exc:
+                log.warning(self._failed_event, reason=exc.reason, relist=True)
+                pause = 0.0  # a dead connection, not an overloaded server: list again at once
             except KubeError as exc:
                 if exc.status != 410:
                     log.warning(self._failed_event, status=exc.status, reason=exc.reason)
             except Exception as exc:  # connection reset, malformed stream: list again after a pause
                 log.warning(self._failed_event, error=str(exc))
-            await asyncio.sleep(delay)
+            await asyncio.sleep(pause)
             delay = min(delay * 2, 30.0)

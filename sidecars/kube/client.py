@@ -11,6 +11,7 @@ import asyncio
 import datetime as dt
 import hashlib
 import json
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -49,6 +50,33 @@ class KubeError(Exception):
         self.status = status
         self.reason = reason
         super().__init__(f"{operation}: HTTP {status} {reason}".rstrip())
+
+
+class Fenced(KubeError):
+    """A write not sent: this replica does not hold the Lease (with margin) at the moment of sending."""
+
+    def __init__(self, operation: str) -> None:
+        super().__init__(operation, 0, "not sent: this replica does not hold the Lease")
+
+
+# what a replica may send without holding the Lease: reads, and the Lease itself (how it is won)
+UNFENCED_PREFIXES = ("get_", "list_", "watch_", "read_")
+UNFENCED = frozenset({"create_lease", "update_lease"})
+
+
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def is_write(operation: str) -> bool:
+    return not operation.startswith(UNFENCED_PREFIXES) and operation not in UNFENCED
+
+
+class WatchSilent(KubeError):
+    """A watch that sent nothing, not even a bookmark, for longer than the bound (a half-open
+    connection, an API server that accepted it and went quiet): the cache lists again."""
+
+    def __init__(self, operation: str, seconds: float) -> None:
+        super().__init__(operation, 0, f"watch silent for {seconds:g}s")
 
 
 class LeaseConflict(Exception):
@@ -283,6 +311,31 @@ def _retryable(exc: BaseException, conflict_too: bool) -> bool:
     return isinstance(exc, aiohttp.ClientError | asyncio.TimeoutError)
 
 
+KEEPALIVE_IDLE_SECONDS, KEEPALIVE_INTERVAL_SECONDS, KEEPALIVE_PROBES = 30, 10, 3
+
+
+def _keepalive_socket(addr: tuple[Any, ...]) -> socket.socket:
+    """A TCP socket with keepalive: a peer gone without a word (a NAT entry dropped, an API server
+    failed over) is found within about a minute, not after the kernel's two hours."""
+    family, kind, proto = addr[0], addr[1], addr[2]
+    sock = socket.socket(family=family, type=kind, proto=proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    if hasattr(socket, "TCP_KEEPIDLE"):  # Linux; elsewhere the system's defaults apply
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, KEEPALIVE_IDLE_SECONDS)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, KEEPALIVE_INTERVAL_SECONDS)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, KEEPALIVE_PROBES)
+    return sock
+
+
+def _keep_alive(api: k.ApiClient) -> None:
+    # kubernetes-asyncio builds its connector itself and takes no socket options: its socket
+    # factory (aiohttp >= 3.12) is set before the first connection is made
+    connector = api.rest_client.pool_manager.connector
+    if not isinstance(connector, aiohttp.TCPConnector) or not hasattr(connector, "_socket_factory"):
+        raise RuntimeError("kubernetes-asyncio's connector takes no socket factory: no TCP keepalive")
+    setattr(connector, "_socket_factory", _keepalive_socket)  # noqa: B010
+
+
 @dataclass
 class KubeClient:
     """One ApiClient for the process; `async with KubeClient(conf)` closes it."""
@@ -290,9 +343,17 @@ class KubeClient:
     configuration: k.Configuration
     retry: KubeRetry = field(default_factory=KubeRetry)
     registry: CollectorRegistry | None = None
+    # a watch that sends nothing for this long is given up (the API server sends a bookmark
+    # about once a minute on a quiet watch; anything longer than that is a dead connection)
+    watch_silence_seconds: float = 90.0
+    # every write asks it first, at each attempt (a retry may come after the Lease is lost);
+    # None: not fenced (the agents, config-sync)
+    fence: Callable[[], bool] | None = None
 
     def __post_init__(self) -> None:
         self.api = k.ApiClient(self.configuration)
+        _keep_alive(self.api)
+        self.api.rest_client.pool_manager.trace_configs.append(self._late_fence())
         self.core = k.CoreV1Api(self.api)
         self.coordination = k.CoordinationV1Api(self.api)
         self.custom = k.CustomObjectsApi(self.api)
@@ -306,6 +367,26 @@ class KubeClient:
                 ["operation", "result"],
                 registry=self.registry,
             )
+
+    def _late_fence(self) -> aiohttp.TraceConfig:
+        """The fence asked again once the connection is ready, right before the request goes out:
+        a process frozen between the first ask and the send (SIGSTOP, a long pause) wakes up to
+        this one. What is left is the instant between it and the socket write."""
+
+        async def started(_: Any, ctx: Any, params: aiohttp.TraceRequestStartParams) -> None:
+            ctx.write = params.method in WRITE_METHODS and "/leases" not in params.url.path
+
+        async def connected(_: Any, ctx: Any, __: Any) -> None:
+            if getattr(ctx, "write", False) and self.fence is not None and not self.fence():
+                self._count("late", "fenced")
+                raise Fenced("request")
+
+        trace = aiohttp.TraceConfig()
+        trace.on_request_start.append(started)
+        trace.on_connection_create_end.append(connected)
+        trace.on_connection_reuseconn.append(connected)
+        trace.freeze()
+        return trace
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -334,6 +415,13 @@ class KubeClient:
         """One watch from `resource_version`: (ADDED|MODIFIED|DELETED, object) until the server ends
         it, and (BOOKMARK, an object carrying only the version to resume from); a 410 raises.
         `list_fn` itself, not a wrapper: the watch reads the model to decode into from its docstring."""
+        # deadlines on every watch: the whole request (the server ends it at timeout_seconds),
+        # the connect, and each read (a quiet watch still gets bookmarks; silence is a dead line)
+        deadline = aiohttp.ClientTimeout(
+            total=timeout_seconds + self.retry.call_seconds,
+            sock_connect=self.retry.call_seconds,
+            sock_read=self.watch_silence_seconds,
+        )
         async with watch.Watch() as w:
             stream = w.stream(
                 list_fn,
@@ -342,6 +430,7 @@ class KubeClient:
                 resource_version=resource_version,
                 timeout_seconds=timeout_seconds,
                 allow_watch_bookmarks=True,
+                _request_timeout=deadline,
             )
             try:
                 async for event in stream:
@@ -354,6 +443,9 @@ class KubeClient:
                         yield kind, bookmark(rv)
             except ApiException as exc:
                 raise _error(operation, exc) from exc
+            except TimeoutError:
+                self._count(operation, "silent")
+                raise WatchSilent(operation, self.watch_silence_seconds) from None
 
     async def _found(self, operation: str, fn: Callable[[], Awaitable[T]]) -> T | None:
         """A read through `_call`: None when the object is not there (404)."""
@@ -382,6 +474,9 @@ class KubeClient:
                 reraise=True,
             ):
                 with attempt:
+                    if self.fence is not None and is_write(operation) and not self.fence():
+                        self._count(operation, "fenced")
+                        raise Fenced(operation)
                     try:
                         result = await within(fn(), policy.call_seconds)
                     except TimeoutError:

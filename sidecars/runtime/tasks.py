@@ -79,22 +79,25 @@ class RootTasks:
         """From now on a task that ends is the daemon stopping, not a failure."""
         self._stopping = True
 
-    async def stop(self, *, grace: float | None = 0.0, first: tuple[str, ...] = ()) -> None:
+    async def stop(
+        self, *, grace: float | None = 0.0, first: tuple[str, ...] = (), keep: tuple[str, ...] = ()
+    ) -> None:
         """Let the tasks named in `first` end by themselves within `grace` seconds (None: however
-        long they take; the leader elector hands its Lease back), then cancel every task until done."""
+        long they take; the leader elector hands its Lease back), then cancel every task until done,
+        except those named in `keep` (stopped by a later call: the Lease after its writers)."""
         self.stopping()
         waiting = [self._tasks[n] for n in first if n in self._tasks and not self._tasks[n].done()]
         if waiting and (grace is None or grace > 0):
             await asyncio.wait(waiting, timeout=grace)
         # cancel until done: on Python 3.11 a wait_for whose inner await completes at the moment
         # of the cancel swallows it (cpython#86296), and a loop would then run on forever
-        pending = {t for t in self._tasks.values() if not t.done()}
+        pending = {t for n, t in self._tasks.items() if not t.done() and n not in keep}
         while pending:
             for task in pending:
                 task.cancel()
             _, pending = await asyncio.wait(pending, timeout=0.5)
-        for task in self._tasks.values():
-            if not task.cancelled() and task.exception() is not None:
+        for name, task in self._tasks.items():
+            if name not in keep and not task.cancelled() and task.exception() is not None:
                 log.warning(
                     "root_task_failed_while_stopping", task=task.get_name(), error=str(task.exception())
                 )

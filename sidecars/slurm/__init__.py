@@ -4,6 +4,7 @@ from sidecars.slurm.client import RetryPolicy, SlurmClient
 from sidecars.slurm.errors import (
     SlurmCommandError,
     SlurmError,
+    SlurmFenced,
     SlurmParseError,
     SlurmTimeout,
     SlurmUnreachable,
@@ -39,6 +40,7 @@ __all__ = [
     "SlurmClient",
     "SlurmCommandError",
     "SlurmError",
+    "SlurmFenced",
     "SlurmMetrics",
     "SlurmParseError",
     "SlurmTimeout",

@@ -22,13 +22,14 @@ from tenacity import (
 )
 
 from sidecars.slurm import hostlist, jsonformat, textformat
-from sidecars.slurm.errors import SlurmCommandError, SlurmUnreachable
+from sidecars.slurm.errors import SlurmCommandError, SlurmFenced, SlurmParseError, SlurmUnreachable
 from sidecars.slurm.models import BootTime, Job, JobPlacement, Node, Partition, Ping, Reservation, Version
 from sidecars.slurm.runner import CommandResult, SlurmMetrics, run
 
 log = structlog.get_logger(__name__)
 
 Output = Literal["auto", "json", "text"]
+WRITES = frozenset({"update", "create", "delete", "reconfigure", "shutdown"})  # scontrol's writes
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,8 @@ class SlurmClient:
     # called with the argv before every command; raises (a SlurmCommandError) to refuse it, e.g.
     # when SLURM_CONF lies where a job's user could have planted it
     guard: Callable[[Sequence[str]], None] | None = None
+    # asked before each write command is sent (each attempt): None, not fenced
+    fence: Callable[[], bool] | None = None
     _version: Version | None = field(default=None, init=False, repr=False)
 
     def with_env(self, **overrides: str) -> SlurmClient:
@@ -64,6 +67,7 @@ class SlurmClient:
             metrics=self.metrics,
             output=self.output,
             guard=self.guard,
+            fence=self.fence,
         )
         clone._version = self._version
         return clone
@@ -74,6 +78,7 @@ class SlurmClient:
         if self.guard is not None:
             self.guard(argv)
         if not retry:
+            self._check_fence(argv)
             return await run(argv, env=self.env, timeout=timeout or self.timeout, metrics=self.metrics)
         policy = self.retry
         async for attempt in AsyncRetrying(
@@ -83,8 +88,15 @@ class SlurmClient:
             reraise=True,
         ):
             with attempt:
+                self._check_fence(argv)
                 return await run(argv, env=self.env, timeout=timeout or self.timeout, metrics=self.metrics)
         raise AssertionError("unreachable")  # pragma: no cover - AsyncRetrying reraises
+
+    def _check_fence(self, argv: Sequence[str]) -> None:
+        if self.fence is None or argv[:1] != ("scontrol",) or not WRITES & set(argv[1:3]):
+            return
+        if not self.fence():
+            raise SlurmFenced(argv, "not sent: this process may not write now (the Lease is not held)")
 
     async def version(self) -> Version:
         """The installed client release, detected once."""
@@ -135,7 +147,11 @@ class SlurmClient:
                 return None
             raise
         found = [n for n in textformat.nodes(r.stdout) if n.name == name]
-        return found[0] if found else None
+        if not found:
+            # "no record" lets a drain hook exit 0 and the pod die: only Slurm's own "not found"
+            # says it, never an answer that merely lacks the node
+            raise SlurmParseError(r.argv, f"no node {name} in the output of a lookup that succeeded")
+        return found[0]
 
     async def nodes_named(self, names: Iterable[str]) -> dict[str, Node]:
         """The named nodes as the controller has them now, in one command; a name Slurm has no

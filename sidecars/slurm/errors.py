@@ -38,6 +38,10 @@ class SlurmCommandError(SlurmError):
     """Slurm answered and refused (invalid node name, permission, bad value): permanent."""
 
 
+class SlurmFenced(SlurmError):
+    """A write not sent: the process may not write now (a control plane that lost its Lease)."""
+
+
 class SlurmParseError(SlurmError):
     """The command succeeded but its output was not what this release should print."""
 

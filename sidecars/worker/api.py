@@ -4,27 +4,57 @@
 answers when it is over: `{"result": "drained"|"no_record"|"timed_out", "detail", "seconds"}`.
 A hook that disconnects (or an agent that restarts) loses nothing: the drain goes on, and asking
 again joins it. `GET /v1/drain` shows the drain in progress.
+
+Every refusal is JSON, `{"error": str, "retry": bool}`: `retry` false means asking again cannot
+help (a bad request, a route this agent does not have, a fault in the agent), and the hook gives up
+at once instead of for the whole grace period.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import structlog
 from aiohttp import web
 
 from sidecars.runtime.http import ServerLimits, body_deadline
 from sidecars.worker.drain import Drainer
+
+log = structlog.get_logger(__name__)
 
 DRAINER: web.AppKey[Drainer] = web.AppKey("drainer", Drainer)
 WAKE: web.AppKey[asyncio.Event] = web.AppKey("wake", asyncio.Event)
 REFUSED: web.AppKey[Callable[[], str | None]] = web.AppKey("refused")
 
 
+def _error(status: int, message: str, retry: bool) -> web.Response:
+    return web.json_response({"error": message, "retry": retry}, status=status)
+
+
 def _bad(message: str) -> web.Response:
-    return web.json_response({"error": message}, status=400)
+    return _error(400, message, retry=False)
+
+
+@web.middleware
+async def json_errors(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """The router's 404 and 405 and any fault, as JSON the hook can read (never an HTML page)."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        # 503 and 429 say "later"; any other refusal will be the same next time
+        return _error(exc.status, exc.reason, retry=exc.status in {429, 503})
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        log.exception("drain_api_failed", path=request.path)
+        return _error(500, f"agent fault: {type(exc).__name__}: {exc}", retry=False)
 
 
 async def post_drain(request: web.Request) -> web.Response:
@@ -53,6 +83,8 @@ async def post_drain(request: web.Request) -> web.Response:
     drainer = request.app[DRAINER]
     fut = drainer.request(reason, float(timeout) if timeout is not None else None)
     request.app[WAKE].set()
+    if drainer.unsaved is not None:
+        await drainer.events.emit("DrainNotRecorded", drainer.unsaved, "Warning")
     try:
         answer = await asyncio.shield(fut)
     finally:
@@ -73,7 +105,10 @@ def app(
     """`refused()`: why this pod must not drain the node (it does not hold it), or None."""
     size = 16 * 1024
     body_seconds = (limits or ServerLimits()).body_seconds
-    application = web.Application(client_max_size=size, middlewares=[body_deadline(body_seconds, size)])
+    # json_errors outermost: the body deadline's 408 is answered as JSON too
+    application = web.Application(
+        client_max_size=size, middlewares=[json_errors, body_deadline(body_seconds, size)]
+    )
     application[DRAINER] = drainer
     application[WAKE] = wake
     application[REFUSED] = refused

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import aiohttp
 
-from sidecars.slurm.nodejson import parse_node
+from sidecars.slurm.nodejson import NodeRecord, parse_node
 from sidecars.worker.observation import Observation
 
 T = TypeVar("T")
+# the VersionedNode schema's required fields (controlplane/openapi.py)
+NODE_FIELDS = frozenset({"name", "state", "flags", "reason", "jobs", "busy_until", "version"})
 
 
 class ControlPlaneUnavailable(RuntimeError):
@@ -57,12 +61,39 @@ class ControlPlaneClient:
                 timeout=aiohttp.ClientTimeout(total=wait + self.timeout),
             ) as r:
                 if r.status == 404:
-                    return Observation("control-plane", view=None)
+                    return await self._no_record(r)
                 if r.status != 200:
                     raise ControlPlaneUnavailable(f"GET node: HTTP {r.status}: {(await r.text())[:200]}")
-                return Observation("control-plane", view=parse_node(await r.json()))
+                return Observation("control-plane", view=self._versioned_node(await r.json()))
 
         return await self._call(get())
+
+    def _versioned_node(self, body: Any) -> NodeRecord:
+        """This node in the API's VersionedNode shape, every field there: a 200 from something else
+        (a login page, another API, another node) must not stand for the node's state, for it
+        could hold a drain open for the whole grace period."""
+        if not isinstance(body, dict) or not body.keys() >= NODE_FIELDS or body["name"] != self.name:
+            raise ValueError(f"not this node's document: {str(body)[:200]!r}")
+        if not isinstance(body["state"], str) or not isinstance(body["version"], int):
+            raise ValueError(f"not this node's document: {str(body)[:200]!r}")
+        return parse_node(body)
+
+    async def _no_record(self, r: aiohttp.ClientResponse) -> Observation:
+        """A 404 is an answer only in the control plane's own shape, naming this node: a wrong URL,
+        a proxy's page or the router's own 404 is no word on the node, and must not end a drain."""
+        text = (await r.text())[:2000]
+        body: Any = None
+        if r.content_type == "application/json":
+            with contextlib.suppress(ValueError):
+                body = json.loads(text)
+        if (
+            isinstance(body, dict)
+            and isinstance(body.get("error"), str)
+            and body.get("node") == self.name
+            and body.get("slurm") == "no_record"
+        ):
+            return Observation("control-plane", view=None)
+        raise ControlPlaneUnavailable(f"GET node: HTTP 404 not from the control plane's API: {text[:200]!r}")
 
     async def _post(self, path: str, body: dict[str, Any], expect: int) -> None:
         async def post() -> None:

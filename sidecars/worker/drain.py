@@ -84,6 +84,7 @@ class Drainer:
         self._last_progress = 0.0
         self._jobs: list[Job] | None = None
         self._jobs_at = 0.0
+        self.unsaved: str | None = None  # why the last request's record could not be written
 
     # ------------------------------------------------------------------ lifecycle
     def load(self) -> None:
@@ -115,7 +116,14 @@ class Drainer:
             log.info("drain_requested", reason=full_reason, timeout=round(deadline - now, 1))
         else:
             self.record.deadline = deadline  # the hook's own deadline is the one that counts
-        self.record.save(self.path)
+        try:
+            self.record.save(self.path)
+            self.unsaved = None
+        except OSError as exc:
+            # a full or read-only volume must not stop the drain: draining is the safe side; only
+            # an agent restarted mid-drain loses it (and the hook, asking again, starts it anew)
+            self.unsaved = f"drain record not written ({self.path}): {exc}"
+            log.error("drain_record_not_written", path=str(self.path), error=str(exc))
         self.active = True
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
@@ -142,6 +150,13 @@ class Drainer:
             else:
                 self._progress(now, f"lookup failed, waiting: {obs.error}")
             return
+        if obs.view is None and obs.origin != "slurm":
+            # the hook's exit 0 lets the pod die: "no record" rests on Slurm's own word, never on
+            # a relayed one (a control plane from before the node existed, a misrouted request)
+            obs = await self.source.slurm.observe()
+            if not obs.ok:
+                self._progress(now, f"no record per the control plane; Slurm unreadable: {obs.error}")
+                return
         view = obs.view
         if view is None:
             await self._finish(NO_RECORD, "Slurm has no record of this node")

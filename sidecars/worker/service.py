@@ -25,8 +25,10 @@ from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, serve, serve_unix
 from sidecars.runtime.tasks import RootTasks, until_stopped
 from sidecars.runtime.tokenfile import TokenFile
+from sidecars.runtime.waits import until_set
 from sidecars.slurm import RetryPolicy, SlurmClient, SlurmError, SlurmMetrics
 from sidecars.worker import api, naming, trusted
+from sidecars.worker.backoff import Backoff
 from sidecars.worker.claim import ClaimCheck
 from sidecars.worker.cp_client import ControlPlaneClient
 from sidecars.worker.drain import Drainer
@@ -216,9 +218,8 @@ class Agent:
                 connector = aiohttp.TCPConnector(ssl=s.control_plane_tls or True, keepalive_timeout=5)
                 session = await stack.enter_async_context(aiohttp.ClientSession(connector=connector))
                 cp = ControlPlaneClient(session, s.control_plane, TokenFile(s.token_file).value, s.node_name)
-                self.source.attach(
-                    cp, retry_seconds=min(s.poll_seconds, 5.0), on_fallback=self.metrics.fallbacks.inc
-                )
+                backoff = Backoff(first_seconds=s.drain_poll_seconds, max_seconds=s.fallback_max_seconds)
+                self.source.attach(cp, backoff=backoff, on_fallback=self.metrics.fallbacks.inc)
                 self.slurmd_health.read_record = False  # coordinated: no Slurm query of its own
             self.http_port = await stack.enter_async_context(
                 serve(self.http().app(limits=s.http_limits), s.http_host, s.http_port, s.http_limits)
@@ -268,15 +269,14 @@ class Agent:
         never = asyncio.Event()
         try:
             first = True
+            turned = 0.0
             while not stop.is_set():
-                if self.drainer.active:
-                    interval = (
-                        self.settings.drain_poll_seconds
-                        if self.source.cp is None or not self.source.using_cp
-                        else min(self.settings.poll_seconds, 1.0)
-                    )
-                else:
-                    interval = self.settings.poll_seconds
+                s = self.settings
+                # a floor under the turns: a control plane (or an impostor) that answers the long
+                # poll at once, every time, must not spin the agent (the hook's wake skips it)
+                await until_set(wake, s.drain_poll_seconds - (time.monotonic() - turned))
+                turned = time.monotonic()
+                interval = self.source.interval(self.drainer.active, s.poll_seconds, s.drain_poll_seconds)
                 obs = await self.source.observe(0 if first else interval, wake)
                 first = False
                 if obs is None:

@@ -43,6 +43,8 @@ class WorkerSettings:
     heal_backoff: float = 10.0  # wait after the first restart; doubles after each further one
     poll_seconds: float = 15.0  # steady-state rate of the agent's own look at its node
     drain_poll_seconds: float = 0.25  # only while a drain waits for jobs to end
+    # the control plane away: turns back off from drain_poll_seconds up to this (with jitter)
+    fallback_max_seconds: float = 15.0
     drain_timeout_policy: str = "requeue"
     default_drain_timeout: float = 3600.0
     slurmd_missing_grace: float = 5.0  # a 24.11 reconfigure re-execs slurmd: a short gap is no death
@@ -127,6 +129,12 @@ def configure(p: argparse.ArgumentParser) -> None:
     flag(p, "--heal-backoff-seconds", default="10", help="wait after a restart; doubles each time")
     flag(p, "--poll-seconds", default="15", help="steady-state interval of the agent's node check")
     flag(p, "--drain-poll-seconds", default="0.25", help="node check interval while a drain waits")
+    flag(
+        p,
+        "--fallback-max-seconds",
+        default="15",
+        help="control plane away: the agent's own Slurm checks back off up to this interval, jittered",
+    )
     flag(
         p,
         "--drain-timeout-policy",
@@ -217,6 +225,7 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         heal_backoff=positive(args.heal_backoff_seconds, "--heal-backoff-seconds"),
         poll_seconds=positive(args.poll_seconds, "--poll-seconds"),
         drain_poll_seconds=positive(args.drain_poll_seconds, "--drain-poll-seconds"),
+        fallback_max_seconds=positive(args.fallback_max_seconds, "--fallback-max-seconds"),
         drain_timeout_policy=args.drain_timeout_policy,
         default_drain_timeout=positive(args.drain_timeout_seconds, "--drain-timeout-seconds"),
         slurmd_missing_grace=positive(

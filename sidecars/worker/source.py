@@ -2,7 +2,9 @@
 
 Alone, it asks Slurm itself, at a low rate (fast only while a drain waits). Coordinated, it long-polls
 the control plane, which reads the whole cluster once per interval, and sends its drains there; when
-the control plane cannot be reached it falls back to Slurm, so an outage never blocks a drain.
+the control plane cannot be reached it falls back to Slurm, so an outage never blocks a drain. While
+it is away, each turn asks the control plane again and then Slurm once, with a backoff and jitter
+between turns (worker.backoff): the whole fleet falls back at once, and slurmctld must not pay for it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable
 import structlog
 
 from sidecars.runtime.waits import until_set
+from sidecars.worker.backoff import Backoff
 from sidecars.worker.cp_client import ControlPlaneClient, ControlPlaneUnavailable
 from sidecars.worker.observation import Observation
 from sidecars.worker.slurm_source import SlurmSource
@@ -28,7 +31,7 @@ class NodeSource:
     def __init__(self, slurm: SlurmSource) -> None:
         self.slurm = slurm
         self.cp: ControlPlaneClient | None = None
-        self.retry_seconds = 5.0
+        self.backoff = Backoff(first_seconds=0.25, max_seconds=15.0)
         self._cp_retry_at = 0.0
         self._version: int | None = None
         self.mode: str = "alone"
@@ -38,13 +41,14 @@ class NodeSource:
         self,
         cp: ControlPlaneClient,
         *,
-        retry_seconds: float = 5.0,
+        backoff: Backoff | None = None,
         on_fallback: Callable[[], None] | None = None,
     ) -> None:
         """Coordinated mode: ask the control plane first, Slurm when it does not answer
-        (and the control plane again `retry_seconds` later)."""
+        (and the control plane again after the backoff's next wait)."""
         self.cp = cp
-        self.retry_seconds = retry_seconds
+        if backoff is not None:
+            self.backoff = backoff
         self.mode = "control-plane"
         self._on_fallback = on_fallback
 
@@ -52,7 +56,7 @@ class NodeSource:
         if self.mode != "fallback":
             log.warning("control_plane_unreachable_falling_back", during=what, error=str(exc))
         self.mode = "fallback"
-        self._cp_retry_at = time.monotonic() + self.retry_seconds
+        self._cp_retry_at = time.monotonic() + self.backoff.failed()
         self._version = None
         if self._on_fallback is not None:
             self._on_fallback()
@@ -61,9 +65,34 @@ class NodeSource:
     def using_cp(self) -> bool:
         return self.cp is not None and time.monotonic() >= self._cp_retry_at
 
+    def interval(self, draining: bool, poll_seconds: float, drain_poll_seconds: float) -> float:
+        """The wait before the agent's next look: the backoff's while the control plane is away,
+        else fast only while a drain waits (1 s at most against the control plane's long poll)."""
+        away = self.fallback_wait()
+        if away is not None:
+            return away if draining else max(away, poll_seconds)
+        if not draining:
+            return poll_seconds
+        return drain_poll_seconds if self.cp is None else min(poll_seconds, 1.0)
+
+    def fallback_wait(self) -> float | None:
+        """While the control plane is away: the seconds until the next turn is due (None otherwise)."""
+        if self.cp is None or self.mode != "fallback":
+            return None
+        return max(0.0, self._cp_retry_at - time.monotonic())
+
     async def observe(self, wait: float, wake: asyncio.Event) -> Observation | None:
         """The node's state after at most `wait` seconds; None when `wake` interrupted the wait."""
-        if self.cp is not None and self.using_cp:
+        if self.cp is not None and not self.using_cp:
+            # the control plane away: this turn's wait, then the control plane first again, and
+            # Slurm once only when it still does not answer
+            await until_set(wake, wait)
+            if wake.is_set():
+                return None
+            if not self.using_cp:
+                return await self.slurm.observe()
+            wait = 0.0
+        if self.cp is not None:
             poll = asyncio.ensure_future(self.cp.node(self._version, wait))
             woke = asyncio.ensure_future(wake.wait())
             try:
@@ -84,6 +113,7 @@ class NodeSource:
             if self.mode != "control-plane":
                 log.info("control_plane_back")
             self.mode = "control-plane"
+            self.backoff.reset()
             self._version = obs.view.version if obs.view else None
             return obs
         await until_set(wake, wait)

@@ -37,8 +37,8 @@ def settings(**overrides: Any) -> ControlPlaneSettings:
         namespace="slurm",
         worker_selector="app=slurmd",
         identity="cp-a",
-        lease_seconds=1.0,
-        renew_seconds=0.2,
+        lease_seconds=3.0,  # a write lapses 2 s after a renewal starts: room for a loaded machine
+        renew_seconds=0.5,
         recycle_grace_seconds=0.5,
         recycle_window_seconds=60,
         recycle_backoff_seconds=30,

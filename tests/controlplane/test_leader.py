@@ -18,7 +18,7 @@ async def test_hand_over_when_the_holder_stops_renewing(
 ) -> None:
     fake, url = fake_kube
     fake.tokens |= {"token-a", "token-b"}
-    lease = {"lease_name": "cp", "lease_seconds": 1.0, "renew_seconds": 0.2}
+    lease = {"lease_name": "cp", "lease_seconds": 3.0, "renew_seconds": 0.5}
     async with control_plane(cluster, kube_url=url, kube_token="token-a", identity="cp-a", **lease) as a:
         await eventually(lambda: a.get("/status"), lambda r: r[1]["leader"], what="a leads")
         async with control_plane(cluster, kube_url=url, kube_token="token-b", identity="cp-b", **lease) as b:

@@ -12,7 +12,7 @@ import pytest
 
 from sidecars.devcluster import DevCluster
 from sidecars.runtime.waits import within
-from tests.controlplane.conftest import TOKEN, control_plane
+from tests.controlplane.conftest import TOKEN, VIEWER, control_plane
 
 CLI = str(Path(sys.executable).parent / "slurm-sidecars")
 
@@ -37,7 +37,7 @@ async def test_no_kubernetes_keeps_windows_and_says_what_upgrades_need(
         assert status == 409 and why in text, text
 
         # the page's document: the window as a row, the upgrade section saying what it needs
-        status, doc = await cp.get("/ui/api/state")
+        status, doc = await cp.get("/ui/api/state", headers={"Authorization": f"Bearer {VIEWER}"})
         assert status == 200, doc
         (row,) = doc["maintenance"]
         assert row["window"] == "fw" and row["nodes"] == "n2" and row["state"] == "scheduled", row

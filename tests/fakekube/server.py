@@ -20,6 +20,7 @@ import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -39,6 +40,7 @@ class Fault:
     status: int  # 0: answered as usual, only `delay` seconds late (a stalled API server)
     times: int
     delay: float = 0.0
+    black_hole: bool = False  # accepted (200, headers sent), then nothing, until the client leaves
 
 
 @dataclass
@@ -50,6 +52,7 @@ class Request:
     body: Any
     verb: str = ""  # the Kubernetes verb: get, list, watch, create, update, patch, delete
     resource: str = ""  # e.g. pods, pods/status, nodes, leases, events, configmaps
+    token: str = ""  # the bearer token it came with: who sent it (the audit log's user)
 
 
 def verb_and_resource(method: str, path: str, watch: bool) -> tuple[str, str]:
@@ -132,6 +135,17 @@ def _selected(obj: Obj, selector: str | None) -> bool:
 
 def now_micro() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def write_kubeconfig(path: Path, url: str, token: str = "fake-token") -> Path:
+    """A kubeconfig file for the fake, as a process outside the test's own loop reads one."""
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+        f"clusters: [{{name: t, cluster: {{server: '{url}'}}}}]\n"
+        f"users: [{{name: t, user: {{token: {token}}}}}]\n"
+        "contexts: [{name: t, context: {cluster: t, user: t}}]\n"
+    )
+    return path
 
 
 def configuration(url: str, token: str = "fake-token") -> Configuration:
@@ -403,6 +417,15 @@ class FakeKube:
         connection, an overloaded API server): what a client without a deadline waits on for ever."""
         self.faults.append(Fault(method.upper(), path_contains, 0, times, seconds))
 
+    def black_hole(self, method: str, path_contains: str, times: int = 1) -> None:
+        """The next `times` matching requests are accepted (200, headers sent) and then sent nothing,
+        not even a bookmark, until the client gives up: a half-open connection, a dropped NAT entry."""
+        self.faults.append(Fault(method.upper(), path_contains, 0, times, black_hole=True))
+
+    def writes_by(self, token: str, since: int = 0) -> list[Request]:
+        """The audit log: writes sent with `token` from request number `since` on, refused or not."""
+        return [r for r in self.mutating(since) if r.token == token]
+
     def calls(self, since: int = 0) -> Counter[tuple[str, str]]:
         """Requests from number `since` on (an index into `requests`), counted by (verb, resource)."""
         return Counter((r.verb, r.resource) for r in self.requests[since:])
@@ -434,9 +457,9 @@ class FakeKube:
         ctype = _content_type(request)
         watching = _watching(request)
         verb, resource = verb_and_resource(request.method, request.path, watching)
-        record = Request(request.method, request.path, 0, ctype, body, verb, resource)
-        self.requests.append(record)  # on arrival: an open watch is counted when it is opened
         given = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        record = Request(request.method, request.path, 0, ctype, body, verb, resource, given)
+        self.requests.append(record)  # on arrival: an open watch is counted when it is opened
         if given != self.token and given not in self.tokens:
             resp: web.StreamResponse = _status(401, "Unauthorized", "Unauthorized")
         elif given in self.blocked:
@@ -452,7 +475,9 @@ class FakeKube:
             )
             if fault is not None:
                 fault.times -= 1
-            if fault is not None and fault.status == 0:
+            if fault is not None and fault.black_hole:
+                resp = await self._black_holed(request)
+            elif fault is not None and fault.status == 0:
                 await self._held_open(asyncio.sleep(fault.delay))
                 resp = await handler(request)
             elif fault is not None:
@@ -524,6 +549,18 @@ class FakeKube:
             and (on_node is None or p["spec"].get("nodeName") == on_node)
         ]
         return self._list("Pod", "v1", items)
+
+    async def _black_holed(self, request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await resp.prepare(request)
+
+        async def silent() -> None:
+            while request.transport is not None and not request.transport.is_closing():
+                await asyncio.sleep(0.1)
+
+        with contextlib.suppress(asyncio.CancelledError, ConnectionResetError):
+            await self._held_open(silent())
+        return resp
 
     async def _held_open(self, wait: Awaitable[Any]) -> None:
         """Wait in a request's handler, ended with the server like an open watch."""

@@ -11,7 +11,7 @@ import pytest
 
 from sidecars.kube import pod_events
 from sidecars.runtime.events import LogEventSink
-from tests.fakekube import FakeKube
+from tests.fakekube import FakeKube, write_kubeconfig
 
 
 async def test_outside_a_cluster_events_go_to_the_log() -> None:
@@ -23,13 +23,7 @@ async def test_outside_a_cluster_events_go_to_the_log() -> None:
 async def test_in_a_cluster_events_land_on_the_pod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeKube()
     async with fake.serving() as url:
-        kubeconfig = tmp_path / "config"
-        kubeconfig.write_text(
-            "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
-            f"clusters: [{{name: t, cluster: {{server: '{url}'}}}}]\n"
-            f"users: [{{name: t, user: {{token: {fake.token}}}}}]\n"
-            "contexts: [{name: t, context: {cluster: t, user: t}}]\n"
-        )
+        kubeconfig = write_kubeconfig(tmp_path / "config", url, fake.token)
         monkeypatch.setenv("KUBECONFIG", str(kubeconfig))  # no service account here: the kubeconfig stands in
         env = {"POD_NAME": "slurmctld-0", "POD_NAMESPACE": "slurm", "KUBERNETES_SERVICE_HOST": "10.0.0.1"}
         async with pod_events("slurm-sidecars-config-sync", env=env) as sink:
