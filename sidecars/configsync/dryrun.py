@@ -223,13 +223,44 @@ def identity_problem(names: Sequence[str], running: Sequence[str]) -> str | None
     """The dry run names this host its only controller (own_controller), so it never tests the set's
     records: a controller running now on a host they no longer name stops at the reconfigure ("This
     host (...) not a valid controller", every release), and a kubelet restarting it reads the same."""
-    gone = [h for h in running if h not in names]
+    # slurmctld compares its host name, short and full, with each record: a record that changes only
+    # the domain may still match, which only that host could tell
+    short = {n.split(".", 1)[0] for n in names}
+    gone = [h for h in running if h.split(".", 1)[0] not in short]
     if not gone:
         return None
     return (
         f"the controller records ({', '.join(names) or 'none'}) no longer name {', '.join(gone)}, where "
         'slurmctld runs now: it would stop with "This host not a valid controller"'
     )
+
+
+def jobcomp_problem(old: SlurmConf | None, new: SlurmConf) -> str | None:
+    """The dry run runs no job completion plugin (JobCompType=jobcomp/none), so it never tests one:
+    jobcomp/script's JobCompLoc is the script it runs, and 24.11 and 26.05 die at start when it is
+    missing ("Failed to initialize jobcomp plugin"; measured). Checked when it changes, as the other
+    paths slurmctld opens are (validate.path_problems, which covers jobcomp/filetxt): a value that
+    stays is never checked, so a script only slurmctld's container has keeps working."""
+
+    def opt(conf: SlurmConf | None, key: str) -> str:
+        return "" if conf is None else conf.options.get(key, "").strip()
+
+    if not opt(new, "jobcomptype").lower().endswith("/script"):
+        return None
+    loc = opt(new, "jobcomploc")
+    if old is not None and (opt(old, "jobcomptype").lower(), opt(old, "jobcomploc")) == (
+        opt(new, "jobcomptype").lower(),
+        loc,
+    ):
+        return None
+    if not loc:
+        return "JobCompType=jobcomp/script needs JobCompLoc, the script it runs"
+    if not (os.path.isfile(loc) and os.access(loc, os.X_OK)):
+        return (
+            f"JobCompLoc={loc}: no executable file here, where config-sync sees the files (mount it here "
+            "too if only slurmctld's container has it); slurmctld would not start (jobcomp/script)"
+        )
+    return None
 
 
 def overrides(
@@ -420,6 +451,29 @@ class DryRunner:
             seconds=round(stats.seconds, 3),
         )
 
+    def live_state(self, conf: SlurmConf) -> Path | None:
+        """The live StateSaveLocation: --dry-run-state-dir, else the one the set names."""
+        if self.state_dir is not None:
+            return self.state_dir
+        named = conf.options.get("statesavelocation")
+        return Path(named) if named else None
+
+    async def warm(self, current: SlurmConf) -> None:
+        """Build the shadow of the state before a change needs it (its first build costs what every
+        dry run once cost: a few seconds at 10,000 jobs)."""
+        where = self.live_state(current)
+        if where is None:
+            return
+        async with self._lock:
+            started = time.monotonic()
+            try:
+                state = self.state_path(where, self.work_dir)
+                await asyncio.to_thread(self.prepare_state, where, state)
+            except OSError as exc:  # the first dry run tries again, and says why if it fails too
+                log.warning("dry_run_state_not_ready", state=str(where), error=str(exc))
+                return
+            log.info("dry_run_state_ready", state=str(where), seconds=round(time.monotonic() - started, 3))
+
     async def run(self, files: FileSet, current: SlurmConf | None) -> DryRunResult:
         """Try the candidate; the scratch directory and the process are gone when this returns or raises."""
         async with self._lock:  # one at a time: each holds its own scratch dir and ports
@@ -433,13 +487,11 @@ class DryRunner:
         problem = identity_problem(
             controller_names(files, self.main, self.target), await self.running_hosts()
         )
+        candidate = conffile.parse(files, self.main, self.target)
+        problem = problem or jobcomp_problem(current, candidate)
         if problem:
             return DryRunResult(False, problem, {}, 0.0, isolation)
-        candidate = conffile.parse(files, self.main, self.target)
-        where = self.state_dir
-        if where is None:
-            named = (current or candidate).options.get("statesavelocation")
-            where = Path(named) if named else None
+        where = self.live_state(current or candidate)
         d = self.work_dir / f"dryrun-{files.short}-{secrets.token_hex(3)}"
         dead = ClosedPort()
         started = time.monotonic()

@@ -202,6 +202,11 @@ class ConfigSync:
     # ------------------------------------------------------------------ the loop
     async def run(self, stop: asyncio.Event) -> None:
         s = self.settings
+        if self.validator.dry_runner is not None and self.applied is not None:
+            # the dry run's shadow of the state built now, once, not by the first change (seconds
+            # at 10,000 jobs); ready already: a change arriving meanwhile waits as it would have
+            current = conffile.parse(self.applied.files, s.main_file, s.target)
+            await self.validator.dry_runner.warm(current)
         while not stop.is_set():
             timeout = self._backoff if self.pending and self._backoff else s.rehash_seconds
             await _first(self._wake.wait(), stop.wait(), within=timeout)

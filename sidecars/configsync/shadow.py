@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +57,7 @@ class ShadowState:
     _dirs: dict[str, dict[str, _Dir]] = field(default_factory=dict)  # hash.N -> job.M -> mirrored
     _hash_mtimes: dict[str, int] = field(default_factory=dict)  # shadow hash.N -> its mtime when in step
     _owner: tuple[int, int] | None = None
+    _started: bool = False  # synced once by this process (a shadow found on disk is adopted first)
 
     def sync(self) -> SyncStats:
         """Bring the shadow in step with the live directory now (blocking: run it in a thread)."""
@@ -70,9 +72,10 @@ class ShadowState:
             self.path.mkdir(mode=0o700, parents=True)
             return stats
         owner = (st.st_uid, st.st_gid) if os.geteuid() == 0 and (st.st_uid, st.st_gid) != (0, 0) else None
-        if owner != self._owner or not self.path.is_dir():
+        if (self._started and owner != self._owner) or (self._started and not self.path.is_dir()):
             self.reset()  # a new owner, or a shadow removed under us: start again
-            self._owner = owner
+        self._owner = owner
+        self._started = True
         self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._chown(self.path)
         live_hashes = {
@@ -87,14 +90,18 @@ class ShadowState:
             else:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(e.path)
+        # the state files first, then the job directories: slurmctld makes a job's directory before it
+        # saves the job, so every job in the copied state has its directory in the shadow (a job
+        # without one would be failed as "Script for JobId=N lost"; one more is only purged)
         for e in entries:
             with contextlib.suppress(OSError):  # a file renamed under us by slurmctld: the .old one stays
                 if e.is_file(follow_symlinks=False):
                     shutil.copy2(e.path, self.path / e.name)
                     self._chown(self.path / e.name)
                     stats.files += 1
-                elif e.name in live_hashes:
-                    self._sync_hash(e.name, stats)
+        for name in sorted(live_hashes):
+            with contextlib.suppress(FileNotFoundError):
+                self._sync_hash(name, stats)
         stats.seconds = time.monotonic() - started
         return stats
 
@@ -112,13 +119,16 @@ class ShadowState:
         live = self.live / name
         here = self.path / name
         known = self._dirs.setdefault(name, {})
+        found: set[str] = set()  # a shadow left by an earlier config-sync: kept where it matches
         if not here.is_dir():
             here.mkdir(mode=0o700)
             self._chown(here)
             known.clear()
-        elif os.stat(here).st_mtime_ns != self._hash_mtimes.get(name):
+        elif name not in self._hash_mtimes:
+            found = set(os.listdir(here)) - known.keys()
+        elif os.stat(here).st_mtime_ns != self._hash_mtimes[name]:
             # the throwaway (or anyone) changed it since it was in step: compare it again
-            actual = {e.name for e in os.scandir(here)}
+            actual = set(os.listdir(here))
             for job in actual - known.keys():
                 shutil.rmtree(here / job, ignore_errors=True)
                 stats.removed += 1
@@ -135,16 +145,25 @@ class ShadowState:
                 continue
             with contextlib.suppress(OSError):  # the job ended and its directory went meanwhile
                 mtime = e.stat(follow_symlinks=False).st_mtime
-                names = tuple(sorted(os.listdir(e.path)))
-                if had is None or had.inode != e.inode() or had.names != names:
-                    self._mirror(here / e.name, names, replace=had is not None)
+                # the same few file names in every job directory: held once (memory at 50,000 jobs)
+                names = tuple(sys.intern(n) for n in sorted(os.listdir(e.path)))
+                if had is None and e.name in found and tuple(sorted(os.listdir(here / e.name))) == names:
+                    self._adopt(here / e.name, names)
+                elif had is None or had.inode != e.inode() or had.names != names:
+                    self._mirror(here / e.name, names, replace=had is not None or e.name in found)
                     stats.mirrored += 1
                 known[e.name] = _Dir(e.inode(), names, settled=now - mtime > SETTLE_SECONDS)
-        for job in known.keys() - seen:
+        for job in (known.keys() | found) - seen:
             shutil.rmtree(here / job, ignore_errors=True)
-            del known[job]
+            known.pop(job, None)
             stats.removed += 1
         self._hash_mtimes[name] = os.stat(here).st_mtime_ns
+
+    def _adopt(self, d: Path, names: tuple[str, ...]) -> None:
+        """A job directory already in the shadow, as the live one has it: kept (owner made right)."""
+        if self._owner is not None:
+            for path in (d, *(d / n for n in names)):
+                self._chown(path)
 
     def _mirror(self, d: Path, names: tuple[str, ...], *, replace: bool) -> None:
         if replace:

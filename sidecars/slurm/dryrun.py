@@ -149,7 +149,7 @@ def free_port() -> int:
 
 @dataclass(frozen=True, slots=True)
 class Trial:
-    started: bool  # it became the primary controller and was still up `stay` seconds later
+    started: bool  # it became the primary, answered on its port and was still up `stay` seconds later
     reason: str  # why not, in Slurm's words (its fatal and the errors just before it)
     log: str  # what it wrote last, log file and stderr (bounded)
     seconds: float  # from spawn to verdict

@@ -93,3 +93,17 @@ def test_a_missing_live_state_gives_an_empty_one(tmp_path: Path) -> None:
     shadow = ShadowState(tmp_path / "nowhere", tmp_path / "shadow")
     stats = shadow.sync()
     assert stats.files == 0 and shadow.path.is_dir() and not list(shadow.path.iterdir())
+
+
+def test_a_restarted_config_sync_adopts_the_shadow_it_left(tmp_path: Path) -> None:
+    live = make_live(tmp_path, range(1, 201))
+    assert synced(ShadowState(live, tmp_path / "shadow")) == (200, 0)
+    # while no config-sync ran: one job more, one gone, and a shadow directory left half made
+    add_job(live, 201)
+    for f in (live / "hash.2" / "job.2").iterdir():
+        f.unlink()
+    (live / "hash.2" / "job.2").rmdir()
+    (tmp_path / "shadow" / "hash.5" / "job.5" / "environment").unlink()
+    again = ShadowState(live, tmp_path / "shadow")  # a new process: nothing in memory
+    assert synced(again) == (2, 1)  # job.201 made and job.5 remade; job.2 removed; 198 kept as found
+    assert synced(again) == (0, 0)

@@ -5,8 +5,9 @@ found by experiment on every release:
   plugin there (a bad PriorityWeightTRES kills it after "Running as primary controller"); 24.11 and
   26.05 do it before. The dry run waits until its slurmctld answers on its port, which it opens after;
 - what the dry run rewrites is tested anyway: node records keep their shape (the count of addresses,
-  host names and ports slurmctld checks, fatal at start), and the controller records, which it
-  replaces with this host, are checked against the hosts a controller runs on now.
+  host names and ports slurmctld checks, fatal at start), the controller records, which it
+  replaces with this host, are checked against the hosts a controller runs on now, and a changed
+  jobcomp/script (it runs jobcomp/none) must exist.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import re
 import pytest
 
 from sidecars.configsync import conffile
-from sidecars.devcluster import DevCluster
-from tests.configsync.harness import cluster_files, read_set
+from sidecars.configsync.dryrun import identity_problem
+from sidecars.devcluster import ClusterError, DevCluster
+from tests.configsync.harness import cluster_files, config_sync, read_set, set_sha
 from tests.configsync.test_dry_run import runner
 
 pytestmark = pytest.mark.cluster(nodes=2, foreground_ctld=True)
@@ -78,3 +80,56 @@ async def test_controller_records_must_still_name_where_slurmctld_runs(cluster: 
     )
     assert backup != base["slurm.conf"]
     assert (await checked.run(read_set({**base, "slurm.conf": backup}), current)).ok
+
+
+async def test_a_job_completion_script_the_dry_run_does_not_run_must_exist(cluster: DevCluster) -> None:
+    """The dry run runs jobcomp/none: a jobcomp/script set is checked by config-sync instead. On
+    24.11 and 26.05 a restart on a missing script dies ("Failed to initialize jobcomp plugin")."""
+    missing = cluster.dir / "no-such-jobcomp-script"
+    current, files = with_lines(cluster, f"JobCompType=jobcomp/script\nJobCompLoc={missing}\n")
+    result = await runner(cluster, timeout=10.0).run(read_set(files), current)
+    assert not result.ok
+    assert f"JobCompLoc={missing}: no executable file here" in result.reason, result.reason
+    script = cluster.dir / "jobcomp.sh"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    script.chmod(0o755)
+    current, good = with_lines(cluster, f"JobCompType=jobcomp/script\nJobCompLoc={script}\n")
+    assert (await runner(cluster, timeout=10.0).run(read_set(good), current)).ok
+    if cluster.release.short != "22.05":  # the live slurmctld on the refused set (22.05 starts on it)
+        await cluster.stop_slurmctld(crash=True)
+        cluster.conf_path.write_bytes(files["slurm.conf"])
+        with pytest.raises(ClusterError, match="Failed to initialize jobcomp plugin"):
+            await cluster.start_slurmctld(timeout=15.0)
+
+
+def test_the_controller_records_are_compared_as_slurmctld_compares_its_host_name() -> None:
+    """Short or full name alike (slurmctld tries both); every running controller must stay named."""
+    assert identity_problem(["vm.example.com", "backup"], ["vm", "backup"]) is None
+    problem = identity_problem(["vm"], ["vm", "backup"])
+    assert problem is not None and "no longer name backup," in problem
+    assert identity_problem([], ["vm"]) is not None
+    assert identity_problem(["elsewhere"], []) is None  # no controller answers: nothing to compare
+
+
+async def test_config_sync_refuses_the_set_and_the_live_controller_lives(cluster: DevCluster) -> None:
+    """End to end: the set is never applied, in Slurm's words; the live slurmctld runs on. The
+    control: a restart of the live slurmctld on that set dies, after "primary" where the release
+    defers the fatal."""
+    pid = cluster.foreground_pid()
+    async with config_sync(cluster) as sync:
+        good = sync.target_sha()
+        files = {**sync.good(), "slurm.conf": sync.good()["slurm.conf"] + BAD_WEIGHTS.encode()}
+        sync.config.write(files)
+        st = await sync.wait(set_sha(files), key="rejected")
+        reason = st["rejected"]["reason"]
+        assert "failed to parse tres weights str 'cpu=abc'" in reason, reason
+        deferred = DEFERS_PRIORITY[cluster.release.short]
+        assert ("after it became the primary controller" in reason) == deferred, reason
+        assert sync.target_sha() == good
+    assert cluster.foreground_pid() == pid and cluster.foreground_exit is None
+    await cluster.stop_slurmctld(crash=True)
+    cluster.conf_path.write_bytes(files["slurm.conf"])
+    with pytest.raises(ClusterError, match="failed to parse tres weights"):
+        await cluster.start_slurmctld(timeout=15.0)
+    said = cluster.ctld_stderr_tail(100_000)
+    assert ("Running as primary controller" in said) == deferred, said[-1500:]
