@@ -12,8 +12,12 @@ turned into what podman 4.3's `kube play` can run, changing only what it cannot 
 - `$(POD_NAME)` in a command and the downward API's metadata.name and metadata.namespace are
   filled in as the kubelet would (podman 4.3 expands neither and knows no namespace);
 - emptyDirs are fresh empty host directories (podman would seed a volume from the image);
-- Secrets are served as ConfigMaps of the same keys (podman 4.3.1 crashes on secret volumes), with
-  real random values in place of the placeholders, as a user is told to make;
+- manifests/base ships no Secret: the ones its pods mount are made here, with random values as
+  docs/security.md tells a user to make them, and served as ConfigMaps of the same keys (podman
+  4.3.1 crashes on secret volumes);
+- the API's projected service-account token is left out (there is no API server to present it
+  to), and the agent's own projected token, which nothing here can review, becomes the operator's
+  token, as in the demo;
 - the Services' names resolve through hostAliases to the controller pod's address;
 - probes and the preStop hook are not run by podman (its healthchecks need systemd timers; it has
   no lifecycle hooks): this script runs every exec probe's command in its container until it
@@ -71,6 +75,17 @@ def podman_pod(obj: Obj, name: str, tag: str, prefix: str, empty_dirs: Path) -> 
     # from the image's directory, which would hide a manifest that relies on the image's content:
     # each emptyDir is a fresh empty host directory instead
     for v in spec["volumes"]:
+        sources = v.get("projected", {}).get("sources", [])
+        if any(src.get("serviceAccountToken", {}).get("audience") for src in sources):
+            # no API server to review the agent's token: it holds the operator's (the control
+            # plane runs without Kubernetes here, as in the demo)
+            del v["projected"]
+            v["secret"] = {"secretName": "slurm-sidecars-token"}
+    projected = {v["name"] for v in spec["volumes"] if "projected" in v}
+    spec["volumes"] = [v for v in spec["volumes"] if v["name"] not in projected]
+    for c in spec["containers"] + spec.get("initContainers", []):
+        c["volumeMounts"] = [m for m in c.get("volumeMounts", []) if m["name"] not in projected]
+    for v in spec["volumes"]:
         if "emptyDir" in v:
             path = empty_dirs / f"{name}-{v['name']}"
             path.mkdir()
@@ -100,16 +115,20 @@ def podman_pod(obj: Obj, name: str, tag: str, prefix: str, empty_dirs: Path) -> 
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
-def secret_as_configmap(obj: Obj) -> Obj:
-    data = {}
-    for key in obj.get("stringData", {}):
-        data[key] = secrets.token_hex(512 if key == "munge.key" else 32)
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": obj["metadata"]["name"]},
-        "data": data,
-    }
+# the Secrets the pods mount, generated as docs/security.md says (the munge key as hex: a
+# ConfigMap holds text)
+GENERATED_SECRETS = {
+    "slurm-auth": {"munge.key": lambda: secrets.token_hex(512)},
+    "slurm-sidecars-token": {"token": lambda: secrets.token_hex(32)},
+    "slurm-sidecars-viewer": {"token": lambda: secrets.token_hex(32)},
+}
+
+
+def secret_as_configmap(name: str) -> Obj:
+    if name not in GENERATED_SECRETS:
+        raise StepFailed(f"a pod mounts Secret {name!r}, which this script does not know how to make")
+    data = {key: make() for key, make in GENERATED_SECRETS[name].items()}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data}
 
 
 class Play:
@@ -120,9 +139,15 @@ class Play:
         objs = render(kubectl)
         self.manifests = objs
         self.configmaps = [o for o in objs if o["kind"] == "ConfigMap"]
-        self.configmaps += [secret_as_configmap(o) for o in objs if o["kind"] == "Secret"]
         sts = next(o for o in objs if o["kind"] == "StatefulSet" and o["metadata"]["name"] == "slurmctld")
         dep = next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == "slurmd")
+        mounted = {
+            v["secret"]["secretName"]
+            for o in (sts, dep)
+            for v in o["spec"]["template"]["spec"]["volumes"]
+            if "secret" in v
+        }
+        self.configmaps += [secret_as_configmap(name) for name in sorted(mounted)]
         # unique pod names per run: a test and a manual run never meet; hostnames stay Kubernetes'
         self.pods = {
             "slurmctld": podman_pod(sts, "slurmctld-0", tag, prefix, self.dir),

@@ -46,6 +46,7 @@ COMMANDS = (
     ),
     Command("upgrade", "a rolling upgrade of the workers, paced by a drain budget", "sidecars.upgrade_cli"),
     Command("probe", "exec probe: GET /livez or /readyz", "sidecars.probe"),
+    Command("check-secret", "init step: refuse an empty, short or placeholder key", "sidecars.check_secret"),
     Command("status", "a human-readable view of the cluster", "sidecars.status"),
     Command("demo", "run everything on this machine against a real Slurm", "sidecars.demo"),
 )

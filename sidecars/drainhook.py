@@ -9,19 +9,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import stat
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import structlog
 
 from sidecars.runtime.settings import ConfigError, flag, positive
+from sidecars.runtime.trustedpath import Trust, UntrustedPath
 
 log = structlog.get_logger("sidecars.drain_hook")
 
 RECONNECT_SECONDS = 0.2
+UNTRUSTED_RETRY_SECONDS = 5.0
 POLICY_GRACE = 20.0  # the agent may need this long past the deadline to apply its time-out policy
+SOCKET = frozenset({stat.S_IFSOCK})
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -33,6 +39,22 @@ def configure(p: argparse.ArgumentParser) -> None:
         help="give up after this long (terminationGracePeriodSeconds minus a margin)",
     )
     flag(p, "--reason", default="", help="added to the drain reason")
+
+
+def check_socket(socket: str) -> None:
+    """Raise UntrustedPath unless the socket is the agent's: in a directory only root or the
+    directory's owner (the agent's uid, given it by an init step) can write, and owned by one of
+    them. A socket a job's user planted would answer "drained" at once and the pod would go with
+    their neighbours' jobs on it."""
+    directory = Path(socket).parent
+    try:
+        owner = os.stat(directory).st_uid
+    except OSError as exc:
+        raise UntrustedPath(f"{directory}: {exc.strerror}") from None
+    trust = Trust.ours(extra_uids={owner})
+    trust.check_dir(directory)
+    if os.path.lexists(socket):  # none yet (the agent starting): the connection fails, we ask again
+        trust.check_file(socket, kinds=SOCKET)
 
 
 async def drain(socket: str, seconds: float, reason: str | None) -> tuple[int, dict[str, Any] | str]:
@@ -47,6 +69,8 @@ async def drain(socket: str, seconds: float, reason: str | None) -> tuple[int, d
                 return 1, f"gave up after {seconds:g}s: {last_error}"
             body = {"timeout_seconds": round(left, 3), "reason": reason or None}
             try:
+                # every attempt: a restarted agent makes its socket anew
+                check_socket(socket)
                 async with session.post(
                     "http://agent/v1/drain",
                     json=body,
@@ -56,6 +80,12 @@ async def drain(socket: str, seconds: float, reason: str | None) -> tuple[int, d
                     if r.status != 200 or not isinstance(answer, dict):
                         return 1, f"agent refused: HTTP {r.status}: {answer}"
                     return (0 if answer.get("result") in {"drained", "no_record"} else 1), answer
+            except UntrustedPath as exc:
+                # never believed, never given up on at once: the pod stays (and its jobs run) while
+                # the hook's time lasts; the warning says what to fix
+                last_error = f"untrusted socket: {exc}"
+                log.warning("agent_socket_untrusted", problem=str(exc))
+                await asyncio.sleep(min(UNTRUSTED_RETRY_SECONDS, max(deadline - time.monotonic(), 0)))
             except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
                 # the agent restarting, or not up yet: it keeps the drain, ask again
                 last_error = f"{type(exc).__name__}: {exc}"

@@ -14,21 +14,24 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from sidecars.configsync import settings as settings_mod
+from sidecars.configsync.secretvalues import SecretValues
 from sidecars.configsync.service import ConfigSync
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.validate import Validator
 from sidecars.configsync.watch import watch
 from sidecars.kube import pod_events
 from sidecars.runtime import daemon, logs
-from sidecars.runtime.events import EventSink, LogEventSink
+from sidecars.runtime.events import EventSink, LogEventSink, RedactingEventSink
 from sidecars.runtime.health import CheckResult, Checks
-from sidecars.runtime.http import DaemonHTTP, serve
+from sidecars.runtime.http import DaemonHTTP, bearer_required, serve
+from sidecars.runtime.redact import BOUND, Redactor
 from sidecars.runtime.tasks import RootTasks, until_stopped
 from sidecars.runtime.waits import until_set, within
 from sidecars.slurm import SlurmClient
 from sidecars.slurm.runner import SlurmMetrics
 
 configure = settings_mod.configure
+SHOWS_CONFIG = frozenset({"/status", "/history"})  # what needs the viewer credential
 
 
 @dataclass
@@ -58,9 +61,11 @@ async def running(
     registry = registry or CollectorRegistry()
     if client is None:
         client = SlurmClient(metrics=SlurmMetrics(registry))
-    service = ConfigSync(
-        settings, client, registry, events or LogEventSink(), validator=validator, checkpoint=checkpoint
-    )
+    # no password it read leaves the process: not in an Event, a log line, /status or /history
+    redactor = Redactor(SecretValues(settings.sources, settings.secret_sources, settings.max_file_bytes))
+    bound = structlog.contextvars.bind_contextvars(**{BOUND: redactor})
+    sink = RedactingEventSink(events or LogEventSink(), redactor)
+    service = ConfigSync(settings, client, registry, sink, validator=validator, checkpoint=checkpoint)
     stop = asyncio.Event()
     tasks = RootTasks()
     liveness, readiness = Checks(), Checks()
@@ -86,13 +91,17 @@ async def running(
             return CheckResult(why is None, why or "the live release, or not known yet")
 
         readiness.add("dry_run_release", same_release)
-    app = DaemonHTTP(registry, liveness=liveness, readiness=readiness, status=service.status).app()
+    # what is served is redacted once more at the door, whatever put it there (runtime.redact)
+    status = DaemonHTTP(registry, liveness, readiness, lambda: redactor.json(service.status()))
+    app = status.app(limits=settings.http_limits)
+    if settings.viewer_token is not None:  # else: on loopback only (settings)
+        app.middlewares.append(bearer_required(SHOWS_CONFIG, settings.viewer_token))
 
     async def history(_: web.Request) -> web.Response:
-        return web.json_response(service.history_view())
+        return web.json_response(redactor.json(service.history_view()))
 
     app.router.add_get("/history", history)
-    async with serve(app, settings.http_host, settings.http_port) as port:
+    async with serve(app, settings.http_host, settings.http_port, settings.http_limits, settings.tls) as port:
         watching = asyncio.Event()
         if watch_files:  # off only in tests of the periodic re-hash
             tasks.start("watch", watch(settings.sources, service.wake, stop, watching))
@@ -108,6 +117,7 @@ async def running(
             tasks.stopping()
             stop.set()
             await tasks.stop(grace=5.0, first=("watch", "sync_loop"))
+            structlog.contextvars.reset_contextvars(**bound)
 
 
 def main(args: argparse.Namespace) -> int:

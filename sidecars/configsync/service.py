@@ -96,7 +96,7 @@ class ConfigSync:
         # the last time an unverified set was replaced by the good one outside a rollback of ours:
         # config-guard did it as slurmctld (re)started (stage.py), or this sidecar did at its start
         self.restored: Restored | None = None
-        self.history = History(settings.history_limit)
+        self.history = History(settings.history_limit, settings.secret_sources)
         self.pending = False
         self.ready = False
         self.last_error: str | None = None

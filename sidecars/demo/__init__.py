@@ -74,7 +74,10 @@ def main(args: argparse.Namespace) -> int:
                 f"  web page:             {stack.page_url} (viewer token in {stack.viewer_token_file})\n"
                 f"  the ConfigMap to edit: {c.dir / 'configmap'} (edit ..data/slurm.conf via a new version)\n"
                 f"  Slurm from a shell:   export SLURM_CONF={c.conf_path} PATH={c.bin_dir}:$PATH\n"
-                f"  logs:                 {c.log_dir}\n",
+                f"  logs:                 {c.log_dir}\n"
+                f"  a maintenance window: slurm-sidecars maintenance create --nodes n2 --start now"
+                f" --duration 30m --reason test --control-plane {stack.control_plane_url}"
+                f" --token-file {stack.token_file}\n",
                 flush=True,
             )
             if args.tour:

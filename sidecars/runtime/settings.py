@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from sidecars.runtime import secretcheck
+
 
 class ConfigError(ValueError):
     """A bad invocation or configuration: one line saying what and why (exit 2)."""
@@ -96,6 +98,7 @@ def read_token(path: str | None, what: str = "--token-file") -> str:
         token = Path(path).read_text().strip()
     except OSError as exc:
         raise ConfigError(f"{what}: cannot read {path}: {exc.strerror}") from None
-    if not token:
-        raise ConfigError(f"{what}: {path} is empty")
+    weak = secretcheck.weakness(token.encode(), secretcheck.MIN_TOKEN_CHARS)
+    if weak:
+        raise ConfigError(f"{what}: the token in {path} {weak}")
     return token

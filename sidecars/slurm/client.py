@@ -8,7 +8,7 @@ are retried here, bounded; permanent ones are raised at once with Slurm's own me
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -48,6 +48,9 @@ class SlurmClient:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     metrics: SlurmMetrics | None = None
     output: Output = "auto"
+    # called with the argv before every command; raises (a SlurmCommandError) to refuse it, e.g.
+    # when SLURM_CONF lies where a job's user could have planted it
+    guard: Callable[[Sequence[str]], None] | None = None
     _version: Version | None = field(default=None, init=False, repr=False)
 
     def with_env(self, **overrides: str) -> SlurmClient:
@@ -55,7 +58,12 @@ class SlurmClient:
         env = dict(os.environ if self.env is None else self.env)
         env.update(overrides)
         clone = SlurmClient(
-            env=env, timeout=self.timeout, retry=self.retry, metrics=self.metrics, output=self.output
+            env=env,
+            timeout=self.timeout,
+            retry=self.retry,
+            metrics=self.metrics,
+            output=self.output,
+            guard=self.guard,
         )
         clone._version = self._version
         return clone
@@ -63,6 +71,8 @@ class SlurmClient:
     # ------------------------------------------------------------------ plumbing
     async def run(self, *argv: str, retry: bool = True, timeout: float | None = None) -> CommandResult:
         """Run a Slurm command; retry transient failures when `retry`."""
+        if self.guard is not None:
+            self.guard(argv)
         if not retry:
             return await run(argv, env=self.env, timeout=timeout or self.timeout, metrics=self.metrics)
         policy = self.retry
@@ -214,6 +224,8 @@ class SlurmClient:
 
     async def ping(self) -> Ping:
         """Which controllers answer. Never raises for a down controller: that is the answer."""
+        if self.guard is not None:
+            self.guard(("scontrol", "ping"))
         r = await run(
             ["scontrol", "ping"], env=self.env, timeout=self.timeout, metrics=self.metrics, check=False
         )
@@ -303,6 +315,11 @@ class SlurmClient:
             f"users={users}",
             *extra,
         )
+
+    async def reservation_comments(self) -> bool:
+        """Whether a reservation can carry a comment: 23.02 added it (22.05 answers `scontrol create
+        reservation comment=...` with "Unknown parameter ... No reservation created")."""
+        return (await self.version()).at_least(23, 2)
 
     async def delete_reservation(self, name: str) -> None:
         await self.run("scontrol", "delete", f"reservation={name}")

@@ -7,6 +7,7 @@
 - `registration` + `slurmd`: is slurmd registered; restart it (command or signal) with backoff;
   then declare the pod unregistered (readiness, metric, Event, control-plane report).
 - `jobmap`: dcgm-exporter's GPU-index -> job id files.
+- `trusted`: the agent's directories and SLURM_CONF must be safe from a job's user.
 - `api`: the unix socket the hook calls (`POST /v1/drain`, `GET /v1/drain`).
 - `service`: the daemon tying them together, with /livez /readyz /metrics /status.
 """

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 import structlog
 
 from sidecars.runtime.events import EventSink
+from sidecars.runtime.files import replace_atomically
 from sidecars.slurm import Job, NodeState, SlurmError
 from sidecars.worker.metrics import WorkerMetrics
 from sidecars.worker.observation import Observation
@@ -59,9 +59,7 @@ class DrainRecord:
             return None
 
     def save(self, path: Path) -> None:
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps(asdict(self)))
-        os.replace(tmp, path)
+        replace_atomically(path, json.dumps(asdict(self)), mode=0o600)
 
 
 class Drainer:

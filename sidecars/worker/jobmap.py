@@ -5,13 +5,12 @@ ran cannot leave a GPU attributed to it."""
 from __future__ import annotations
 
 import contextlib
-import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import structlog
 
+from sidecars.runtime.files import TEMP_PREFIX, replace_atomically
 from sidecars.slurm import Job
 
 log = structlog.get_logger(__name__)
@@ -49,23 +48,15 @@ class JobMapping:
         return {j for ids in self.current().values() for j in ids}
 
     def _write(self, index: int, ids: list[int]) -> None:
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.dir)
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write("".join(f"{j}\n" for j in ids))
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, self.dir / str(index))  # readers see the old file or the new one, never half
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        replace_atomically(self.dir / str(index), "".join(f"{j}\n" for j in ids))
 
     def reconcile(self, wanted: Mapping[int, list[int]]) -> bool:
         """Make the directory say exactly `wanted`; returns whether anything changed."""
         changed = False
         have = self.current()
         for entry in self.dir.iterdir():
-            stale = entry.name.startswith(".tmp-") or (entry.name.isdigit() and int(entry.name) not in wanted)
+            gone = entry.name.isdigit() and int(entry.name) not in wanted
+            stale = entry.name.startswith(TEMP_PREFIX) or gone
             if stale and entry.is_file():
                 with contextlib.suppress(FileNotFoundError):
                     entry.unlink()

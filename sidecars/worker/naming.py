@@ -13,7 +13,6 @@ feature and, with `--topology-labels`, the node's place by the control plane's o
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +22,7 @@ import structlog
 from sidecars.kube.gpudomain import registration_features
 from sidecars.kube.nodename import NodeNaming, slurm_node_name
 from sidecars.kube.topology import placement
+from sidecars.runtime.files import replace_atomically
 from sidecars.slurm import SlurmError, Version
 from sidecars.worker.settings import WorkerSettings
 
@@ -69,9 +69,7 @@ async def resolve(settings: WorkerSettings, get_node: GetNode | None) -> WorkerS
 
 def _write(path: Path, text: str) -> Path:
     """Replaced atomically: slurmd's container may be reading it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(text)
-    tmp.replace(path)
+    replace_atomically(path, text)
     return path
 
 

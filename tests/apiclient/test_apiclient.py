@@ -18,7 +18,7 @@ from sidecars.runtime.settings import ConfigError, http_url
 from sidecars.upgrade_cli import UpgradeSettings
 from tests.status.status_fakes import serving
 
-TOKEN = "s3cret"
+TOKEN = "s3cret-3f9b0d6e1c8a7b25d4e0c9a1f7"
 
 
 def args_of(*argv: str) -> argparse.Namespace:

@@ -133,7 +133,8 @@ def test_healthchecks_go_through_the_probes() -> None:
         assert svc["depends_on"][agent]["condition"] == "service_healthy"
         socket_dir = os.path.dirname(_flag(services[agent]["command"], "--socket") or "")
         vol = next(v.split(":")[0] for v in services[agent]["volumes"] if v.split(":")[1] == socket_dir)
-        assert f"{vol}:{socket_dir}" in svc["volumes"]
+        # read-only where jobs run: the hook only connects to the agent's socket
+        assert f"{vol}:{socket_dir}:ro" in svc["volumes"]
     assert services["slurmctld"]["depends_on"]["config-sync"]["condition"] == "service_healthy"
 
 

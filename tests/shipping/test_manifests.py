@@ -338,7 +338,7 @@ def test_daemonset_workers_are_named_after_their_node_by_the_agent_and_the_contr
     assert _mount_above(p["slurmd"].spec, name_file)["name"] == _mount_above(agent.spec, name_file)["name"]
     # the agent reads its Node and lists the pods on it; nothing more
     spec = ds["spec"]["template"]["spec"]
-    assert spec["automountServiceAccountToken"] is True
+    assert spec["automountServiceAccountToken"] is False  # projected into the agent alone
     account = spec["serviceAccountName"]
     role = find(objs, "Role", account)
     assert [(r["resources"], r["verbs"]) for r in role["rules"]] == [
@@ -378,17 +378,27 @@ def test_role_is_least_privilege() -> None:
     assert rules == {
         (("",), ("pods",), ("delete", "get", "list", "patch", "watch")),
         (("",), ("pods/status",), ("patch",)),  # the SlurmNode* pod conditions
-        (("", "events.k8s.io"), ("events",), ("create",)),
-        (("coordination.k8s.io",), ("leases",), ("create", "get", "update")),
-        (("",), ("configmaps",), ("create", "get", "update")),  # the upgrade plan, the topology file
-        (("apps",), ("deployments",), ("get", "patch")),  # a Deployment's paced roll
+        (("",), ("events",), ("create",)),
+        (("coordination.k8s.io",), ("leases",), ("create",)),
+        (("coordination.k8s.io",), ("leases",), ("get", "update")),  # by name: ours
+        (("",), ("configmaps",), ("create",)),  # cannot be limited by name; never overwrites
+        (("",), ("configmaps",), ("get", "update")),  # by name: the upgrade plan, the topology file
+        (("apps",), ("deployments",), ("get", "patch")),  # by name: a Deployment's paced roll
         (("apps",), ("replicasets",), ("list",)),
     }
+    names = {(r["resources"][0], tuple(r["verbs"])): r.get("resourceNames") for r in role["rules"]}
+    assert names[("configmaps", ("get", "update"))] == ["slurm-sidecars-upgrade", "slurm-sidecars-topology"]
+    assert names[("deployments", ("get", "patch"))] == ["slurmd"]
+    assert names[("leases", ("get", "update"))] == ["slurm-sidecars-control-plane"]
     binding = find(render("base"), "RoleBinding", "slurm-sidecars")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "slurm-sidecars", "namespace": "slurm"}]
-    # cluster-wide, only reading Nodes (their cordons, for the cordon sync)
+    # cluster-wide, only reading Nodes (their cordons, for the cordon sync), and asking who an
+    # agent's token is (TokenReview)
     nodes = find(render("base"), "ClusterRole", "slurm-sidecars-nodes")
-    assert nodes["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    assert nodes["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+    ]
     cluster_binding = find(render("base"), "ClusterRoleBinding", "slurm-sidecars-nodes")
     assert cluster_binding["subjects"] == binding["subjects"]
     assert (
@@ -408,7 +418,7 @@ def test_compute_domains_are_read_only_where_the_gpu_overlay_asks_for_them() -> 
     objs = render("overlays/gpu")
     role = find(objs, "ClusterRole", "slurm-sidecars-compute-domains")
     # what KubeClient.list_compute_domains / watch_compute_domains call, and nothing more
-    assert role["rules"] == [{"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["get", "list", "watch"]}]
+    assert role["rules"] == [{"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["list", "watch"]}]
     binding = find(objs, "ClusterRoleBinding", "slurm-sidecars-compute-domains")
     assert binding["subjects"] == find(objs, "RoleBinding", "slurm-sidecars")["subjects"]
     assert told("overlays/gpu") and not told("base")

@@ -9,7 +9,8 @@ from pathlib import Path
 from tests.status.status_fakes import SEEN_KEY, config_sync_app, control_plane_app, serving
 from tests.status.status_run import status
 
-TOKEN = "t0ken-for-tests"
+TOKEN = "t0ken-for-tests-2b7e9d0c4f1a8e63"
+WRONG = "wrong-9f1e7c3a5b2d8e0f4a6c1b7d3e5f"  # well formed, and not the one the server holds
 
 
 def _nodes(now: int) -> list[dict[str, object]]:
@@ -83,7 +84,7 @@ async def test_token_from_environment(tmp_path: Path) -> None:
 
 async def test_wrong_token_is_refused_with_exit_1(tmp_path: Path) -> None:
     async with serving(control_plane_app(TOKEN, [], [])) as url:
-        r = await status("--control-plane", url, "--token-file", _token(tmp_path, "wrong"))
+        r = await status("--control-plane", url, "--token-file", _token(tmp_path, WRONG))
     assert r.code == 1
     assert "HTTP 401: the token was refused" in r.err
     assert "(unavailable: the control plane did not answer)" in r.out

@@ -12,6 +12,8 @@ from sidecars.status import StatusSettings, collect, render
 from tests.status.status_fakes import control_plane_app, nodes_from_slurm, serving
 from tests.status.status_run import status
 
+TOKEN = "tok-8d2f6a1c0e9b7d354a1f0c6e2b9d"
+
 
 @pytest.mark.cluster(nodes=2)
 async def test_running_job_and_drain_in_progress(cluster: DevCluster) -> None:
@@ -77,8 +79,8 @@ async def test_same_fleet_whether_read_directly_or_through_the_control_plane(
     await client.drain(["n3"], "maintenance")
     await cluster.wait_nodes(lambda ns: all(n.state.drain for n in ns if n.name in {"n2", "n3"}))
     token = tmp_path / "token"
-    token.write_text("tok")
-    app = control_plane_app("tok", await nodes_from_slurm(client), ["n3", "n1", "n2"])
+    token.write_text(TOKEN)
+    app = control_plane_app(TOKEN, await nodes_from_slurm(client), ["n3", "n1", "n2"])
 
     direct = await status(env=cluster.env)
     async with serving(app) as url:
