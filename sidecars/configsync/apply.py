@@ -69,7 +69,9 @@ class Outcome:
 
 async def view(client: SlurmClient) -> View:
     """Everything compared before and after a change: the settings, the partitions and the fleet."""
-    config, parts, nodes = await asyncio.gather(client.show_config(), client.partitions(), client.nodes())
+    config, parts, nodes = await asyncio.gather(
+        client.show_config(), client.partitions(), client.node_listing()
+    )
     return View(
         {k.lower(): v for k, v in config.items()}, {p.name: p for p in parts}, {n.name: n for n in nodes}
     )
@@ -298,7 +300,7 @@ class Applier:
         self, old: SlurmConf, new: SlurmConf, before: View, after: View, since: float | None, settled: bool
     ) -> Outcome:
         """The one read of every node after the change, and what it shows."""
-        nodes = await self._read(self.client.nodes)
+        nodes = await self._read(self.client.node_listing)
         if nodes is None:
             return Outcome(False, "slurmctld stopped answering after the change", controller_died=True)
         if isinstance(nodes, SlurmError):

@@ -40,7 +40,7 @@ class ClusterSpec:
     # so that no job of a test is ever placed on one; nothing waits for them to come up
     node_records: Mapping[str, int] = field(default_factory=dict)
     record_cpus: int = 64
-    record_memory: int = 512000
+    record_memory_mb: int = 512000  # RealMemory, in MB
     max_job_count: int = 0  # > 0: MaxJobCount (Slurm's default is 10,000 jobs, held ones included)
 
     def __post_init__(self) -> None:
@@ -178,6 +178,6 @@ def _record_lines(spec: ClusterSpec) -> list[str]:
         reason = f" Reason={RECORD_REASON}" if state in ("DOWN", "DRAIN") else ""
         lines.append(
             f"NodeName={_span(names)} NodeAddr=127.0.0.1 CPUs={spec.record_cpus} "
-            f"RealMemory={spec.record_memory} State={state}{reason}"
+            f"RealMemory={spec.record_memory_mb} State={state}{reason}"
         )
     return lines

@@ -63,6 +63,10 @@ async def test_the_fleet_is_read_once_per_verification(cluster: DevCluster) -> N
             reads.append("nodes")
             return await super().nodes()
 
+        async def node_listing(self) -> list[Node]:
+            reads.append("nodes")
+            return await super().node_listing()
+
     client = Counting(env=cluster.env)
     before = await view(client)
     old_files = cluster_files(cluster)

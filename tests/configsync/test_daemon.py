@@ -101,6 +101,33 @@ async def test_sidecar_restart_keeps_the_last_known_good(cluster: DevCluster) ->
         assert again.target_sha() == set_sha(files) and st["pending"] is False
 
 
+@pytest.mark.parametrize("guard_ran", [True, False])
+async def test_a_set_left_unverified_while_the_sidecar_was_down_is_reported(
+    cluster: DevCluster, guard_ran: bool
+) -> None:
+    """config-sync ends mid-verification, the set on disk stays marked unverified. Either slurmctld
+    restarts through config-guard before config-sync is back, or it does not; either way the good
+    set is back when config-sync is ready, and /status says who put it back."""
+    async with config_sync(cluster) as sync:
+        files = sync.good()
+        files["slurm.conf"] = files["slurm.conf"].replace(b"MaxTime=INFINITE", b"MaxTime=43")
+        sync.config.write(files)
+        await sync.wait(set_sha(files))
+        unverified = {**files, "slurm.conf": files["slurm.conf"] + b"# never verified\n"}
+        sync.service.target.swap(read_set(unverified), 3, unverified=True)
+    target = str(cluster.conf_path.parent)
+    if guard_ran:
+        guard = await asyncio.create_subprocess_exec(*self_argv("config-guard", "--target", target))
+        assert await within(guard.wait(), 60) == 0
+    async with config_sync(cluster, initial=files) as again:
+        st = await again.status()
+        assert again.target_sha() == set_sha(files) and st["applied"]["generation"] == 2
+        assert st["restored"] is not None, st
+        assert st["restored"]["by"] == ("config-guard" if guard_ran else "config-sync")
+        assert (st["restored"]["restored_generation"], st["restored"]["unverified_generation"]) == (2, 3)
+        assert any(r == "ConfigRestored" for r, _, _ in again.events.events)
+
+
 async def test_the_command_serves_status_and_exits_0_on_sigterm(cluster: DevCluster) -> None:
     vol = AtomicVolume(cluster.dir / "vol" / "cm")
     vol.write(cluster_files(cluster))

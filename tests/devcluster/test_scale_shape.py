@@ -67,6 +67,14 @@ async def test_a_cluster_with_records_and_a_held_queue(release: Release) -> None
         down = [n for n in listed if n.startswith("x")]
         assert set(spec.record_names()[:200]) <= set(down)  # FUTURE (and on 22.05 CLOUD) are not listed
         assert listed["x0001"].state.base == "DOWN"
+        # the text listing (what the verification reads at each change) has the same nodes in the
+        # same states, and the FUTURE records too
+        text = {n.name: n for n in await c.client().node_listing()}
+        assert set(listed) <= set(text) and {n for n in text if n not in listed} <= set(spec.record_names())
+        assert any(text[n].state.base == "FUTURE" for n in spec.record_names()[200:210])
+        for name, node in listed.items():
+            assert (text[name].state.base, text[name].features) == (node.state.base, node.features), name
+        assert all(text[n].slurmd_start_time for n in ("n1", "n2", "n3"))
         ids = await c.submit_held(300, loops=4)
         assert len(set(ids)) == 300
         summaries = {j.job_id: j for j in await c.client().job_summaries()}
