@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sidecars.devcluster.netblocks import AddressBlock
+
 
 @dataclass(frozen=True, slots=True)
 class ClusterSpec:
@@ -28,9 +30,18 @@ class ClusterSpec:
     shape: str = "classic"
     nodeset: str = "slinky"
     nodesets: Mapping[str, str] = field(default_factory=dict)
+    # more than 1: highly available, as Slinky runs it (`SlurmctldHost` once per controller, one
+    # StateSaveLocation): each controller in a network namespace of its own (controllers.py)
+    controllers: int = 1
+    # how long a backup waits for a silent primary before it takes control
+    slurmctld_timeout_seconds: int = 30
 
     def node_names(self) -> list[str]:
         return [f"n{i}" for i in range(1, self.nodes + 1)]
+
+    def controller_names(self) -> list[str]:
+        """The controllers' host names, primary first (`SlurmctldHost` order)."""
+        return [f"ctld-{chr(ord('a') + i)}" for i in range(self.controllers)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,18 +51,46 @@ class Ports:
     nodes: Mapping[str, int]
 
 
-def render(spec: ClusterSpec, d: Path, ports: Ports, host: str, cluster_name: str) -> dict[str, str]:
+def render(
+    spec: ClusterSpec,
+    d: Path,
+    ports: Ports,
+    host: str,
+    cluster_name: str,
+    block: AddressBlock | None = None,
+) -> dict[str, str]:
     """File name -> content, for DIR/etc. The shapes differ only in how daemons authenticate, how
     nodes are known (static NodeName lines, or dynamic nodes in NodeSets: slinky.py) and the room
-    left for dynamic nodes; everything else is one block, the same for both."""
+    left for dynamic nodes; everything else is one block, the same for both.
+
+    With several controllers (`block` then holds their addresses) every controller reads this one
+    file, as Slurm requires; each finds its pid and log file in DIR/ctld, which its own mount
+    namespace maps to DIR/<its name> (two controllers sharing one pid file would kill each other)."""
     slinky = spec.shape == "slinky"
+    if spec.controllers > 1:
+        if block is None:
+            raise ValueError("several controllers need an address block")
+        ctld_hosts = [
+            f"SlurmctldHost={name}({block.controller_address(i)})"
+            for i, name in enumerate(spec.controller_names())
+        ]
+        ctld_files = [f"SlurmctldPidFile={d}/ctld/slurmctld.pid", f"SlurmctldLogFile={d}/ctld/slurmctld.log"]
+        node_addr = block.node_address
+        # a slurmd binds the address its host name resolves to (127.0.0.1 here) under NoInAddrAny,
+        # out of the controllers' reach: here it binds every address, its leased port its own
+        bind = []
+    else:
+        ctld_hosts = [f"SlurmctldHost={host}(127.0.0.1)"]
+        ctld_files = [f"SlurmctldPidFile={d}/run/slurmctld.pid", f"SlurmctldLogFile={d}/log/slurmctld.log"]
+        node_addr = "127.0.0.1"
+        bind = ["CommunicationParameters=NoInAddrAny"]
     if slinky:
         auth = ["AuthType=auth/slurm", "CredType=cred/slurm", "SlurmctldParameters=enable_configless"]
     else:
         auth = ["AuthType=auth/munge", f"AuthInfo=socket={d}/munge/munge.sock", "CredType=cred/munge"]
     lines = [
         f"ClusterName={cluster_name}",
-        f"SlurmctldHost={host}(127.0.0.1)",
+        *ctld_hosts,
         f"SlurmctldPort={ports.slurmctld}",
         f"SlurmdPort={ports.slurmd}",
         *auth,
@@ -59,9 +98,8 @@ def render(spec: ClusterSpec, d: Path, ports: Ports, host: str, cluster_name: st
         "SlurmdUser=root",
         f"StateSaveLocation={d}/state",
         f"SlurmdSpoolDir={d}/spool/%n",
-        f"SlurmctldPidFile={d}/run/slurmctld.pid",
+        *ctld_files,
         f"SlurmdPidFile={d}/run/slurmd-%n.pid",
-        f"SlurmctldLogFile={d}/log/slurmctld.log",
         f"SlurmdLogFile={d}/log/slurmd-%n.log",
         "SlurmctldDebug=info",
         "SlurmdDebug=info",
@@ -79,12 +117,12 @@ def render(spec: ClusterSpec, d: Path, ports: Ports, host: str, cluster_name: st
         "SwitchType=switch/none",
         "SlurmdParameters=config_overrides",
         "ReturnToService=2",
-        "SlurmctldTimeout=30",
+        f"SlurmctldTimeout={spec.slurmctld_timeout_seconds}",
         f"SlurmdTimeout={spec.slurmd_timeout}",
         "InactiveLimit=0",
         "KillWait=5",
         "MinJobAge=60",
-        "CommunicationParameters=NoInAddrAny",
+        *bind,
     ]
     # Slinky's workers register themselves: room for every one that may, as Slinky's chart sets it
     room = max(spec.max_node_count, spec.nodes + 8) if slinky else spec.max_node_count
@@ -101,7 +139,7 @@ def render(spec: ClusterSpec, d: Path, ports: Ports, host: str, cluster_name: st
         for name, port in ports.nodes.items():
             feat = f" Feature={spec.features[name]}" if name in spec.features else ""
             lines.append(
-                f"NodeName={name} NodeAddr=127.0.0.1 NodeHostname={host} Port={port} CPUs={spec.cpus} "
+                f"NodeName={name} NodeAddr={node_addr} NodeHostname={host} Port={port} CPUs={spec.cpus} "
                 f"RealMemory={spec.memory}{gres}{feat} State=UNKNOWN"
             )
         members = "ALL"
