@@ -441,13 +441,27 @@ class DevCluster:
             raise ClusterError(f"the namespaces of {name} are gone")
         if c.pid_file.exists() and self.controller_pid(name) is None:
             c.pid_file.unlink()  # slurmctld kills whatever a stale pid file names
-        env = ["env", "-i", f"PATH={IN_NS_PATH}", "HOME=/root", "LANG=C.UTF-8", f"SLURM_CONF={self.conf_path}"]
+        env = [
+            "env",
+            "-i",
+            f"PATH={IN_NS_PATH}",
+            "HOME=/root",
+            "LANG=C.UTF-8",
+            f"SLURM_CONF={self.conf_path}",
+        ]
         await self._exec([*controllers.enter_argv(holder, self.release.root is not None), *env, "slurmctld"])
         pid = await self._poll(
             self._async(lambda: self.controller_pid(name)), lambda p: p is not None, 30, f"{name}'s pid file"
         )
         assert pid is not None
         return pid
+
+    @property
+    def links(self) -> list[str]:
+        """The host ends of this cluster's veths (one per controller; none with one controller)."""
+        if self._addresses is None:
+            return []
+        return [self._addresses.block.host_link(c.index) for c in self.controllers]
 
     def controller_pid(self, name: str) -> int | None:
         """Host PID of a controller's slurmctld while it runs (else None)."""
@@ -459,7 +473,9 @@ class DevCluster:
         if pid is None:
             raise ClusterError(f"slurmctld {name} is not running")
         os.kill(pid, signal.SIGKILL)
-        await self._poll(self._async(lambda: _alive(pid)), lambda alive: not alive, 10, f"slurmctld {name} gone")
+        await self._poll(
+            self._async(lambda: _alive(pid)), lambda alive: not alive, 10, f"slurmctld {name} gone"
+        )
         return pid
 
     async def in_control(self, name: str) -> bool:
@@ -483,9 +499,9 @@ class DevCluster:
         first of those that serves requests is in control (a backup answers pings in standby too)."""
         answering = await self.client(timeout=10.0).ping()
         for c in self.controllers:
-            if any(key.endswith(f":{c.name}") and up for key, up in answering.controllers.items()):
-                if await self.in_control(c.name):
-                    return c.name
+            up = any(key.endswith(f":{c.name}") and ok for key, ok in answering.controllers.items())
+            if up and await self.in_control(c.name):
+                return c.name
         return None
 
     async def wait_primary(self, name: str, timeout: float = 60.0) -> None:
@@ -500,7 +516,14 @@ class DevCluster:
         if target.index == 0:
             raise ClusterError(f"{target.name} is the configured primary: only a backup takes over")
         await self._exec(
-            ["env", f"PATH={self.env['PATH']}", f"SLURM_CONF={self.conf_path}", "scontrol", "takeover", str(target.index)]
+            [
+                "env",
+                f"PATH={self.env['PATH']}",
+                f"SLURM_CONF={self.conf_path}",
+                "scontrol",
+                "takeover",
+                str(target.index),
+            ]
         )
         await self.wait_primary(target.name, timeout=max(30.0, 3.0 * self.spec.slurmctld_timeout_seconds))
 

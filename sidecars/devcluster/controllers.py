@@ -41,7 +41,13 @@ HOLDER_SCRIPT = (
     'mount --bind "$1/' + HOSTS_FILE + '" /etc/hosts; '
     'if [ -e /etc/resolv.conf ]; then mount --bind "$1/' + RESOLV_FILE + '" /etc/resolv.conf; fi; '
     'hostname "$3"; '
-    'echo $$ >"$1/' + HOLDER_PID_FILE + '.tmp"; mv "$1/' + HOLDER_PID_FILE + '.tmp" "$1/' + HOLDER_PID_FILE + '"; '
+    'echo $$ >"$1/'
+    + HOLDER_PID_FILE
+    + '.tmp"; mv "$1/'
+    + HOLDER_PID_FILE
+    + '.tmp" "$1/'
+    + HOLDER_PID_FILE
+    + '"; '
     'trap "" HUP INT TERM; while :; do sleep 3600 & wait $!; done'
 )
 
@@ -124,7 +130,9 @@ async def wire(c: Controller, block: AddressBlock, holder_pid: int) -> None:
     """The controller's veth: its address and a default route inside, the host's end outside."""
     host_link, host_addr = block.host_link(c.index), block.host_address(c.index)
     inside = ["nsenter", f"--net=/proc/{holder_pid}/ns/net", "--", "ip"]
-    await _ip("ip", "link", "add", host_link, "type", "veth", "peer", "name", PEER_LINK, "netns", str(holder_pid))
+    await _ip(
+        "ip", "link", "add", host_link, "type", "veth", "peer", "name", PEER_LINK, "netns", str(holder_pid)
+    )
     await _ip("ip", "addr", "add", f"{host_addr}/30", "dev", host_link)
     await _ip("ip", "link", "set", host_link, "up")
     await _ip(*inside, "addr", "add", f"{c.address}/30", "dev", PEER_LINK)

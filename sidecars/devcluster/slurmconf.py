@@ -74,14 +74,14 @@ def render(
             f"SlurmctldHost={name}({block.controller_address(i)})"
             for i, name in enumerate(spec.controller_names())
         ]
-        ctld_files = [f"SlurmctldPidFile={d}/ctld/slurmctld.pid", f"SlurmctldLogFile={d}/ctld/slurmctld.log"]
+        ctld_dir, ctld_log_dir = d / "ctld", d / "ctld"
         node_addr = block.node_address
         # a slurmd binds the address its host name resolves to (127.0.0.1 here) under NoInAddrAny,
         # out of the controllers' reach: here it binds every address, its leased port its own
         bind = []
     else:
         ctld_hosts = [f"SlurmctldHost={host}(127.0.0.1)"]
-        ctld_files = [f"SlurmctldPidFile={d}/run/slurmctld.pid", f"SlurmctldLogFile={d}/log/slurmctld.log"]
+        ctld_dir, ctld_log_dir = d / "run", d / "log"
         node_addr = "127.0.0.1"
         bind = ["CommunicationParameters=NoInAddrAny"]
     if slinky:
@@ -98,8 +98,9 @@ def render(
         "SlurmdUser=root",
         f"StateSaveLocation={d}/state",
         f"SlurmdSpoolDir={d}/spool/%n",
-        *ctld_files,
+        f"SlurmctldPidFile={ctld_dir}/slurmctld.pid",
         f"SlurmdPidFile={d}/run/slurmd-%n.pid",
+        f"SlurmctldLogFile={ctld_log_dir}/slurmctld.log",
         f"SlurmdLogFile={d}/log/slurmd-%n.log",
         "SlurmctldDebug=info",
         "SlurmdDebug=info",
