@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import os
 import random
+import signal
+import sys
 import time
 from pathlib import Path
 
@@ -17,6 +20,10 @@ import pytest
 from sidecars.devcluster import ClusterError, ClusterSpec, DevCluster, Release
 from sidecars.devcluster.netblocks import AddressBlock, host_addresses, in_use, lease_block
 from sidecars.devcluster.slurmconf import Ports, render
+from sidecars.runtime.waits import within
+from tests.devcluster import lifetime
+
+REPO = Path(__file__).resolve().parents[2]
 
 HA = {"nodes": 1, "controllers": 2, "slurmctld_timeout_seconds": 5}
 pytestmark = pytest.mark.releases("slurm22", "slurm24", "slurm26")
@@ -113,6 +120,57 @@ async def test_nothing_is_left_behind(release: Release) -> None:
     assert not _processes_in(netns)
     assert not c.processes()
     assert not c.dir.exists()
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.releases("slurm22", "slurm26")  # the host's packages and a chroot; the chroots alike
+async def test_an_owner_killed_leaves_no_controller_namespace_or_link(
+    release: Release, tmp_path: Path
+) -> None:
+    info_file, log = tmp_path / "holding", tmp_path / "owner.log"
+    with log.open("wb") as out:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "tests.devcluster.lifetime",
+            cwd=REPO,
+            env={
+                **os.environ,
+                lifetime.HOLD_ENV: lifetime.release_json(release),
+                lifetime.INFO_ENV: str(info_file),
+                lifetime.CONTROLLERS_ENV: "2",
+            },
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+        )
+    info, watched = None, None
+    try:
+        deadline = time.monotonic() + 120
+        while not info_file.exists():
+            assert proc.returncode is None, f"the owner exited early: {log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"no cluster after 120s: {log.read_text()[-3000:]}"
+            await asyncio.sleep(0.1)
+        info = json.loads(info_file.read_text()[len(lifetime.HOLDING) :])
+        links = info["links"]
+        assert len(links) == 2 and all(Path("/sys/class/net", link).exists() for link in links)
+        watched = await lifetime.Watched.capture(proc.pid, info["init"], info["dir"])
+        assert watched.names() >= lifetime.CLUSTER_NAMES, watched.procs
+        netns = _net_namespaces_of([p for p, (_, name) in watched.procs.items() if name == "slurmctld"])
+        assert len(netns) == 2, watched.procs  # each controller in a network namespace of its own
+        proc.send_signal(signal.SIGKILL)
+        await within(proc.wait(), 30)
+        left = await watched.wait_gone(lifetime.FEW_SECONDS)
+        assert not left, f"still running after the owner was killed: {left}"
+        deadline = time.monotonic() + lifetime.FEW_SECONDS
+        while (there := [link for link in links if Path("/sys/class/net", link).exists()]) and (
+            time.monotonic() < deadline
+        ):
+            await asyncio.sleep(0.05)
+        assert not there, f"links left after the owner was killed: {there}"
+        assert not _processes_in(netns)
+    finally:
+        await lifetime.clean_up(proc, watched, info["dir"] if info is not None else None, release)
 
 
 def test_address_blocks_avoid_what_the_machine_uses(tmp_path: Path) -> None:
