@@ -453,7 +453,11 @@ class DevCluster:
         pid = await self._poll(
             self._async(lambda: self.controller_pid(name)), lambda p: p is not None, 30, f"{name}'s pid file"
         )
-        assert pid is not None
+        assert pid is not None and self.ports is not None
+        port = self.ports.slurmctld
+        await self._poll(
+            self._async(lambda: controllers.listening(pid, port)), bool, 30, f"{name} listening on {port}"
+        )
         return pid
 
     @property
@@ -495,12 +499,18 @@ class DevCluster:
         return done.returncode == 0
 
     async def primary(self) -> str | None:
-        """The controller in control now (None: none is). `scontrol ping` says which answer; the
-        first of those that serves requests is in control (a backup answers pings in standby too)."""
-        answering = await self.client(timeout=10.0).ping()
+        """The controller in control now (None: none is): the first, in `SlurmctldHost` order, that
+        runs, listens and serves requests. Not from `scontrol ping`: a backup answers pings in
+        standby too, and one just started answers its first only seconds later (measured on 24.11
+        and 26.05), which the ping waits out."""
+        assert self.ports is not None
         for c in self.controllers:
-            up = any(key.endswith(f":{c.name}") and ok for key, ok in answering.controllers.items())
-            if up and await self.in_control(c.name):
+            pid = self.controller_pid(c.name)
+            if (
+                pid is not None
+                and controllers.listening(pid, self.ports.slurmctld)
+                and await self.in_control(c.name)
+            ):
                 return c.name
         return None
 

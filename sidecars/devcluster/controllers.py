@@ -142,6 +142,22 @@ async def wire(c: Controller, block: AddressBlock, holder_pid: int) -> None:
     await _ip(*inside, "route", "add", "default", "via", host_addr)
 
 
+def listening(pid: int, port: int) -> bool:
+    """Whether a TCP socket listens on `port` in the network namespace of process `pid`. A client
+    asking a controller that does not listen yet retries its connection for seconds: `scontrol
+    ping` then takes that long, so a start waits for this before anything asks."""
+    listen = "0A"  # TCP_LISTEN in /proc/net/tcp
+    try:
+        lines = Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]
+    except OSError:
+        return False
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 3 and fields[3] == listen and int(fields[1].rsplit(":", 1)[1], 16) == port:
+            return True
+    return False
+
+
 def links_left(block: AddressBlock, count: int) -> list[str]:
     """The host ends of this block's veths that still exist."""
     return [block.host_link(i) for i in range(count) if Path("/sys/class/net", block.host_link(i)).exists()]
