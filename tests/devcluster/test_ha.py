@@ -71,9 +71,11 @@ def _processes_in(netns: set[str]) -> list[int]:
 @pytest.mark.cluster(**HA)
 async def test_takeover_moves_control_and_a_running_job_completes(cluster: DevCluster) -> None:
     assert await cluster.primary() == "ctld-a"
-    ping = await cluster.client().ping()
-    assert ping.controllers and all(ping.controllers.values()), ping  # the backup answers as standby
-    assert len(ping.controllers) == 2, ping
+    # the client's view: the backup answers pings as a healthy standby, not as a failure
+    ping = await cluster.client(timeout=30.0).ping()
+    assert ping.hosts() == ["ctld-a", "ctld-b"], ping
+    assert (ping.up, ping.in_control) == (True, "ctld-a"), ping
+    assert [ping.role(h) for h in ("ctld-a", "ctld-b", "ctld-z")] == ["in control", "standby", "unknown"]
     assert not await cluster.in_control("ctld-b")  # ... and serves nothing while ctld-a is in control
 
     job = await cluster.sbatch("-N", "1", wrap="echo started; sleep 3; echo finished")
@@ -83,6 +85,8 @@ async def test_takeover_moves_control_and_a_running_job_completes(cluster: DevCl
     # Slurm shuts down the controllers before the one that took over
     assert cluster.controller_pid("ctld-a") is None
     assert cluster.controller_pid("ctld-b") is not None
+    ping = await cluster.client(timeout=30.0).ping()
+    assert (ping.in_control, ping.role("ctld-a"), ping.role("ctld-b")) == ("ctld-b", "down", "in control")
 
     await cluster.wait_job(job, "COMPLETED", timeout=60)
     assert "finished" in await _output_says(cluster, job, "finished")
@@ -100,6 +104,8 @@ async def test_a_killed_primary_moves_control_and_the_backup_schedules(cluster: 
     # SlurmctldTimeout=5 s: the backup takes control once the primary's heartbeat is that old
     await cluster.wait_primary("ctld-b", timeout=60)
     assert cluster.controller_pid("ctld-a") is None
+    ping = await cluster.client(timeout=30.0).ping()
+    assert (ping.in_control, ping.role("ctld-a"), ping.role("ctld-b")) == ("ctld-b", "down", "in control")
 
     await cluster.wait_job(running, "COMPLETED", timeout=60)
     after = await cluster.sbatch("-N", "1", wrap="echo started")
