@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -164,15 +165,17 @@ class DevCluster:
 
     def in_namespace(self, *argv: str) -> list[str]:
         """argv run inside the cluster's namespace (and chroot) with a clean environment."""
+        return [*self._ns_prefix(), *self._clean_env(), *argv]
+
+    def _clean_env(self) -> list[str]:
+        """`env` words that run a command with only what it needs."""
         return [
-            *self._ns_prefix(),
             "env",
             "-i",
             f"PATH={IN_NS_PATH}",
             "HOME=/root",
             "LANG=C.UTF-8",
             f"SLURM_CONF={self.conf_path}",
-            *argv,
         ]
 
     def slurmd_argv(self, name: str, *extra: str) -> list[str]:
@@ -418,7 +421,7 @@ class DevCluster:
         for c in self.controllers:
             await self._exec(self.in_namespace(*controllers.holder_argv(c, self.dir)))
             pid = await self._poll(
-                self._async(lambda c=c: self._hostpid_from(c.dir / controllers.HOLDER_PID_FILE)),  # type: ignore[misc]
+                self._async(functools.partial(self._hostpid_from, c.dir / controllers.HOLDER_PID_FILE)),
                 lambda p: p is not None,
                 10,
                 f"namespaces of {c.name} (see {c.dir / controllers.HOLDER_LOG})",
@@ -441,15 +444,8 @@ class DevCluster:
             raise ClusterError(f"the namespaces of {name} are gone")
         if c.pid_file.exists() and self.controller_pid(name) is None:
             c.pid_file.unlink()  # slurmctld kills whatever a stale pid file names
-        env = [
-            "env",
-            "-i",
-            f"PATH={IN_NS_PATH}",
-            "HOME=/root",
-            "LANG=C.UTF-8",
-            f"SLURM_CONF={self.conf_path}",
-        ]
-        await self._exec([*controllers.enter_argv(holder, self.release.root is not None), *env, "slurmctld"])
+        chroot = self.release.root is not None
+        await self._exec([*controllers.enter_argv(holder, chroot), *self._clean_env(), "slurmctld"])
         pid = await self._poll(
             self._async(lambda: self.controller_pid(name)), lambda p: p is not None, 30, f"{name}'s pid file"
         )

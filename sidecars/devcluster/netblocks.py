@@ -2,14 +2,15 @@
 
 An HA dev cluster runs each slurmctld in a network namespace of its own, joined to the host by a
 veth pair (controllers.py). Their addresses come from 198.18.0.0/15, the block RFC 2544 sets aside
-for benchmarking test networks: no real network uses it, so a route we add for it shadows nothing.
+for benchmarking test networks, not real ones; a block that overlaps a route of this machine is
+stepped around all the same, so a route we add shadows nothing.
 The block is cut into /28s, one per cluster, leased with an flock as ports.py leases ports: the
 lock ends with its holder, SIGKILL included, and the kernel removes the namespaces, the veths and
 their routes when the cluster's processes end, so a lease never outlives what it covers.
 
 In a /28 starting at B, controller i (0 to 3) has the /30 at B+4i: its host end is B+4i+1, its own
-address B+4i+2. The host end of controller 0 is also where the slurmds listen (`NodeAddr`): an
-address of the host that every controller reaches through its own veth.
+address B+4i+2. The host end of controller 0 is also where the controllers reach the slurmds
+(`NodeAddr`): an address of the host that every controller reaches through its own veth.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import fcntl
 import ipaddress
 import os
 import random
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from sidecars.devcluster.ports import leases_dir
 
 NETWORK = ipaddress.IPv4Network("198.18.0.0/15")
 BLOCK_PREFIX = 28
@@ -55,20 +57,12 @@ class AddressBlock:
 
     @property
     def node_address(self) -> str:
-        """Where the slurmds listen: a host address every controller reaches."""
+        """The slurmds' `NodeAddr`: a host address every controller reaches."""
         return self.host_address(0)
 
     def host_link(self, controller: int) -> str:
         """The host end's interface name (at most 15 characters: `slc` + 4 digits + a letter)."""
         return f"slc{self.index}{'abcd'[controller]}"
-
-
-def _lock_dir() -> Path:
-    d = Path(tempfile.gettempdir()) / "slurm-sidecars-nets"
-    d.mkdir(exist_ok=True)
-    with contextlib.suppress(OSError):  # shared by every user's runs on this machine
-        d.chmod(0o1777)
-    return d
 
 
 def in_use(block: AddressBlock, addresses: list[ipaddress.IPv4Interface]) -> bool:
@@ -111,7 +105,7 @@ class AddressLease:
 def lease_block(rng: random.Random | None = None, lock_dir: Path | None = None) -> AddressLease:
     """Lease a free /28 of NETWORK, blocks tried in random order."""
     rng = rng or random.Random()
-    d = lock_dir or _lock_dir()
+    d = lock_dir or leases_dir("slurm-sidecars-nets")
     count = 2 ** (BLOCK_PREFIX - NETWORK.prefixlen)
     used = host_addresses()
     for index in rng.sample(range(count), count):
