@@ -79,8 +79,6 @@ def _check_controllers(spec: ClusterSpec) -> str | None:
         return f"a dev cluster runs 1 to {MAX_CONTROLLERS} controllers, not {spec.controllers}"
     if spec.controllers > 1 and spec.foreground_ctld:
         return "several controllers run daemonized: foreground_ctld holds only one"
-    if spec.controllers > 1 and spec.shape == "slinky":
-        return "several controllers are built for the classic shape only (configless workers not yet)"
     return None
 
 
@@ -184,7 +182,9 @@ class DevCluster:
         if self.slinky:
             assert self.ports is not None
             port = self.ports.nodes.get(name) or self._extra_ports.setdefault(name, free_port())
-            return self.in_namespace(*slinky.slurmd_args(self.spec, self.dir, self.ports, name, port), *extra)
+            servers = [c.address for c in self.controllers] or None
+            args = slinky.slurmd_args(self.spec, self.dir, self.ports, name, port, servers)
+            return self.in_namespace(*args, *extra)
         return self.in_namespace("slurmd", "-N", name, *extra)
 
     async def _exec(self, argv: Sequence[str], timeout: float = 30.0, check: bool = True) -> str:
@@ -434,7 +434,7 @@ class DevCluster:
                 raise ClusterError(str(e)) from None
         for c in self.controllers:
             await self.start_controller(c.name)
-        await self.wait_primary(self.controllers[0].name, timeout=30)
+        await self.wait_primary(self.controllers[0].name, timeout=60)
 
     async def start_controller(self, name: str) -> int:
         """(Re)start one controller's slurmctld in its namespaces; returns its host PID."""
@@ -488,10 +488,18 @@ class DevCluster:
         alone.write_text("\n".join([f"SlurmctldHost={c.name}({c.address})", *others]) + "\n")
         try:
             done = await process.run(
-                ["scontrol", "show", "partition"], timeout=5, env={**self.env, "SLURM_CONF": str(alone)}
+                ["scontrol", "show", "partition"],
+                timeout=15,
+                env={**self.env, "SLURM_CONF": str(alone)},
+                merge_stderr=True,
             )
         except process.ProcessTimeout:
+            log.warning("devcluster_controller_silent", controller=name, seconds=15)
             return False
+        if done.returncode != 0:
+            log.debug(
+                "devcluster_controller_not_in_control", controller=name, said=done.text().strip()[-300:]
+            )
         return done.returncode == 0
 
     async def primary(self) -> str | None:

@@ -7,6 +7,8 @@ a network, UTS and mount namespace: its host name is the controller's, its netwo
 controller's address on a veth whose other end is in the host's namespace (netblocks.py has the
 addresses), and its mount namespace maps DIR/ctld to DIR/<name>, where its pid and log files live.
 The controller's slurmctld is started inside those namespaces (`nsenter -t <holder>`).
+In the Slinky shape they share the cluster's /run: auth/slurm's clients get their tokens from the
+sack.socket of a slurmd, else of the controller started last, so one must stay reachable.
 
 Not `ip netns add`: a named namespace is a bind mount in /run/netns that outlives whoever made
 it. These namespaces belong to their processes, which die with the cluster's PID namespace (see
