@@ -29,27 +29,20 @@ from sidecars.devcluster.netblocks import AddressBlock
 from sidecars.runtime import process
 
 MOUNT_POINT = "ctld"  # DIR/ctld: what slurm.conf names; each controller sees its own DIR/<name> there
+# the names HOLDER_SCRIPT uses
 HOLDER_PID_FILE = "holder.pid"
 HOLDER_LOG = "holder.log"
 HOSTS_FILE = "hosts"
 RESOLV_FILE = "resolv.conf"
 PEER_LINK = "eth0"  # the controller's end of its veth, inside its namespace
-# in the holder: map the controller's dir, give it its own /etc/hosts and no name server (a lookup
-# that left the machine from this namespace would wait out its timeout: 24.11 looks its own name up
-# at start), take its host name, say so by writing its pid (last, so a pid file means the namespaces
+# in the holder: map the controller's dir, give it its own /etc/hosts (names of this cluster) and
+# no name server (24.11 looks its own name up at start; a lookup must not wait on a server it
+# cannot reach), take its host name, say so by writing its pid (last, so a pid file means the namespaces
 # are ready), then wait forever for the cluster's end
 HOLDER_SCRIPT = (
-    'exec >>"$1/' + HOLDER_LOG + '" 2>&1; set -e; mount --bind "$1" "$2"; '
-    'mount --bind "$1/' + HOSTS_FILE + '" /etc/hosts; '
-    'if [ -e /etc/resolv.conf ]; then mount --bind "$1/' + RESOLV_FILE + '" /etc/resolv.conf; fi; '
-    'hostname "$3"; '
-    'echo $$ >"$1/'
-    + HOLDER_PID_FILE
-    + '.tmp"; mv "$1/'
-    + HOLDER_PID_FILE
-    + '.tmp" "$1/'
-    + HOLDER_PID_FILE
-    + '"; '
+    'exec >>"$1/holder.log" 2>&1; set -e; mount --bind "$1" "$2"; mount --bind "$1/hosts" /etc/hosts; '
+    'if [ -e /etc/resolv.conf ]; then mount --bind "$1/resolv.conf" /etc/resolv.conf; fi; hostname "$3"; '
+    'echo $$ >"$1/holder.pid.tmp"; mv "$1/holder.pid.tmp" "$1/holder.pid"; '
     'trap "" HUP INT TERM; while :; do sleep 3600 & wait $!; done'
 )
 
@@ -140,8 +133,12 @@ async def wire(c: Controller, block: AddressBlock, holder_pid: int) -> None:
     await _ip(*inside, "addr", "add", f"{c.address}/30", "dev", PEER_LINK)
     await _ip(*inside, "link", "set", "lo", "up")
     await _ip(*inside, "link", "set", PEER_LINK, "up")
-    # the slurmds listen on another veth's host end: reached through this one's
-    await _ip(*inside, "route", "add", "default", "via", host_addr)
+    # the rest of the block (the slurmds' address, the other controllers) through the host, and
+    # nothing else: a controller reaches only addresses of this cluster
+    await _ip(*inside, "route", "add", str(block.network), "via", host_addr)
+    # the host passes packets between controllers (backups ping the primary) for our links only,
+    # whatever the machine's own ip_forward says
+    await _ip("sysctl", "-q", "-w", f"net.ipv4.conf.{host_link}.forwarding=1")
 
 
 def listening(pid: int, port: int) -> bool:
