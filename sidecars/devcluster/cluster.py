@@ -34,7 +34,13 @@ import structlog
 
 from sidecars.devcluster import controllers, slinky
 from sidecars.devcluster.controllers import Controller
-from sidecars.devcluster.netblocks import MAX_CONTROLLERS, AddressesUnavailable, AddressLease, lease_block
+from sidecars.devcluster.netblocks import (
+    MAX_CONTROLLERS,
+    AddressBlock,
+    AddressesUnavailable,
+    AddressLease,
+    lease_block,
+)
 from sidecars.devcluster.ports import PortLease, PortsUnavailable, free_port, lease_ports
 from sidecars.devcluster.release import Release
 from sidecars.devcluster.slurmconf import ClusterSpec, Ports, render
@@ -455,6 +461,11 @@ class DevCluster:
             self._async(lambda: controllers.listening(pid, port)), bool, 30, f"{name} listening on {port}"
         )
         return pid
+
+    @property
+    def address_block(self) -> AddressBlock | None:
+        """The addresses leased to this cluster's controllers (None with one controller)."""
+        return None if self._addresses is None else self._addresses.block
 
     @property
     def links(self) -> list[str]:

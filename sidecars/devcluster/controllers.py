@@ -122,7 +122,8 @@ async def _ip(*argv: str) -> None:
 
 
 async def wire(c: Controller, block: AddressBlock, holder_pid: int) -> None:
-    """The controller's veth: its address and a default route inside, the host's end outside."""
+    """The controller's veth: its address and a route to its cluster's block inside, the host's
+    end outside."""
     host_link, host_addr = block.host_link(c.index), block.host_address(c.index)
     inside = ["nsenter", f"--net=/proc/{holder_pid}/ns/net", "--", "ip"]
     await _ip(

@@ -20,6 +20,7 @@ import pytest
 from sidecars.devcluster import ClusterError, ClusterSpec, DevCluster, Release
 from sidecars.devcluster.netblocks import AddressBlock, host_addresses, in_use, lease_block
 from sidecars.devcluster.slurmconf import Ports, render
+from sidecars.runtime import process
 from sidecars.runtime.waits import within
 from tests.devcluster import lifetime
 
@@ -143,6 +144,18 @@ async def test_nothing_is_left_behind(release: Release) -> None:
         netns = _net_namespaces_of([p for n in ("ctld-a", "ctld-b") if (p := c.controller_pid(n))])
         assert len(netns) == 2 and os.readlink("/proc/self/ns/net") not in netns
         assert _processes_in(netns)
+        # a controller reaches its cluster's addresses and nothing else (no default route)
+        assert c.address_block is not None
+        block = c.address_block.network
+        for n in ("ctld-a", "ctld-b"):
+            shown = await process.run(
+                ["nsenter", f"--net=/proc/{c.controller_pid(n)}/ns/net", "--", "ip", "-4", "route"],
+                timeout=10,
+            )
+            routes = [ln.split()[0] for ln in shown.text().splitlines() if ln.strip()]
+            assert routes and all(
+                r != "default" and ipaddress.IPv4Network(r).subnet_of(block) for r in routes
+            ), shown.text()
     assert not [link for link in links if Path("/sys/class/net", link).exists()]
     assert not _processes_in(netns)
     assert not c.processes()
