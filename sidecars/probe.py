@@ -2,6 +2,12 @@
 
 Exit 0 when healthy, 1 when not (or unreachable); prints the failing checks so `kubectl describe`
 shows why.
+
+`probe controller --url http://127.0.0.1:6817` asks a slurmctld itself (Slurm 25.11 or later, on
+its own port) and passes for a controller in control and for a healthy standby alike: a backup
+answers `/livez` but never `/readyz` (measured on 26.05: 204 and 500), and a standby that failed
+its pod's readiness would stay NotReady and wedge the StatefulSet's rolls. Only this pod's
+controller is asked, never its peers (`scontrol ping` would wait for each of them).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from sidecars.runtime.settings import ConfigError, flag, http_url
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("which", choices=["livez", "readyz"])
+    p.add_argument("which", choices=["livez", "readyz", "controller"])
     flag(p, "--url", required=True, help="base URL of the daemon, e.g. http://127.0.0.1:9100")
     flag(p, "--timeout-seconds", default="3", help="give up after this long")
 
@@ -44,12 +50,42 @@ async def check(url: str, which: str, timeout: float) -> tuple[bool, str]:
     return False, f"{which}: HTTP {r.status}: {detail}"
 
 
+async def _status(s: aiohttp.ClientSession, url: str) -> int | str:
+    """The HTTP status of a GET, or why there was none."""
+    try:
+        async with s.get(url) as r:
+            return r.status
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        return f"unreachable: {exc or type(exc).__name__}"
+
+
+def _success(status: int | str) -> bool:
+    return isinstance(status, int) and 200 <= status < 300
+
+
+async def check_controller(url: str, timeout: float) -> tuple[bool, str]:
+    """A slurmctld's own word: live (`/livez` 2xx), and in control (`/readyz` 2xx) or a standby."""
+    base = url.rstrip("/")
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as s:
+        live = await _status(s, f"{base}/livez")
+        if not _success(live):
+            why = live if isinstance(live, str) else f"HTTP {live}"
+            return False, f"controller: {base}/livez: {why} (slurmctld serves it from Slurm 25.11)"
+        ready = await _status(s, f"{base}/readyz")
+    if _success(ready):
+        return True, "controller: live, in control"
+    return True, f"controller: live, standby (/readyz: {ready})"
+
+
 def main(args: argparse.Namespace) -> int:
     url = http_url(args.url, "--url")
     try:
         timeout = float(args.timeout_seconds)
     except ValueError:
         raise ConfigError(f"--timeout-seconds: not a number: {args.timeout_seconds!r}") from None
-    ok, message = asyncio.run(check(url, args.which, timeout))
+    if args.which == "controller":
+        ok, message = asyncio.run(check_controller(url, timeout))
+    else:
+        ok, message = asyncio.run(check(url, args.which, timeout))
     print(message, file=sys.stdout if ok else sys.stderr)
     return 0 if ok else 1
