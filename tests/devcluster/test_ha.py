@@ -155,6 +155,17 @@ async def test_the_controller_probe_passes_a_standby_and_fails_a_dead_controller
     assert await probe.check_controller(url["ctld-b"], 5) == (True, "controller: live, in control")
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.releases("slurm24")
+@pytest.mark.cluster(**HA)
+async def test_the_controller_probe_says_why_before_slurm_25_11(cluster: DevCluster) -> None:
+    assert cluster.ports is not None
+    ok, message = await probe.check_controller(
+        f"http://{cluster.controllers[0].address}:{cluster.ports.slurmctld}", 5
+    )
+    assert not ok and "from Slurm 25.11" in message, message
+
+
 @pytest.mark.timeout(90)
 async def test_nothing_is_left_behind(release: Release) -> None:
     c = DevCluster(release, ClusterSpec(nodes=1, controllers=2, slurmctld_timeout_seconds=5))
