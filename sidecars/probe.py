@@ -16,10 +16,12 @@ import argparse
 import asyncio
 import json
 import sys
+from urllib.parse import urlsplit
 
 import aiohttp
 
 from sidecars.runtime.settings import ConfigError, flag, http_url
+from sidecars.slurm import health
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -50,31 +52,18 @@ async def check(url: str, which: str, timeout: float) -> tuple[bool, str]:
     return False, f"{which}: HTTP {r.status}: {detail}"
 
 
-async def _status(s: aiohttp.ClientSession, url: str) -> int | str:
-    """The HTTP status of a GET, or why there was none."""
-    try:
-        async with s.get(url) as r:
-            return r.status
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        return f"unreachable: {exc or type(exc).__name__}"
-
-
-def _success(status: int | str) -> bool:
-    return isinstance(status, int) and 200 <= status < 300
-
-
 async def check_controller(url: str, timeout: float) -> tuple[bool, str]:
     """A slurmctld's own word: live (`/livez` 2xx), and in control (`/readyz` 2xx) or a standby."""
-    base = url.rstrip("/")
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as s:
-        live = await _status(s, f"{base}/livez")
-        if not _success(live):
-            why = live if isinstance(live, str) else f"HTTP {live}"
-            return False, f"controller: {base}/livez: {why} (slurmctld serves it from Slurm 25.11)"
-        ready = await _status(s, f"{base}/readyz")
-    if _success(ready):
+    target = urlsplit(url)
+    host, port = target.hostname or "", target.port or 80
+    async with aiohttp.ClientSession() as s:
+        live = await health.probe(s, host, port, "/livez", timeout)
+        if not live.ok:
+            return False, f"controller: not live: {live.detail} (slurmctld serves /livez from Slurm 25.11)"
+        ready = await health.probe(s, host, port, "/readyz", timeout)
+    if ready.ok:
         return True, "controller: live, in control"
-    return True, f"controller: live, standby (/readyz: {ready})"
+    return True, f"controller: live, standby (/readyz: {ready.detail})"
 
 
 def main(args: argparse.Namespace) -> int:

@@ -147,11 +147,11 @@ async def test_the_controller_probe_passes_a_standby_and_fails_a_dead_controller
     while not (answer := await probe.check_controller(url["ctld-b"], 5))[0]:
         assert time.monotonic() < deadline, answer
         await asyncio.sleep(0.2)
-    assert answer == (True, "controller: live, standby (/readyz: 500)")
+    assert answer[1].startswith("controller: live, standby (/readyz: 500 from"), answer
 
     await cluster.takeover()
     ok, message = await probe.check_controller(url["ctld-a"], 5)
-    assert not ok and "livez: unreachable" in message, message
+    assert not ok and message.startswith("controller: not live:"), message
     assert await probe.check_controller(url["ctld-b"], 5) == (True, "controller: live, in control")
 
 
