@@ -2,6 +2,12 @@
 
 Exit 0 when healthy, 1 when not (or unreachable); prints the failing checks so `kubectl describe`
 shows why.
+
+`probe controller --url http://127.0.0.1:6817` asks a slurmctld itself (Slurm 25.11 or later, on
+its own port) and passes for a controller in control and for a healthy standby alike: a backup
+answers `/livez` but never `/readyz` (measured on 26.05: 204 and 500), and a standby that failed
+its pod's readiness would stay NotReady and wedge the StatefulSet's rolls. Only this pod's
+controller is asked, never its peers (`scontrol ping` would wait for each of them).
 """
 
 from __future__ import annotations
@@ -11,15 +17,17 @@ import asyncio
 import json
 import ssl
 import sys
+from urllib.parse import urlsplit
 
 import aiohttp
 
 from sidecars.runtime.http import client_tls
 from sidecars.runtime.settings import ConfigError, flag, http_url
+from sidecars.slurm import health
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("which", choices=["livez", "readyz"])
+    p.add_argument("which", choices=["livez", "readyz", "controller"])
     flag(p, "--url", required=True, help="base URL of the daemon, e.g. http://127.0.0.1:9100")
     flag(p, "--timeout-seconds", default="3", help="give up after this long")
     flag(
@@ -55,6 +63,20 @@ async def check(url: str, which: str, timeout: float, tls: ssl.SSLContext | None
     return False, f"{which}: HTTP {r.status}: {detail}"
 
 
+async def check_controller(url: str, timeout: float) -> tuple[bool, str]:
+    """A slurmctld's own word: live (`/livez` 2xx), and in control (`/readyz` 2xx) or a standby."""
+    target = urlsplit(url)
+    host, port = target.hostname or "", target.port or 80
+    async with aiohttp.ClientSession() as s:
+        live = await health.probe(s, host, port, "/livez", timeout)
+        if not live.ok:
+            return False, f"controller: not live: {live.detail} (slurmctld serves /livez from Slurm 25.11)"
+        ready = await health.probe(s, host, port, "/readyz", timeout)
+    if ready.ok:
+        return True, "controller: live, in control"
+    return True, f"controller: live, standby (/readyz: {ready.detail})"
+
+
 def main(args: argparse.Namespace) -> int:
     url = http_url(args.url, "--url")
     try:
@@ -64,6 +86,9 @@ def main(args: argparse.Namespace) -> int:
     tls = client_tls(args.ca_file, "--ca-file")
     if tls is not None:
         tls.check_hostname = False  # the chain is checked; the probe's 127.0.0.1 is no name in it
-    ok, message = asyncio.run(check(url, args.which, timeout, tls))
+    if args.which == "controller":
+        ok, message = asyncio.run(check_controller(url, timeout))
+    else:
+        ok, message = asyncio.run(check(url, args.which, timeout, tls))
     print(message, file=sys.stdout if ok else sys.stderr)
     return 0 if ok else 1

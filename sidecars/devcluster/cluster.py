@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -34,7 +35,15 @@ from typing import TypeVar
 
 import structlog
 
-from sidecars.devcluster import slinky
+from sidecars.devcluster import controllers, slinky
+from sidecars.devcluster.controllers import Controller
+from sidecars.devcluster.netblocks import (
+    MAX_CONTROLLERS,
+    AddressBlock,
+    AddressesUnavailable,
+    AddressLease,
+    lease_block,
+)
 from sidecars.devcluster.ports import PortLease, PortsUnavailable, free_port, lease_ports
 from sidecars.devcluster.release import Release
 from sidecars.devcluster.slurmconf import ClusterSpec, Ports, render
@@ -73,6 +82,15 @@ def _start_time(pid: int) -> str | None:
         return None
 
 
+def _check_controllers(spec: ClusterSpec) -> str | None:
+    """Why this spec's controllers cannot run (None: they can)."""
+    if not 1 <= spec.controllers <= MAX_CONTROLLERS:
+        return f"a dev cluster runs 1 to {MAX_CONTROLLERS} controllers, not {spec.controllers}"
+    if spec.controllers > 1 and spec.foreground_ctld:
+        return "several controllers run daemonized: foreground_ctld holds only one"
+    return None
+
+
 class DevCluster:
     """`async with DevCluster(release, spec) as c:` starts the cluster; leaving the block removes it all."""
 
@@ -86,7 +104,7 @@ class DevCluster:
     ) -> None:
         self.release = release
         self.spec = spec or ClusterSpec()
-        why = slinky.check(self.spec, release.version)
+        why = slinky.check(self.spec, release.version) or _check_controllers(self.spec)
         if why:
             raise ClusterError(why)
         self._own_dir = base_dir is None
@@ -113,6 +131,11 @@ class DevCluster:
         self._ctld: process.Child | None = None
         self.ctld_stderr = self.log_dir / "slurmctld.stderr"
         self._extra_ports: dict[str, int] = {}  # Slinky shape: nodes beyond the spec's, started later
+        # several controllers (spec.controllers > 1): their addresses, and the host PID of the
+        # process holding each one's namespaces (controllers.py)
+        self._addresses: AddressLease | None = None
+        self.controllers: list[Controller] = []
+        self._holders: dict[str, int] = {}
 
     # ------------------------------------------------------------------ environment
     @property
@@ -129,6 +152,11 @@ class DevCluster:
     def slinky(self) -> bool:
         return self.spec.shape == "slinky"
 
+    @property
+    def ha(self) -> bool:
+        """Whether this cluster runs several controllers (a primary and backups)."""
+        return self.spec.controllers > 1
+
     def client(self, **kwargs: object) -> SlurmClient:
         return SlurmClient(env=self.env, **kwargs)  # type: ignore[arg-type]
 
@@ -144,15 +172,17 @@ class DevCluster:
 
     def in_namespace(self, *argv: str) -> list[str]:
         """argv run inside the cluster's namespace (and chroot) with a clean environment."""
+        return [*self._ns_prefix(), *self._clean_env(), *argv]
+
+    def _clean_env(self) -> list[str]:
+        """`env` words that run a command with only what it needs."""
         return [
-            *self._ns_prefix(),
             "env",
             "-i",
             f"PATH={IN_NS_PATH}",
             "HOME=/root",
             "LANG=C.UTF-8",
             f"SLURM_CONF={self.conf_path}",
-            *argv,
         ]
 
     def slurmd_argv(self, name: str, *extra: str) -> list[str]:
@@ -161,7 +191,9 @@ class DevCluster:
         if self.slinky:
             assert self.ports is not None
             port = self.ports.nodes.get(name) or self._extra_ports.setdefault(name, free_port())
-            return self.in_namespace(*slinky.slurmd_args(self.spec, self.dir, self.ports, name, port), *extra)
+            servers = [c.address for c in self.controllers] or None
+            args = slinky.slurmd_args(self.spec, self.dir, self.ports, name, port, servers)
+            return self.in_namespace(*args, *extra)
         return self.in_namespace("slurmd", "-N", name, *extra)
 
     async def _exec(self, argv: Sequence[str], timeout: float = 30.0, check: bool = True) -> str:
@@ -193,7 +225,10 @@ class DevCluster:
             await self._start_namespace()
             if not self.slinky:
                 await self._start_munge()
-            await self.start_slurmctld()
+            if self.ha:
+                await self._start_controllers()
+            else:
+                await self.start_slurmctld()
             for name in self.node_names:
                 await self.start_slurmd(name)
             await self.wait_nodes(self._all_idle, timeout=60, what="every node with a slurmd idle")
@@ -238,7 +273,18 @@ class DevCluster:
         self.ports = Ports(ports[0], ports[1], dict(zip(self.node_names, ports[2:], strict=True)))
         if self.slinky:
             slinky.write_key(self.dir / "etc")
-        files = render(self.spec, self.dir, self.ports, self.host, f"c{ports[0]}")
+        block = None
+        if self.ha:
+            try:
+                self._addresses = lease_block()
+            except AddressesUnavailable as e:
+                raise ClusterError(str(e)) from None
+            block = self._addresses.block
+            self.controllers = controllers.controllers(self.spec.controller_names(), block, self.dir)
+            for sub in (controllers.MOUNT_POINT, *self.spec.controller_names()):
+                (self.dir / sub).mkdir(exist_ok=True)
+            controllers.write_name_files(self.controllers, block, self.host)
+        files = render(self.spec, self.dir, self.ports, self.host, f"c{ports[0]}", block)
         if self.release.root is not None:
             # 24.11's slurmd always initialises a cgroup plugin and dies without cgroupfs unless told not to
             files["cgroup.conf"] = "CgroupPlugin=disabled\n"
@@ -373,6 +419,144 @@ class DevCluster:
 
         await self._poll(answering, bool, timeout, "slurmctld answering")
 
+    # ------------------------------------------------------------------ several controllers
+    def _controller(self, name: str) -> Controller:
+        for c in self.controllers:
+            if c.name == name:
+                return c
+        raise ClusterError(f"no controller {name!r} (this cluster has: {[c.name for c in self.controllers]})")
+
+    async def _start_controllers(self) -> None:
+        """Each controller's namespaces and veth, then its slurmctld, primary first."""
+        assert self._addresses is not None
+        for c in self.controllers:
+            await self._exec(self.in_namespace(*controllers.holder_argv(c, self.dir)))
+            pid = await self._poll(
+                self._async(functools.partial(self._hostpid_from, c.dir / controllers.HOLDER_PID_FILE)),
+                lambda p: p is not None,
+                10,
+                f"namespaces of {c.name} (see {c.dir / controllers.HOLDER_LOG})",
+            )
+            assert pid is not None
+            self._holders[c.name] = pid
+            try:
+                await controllers.wire(c, self._addresses.block, pid)
+            except controllers.NetworkError as e:
+                raise ClusterError(str(e)) from None
+        for c in self.controllers:
+            await self.start_controller(c.name)
+        await self.wait_primary(self.controllers[0].name, timeout=60)
+
+    async def start_controller(self, name: str) -> int:
+        """(Re)start one controller's slurmctld in its namespaces; returns its host PID."""
+        c = self._controller(name)
+        holder = self._holders.get(name)
+        if holder is None:
+            raise ClusterError(f"the namespaces of {name} are gone")
+        if c.pid_file.exists() and self.controller_pid(name) is None:
+            c.pid_file.unlink()  # slurmctld kills whatever a stale pid file names
+        chroot = self.release.root is not None
+        await self._exec([*controllers.enter_argv(holder, chroot), *self._clean_env(), "slurmctld"])
+        pid = await self._poll(
+            self._async(lambda: self.controller_pid(name)), lambda p: p is not None, 30, f"{name}'s pid file"
+        )
+        assert pid is not None and self.ports is not None
+        port = self.ports.slurmctld
+        await self._poll(
+            self._async(lambda: controllers.listening(pid, port)), bool, 30, f"{name} listening on {port}"
+        )
+        return pid
+
+    @property
+    def address_block(self) -> AddressBlock | None:
+        """The addresses leased to this cluster's controllers (None with one controller)."""
+        return None if self._addresses is None else self._addresses.block
+
+    @property
+    def links(self) -> list[str]:
+        """The host ends of this cluster's veths (one per controller; none with one controller)."""
+        if self._addresses is None:
+            return []
+        return [self._addresses.block.host_link(c.index) for c in self.controllers]
+
+    def controller_pid(self, name: str) -> int | None:
+        """Host PID of a controller's slurmctld while it runs (else None)."""
+        return self._hostpid_from(self._controller(name).pid_file)
+
+    async def kill_controller(self, name: str) -> int:
+        """SIGKILL one controller's slurmctld (its pod lost with its node); returns the PID it had."""
+        pid = self.controller_pid(name)
+        if pid is None:
+            raise ClusterError(f"slurmctld {name} is not running")
+        os.kill(pid, signal.SIGKILL)
+        await self._poll(
+            self._async(lambda: _alive(pid)), lambda alive: not alive, 10, f"slurmctld {name} gone"
+        )
+        return pid
+
+    async def in_control(self, name: str) -> bool:
+        """Whether this controller serves requests now, not as a standby: asked alone, through a
+        copy of slurm.conf that names only it (a standby refuses every request but a ping, and a
+        client that knows no other controller then gives up instead of trying the next)."""
+        c = self._controller(name)
+        alone = self.dir / "etc" / f"only-{name}.conf"
+        others = [ln for ln in self.conf_path.read_text().splitlines() if not ln.startswith("SlurmctldHost=")]
+        alone.write_text("\n".join([f"SlurmctldHost={c.name}({c.address})", *others]) + "\n")
+        try:
+            done = await process.run(
+                ["scontrol", "show", "partition"],
+                timeout=15,
+                env={**self.env, "SLURM_CONF": str(alone)},
+                merge_stderr=True,
+            )
+        except process.ProcessTimeout:
+            log.warning("devcluster_controller_silent", controller=name, seconds=15)
+            return False
+        if done.returncode != 0:
+            log.debug(
+                "devcluster_controller_not_in_control", controller=name, said=done.text().strip()[-300:]
+            )
+        return done.returncode == 0
+
+    async def primary(self) -> str | None:
+        """The controller in control now (None: none is): the first, in `SlurmctldHost` order, that
+        runs, listens and serves requests. Not from `scontrol ping`: a backup answers pings in
+        standby too, and one just started answers its first only seconds later (measured on 24.11
+        and 26.05), which the ping waits out."""
+        assert self.ports is not None
+        for c in self.controllers:
+            pid = self.controller_pid(c.name)
+            if (
+                pid is not None
+                and controllers.listening(pid, self.ports.slurmctld)
+                and await self.in_control(c.name)
+            ):
+                return c.name
+        return None
+
+    async def wait_primary(self, name: str, timeout: float = 60.0) -> None:
+        """Poll until `name` is the controller in control."""
+        self._controller(name)
+        await self._poll(self.primary, lambda p: p == name, timeout, f"{name} in control", interval=0.2)
+
+    async def takeover(self, name: str | None = None) -> None:
+        """`scontrol takeover [INDEX]`: a backup (the first, unless named) takes control now; the
+        controllers before it in `SlurmctldHost` shut down. Returns once `name` is in control."""
+        target = self._controller(name) if name else self.controllers[1]
+        if target.index == 0:
+            raise ClusterError(f"{target.name} is the configured primary: only a backup takes over")
+        await self._exec(
+            [
+                "env",
+                f"PATH={self.env['PATH']}",
+                f"SLURM_CONF={self.conf_path}",
+                "scontrol",
+                "takeover",
+                str(target.index),
+            ]
+        )
+        await self.wait_primary(target.name, timeout=max(30.0, 3.0 * self.spec.slurmctld_timeout_seconds))
+
     async def _start_foreground_ctld(self) -> None:
         if self._ctld is not None:
             if self.foreground_pid() is not None:
@@ -497,9 +681,18 @@ class DevCluster:
             with contextlib.suppress(OSError):
                 (self.release.root / str(self.dir).lstrip("/")).rmdir()
         self.init_pid = None
+        self._holders.clear()
         if self._lease is not None:
             self._lease.release()
             self._lease = None
+        if self._addresses is not None:
+            # the holders died with the namespace; their veths go a moment later, then the block is free
+            left = await controllers.wait_links_gone(self._addresses.block, len(self.controllers), 10)
+            if left:
+                log.error("devcluster_links_left", links=left)
+            else:
+                self._addresses.release()
+            self._addresses = None
         if self._own_dir and not self.keep_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -527,6 +720,9 @@ class DevCluster:
         pidfile = (
             self.dir / "munge" / "munged.pid" if daemon == "munged" else self.dir / "run" / f"{daemon}.pid"
         )
+        return self._hostpid_from(pidfile)
+
+    def _hostpid_from(self, pidfile: Path) -> int | None:
         try:
             nspid = int(pidfile.read_text().split()[0])
         except (OSError, ValueError, IndexError):

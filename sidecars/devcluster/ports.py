@@ -45,8 +45,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _lock_dir() -> Path:
-    d = Path(tempfile.gettempdir()) / "slurm-sidecars-ports"
+def leases_dir(name: str = "slurm-sidecars-ports") -> Path:
+    """The machine-wide directory of the lease lock files named `name` (ports; netblocks.py's too)."""
+    d = Path(tempfile.gettempdir()) / name
     d.mkdir(exist_ok=True)
     with contextlib.suppress(OSError):  # shared by every user's runs on this machine
         d.chmod(0o1777)
@@ -88,7 +89,7 @@ def lease_ports(count: int, rng: random.Random | None = None, lock_dir: Path | N
     if count < 1 or count > HIGH - LOW:
         raise ValueError(f"cannot lease {count} ports")
     rng = rng or random.Random()
-    d = lock_dir or _lock_dir()
+    d = lock_dir or leases_dir()
     span = -(-count // BLOCK)
     starts = list(range(LOW // BLOCK, HIGH // BLOCK - span + 1))
     rng.shuffle(starts)

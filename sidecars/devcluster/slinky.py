@@ -69,8 +69,12 @@ def node_conf(spec: ClusterSpec, name: str, port: int) -> str:
     return " ".join(words)
 
 
-def slurmd_args(spec: ClusterSpec, d: Path, ports: Ports, name: str, port: int) -> list[str]:
-    """`env` words and the slurmd command line of one configless worker (inside the namespace)."""
+def slurmd_args(
+    spec: ClusterSpec, d: Path, ports: Ports, name: str, port: int, controllers: list[str] | None = None
+) -> list[str]:
+    """`env` words and the slurmd command line of one configless worker (inside the namespace).
+    `controllers`: the controllers' addresses, when several (as Slinky gives a worker every one)."""
+    servers = ",".join(f"{a}:{ports.slurmctld}" for a in controllers or ["127.0.0.1"])
     return [
         "env",
         "-u",
@@ -81,7 +85,7 @@ def slurmd_args(spec: ClusterSpec, d: Path, ports: Ports, name: str, port: int) 
         "-N",
         name,
         "--conf-server",
-        f"127.0.0.1:{ports.slurmctld}",
+        servers,
         "--conf",
         node_conf(spec, name, port),
     ]

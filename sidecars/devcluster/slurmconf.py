@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sidecars.devcluster.netblocks import AddressBlock
+
 # what a node record with no slurmd can be configured as (slurm.conf's State=); a record is a node of
 # a large cluster that is not up now: not provisioned (DOWN), not yet existing (FUTURE, which Slurm's
 # node listings leave out) or a cloud node that is powered down (CLOUD)
@@ -43,6 +45,12 @@ class ClusterSpec:
     record_memory_mb: int = 512000  # RealMemory, in MB
     max_job_count: int = 0  # > 0: MaxJobCount (Slurm's default is 10,000 jobs, held ones included)
 
+    # more than 1: highly available, as Slinky runs it (`SlurmctldHost` once per controller, one
+    # StateSaveLocation): each controller in a network namespace of its own (controllers.py)
+    controllers: int = 1
+    # how long a backup waits for a silent primary before it takes control
+    slurmctld_timeout_seconds: int = 30
+
     def __post_init__(self) -> None:
         for state, count in self.node_records.items():
             if state not in RECORD_STATES:
@@ -70,6 +78,10 @@ class ClusterSpec:
     def record_names(self) -> list[str]:
         return [name for _, names in self.record_blocks() for name in names]
 
+    def controller_names(self) -> list[str]:
+        """The controllers' host names, primary first (`SlurmctldHost` order)."""
+        return [f"ctld-{chr(ord('a') + i)}" for i in range(self.controllers)]
+
 
 @dataclass(frozen=True, slots=True)
 class Ports:
@@ -78,18 +90,46 @@ class Ports:
     nodes: Mapping[str, int]
 
 
-def render(spec: ClusterSpec, d: Path, ports: Ports, host: str, cluster_name: str) -> dict[str, str]:
+def render(
+    spec: ClusterSpec,
+    d: Path,
+    ports: Ports,
+    host: str,
+    cluster_name: str,
+    block: AddressBlock | None = None,
+) -> dict[str, str]:
     """File name -> content, for DIR/etc. The shapes differ only in how daemons authenticate, how
     nodes are known (static NodeName lines, or dynamic nodes in NodeSets: slinky.py) and the room
-    left for dynamic nodes; everything else is one block, the same for both."""
+    left for dynamic nodes; everything else is one block, the same for both.
+
+    With several controllers (`block` then holds their addresses) every controller reads this one
+    file, as Slurm requires; each finds its pid and log file in DIR/ctld, which its own mount
+    namespace maps to DIR/<its name> (two controllers sharing one pid file would kill each other)."""
     slinky = spec.shape == "slinky"
+    if spec.controllers > 1:
+        if block is None:
+            raise ValueError("several controllers need an address block")
+        ctld_hosts = [
+            f"SlurmctldHost={name}({block.controller_address(i)})"
+            for i, name in enumerate(spec.controller_names())
+        ]
+        ctld_dir, ctld_log_dir = d / "ctld", d / "ctld"
+        node_addr = block.node_address
+        # a slurmd binds the address its host name resolves to (127.0.0.1 here) under NoInAddrAny,
+        # out of the controllers' reach: here it binds every address, its leased port its own
+        bind = []
+    else:
+        ctld_hosts = [f"SlurmctldHost={host}(127.0.0.1)"]
+        ctld_dir, ctld_log_dir = d / "run", d / "log"
+        node_addr = "127.0.0.1"
+        bind = ["CommunicationParameters=NoInAddrAny"]
     if slinky:
         auth = ["AuthType=auth/slurm", "CredType=cred/slurm", "SlurmctldParameters=enable_configless"]
     else:
         auth = ["AuthType=auth/munge", f"AuthInfo=socket={d}/munge/munge.sock", "CredType=cred/munge"]
     lines = [
         f"ClusterName={cluster_name}",
-        f"SlurmctldHost={host}(127.0.0.1)",
+        *ctld_hosts,
         f"SlurmctldPort={ports.slurmctld}",
         f"SlurmdPort={ports.slurmd}",
         *auth,
@@ -97,9 +137,9 @@ def render(spec: ClusterSpec, d: Path, ports: Ports, host: str, cluster_name: st
         "SlurmdUser=root",
         f"StateSaveLocation={d}/state",
         f"SlurmdSpoolDir={d}/spool/%n",
-        f"SlurmctldPidFile={d}/run/slurmctld.pid",
+        f"SlurmctldPidFile={ctld_dir}/slurmctld.pid",
         f"SlurmdPidFile={d}/run/slurmd-%n.pid",
-        f"SlurmctldLogFile={d}/log/slurmctld.log",
+        f"SlurmctldLogFile={ctld_log_dir}/slurmctld.log",
         f"SlurmdLogFile={d}/log/slurmd-%n.log",
         "SlurmctldDebug=info",
         "SlurmdDebug=info",
@@ -117,12 +157,12 @@ def render(spec: ClusterSpec, d: Path, ports: Ports, host: str, cluster_name: st
         "SwitchType=switch/none",
         "SlurmdParameters=config_overrides",
         "ReturnToService=2",
-        "SlurmctldTimeout=30",
+        f"SlurmctldTimeout={spec.slurmctld_timeout_seconds}",
         f"SlurmdTimeout={spec.slurmd_timeout}",
         "InactiveLimit=0",
         "KillWait=5",
         "MinJobAge=60",
-        "CommunicationParameters=NoInAddrAny",
+        *bind,
     ]
     # Slinky's workers register themselves: room for every one that may, as Slinky's chart sets it
     room = max(spec.max_node_count, spec.nodes + 8) if slinky else spec.max_node_count
@@ -141,7 +181,7 @@ def render(spec: ClusterSpec, d: Path, ports: Ports, host: str, cluster_name: st
         for name, port in ports.nodes.items():
             feat = f" Feature={spec.features[name]}" if name in spec.features else ""
             lines.append(
-                f"NodeName={name} NodeAddr=127.0.0.1 NodeHostname={host} Port={port} CPUs={spec.cpus} "
+                f"NodeName={name} NodeAddr={node_addr} NodeHostname={host} Port={port} CPUs={spec.cpus} "
                 f"RealMemory={spec.memory}{gres}{feat} State=UNKNOWN"
             )
         members = ",".join(ports.nodes) if spec.node_records else "ALL"

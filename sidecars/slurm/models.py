@@ -7,6 +7,7 @@ that two reads of an unchanged cluster compare equal whatever path produced them
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 # every reason the sidecars write starts with this; one that does not is someone else's, never touched
 REASON_PREFIX = "slurm-sidecars:"
@@ -164,10 +165,34 @@ class Reservation:
 
 @dataclass(frozen=True, slots=True)
 class Ping:
-    """`scontrol ping`: which controllers answer."""
+    """`scontrol ping`: which controllers answer, in `SlurmctldHost` order.
+
+    With several controllers a backup in standby answers pings too, so `up` alone does not say who
+    is in control. Slurm's own rule does: a controller that takes control shuts down those listed
+    before it, and a primary that starts takes control back, so the first one up is in control
+    (or, for a few seconds during a takeover, about to be)."""
 
     up: bool
-    controllers: dict[str, bool]  # name -> up (primary, backups)
+    controllers: dict[str, bool]  # "<role>:<host>" -> up, e.g. "primary:ctld-a", "backup:ctld-b"
+
+    def hosts(self) -> list[str]:
+        """The controllers' host names, in `SlurmctldHost` order."""
+        return [key.split(":", 1)[-1] for key in self.controllers]
+
+    @property
+    def in_control(self) -> str | None:
+        """The host of the controller in control (the first one up), None when none answers."""
+        return next((key.split(":", 1)[-1] for key, up in self.controllers.items() if up), None)
+
+    def role(self, host: str) -> Literal["in control", "standby", "down", "unknown"]:
+        """What `host` is: in control, a standby that answers (healthy, ready to take over), down,
+        or unknown (not a `SlurmctldHost` of this configuration)."""
+        for key, up in self.controllers.items():
+            if key.split(":", 1)[-1] == host:
+                if not up:
+                    return "down"
+                return "in control" if host == self.in_control else "standby"
+        return "unknown"
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from tests.conftest import descendants
 
 HOLD_ENV = "SIDECARS_HOLD_RELEASE"
 INFO_ENV = "SIDECARS_HOLD_INFO"
+CONTROLLERS_ENV = "SIDECARS_HOLD_CONTROLLERS"  # how many slurmctld the held cluster runs (default 1)
 # the kernel ends them all at once (measured: within 0.1 s of the owner's death); a few seconds is
 # ample on a loaded machine, and shorter than the 5 s an orphaned xdist worker waits before it
 # stops its test gracefully, so only a death tied to the owner's passes
@@ -47,10 +48,11 @@ def _release_from_env() -> Release:
 
 
 async def hold() -> None:
-    async with DevCluster(_release_from_env(), ClusterSpec(nodes=2)) as c:
+    spec = ClusterSpec(nodes=2, controllers=int(os.environ.get(CONTROLLERS_ENV, "1")))
+    async with DevCluster(_release_from_env(), spec) as c:
         job = await c.sbatch("-N", "1", wrap="sleep 600")
         await c.wait_job(job, "RUNNING", timeout=60)
-        line = HOLDING + json.dumps({"dir": str(c.dir), "init": c.init_pid})
+        line = HOLDING + json.dumps({"dir": str(c.dir), "init": c.init_pid, "links": c.links})
         print(line, flush=True)
         if INFO_ENV in os.environ:  # an xdist worker's output does not reach its controller's
             tmp = Path(os.environ[INFO_ENV] + ".tmp")
