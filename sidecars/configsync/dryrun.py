@@ -481,11 +481,14 @@ class DryRunner:
 
     async def _run(self, files: FileSet, current: SlurmConf | None) -> DryRunResult:
         isolation = await self.isolation()
-        mismatch = await self.compare_releases()
+        # before the first set no controller runs on these files (slurmctld starts after it), and a
+        # client asked now waits out its own config retries: nothing live to compare with
+        live = current is not None
+        mismatch = await self.compare_releases() if live else None
         if mismatch:
             return DryRunResult(False, mismatch, {}, 0.0, isolation, release_mismatch=True)
         problem = identity_problem(
-            controller_names(files, self.main, self.target), await self.running_hosts()
+            controller_names(files, self.main, self.target), await self.running_hosts() if live else []
         )
         candidate = conffile.parse(files, self.main, self.target)
         problem = problem or jobcomp_problem(current, candidate)

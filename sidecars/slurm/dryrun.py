@@ -55,20 +55,34 @@ del sys.argv[1]
 mode, probe = sys.argv[1], sys.argv[2]
 del sys.argv[1:3]
 
-def answering(port, marker):
-    if os.fork() != 0:
-        return
-    try:
+def answering(port, marker, argv):
+    # slurmctld runs as our child, not the other way round: a watcher forked beside an exec would
+    # be slurmctld's child, and its exit a SIGCHLD that 26.05's start takes for EINTR ("Can not read
+    # return code from slurmscriptd: Interrupted system call"), a fatal. We watch its port, reap it
+    # and exit as it did; it dies with us (PR_SET_PDEATHSIG)
+    me = os.getpid()
+    child = os.fork()
+    if child == 0:
         libc.prctl(1, 9)
-        while True:
+        if os.getppid() != me:
+            os._exit(1)
+        os.execvp(argv[0], argv)
+    while True:
+        pid, status = os.waitpid(child, os.WNOHANG)
+        if pid:
+            break
+        if marker is not None:
             with socket.socket() as s:
                 s.settimeout(0.5)
                 if s.connect_ex(("127.0.0.1", port)) == 0:
                     open(marker, "w").close()
-                    break
-            time.sleep(0.02)
-    finally:
-        os._exit(0)
+                    marker = None
+        if marker is None:
+            pid, status = os.waitpid(child, 0)
+            break
+        time.sleep(0.02)
+    code = os.waitstatus_to_exitcode(status)
+    os._exit(code if code >= 0 else 128 - code)
 
 if mode == "netns":
     if libc.unshare(0x40000000) != 0:
@@ -89,7 +103,7 @@ if mode == "netns":
     s.close()
 if probe != "-":
     port, marker = probe.split(":", 1)
-    answering(int(port), marker)
+    answering(int(port), marker, sys.argv[1:])
 os.execvp(sys.argv[1], sys.argv[1:])
 """
 
