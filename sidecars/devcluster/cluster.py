@@ -31,7 +31,7 @@ from typing import TypeVar
 
 import structlog
 
-from sidecars.devcluster import slinky
+from sidecars.devcluster import mariadb, slinky, slurmdbd
 from sidecars.devcluster.ports import PortLease, PortsUnavailable, free_port, lease_ports
 from sidecars.devcluster.release import Release
 from sidecars.devcluster.slurmconf import ClusterSpec, Ports, render
@@ -41,7 +41,7 @@ from sidecars.slurm import Job, Node, SlurmClient, SlurmError
 
 log = structlog.get_logger(__name__)
 
-CLIENT_COMMANDS = ("sinfo", "squeue", "scontrol", "sbatch", "scancel", "srun", "salloc", "sdiag", "sacct")
+CLIENT_COMMANDS = ("sinfo", "squeue", "scontrol", "sbatch", "scancel", "srun", "salloc", "sdiag", "sacct", "sacctmgr")
 IN_NS_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 STDERR_MARK = "--- slurmctld -D started at"
 MAX_DIR_LEN = 80  # the munge socket path must fit in sun_path (108 bytes)
@@ -86,6 +86,8 @@ class DevCluster:
         why = slinky.check(self.spec, release.version)
         if why:
             raise ClusterError(why)
+        if self.spec.accounting and self.spec.shape != "classic":
+            raise ClusterError("the accounting shape runs with the classic shape only (munge between daemons)")
         self._own_dir = base_dir is None
         self.dir = Path(base_dir or tempfile.mkdtemp(prefix="slc-", dir="/tmp")).resolve()
         self.keep_dir = keep_dir
@@ -110,6 +112,7 @@ class DevCluster:
         self._ctld: process.Child | None = None
         self.ctld_stderr = self.log_dir / "slurmctld.stderr"
         self._extra_ports: dict[str, int] = {}  # Slinky shape: nodes beyond the spec's, started later
+        self.database: mariadb.Database | None = None  # with spec.accounting, once its port is leased
 
     # ------------------------------------------------------------------ environment
     @property
@@ -190,6 +193,12 @@ class DevCluster:
             await self._start_namespace()
             if not self.slinky:
                 await self._start_munge()
+            if self.database is not None:
+                try:
+                    await mariadb.start(self.database, ["nsenter", "-t", str(self.init_pid), "-p", "--"])
+                except mariadb.DatabaseError as e:
+                    raise ClusterError(str(e)) from None
+                await self.start_slurmdbd()
             await self.start_slurmctld()
             for name in self.node_names:
                 await self.start_slurmd(name)
@@ -225,12 +234,18 @@ class DevCluster:
                 os.mknod(dev, 0o666 | 0o020000, os.makedev(195, i))
             except OSError:
                 dev.touch()
+        extra = 2 if self.spec.accounting else 0  # slurmdbd's and the database's
         try:
-            self._lease = lease_ports(2 + self.spec.nodes)
+            self._lease = lease_ports(2 + extra + self.spec.nodes)
         except PortsUnavailable as e:
             raise ClusterError(str(e)) from None
         ports = self._lease.ports
-        self.ports = Ports(ports[0], ports[1], dict(zip(self.node_names, ports[2:], strict=True)))
+        nodes = dict(zip(self.node_names, ports[2 + extra :], strict=True))
+        self.ports = Ports(ports[0], ports[1], nodes, slurmdbd=ports[2] if extra else 0)
+        if extra:
+            self.database = mariadb.Database(self.dir / "mariadb", ports[3])
+            text = slurmdbd.render(self.dir, self.host, self.ports.slurmdbd, self.database)
+            slurmdbd.write(self.dir / "etc", text)
         if self.slinky:
             slinky.write_key(self.dir / "etc")
         files = render(self.spec, self.dir, self.ports, self.host, f"c{ports[0]}")
@@ -351,6 +366,36 @@ class DevCluster:
                 f"--seed-file={m}/munged.seed",
             )
         )
+
+    async def start_slurmdbd(self, timeout: float = 60.0) -> None:
+        """Start slurmdbd on the cluster's database and wait until it answers (its first start
+        creates the tables: seconds)."""
+        pidfile = self.dir / "run" / "slurmdbd.pid"
+        if pidfile.exists() and self.hostpid("slurmdbd") is None:
+            pidfile.unlink()  # a stale one would read as "exited at start"
+        await self._exec(self.in_namespace("slurmdbd"))
+        client = self.client(timeout=10.0)
+
+        async def answering() -> bool:
+            if self.hostpid("slurmdbd") is None and (self.dir / "run" / "slurmdbd.pid").exists():
+                raise ClusterError(f"slurmdbd exited at start: {self.slurmdbd_log_tail()}")
+            return await client.accounting_ping()
+
+        await self._poll(answering, bool, timeout, "slurmdbd answering", interval=0.2)
+
+    async def stop_slurmdbd(self, timeout: float = 30.0) -> None:
+        """Stop slurmdbd (SIGTERM: it finishes what it was writing) and wait until it is gone."""
+        pid = self.hostpid("slurmdbd")
+        if pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        await self._poll(self._async(lambda: not _alive(pid)), bool, timeout, "slurmdbd gone")
+
+    def slurmdbd_log_tail(self, limit: int = 1500) -> str:
+        with contextlib.suppress(OSError):
+            return (self.log_dir / "slurmdbd.log").read_text(errors="replace")[-limit:].strip()
+        return ""
 
     async def start_slurmctld(self, timeout: float = 30.0) -> None:
         if self.spec.foreground_ctld:
@@ -517,7 +562,7 @@ class DevCluster:
         return found if self._namespace_exists() else []  # reaped while we looked: those were not ours
 
     def hostpid(self, daemon: str) -> int | None:
-        """Host PID of `slurmctld`, `munged` or `slurmd-<node>` from its pid file (which holds a
+        """Host PID of `slurmctld`, `slurmdbd`, `munged` or `slurmd-<node>` from its pid file (which holds a
         namespace PID, and which 24.11 rewrites at every reconfigure)."""
         pidfile = (
             self.dir / "munge" / "munged.pid" if daemon == "munged" else self.dir / "run" / f"{daemon}.pid"

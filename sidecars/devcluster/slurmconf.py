@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sidecars.devcluster import slurmdbd
+
 
 @dataclass(frozen=True, slots=True)
 class ClusterSpec:
@@ -28,6 +30,9 @@ class ClusterSpec:
     shape: str = "classic"
     nodeset: str = "slinky"
     nodesets: Mapping[str, str] = field(default_factory=dict)
+    # job records kept by a slurmdbd on a MariaDB of the cluster's own (mariadb.py, slurmdbd.py);
+    # classic shape only; adds seconds to the start (the database, then slurmdbd's tables)
+    accounting: bool = False
 
     def node_names(self) -> list[str]:
         return [f"n{i}" for i in range(1, self.nodes + 1)]
@@ -38,6 +43,7 @@ class Ports:
     slurmctld: int
     slurmd: int  # SlurmdPort: used by dynamic (-Z) nodes
     nodes: Mapping[str, int]
+    slurmdbd: int = 0  # DbdPort; 0 without accounting
 
 
 def render(spec: ClusterSpec, d: Path, ports: Ports, host: str, cluster_name: str) -> dict[str, str]:
@@ -70,7 +76,7 @@ def render(spec: ClusterSpec, d: Path, ports: Ports, host: str, cluster_name: st
         "ProctrackType=proctrack/linuxproc",
         "TaskPlugin=task/none",
         "JobAcctGatherType=jobacct_gather/none",
-        "AccountingStorageType=accounting_storage/none",
+        *(slurmdbd.slurm_conf_lines(d, ports.slurmdbd) if spec.accounting else ["AccountingStorageType=accounting_storage/none"]),
         "JobCompType=jobcomp/none",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_CPU",
