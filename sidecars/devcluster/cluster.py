@@ -41,7 +41,18 @@ from sidecars.slurm import Job, Node, SlurmClient, SlurmError
 
 log = structlog.get_logger(__name__)
 
-CLIENT_COMMANDS = ("sinfo", "squeue", "scontrol", "sbatch", "scancel", "srun", "salloc", "sdiag", "sacct", "sacctmgr")
+CLIENT_COMMANDS = (
+    "sinfo",
+    "squeue",
+    "scontrol",
+    "sbatch",
+    "scancel",
+    "srun",
+    "salloc",
+    "sdiag",
+    "sacct",
+    "sacctmgr",
+)
 IN_NS_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 STDERR_MARK = "--- slurmctld -D started at"
 MAX_DIR_LEN = 80  # the munge socket path must fit in sun_path (108 bytes)
@@ -83,11 +94,13 @@ class DevCluster:
     ) -> None:
         self.release = release
         self.spec = spec or ClusterSpec()
+        if self.spec.accounting and self.spec.shape != "classic":
+            raise ClusterError(
+                "the accounting shape runs with the classic shape only (munge between daemons)"
+            )
         why = slinky.check(self.spec, release.version)
         if why:
             raise ClusterError(why)
-        if self.spec.accounting and self.spec.shape != "classic":
-            raise ClusterError("the accounting shape runs with the classic shape only (munge between daemons)")
         self._own_dir = base_dir is None
         self.dir = Path(base_dir or tempfile.mkdtemp(prefix="slc-", dir="/tmp")).resolve()
         self.keep_dir = keep_dir
@@ -372,16 +385,22 @@ class DevCluster:
         creates the tables: seconds)."""
         pidfile = self.dir / "run" / "slurmdbd.pid"
         if pidfile.exists() and self.hostpid("slurmdbd") is None:
-            pidfile.unlink()  # a stale one would read as "exited at start"
+            pidfile.unlink()  # slurmdbd would signal whatever process now has that PID
+        logged = self._slurmdbd_log.stat().st_size if self._slurmdbd_log.exists() else 0
         await self._exec(self.in_namespace("slurmdbd"))
         client = self.client(timeout=10.0)
 
         async def answering() -> bool:
-            if self.hostpid("slurmdbd") is None and (self.dir / "run" / "slurmdbd.pid").exists():
-                raise ClusterError(f"slurmdbd exited at start: {self.slurmdbd_log_tail()}")
+            # its pid file is written in steps, so this start's log, not the pid, tells a death early
+            said = self.slurmdbd_log_tail(since=logged)
+            if "fatal:" in said and self.hostpid("slurmdbd") is None:
+                raise ClusterError(f"slurmdbd exited at start: {said[-1500:]}")
             return await client.accounting_ping()
 
-        await self._poll(answering, bool, timeout, "slurmdbd answering", interval=0.2)
+        try:
+            await self._poll(answering, bool, timeout, "slurmdbd answering", interval=0.2)
+        except ClusterError as e:
+            raise ClusterError(f"{e}; slurmdbd's log: {self.slurmdbd_log_tail()}") from None
 
     async def stop_slurmdbd(self, timeout: float = 30.0) -> None:
         """Stop slurmdbd (SIGTERM: it finishes what it was writing) and wait until it is gone."""
@@ -392,9 +411,15 @@ class DevCluster:
             os.kill(pid, signal.SIGTERM)
         await self._poll(self._async(lambda: not _alive(pid)), bool, timeout, "slurmdbd gone")
 
-    def slurmdbd_log_tail(self, limit: int = 1500) -> str:
-        with contextlib.suppress(OSError):
-            return (self.log_dir / "slurmdbd.log").read_text(errors="replace")[-limit:].strip()
+    @property
+    def _slurmdbd_log(self) -> Path:
+        return self.log_dir / "slurmdbd.log"
+
+    def slurmdbd_log_tail(self, limit: int = 1500, since: int = 0) -> str:
+        """The end of slurmdbd's log, of what it wrote past byte `since` (a start's own lines)."""
+        with contextlib.suppress(OSError), self._slurmdbd_log.open("rb") as f:
+            f.seek(since)
+            return f.read().decode(errors="replace")[-limit:].strip()
         return ""
 
     async def start_slurmctld(self, timeout: float = 30.0) -> None:

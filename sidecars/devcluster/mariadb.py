@@ -63,7 +63,9 @@ async def _run(argv: Sequence[str], timeout: float) -> str:
     except process.ProcessTimeout:
         raise DatabaseError(f"{argv[0]} did not finish within {timeout:g}s") from None
     if done.returncode != 0:
-        raise DatabaseError(f"{' '.join(argv[:2])} failed (exit {done.returncode}): {done.text(1500).strip()}")
+        raise DatabaseError(
+            f"{' '.join(argv[:2])} failed (exit {done.returncode}): {done.text(1500).strip()}"
+        )
     return done.text()
 
 

@@ -17,8 +17,8 @@ import os
 import shutil
 import socket
 import time
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
@@ -197,7 +197,17 @@ async def _apt_install(root: Path, packages: Sequence[str]) -> None:
     )
     # /proc, /dev and /sys for dpkg live in a private mount namespace and vanish with it
     await _check(
-        "unshare", "--mount", "--propagation", "private", "--", "bash", "-c", script, "bash", str(root), *packages
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "--",
+        "bash",
+        "-c",
+        script,
+        "bash",
+        str(root),
+        *packages,
     )
 
 

@@ -76,7 +76,11 @@ def render(spec: ClusterSpec, d: Path, ports: Ports, host: str, cluster_name: st
         "ProctrackType=proctrack/linuxproc",
         "TaskPlugin=task/none",
         "JobAcctGatherType=jobacct_gather/none",
-        *(slurmdbd.slurm_conf_lines(d, ports.slurmdbd) if spec.accounting else ["AccountingStorageType=accounting_storage/none"]),
+        *(
+            slurmdbd.slurm_conf_lines(d, ports.slurmdbd)
+            if spec.accounting
+            else ["AccountingStorageType=accounting_storage/none"]
+        ),
         "JobCompType=jobcomp/none",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_CPU",

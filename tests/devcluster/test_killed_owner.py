@@ -5,13 +5,10 @@ worker), leaves no daemon, slurmstepd or job behind."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -41,16 +38,6 @@ def _owner_argv(kind: str) -> list[str]:
     ]
 
 
-async def _holding(proc: asyncio.subprocess.Process, info_file: Path, log: Path) -> dict[str, Any]:
-    deadline = time.monotonic() + 150
-    while not info_file.exists():
-        assert proc.returncode is None, f"the owner exited early: {log.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, f"no cluster after 150s: {log.read_text()[-3000:]}"
-        await asyncio.sleep(0.1)
-    info: dict[str, Any] = json.loads(info_file.read_text()[len(lifetime.HOLDING) :])
-    return info
-
-
 @pytest.mark.timeout(240)
 # the host's packages and a chroot start their daemons differently; the two chroots alike
 @pytest.mark.releases("slurm22", "slurm26")
@@ -78,7 +65,7 @@ async def test_nothing_outlives_the_owner(
         )
     info, watched = None, None
     try:
-        info = await _holding(proc, info_file, log)
+        info = await lifetime.wait_holding(proc, info_file, log)
         watched = await lifetime.Watched.capture(proc.pid, info["init"], info["dir"])
         assert watched.names() >= lifetime.CLUSTER_NAMES, watched.procs
         proc.send_signal(sig)

@@ -1,0 +1,134 @@
+"""The accounting shape: a MariaDB and a slurmdbd of the cluster's own, on every release. Jobs reach
+`sacct` with their real end; the storage password is nowhere a local user can read it; and the
+database and slurmdbd end with the cluster, also when its owner is killed."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sidecars.devcluster import ClusterError, ClusterSpec, DevCluster, Release
+from sidecars.devcluster.slurmconf import Ports, render
+from sidecars.runtime import process
+from sidecars.runtime.waits import within
+from tests.devcluster import lifetime
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+async def _sacct(c: DevCluster, job: int, timeout: float = 60.0) -> list[str]:
+    """The job's allocation record once slurmdbd has its end (records arrive asynchronously)."""
+    argv = ["sacct", "-n", "-P", "-X", "-j", str(job), "--format=JobID,State,ExitCode"]
+    deadline = time.monotonic() + timeout
+    while True:
+        done = await process.run(argv, timeout=20, env=c.env, merge_stderr=True)
+        fields = done.text().strip().split("|")
+        if done.returncode == 0 and len(fields) == 3 and fields[1] not in ("PENDING", "RUNNING"):
+            return fields
+        assert time.monotonic() < deadline, f"no finished record of job {job} in sacct: {done.text()!r}"
+        await asyncio.sleep(0.2)
+
+
+def test_slurm_conf_points_at_slurmdbd() -> None:
+    d = Path("/tmp/slc-x")
+    conf = render(ClusterSpec(nodes=1, accounting=True), d, Ports(1, 2, {"n1": 3}, slurmdbd=4), "h", "c")
+    lines = conf["slurm.conf"].splitlines()
+    assert "AccountingStorageType=accounting_storage/slurmdbd" in lines
+    assert "AccountingStoragePort=4" in lines
+    assert "AccountingStorageType=accounting_storage/none" not in lines
+    plain = render(ClusterSpec(nodes=1), d, Ports(1, 2, {"n1": 3}), "h", "c")["slurm.conf"]
+    assert "AccountingStorageType=accounting_storage/none" in plain.splitlines()
+
+
+def test_accounting_needs_the_classic_shape(release: Release) -> None:
+    with pytest.raises(ClusterError, match="classic shape"):
+        DevCluster(release, ClusterSpec(shape="slinky", accounting=True))
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.cluster(nodes=1, accounting=True)
+async def test_jobs_are_recorded_in_sacct(cluster: DevCluster) -> None:
+    c = cluster
+    ok = await c.sbatch(wrap="true")
+    failed = await c.sbatch(wrap="exit 3")
+    await c.wait_job(ok, "COMPLETED", timeout=60)
+    await c.wait_job(failed, "FAILED", timeout=60)
+    assert await _sacct(c, ok) == [str(ok), "COMPLETED", "0:0"]
+    assert await _sacct(c, failed) == [str(failed), "FAILED", "3:0"]
+    # the controller registered its cluster with slurmdbd by itself
+    clusters = await process.run(
+        ["sacctmgr", "-n", "-P", "list", "cluster", "format=cluster"], timeout=20, env=c.env
+    )
+    assert c.conf_path.read_text().split("ClusterName=", 1)[1].split()[0] in clusters.stdout.decode().split()
+    assert await c.client().accounting_ping()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.cluster(nodes=1, accounting=True)
+async def test_the_storage_password_is_not_readable(cluster: DevCluster) -> None:
+    c = cluster
+    assert c.database is not None
+    conf = c.dir / "etc" / "slurmdbd.conf"
+    assert f"StoragePass={c.database.password}" in conf.read_text()
+    assert conf.stat().st_mode & 0o777 == 0o600  # slurmdbd refuses more; a job's user gets nothing
+    secret = c.database.password.encode()
+    for pid in c.processes():
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        assert secret not in argv, f"the password is in the command line of {argv[:80]!r}"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.cluster(nodes=1, accounting=True)
+async def test_a_down_slurmdbd_is_seen_and_comes_back(cluster: DevCluster) -> None:
+    c = cluster
+    client = c.client(timeout=10.0)
+    assert await client.accounting_ping()
+    await c.stop_slurmdbd()
+    assert c.hostpid("slurmdbd") is None
+    assert not await client.accounting_ping()
+    await c.start_slurmdbd()
+    assert await client.accounting_ping()
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.releases("slurm22", "slurm26")  # the host's server beside the host's and a chroot's Slurm
+async def test_nothing_outlives_a_killed_owner(release: Release, tmp_path: Path) -> None:
+    info_file, log = tmp_path / "holding", tmp_path / "owner.log"
+    with log.open("wb") as out:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "tests.devcluster.lifetime",
+            cwd=REPO,
+            env={
+                **os.environ,
+                lifetime.HOLD_ENV: lifetime.release_json(release),
+                lifetime.INFO_ENV: str(info_file),
+                lifetime.ACCOUNTING_ENV: "1",
+            },
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+        )
+    info, watched = None, None
+    try:
+        info = await lifetime.wait_holding(proc, info_file, log)
+        watched = await lifetime.Watched.capture(
+            proc.pid, info["init"], info["dir"], names=lifetime.ACCOUNTING_NAMES
+        )
+        assert watched.names() >= lifetime.ACCOUNTING_NAMES, watched.procs
+        proc.send_signal(signal.SIGKILL)
+        await within(proc.wait(), 30)
+        left = await watched.wait_gone(lifetime.FEW_SECONDS)
+        assert not left, f"still running after the owner was killed: {left}"
+    finally:
+        await lifetime.clean_up(proc, watched, info["dir"] if info is not None else None, release)
