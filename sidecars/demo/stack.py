@@ -41,6 +41,7 @@ class DemoStack:
     release: Release
     nodes: int = 3
     shape: str = "classic"  # or "slinky" (see sidecars/devcluster/slinky.py)
+    accounting: bool = False  # slurmdbd on a MariaDB of the cluster's own (classic shape only)
     cluster: DevCluster = field(init=False)
     roles: dict[str, Role] = field(default_factory=dict, init=False)
     volume: AtomicVolume = field(init=False)
@@ -71,7 +72,9 @@ class DemoStack:
 
     async def __aenter__(self) -> DemoStack:
         # the partition limit gives jobs an expected end, which the scale-in order ranks by
-        spec = ClusterSpec(nodes=self.nodes, gpus=4, partition_max_time="60", shape=self.shape)
+        spec = ClusterSpec(
+            nodes=self.nodes, gpus=4, partition_max_time="60", shape=self.shape, accounting=self.accounting
+        )
         self.cluster = DevCluster(self.release, spec)
         await self.cluster.start()
         try:

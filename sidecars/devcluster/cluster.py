@@ -612,6 +612,20 @@ class DevCluster:
             raise ClusterError(f"sbatch failed: {done.stderr.decode().strip()}")
         return int(done.stdout.decode().strip().split(";")[0])
 
+    async def sacct(self, *job_ids: int) -> dict[int, tuple[str, str]]:
+        """Job id -> (state, exit code) as slurmdbd recorded each job's allocation (accounting shape);
+        a job it has no record of yet is absent. Every job of the last day when no id is given."""
+        argv = ["sacct", "-n", "-P", "-X", "--format=JobID,State,ExitCode"]
+        argv += ["-j", ",".join(map(str, job_ids))] if job_ids else ["-S", "now-1days"]
+        done = await process.run(argv, timeout=30, env=self.env, cwd=self.out_dir)
+        if done.returncode != 0:
+            raise ClusterError(f"sacct failed: {done.stderr.decode().strip()}")
+        records = {}
+        for line in done.stdout.decode().splitlines():
+            job, state, code = line.split("|")
+            records[int(job)] = (state.split()[0], code)  # "CANCELLED by 0" -> CANCELLED
+        return records
+
     async def scancel(self, job_id: int, *args: str) -> None:
         await self._exec(
             ["env", f"PATH={self.env['PATH']}", f"SLURM_CONF={self.conf_path}", "scancel", *args, str(job_id)]

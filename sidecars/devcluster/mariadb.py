@@ -63,9 +63,10 @@ async def _run(argv: Sequence[str], timeout: float) -> str:
     except process.ProcessTimeout:
         raise DatabaseError(f"{argv[0]} did not finish within {timeout:g}s") from None
     if done.returncode != 0:
-        raise DatabaseError(
-            f"{' '.join(argv[:2])} failed (exit {done.returncode}): {done.text(1500).strip()}"
-        )
+        # its own error lines: the end of its output is the same advice whatever went wrong
+        errors = [line for line in done.text().splitlines() if "error" in line.lower()]
+        said = "\n".join(errors)[-1500:] or done.text(1500).strip()
+        raise DatabaseError(f"{' '.join(argv[:2])} failed (exit {done.returncode}): {said}")
     return done.text()
 
 
