@@ -4,9 +4,13 @@ is told key by key."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from sidecars.configsync import dbdconf
+from sidecars.configsync.sources import FileEntry, FileSet
+from sidecars.configsync.validate import file_problems
 from sidecars.devcluster import ClusterError, DevCluster
 
 SECRET = "pw-Zq8rT3vN7xK2mB9c"
@@ -84,3 +88,18 @@ async def test_what_we_refuse_the_real_slurmdbd_refuses(cluster: DevCluster, edi
     assert dbdconf.check(good, path.stat().st_mode) == []
     await c.start_slurmdbd()
     assert await c.client().accounting_ping()
+
+
+def _set(mode: int) -> FileSet:
+    return FileSet.build(
+        [
+            FileEntry("slurm.conf", b"ClusterName=c\n", 0o644, 14, Path("/cm")),
+            FileEntry(dbdconf.CONF_NAME, GOOD.encode(), mode, len(GOOD), Path("/secret")),
+        ]
+    )
+
+
+def test_config_sync_refuses_the_set_before_staging() -> None:
+    problems = file_problems(_set(0o100644), None, "slurm.conf", 1 << 20)
+    assert any("mode 0644" in p for p in problems) and not any(SECRET in p for p in problems)
+    assert file_problems(_set(0o100600), None, "slurm.conf", 1 << 20) == []

@@ -1,0 +1,41 @@
+"""config-sync on a cluster with accounting, on every release: slurm.conf changes still apply (the
+dry run cannot reach slurmdbd and must not need it), and a slurmdbd.conf from the Secret that
+slurmdbd would refuse is refused before it is staged, without the password in the status, the
+log or an Event."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from sidecars.devcluster import DevCluster
+from tests.configsync.harness import config_sync, set_sha
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.cluster(nodes=1, accounting=True)
+async def test_changes_on_an_accounting_cluster(
+    cluster: DevCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    c = cluster
+    assert c.database is not None
+    dbd = c.dir / "etc" / "slurmdbd.conf"
+    secrets = {"slurmdbd.conf": dbd.read_bytes()}
+    async with config_sync(c, secrets=secrets) as sync:
+        good = sync.good()
+        changed = dict(good)
+        changed["slurm.conf"] = re.sub(rb"MaxTime=\S+", b"MaxTime=77", good["slurm.conf"])
+        sync.config.write(changed)
+        await sync.wait(set_sha(changed, secrets), within=60.0)
+        (part,) = await c.client().partitions()
+        assert part.max_time_minutes == 77
+
+        broken = {"slurmdbd.conf": re.sub(rb"StorageType=\S+\n", b"", secrets["slurmdbd.conf"])}
+        sync.secrets.write(broken)
+        st = await sync.wait(set_sha(changed, broken), key="rejected", within=30.0)
+        assert "StorageType is required" in st["rejected"]["reason"]
+        assert dbd.read_bytes() == secrets["slurmdbd.conf"]  # never staged
+        out, err = capsys.readouterr()
+        said = str(await sync.status()) + str(sync.events.events) + out + err
+        assert c.database.password not in said
