@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+import aiohttp
 import pytest
 
 from sidecars.devcluster import DevCluster
@@ -36,6 +37,17 @@ async def test_changes_on_an_accounting_cluster(
         st = await sync.wait(set_sha(changed, broken), key="rejected", within=30.0)
         assert "StorageType is required" in st["rejected"]["reason"]
         assert dbd.read_bytes() == secrets["slurmdbd.conf"]  # never staged
+        # a new password that slurmdbd would take: judged (a key file's change waits for a restart),
+        # and neither password is in what config-sync says or serves
+        rotated = {
+            "slurmdbd.conf": secrets["slurmdbd.conf"].replace(c.database.password.encode(), b"N3w-pw-x9")
+        }
+        sync.secrets.write(rotated)
+        await sync.service.wait_until(lambda st: not st["pending"] and st["restart_required"], 30.0)
         out, err = capsys.readouterr()
-        said = str(await sync.status()) + str(sync.events.events) + out + err
-        assert c.database.password not in said
+        url = f"http://127.0.0.1:{sync.running.port}/history"
+        async with aiohttp.ClientSession() as http, http.get(url) as r:
+            history = await r.text()  # as served
+        said = str(await sync.status()) + history + str(sync.events.events) + out + err
+        assert "slurmdbd.conf" in history
+        assert c.database.password not in said and "N3w-pw-x9" not in said
