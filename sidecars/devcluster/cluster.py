@@ -380,14 +380,17 @@ class DevCluster:
             )
         )
 
-    async def start_slurmdbd(self, timeout: float = 60.0) -> None:
+    async def start_slurmdbd(self, timeout: float = 60.0, *, wait: bool = True) -> None:
         """Start slurmdbd on the cluster's database and wait until it answers (its first start
-        creates the tables: seconds)."""
+        creates the tables: seconds); without `wait`, return once it was started, as a container
+        runtime restarting it does."""
         pidfile = self.dir / "run" / "slurmdbd.pid"
         if pidfile.exists() and self.hostpid("slurmdbd") is None:
             pidfile.unlink()  # slurmdbd would signal whatever process now has that PID
         logged = self._slurmdbd_log.stat().st_size if self._slurmdbd_log.exists() else 0
         await self._exec(self.in_namespace("slurmdbd"))
+        if not wait:
+            return
         client = self.client(timeout=10.0)
 
         async def answering() -> bool:

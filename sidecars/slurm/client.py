@@ -225,6 +225,11 @@ class SlurmClient:
         r = await run(argv, env=self.env, timeout=timeout or self.timeout, metrics=self.metrics, check=False)
         return textformat.accounting_ping(argv, r.returncode, r.stdout)
 
+    async def shutdown_accounting(self) -> None:
+        """`sacctmgr shutdown`: slurmdbd finishes what it was writing and exits (its container then
+        starts it again). Not retried: a second request could stop the new one."""
+        await self.run("sacctmgr", "-i", "shutdown", retry=False)
+
     async def sdiag_rpcs(self) -> dict[str, int]:
         r = await self.run("sdiag")
         return textformat.sdiag_rpcs(r.stdout)
