@@ -13,7 +13,7 @@ signal unless otherwise noted"; the storage connection, the daemon's own address
 authentication are read once at start, so only the keys in RELOADABLE count as a reload; any other
 change restarts slurmdbd (or is held, by the same policy as slurmctld's restarts).
 
-No message here carries a value of SECRET_KEYS.
+No message here carries a value from the file: StoragePass is one.
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ import stat
 from dataclasses import dataclass, field
 
 CONF_NAME = "slurmdbd.conf"
-SECRET_KEYS = frozenset({"storagepass", "jwtkey"})
-REQUIRED = ("storagetype",)
 STORAGE_TYPES = frozenset({"accounting_storage/mysql"})
 PORT_KEYS = ("dbdport", "storageport")
 NUMBER_KEYS = ("commitdelay", "messagetimeout", "tcptimeout", "maxquerytimerange")
@@ -89,9 +87,8 @@ def check(data: bytes, mode: int) -> list[str]:
         return [*problems, f"{CONF_NAME} is not UTF-8 text"]
     conf = parse(text)
     problems += conf.problems
-    for key in REQUIRED:
-        if key not in conf.options:
-            problems.append(f"{CONF_NAME}: StorageType is required (slurmdbd will not start without it)")
+    if "storagetype" not in conf.options:
+        problems.append(f"{CONF_NAME}: StorageType is required (slurmdbd will not start without it)")
     kind = conf.options.get("storagetype", "").lower()
     if kind and kind not in STORAGE_TYPES:
         problems.append(f"{CONF_NAME}: StorageType must be one of {', '.join(sorted(STORAGE_TYPES))}")
