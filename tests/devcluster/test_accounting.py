@@ -1,13 +1,10 @@
 """The accounting shape: a MariaDB and a slurmdbd of the cluster's own, on every release. Jobs reach
 `sacct` with their real end; the storage password is nowhere a local user can read it; and the
-database and slurmdbd end with the cluster, also when its owner is killed."""
+database and slurmdbd end with the cluster (test_killed_owner.py kills an owner of one)."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import sys
 import time
 from pathlib import Path
 
@@ -16,8 +13,6 @@ import pytest
 from sidecars.devcluster import ClusterError, ClusterSpec, DevCluster, Release
 from sidecars.devcluster.slurmconf import Ports, render
 from sidecars.runtime import process
-from sidecars.runtime.waits import within
-from tests.devcluster import lifetime
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -95,38 +90,3 @@ async def test_a_down_slurmdbd_is_seen_and_comes_back(cluster: DevCluster) -> No
     assert not await client.accounting_ping()
     await c.start_slurmdbd()
     assert await client.accounting_ping()
-
-
-@pytest.mark.timeout(240)
-@pytest.mark.releases("slurm22", "slurm26")  # the host's server beside the host's and a chroot's Slurm
-async def test_nothing_outlives_a_killed_owner(release: Release, tmp_path: Path) -> None:
-    info_file, log = tmp_path / "holding", tmp_path / "owner.log"
-    with log.open("wb") as out:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "tests.devcluster.lifetime",
-            cwd=REPO,
-            env={
-                **os.environ,
-                lifetime.HOLD_ENV: lifetime.release_json(release),
-                lifetime.INFO_ENV: str(info_file),
-                lifetime.ACCOUNTING_ENV: "1",
-            },
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=out,
-            stderr=out,
-        )
-    info, watched = None, None
-    try:
-        info = await lifetime.wait_holding(proc, info_file, log)
-        watched = await lifetime.Watched.capture(
-            proc.pid, info["init"], info["dir"], names=lifetime.ACCOUNTING_NAMES
-        )
-        assert watched.names() >= lifetime.ACCOUNTING_NAMES, watched.procs
-        proc.send_signal(signal.SIGKILL)
-        await within(proc.wait(), 30)
-        left = await watched.wait_gone(lifetime.FEW_SECONDS)
-        assert not left, f"still running after the owner was killed: {left}"
-    finally:
-        await lifetime.clean_up(proc, watched, info["dir"] if info is not None else None, release)

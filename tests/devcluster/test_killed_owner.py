@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _owner_argv(kind: str) -> list[str]:
-    if kind == "owner":
+    if kind.startswith("owner"):
         return [sys.executable, "-m", "tests.devcluster.lifetime"]
     # a whole pytest run, on its own or with an xdist worker holding the cluster
     workers = ["-p", "no:xdist"] if kind == "pytest" else ["-n", "1"]
@@ -43,8 +43,13 @@ def _owner_argv(kind: str) -> list[str]:
 @pytest.mark.releases("slurm22", "slurm26")
 @pytest.mark.parametrize(
     ("kind", "sig"),
-    [("owner", signal.SIGKILL), ("pytest", signal.SIGTERM), ("xdist", signal.SIGTERM)],
-    ids=["owner-sigkill", "pytest-sigterm", "xdist-sigterm"],
+    [
+        ("owner", signal.SIGKILL),
+        ("owner-accounting", signal.SIGKILL),  # its MariaDB and slurmdbd too
+        ("pytest", signal.SIGTERM),
+        ("xdist", signal.SIGTERM),
+    ],
+    ids=["owner-sigkill", "owner-accounting-sigkill", "pytest-sigterm", "xdist-sigterm"],
 )
 async def test_nothing_outlives_the_owner(
     release: Release, kind: str, sig: signal.Signals, tmp_path: Path
@@ -58,6 +63,7 @@ async def test_nothing_outlives_the_owner(
                 **os.environ,
                 lifetime.HOLD_ENV: lifetime.release_json(release),
                 lifetime.INFO_ENV: str(info_file),
+                **({lifetime.ACCOUNTING_ENV: "1"} if kind.endswith("accounting") else {}),
             },
             stdin=asyncio.subprocess.DEVNULL,
             stdout=out,
@@ -66,8 +72,9 @@ async def test_nothing_outlives_the_owner(
     info, watched = None, None
     try:
         info = await lifetime.wait_holding(proc, info_file, log)
-        watched = await lifetime.Watched.capture(proc.pid, info["init"], info["dir"])
-        assert watched.names() >= lifetime.CLUSTER_NAMES, watched.procs
+        names = lifetime.ACCOUNTING_NAMES if kind.endswith("accounting") else lifetime.CLUSTER_NAMES
+        watched = await lifetime.Watched.capture(proc.pid, info["init"], info["dir"], names=names)
+        assert watched.names() >= names, watched.procs
         proc.send_signal(sig)
         await within(proc.wait(), 30)
         assert proc.returncode == -sig, log.read_text()[-3000:]
