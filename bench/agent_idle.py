@@ -28,7 +28,12 @@ from sidecars.runtime import logs
 TICK = os.sysconf("SC_CLK_TCK")
 GOAL_RSS_MB = 35.0
 GOAL_CPU_PCT = 0.5
-FLOOR = "import asyncio, aiohttp, structlog, prometheus_client, tenacity; asyncio.run(asyncio.sleep(3600))"
+# the libraries the agent loads, as it loads them: its HTTP server (aiohttp.web), and no `rich` (which
+# structlog would import from the dev tools' packages; the agent's entry keeps it out, see sidecars/entry.py)
+FLOOR = (
+    "import sys; sys.modules['rich'] = None; "
+    "import asyncio, aiohttp.web, structlog, prometheus_client, tenacity; asyncio.run(asyncio.sleep(3600))"
+)
 
 
 def rss_mb(pid: int) -> float:

@@ -33,6 +33,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from sidecars.controlplane import ranking
+from sidecars.controlplane.access import Access
 from sidecars.controlplane.api import ControlPlaneAPI
 from sidecars.controlplane.drains import DrainBatcher
 from sidecars.controlplane.metrics import ControlPlaneMetrics
@@ -145,7 +146,7 @@ def api_app(fleet: FleetView) -> tuple[web.Application, ControlPlaneMetrics]:
     registry = CollectorRegistry()
     metrics = ControlPlaneMetrics(registry)
     api = ControlPlaneAPI(
-        TOKEN,
+        Access(TOKEN, None),
         fleet=fleet,
         drains=DrainBatcher(SlurmClient(), metrics),
         recycler=None,

@@ -50,8 +50,12 @@ LABEL org.opencontainers.image.title="slurmctld with slurm-sidecars" \
 ARG SOURCE_SHA=unset
 RUN --mount=type=bind,target=/src \
     --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    SOURCE_SHA=${SOURCE_SHA} sh /src/images/install-sidecars.sh /src /src/images/constraints.txt
+    SOURCE_SHA=${SOURCE_SHA} sh /src/images/install-sidecars.sh /src /src/images/constraints.txt \
+ && install -m 0755 /src/images/slurmctld-entrypoint.sh /usr/local/bin/slurmctld-entrypoint
 ENV PATH=/opt/slurm-sidecars/bin:$PATH
+# `slurmctld-entrypoint slurmctld -D -f FILE` (as the manifests and the compose stack start it):
+# `slurm-sidecars config-guard` puts the last verified set back if config-sync's set on disk was
+# never verified, then it execs slurmctld. The base's own entrypoint and CMD stay as they are.
 # config-sync's state dir (the last good set) and the directory it stages Slurm's files in belong
 # to the sidecars' user (config-sync wants --target to exist: a named volume is seeded from it),
 # and so does slurmctld's pid dir (a container's own, where no volume is

@@ -177,6 +177,9 @@ class Tour:
         self.stack = stack
         self.jobs: dict[str, str] = {}
         self.token = stack.exec("control-plane", "cat", "/var/run/secrets/slurm-sidecars/token").strip()
+        self.viewer = stack.exec(
+            "control-plane", "cat", "/var/run/secrets/slurm-sidecars/viewer-token"
+        ).strip()
         self.config_sync = stack.url("config-sync", 9100)
         self.control_plane = stack.url("control-plane", 9200)
 
@@ -200,7 +203,7 @@ class Tour:
         )
 
     def status(self) -> dict[str, Any]:
-        body = self.stack.get(self.config_sync + "/status")
+        body = self.stack.get(self.config_sync + "/status", self.viewer)  # it shows the config
         assert isinstance(body, dict)
         return body
 

@@ -15,7 +15,9 @@ turned into what podman 4.3's `kube play` can run, changing only what it cannot 
 - manifests/base ships no Secret: the ones its pods mount are made here, with random values as
   docs/security.md tells a user to make them, and served as ConfigMaps of the same keys (podman
   4.3.1 crashes on secret volumes);
-- projected service-account tokens are left out: there is no API server to present them to;
+- the API's projected service-account token is left out (there is no API server to present it
+  to), and the agent's own projected token, which nothing here can review, becomes the operator's
+  token, as in the demo;
 - the Services' names resolve through hostAliases to the controller pod's address;
 - probes and the preStop hook are not run by podman (its healthchecks need systemd timers; it has
   no lifecycle hooks): this script runs every exec probe's command in its container until it
@@ -72,6 +74,13 @@ def podman_pod(obj: Obj, name: str, tag: str, prefix: str, empty_dirs: Path) -> 
     # a Kubernetes emptyDir starts empty and world-writable; podman 4.3 makes it a volume seeded
     # from the image's directory, which would hide a manifest that relies on the image's content:
     # each emptyDir is a fresh empty host directory instead
+    for v in spec["volumes"]:
+        sources = v.get("projected", {}).get("sources", [])
+        if any(src.get("serviceAccountToken", {}).get("audience") for src in sources):
+            # no API server to review the agent's token: it holds the operator's (the control
+            # plane runs without Kubernetes here, as in the demo)
+            del v["projected"]
+            v["secret"] = {"secretName": "slurm-sidecars-token"}
     projected = {v["name"] for v in spec["volumes"] if "projected" in v}
     spec["volumes"] = [v for v in spec["volumes"] if v["name"] not in projected]
     for c in spec["containers"] + spec.get("initContainers", []):
@@ -111,6 +120,7 @@ def podman_pod(obj: Obj, name: str, tag: str, prefix: str, empty_dirs: Path) -> 
 GENERATED_SECRETS = {
     "slurm-auth": {"munge.key": lambda: secrets.token_hex(512)},
     "slurm-sidecars-token": {"token": lambda: secrets.token_hex(32)},
+    "slurm-sidecars-viewer": {"token": lambda: secrets.token_hex(32)},
 }
 
 

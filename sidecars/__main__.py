@@ -1,5 +1,5 @@
 import sys
 
-from sidecars.cli import main
+from sidecars.entry import main
 
 sys.exit(main())

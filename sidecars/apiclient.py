@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ssl
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from typing import Any
 import aiohttp
 
 from sidecars.runtime.daemon import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
+from sidecars.runtime.http import client_tls
 from sidecars.runtime.settings import flag, http_url, positive, read_token
 
 
@@ -25,6 +27,7 @@ def control_plane_flags(p: argparse.ArgumentParser) -> None:
     flag(p, "--control-plane", help="control-plane URL, e.g. http://slurm-sidecars-control-plane:9200")
     flag(p, "--token-file", help="bearer token for the control plane (a mounted Secret)")
     flag(p, "--timeout-seconds", default="30", help="give up on the control plane after this long")
+    flag(p, "--ca-file", default=None, help="CA certificate(s) to trust for an https control plane")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,6 +35,7 @@ class ControlPlane:
     url: str  # the base URL, no trailing slash
     token: str
     timeout: float  # seconds for a whole request
+    tls: ssl.SSLContext | None = None  # None: the system's CAs
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ControlPlane:
@@ -40,6 +44,7 @@ class ControlPlane:
             url=http_url(args.control_plane, "--control-plane"),
             token=read_token(args.token_file),
             timeout=positive(args.timeout_seconds, "--timeout-seconds"),
+            tls=client_tls(args.ca_file),
         )
 
     def session(self) -> aiohttp.ClientSession:
@@ -47,6 +52,7 @@ class ControlPlane:
         return aiohttp.ClientSession(
             headers={"Authorization": f"Bearer {self.token}"},
             timeout=aiohttp.ClientTimeout(total=self.timeout),
+            connector=aiohttp.TCPConnector(ssl=self.tls or True),
         )
 
 

@@ -27,6 +27,11 @@ class Command:
 
 COMMANDS = (
     Command("config-sync", "apply ConfigMap/Secret changes to slurmctld safely", "sidecars.configsync.main"),
+    Command(
+        "config-guard",
+        "before slurmctld starts: put the last verified set back if the one on disk was never verified",
+        "sidecars.configsync.guard",
+    ),
     Command("worker", "the agent beside every slurmd", "sidecars.worker.service"),
     Command("drain-hook", "preStop hook: drain this node and wait", "sidecars.drainhook"),
     Command(

@@ -70,6 +70,8 @@ def render_versions(versions: dict[str, Any] | None) -> list[str]:
 
 def render(report: dict[str, Any]) -> list[str]:
     up = report.get("upgrade")
+    if not up and report.get("unavailable"):
+        return [f"upgrades unavailable: {report['unavailable']}", *render_versions(report.get("versions"))]
     if not up:
         return ["no upgrade started", *render_versions(report.get("versions"))]
     state = "complete" if up["complete"] else ("paused" if up["paused"] else "rolling")

@@ -4,6 +4,11 @@
 only `Unspecified error`), and "Configuration data as of" is only the query time. So a change counts
 as applied when slurmctld keeps answering through a settle period, the values that changed in the
 files are what it now reports, and no node that was up went DOWN.
+
+At size (1,000 nodes) the node list is the one costly read: the settings and partitions are polled,
+the fleet is read once, at the end, and serves both the node checks and the workers' verdict. Only
+nodes a change is about are judged: a record Slurm does not list (FUTURE; CLOUD on 22.05), one that
+is DOWN, powered down or never registered, or a dynamic node, never fails a change it is not part of.
 """
 
 from __future__ import annotations
@@ -12,13 +17,15 @@ import asyncio
 import contextlib
 import re
 import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import structlog
 
 from sidecars.configsync.conffile import SlurmConf
-from sidecars.configsync.workers import WorkerCheck
+from sidecars.configsync.workers import WorkerCheck, answered
 from sidecars.runtime.waits import until_set
 from sidecars.slurm import SlurmClient, SlurmError
 from sidecars.slurm.models import Node, Partition
@@ -27,6 +34,11 @@ from sidecars.slurm.textformat import parse_minutes
 log = structlog.get_logger(__name__)
 
 DOWN_SECONDS = 2.0  # a controller that says DOWN this long after a change died of it
+NAMED_AT_MOST = 5  # a reason names this many nodes, then "and N more"
+# records Slurm keeps out of its node listings: FUTURE always, powered-down CLOUD ones on 22.05
+_UNLISTED_STATES = ("future", "cloud")
+
+T = TypeVar("T")
 
 _LOG_TROUBLE = re.compile(r"\b(error|fatal)\b|reconfigure failed", re.IGNORECASE)
 _HARMLESS = re.compile(
@@ -56,10 +68,24 @@ class Outcome:
 
 
 async def view(client: SlurmClient) -> View:
+    """Everything compared before and after a change: the settings, the partitions and the fleet."""
     config, parts, nodes = await asyncio.gather(client.show_config(), client.partitions(), client.nodes())
     return View(
         {k.lower(): v for k, v in config.items()}, {p.name: p for p in parts}, {n.name: n for n in nodes}
     )
+
+
+async def settings_view(client: SlurmClient) -> View:
+    """The settings and partitions only: cheap at any fleet size, so these are what is polled."""
+    config, parts = await asyncio.gather(client.show_config(), client.partitions())
+    return View({k.lower(): v for k, v in config.items()}, {p.name: p for p in parts}, {})
+
+
+def few(names: Iterable[str], limit: int = NAMED_AT_MOST) -> str:
+    """`a, b, c and 997 more`: a reason stays readable however many nodes it is about."""
+    listed = sorted(names)
+    head = ", ".join(listed[:limit])
+    return head if len(listed) <= limit else f"{head} and {len(listed) - limit} more"
 
 
 def _norm(value: str | None) -> str:
@@ -68,8 +94,8 @@ def _norm(value: str | None) -> str:
     return v.replace('"', "")
 
 
-def mismatches(old: SlurmConf, new: SlurmConf, before: View, after: View) -> list[str]:
-    """Values changed in the files that slurmctld does not report; nodes that went down."""
+def setting_mismatches(old: SlurmConf, new: SlurmConf, before: View, after: View) -> list[str]:
+    """Options and partitions changed in the files that slurmctld does not report."""
     out: list[str] = []
     for key in sorted(set(old.options) | set(new.options)):
         a, b = old.options.get(key), new.options.get(key)
@@ -91,26 +117,48 @@ def mismatches(old: SlurmConf, new: SlurmConf, before: View, after: View) -> lis
         want_state = rec.fields.get("state")
         if want_state is not None and want_state.upper() != seen.state.upper():
             out.append(f"partition {name} State is {seen.state}, the files say {want_state}")
-    new_nodes = set(new.node_names())
-    if new_nodes and not new_nodes <= set(after.nodes):
-        out.append(f"nodes {sorted(new_nodes - set(after.nodes))} are not known to slurmctld")
+    return out
+
+
+def unlisted_added(old: SlurmConf, new: SlurmConf, listed: Mapping[str, Node]) -> list[str]:
+    """Nodes the change adds to the files that slurmctld does not list, but should: a FUTURE record
+    (and a powered-down CLOUD one on 22.05) is never listed, and a node the change does not add was
+    there before it, listed or not, so neither says anything about this change."""
+    old_names = set(old.node_names())
+    defined = new.node_definitions()
+    return sorted(
+        name
+        for name, fields in defined.items()
+        if name not in old_names
+        and name not in listed
+        and fields.get("state", "").lower() not in _UNLISTED_STATES
+    )
+
+
+def node_mismatches(old: SlurmConf, new: SlurmConf, before: View, after: Mapping[str, Node]) -> list[str]:
+    """Nodes whose features the change set and slurmctld does not report; answering nodes that went
+    DOWN or INVALID. Read from one listing of the fleet; each kind of failure names a few nodes."""
+    out: list[str] = []
     old_fields, new_fields = old.node_definitions(), new.node_definitions()
     for name, fields in new_fields.items():
-        seen_node = after.nodes.get(name)
+        seen_node = after.get(name)
         if seen_node is None or old_fields.get(name, {}).get("feature") == fields.get("feature"):
             continue
         want = tuple(f for f in (fields.get("feature") or fields.get("features") or "").split(",") if f)
         if sorted(want) != sorted(seen_node.features):
             out.append(f"node {name} features are {list(seen_node.features)}, the files say {list(want)}")
+    went: dict[tuple[str, str], list[str]] = {}
     for name, node in before.nodes.items():
-        now_node = after.nodes.get(name)
-        if name not in new_nodes or now_node is None:
+        now_node = after.get(name)
+        if name not in new_fields or now_node is None or not answered(node):
             continue
         why = now_node.reason.text if now_node.reason else "no reason"
-        if node.state.base != "DOWN" and now_node.state.base == "DOWN":
-            out.append(f"node {name} went DOWN ({why})")
+        if now_node.state.base == "DOWN":
+            went.setdefault(("went DOWN", why), []).append(name)
         elif {"INVALID", "INVALID_REG"} & (now_node.state.flags - node.state.flags):
-            out.append(f"node {name} became INVALID ({why})")
+            went.setdefault(("became INVALID", why), []).append(name)
+    for (what, why), names in sorted(went.items()):
+        out.append(f"node{'s' if len(names) > 1 else ''} {few(names)} {what} ({why})")
     return out
 
 
@@ -164,19 +212,19 @@ class Applier:
                 return False
             await asyncio.sleep(0.2)
 
-    async def _watched_view(self) -> View | None:
-        """slurmctld's view, or None once it has not answered a ping for DOWN_SECONDS.
+    async def _watched(self, read: Callable[[], Awaitable[T]]) -> T | None:
+        """What `read` returns, or None once slurmctld has not answered a ping for DOWN_SECONDS.
 
         A read of a dead controller blocks: scontrol retries the connection ~9 s (22.05 and 24.11)
         and the client retries that, while `scontrol ping` says DOWN at once. A foreground slurmctld
         (our images) that cannot start on the new files dies right after answering the reconfigure."""
-        read = asyncio.create_task(view(self.client))
+        task = asyncio.ensure_future(read())
         down_since: float | None = None
         try:
             while True:
-                done, _ = await asyncio.wait({read}, timeout=0.2)
+                done, _ = await asyncio.wait({task}, timeout=0.2)
                 if done:
-                    return read.result()
+                    return task.result()
                 if (await self.client.ping()).up:
                     down_since = None
                 elif down_since is None:
@@ -184,9 +232,20 @@ class Applier:
                 elif time.monotonic() - down_since >= DOWN_SECONDS:
                     return None
         finally:
-            if not read.done():
-                read.cancel()
-                await asyncio.gather(read, return_exceptions=True)
+            # the read's own end is always collected, an error included: given up on, it may have
+            # failed meanwhile, and an error nobody retrieves is asyncio's "never retrieved"
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _read(self, read: Callable[[], Awaitable[T]]) -> T | SlurmError | None:
+        """`_watched`, with a failed read returned: None means slurmctld stopped answering."""
+        try:
+            got: T | None = await self._watched(read)
+        except SlurmError as exc:
+            if not await self._answers(time.monotonic() + DOWN_SECONDS):
+                return None
+            return exc
+        return got
 
     async def verify(
         self,
@@ -196,32 +255,35 @@ class Applier:
         *,
         wait: float,
         interrupt: asyncio.Event | None = None,
+        since: float | None = None,
     ) -> Outcome:
-        """Poll until the new values show (at most `wait` s), then keep checking through the settle
-        period, which `interrupt` (a later change waiting) ends early: the later change's own
-        verification keeps watching slurmctld, so it never waits for this one's settle."""
+        """Poll the settings until the new values show (at most `wait` s), then keep checking
+        through the settle period, which `interrupt` (a later change waiting) ends early: the later
+        change's own verification keeps watching slurmctld, so it never waits for this one's settle.
+        Then the fleet is read once, for the node checks and, given the reconfigure's time `since`,
+        the workers' verdict (workers.py)."""
         settle_end = time.monotonic() + self.settle_seconds
         deadline = time.monotonic() + max(wait, 1.0)
         problems: list[str] = []
         seen_ok = False
+        settled = True
+        after = before
         while True:
-            try:  # an answer to these reads is also the proof that slurmctld answers
-                after: View | SlurmError | None = await self._watched_view()
-            except SlurmError as exc:
-                after = exc
-            if after is None or (
-                isinstance(after, SlurmError) and not await self._answers(time.monotonic() + DOWN_SECONDS)
-            ):
+            # an answer to these reads is also the proof that slurmctld answers
+            got = await self._read(lambda: settings_view(self.client))
+            if got is None:
                 return Outcome(False, "slurmctld stopped answering after the change", controller_died=True)
-            if isinstance(after, SlurmError):
-                problems = [f"slurmctld could not be read: {after.message}"]
+            if isinstance(got, SlurmError):
+                problems = [f"slurmctld could not be read: {got.message}"]
             else:
-                problems = mismatches(old, new, before, after)
+                after = got
+                problems = setting_mismatches(old, new, before, after)
             now = time.monotonic()
             if not problems:
                 seen_ok = True
                 if now >= settle_end or (interrupt is not None and interrupt.is_set()):
-                    return Outcome(True, settled=now >= settle_end)
+                    settled = now >= settle_end
+                    break
             elif seen_ok or now >= deadline:
                 return Outcome(False, "; ".join(problems))
             if not seen_ok:
@@ -230,6 +292,35 @@ class Applier:
                 await asyncio.sleep(min(0.5, max(0.0, settle_end - now)))
             else:
                 await until_set(interrupt, min(0.5, max(0.0, settle_end - now)))
+        return await self._fleet(old, new, before, after, since, settled)
+
+    async def _fleet(
+        self, old: SlurmConf, new: SlurmConf, before: View, after: View, since: float | None, settled: bool
+    ) -> Outcome:
+        """The one read of every node after the change, and what it shows."""
+        nodes = await self._read(self.client.nodes)
+        if nodes is None:
+            return Outcome(False, "slurmctld stopped answering after the change", controller_died=True)
+        if isinstance(nodes, SlurmError):
+            return Outcome(False, f"slurmctld's nodes could not be read: {nodes.message}")
+        listed = {n.name: n for n in nodes}
+        problems = node_mismatches(old, new, before, listed)
+        missing = unlisted_added(old, new, listed)
+        if missing:  # the listing leaves some states out: asked by name, with FUTURE ones shown
+            try:
+                found = await self.client.nodes_named(missing)
+            except SlurmError as exc:
+                return Outcome(False, f"slurmctld's nodes could not be read: {exc.message}")
+            unknown = [n for n in missing if n not in found]
+            if unknown:
+                problems.append(f"nodes {few(unknown)} are not known to slurmctld")
+        if problems:
+            return Outcome(False, "; ".join(problems), settled=settled)
+        if since is not None:
+            verdict = await self.workers.verify(since, before.nodes, nodes, after.config)
+            if not verdict.ok:
+                return Outcome(False, verdict.reason(), settled=settled)
+        return Outcome(True, settled=settled)
 
     async def reconfigure(
         self, old: SlurmConf, new: SlurmConf, before: View, *, interrupt: asyncio.Event | None = None
@@ -243,19 +334,8 @@ class Applier:
             words = [exc.message, *self.tail.trouble()]
             alive = await self._answers(time.monotonic() + 3.0)
             return Outcome(False, "; ".join(w for w in words if w), controller_died=not alive)
-        # the workers are checked while the controller is: the verdict costs no time of its own
-        workers = asyncio.ensure_future(self.workers.verify(since))
-        try:
-            outcome = await self.verify(old, new, before, wait=3.0, interrupt=interrupt)
-            outcome.took_request = True
-            if outcome.ok:
-                verdict = await workers
-                if not verdict.ok:
-                    outcome.ok, outcome.reason = False, verdict.reason()
-        finally:
-            if not workers.done():
-                workers.cancel()
-                await asyncio.gather(workers, return_exceptions=True)
+        outcome = await self.verify(old, new, before, wait=3.0, interrupt=interrupt, since=since)
+        outcome.took_request = True
         if not outcome.ok:
             extra = self.tail.trouble()
             if extra:

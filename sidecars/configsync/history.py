@@ -2,9 +2,12 @@
 
 Served at config-sync's `GET /history` (and gathered from there by the control plane's web page).
 Every outcome is kept: applied, rejected (Slurm's words), rolled back, held for a restart. A diff is
-against the set that ran when the change was judged. Key material (a Secret's files, anything not
-world- or group-readable) is named but its contents are never shown; each diff is capped, so the
-history stays small whatever the files are. It lives in memory: a restarted sidecar starts a new one.
+against the set that ran when the change was judged. Key material (every file of a Secret volume,
+key files, anything not world- or group-readable) is named but its contents are never shown; in
+the rest, the values of secret-named options (`AccountingStoragePass=`, `StoragePass=`, JWT
+settings: runtime.redact) are shown as `<redacted>`, in the diffs and in the reasons. Each diff is
+capped, so the history stays small whatever the files are. It lives in memory: a restarted
+sidecar starts a new one.
 """
 
 from __future__ import annotations
@@ -12,9 +15,11 @@ from __future__ import annotations
 import difflib
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from sidecars.configsync.sources import FileEntry, FileSet
+from sidecars.runtime.redact import redact
 
 DEFAULT_LIMIT = 20
 MAX_DIFF_BYTES = 16 * 1024  # per file: a whole new slurm.conf for 1,000 nodes still reads as a diff
@@ -75,10 +80,14 @@ def _lines(text: str) -> list[str]:
 
 
 def file_change(
-    name: str, old: FileEntry | None, new: FileEntry | None, limit: int = MAX_DIFF_BYTES
+    name: str,
+    old: FileEntry | None,
+    new: FileEntry | None,
+    limit: int = MAX_DIFF_BYTES,
+    secret_sources: frozenset[Path] = frozenset(),
 ) -> FileChange:
     change: Change = "added" if old is None else "removed" if new is None else "modified"
-    if (old is not None and old.secret) or (new is not None and new.secret):
+    if any(e is not None and (e.secret or e.source in secret_sources) for e in (old, new)):
         return FileChange(name, change, None, "key material: contents not shown")
     before = "" if old is None else _text(old)
     after = "" if new is None else _text(new)
@@ -94,11 +103,16 @@ def file_change(
     )
     if not diff:  # same text, another mode
         return FileChange(name, change, "", "contents unchanged (file mode changed)")
-    text, note = _cap(diff, limit)
+    text, note = _cap(redact(diff), limit)
     return FileChange(name, change, text, note)
 
 
-def changes(old: FileSet | None, new: FileSet, limit: int = MAX_DIFF_BYTES) -> tuple[FileChange, ...]:
+def changes(
+    old: FileSet | None,
+    new: FileSet,
+    limit: int = MAX_DIFF_BYTES,
+    secret_sources: frozenset[Path] = frozenset(),
+) -> tuple[FileChange, ...]:
     """What `new` changes against `old` (every file is added when there was no set before)."""
     before = dict(old.files) if old is not None else {}
     after = dict(new.files)
@@ -107,15 +121,16 @@ def changes(old: FileSet | None, new: FileSet, limit: int = MAX_DIFF_BYTES) -> t
         a, b = before.get(name), after.get(name)
         if a is not None and b is not None and a.data == b.data and a.mode == b.mode:
             continue
-        out.append(file_change(name, a, b, limit))
+        out.append(file_change(name, a, b, limit, secret_sources))
     return tuple(out)
 
 
 class History:
     """The last `limit` generations, newest first in `as_json()`."""
 
-    def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
+    def __init__(self, limit: int = DEFAULT_LIMIT, secret_sources: tuple[Path, ...] = ()) -> None:
         self.limit = limit
+        self.secret_sources = frozenset(secret_sources)
         self._items: deque[Generation] = deque(maxlen=limit)
         self.version = 0  # grows with every record: lets a reader skip an unchanged history
 
@@ -130,7 +145,9 @@ class History:
         based_on: int | None,
         reason: str | None,
     ) -> Generation:
-        entry = Generation(outcome, generation, based_on, files.sha256, at, reason, changes(old, files))
+        shown = changes(old, files, secret_sources=self.secret_sources)
+        said = redact(reason) if reason is not None else None
+        entry = Generation(outcome, generation, based_on, files.sha256, at, said, shown)
         self._items.append(entry)
         self.version += 1
         return entry

@@ -6,6 +6,11 @@ candidate did to each job) and a direct comparison of what each pending or runni
 removes, and of the nodes running jobs with what the candidate redefines (their resources, their
 address). The state the dry run loads may lag the live controller by the few seconds slurmctld takes
 to save it; the comparison reads the live controller and covers that gap.
+
+A dynamic node (Slinky's `slurmd -Z` workers) is defined by its registration, not by the files, so
+the live controller says what it is: its features. A change redefines a busy one when it gives it a
+static NodeName line, or when the NodeSets and partitions no longer take it into a partition its job
+runs in (a NodeSet's Feature changed, a NodeSet dropped from the partition).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from dataclasses import dataclass
 
 from sidecars.configsync.conffile import SlurmConf
 from sidecars.configsync.sources import FileSet
+from sidecars.slurm import hostlist
 from sidecars.slurm.models import JobPlacement
 
 # the marker a ConfigMap carries to apply a change that would end or requeue jobs: its content names
@@ -97,18 +103,63 @@ def _qos_list(value: str | None) -> set[str] | None:
     return {q.strip().lower() for q in value.split(",") if q.strip()}
 
 
+def _words(expr: str) -> list[str]:
+    try:
+        return hostlist.expand(expr)
+    except ValueError:
+        return [w for w in expr.split(",") if w]  # Slurm's own parse judges a malformed one
+
+
+def in_partition(conf: SlurmConf, partition: str, node: str, features: Iterable[str]) -> bool:
+    """Whether `conf`'s partition takes this dynamic node: by name, ALL, or a NodeSet it matches (by
+    its Feature, or by name in the NodeSet's Nodes)."""
+    rec = conf.partitions().get(partition)
+    if rec is None:
+        return False
+    have = {f.lower() for f in features}
+    nodesets = {r.name: r.fields for r in conf.of("nodeset")}
+    for word in _words(rec.fields.get("nodes", "")):
+        if word.upper() == "ALL" or word == node:
+            return True
+        fields = nodesets.get(word)
+        if fields is None:
+            continue
+        feature = fields.get("feature", "").lower()
+        if feature and feature in have:
+            return True
+        members = fields.get("nodes", "")
+        if members.upper() == "ALL" or node in _words(members):
+            return True
+    return False
+
+
+def dynamic_redefined(
+    old: SlurmConf, new: SlurmConf, node: str, features: Iterable[str], partitions: Iterable[str]
+) -> str | None:
+    """Why a change redefines a busy dynamic node under its job (None: it does not)."""
+    if node in new.node_definitions():
+        return f"dynamic node {node} it runs on would be redefined by a static NodeName line"
+    for p in partitions:
+        if in_partition(old, p, node, features) and not in_partition(new, p, node, features):
+            return f"dynamic node {node} it runs on would leave partition {p} (no NodeSet of it takes it)"
+    return None
+
+
 def compare(
     old: SlurmConf,
     new: SlurmConf,
     jobs: Iterable[JobPlacement],
     reservations: Mapping[str, tuple[str, ...]],
+    dynamic: Mapping[str, tuple[str, ...]] | None = None,
 ) -> dict[int, str]:
     """Jobs that use what the candidate removes. Only what the old files defined counts as removed:
-    dynamic nodes and partitions made by `scontrol create` are in neither."""
+    dynamic nodes and partitions made by `scontrol create` are in neither. `dynamic`: the live
+    dynamic nodes that run jobs, with their features (see the module)."""
     old_parts, new_parts = old.partitions(), new.partitions()
     gone_parts = set(old_parts) - set(new_parts)
     gone_nodes = set(old.node_names()) - set(new.node_names())
     changed = reshaped(old, new)
+    dynamic = dynamic or {}
     max_id = _number(new.options.get("maxjobid"))
     out: dict[int, str] = {}
     for job in jobs:
@@ -129,6 +180,17 @@ def compare(
             if busy:
                 keys = ", ".join(k for k in NODE_SHAPE if k in changed[busy[0]])
                 out[job.job_id] = f"node {busy[0]} it runs on is redefined ({keys})"
+                continue
+            why = next(
+                (
+                    w
+                    for n in sorted(set(job.nodes) & dynamic.keys())
+                    if (w := dynamic_redefined(old, new, n, dynamic[n], job.partitions))
+                ),
+                None,
+            )
+            if why:
+                out[job.job_id] = why
                 continue
         elif job.partitions and all(p in gone_parts for p in job.partitions):
             out[job.job_id] = f"partition {','.join(job.partitions)} it waits for is removed"

@@ -14,21 +14,24 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from sidecars.configsync import settings as settings_mod
+from sidecars.configsync.secretvalues import SecretValues
 from sidecars.configsync.service import ConfigSync
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.validate import Validator
 from sidecars.configsync.watch import watch
 from sidecars.kube import pod_events
 from sidecars.runtime import daemon, logs
-from sidecars.runtime.events import EventSink, LogEventSink
+from sidecars.runtime.events import EventSink, LogEventSink, RedactingEventSink
 from sidecars.runtime.health import CheckResult, Checks
-from sidecars.runtime.http import DaemonHTTP, serve
+from sidecars.runtime.http import DaemonHTTP, bearer_required, serve
+from sidecars.runtime.redact import BOUND, Redactor
 from sidecars.runtime.tasks import RootTasks, until_stopped
-from sidecars.runtime.waits import until_set
+from sidecars.runtime.waits import until_set, within
 from sidecars.slurm import SlurmClient
 from sidecars.slurm.runner import SlurmMetrics
 
 configure = settings_mod.configure
+SHOWS_CONFIG = frozenset({"/status", "/history"})  # what needs the viewer credential
 
 
 @dataclass
@@ -37,6 +40,9 @@ class Running:
     port: int
     registry: CollectorRegistry
     tasks: RootTasks
+
+
+RELEASE_CHECK_SECONDS = 1.0  # the readiness probe's share for asking both releases (Checks allows 2 s)
 
 
 @contextlib.asynccontextmanager
@@ -55,9 +61,11 @@ async def running(
     registry = registry or CollectorRegistry()
     if client is None:
         client = SlurmClient(metrics=SlurmMetrics(registry))
-    service = ConfigSync(
-        settings, client, registry, events or LogEventSink(), validator=validator, checkpoint=checkpoint
-    )
+    # no password it read leaves the process: not in an Event, a log line, /status or /history
+    redactor = Redactor(SecretValues(settings.sources, settings.secret_sources, settings.max_file_bytes))
+    bound = structlog.contextvars.bind_contextvars(**{BOUND: redactor})
+    sink = RedactingEventSink(events or LogEventSink(), redactor)
+    service = ConfigSync(settings, client, registry, sink, validator=validator, checkpoint=checkpoint)
     stop = asyncio.Event()
     tasks = RootTasks()
     liveness, readiness = Checks(), Checks()
@@ -68,13 +76,32 @@ async def running(
             service.ready, "the target holds a verified set" if service.ready else "no set synced yet"
         ),
     )
-    app = DaemonHTTP(registry, liveness=liveness, readiness=readiness, status=service.status).app()
+    runner = service.validator.dry_runner
+    if runner is not None:
+        dry_runner = runner
+
+        async def same_release() -> CheckResult:
+            # a dry run of another release refuses every change: not ready, and why (not the config);
+            # asked again while the live slurmctld has not answered (config-sync starts before it,
+            # so a slurmctld not up yet is no failure of this check)
+            try:
+                why = await within(dry_runner.compare_releases(), RELEASE_CHECK_SECONDS)
+            except TimeoutError:
+                why = None
+            return CheckResult(why is None, why or "the live release, or not known yet")
+
+        readiness.add("dry_run_release", same_release)
+    # what is served is redacted once more at the door, whatever put it there (runtime.redact)
+    status = DaemonHTTP(registry, liveness, readiness, lambda: redactor.json(service.status()))
+    app = status.app(limits=settings.http_limits)
+    if settings.viewer_token is not None:  # else: on loopback only (settings)
+        app.middlewares.append(bearer_required(SHOWS_CONFIG, settings.viewer_token))
 
     async def history(_: web.Request) -> web.Response:
-        return web.json_response(service.history_view())
+        return web.json_response(redactor.json(service.history_view()))
 
     app.router.add_get("/history", history)
-    async with serve(app, settings.http_host, settings.http_port) as port:
+    async with serve(app, settings.http_host, settings.http_port, settings.http_limits, settings.tls) as port:
         watching = asyncio.Event()
         if watch_files:  # off only in tests of the periodic re-hash
             tasks.start("watch", watch(settings.sources, service.wake, stop, watching))
@@ -90,6 +117,7 @@ async def running(
             tasks.stopping()
             stop.set()
             await tasks.stop(grace=5.0, first=("watch", "sync_loop"))
+            structlog.contextvars.reset_contextvars(**bound)
 
 
 def main(args: argparse.Namespace) -> int:

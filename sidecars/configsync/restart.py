@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from sidecars.configsync.conffile import SlurmConf
 from sidecars.configsync.sources import FileSet
+from sidecars.slurm import hostlist
 from sidecars.slurm.models import Version
 
 SLURM_CONF_5 = "slurm.conf(5), Slurm 22.05"
@@ -81,8 +82,8 @@ def classify(
         what = "; ".join(
             p
             for p in (
-                f"nodes added: {','.join(added)}" if added else "",
-                f"nodes removed: {','.join(removed)}" if removed else "",
+                f"nodes added: {hostlist.compress(added)}" if added else "",
+                f"nodes removed: {hostlist.compress(removed)}" if removed else "",
             )
             if p
         )

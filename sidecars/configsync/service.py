@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from sidecars.configsync.history import History
 from sidecars.configsync.metrics import ConfigSyncMetrics
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileSet, SourceChanged, read_sources
-from sidecars.configsync.stage import Applied, LastKnownGood, Target
+from sidecars.configsync.stage import Applied, LastKnownGood, Restored, Target
 from sidecars.configsync.validate import Validator, Verdict
 from sidecars.runtime.events import EventSink
 from sidecars.slurm import SlurmClient, SlurmError
@@ -93,7 +93,10 @@ class ConfigSync:
         self.applied: Applied | None = None
         self.forced: dict[str, Any] | None = None  # who forced the applied set past the job check, and why
         self.rejected: Rejection | None = None
-        self.history = History(settings.history_limit)
+        # the last time an unverified set was replaced by the good one outside a rollback of ours:
+        # config-guard did it as slurmctld (re)started (stage.py), or this sidecar did at its start
+        self.restored: Restored | None = None
+        self.history = History(settings.history_limit, settings.secret_sources)
         self.pending = False
         self.ready = False
         self.last_error: str | None = None
@@ -116,6 +119,7 @@ class ConfigSync:
             stay_seconds=settings.dry_run_stay_seconds,
             timeout=settings.dry_run_timeout_seconds,
             state_dir=settings.dry_run_state_dir,
+            client=client,
             metrics=client.metrics,
         )
 
@@ -137,9 +141,12 @@ class ConfigSync:
             "restart_required": bool(r and r.restart_required),
             "held_for_jobs": list(r.jobs) if r else [],
             "pending": self.pending,
-            "dry_run": None if runner is None else {"isolation": runner.current_isolation},
+            "dry_run": None
+            if runner is None
+            else {"isolation": runner.current_isolation, "release_mismatch": runner.release_mismatch},
             # the workers' side of the last reconfigure (configsync/workers.py), None before one
             "workers": None if self.applier.workers.last is None else self.applier.workers.last.as_json(),
+            "restored": None if self.restored is None else asdict(self.restored),
         }
 
     async def _notify(self) -> None:
@@ -167,7 +174,13 @@ class ConfigSync:
         self.target.recover()
         if self.validator.dry_runner is not None:
             await self.validator.dry_runner.isolation()  # decided once, before any change waits on it
+            await self.validator.dry_runner.compare_releases()  # a mismatch said at start, not at a change
         self.applied = self.lkg.load()
+        # a set left unverified (this sidecar ended mid-verification) goes; one the guard already
+        # replaced as slurmctld restarted is reported
+        restored = self.target.take_restored() or self._back_to_good("config-sync")
+        if restored is not None:
+            await self._report_restored(restored)
         on_disk = self.target.read(self.settings.max_file_bytes)
         if self.applied is not None and on_disk.sha256 != self.applied.files.sha256:
             # a crash between swap and verification left an unverified set: back to the good one
@@ -189,6 +202,11 @@ class ConfigSync:
     # ------------------------------------------------------------------ the loop
     async def run(self, stop: asyncio.Event) -> None:
         s = self.settings
+        if self.validator.dry_runner is not None and self.applied is not None:
+            # the dry run's shadow of the state built now, once, not by the first change (seconds
+            # at 10,000 jobs); ready already: a change arriving meanwhile waits as it would have
+            current = conffile.parse(self.applied.files, s.main_file, s.target)
+            await self.validator.dry_runner.warm(current)
         while not stop.is_set():
             timeout = self._backoff if self.pending and self._backoff else s.rehash_seconds
             await _first(self._wake.wait(), stop.wait(), within=timeout)
@@ -407,7 +425,8 @@ class ConfigSync:
             logfile = old_conf.options.get("slurmctldlogfile")
             self.applier.tail.path = Path(logfile) if logfile else None
         generation = self.applied.generation + 1
-        self.target.swap(files, generation)
+        # unverified until the outcome: a slurmctld restarted meanwhile gets the good set (stage.py)
+        self.target.swap(files, generation, unverified=True)
         try:
             if verdict.restart_required:
                 log.info("restarting_slurmctld", reasons=[str(r) for r in verdict.restart])
@@ -417,8 +436,20 @@ class ConfigSync:
                 outcome = await self.applier.reconfigure(old_conf, verdict.conf, before, interrupt=self._wake)
         except BaseException:
             # cancelled or broken mid-apply: never leave an unverified set on disk
-            self.target.swap(self.applied.files, self.applied.generation)
+            self._back_to_good("config-sync")
             raise
+        # the set stays only if it is still the one on disk: slurmctld may have (re)started meanwhile,
+        # and config-guard then put the good set back, which is what slurmctld runs on now
+        kept = outcome.ok and self.target.verified()
+        restored = self.target.take_restored()
+        if not kept and (outcome.ok or restored is not None):
+            outcome.ok = False
+            why = "slurmctld restarted before the change was verified"
+            if restored is not None:
+                why += f"; config-guard put generation {restored.restored_generation} back"
+            outcome.reason = "; ".join(w for w in (outcome.reason, why) if w)
+        if restored is not None:
+            await self._report_restored(restored)
         if outcome.ok:
             old = self.applied
             self.applied = Applied(generation, now_rfc3339(), files)
@@ -456,9 +487,36 @@ class ConfigSync:
             return
         await self._rollback(files, outcome, verdict, seen)
 
+    def _back_to_good(self, by: str) -> Restored | None:
+        """Put the good generation kept beside an unverified set back (None when none was pending).
+        Should that fail, the last known good set is written anew: never leave the unverified one."""
+        try:
+            return self.target.restore(by)
+        except OSError as exc:
+            log.error("restore_failed", error=str(exc))
+            if self.applied is None:
+                raise
+            self.target.swap(self.applied.files, self.applied.generation)
+            return None
+
+    async def _report_restored(self, restored: Restored) -> None:
+        self.restored = restored
+        log.warning(
+            "unverified_set_was_replaced",
+            by=restored.by,
+            restored_generation=restored.restored_generation,
+            unverified_generation=restored.unverified_generation,
+        )
+        await self.events.emit(
+            "ConfigRestored",
+            f"generation {restored.unverified_generation} was never verified; {restored.by} put "
+            f"generation {restored.restored_generation} back",
+            "Warning",
+        )
+
     async def _rollback(self, files: FileSet, outcome: Outcome, verdict: Verdict, seen: float) -> None:
         assert self.applied is not None
-        self.target.swap(self.applied.files, self.applied.generation)
+        self._back_to_good("config-sync")
         log.warning("config_rolled_back_on_disk", reason=outcome.reason)
         if outcome.took_request and not outcome.controller_died:
             # slurmctld may have taken part of the set: have it read the good one again

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import shlex
-from dataclasses import dataclass
+import ssl
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from sidecars.configsync.jobs import FORCE_FILE
-from sidecars.runtime.settings import ConfigError, flag, parse_addr, positive
+from sidecars.runtime import http
+from sidecars.runtime.settings import ConfigError, flag, parse_addr, positive, read_token
 from sidecars.slurm.dryrun import SLURMCTLD
 
 RestartPolicy = Literal["hold", "restart"]
@@ -42,6 +45,10 @@ class Settings:
     dry_run_timeout_seconds: float = 15.0
     allow_job_loss: bool = False  # apply changes that would end or requeue jobs anyway
     history_limit: int = 20  # generations kept (with their diffs) for /history
+    secret_sources: tuple[Path, ...] = ()  # Secret volumes among `sources`: contents never shown
+    viewer_token: str | None = None  # /status and /history need it; None: served on loopback only
+    http_limits: http.ServerLimits = field(default_factory=http.ServerLimits)
+    tls: ssl.SSLContext | None = None
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -53,6 +60,22 @@ def configure(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="a ConfigMap/Secret volume or plain directory (repeat for several)",
     )
+    flag(
+        p,
+        "--secret-source",
+        multiple=True,
+        default=[],
+        metavar="DIR",
+        help="a Secret volume: a source whose files' contents are never shown (history, logs, Events)",
+    )
+    flag(
+        p,
+        "--viewer-token-file",
+        default=None,
+        help="read-only token that /status and /history require; without it --http must be loopback",
+    )
+    http.configure_limits(p)
+    http.configure_tls(p)
     flag(p, "--target", required=True, metavar="DIR", help="the directory slurmctld reads")
     flag(
         p,
@@ -100,7 +123,7 @@ def configure(p: argparse.ArgumentParser) -> None:
         "--dry-run",
         default="on",
         choices=["on", "off"],
-        help="try each candidate on a throwaway slurmctld (same release, copied state) before applying it",
+        help="try each candidate on a throwaway slurmctld (same release, state in step) before applying it",
     )
     flag(
         p,
@@ -134,8 +157,16 @@ def configure(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
 def from_args(args: argparse.Namespace) -> Settings:
-    sources = tuple(Path(s).absolute() for s in (args.source or []))
+    secret_sources = tuple(Path(s).absolute() for s in (args.secret_source or []))
+    sources = tuple(Path(s).absolute() for s in (args.source or [])) + secret_sources
     if not sources:
         raise ConfigError("--source: at least one directory is required")
     for s in sources:
@@ -154,6 +185,12 @@ def from_args(args: argparse.Namespace) -> Settings:
     if state_dir == target or target in state_dir.parents:
         raise ConfigError("--state-dir must lie outside --target")
     host, port = parse_addr(args.http)
+    viewer = read_token(args.viewer_token_file, "--viewer-token-file") if args.viewer_token_file else None
+    if viewer is None and not _loopback(host):
+        raise ConfigError(
+            f"--http {args.http}: /status and /history show the config: give --viewer-token-file, "
+            "or serve on 127.0.0.1 only"
+        )
     if args.restart_policy not in ("hold", "restart"):
         raise ConfigError(f"--restart-policy: hold or restart, got {args.restart_policy!r}")
     main_file = str(args.main_file)
@@ -192,4 +229,8 @@ def from_args(args: argparse.Namespace) -> Settings:
         dry_run_timeout_seconds=positive(args.dry_run_timeout_seconds, "--dry-run-timeout-seconds"),
         allow_job_loss=args.allow_job_loss == "yes",
         history_limit=int(positive(args.history_limit, "--history-limit", conv=int)),
+        secret_sources=secret_sources,
+        viewer_token=viewer,
+        http_limits=http.limits_from(args),
+        tls=http.tls_from(args),
     )

@@ -415,7 +415,7 @@ class Validator:
         if self.dry_runner is not None:
             tasks.append(asyncio.create_task(self.dry_runner.run(files, old)))
             if old is not None:
-                tasks.append(asyncio.create_task(self._placements()))
+                tasks.append(asyncio.create_task(self._placements(set(old.node_names()))))
         try:
             return await self._judge(files, current, old, conf, tasks)
         finally:
@@ -448,28 +448,38 @@ class Validator:
         if not tasks:
             return Verdict(True, "", tuple(reasons), conf)
         result: DryRunResult = await tasks[0]
-        placed, resv = await tasks[1] if len(tasks) > 1 else ([], {})
-        return self._dry_run_verdict(result, placed, resv, old, conf, version, tuple(reasons))
+        placed, resv, dynamic = await tasks[1] if len(tasks) > 1 else ([], {}, {})
+        return self._dry_run_verdict(result, placed, resv, dynamic, old, conf, version, tuple(reasons))
 
-    async def _placements(self) -> tuple[list[JobPlacement], dict[str, tuple[str, ...]]]:
-        """The live controller's pending and running jobs and reservations ([] if it does not answer)."""
+    async def _placements(
+        self, static: set[str]
+    ) -> tuple[list[JobPlacement], dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
+        """The live controller's pending and running jobs, its reservations, and the dynamic nodes
+        that run jobs with their features (those the files do not define: read by name, a few
+        nodes, not the fleet). Empty when it does not answer."""
         try:
             placed, resv = await asyncio.gather(self.client.job_placements(), self.client.reservations())
-            return placed, {r.name: r.nodes for r in resv}
+            busy = {n for p in placed if p.running for n in p.nodes} - static
+            nodes = await self.client.nodes_named(busy) if busy else {}
+            dynamic = {n.name: n.features for n in nodes.values()}
+            return placed, {r.name: r.nodes for r in resv}, dynamic
         except SlurmError as exc:
             log.warning("jobs_unreadable", error=exc.message)
-            return [], {}
+            return [], {}, {}
 
     @staticmethod
     def _dry_run_verdict(
         result: DryRunResult,
         placed: list[JobPlacement],
         resv: dict[str, tuple[str, ...]],
+        dynamic: dict[str, tuple[str, ...]],
         old: SlurmConf | None,
         conf: SlurmConf,
         version: Version,
         reasons: tuple[RestartReason, ...],
     ) -> Verdict:
+        if result.release_mismatch:
+            return Verdict(False, result.reason[:MAX_REASON], dry_run=result)  # no word on the set
         if not result.ok:
             release = f"{version.major}.{version.minor:02d}"
             return Verdict(
@@ -480,6 +490,6 @@ class Validator:
         known = {p.job_id for p in placed}
         risk = {j: f"slurmctld loading the state: {why}" for j, why in result.jobs.items() if j in known}
         if old is not None:
-            for j, why in jobs.compare(old, conf, placed, resv).items():
+            for j, why in jobs.compare(old, conf, placed, resv, dynamic).items():
                 risk.setdefault(j, why)
         return Verdict(True, "", reasons, conf, jobs=risk, dry_run=result)

@@ -21,6 +21,11 @@ async def watch(
     re-hash covers the gap, so a lost event is never a lost change). `ready` is set once the watches
     are in place: a change after that cannot go unseen."""
     while not stop.is_set():
+        # awatch sets the event it is given when it is cancelled (to end its thread): it gets one of
+        # its own, relayed from `stop`, so a cancelled watch never reads as the daemon stopping
+        halt = asyncio.Event()
+        relay = asyncio.ensure_future(_relay(stop, halt))
+        relay.set_name("watch_stop_relay")
         try:
             # no filter: the kubelet's `..data_tmp` rename is exactly the event that matters; the
             # empty yields on timeout tell that the watcher runs (watchfiles has no other signal)
@@ -29,7 +34,7 @@ async def watch(
                 watch_filter=None,
                 debounce=50,
                 step=10,
-                stop_event=stop,
+                stop_event=halt,
                 recursive=True,
                 ignore_permission_denied=True,
                 rust_timeout=300,
@@ -44,3 +49,11 @@ async def watch(
             log.warning("watch_failed", error=str(exc))
             wake()
             await until_set(stop, 1.0)
+        finally:
+            relay.cancel()
+            await asyncio.gather(relay, return_exceptions=True)
+
+
+async def _relay(stop: asyncio.Event, halt: asyncio.Event) -> None:
+    await stop.wait()
+    halt.set()

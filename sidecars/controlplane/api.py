@@ -1,4 +1,4 @@
-"""The control plane's HTTP API under /v1/ (bearer token, constant-time compare, bounded bodies).
+"""The control plane's HTTP API under /v1/ (who may call what: `access`; bounded bodies).
 
 Every input is checked against the schemas the OpenAPI document states (`schemacheck`), and every
 refusal is a 4xx with `{"error": "..."}`, aiohttp's own (no such path, method not allowed) too.
@@ -8,7 +8,6 @@ the holder's name.
 
 from __future__ import annotations
 
-import hmac
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -16,6 +15,7 @@ from typing import Any, Protocol
 import structlog
 from aiohttp import web
 
+from sidecars.controlplane.access import CALLER, Access
 from sidecars.controlplane.drains import Action, DrainBatcher
 from sidecars.controlplane.metrics import ControlPlaneMetrics
 from sidecars.controlplane.openapi import (
@@ -60,7 +60,7 @@ def not_leader(leader: Leadership) -> web.Response | None:
 class ControlPlaneAPI:
     def __init__(
         self,
-        token: str,
+        access: Access,
         *,
         fleet: FleetView,
         drains: DrainBatcher,
@@ -71,7 +71,7 @@ class ControlPlaneAPI:
         versions: AgentVersions | None = None,
     ) -> None:
         self._versions = versions
-        self._token = f"Bearer {token}".encode()
+        self._access = access
         self._fleet = fleet
         self._drains = drains
         self._recycler = recycler
@@ -85,9 +85,9 @@ class ControlPlaneAPI:
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
         if request.path.startswith("/v1/"):
-            given = request.headers.get("Authorization", "").encode("utf-8", "replace")
-            if not hmac.compare_digest(given, self._token):
-                return _error(401, "missing or wrong bearer token")
+            refused = await self._access.check(request)
+            if refused is not None:
+                return refused
         try:
             return await handler(request)
         except web.HTTPRequestEntityTooLarge:
@@ -205,6 +205,10 @@ class ControlPlaneAPI:
         if isinstance(body, web.Response):
             return body
         reason = body["reason"]
+        not_for_agents = request[CALLER].reason_refusal(action, reason)
+        if not_for_agents is not None:
+            self._metrics.api_refusals.labels("agent", "403").inc()
+            return _error(403, not_for_agents)
         snap = self._loaded()
         if isinstance(snap, web.Response):
             return snap
@@ -230,6 +234,10 @@ class ControlPlaneAPI:
         if isinstance(body, web.Response):
             return body
         ns, pod, detail = body["pod_namespace"], body["pod_name"], body["detail"]
+        caller = request[CALLER]
+        if caller.role == "agent" and (caller.namespace, caller.pod) != (ns, pod):
+            self._metrics.api_refusals.labels("agent", "403").inc()
+            return _error(403, f"the agent of pod {caller.namespace}/{caller.pod} reports its own pod only")
         registered = body.get("registered")
         if registered is not None and self._recycler is not None:
             self._recycler.report(ns, pod, registered, detail)

@@ -26,10 +26,12 @@ class ConfigFeed:
         self,
         url: str | None,
         *,
+        token: str | None = None,
         on_change: Callable[[], None] = lambda: None,
         interval: float = POLL_SECONDS,
     ) -> None:
         self.url = url
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}  # config-sync's viewer
         self.interval = interval
         self.on_change = on_change
         self.status: dict[str, Any] | None = None
@@ -51,7 +53,7 @@ class ConfigFeed:
         }
 
     async def _get(self, session: aiohttp.ClientSession, path: str) -> Any:
-        async with session.get(f"{self.url}{path}") as r:
+        async with session.get(f"{self.url}{path}", headers=self._headers) as r:
             if r.status != 200:
                 raise ValueError(f"{path}: HTTP {r.status}")
             return await r.json(content_type=None)

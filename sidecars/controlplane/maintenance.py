@@ -1,20 +1,26 @@
 """Planned maintenance windows: a Slurm MAINT reservation per window, drains as the jobs end.
 
-A window lives in Slurm, not in memory: the reservation `slurm-sidecars-maint-<name>` holds its
-nodes, start and end, its comment the reason. Created ahead of time, it keeps off its nodes any job
-that would still run at its start (Slurm's own scheduling). From its start the nodes are drained
-with `slurm-sidecars: maintenance <name>`; a node whose jobs still run is reported waiting for them,
-never killed. When the reservation is gone (Slurm removes it at its end, or `delete`), every drain
-carrying that reason is undone, and only those: an admin's drain or reservation is never touched.
-So a restarted control plane, or a new leader, carries on from what Slurm says.
+A window lives in Slurm, not in memory: the reservation `slurm-sidecars-maint-<name>` holds its nodes,
+start and end, its comment the reason. Slurm before 23.02 (22.05) has no reservation comment: there
+the reason rides in the reservation's name, percent-encoded after a dot
+(`slurm-sidecars-maint-<name>.<reason>`), the one free field such a release keeps.
+
+Created ahead of time, a window keeps off its nodes any job that would still run at its start (Slurm's
+own scheduling). From its start the nodes are drained with `slurm-sidecars: maintenance <name>`; a node
+whose jobs still run is reported waiting for them, never killed. When the reservation is gone (Slurm
+removes it at its end, or `delete`), every drain carrying that reason is undone, and only those: an
+admin's drain or reservation is never touched. So a restarted control plane, or a new leader, carries
+on from what Slurm says.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import re
 import secrets
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,11 +31,12 @@ from sidecars.controlplane.drains import DrainBatcher
 from sidecars.controlplane.ranking import FAR_FUTURE
 from sidecars.controlplane.snapshot import FleetNode
 from sidecars.slurm import Reservation, SlurmClient, SlurmCommandError
-from sidecars.slurm.hostlist import HostlistError, expand
+from sidecars.slurm.hostlist import HostlistError, count, expand
 
 log = structlog.get_logger(__name__)
 
 RESERVATION_PREFIX = "slurm-sidecars-maint-"
+REASON_IN_NAME = "."  # before 23.02: `<prefix><window>.<percent-encoded reason>` (no `.` in a window name)
 DRAIN_PREFIX = "slurm-sidecars: maintenance "
 KUBE_PREFIX = "k8s-"  # windows named after a Kubernetes Node's annotation
 WINDOW_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -89,6 +96,12 @@ def _clock(epoch: int) -> str:
     return time.strftime("%H:%M", time.localtime(epoch))
 
 
+def _first(names: list[str], shown: int = 20) -> str:
+    """Names for an error message, at most `shown` of them (a refusal stays one short line)."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
 def _iso(epoch: int) -> str:
     return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -100,10 +113,7 @@ class Window:
     start: int  # epoch seconds
     end: int
     reason: str
-
-    @property
-    def reservation(self) -> str:
-        return RESERVATION_PREFIX + self.name
+    reservation: str  # the Slurm reservation's name (what `delete` removes)
 
     @property
     def drain_reason(self) -> str:
@@ -124,7 +134,16 @@ class Window:
         """Ours when the name carries our prefix; every other reservation is someone else's."""
         if not r.name.startswith(RESERVATION_PREFIX) or r.start is None or r.end is None:
             return None
-        return cls(r.name[len(RESERVATION_PREFIX) :], r.nodes, r.start, r.end, r.comment or "")
+        name, _, encoded = r.name[len(RESERVATION_PREFIX) :].partition(REASON_IN_NAME)
+        reason = r.comment or urllib.parse.unquote(encoded, errors="replace")
+        return cls(name, r.nodes, r.start, r.end, reason, r.name)
+
+
+def reservation_name(window: str, reason: str, *, comments: bool) -> str:
+    """The reservation of a window: the reason goes in its comment where Slurm keeps one, else here."""
+    if comments:
+        return RESERVATION_PREFIX + window
+    return RESERVATION_PREFIX + window + REASON_IN_NAME + urllib.parse.quote(reason, safe="")
 
 
 def node_report(window: Window, node: FleetNode | None, now: float) -> tuple[str, str]:
@@ -232,16 +251,20 @@ class Maintenance:
         if not isinstance(nodes, str):
             raise WindowError(409, "nodes must be a Slurm hostlist, e.g. gpu[01-04]")
         try:
-            names = sorted(set(expand(nodes)))
+            count(nodes)  # refused here, cheaply, before anything is expanded
+            # bounded by now, but up to MAX_NAMES names is still work the event loop must not do
+            names = await asyncio.to_thread(lambda: sorted(set(expand(nodes))))
         except HostlistError as exc:
-            raise WindowError(409, f"bad hostlist {nodes!r}: {exc}") from None
+            raise WindowError(409, f"bad hostlist: {exc}") from None
         if not names:
             raise WindowError(409, "nodes must name at least one node")
         known = await self._slurm.nodes_named(names)
         unknown = [n for n in names if n not in known]
         if unknown:
-            raise WindowError(404, f"unknown nodes: {', '.join(unknown)}")
-        window = Window(name, tuple(names), begin, begin + seconds, reason.strip())
+            raise WindowError(404, f"unknown nodes: {_first(unknown)}")
+        comments = await self._slurm.reservation_comments()
+        reservation = reservation_name(name, reason.strip(), comments=comments)
+        window = Window(name, tuple(names), begin, begin + seconds, reason.strip(), reservation)
         for other in await self.read():
             if other.name == name:
                 raise WindowError(409, f"a window named {name} exists already")
@@ -261,7 +284,7 @@ class Maintenance:
                 start=at,
                 duration=str(seconds // 60),
                 flags="MAINT,IGNORE_JOBS",  # running jobs go on; they are waited for, not killed
-                comment=window.reason,
+                comment=window.reason if comments else None,
             )
         except SlurmCommandError as exc:  # e.g. an admin's reservation holds the nodes then
             raise WindowError(409, f"Slurm refused the reservation: {exc.message}") from None

@@ -169,6 +169,12 @@ class ControlPlaneMetrics:
         )
         self.leader = Gauge(p + "leader", "1 when this replica holds the Lease", registry=registry)
         self.long_polls = Gauge(p + "long_polls", "Long polls waiting", registry=registry)
+        self.api_refusals = Counter(
+            p + "api_refusals",
+            "Requests under /v1/ refused by who called: identity (unknown, viewer, agent), status",
+            ["identity", "status"],
+            registry=registry,
+        )
 
     def observe(self, snapshot: FleetSnapshot) -> None:
         self.snapshot_version.set(snapshot.version)

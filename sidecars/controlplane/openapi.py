@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from sidecars.controlplane import openapi_maintenance
+from sidecars.controlplane.access import roles
 from sidecars.slurm import REASON_PREFIX
 
 MAX_BODY = 16 * 1024
@@ -122,123 +123,160 @@ def document(max_wait: float = 60.0) -> dict[str, Any]:
             },
         },
     }
-    return {
-        "openapi": "3.0.3",
-        "info": {
-            "title": "slurm-sidecars control plane",
-            "version": "1",
-            "description": "The fleet view of one Slurm cluster, read once per interval, and the "
-            "writes the worker agents need. Every /v1/ path needs "
-            "`Authorization: Bearer <token>`.",
-        },
-        "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": {
-                "Node": node,
-                "VersionedNode": {
-                    "allOf": [
-                        {"$ref": "#/components/schemas/Node"},
-                        {
-                            "type": "object",
-                            "required": ["version"],
-                            "properties": {"version": {"type": "integer", "description": "snapshot version"}},
-                        },
-                    ]
+    return _secured(
+        {
+            "openapi": "3.0.3",
+            "info": {
+                "title": "slurm-sidecars control plane",
+                "version": "1",
+                "description": "The fleet view of one Slurm cluster, read once per interval, and the "
+                "writes the worker agents need. Every /v1/ path needs `Authorization: Bearer <token>` "
+                "of one of three identities (`securitySchemes`); each operation names those it admits. "
+                "An agent acts on its own node only: any other node is 403.",
+            },
+            "components": {
+                "securitySchemes": SECURITY_SCHEMES,
+                "schemas": {
+                    "Node": node,
+                    "VersionedNode": {
+                        "allOf": [
+                            {"$ref": "#/components/schemas/Node"},
+                            {
+                                "type": "object",
+                                "required": ["version"],
+                                "properties": {
+                                    "version": {"type": "integer", "description": "snapshot version"}
+                                },
+                            },
+                        ]
+                    },
+                    "Error": {
+                        "type": "object",
+                        "required": ["error"],
+                        "properties": {"error": {"type": "string"}},
+                    },
+                    **openapi_maintenance.schemas(),
                 },
-                "Error": {
-                    "type": "object",
-                    "required": ["error"],
-                    "properties": {"error": {"type": "string"}},
+            },
+            "paths": {
+                "/v1/nodes": {
+                    "get": {
+                        "summary": "every node of the cluster",
+                        "responses": {
+                            "200": {
+                                "description": "nodes",
+                                "content": _json(
+                                    {"type": "array", "items": {"$ref": "#/components/schemas/Node"}}
+                                ),
+                            },
+                            **_errors(401, 503),
+                        },
+                    }
                 },
-                **openapi_maintenance.schemas(),
-            },
-        },
-        "security": [{"bearer": []}],
-        "paths": {
-            "/v1/nodes": {
-                "get": {
-                    "summary": "every node of the cluster",
-                    "responses": {
-                        "200": {
-                            "description": "nodes",
-                            "content": _json(
-                                {"type": "array", "items": {"$ref": "#/components/schemas/Node"}}
-                            ),
+                "/v1/nodes/{name}": {
+                    "get": {
+                        "summary": "one node; with version and wait, a long poll held until the snapshot "
+                        "version differs from `version` or `wait` seconds pass",
+                        "parameters": [
+                            NAME_PARAM,
+                            {"name": "version", "in": "query", "required": False, "schema": VERSION_SCHEMA},
+                            {
+                                "name": "wait",
+                                "in": "query",
+                                "required": False,
+                                "schema": WAIT_SCHEMA,
+                                "description": "seconds to hold the answer; a wait longer than this "
+                                f"server's --max-wait-seconds ({max_wait:g}) is cut to it",
+                            },
+                        ],
+                        "responses": {
+                            "200": {
+                                "description": "the node",
+                                "content": _json({"$ref": "#/components/schemas/VersionedNode"}),
+                            },
+                            **_errors(400, 401, 404, 503),
                         },
-                        **_errors(401, 503),
-                    },
-                }
-            },
-            "/v1/nodes/{name}": {
-                "get": {
-                    "summary": "one node; with version and wait, a long poll held until the snapshot version "
-                    "differs from `version` or `wait` seconds pass",
-                    "parameters": [
-                        NAME_PARAM,
-                        {"name": "version", "in": "query", "required": False, "schema": VERSION_SCHEMA},
-                        {
-                            "name": "wait",
-                            "in": "query",
-                            "required": False,
-                            "schema": WAIT_SCHEMA,
-                            "description": "seconds to hold the answer; a wait longer than this "
-                            f"server's --max-wait-seconds ({max_wait:g}) is cut to it",
+                    }
+                },
+                "/v1/nodes/{name}/drain": {
+                    "post": {
+                        "summary": "drain the node (queued into the next batched scontrol call)",
+                        "parameters": [NAME_PARAM],
+                        "requestBody": {"required": False, "content": _json(REASON_BODY)},
+                        "responses": {"202": _QUEUED, **_errors(400, 401, 404, 413, 422, 503)},
+                    }
+                },
+                "/v1/nodes/{name}/undrain": {
+                    "post": {
+                        "summary": "clear the drain, only when the node's current reason is exactly this one",
+                        "parameters": [NAME_PARAM],
+                        "requestBody": {"required": False, "content": _json(REASON_BODY)},
+                        "responses": {"202": _QUEUED, **_errors(400, 401, 404, 413, 422, 503)},
+                    }
+                },
+                "/v1/nodes/{name}/report": {
+                    "post": {
+                        "summary": "an agent reports whether its slurmd is registered (input to recycling)",
+                        "parameters": [NAME_PARAM],
+                        "requestBody": {"required": True, "content": _json(REPORT_BODY)},
+                        "responses": {"204": {"description": "recorded"}, **_errors(400, 401, 413, 422)},
+                    }
+                },
+                "/v1/scale-in-order": {
+                    "get": {
+                        "summary": "node names, first to remove first (idle, then soonest busy_until)",
+                        "responses": {
+                            "200": {
+                                "description": "names",
+                                "content": _json({"type": "array", "items": {"type": "string"}}),
+                            },
+                            **_errors(401, 503),
                         },
-                    ],
-                    "responses": {
-                        "200": {
-                            "description": "the node",
-                            "content": _json({"$ref": "#/components/schemas/VersionedNode"}),
+                    }
+                },
+                **openapi_maintenance.paths(),
+                "/v1/openapi.json": {
+                    "get": {
+                        "summary": "this document",
+                        "responses": {
+                            "200": {"description": "OpenAPI 3", "content": _json({"type": "object"})},
+                            **_errors(401),
                         },
-                        **_errors(400, 401, 404, 503),
-                    },
-                }
+                    }
+                },
             },
-            "/v1/nodes/{name}/drain": {
-                "post": {
-                    "summary": "drain the node (queued into the next batched scontrol call)",
-                    "parameters": [NAME_PARAM],
-                    "requestBody": {"required": False, "content": _json(REASON_BODY)},
-                    "responses": {"202": _QUEUED, **_errors(400, 401, 404, 413, 422, 503)},
-                }
-            },
-            "/v1/nodes/{name}/undrain": {
-                "post": {
-                    "summary": "clear the drain, only when the node's current reason is exactly this one",
-                    "parameters": [NAME_PARAM],
-                    "requestBody": {"required": False, "content": _json(REASON_BODY)},
-                    "responses": {"202": _QUEUED, **_errors(400, 401, 404, 413, 422, 503)},
-                }
-            },
-            "/v1/nodes/{name}/report": {
-                "post": {
-                    "summary": "an agent reports whether its slurmd is registered (input to recycling)",
-                    "parameters": [NAME_PARAM],
-                    "requestBody": {"required": True, "content": _json(REPORT_BODY)},
-                    "responses": {"204": {"description": "recorded"}, **_errors(400, 401, 413, 422)},
-                }
-            },
-            "/v1/scale-in-order": {
-                "get": {
-                    "summary": "node names, first to remove first (idle, then soonest busy_until)",
-                    "responses": {
-                        "200": {
-                            "description": "names",
-                            "content": _json({"type": "array", "items": {"type": "string"}}),
-                        },
-                        **_errors(401, 503),
-                    },
-                }
-            },
-            **openapi_maintenance.paths(),
-            "/v1/openapi.json": {
-                "get": {
-                    "summary": "this document",
-                    "responses": {
-                        "200": {"description": "OpenAPI 3", "content": _json({"type": "object"})},
-                        **_errors(401),
-                    },
-                }
-            },
-        },
-    }
+        }
+    )
+
+
+SECURITY_SCHEMES: dict[str, Any] = {
+    "operator": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "the operator's token (--token-file): every operation, on every node",
+    },
+    "viewer": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "the read-only token (--viewer-token-file): every GET, nothing else",
+    },
+    "agent": {
+        "type": "http",
+        "scheme": "bearer",
+        "bearerFormat": "JWT",
+        "description": "a worker pod's projected ServiceAccount token for the audience of "
+        "--agent-audience (slurm-sidecars), checked by TokenReview: reads, drains, undrains and "
+        "reports its own node only (the node its pod holds)",
+    },
+}
+
+
+def _secured(doc: dict[str, Any]) -> dict[str, Any]:
+    """Each operation's `security` (access.roles) and the refusals every one of them can meet: 403
+    (an identity it does not admit, or another node's), 503 (a token that cannot be reviewed now)."""
+    for path, operations in doc["paths"].items():
+        for method, op in operations.items():
+            op["security"] = [{role: []} for role in roles(method, path)]
+            for code in ("401", "403", "503"):
+                op["responses"].setdefault(code, _ERROR)
+    return doc

@@ -14,7 +14,9 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry
 
+from sidecars.controlplane import planned
 from sidecars.controlplane import settings as cp_settings
+from sidecars.controlplane.access import Access
 from sidecars.controlplane.api import ControlPlaneAPI
 from sidecars.controlplane.busylabel import BusyLabeler
 from sidecars.controlplane.claims import Claims
@@ -38,6 +40,7 @@ from sidecars.controlplane.snapshot import FleetView
 from sidecars.controlplane.topologysync import TopologySync
 from sidecars.controlplane.upgrade import Upgrade
 from sidecars.controlplane.upgrade_api import UpgradeAPI
+from sidecars.controlplane.upgrade_api import unavailable as upgrade_unavailable
 from sidecars.controlplane.versions import AgentVersions
 from sidecars.controlplane.web import WebUI
 from sidecars.kube import KubeClient, KubeEventSink, Pod, load_configuration
@@ -50,6 +53,7 @@ from sidecars.runtime.waits import until_set
 from sidecars.slurm import SlurmClient, SlurmError, SlurmMetrics
 
 log = structlog.get_logger(__name__)
+STATUS = frozenset({"/status"})
 
 
 class ControlPlane:
@@ -191,11 +195,20 @@ class ControlPlane:
                 emit=self._event_on,
             )
         self.versions = AgentVersions()  # the slurmd releases the agents report
+        why_no_upgrade = upgrade_unavailable(settings.kubernetes)
         self.upgrade_api = UpgradeAPI(
-            self.upgrade, slurm, self.leader, self.versions, lambda: self.fleet.snapshot.nodes
+            self.upgrade, slurm, self.leader, self.versions, lambda: self.fleet.snapshot.nodes, why_no_upgrade
+        )
+        self.access = Access(
+            settings.token,
+            settings.viewer_token,
+            review=kube.review_token if kube is not None else None,
+            audience=settings.agent_audience,
+            locate=self.agent_node,
+            refused=lambda identity, status: self.metrics.api_refusals.labels(identity, str(status)).inc(),
         )
         self.api = ControlPlaneAPI(
-            settings.token,
+            self.access,
             fleet=self.fleet,
             drains=self.drains,
             recycler=self.recycler,
@@ -206,16 +219,20 @@ class ControlPlane:
         )
         # the operator's page (/ui/): its own read-only credential, config-sync's part read from it
         self.drain_clock = DrainClock()
-        self.config_feed = ConfigFeed(settings.config_sync)
+        self.config_feed = ConfigFeed(settings.config_sync, token=settings.viewer_token)
         self.page = PageState(
             self.fleet,
             config=self.config_feed,
             drains=self.drain_clock,
             cluster=self._page_cluster,
             unregistered_pods=self._unregistered_pods,
+            sections={
+                "maintenance": lambda: planned.maintenance_rows(self.maintenance),
+                "upgrade": lambda: planned.upgrade_rows(self.upgrade, why_no_upgrade),
+            },
         )
         self.config_feed.on_change = self.page.touch
-        self.web = WebUI(settings.viewer_token or settings.token, self.page)
+        self.web = WebUI(settings.viewer_token, self.page)
 
     def _leadership(self, lead: bool) -> None:
         self.metrics.leader.set(1 if lead else 0)
@@ -265,6 +282,19 @@ class ControlPlane:
 
     def node_of(self, pod: Pod) -> str:
         return self.name_of(pod).name or ""
+
+    def agent_node(self, namespace: str, name: str, uid: str) -> str | None:
+        """The Slurm node of the worker pod an agent's token is bound to: "" when that pod is none
+        of ours (another namespace, not a worker, an earlier incarnation, refused its claim), None
+        while the pods are not listed yet."""
+        if self.pods is None or namespace != self.settings.namespace:
+            return ""
+        if not self.pods.synced.is_set() or not self.naming_ready:
+            return None
+        pod = self.pods.pods.get(name)
+        if pod is None or pod.uid != uid or pod.uid in self.claims.refused:
+            return ""
+        return self.node_of(pod)
 
     @property
     def naming_ready(self) -> bool:
@@ -353,6 +383,7 @@ class ControlPlane:
 
     async def maintenance_loop(self) -> None:
         """Every interval: windows read from Slurm (every replica reports them), acted on by the leader."""
+        shown: list[Any] = []  # the windows the page last showed: a new or gone one wakes its readers
         while True:
             try:
                 if self.leader.is_leader and self.fleet.snapshot.loaded:
@@ -367,6 +398,9 @@ class ControlPlane:
             except SlurmError as exc:
                 self.maintenance.read_error = exc.message
                 log.warning("maintenance_read_failed", error=exc.message)
+            if self.maintenance.windows != shown:
+                shown = list(self.maintenance.windows)
+                self.page.touch()
             await asyncio.sleep(self.settings.interval_seconds)
 
     async def upgrade_loop(self) -> None:
@@ -437,7 +471,12 @@ class ControlPlane:
         liveness.add("root_tasks", self.tasks.check)
         liveness.add("refresh_loop", ticking)
         readiness.add("fleet_view", loaded)
-        app = http.DaemonHTTP(self.registry, liveness, readiness, self.status).app(client_max_size=16 * 1024)
+        app = http.DaemonHTTP(self.registry, liveness, readiness, self.status).app(
+            client_max_size=16 * 1024, limits=self.settings.http_limits
+        )
+        # /status names nodes, pods and the Lease holder: the viewer's or the operator's to read
+        readers = (self.settings.token, *filter(None, [self.settings.viewer_token]))
+        app.middlewares.append(http.bearer_required(STATUS, *readers, who="the viewer's or the operator's"))
         self.api.install(app)
         self.maintenance_api.install(app)
         self.upgrade_api.install(app)
@@ -465,7 +504,8 @@ class ControlPlane:
         if self.compute_domains is not None:
             self.tasks.start("compute_domains", self.compute_domains.run())
         try:
-            async with http.serve(self.http_app(), self.settings.host, self.settings.port) as port:
+            s = self.settings
+            async with http.serve(self.http_app(), s.host, s.port, s.http_limits, s.tls) as port:
                 log.info(
                     "control_plane_serving",
                     port=port,

@@ -6,19 +6,23 @@ import argparse
 import os
 import re
 import socket
-from dataclasses import dataclass
+import ssl
+from dataclasses import dataclass, field
 from typing import Any
 
 from sidecars.kube import topology
 from sidecars.kube.nodename import ANNOTATION, SOURCES
+from sidecars.runtime import http
 from sidecars.runtime.settings import ConfigError, flag, http_url, parse_addr, positive, read_token
+
+AUDIENCE = "slurm-sidecars"  # the audience of the agents' projected ServiceAccount tokens
 
 
 @dataclass(frozen=True, slots=True)
 class ControlPlaneSettings:
     host: str
     port: int
-    token: str
+    token: str  # the operator's credential: every call, writes to any node, maintenance, upgrades
     interval_seconds: float = 4.0  # a read costs slurmctld 4 RPCs: 1 RPC/s
     fast_interval_seconds: float = 0.25  # while a drain we asked for is still in progress
     brief_jobs: bool = True  # jobs read with squeue's brief format, not Slurm's JSON
@@ -42,7 +46,10 @@ class ControlPlaneSettings:
     recycle_fraction: float = 0.10
     recycle_backoff_seconds: float = 60.0
     recycle_backoff_max_seconds: float = 3600.0
-    viewer_token: str | None = None  # the web page's read-only credential; None: the agents' token
+    viewer_token: str | None = None  # the read-only credential (web page, GETs); None: no viewer
+    agent_audience: str = AUDIENCE  # agents' ServiceAccount tokens must hold it; "": no agent tokens
+    http_limits: http.ServerLimits = field(default_factory=http.ServerLimits)
+    tls: ssl.SSLContext | None = None  # None: plain HTTP
     config_sync: str | None = None  # config-sync's URL, for the page's config history
     cordon_sync: bool = True  # a cordoned Kubernetes Node drains the Slurm nodes of its worker pods
     cordon_taints: tuple[str, ...] = ()  # taint keys (NoSchedule/NoExecute) that count as a cordon
@@ -61,13 +68,27 @@ class ControlPlaneSettings:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     flag(parser, "--http", required=True, help="HOST:PORT to serve the API, probes and metrics on")
-    flag(parser, "--token-file", required=True, help="file holding the bearer token the agents present")
+    flag(
+        parser,
+        "--token-file",
+        required=True,
+        help="file holding the operator's bearer token (maintenance, upgrades, drains of any node)",
+    )
     flag(
         parser,
         "--viewer-token-file",
         default=None,
-        help="file holding the read-only token that opens the web page at /ui/ (default: --token-file's)",
+        help="file holding the read-only token: the web page at /ui/ and GETs under /v1/ (required)",
     )
+    flag(
+        parser,
+        "--agent-audience",
+        default=AUDIENCE,
+        help="audience of the worker agents' projected ServiceAccount tokens, checked by TokenReview "
+        '("" accepts none)',
+    )
+    http.configure_limits(parser)
+    http.configure_tls(parser)
     flag(
         parser,
         "--config-sync",
@@ -281,10 +302,21 @@ def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
     pod_name = args.pod_name or ""
     config_sync = http_url(args.config_sync, "--config-sync") if args.config_sync else None
     identity = args.identity or pod_name or socket.gethostname()
+    token = read_token(args.token_file)
+    viewer = read_token(args.viewer_token_file, "--viewer-token-file")
+    if viewer == token:
+        raise ConfigError("--viewer-token-file: must differ from --token-file (the operator's)")
+    audience = str(args.agent_audience or "").strip()
+    if len(audience) > 253 or any(c.isspace() for c in audience):
+        raise ConfigError(f"--agent-audience: not an audience: {args.agent_audience!r}")
     return ControlPlaneSettings(
         host=host,
         port=port,
-        token=read_token(args.token_file),
+        token=token,
+        viewer_token=viewer,
+        agent_audience=audience,
+        http_limits=http.limits_from(args),
+        tls=http.tls_from(args),
         interval_seconds=positive(args.interval_seconds, "--interval-seconds"),
         fast_interval_seconds=positive(args.fast_interval_seconds, "--fast-interval-seconds"),
         brief_jobs=args.job_read != "full",
@@ -312,9 +344,6 @@ def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
         recycle_backoff_max_seconds=positive(
             args.recycle_backoff_max_seconds, "--recycle-backoff-max-seconds"
         ),
-        viewer_token=read_token(args.viewer_token_file, "--viewer-token-file")
-        if args.viewer_token_file
-        else None,
         config_sync=str(config_sync).rstrip("/") if config_sync else None,
         cordon_sync=args.cordon_sync != "off",
         cordon_taints=_taint_keys(args.cordon_taints or ""),

@@ -14,7 +14,6 @@ jobs. The plan lives in the ConfigMap `slurm-sidecars-upgrade`, so a restart or 
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
@@ -22,6 +21,7 @@ from typing import Any
 
 import structlog
 
+from sidecars.controlplane.budget import REASON_PREFIX, UpgradeError, parse_budget
 from sidecars.controlplane.deployroll import DeploymentRoll, Refused
 from sidecars.controlplane.drains import DrainBatcher
 from sidecars.controlplane.snapshot import FleetNode
@@ -31,7 +31,6 @@ from sidecars.slurm import Version
 log = structlog.get_logger(__name__)
 
 CONFIG_MAP = "slurm-sidecars-upgrade"
-REASON_PREFIX = "slurm-sidecars: upgrade "
 # the label carrying a pod's template revision: StatefulSet's, then a Deployment's ReplicaSet's
 REVISION_LABELS = ("controller-revision-hash", "pod-template-hash")
 # Slurm's major releases in order: slurmctld supports slurmd (and slurmdbd, clients) up to two back
@@ -49,30 +48,6 @@ RELEASES = (
     (26, 5),
 )
 MAX_SKEW = 2
-
-
-class UpgradeError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-def parse_budget(text: str, total: int) -> int:
-    """`3` or `25%` of `total` workers (rounded up, at least 1); 0 is refused (nothing would move)."""
-    raw = text.strip() if isinstance(text, str) else ""
-    pct = raw.endswith("%")
-    digits = raw[:-1] if pct else raw
-    if not digits.isdigit():
-        raise UpgradeError(422, f"bad budget {text!r}: a number of workers or a percentage, e.g. 2 or 25%")
-    value = int(digits)
-    if value == 0:
-        raise UpgradeError(422, "a budget of 0 would never drain a worker: give 1 or more (or a percentage)")
-    if pct:
-        if value > 100:
-            raise UpgradeError(422, f"bad budget {text!r}: at most 100%")
-        return max(1, math.ceil(total * value / 100))
-    return value
 
 
 def revision(pod: Pod) -> str:

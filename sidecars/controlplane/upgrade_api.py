@@ -10,8 +10,9 @@ from aiohttp import web
 
 from sidecars.controlplane import openapi_maintenance
 from sidecars.controlplane.api import ControlPlaneAPI, Leadership, _error, not_leader
+from sidecars.controlplane.budget import UpgradeError
 from sidecars.controlplane.snapshot import FleetNode
-from sidecars.controlplane.upgrade import Upgrade, UpgradeError
+from sidecars.controlplane.upgrade import Upgrade
 from sidecars.controlplane.versions import AgentVersions, describe, guard_inputs
 from sidecars.kube import KubeError
 from sidecars.slurm import SlurmClient, SlurmError, Version
@@ -19,6 +20,20 @@ from sidecars.slurm import SlurmClient, SlurmError, Version
 LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
 VERSION = re.compile(r"^\d{2}\.\d{2}(\.\d+)?$")
 FIELDS = {"revision", "deployment", "budget", "slurm_version"}
+
+
+def unavailable(kubernetes_on: bool) -> str:
+    """Why a control plane without the Kubernetes API cannot roll the workers, and how to give it one."""
+    why = (
+        "this control plane was started with --kubernetes=off"
+        if not kubernetes_on
+        else "this control plane found none (no in-cluster service account, no --kubeconfig, no $KUBECONFIG)"
+    )
+    return (
+        "paced upgrades replace worker pods (a StatefulSet's or a Deployment's) through the Kubernetes "
+        f"API, and {why}: run it in the cluster beside slurmctld, or give it --kubeconfig FILE "
+        "(docs/maintenance.md, Upgrades)"
+    )
 
 
 class UpgradeAPI:
@@ -29,7 +44,9 @@ class UpgradeAPI:
         leadership: Leadership,
         versions: AgentVersions | None = None,
         records: Callable[[], Mapping[str, FleetNode]] = dict,
+        why_unavailable: str = "upgrades need the Kubernetes API",
     ) -> None:
+        self.why_unavailable = why_unavailable  # said, when `upgrade` is None, by every answer
         self._versions = versions or AgentVersions()
         self._records = records  # the fleet view's nodes: their registered Version
         self._controller: tuple[Version, float] | None = None
@@ -46,9 +63,7 @@ class UpgradeAPI:
 
     def _refused(self) -> web.Response | None:
         if self._upgrade is None:
-            return _error(
-                409, "upgrades need the Kubernetes API (the control plane runs with --kubernetes=off)"
-            )
+            return _error(409, self.why_unavailable)
         return not_leader(self._leader)
 
     async def _slurm_versions(self) -> tuple[Version, dict[str, Version]]:
@@ -70,7 +85,8 @@ class UpgradeAPI:
         except SlurmError as exc:
             versions = {**describe(None, self._versions.fresh(), records), "error": exc.message}
         if self._upgrade is None:
-            return web.json_response({"upgrade": None, "versions": versions})
+            body = {"upgrade": None, "unavailable": self.why_unavailable, "versions": versions}
+            return web.json_response(body)
         try:
             # the leader holds the plan it wrote; a follower's may be stale: it reads the ConfigMap
             await (self._upgrade.current() if self._leader.is_leader else self._upgrade.load())

@@ -1,14 +1,13 @@
 """The operator's web page at /ui/: static files shipped in the package, and its one data request.
 
-Access: the page shows cluster internals, so its data needs the viewer token (`--viewer-token-file`,
-read-only; the agents' token when none is given). The token is typed into the page and POSTed as
-JSON to /ui/login, which answers with a session cookie (HttpOnly, SameSite=Strict, Path=/ui, 12 h,
-Secure behind https). The cookie is `<expiry>.<HMAC of it keyed by the token>`, so it needs no
-server-side store, holds across replicas and dies with the token. A token never travels in a URL,
-so none reaches an access log or a browser history. Scripts may send `Authorization: Bearer <viewer
-token>` to /ui/api/state instead. Every answer carries a Content-Security-Policy that allows only
-this origin: the page fetches nothing from anywhere else.
-"""
+Access: the page shows cluster internals, so its data needs the viewer token
+(`--viewer-token-file`, read-only, required; never the operator's or the agents' credential). The
+token is typed into the page and POSTed as JSON to /ui/login, which answers with a session cookie
+(HttpOnly, SameSite=Strict, Path=/ui, 12 h, Secure behind https). The cookie is `<expiry>.<HMAC of
+it keyed by the token>`, so it needs no server-side store, holds across replicas and dies with the
+token. A token never travels in a URL, so none reaches an access log or a browser history. Scripts
+may send `Authorization: Bearer <viewer token>` to /ui/api/state instead. Every answer carries a
+Content-Security-Policy that allows only this origin: the page fetches nothing from anywhere else."""
 
 from __future__ import annotations
 
@@ -16,6 +15,7 @@ import hashlib
 import hmac
 import json
 import math
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from importlib import resources
@@ -47,8 +47,9 @@ def _static_files() -> dict[str, bytes]:
 
 
 class WebUI:
-    def __init__(self, token: str, page: PageState, *, max_wait: float = 30.0) -> None:
-        self._token = token.encode()
+    def __init__(self, token: str | None, page: PageState, *, max_wait: float = 30.0) -> None:
+        # no viewer credential: a key no one holds, so the page opens to no one (not to another token)
+        self._token = token.encode() if token else secrets.token_urlsafe(32).encode()
         self._key = hashlib.sha256(b"slurm-sidecars web session\0" + self._token).digest()
         self._bearer = b"Bearer " + self._token
         self.page = page
@@ -130,7 +131,7 @@ class WebUI:
             return self._error(415, 'send the token as JSON: {"token": "..."}')
         if request.content_length is not None and request.content_length > MAX_LOGIN_BODY:
             return self._error(413, f"request body larger than {MAX_LOGIN_BODY} bytes")
-        raw = await request.content.read(MAX_LOGIN_BODY + 1)
+        raw = await request.read()  # read already, under the server's body deadline
         if len(raw) > MAX_LOGIN_BODY:
             return self._error(413, f"request body larger than {MAX_LOGIN_BODY} bytes")
         try:

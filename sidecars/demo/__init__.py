@@ -83,6 +83,9 @@ def main(args: argparse.Namespace) -> int:
                 f"  the ConfigMap to edit: {c.dir / 'configmap'} (edit ..data/slurm.conf via a new version)\n"
                 f"  Slurm from a shell:   export SLURM_CONF={c.conf_path} PATH={c.bin_dir}:$PATH\n"
                 f"  logs:                 {c.log_dir}\n"
+                f"  a maintenance window: slurm-sidecars maintenance create --nodes n2 --start now"
+                f" --duration 30m --reason test --control-plane {stack.control_plane_url}"
+                f" --token-file {stack.token_file}\n"
                 + (
                     f"  accounting:           slurmdbd on a MariaDB in {c.dir / 'mariadb'}; sacct works\n"
                     if args.accounting

@@ -128,7 +128,7 @@ class DemoStack:
                 "config-sync",
                 "--source",
                 str(d / "configmap"),
-                "--source",
+                "--secret-source",  # its files' contents are never shown (history, logs, Events)
                 str(d / "secret"),
                 "--target",
                 str(etc),
@@ -156,6 +156,10 @@ class DemoStack:
                 str(self.viewer_token_file),
                 "--config-sync",
                 self.config_sync_url,
+                # a read a second (4 RPCs/s, nothing for one slurmctld): the tour's windows and roll
+                # move within seconds; production keeps the default
+                "--interval-seconds",
+                "1",
             ],
         )
         for name in self.cluster.node_names:
@@ -172,6 +176,8 @@ class DemoStack:
                     str(sock),
                     "--control-plane",
                     self.control_plane_url,
+                    # no Kubernetes here, so no ServiceAccount token to review: the demo's agents hold
+                    # the operator's token (in a cluster each holds its own pod's projected token)
                     "--token-file",
                     str(self.token_file),
                     "--job-mapping-dir",
@@ -225,6 +231,16 @@ class DemoStack:
             await asyncio.gather(*(r.process.stop(grace=5) for r in self.roles.values()))
         finally:
             await self.cluster.stop()
+
+    async def post(self, url: str, body: dict[str, str]) -> tuple[int, object]:
+        """An operator's write to the control plane: (status, the JSON or text answered)."""
+        headers = {"Authorization": f"Bearer {self.token}"}
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s,
+            s.post(url, json=body, headers=headers) as r,
+        ):
+            answer = await (r.json() if r.content_type == "application/json" else r.text())
+            return r.status, answer
 
     async def get(self, url: str, *, auth: bool = False) -> object:
         headers = {"Authorization": f"Bearer {self.token}"} if auth else {}

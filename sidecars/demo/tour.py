@@ -3,7 +3,6 @@ exit 0 with a summary (1 when a step did not show what it should)."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -11,6 +10,8 @@ from typing import Any
 
 from sidecars.cli import self_argv
 from sidecars.demo import accounting
+from sidecars.demo.polling import until
+from sidecars.demo.roll import DemoRoll
 from sidecars.demo.stack import DemoStack
 from sidecars.runtime import process
 from sidecars.runtime.pdeathsig import die_with_parent
@@ -22,17 +23,6 @@ class StepFailed(RuntimeError):
 
 def say(text: str = "") -> None:
     print(text, flush=True)
-
-
-async def until(what: str, check: Callable[[], Awaitable[Any]], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise StepFailed(f"timed out after {timeout:g}s waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 async def _status(stack: DemoStack) -> dict[str, Any]:
@@ -130,6 +120,110 @@ async def step_scale_in(stack: DemoStack) -> str:
     return "scale-in order: " + " > ".join(order)
 
 
+async def _cli(stack: DemoStack, *args: str) -> str:
+    """`slurm-sidecars ARGS --control-plane URL --token-file FILE`, as an operator types it."""
+    done = await process.run(
+        self_argv(*args, "--control-plane", stack.control_plane_url, "--token-file", str(stack.token_file)),
+        timeout=30,
+        env=stack.cluster.env,
+        merge_stderr=True,
+        preexec_fn=die_with_parent(),
+    )
+    if done.returncode != 0:
+        raise StepFailed(f"slurm-sidecars {' '.join(args[:2])}: exit {done.returncode}: {done.text(500)}")
+    return done.text()
+
+
+async def _window_node(stack: DemoStack, window: str, node: str) -> dict[str, Any]:
+    body = await stack.get(f"{stack.control_plane_url}/v1/maintenance/{window}", auth=True)
+    if not isinstance(body, dict) or node not in body.get("node_states", {}):
+        raise StepFailed(f"no window {window} on {node}: {body}")
+    return body["node_states"][node]  # type: ignore[no-any-return]
+
+
+async def step_maintenance(stack: DemoStack) -> str:
+    c = stack.cluster
+    job = await c.sbatch("-w", "n3", "-t", "1", wrap="sleep 12")  # still running when the window starts
+    await c.wait_job(job, "RUNNING", timeout=30)
+    start = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3))
+    out = await _cli(
+        stack,
+        "maintenance",
+        "create",
+        "tour",
+        "--nodes",
+        "n3",
+        "--start",
+        start,
+        "--duration",
+        "10m",
+        "--reason",
+        "firmware update",
+    )
+    say(f"  $ slurm-sidecars maintenance create tour --nodes n3 --start {start} --duration 10m ...")
+    for line in out.strip().splitlines():
+        say(f"    {line}")
+    (resv,) = [r for r in await c.client().reservations() if r.nodes == ("n3",)]
+    if "MAINT" not in resv.flags:
+        raise StepFailed(f"reservation {resv.name} is not a MAINT one: {resv.flags}")
+    say(f"  Slurm holds reservation {resv.name} (MAINT) ahead of time; job {job} keeps running on n3")
+
+    async def state(want: str) -> dict[str, Any] | None:
+        report = await _window_node(stack, "tour", "n3")
+        return report if report["state"] == want else None
+
+    waiting = await until("the window to start and wait for the job", lambda: state("waiting"), timeout=20)
+    say(f"  the window started: n3 drained by the control plane, {waiting['detail']}")
+    await until("n3 ready once its job ended", lambda: state("ready"), timeout=30)
+    finished = await c.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}, timeout=10)
+    if finished.state != "COMPLETED":
+        raise StepFailed(f"job {job} ended {finished.state}: a window must wait for jobs, never kill them")
+    say(f"  job {job} COMPLETED (not killed); n3 is drained and empty: ready for its maintenance")
+    await _cli(stack, "maintenance", "delete", "tour")
+
+    async def released() -> bool:
+        node = await c.client().node("n3")
+        return node is not None and not node.state.drain
+
+    await until("n3 released", released, timeout=20)
+    say("  $ slurm-sidecars maintenance delete tour: the window is over, its drain undone, n3 works again")
+    return f"window on n3: reservation ahead of time, job {job} waited for, n3 drained then released"
+
+
+async def step_upgrade(stack: DemoStack) -> str:
+    c = stack.cluster
+    # the first step's jobs run 30 and 5 minutes
+    first = [j for j in await c.client().jobs() if j.state in {"RUNNING", "PENDING"}]
+    for j in first:
+        await c.scancel(j.job_id)
+    if first:
+        ids = ", ".join(str(j.job_id) for j in first)
+        say(f"  ended the first step's jobs ({ids}): a real roll waits for them, the tour cannot")
+    nodes = c.node_names
+    # still running when the roll takes the first worker: that one's job is waited for
+    jobs = [await c.sbatch("-w", n, "-t", "1", wrap="sleep 8") for n in nodes]
+    for job in jobs:
+        await c.wait_job(job, "RUNNING", timeout=30)
+    say(f"  an 8 s job on every worker: {', '.join(f'{j} on {n}' for j, n in zip(jobs, nodes, strict=True))}")
+    upgrade = await stack.get(stack.control_plane_url + "/v1/upgrade", auth=True)
+    why = upgrade.get("unavailable") if isinstance(upgrade, dict) else None
+    if why:
+        say(f"  the control plane's own roll: {why}")
+        say("  here the demo plays the StatefulSet: replacing a worker's pod restarts that node's slurmd")
+    rolled = await DemoRoll(stack, "demo-2", "1", say).run()
+    if rolled.most_out_at_once != 1:
+        raise StepFailed(f"{rolled.most_out_at_once} workers out of service at once under a budget of 1")
+    if not rolled.waited:
+        raise StepFailed("the roll waited for no job")
+    if set(rolled.pids) != set(nodes):
+        raise StepFailed(f"slurmd replaced on {sorted(rolled.pids)} only, not on every worker")
+    for job in jobs:
+        if (await c.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED"}, timeout=30)).state != "COMPLETED":
+            raise StepFailed(f"job {job} did not complete: a roll must never kill a job")
+    waited = "; ".join(f"waited for job {', '.join(map(str, j))} on {n}" for n, j in rolled.waited.items())
+    return f"rolled {' > '.join(rolled.order)} one at a time (budget 1); {waited}; every job completed"
+
+
 async def step_drain(stack: DemoStack) -> str:
     c = stack.cluster
     done_file = c.out_dir / "n3-job-done"
@@ -188,6 +282,8 @@ STEPS: list[tuple[str, Callable[[DemoStack], Awaitable[str]]]] = [
     ("A valid config change", step_valid_change),
     ("A broken config change", step_broken_change),
     ("The scale-in order", step_scale_in),
+    ("A maintenance window", step_maintenance),
+    ("A paced upgrade", step_upgrade),
     ("A worker scaled in", step_drain),
     ("The metrics", step_metrics),
 ]

@@ -12,6 +12,9 @@ enter the namespace), so code under test runs `scontrol` from PATH as it does in
 With `ClusterSpec(foreground_ctld=True)` slurmctld runs as our images run it, `slurmctld -D`, a
 child the cluster holds (its stderr in DIR/log/slurmctld.stderr): its death is seen at once, and a
 "container restart" is `start_slurmctld()` on whatever files are on disk.
+
+The scale shape (`ClusterSpec(node_records={"DOWN": 1000}, max_job_count=20000)`) adds node records
+without a slurmd beside the real nodes; `submit_held()` fills the queue with held batch jobs.
 """
 
 from __future__ import annotations
@@ -215,14 +218,7 @@ class DevCluster:
             await self.start_slurmctld()
             for name in self.node_names:
                 await self.start_slurmd(name)
-            await self.wait_nodes(
-                lambda ns: (
-                    len(ns) >= self.spec.nodes
-                    and all(n.state.base == "IDLE" and n.state.registered for n in ns)
-                ),
-                timeout=60,
-                what="all nodes idle",
-            )
+            await self.wait_nodes(self._all_idle, timeout=60, what="every node with a slurmd idle")
         except BaseException:
             await self.stop()
             raise
@@ -231,6 +227,15 @@ class DevCluster:
             dir=str(self.dir),
             release=str(self.release),
             seconds=round(time.monotonic() - started, 2),
+        )
+
+    def _all_idle(self, nodes: list[Node]) -> bool:
+        """Every node that runs a slurmd is idle and registered; node records (the scale shape) are
+        never waited for: they have no slurmd, and FUTURE ones are not even listed."""
+        by_name = {n.name: n for n in nodes}
+        return all(
+            (n := by_name.get(name)) is not None and n.state.base == "IDLE" and n.state.registered
+            for name in self.node_names
         )
 
     def _write_files(self) -> None:
@@ -629,6 +634,36 @@ class DevCluster:
             records[int(job)] = (state.split()[0], code)  # "CANCELLED by 0" -> CANCELLED
         return records
 
+    async def submit_held(self, count: int, *, loops: int = 8) -> list[int]:
+        """Submit `count` individual held batch jobs (`sbatch --hold`, no arrays: each is a job of its
+        own in the state, as a busy cluster's queue is) and return their ids. `loops` sbatch loops
+        run side by side inside the namespace, saving a shim's nsenter per job: 10,000 jobs take
+        about 25 s here. The cluster's MaxJobCount (`ClusterSpec.max_job_count`) must leave room."""
+        if count <= 0:
+            return []
+        loop = (
+            'i=0; while [ "$i" -lt "$1" ]; do '
+            f"sbatch --hold --parsable --job-name=held --chdir={self.out_dir} --output=/dev/null "
+            "--wrap true || exit 1; i=$((i+1)); done"
+        )
+        shares = [count // loops + (1 if k < count % loops else 0) for k in range(loops)]
+        # seconds only on a loaded machine; measured about 2.5 ms of wall time per job here
+        timeout = 60 + 0.05 * count
+        async with asyncio.TaskGroup() as group:  # one loop failing stops the others
+            runs = [
+                group.create_task(
+                    self._exec(self.in_namespace("sh", "-c", loop, "sh", str(n)), timeout=timeout),
+                    name=f"devcluster-held-jobs-{k}",
+                )
+                for k, n in enumerate(shares)
+                if n
+            ]
+        texts = [run.result() for run in runs]
+        ids = [int(line.split(";")[0]) for text in texts for line in text.split() if line[:1].isdigit()]
+        if len(ids) != count:
+            raise ClusterError(f"submitted {len(ids)} held jobs of {count}")
+        return sorted(ids)
+
     async def scancel(self, job_id: int, *args: str) -> None:
         await self._exec(
             ["env", f"PATH={self.env['PATH']}", f"SLURM_CONF={self.conf_path}", "scancel", *args, str(job_id)]
@@ -669,7 +704,7 @@ class DevCluster:
         client = self.client(timeout=5.0)
 
         async def read() -> Job | None:
-            return next((j for j in await client.jobs() if j.job_id == job_id), None)
+            return await client.job(job_id)
 
         job = await self._poll(
             read, lambda j: j is not None and j.state in wanted, timeout, f"job {job_id} in {sorted(wanted)}"

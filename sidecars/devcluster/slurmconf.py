@@ -8,6 +8,13 @@ from pathlib import Path
 
 from sidecars.devcluster import slurmdbd
 
+# what a node record with no slurmd can be configured as (slurm.conf's State=); a record is a node of
+# a large cluster that is not up now: not provisioned (DOWN), not yet existing (FUTURE, which Slurm's
+# node listings leave out) or a cloud node that is powered down (CLOUD)
+RECORD_STATES = ("DOWN", "DRAIN", "FUTURE", "CLOUD")
+RECORD_PREFIX = "x"
+RECORD_REASON = "not_provisioned"
+
 
 @dataclass(frozen=True, slots=True)
 class ClusterSpec:
@@ -33,9 +40,40 @@ class ClusterSpec:
     # job records kept by a slurmdbd on a MariaDB of the cluster's own (mariadb.py, slurmdbd.py);
     # classic shape only; adds seconds to the start (the database, then slurmdbd's tables)
     accounting: bool = False
+    # the scale shape: node records without a slurmd, as a large cluster has them. State -> how many,
+    # named x0001, x0002, ... in this order, in a partition of their own (`records`, not the default)
+    # so that no job of a test is ever placed on one; nothing waits for them to come up
+    node_records: Mapping[str, int] = field(default_factory=dict)
+    record_cpus: int = 64
+    record_memory: int = 512000
+    max_job_count: int = 0  # > 0: MaxJobCount (Slurm's default is 10,000 jobs, held ones included)
+
+    def __post_init__(self) -> None:
+        for state, count in self.node_records.items():
+            if state not in RECORD_STATES:
+                raise ValueError(f"node record state {state!r} is not one of {', '.join(RECORD_STATES)}")
+            if count < 0:
+                raise ValueError(f"node record count for {state} is negative: {count}")
 
     def node_names(self) -> list[str]:
+        """The nodes that run a slurmd."""
         return [f"n{i}" for i in range(1, self.nodes + 1)]
+
+    def record_blocks(self) -> list[tuple[str, list[str]]]:
+        """(state, names) of each block of node records, in the order `node_records` gives them."""
+        total = sum(self.node_records.values())
+        width = max(4, len(str(total)))
+        blocks: list[tuple[str, list[str]]] = []
+        first = 1
+        for state, count in self.node_records.items():
+            names = [f"{RECORD_PREFIX}{i:0{width}d}" for i in range(first, first + count)]
+            if names:
+                blocks.append((state, names))
+            first += count
+        return blocks
+
+    def record_names(self) -> list[str]:
+        return [name for _, names in self.record_blocks() for name in names]
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +136,10 @@ def render(spec: ClusterSpec, d: Path, ports: Ports, host: str, cluster_name: st
     ]
     # Slinky's workers register themselves: room for every one that may, as Slinky's chart sets it
     room = max(spec.max_node_count, spec.nodes + 8) if slinky else spec.max_node_count
-    if room:
-        lines += [f"MaxNodeCount={room}", "TreeWidth=65533"]
+    if room:  # the node table holds the records too: slurmctld dies when they do not fit
+        lines += [f"MaxNodeCount={room + len(spec.record_names())}", "TreeWidth=65533"]
+    if spec.max_job_count:
+        lines.append(f"MaxJobCount={spec.max_job_count}")
     if spec.gpus:
         lines.append("GresTypes=gpu")
     if slinky:
@@ -114,10 +154,13 @@ def render(spec: ClusterSpec, d: Path, ports: Ports, host: str, cluster_name: st
                 f"NodeName={name} NodeAddr=127.0.0.1 NodeHostname={host} Port={port} CPUs={spec.cpus} "
                 f"RealMemory={spec.memory}{gres}{feat} State=UNKNOWN"
             )
-        members = "ALL"
+        members = ",".join(ports.nodes) if spec.node_records else "ALL"
+    lines += _record_lines(spec)
     lines.append(
         f"PartitionName=debug Nodes={members} Default=YES MaxTime={spec.partition_max_time} State=UP"
     )
+    if spec.node_records:
+        lines.append(f"PartitionName=records Nodes={_span(spec.record_names())} Default=NO State=UP")
     if spec.extra_conf:
         lines.append(spec.extra_conf.strip())
     files = {"slurm.conf": "\n".join(lines) + "\n"}
@@ -126,3 +169,25 @@ def render(spec: ClusterSpec, d: Path, ports: Ports, host: str, cluster_name: st
     if spec.gpus:
         files["gres.conf"] = f"Name=gpu File={d}/dev/nvidia[0-{spec.gpus - 1}]\n"
     return files
+
+
+def _span(names: list[str]) -> str:
+    """x0001..x0100 as `x[0001-0100]`: the records are numbered without gaps."""
+    if len(names) == 1:
+        return names[0]
+    first, last = names[0], names[-1]
+    p = len(RECORD_PREFIX)
+    return f"{RECORD_PREFIX}[{first[p:]}-{last[p:]}]"
+
+
+def _record_lines(spec: ClusterSpec) -> list[str]:
+    """One NodeName line per block of records. Their address is the loopback, where no slurmd
+    listens: slurmctld's pings to them fail at once instead of waiting on an unreachable host."""
+    lines = []
+    for state, names in spec.record_blocks():
+        reason = f" Reason={RECORD_REASON}" if state in ("DOWN", "DRAIN") else ""
+        lines.append(
+            f"NodeName={_span(names)} NodeAddr=127.0.0.1 CPUs={spec.record_cpus} "
+            f"RealMemory={spec.record_memory} State={state}{reason}"
+        )
+    return lines

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         LeaseRecord,
         Pod,
         ReplicaSet,
+        TokenReview,
     )
     from sidecars.kube.config import load_configuration
     from sidecars.kube.events import KubeEventSink, pod_events
@@ -33,6 +34,7 @@ _MODULE = {
     "LeaseConflict": "client",
     "LeaseRecord": "client",
     "Pod": "client",
+    "TokenReview": "client",
     "load_configuration": "config",
     "KubeEventSink": "events",
     "pod_events": "events",
@@ -48,6 +50,7 @@ __all__ = [
     "LeaseRecord",
     "Pod",
     "ReplicaSet",
+    "TokenReview",
     "load_configuration",
     "pod_events",
 ]

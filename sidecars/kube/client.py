@@ -108,6 +108,45 @@ class Pod:
         )
 
 
+POD_NAME = "authentication.kubernetes.io/pod-name"  # a bound token's pod (TokenReview's user.extra)
+POD_UID = "authentication.kubernetes.io/pod-uid"
+SA_PREFIX = "system:serviceaccount:"
+
+
+@dataclass(frozen=True, slots=True)
+class TokenReview:
+    """The API server's verdict on a ServiceAccount token (TokenReview's status)."""
+
+    authenticated: bool
+    username: str = ""  # system:serviceaccount:NAMESPACE:NAME for a ServiceAccount
+    audiences: tuple[str, ...] = ()  # those of the asked-for audiences the token holds
+    extra: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    error: str = ""
+
+    @classmethod
+    def from_model(cls, review: Any) -> TokenReview:
+        status = review.status
+        user = status.user if status is not None else None
+        return cls(
+            authenticated=bool(status and status.authenticated),
+            username=(user and user.username) or "",
+            audiences=tuple((status and status.audiences) or ()),
+            extra={key: tuple(values or ()) for key, values in ((user and user.extra) or {}).items()},
+            error=(status and status.error) or "",
+        )
+
+    @property
+    def namespace(self) -> str:
+        """The ServiceAccount's namespace ("" for a user that is none)."""
+        ns, _, name = self.username.removeprefix(SA_PREFIX).partition(":")
+        return ns if self.username.startswith(SA_PREFIX) and ns and name else ""
+
+    def one(self, key: str) -> str:
+        """The single value of an extra field ("" when absent or not single)."""
+        values = self.extra.get(key, ())
+        return values[0] if len(values) == 1 else ""
+
+
 @dataclass(frozen=True, slots=True)
 class KubeNode:
     """A Kubernetes Node, as far as the sidecars read it: its annotations (maintenance windows), its
@@ -258,6 +297,7 @@ class KubeClient:
         self.coordination = k.CoordinationV1Api(self.api)
         self.custom = k.CustomObjectsApi(self.api)
         self.apps = k.AppsV1Api(self.api)
+        self.authentication = k.AuthenticationV1Api(self.api)
         self.requests: Counter | None = None
         if self.registry is not None:
             self.requests = Counter(
@@ -439,6 +479,16 @@ class KubeClient:
                 return False
             raise
         return True
+
+    # ------------------------------------------------------------------ identities
+    async def review_token(self, token: str, audiences: tuple[str, ...]) -> TokenReview:
+        """Who a bearer token is, by the API server's TokenReview, valid for one of `audiences`
+        (the token itself is never logged)."""
+        body = k.V1TokenReview(spec=k.V1TokenReviewSpec(token=token, audiences=list(audiences)))
+        review = await self._call(
+            "create_token_review", lambda: self.authentication.create_token_review(body)
+        )
+        return TokenReview.from_model(review)
 
     # ------------------------------------------------------------------ deployments
     async def get_deployment(self, namespace: str, name: str) -> Deployment | None:

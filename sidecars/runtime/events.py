@@ -9,6 +9,8 @@ from typing import Literal, Protocol
 
 import structlog
 
+from sidecars.runtime.redact import Redactor
+
 EventType = Literal["Normal", "Warning"]
 
 
@@ -26,3 +28,15 @@ class LogEventSink:
     async def emit(self, reason: str, message: str, type: EventType = "Normal") -> None:
         level = self._log.warning if type == "Warning" else self._log.info
         level("event", reason=reason, message=message, event_type=type)
+
+
+class RedactingEventSink:
+    """Another sink's events with secret values out of their messages (runtime.redact): a
+    rejection's reason may quote the config line that holds a password."""
+
+    def __init__(self, inner: EventSink, redactor: Redactor) -> None:
+        self.inner = inner
+        self.redactor = redactor
+
+    async def emit(self, reason: str, message: str, type: EventType = "Normal") -> None:
+        await self.inner.emit(reason, self.redactor.text(message), type)

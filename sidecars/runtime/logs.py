@@ -14,6 +14,8 @@ from typing import Any, TextIO
 
 import structlog
 
+from sidecars.runtime import redact
+
 
 def _stderr_logger(*_: object) -> structlog.PrintLogger:
     return structlog.PrintLogger(file=sys.stderr)
@@ -44,6 +46,7 @@ def configure(*, json: bool | None = None, level: str = "info") -> None:
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
+        redact.log_processor,  # a reason may quote a config line with a password in it
     ]
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)

@@ -165,6 +165,18 @@ class SlurmClient:
         r = await self.run("scontrol", "-o", "-d", "show", "job")
         return textformat.jobs(r.stdout)
 
+    async def job(self, job_id: int) -> Job | None:
+        """One job, or None when the controller no longer (or never) knew it: one job's text, at any
+        queue length (the whole queue as JSON takes seconds at 10,000 jobs)."""
+        try:
+            r = await self.run("scontrol", "-o", "-d", "show", "job", str(job_id))
+        except SlurmCommandError as exc:
+            if "invalid job id" in exc.message.lower():
+                return None
+            raise
+        found = [j for j in textformat.jobs(r.stdout) if j.job_id == job_id]
+        return found[0] if found else None
+
     async def job_summaries(self) -> list[Job]:
         """Pending and running jobs in brief (no names, users or GPU indices): one `squeue` call whose
         output stays small at any fleet size. For readers that poll the whole cluster often."""
@@ -314,6 +326,11 @@ class SlurmClient:
             f"users={users}",
             *extra,
         )
+
+    async def reservation_comments(self) -> bool:
+        """Whether a reservation can carry a comment: 23.02 added it (22.05 answers `scontrol create
+        reservation comment=...` with "Unknown parameter ... No reservation created")."""
+        return (await self.version()).at_least(23, 2)
 
     async def delete_reservation(self, name: str) -> None:
         await self.run("scontrol", "delete", f"reservation={name}")

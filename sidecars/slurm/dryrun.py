@@ -20,13 +20,15 @@ import re
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import structlog
 
+from sidecars.slurm.errors import SlurmError
 from sidecars.slurm.runner import SlurmMetrics, run, spawn
 
 log = structlog.get_logger(__name__)
@@ -35,36 +37,60 @@ Isolation = Literal["netns", "ports"]
 
 NETNS_UNAVAILABLE = 97  # the namespace helper's exit status when unshare() is not permitted
 
-# argv[1] is config-sync's pid, argv[2] "netns" or "plain", argv[3:] the command to exec: first bound
-# to die with its parent (PR_SET_PDEATHSIG: a config-sync killed mid-run leaves no throwaway behind;
-# a parent already gone before that is told by the pid, not by "the parent is 1": in a container
-# config-sync itself is pid 1), then, for "netns", in a new network namespace with a working loopback
+# argv[1] is config-sync's pid, argv[2] "netns" or "plain", argv[3] "PORT:FILE" or "-", argv[4:] the
+# command to exec: first bound to die with its parent (PR_SET_PDEATHSIG: a config-sync killed mid-run
+# leaves no throwaway behind; a parent already gone before that is told by the pid, not by "the parent
+# is 1": in a container config-sync itself is pid 1), then, for "netns", in a new network namespace with
+# a working loopback. With PORT:FILE a child stays behind in that namespace, bound to die with the
+# command, and creates FILE once 127.0.0.1:PORT accepts a connection: slurmctld opens its RPC port after
+# the initialisation it does once primary (the namespace is closed to config-sync itself)
 HELPER = """
-import ctypes, fcntl, os, socket, struct, sys
+import ctypes, fcntl, os, socket, struct, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl(1, 9)
 if os.getppid() != int(sys.argv[1]):
     sys.stderr.write("config-sync (pid " + sys.argv[1] + ") is gone\\n")
     sys.exit(1)
 del sys.argv[1]
-if sys.argv[1] == "plain":
-    os.execvp(sys.argv[2], sys.argv[2:])
-if libc.unshare(0x40000000) != 0:
-    err = ctypes.get_errno()
-    uid, gid = os.geteuid(), os.getegid()
-    # unprivileged: a user namespace mapping only ourselves, which owns the network namespace
-    if uid == 0 or libc.unshare(0x10000000 | 0x40000000) != 0:
-        sys.stderr.write("unshare(CLONE_NEWNET): " + os.strerror(err) + "\\n")
-        sys.exit(97)
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
-        with open("/proc/self/" + name, "w") as f:
-            f.write(text)
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", 0x1 | 0x8 | 0x40))
-fcntl.ioctl(s, 0x8916, struct.pack("16s16s", b"lo:1",
-            struct.pack("=HH4s8x", socket.AF_INET, 0, socket.inet_aton("127.0.0.2"))))
-s.close()
-os.execvp(sys.argv[2], sys.argv[2:])
+mode, probe = sys.argv[1], sys.argv[2]
+del sys.argv[1:3]
+
+def answering(port, marker):
+    if os.fork() != 0:
+        return
+    try:
+        libc.prctl(1, 9)
+        while True:
+            with socket.socket() as s:
+                s.settimeout(0.5)
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    open(marker, "w").close()
+                    break
+            time.sleep(0.02)
+    finally:
+        os._exit(0)
+
+if mode == "netns":
+    if libc.unshare(0x40000000) != 0:
+        err = ctypes.get_errno()
+        uid, gid = os.geteuid(), os.getegid()
+        # unprivileged: a user namespace mapping only ourselves, which owns the network namespace
+        if uid == 0 or libc.unshare(0x10000000 | 0x40000000) != 0:
+            sys.stderr.write("unshare(CLONE_NEWNET): " + os.strerror(err) + "\\n")
+            sys.exit(97)
+        maps = (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1"))
+        for name, text in maps:
+            with open("/proc/self/" + name, "w") as f:
+                f.write(text)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", 0x1 | 0x8 | 0x40))
+    fcntl.ioctl(s, 0x8916, struct.pack("16s16s", b"lo:1",
+                struct.pack("=HH4s8x", socket.AF_INET, 0, socket.inet_aton("127.0.0.2"))))
+    s.close()
+if probe != "-":
+    port, marker = probe.split(":", 1)
+    answering(int(port), marker)
+os.execvp(sys.argv[1], sys.argv[1:])
 """
 
 PRIMARY = "Running as primary controller"
@@ -79,15 +105,20 @@ _FATAL = re.compile(r"\bfatal\b", re.IGNORECASE)
 _ERROR = re.compile(r"\berror\b", re.IGNORECASE)
 _NOISE = re.compile(
     r"pmix|MPI:|Could not open .* state file|NOTE: Trying backup state|No .* state file .* to recover"
-    r"|specified more than once",  # the dry run's own lines, appended to override the candidate's
+    r"|specified more than once"  # the dry run's own lines, appended to override the candidate's
+    r"|slurm_receive_msg \[127\.0\.0\.1:\d+\]: Zero Bytes",  # its probe of the port, which sends nothing
     re.IGNORECASE,
 )
 
 
-def helper_argv(argv: Sequence[str], isolation: Isolation) -> list[str]:
-    """`argv` bound to die with this process and, for netns, in a network namespace of its own."""
+def helper_argv(
+    argv: Sequence[str], isolation: Isolation, answering: tuple[int, Path] | None = None
+) -> list[str]:
+    """`argv` bound to die with this process and, for netns, in a network namespace of its own; with
+    `answering` (port, file), the file appears once something there accepts on 127.0.0.1:port."""
     mode = "netns" if isolation == "netns" else "plain"
-    return [sys.executable, "-I", "-S", "-c", HELPER, str(os.getpid()), mode, *argv]
+    probe = "-" if answering is None else f"{answering[0]}:{answering[1]}"
+    return [sys.executable, "-I", "-S", "-c", HELPER, str(os.getpid()), mode, probe, *argv]
 
 
 async def netns_available(metrics: SlurmMetrics | None = None) -> bool:
@@ -118,14 +149,68 @@ def free_port() -> int:
 
 @dataclass(frozen=True, slots=True)
 class Trial:
-    started: bool  # it became the primary controller and was still up `stay` seconds later
+    started: bool  # it became the primary, answered on its port and was still up `stay` seconds later
     reason: str  # why not, in Slurm's words (its fatal and the errors just before it)
-    log: str  # what it wrote, log file and stderr (bounded)
+    log: str  # what it wrote last, log file and stderr (bounded)
     seconds: float  # from spawn to verdict
     isolation: Isolation
+    kept: tuple[str, ...] = ()  # every log line the caller's `keep` chose, from the whole log
+
+
+class LogFollower:
+    """A log read as it grows, every line once, however long it gets: the verdict must not depend
+    on where a line falls (at 10,000 jobs slurmctld writes megabytes before it says "primary")."""
+
+    def __init__(
+        self, path: Path, keep: Callable[[str], bool] | None = None, *, tail_lines: int = 400
+    ) -> None:
+        self.path = path
+        self.keep = keep
+        self.kept: list[str] = []
+        self.tail: deque[str] = deque(maxlen=tail_lines)
+        self.primary = False
+        self.bytes_read = 0
+        self._partial = b""
+
+    def poll(self) -> None:
+        """Read what was appended since the last call (a line not yet ended waits for its end)."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.bytes_read)
+                chunk = f.read()
+        except OSError:
+            return
+        if not chunk:
+            return
+        self.bytes_read += len(chunk)
+        lines = (self._partial + chunk).split(b"\n")
+        self._partial = lines.pop()
+        for raw in lines:
+            self._line(raw.decode("utf-8", "replace"))
+
+    def finish(self) -> None:
+        """The last line, even unended (the process is gone: nothing more will come)."""
+        self.poll()
+        if self._partial:
+            self._line(self._partial.decode("utf-8", "replace"))
+            self._partial = b""
+
+    def _line(self, line: str) -> None:
+        self.tail.append(line)
+        if PRIMARY in line:
+            self.primary = True
+        if self.keep is not None and len(self.kept) < MAX_KEPT_LINES and self.keep(line):
+            self.kept.append(line)
+
+    def text(self) -> str:
+        return "\n".join(self.tail)
+
+
+MAX_KEPT_LINES = 200_000  # a bound on memory, far above one line per job of the largest state
 
 
 def _read(path: Path, limit: int = 512 * 1024) -> str:
+    """The start of a small file (the throwaway's stderr: a few lines before its log is open)."""
     try:
         with open(path, "rb") as f:
             return f.read(limit).decode("utf-8", "replace")
@@ -160,24 +245,35 @@ async def try_controller(
     log_file: Path,
     stderr_file: Path,
     isolation: Isolation,
+    port: int | None = None,
     stay: float = 0.2,
     timeout: float = 15.0,
+    keep: Callable[[str], bool] | None = None,
     metrics: SlurmMetrics | None = None,
 ) -> Trial:
-    """Start `argv` (a `slurmctld -D -f FILE` command line), wait for it to be the primary and to stay
-    up `stay` seconds, or to die; kill it in every case (the caller removes its files)."""
-    full = helper_argv(argv, isolation)
+    """Start `argv` (a `slurmctld -D -f FILE` command line) and wait until it is the primary, answers
+    on `port` (it opens it only after what it initialises once primary: 22.05's priority plugin, for
+    one, can still be fatal there) and stays up `stay` seconds more; or until it died. Kill it in every
+    case (the caller removes its files). Its whole log is read as it grows; the lines `keep` chooses
+    come back in `Trial.kept`."""
+    marker = log_file.with_name(f"{log_file.name}.answering")
+    full = helper_argv(argv, isolation, None if port is None else (port, marker))
     started = time.monotonic()
+    follower = LogFollower(log_file, keep)
 
     def text() -> str:
-        return _read(log_file) + "\n" + _read(stderr_file)
+        return follower.text() + "\n" + _read(stderr_file)
+
+    def trial(ok: bool, why: str, now: float) -> Trial:
+        return Trial(ok, why, text()[-20000:], now - started, isolation, tuple(follower.kept))
 
     async with spawn(full, stdout=stderr_file, metrics=metrics) as proc:
-        primary_at: float | None = None
+        up_at: float | None = None  # primary, and answering when a port is watched
         while True:
             now = time.monotonic()
             if proc.returncode is not None:
                 await asyncio.sleep(0.05)  # its last words may still be on their way to the file
+                follower.finish()
                 words = text()
                 why = slurm_words(words)
                 if proc.returncode == NETNS_UNAVAILABLE and isolation == "netns":
@@ -185,19 +281,33 @@ async def try_controller(
                 if not why:
                     said = last_words(words)
                     why = f"slurmctld exited with status {proc.returncode}" + (f" ({said})" if said else "")
-                return Trial(False, why, words[-20000:], now - started, isolation)
-            if primary_at is None and PRIMARY in _read(log_file):
-                primary_at = now
-            if primary_at is not None and now - primary_at >= stay:
-                return Trial(True, "", text()[-20000:], now - started, isolation)
-            if primary_at is None and now - started >= timeout:
-                words = text()
-                why = slurm_words(words) or "no error logged"
-                return Trial(
-                    False,
-                    f"slurmctld did not become the primary controller within {timeout:g}s ({why})",
-                    words[-20000:],
-                    now - started,
-                    isolation,
+                if follower.primary:
+                    why = f"after it became the primary controller: {why}"
+                return trial(False, why, now)
+            follower.poll()
+            if up_at is None and follower.primary and (port is None or marker.exists()):
+                up_at = now
+            if up_at is not None and now - up_at >= stay:
+                follower.poll()  # what it wrote up to the verdict, for the caller's job effects
+                return trial(True, "", now)
+            if up_at is None and now - started >= timeout:
+                why = slurm_words(text()) or "no error logged"
+                what = (
+                    f"became the primary controller but did not answer on its port within {timeout:g}s"
+                    if follower.primary
+                    else f"did not become the primary controller within {timeout:g}s"
                 )
+                return trial(False, f"slurmctld {what} ({why})", now)
             await asyncio.sleep(0.02)
+
+
+async def release_of(command: Sequence[str], metrics: SlurmMetrics | None = None) -> str:
+    """The release of the dry run's slurmctld, from `slurmctld -V` ("slurm 24.11.5" -> "24.11.5")."""
+    try:
+        result = await run([*command, "-V"], timeout=30.0, metrics=metrics, check=False)
+    except OSError as exc:  # not installed where config-sync runs
+        raise SlurmError([*command, "-V"], str(exc)) from None
+    words = (result.stdout or result.stderr).split()
+    if result.returncode != 0 or len(words) < 2:
+        raise SlurmError([*command, "-V"], result.stderr.strip()[-300:], result.returncode)
+    return words[-1]

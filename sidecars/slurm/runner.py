@@ -4,7 +4,6 @@ and, for a dry run, one Slurm daemon for the duration of a block (`spawn`)."""
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from sidecars.runtime import process
+from sidecars.slurm import naming
 from sidecars.slurm.errors import SlurmTimeout, SlurmUnreachable, classify
 
 log = structlog.get_logger(__name__)
@@ -29,7 +29,8 @@ class CommandResult:
 
 
 class SlurmMetrics:
-    """Every Slurm command this process ran, by command and result."""
+    """Every Slurm command this process ran, by command (its Slurm name: `naming.label`) and result.
+    A command line that runs no Slurm program is counted nowhere."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.commands = Counter(
@@ -46,7 +47,10 @@ class SlurmMetrics:
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
         )
 
-    def observe(self, command: str, result: str, seconds: float) -> None:
+    def observe(self, argv: Sequence[str], result: str, seconds: float) -> None:
+        command = naming.label(argv)
+        if command is None:
+            return
         self.commands.labels(command=command, result=result).inc()
         self.seconds.labels(command=command).observe(seconds)
 
@@ -61,14 +65,12 @@ async def run(
     stdin: bytes | None = None,
 ) -> CommandResult:
     """Run argv; raise a classified SlurmError on failure when `check`. The child never outlives us."""
-    command = os.path.basename(argv[0])
-    label = command if len(argv) < 2 or argv[1].startswith("-") else f"{command} {argv[1]}"
     started = time.monotonic()
     try:  # a timed-out or cancelled command's whole process group is killed (runtime.process)
         done = await process.run(argv, timeout=timeout, env=env, stdin=stdin)
     except process.ProcessTimeout:
         if metrics:
-            metrics.observe(label, "timeout", time.monotonic() - started)
+            metrics.observe(argv, "timeout", time.monotonic() - started)
         raise SlurmTimeout(argv, f"no answer within {timeout:g}s", None) from None
     seconds = done.seconds
     result = CommandResult(
@@ -81,13 +83,13 @@ async def run(
     if result.returncode != 0:
         error = classify(argv, result.returncode, result.stderr, result.stdout)
         if metrics:
-            metrics.observe(label, "unreachable" if isinstance(error, SlurmUnreachable) else "error", seconds)
+            metrics.observe(argv, "unreachable" if isinstance(error, SlurmUnreachable) else "error", seconds)
         if check:
             raise error
         return result
     if metrics:
-        metrics.observe(label, "ok", seconds)
-    log.debug("slurm_command", command=label, seconds=round(seconds, 4))
+        metrics.observe(argv, "ok", seconds)
+    log.debug("slurm_command", command=naming.label(argv) or argv[0], seconds=round(seconds, 4))
     return result
 
 
@@ -101,7 +103,6 @@ async def spawn(
 ) -> AsyncIterator[process.Child]:
     """A long-running Slurm daemon for the duration of the block (its output appended to `stdout`).
     However the block ends (cancellation included), its whole process group is killed and reaped."""
-    command = os.path.basename(argv[0])
     started = time.monotonic()
     with open(stdout, "ab") as out:
         child = await process.start(argv, env=env, stdout=out, stderr=out)
@@ -111,4 +112,4 @@ async def spawn(
         exited = child.returncode is not None
         await child.kill()  # the group may outlive its leader (slurmscriptd): killed either way
         if metrics:
-            metrics.observe(f"{command} (spawned)", "exited" if exited else "ok", time.monotonic() - started)
+            metrics.observe(argv, "exited" if exited else "ok", time.monotonic() - started)

@@ -31,7 +31,8 @@ async def read_control_plane(
     are kept and the order is None with its error (whatever could be read is still printed)."""
     assert settings.control_plane is not None and settings.token is not None
     base = settings.control_plane
-    async with ControlPlane(url=base, token=settings.token, timeout=settings.timeout).session() as session:
+    cp = ControlPlane(url=base, token=settings.token, timeout=settings.timeout, tls=settings.tls)
+    async with cp.session() as session:
         nodes = await get_json(session, f"{base}/v1/nodes", "control plane")
         try:
             if not isinstance(nodes, list):
@@ -59,7 +60,7 @@ async def _planned(session: aiohttp.ClientSession, base: str) -> list[str]:
         for window in windows["windows"]:
             lines += maintenance_cli.render(window)
         upgrade = await get_json(session, f"{base}/v1/upgrade", "control plane")
-        if upgrade.get("upgrade"):
+        if upgrade.get("upgrade") or upgrade.get("unavailable"):
             lines += upgrade_cli.render(upgrade)
     except (SourceError, KeyError, TypeError, AttributeError) as exc:
         lines.append(f"(unavailable: {exc})")

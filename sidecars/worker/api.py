@@ -15,6 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
+from sidecars.runtime.http import ServerLimits, body_deadline
 from sidecars.worker.drain import Drainer
 
 DRAINER: web.AppKey[Drainer] = web.AppKey("drainer", Drainer)
@@ -28,7 +29,7 @@ def _bad(message: str) -> web.Response:
 
 async def post_drain(request: web.Request) -> web.Response:
     try:
-        body: Any = await request.json() if request.can_read_body else {}
+        body: Any = await request.json() if request.body_exists else {}
     except ValueError:
         return _bad("body is not JSON")
     if not isinstance(body, dict):
@@ -64,10 +65,15 @@ async def get_drain(request: web.Request) -> web.Response:
 
 
 def app(
-    drainer: Drainer, wake: asyncio.Event, refused: Callable[[], str | None] = lambda: None
+    drainer: Drainer,
+    wake: asyncio.Event,
+    refused: Callable[[], str | None] = lambda: None,
+    limits: ServerLimits | None = None,
 ) -> web.Application:
     """`refused()`: why this pod must not drain the node (it does not hold it), or None."""
-    application = web.Application(client_max_size=16 * 1024)
+    size = 16 * 1024
+    body_seconds = (limits or ServerLimits()).body_seconds
+    application = web.Application(client_max_size=size, middlewares=[body_deadline(body_seconds, size)])
     application[DRAINER] = drainer
     application[WAKE] = wake
     application[REFUSED] = refused

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import aiohttp
@@ -21,13 +21,22 @@ class ControlPlaneClient:
     """The agent's side of the control plane's `/v1/nodes/{name}` API."""
 
     def __init__(
-        self, session: aiohttp.ClientSession, url: str, token: str, name: str, timeout: float = 5.0
+        self,
+        session: aiohttp.ClientSession,
+        url: str,
+        token: Callable[[], str],
+        name: str,
+        timeout: float = 5.0,
     ) -> None:
         self.session = session
         self.url = url.rstrip("/")
         self.name = name
         self.timeout = timeout
-        self._headers = {"Authorization": f"Bearer {token}"}
+        self._token = token  # asked at every request: a projected ServiceAccount token rotates
+
+    @property
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._token()}"}
 
     async def _call(self, coro: Awaitable[T]) -> T:
         try:

@@ -24,6 +24,7 @@ from sidecars.runtime.events import EventSink, LogEventSink
 from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, serve, serve_unix
 from sidecars.runtime.tasks import RootTasks, until_stopped
+from sidecars.runtime.tokenfile import TokenFile
 from sidecars.slurm import RetryPolicy, SlurmClient, SlurmError, SlurmMetrics
 from sidecars.worker import api, naming, trusted
 from sidecars.worker.claim import ClaimCheck
@@ -209,21 +210,28 @@ class Agent:
             self.mapping.reconcile({})
         async with contextlib.AsyncExitStack() as stack:
             self.slurmd_health.session = await stack.enter_async_context(aiohttp.ClientSession())
-            if s.control_plane and s.token:
-                session = await stack.enter_async_context(aiohttp.ClientSession())
-                cp = ControlPlaneClient(session, s.control_plane, s.token, s.node_name)
+            if s.control_plane and s.token_file:
+                # idle connections dropped before the server's keep-alive bound (--http-header-seconds,
+                # 10 s) drops them: a request never goes out on one the server is closing
+                connector = aiohttp.TCPConnector(ssl=s.control_plane_tls or True, keepalive_timeout=5)
+                session = await stack.enter_async_context(aiohttp.ClientSession(connector=connector))
+                cp = ControlPlaneClient(session, s.control_plane, TokenFile(s.token_file).value, s.node_name)
                 self.source.attach(
                     cp, retry_seconds=min(s.poll_seconds, 5.0), on_fallback=self.metrics.fallbacks.inc
                 )
                 self.slurmd_health.read_record = False  # coordinated: no Slurm query of its own
             self.http_port = await stack.enter_async_context(
-                serve(self.http().app(), s.http_host, s.http_port)
+                serve(self.http().app(limits=s.http_limits), s.http_host, s.http_port, s.http_limits)
             )
             wake = asyncio.Event()
             # checked again right before the bind: the directory must still be ours
             trusted.check_dirs({"--socket": s.socket_path.parent})
             await stack.enter_async_context(
-                serve_unix(api.app(self.drainer, wake, self._refused), str(s.socket_path))
+                serve_unix(
+                    api.app(self.drainer, wake, self._refused, s.http_limits),
+                    str(s.socket_path),
+                    s.http_limits,
+                )
             )
             if self.claim is not None and not await self.claim.wait_held(stop, self.events):
                 log.info("worker_stopped", claimed=False)

@@ -6,13 +6,15 @@ import argparse
 import os
 import shlex
 import socket
+import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sidecars.kube import topology
 from sidecars.kube.nodename import ANNOTATION, SOURCES, is_node_name
 from sidecars.kube.topology import TopologySpec
+from sidecars.runtime import http
 from sidecars.runtime.settings import ConfigError, flag, http_url, parse_addr, positive, read_token
 from sidecars.slurm import REASON_PREFIX
 from sidecars.worker import trusted
@@ -30,7 +32,10 @@ class WorkerSettings:
     pod_namespace: str
     pod_name: str
     control_plane: str | None = None
-    token: str | None = None
+    # this pod's projected ServiceAccount token (audience slurm-sidecars), re-read as it rotates
+    token_file: Path | None = None
+    control_plane_tls: ssl.SSLContext | None = None  # the CA to trust for an https control plane
+    http_limits: http.ServerLimits = field(default_factory=http.ServerLimits)
     job_mapping_dir: Path | None = None
     registration_timeout: float = 120.0
     slurmd_restart_command: tuple[str, ...] = ()  # empty: signal the slurmd process if visible
@@ -102,7 +107,14 @@ def configure(p: argparse.ArgumentParser) -> None:
         p, "--state-dir", help="pod-lifetime directory for the drain record (default: the socket's directory)"
     )
     flag(p, "--control-plane", help="control plane base URL (coordinated mode)")
-    flag(p, "--token-file", help="bearer token for the control plane")
+    flag(
+        p,
+        "--token-file",
+        help="this pod's projected ServiceAccount token for the control plane (re-read as the kubelet "
+        "rotates it)",
+    )
+    flag(p, "--ca-file", default=None, help="CA certificate(s) to trust for an https control plane")
+    http.configure_limits(p)
     flag(p, "--job-mapping-dir", help="keep dcgm-exporter GPU-index -> job id files here")
     flag(p, "--registration-timeout-seconds", default="120", help="slurmd must register within this")
     flag(
@@ -158,10 +170,11 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         raise ConfigError(f"--socket: path longer than 100 characters: {sock}")
     if not sock.parent.is_dir():
         raise ConfigError(f"--socket: directory {sock.parent} does not exist")
-    control_plane = token = None
+    control_plane = token_file = None
     if args.control_plane:
         control_plane = http_url(args.control_plane, "--control-plane")
-        token = read_token(args.token_file)
+        read_token(args.token_file)  # readable and not empty now: exit 2 at start, not a 401 later
+        token_file = Path(args.token_file)
     try:
         restart = tuple(shlex.split(args.slurmd_restart_command or ""))
     except ValueError as exc:
@@ -194,7 +207,9 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         pod_namespace=env.get("POD_NAMESPACE") or "default",
         pod_name=env.get("POD_NAME") or socket.gethostname(),
         control_plane=control_plane,
-        token=token,
+        token_file=token_file,
+        control_plane_tls=http.client_tls(args.ca_file),
+        http_limits=http.limits_from(args),
         job_mapping_dir=mapping,
         registration_timeout=positive(args.registration_timeout_seconds, "--registration-timeout-seconds"),
         slurmd_restart_command=restart,

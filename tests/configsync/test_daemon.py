@@ -111,9 +111,11 @@ async def test_the_command_serves_status_and_exits_0_on_sigterm(cluster: DevClus
         st = await cmd.get("/status")
         metrics = await cmd.get("/metrics")
         keys = {"applied", "rejected", "restart_required", "pending", "held_for_jobs", "dry_run", "workers"}
+        keys.add("restored")  # what config-guard (or config-sync at its start) put back, if anything
         assert set(st) == keys
         assert set(st["applied"]) == {"generation", "sha256", "at", "forced"}
         assert st["applied"]["generation"] == 1 and st["applied"]["forced"] is None
+        assert st["restored"] is None
         assert 'slurm_sidecars_config_applies_total{result="rolled_back"} 0.0' in metrics
     finally:
         cmd.proc.send_signal(signal.SIGTERM)

@@ -1,10 +1,11 @@
 """Never restart on a bad set: a slurmctld that starts at any moment of a failing apply reads a set
 it can run on, the last known good one.
 
-With the dry run a set slurmctld cannot start on is refused before it is staged: the files on disk
-never hold it, and the window is zero. Only a set that passed the dry run and then failed the
-verification is ever on disk unverified, and then only until the rollback (measured below; a set
-slurmctld could start on, by the dry run's proof).
+With the dry run a set slurmctld cannot start on is usually refused before it is staged. But the
+dry run is not counted on: a set that passed it and then kills slurmctld is on disk unverified until
+the rollback. So the window is closed by construction: config-sync marks a set unverified from its
+swap until its verification ends, and `slurm-sidecars config-guard`, run by slurmctld's entrypoint,
+puts the last verified set back before slurmctld reads the files (stage.py, guard.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ import time
 
 import pytest
 
+from sidecars.cli import self_argv
 from sidecars.devcluster import DevCluster
+from sidecars.runtime import process
+from sidecars.runtime.waits import within
 from tests.configsync.harness import config_sync, set_sha
 from tests.configsync.test_rollback import parser_only
 
@@ -54,7 +58,7 @@ async def test_without_the_dry_run_the_window_is_the_verification(cluster: DevCl
     swaps: list[float] = []
 
     def checkpoint(step: str) -> None:
-        if step == "swapped":
+        if step in ("swapped", "restored"):  # the set in, and the good one back
             swaps.append(time.monotonic())
 
     async with config_sync(cluster, validator_factory=parser_only, checkpoint=checkpoint) as sync:
@@ -72,3 +76,56 @@ async def test_without_the_dry_run_the_window_is_the_verification(cluster: DevCl
         )
         await cluster.start_slurmctld()  # the container's restart, on the rolled-back files
         assert (await cluster.client().ping()).up
+
+
+async def container_start(cluster: DevCluster, target: str) -> str:
+    """What slurmctld's container does when it (re)starts: the image's entrypoint runs the guard,
+    then execs slurmctld on whatever the target holds. Returns what the guard said."""
+    done = await process.run(self_argv("config-guard", "--target", target), timeout=60, merge_stderr=True)
+    assert done.returncode == 0, done.text()
+    await cluster.start_slurmctld()  # raises if slurmctld dies at start
+    return done.text()
+
+
+@pytest.mark.timeout(600)
+async def test_a_restart_at_any_instant_of_a_killing_apply_reads_the_last_good_set(
+    cluster: DevCluster,
+) -> None:
+    """Without the dry run a set that kills slurmctld reaches the disk and the live slurmctld. A
+    restart at a random instant from its swap (before the reconfigure, during the verification,
+    after slurmctld died of it, after the rollback) must always come up on the good set, and no
+    job may be lost."""
+    job = await cluster.sbatch(wrap="sleep 900")
+    await cluster.wait_job(job, "RUNNING")
+    rng = random.Random(20261201)
+    swapped = asyncio.Event()
+
+    def checkpoint(step: str) -> None:
+        if step == "swapped":
+            swapped.set()
+
+    restored_by_guard = 0
+    async with config_sync(cluster, validator_factory=parser_only, checkpoint=checkpoint) as sync:
+        good = sync.target_sha()
+        target = str(sync.settings.target)
+        for i in range(6):
+            swapped.clear()
+            bad = {**sync.good(), "slurm.conf": sync.good()["slurm.conf"] + KILLER + f"# try {i}\n".encode()}
+            sync.config.write(bad)
+            await within(swapped.wait(), 30)  # the unverified set is on disk from here
+            await asyncio.sleep(rng.uniform(0.0, 2.5))  # the instant of the "container restart"
+            await cluster.stop_slurmctld(crash=True)  # dead already when the set killed it
+            said = await container_start(cluster, target)
+            restored_by_guard += "put generation" in said
+            config = await cluster.client().show_config()
+            assert "foo" not in config.get("Licenses", ""), f"try {i}: slurmctld runs the killing set"
+            st = await sync.wait(set_sha(bad), key="rejected", within=60.0)
+            assert sync.target_sha() == good == st["applied"]["sha256"], f"try {i}"
+            assert (await cluster.client().ping()).up
+            if "put generation" in said:  # config-sync saw and said what the guard did
+                assert "config-guard put generation" in st["rejected"]["reason"], st["rejected"]
+                assert st["restored"] is not None and st["restored"]["by"] == "config-guard"
+        job_now = await cluster.wait_job(job, {"RUNNING", "PENDING"})
+        assert job_now.state == "RUNNING" or cluster.release.short == "22.05", job_now
+    print(f"{cluster.release}: the guard put the good set back at {restored_by_guard} of 6 restarts")
+    assert restored_by_guard >= 1  # the instants drawn include some inside the window

@@ -20,7 +20,8 @@ from sidecars.slurm import RetryPolicy
 from tests.fakekube import configuration
 from tests.helpers import eventually
 
-TOKEN = "s3cret-token-for-tests-5d1e8a0c93b7f"
+TOKEN = "s3cret-token-for-tests-5d1e8a0c93b7f"  # the operator's
+VIEWER = "viewer-token-for-tests-8c2e4a6f1b3d5079"
 T = TypeVar("T")
 
 
@@ -29,6 +30,7 @@ def settings(**overrides: Any) -> ControlPlaneSettings:
         host="127.0.0.1",
         port=0,
         token=TOKEN,
+        viewer_token=VIEWER,
         interval_seconds=0.3,
         fast_interval_seconds=0.1,
         batch_window_seconds=0.2,

@@ -18,17 +18,21 @@ from tests.helpers import eventually
 
 pytestmark = pytest.mark.cluster(nodes=1)
 CLI = str(Path(sys.executable).parent / "slurm-sidecars")
-TOKEN = "tok-123-5e0b8c7d1a9f2e4b6c3d"
+TOKEN = "tok-123-5e0b8c7d1a9f2e4b6c3d-0f9e8d7c"
+VIEWER = "viewer-456-a1b2c3d4e5f60718293a-4b5c6d7e"
 
 
 @pytest.mark.releases("slurm24")  # the process's life is ours, not Slurm's
 async def test_serves_until_sigterm_then_exits_0(cluster: DevCluster, tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text(f"{TOKEN}\n")
+    viewer = tmp_path / "viewer"
+    viewer.write_text(f"{VIEWER}\n")
     port = free_port()
     env = {
         **cluster.env,
         "SIDECARS_TOKEN_FILE": str(token),
+        "SIDECARS_VIEWER_TOKEN_FILE": str(viewer),
         "SIDECARS_KUBERNETES": "off",
         "SIDECARS_INTERVAL_SECONDS": "0.5",
     }
@@ -59,7 +63,7 @@ async def test_serves_until_sigterm_then_exits_0(cluster: DevCluster, tmp_path: 
         proc.send_signal(signal.SIGTERM)
         _, err = await within(proc.communicate(), 10)
         assert proc.returncode == 0
-        assert TOKEN.encode() not in err  # the token is never logged
+        assert TOKEN.encode() not in err and VIEWER.encode() not in err  # no token is ever logged
     finally:
         if proc.returncode is None:
             proc.kill()
@@ -68,20 +72,18 @@ async def test_serves_until_sigterm_then_exits_0(cluster: DevCluster, tmp_path: 
 
 async def test_bad_configuration_exits_2(tmp_path: Path) -> None:
     token = tmp_path / "token"
-    token.write_text("t0ken-9a4c1e7b2d5f8036e1b7\n")
-    for argv in (
+    token.write_text(f"{TOKEN}\n")
+    viewer = tmp_path / "viewer"
+    viewer.write_text(f"{VIEWER}\n")
+    operator = ["control-plane", "--http", "127.0.0.1:0", "--token-file", str(token)]
+    for given in (
         ["control-plane", "--http", "127.0.0.1:0", "--token-file", str(tmp_path / "missing")],
         ["control-plane", "--http", "nope", "--token-file", str(tmp_path / "missing")],
-        # the web page's settings: a viewer token that cannot be read, config-sync not as a URL
-        [
-            "control-plane",
-            "--http",
-            "127.0.0.1:0",
-            "--token-file",
-            str(token),
-            "--viewer-token-file",
-            "/nope",
-        ],
+        # the web page's settings: no viewer token, one that cannot be read, the operator's again,
+        # config-sync not as a URL
+        operator,
+        [*operator, "--viewer-token-file", str(token)],
+        [*operator, "--viewer-token-file", "/nope"],
         [
             "control-plane",
             "--http",
@@ -97,6 +99,9 @@ async def test_bad_configuration_exits_2(tmp_path: Path) -> None:
         # a renewal period the leader would step down before reaching (2/3 of the lease)
         ["control-plane", "--http", "127.0.0.1:0", "--token-file", str(token), "--renew-seconds", "10"],
     ):
+        argv = given
+        if "--viewer-token-file" not in given and len(given) > 5:  # refused for what else it says
+            argv = [*given, "--viewer-token-file", str(viewer)]
         proc = await asyncio.create_subprocess_exec(
             CLI, *argv, stderr=asyncio.subprocess.PIPE, env={**os.environ, "SIDECARS_KUBERNETES": "off"}
         )

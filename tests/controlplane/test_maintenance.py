@@ -19,7 +19,6 @@ from sidecars.runtime.waits import within
 from tests.controlplane.conftest import TOKEN, Running, control_plane, eventually
 from tests.fakekube import FakeKube
 
-pytestmark = pytest.mark.releases("slurm24", "slurm26")
 CLI = str(Path(sys.executable).parent / "slurm-sidecars")
 
 
@@ -56,8 +55,13 @@ async def test_a_window_ahead_of_time_keeps_a_long_job_off_and_lets_a_short_one_
         )
         assert status == 201, text
         resv = {r.name: r for r in await cluster.client().reservations()}
-        ours = resv[RESERVATION_PREFIX + "fw"]
-        assert ours.nodes == ("n1",) and "MAINT" in ours.flags and ours.comment == "BIOS update"
+        ours = resv[(await window(cp, "fw"))["reservation"]]
+        assert ours.nodes == ("n1",) and "MAINT" in ours.flags
+        # the reason is kept in Slurm: in the comment where a reservation has one, else in its name
+        if cluster.release.version.startswith("22."):
+            assert ours.name == RESERVATION_PREFIX + "fw.BIOS%20update" and not ours.comment
+        else:
+            assert ours.name == RESERVATION_PREFIX + "fw" and ours.comment == "BIOS update"
         assert ours.end is not None and ours.start is not None and ours.end - ours.start == 3600
         long = await cluster.sbatch("-w", "n1", "-t", "60", wrap="sleep 300")  # would run into the window
         short = await cluster.sbatch("-w", "n1", "-t", "2", wrap="sleep 300")  # ends before it starts
@@ -136,7 +140,7 @@ async def test_a_busy_node_waits_a_restart_loses_nothing_and_the_end_restores_on
         # an admin's reservation elsewhere is never ours to remove
         await client.create_reservation("admin-hold", ["n2"], start="now+7200", duration="60")
         # the window ends as Slurm ends it: the reservation goes, our drains are undone
-        await client.run("scontrol", "update", f"reservation={RESERVATION_PREFIX}racks", "endtime=now")
+        await client.run("scontrol", "update", f"reservation={body['reservation']}", "endtime=now")
         await cluster.wait_nodes(
             lambda ns: not any(n.state.drain for n in ns if n.name in {"n1", "n2"}), what="ours undrained"
         )
@@ -167,6 +171,8 @@ async def test_bad_windows_are_refused_and_change_nothing(cluster: DevCluster, t
             "zero": ({**good, "name": "x", "start": "now", "duration": "0m"}, 409, "at least 1m"),
             "no offset": ({**good, "name": "x", "start": "2030-01-01T00:00:00"}, 409, "offset"),
             "hostlist": ({**good, "name": "x", "nodes": "n[1-"}, 409, "hostlist"),
+            # 18 characters for 10^9 names: refused from its size, before anything is expanded
+            "huge": ({**good, "name": "x", "nodes": "n[0-999][0-999999]"}, 409, "more than 100000"),
             "kube name": ({**good, "name": "k8s-node-a"}, 409, "Kubernetes"),
             "reason": ({**good, "name": "x", "reason": "a=b"}, 409, "reason"),
             "missing": ({"nodes": "n2"}, 422, "missing"),
@@ -174,8 +180,11 @@ async def test_bad_windows_are_refused_and_change_nothing(cluster: DevCluster, t
         for what, (body, code, words) in refused.items():
             status, text = await cp.post("/v1/maintenance", body)
             assert status == code and words in text, (what, status, text)
-        assert [r.name for r in await cluster.client().reservations()] == [RESERVATION_PREFIX + "one"]
+        one = (await window(cp, "one"))["reservation"]
+        assert one.startswith(RESERVATION_PREFIX + "one")
+        assert [r.name for r in await cluster.client().reservations()] == [one]
         assert (await cp.session.delete(cp.url + "/v1/maintenance/nope")).status == 404
+        assert (await cp.get("/livez"))[0] == 200
 
         # the command: one line on stderr and exit 2 for a refusal, 0 and a table when done
         token = tmp_path / "token"
@@ -207,7 +216,7 @@ async def test_bad_windows_are_refused_and_change_nothing(cluster: DevCluster, t
         assert code == 0 and {"one", "cli"} <= {line.split(" ")[0] for line in section.splitlines()}, out
         code, out, err = await run(base[0], "delete", "cli", *base[1:])
         assert code == 0, err
-        assert [r.name for r in await cluster.client().reservations()] == [RESERVATION_PREFIX + "one"]
+        assert [r.name for r in await cluster.client().reservations()] == [one]
         assert not any(n.state.drain for n in await cluster.client().nodes())
 
 
@@ -231,7 +240,7 @@ async def test_a_kubernetes_node_annotation_puts_its_worker_pods_nodes_in_a_wind
         )
         assert body[1]["nodes"] == ["n1", "n2"] and body[1]["source"] == "kubernetes"
         resv = {r.name: r for r in await client.reservations()}
-        ours = resv[RESERVATION_PREFIX + "k8s-kube-a-example"]
+        ours = resv[body[1]["reservation"]]
         assert ours.end is not None and abs(ours.end - (time.time() + 88 * 60)) < 120
         nodes = await client.nodes_named(["n1", "n2", "n3"])
         assert {n for n, v in nodes.items() if v.state.drain} == {"n1", "n2"}
@@ -248,3 +257,18 @@ async def test_a_kubernetes_node_annotation_puts_its_worker_pods_nodes_in_a_wind
             what="both refused",
         )
         assert await client.reservations() == []
+
+
+@pytest.mark.cluster(nodes=1)
+async def test_any_printable_reason_is_kept_by_slurm_on_every_release(cluster: DevCluster) -> None:
+    reason = "50% done. Ünïcode / swap (rack 3) & more"
+    async with control_plane(cluster) as cp:
+        body = {"name": "odd", "nodes": "n1", "start": rfc3339(3600), "duration": "1h", "reason": reason}
+        status, text = await cp.post("/v1/maintenance", body)
+        assert status == 201, text
+    # a new control plane knows the window from Slurm alone
+    async with control_plane(cluster, identity="cp-b") as cp:
+        read = await window(cp, "odd")
+        assert read["reason"] == reason and read["nodes"] == ["n1"]
+        assert (await cp.session.delete(cp.url + "/v1/maintenance/odd")).status == 200
+    assert await cluster.client().reservations() == []

@@ -9,10 +9,10 @@ import pytest
 
 from sidecars.devcluster import DevCluster
 from sidecars.slurm import Version
-from tests.controlplane.conftest import TOKEN, control_plane
+from tests.controlplane.conftest import control_plane
 from tests.fakekube import FakeKube
 from tests.helpers import eventually
-from tests.worker.agent_helpers import running_agent, settings_for
+from tests.worker.agent_helpers import running_agent, settings_for, token_file
 
 
 @pytest.mark.releases("slurm22", "slurm24")
@@ -32,7 +32,9 @@ async def test_an_agent_reports_its_slurmd_version_and_the_skew_guard_uses_it(
     async with control_plane(cluster, kube_url=url) as cp:
         status, body = await cp.get("/v1/upgrade")
         assert status == 200 and body["versions"]["nodes"]["n1"] == {"agent": None, "record": running}
-        s = settings_for(cluster, sockdir, control_plane=cp.url, token=TOKEN)
+        # the agent proves it is worker-n1's with that pod's own ServiceAccount token
+        agent_token = token_file(sockdir, fake.issue_token("worker-n1"))
+        s = settings_for(cluster, sockdir, control_plane=cp.url, token_file=agent_token)
         async with running_agent(cluster, s) as agent:
             slurmd = agent.slurmd.find(record=False)
             assert slurmd is not None

@@ -17,6 +17,7 @@ from sidecars.cli import self_argv
 from sidecars.devcluster import Release
 from sidecars.runtime.pdeathsig import die_with_parent
 from sidecars.runtime.waits import within
+from sidecars.slurm import naming
 from tests.devcluster import lifetime
 
 
@@ -44,8 +45,23 @@ async def test_tour_runs_to_the_end(release: Release) -> None:
     text = out.decode()
     assert proc.returncode == 0, text[-3000:]
     summary = text[text.index("\nSummary") :]
-    assert summary.count("\n  ok ") == 6 and "FAIL" not in summary, summary
+    assert summary.count("\n  ok ") == 8 and "FAIL" not in summary, summary
     assert re.search(r"rejected: .*ThisIsNotAKey", text), text[-3000:]
+    # a window made ahead of time: Slurm's MAINT reservation, the job waited for, the node released
+    window = text[text.index("] A maintenance window") : text.index("] A paced upgrade")]
+    assert re.search(r"reservation slurm-sidecars-maint-tour\S* \(MAINT\) ahead of time", window), window
+    assert re.search(r"waiting for job \d+ \(ends \d\d:\d\d\)", window), window
+    assert re.search(r"job \d+ COMPLETED \(not killed\)", window) and "n3 works again" in window, window
+    # the paced roll: one worker at a time, a job waited for, each slurmd replaced; what the control
+    # plane's own roll would need, said
+    roll = text[text.index("] A paced upgrade") : text.index("] A worker scaled in")]
+    assert re.search(r"n\d: drained, waiting for job \d+", roll), roll
+    assert len(re.findall(r"n\d: slurmd replaced \(pid \d+ -> \d+\), registered again, undrained", roll)) == 3
+    assert "through the Kubernetes API" in roll and "--kubeconfig" in roll, roll
+    assert re.search(r"ok   A paced upgrade: rolled n\d > n\d > n\d one at a time \(budget 1\)", summary)
+    # the metrics name Slurm's commands, whatever ran them (no interpreter, no Debian binary name)
+    commands = set(re.findall(r'slurm_commands_total\{command="([^"]+)"', text))
+    assert commands and commands <= naming.labels(), commands - naming.labels()
     # the operator's page: its address and where its viewer token is
     assert re.search(r"web page: +http://127\.0\.0\.1:\d+/ui/ \(viewer token in \S+viewer-token\)", text), (
         text

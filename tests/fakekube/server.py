@@ -164,6 +164,9 @@ class FakeKube:
     token: str = "fake-token"
     tokens: set[str] = field(default_factory=set)  # further accepted tokens (one per simulated replica)
     blocked: set[str] = field(default_factory=set)  # tokens answered 403, e.g. a replica cut off from the API
+    # ServiceAccount tokens as the kubelet's TokenRequest makes them for a projected volume: bound
+    # to a pod (and invalid once that pod is gone), for the audiences asked for (see issue_token)
+    sa_tokens: dict[str, Obj] = field(default_factory=dict)
     _changed: asyncio.Condition | None = None
     _watches: set[asyncio.Task[Any]] = field(default_factory=set)  # open watches, stalled requests
 
@@ -236,6 +239,29 @@ class FakeKube:
         self.pods[(namespace, name)] = pod
         self._record("ADDED", pod)
         return pod
+
+    def issue_token(
+        self,
+        pod: str,
+        *,
+        namespace: str = "slurm",
+        service_account: str = "slurm-worker",
+        audiences: tuple[str, ...] = ("slurm-sidecars",),
+    ) -> str:
+        """A projected ServiceAccount token for `pod` (which must exist: the token is bound to its
+        uid), valid for `audiences`; what a TokenReview says of it is below."""
+        bound = self.pods[(namespace, pod)]
+        token = "eyJhbGciOiJSUzI1NiJ9." + uuid.uuid4().hex + "." + uuid.uuid4().hex  # a JWT's shape
+        self.sa_tokens[token] = {
+            "namespace": namespace,
+            "service_account": service_account,
+            "pod": pod,
+            "pod_uid": bound["metadata"]["uid"],
+            "node": bound["spec"].get("nodeName", ""),
+            "audiences": list(audiences),
+            "jti": str(uuid.uuid4()),
+        }
+        return token
 
     def add_node(
         self, name: str, annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None
@@ -460,6 +486,7 @@ class FakeKube:
         app.router.add_get("/api/v1/nodes", self.list_nodes)
         app.router.add_get("/api/v1/nodes/{name}", self.get_node)
         app.router.add_get(leases + "/{name}", self.get_lease)
+        app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", self.create_token_review)
         app.router.add_post(leases, self.create_lease)
         app.router.add_put(leases + "/{name}", self.replace_lease)
         return app
@@ -792,6 +819,62 @@ class FakeKube:
         meta["resourceVersion"] = self._bump()
         self.events.append(event)
         return web.json_response(event, status=201)
+
+    # ------------------------------------------------------------------ token reviews
+    async def create_token_review(self, request: web.Request) -> web.StreamResponse:
+        """As the API server answers it: 201 with the review; `status.authenticated` true (with the
+        ServiceAccount's user, the bound pod in `user.extra` and the audiences asked for that the
+        token holds) or absent (with `status.error`), never an HTTP error for a bad token."""
+        review = request[BODY]
+        spec = review.get("spec") if isinstance(review, dict) else None
+        if not isinstance(spec, dict) or not isinstance(spec.get("token"), str) or not spec["token"]:
+            return _status(
+                422, "Invalid", "TokenReview.authentication.k8s.io is invalid: spec.token: Required"
+            )
+        wanted = spec.get("audiences") or ["https://kubernetes.default.svc.cluster.local"]
+        status: Obj = {"user": {}}
+        found = self.sa_tokens.get(spec["token"])
+        pod = self.pods.get((found["namespace"], found["pod"])) if found else None
+        if found is None:
+            status["error"] = "[invalid bearer token, token lookup failed]"
+        elif pod is None or pod["metadata"]["uid"] != found["pod_uid"]:
+            status["error"] = "[invalid bearer token, service account token has been invalidated]"
+        elif not set(wanted) & set(found["audiences"]):
+            status["error"] = (
+                f"[invalid bearer token, token audiences {json.dumps(found['audiences'])} is invalid for "
+                f"the target audiences {json.dumps(wanted)}]"
+            )
+        else:
+            ns, sa = found["namespace"], found["service_account"]
+            extra = {
+                "authentication.kubernetes.io/credential-id": [f"JTI={found['jti']}"],
+                "authentication.kubernetes.io/pod-name": [found["pod"]],
+                "authentication.kubernetes.io/pod-uid": [found["pod_uid"]],
+            }
+            if found["node"]:
+                extra["authentication.kubernetes.io/node-name"] = [found["node"]]
+            status = {
+                "authenticated": True,
+                "user": {
+                    "username": f"system:serviceaccount:{ns}:{sa}",
+                    "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{ns}/{sa}")),
+                    "groups": [
+                        "system:serviceaccounts",
+                        f"system:serviceaccounts:{ns}",
+                        "system:authenticated",
+                    ],
+                    "extra": extra,
+                },
+                "audiences": [a for a in wanted if a in found["audiences"]],
+            }
+        body = {
+            "kind": "TokenReview",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"creationTimestamp": None},
+            "spec": spec,
+            "status": status,
+        }
+        return web.json_response(body, status=201)
 
     # ------------------------------------------------------------------ leases
     async def get_lease(self, request: web.Request) -> web.StreamResponse:

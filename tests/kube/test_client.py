@@ -232,3 +232,25 @@ async def test_fake_speaks_merge_patch_and_refuses_json_patch(
         "application/merge-patch+json",
         "application/json-patch+json",
     ]
+
+
+async def test_a_token_review_names_the_pod_a_token_is_bound_to(
+    fake: tuple[FakeKube, str], kube: KubeClient
+) -> None:
+    f, _ = fake
+    pod = f.add_pod("w1", hostname="n1", node_name="node-a")
+    token = f.issue_token("w1", service_account="worker", audiences=("slurm-sidecars",))
+    review = await kube.review_token(token, ("slurm-sidecars",))
+    assert review.authenticated and review.username == "system:serviceaccount:slurm:worker"
+    assert review.namespace == "slurm" and review.audiences == ("slurm-sidecars",)
+    assert review.one("authentication.kubernetes.io/pod-name") == "w1"
+    assert review.one("authentication.kubernetes.io/pod-uid") == pod["metadata"]["uid"]
+    assert review.one("authentication.kubernetes.io/node-name") == "node-a"
+    # another audience, a made-up token, a pod gone: not authenticated, with the API server's words
+    other = await kube.review_token(token, ("https://kubernetes.default.svc",))
+    assert not other.authenticated and "audiences" in other.error and other.namespace == ""
+    assert not (await kube.review_token("a.b.c", ("slurm-sidecars",))).authenticated
+    f.remove_pod("slurm", "w1")
+    gone = await kube.review_token(token, ("slurm-sidecars",))
+    assert not gone.authenticated and "invalidated" in gone.error
+    assert f.calls()[("create", "tokenreviews")] == 4

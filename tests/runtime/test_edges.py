@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from sidecars.slurm import naming
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "sidecars"
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
@@ -27,33 +29,7 @@ LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 RUNNER = "sidecars/runtime/process.py"
 # may name Slurm commands: the edge that runs them, and the dev tooling that starts real daemons
 SLURM_ALLOWED = ("sidecars/slurm/", "sidecars/devcluster/", "sidecars/demo/")
-SLURM_COMMANDS = frozenset(
-    {
-        "sacct",
-        "sacctmgr",
-        "salloc",
-        "sattach",
-        "sbatch",
-        "sbcast",
-        "scancel",
-        "scontrol",
-        "scrontab",
-        "sdiag",
-        "sinfo",
-        "slurmctld",
-        "slurmd",
-        "slurmdbd",
-        "slurmrestd",
-        "slurmstepd",
-        "sprio",
-        "squeue",
-        "sreport",
-        "srun",
-        "sshare",
-        "sstat",
-        "strigger",
-    }
-)
+SLURM_COMMANDS = naming.COMMANDS  # Slurm's programs: the list the metrics' labels come from
 CREATE_SUBPROCESS = frozenset({"create_subprocess_exec", "create_subprocess_shell"})
 OS_PROCESS = frozenset({"system", "popen", "fork", "forkpty", "posix_spawn", "posix_spawnp"})
 

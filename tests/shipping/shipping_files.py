@@ -19,10 +19,12 @@ DOCKERFILES = sorted(IMAGES.glob("*.Dockerfile"))
 # checks), and until then this list stands in for it. `status --config-sync/--timeout-seconds`
 # come with the status command itself (issue 6).
 STABLE_FLAGS: dict[str, set[str]] = {
-    "config-sync": {"--source", "--target", "--state-dir", "--http"},
+    # the viewer's credential (issue 20): config-sync's /status and /history off loopback, and the
+    # control plane's page and reads
+    "config-sync": {"--source", "--target", "--state-dir", "--http", "--viewer-token-file"},
     "worker": {"--node-name", "--http", "--socket", "--control-plane", "--token-file", "--job-mapping-dir"},
     "drain-hook": {"--socket", "--timeout-seconds", "--reason"},
-    "control-plane": {"--http", "--token-file"},
+    "control-plane": {"--http", "--token-file", "--viewer-token-file"},
     "probe": {"--url"},
     "status": {"--control-plane", "--token-file", "--config-sync", "--timeout-seconds"},
     "demo": {"--tour"},

@@ -99,7 +99,7 @@ def test_sidecars_come_from_this_repository(dockerfile: Path) -> None:
     assert any(s.keyword == "ENV" and s.args.startswith("PATH=/opt/slurm-sidecars/bin:") for s in final)
     assert '"$prefix/bin/slurm-sidecars" --help' in script
     scripts = project["scripts"]
-    assert isinstance(scripts, dict) and scripts["slurm-sidecars"] == "sidecars.cli:main"
+    assert isinstance(scripts, dict) and scripts["slurm-sidecars"] == "sidecars.entry:main"
 
 
 def test_drain_hook_is_a_command_of_the_cli() -> None:

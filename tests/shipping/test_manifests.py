@@ -192,6 +192,11 @@ def test_slurmctld_starts_after_the_first_sync(target: str, pod: str) -> None:
     # and so does the control plane, whose Slurm commands read the same file
     assert next(e["value"] for e in plane.spec["env"] if e["name"] == "SLURM_CONF") == conf
     assert _mount_above(plane.spec, target_dir)["name"] == sync_mount["name"]
+    # every (re)start of slurmctld goes through config-guard, on the same directory, which it may
+    # point back at the last verified set (images/slurmctld-entrypoint.sh)
+    assert _argv(p["slurmctld"])[:2] == ["slurmctld-entrypoint", "slurmctld"]
+    assert flag_value(_argv(p["slurmctld"]), "-f") == f"{target_dir}/slurm.conf"
+    assert not ctld_mount.get("readOnly")
 
 
 def test_config_sync_target_exists_before_it_starts() -> None:
@@ -387,9 +392,13 @@ def test_role_is_least_privilege() -> None:
     assert names[("leases", ("get", "update"))] == ["slurm-sidecars-control-plane"]
     binding = find(render("base"), "RoleBinding", "slurm-sidecars")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "slurm-sidecars", "namespace": "slurm"}]
-    # cluster-wide, only reading Nodes (their cordons, for the cordon sync)
+    # cluster-wide, only reading Nodes (their cordons, for the cordon sync), and asking who an
+    # agent's token is (TokenReview)
     nodes = find(render("base"), "ClusterRole", "slurm-sidecars-nodes")
-    assert nodes["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    assert nodes["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+    ]
     cluster_binding = find(render("base"), "ClusterRoleBinding", "slurm-sidecars-nodes")
     assert cluster_binding["subjects"] == binding["subjects"]
     assert (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -72,3 +74,48 @@ async def test_expansion_matches_scontrol(cluster: DevCluster) -> None:
         assert r.stdout.split() == hostlist.expand(expr), expr
         r2 = await client.run("scontrol", "show", "hostlist", ",".join(hostlist.expand(expr)))
         assert sorted(hostlist.expand(r2.stdout.strip())) == sorted(hostlist.expand(expr))
+
+
+@pytest.mark.parametrize(
+    ("expr", "size"),
+    [
+        ("n[0-999][0-999999]", 10**9),
+        ("n[0-99][0-99999]", 10**7),
+        ("a[1-2]-b[3-4],c,d[01-10,20]", 4 + 1 + 11),
+        ("n[0-999999999999999999]", 10**18),
+    ],
+)
+def test_size_is_counted_without_expanding(expr: str, size: int) -> None:
+    # a billion names counted exactly: only arithmetic on the ranges can do that here
+    assert hostlist.count(expr, limit=10**20) == size
+
+
+@pytest.mark.parametrize(
+    "huge",
+    [
+        "n[0-999][0-999999]",
+        "n[0-99][0-99999]",
+        "a[0-316],b[0-316][0-316]",  # each part small, the sum over the cap
+        ",".join(["n[0-99999]"] * 2),
+        "n[" + ",".join(["0-9999"] * 11) + "]",
+    ],
+)
+def test_a_hostlist_over_the_cap_is_refused_before_expansion(huge: str) -> None:
+    tracemalloc.start()
+    try:
+        with pytest.raises(hostlist.HostlistError, match="more than 100000"):
+            hostlist.expand(huge)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # expanding even the cap's 100,000 names would take megabytes; the refusal takes almost nothing
+    assert peak < 256 * 1024
+
+
+def test_a_number_too_long_for_a_node_is_refused() -> None:
+    with pytest.raises(hostlist.HostlistError, match="too long"):
+        hostlist.count("n[1-" + "9" * 5000 + "]")
+
+
+def test_the_cap_itself_expands() -> None:
+    assert len(hostlist.expand("n[000000-099999]")) == hostlist.MAX_NAMES

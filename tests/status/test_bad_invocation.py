@@ -14,7 +14,7 @@ from tests.status.status_run import status
     [
         (["--control-plane", "cp:9200", "--token-file", "{tok}"], "--control-plane must be an http(s) URL"),
         (["--control-plane", "http://127.0.0.1:9"], "--control-plane needs --token-file"),
-        (["--token-file", "{tok}"], "--token-file is only used with --control-plane"),
+        (["--token-file", "{tok}"], "--token-file is only used with --control-plane or --config-sync"),
         (["--control-plane", "http://127.0.0.1:9", "--token-file", "{missing}"], "--token-file: cannot read"),
         (["--control-plane", "http://127.0.0.1:9", "--token-file", "{empty}"], "is empty"),
         (["--config-sync", "127.0.0.1:9100"], "--config-sync must be an http(s) URL"),

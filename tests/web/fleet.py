@@ -18,7 +18,7 @@ from sidecars.runtime import http
 from sidecars.slurm import Job, Node, SlurmClient
 from sidecars.slurm.models import NodeState, Reason
 
-VIEWER = "viewer-token-for-tests"
+VIEWER = "viewer-token-for-tests-8c2e4a6f1b3d5079"
 
 
 def node(name: str, state: str = "IDLE", reason: str | None = None) -> Node:

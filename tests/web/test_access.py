@@ -102,6 +102,7 @@ async def test_the_agents_token_does_not_open_a_page_with_its_own_viewer_token()
         async with http.get(url + "/ui/api/state", headers={"Authorization": f"Bearer {VIEWER}"}) as r:
             assert r.status == 200  # before the first Slurm read: the page says so itself
             assert (await r.json())["loaded"] is False
-        # and the viewer token writes nothing: /v1/ still wants the agents' token
-        async with http.get(url + "/v1/nodes", headers={"Authorization": f"Bearer {VIEWER}"}) as r:
-            assert r.status == 401
+        # and the viewer token writes nothing: a drain wants the operator's (or the node's agent's)
+        drain = url + "/v1/nodes/n1/drain"
+        async with http.post(drain, json={}, headers={"Authorization": f"Bearer {VIEWER}"}) as r:
+            assert r.status == 403

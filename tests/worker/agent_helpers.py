@@ -108,3 +108,10 @@ def slurm_commands(agent: Agent) -> dict[str, float]:
                 key = sample.labels["command"]
                 out[key] = out.get(key, 0) + sample.value
     return out
+
+
+def token_file(folder: Path, token: str) -> Path:
+    """A file holding `token`, as a mounted Secret or projected token volume holds it."""
+    path = folder / "cp-token"
+    path.write_text(token + "\n")
+    return path

@@ -11,7 +11,7 @@ import pytest
 
 from sidecars.devcluster import DevCluster, free_port
 from tests.helpers import eventually
-from tests.worker.agent_helpers import hook, running_agent, settings_for, slurm_commands
+from tests.worker.agent_helpers import hook, running_agent, settings_for, slurm_commands, token_file
 from tests.worker.fake_control_plane import FakeControlPlane
 
 TOKEN = "s3cret-token-7c0e5b1f9a2d4e86b3c1"
@@ -30,7 +30,13 @@ async def test_steady_state_makes_no_slurm_query_of_its_own(
     mapping = tmp_path / "gpus"
     mapping.mkdir()
     async with cp.running() as url:
-        s = settings_for(cluster, sockdir, control_plane=url, token=TOKEN, job_mapping_dir=mapping)
+        s = settings_for(
+            cluster,
+            sockdir,
+            control_plane=url,
+            token_file=token_file(sockdir, TOKEN),
+            job_mapping_dir=mapping,
+        )
         async with running_agent(cluster, s) as agent:
             await eventually(lambda: agent.registration.status.state == "registered", what="registered")
             await polls_pass(cp, "n1", 5)
@@ -52,7 +58,7 @@ async def test_steady_state_makes_no_slurm_query_of_its_own(
 async def test_drain_goes_through_the_control_plane(cluster: DevCluster, sockdir) -> None:
     cp = FakeControlPlane(cluster.env, TOKEN)
     async with cp.running() as url:
-        s = settings_for(cluster, sockdir, control_plane=url, token=TOKEN)
+        s = settings_for(cluster, sockdir, control_plane=url, token_file=token_file(sockdir, TOKEN))
         async with running_agent(cluster, s) as agent:
             job = await cluster.sbatch("-t", "1", wrap="sleep 3")
             await cluster.wait_job(job, "RUNNING")
@@ -72,7 +78,7 @@ async def test_drain_goes_through_the_control_plane(cluster: DevCluster, sockdir
 @pytest.mark.cluster(nodes=1)
 async def test_unreachable_control_plane_never_blocks_a_drain(cluster: DevCluster, sockdir) -> None:
     dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    s = settings_for(cluster, sockdir, control_plane=dead, token=TOKEN)
+    s = settings_for(cluster, sockdir, control_plane=dead, token_file=token_file(sockdir, TOKEN))
     async with running_agent(cluster, s) as agent:
         job = await cluster.sbatch("-t", "1", wrap="sleep 3")
         await cluster.wait_job(job, "RUNNING")
@@ -90,7 +96,7 @@ async def test_control_plane_lost_mid_drain_falls_back(cluster: DevCluster, sock
     await cluster.wait_job(job, "RUNNING")
     async with contextlib.AsyncExitStack() as cp_alive:
         url = await cp_alive.enter_async_context(cp.running())
-        s = settings_for(cluster, sockdir, control_plane=url, token=TOKEN)
+        s = settings_for(cluster, sockdir, control_plane=url, token_file=token_file(sockdir, TOKEN))
         async with running_agent(cluster, s) as agent:
             waiting = asyncio.ensure_future(hook(s, within=60))
             await cluster.wait_node("n1", lambda n: n.state.drain)
@@ -115,7 +121,7 @@ async def test_unregistered_pod_is_reported_to_the_control_plane(cluster: DevClu
             sockdir,
             node="nosuch",
             control_plane=url,
-            token=TOKEN,
+            token_file=token_file(sockdir, TOKEN),
             registration_timeout=0.5,
             heal_attempts=1,
             heal_backoff=0.2,

@@ -1,0 +1,179 @@
+"""P1-scale: config-sync at the size our users run, on each release.
+
+Run: `.venv/bin/python bench/config_at_size.py [--release host|chroot|sid|both] [--changes 20]
+[--jobs 10000] [--records 1000]` (`--jobs 1000,10000,50000` adds points to see how the cost grows).
+
+The cluster: 3 real nodes, 1,000 node records without a slurmd (DOWN, not provisioned) and 10,000
+pending held batch jobs in the state (individual jobs, not arrays). On it, in the same run:
+
+- the baseline: a bare `scontrol reconfigure` (timed to its return, as the field's loop runs it;
+  24.11 and later re-execute slurmctld, which is waited for before the next one);
+- config-sync with the dry run on, as it ships: from the kubelet's `..data` swap to the change
+  applied and verified, over 20 lone changes (a partition's MaxTime), settle period 0 (a fixed wait
+  added to every sample, not latency);
+- the same with the dry run off: what the verification at size costs on its own.
+
+The dry run's own cost is printed beside them. A change refused instead of applied is counted and
+its reason printed; after 3 refusals in a row the series stops (the goal is then not met).
+Goal: p99 <= 1 s on every release, the dry run on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import time
+from typing import Any
+
+from _report import percentile, releases, result
+from config_latency import base_files, sha_of, with_max_time
+from prometheus_client import CollectorRegistry
+
+from sidecars.configsync.main import running
+from sidecars.configsync.settings import Settings
+from sidecars.devcluster import ClusterSpec, DevCluster, Release
+from sidecars.devcluster.release import release_named
+from sidecars.devcluster.volume import AtomicVolume
+from sidecars.runtime import logs
+from sidecars.slurm.runner import SlurmMetrics
+
+GIVE_UP_AFTER = 3  # refusals in a row
+CHANGE_SECONDS = 120.0  # one change's outcome is waited for at most this long
+
+
+async def bare_reconfigures(cluster: DevCluster, count: int) -> list[float]:
+    """The baseline: `scontrol reconfigure` timed to its return; slurmctld answering again before
+    the next one (24.11+ re-execute it)."""
+    client = cluster.client(timeout=30.0)
+    out = []
+    for _ in range(count):
+        started = time.monotonic()
+        await client.reconfigure()
+        out.append(time.monotonic() - started)
+        while not (await client.ping()).up:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(random.uniform(0.05, 0.3))
+    return out
+
+
+async def changes_through_config_sync(
+    cluster: DevCluster, vol: AtomicVolume, base: dict[str, bytes], first: int, count: int, dry_run: bool
+) -> tuple[list[float], list[str], list[float]]:
+    """(swap -> applied seconds, refusal reasons, dry run seconds) over `count` lone changes."""
+    settings = Settings(
+        sources=(vol.path,),
+        target=cluster.conf_path.parent,
+        state_dir=cluster.dir / f"cs-{'dry' if dry_run else 'nodry'}",
+        settle_seconds=0.0,
+        plugin_dir=await cluster.plugin_dir(),
+        dry_run=dry_run,
+        dry_run_slurmctld=tuple(cluster.in_namespace("slurmctld")),  # this release's, in its chroot
+    )
+    registry = CollectorRegistry()
+    client = cluster.client(metrics=SlurmMetrics(registry))
+    samples: list[float] = []
+    refused: list[str] = []
+    async with running(settings, client=client, registry=registry) as r:
+        svc = r.service
+        in_a_row = 0
+        for i in range(first, first + count):
+            files = with_max_time(base, i)
+            want = sha_of(files)
+            started = time.monotonic()
+            vol.write(files)
+
+            def judged(s: dict[str, Any], w: str = want) -> bool:
+                return any(s[k] and s[k]["sha256"] == w for k in ("applied", "rejected")) and not s["pending"]
+
+            try:
+                st = await svc.wait_until(judged, CHANGE_SECONDS)
+            except TimeoutError:
+                st = {"applied": None, "rejected": {"reason": f"no outcome within {CHANGE_SECONDS:g}s"}}
+            if st["applied"] and st["applied"]["sha256"] == want:
+                samples.append(time.monotonic() - started)
+                in_a_row = 0
+            else:
+                refused.append(str(st["rejected"]["reason"])[:300])
+                in_a_row += 1
+                if in_a_row >= GIVE_UP_AFTER:
+                    break
+            await asyncio.sleep(random.uniform(0.05, 0.3))  # not in lock-step with anything
+        runner = svc.validator.dry_runner
+        dry = list(runner.recent) if runner is not None else []
+    return samples, refused, dry
+
+
+def cell(samples: list[float]) -> str:
+    if not samples:
+        return "none applied"
+    return f"{statistics.median(samples):.3f} s / {percentile(samples, 99):.3f} s"
+
+
+async def measure(release: Release, jobs: int, records: int, changes: int, baseline_n: int) -> None:
+    spec = ClusterSpec(nodes=3, node_records={"DOWN": records}, max_job_count=max(20000, jobs * 2))
+    async with DevCluster(release, spec) as cluster:
+        started = time.monotonic()
+        await cluster.submit_held(jobs)
+        filled = time.monotonic() - started
+        base = base_files(cluster)
+        vol = AtomicVolume(cluster.dir / "vol" / "cm")
+        vol.write(base)
+        bare = await bare_reconfigures(cluster, baseline_n)
+        nodry, nodry_refused, _ = await changes_through_config_sync(cluster, vol, base, 100, changes, False)
+        ours, refused, dry = await changes_through_config_sync(cluster, vol, base, 200, changes, True)
+    size = f"3 nodes + {records} records, {jobs} held jobs ({release.short})"
+    print(f"\nP1-scale on {release}: {size}; {jobs} held jobs submitted in {filled:.1f}s")
+    for label, s in (("bare scontrol reconfigure", bare), ("dry run off", nodry), ("dry run on", ours)):
+        print(f"  {label:<28} n={len(s):<3} p50/p99 {cell(s)}" + (f"  max {max(s):.3f} s" if s else ""))
+    for label, why in (("dry run off", nodry_refused), ("dry run on", refused)):
+        if why:
+            print(f"  {label}: {len(why)} change(s) refused; first: {why[0]}")
+    if dry:
+        print(f"  the dry run alone: n={len(dry)} p50/p99 {cell(dry)}")
+    met = bool(ours) and not refused and percentile(ours, 99) <= 1.0
+    result(
+        "P1-scale",
+        f"..data swap -> applied and verified, dry run on, p50/p99 of {changes} lone changes; {size}",
+        cell(ours) + (f" ({len(refused)} refused)" if refused else ""),
+        f"{cell(bare)} (bare scontrol reconfigure, unverified)",
+        "p99 <= 1 s",
+        met,
+    )
+    result(
+        "P1-scale-verify",
+        f"the same with the dry run off: the verification at size alone ({release.short}, {jobs} jobs)",
+        cell(nodry) + (f" ({len(nodry_refused)} refused)" if nodry_refused else ""),
+        f"{cell(bare)} (bare scontrol reconfigure)",
+        "p99 <= 1 s",
+        bool(nodry) and not nodry_refused and percentile(nodry, 99) <= 1.0,
+    )
+    if dry:
+        result(
+            "P1-scale-dry",
+            f"the dry run's own cost at {jobs} jobs ({release.short})",
+            cell(dry),
+            "none (the field has no dry run)",
+            "inside P1-scale's p99 <= 1 s",
+            percentile(dry, 99) <= 1.0,
+        )
+
+
+async def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--release", choices=["host", "chroot", "sid", "both"], default="both")
+    p.add_argument("--changes", type=int, default=20)
+    p.add_argument("--baseline", type=int, default=20, help="bare reconfigures")
+    p.add_argument("--jobs", default="10000", help="comma-separated: one cluster per count")
+    p.add_argument("--records", type=int, default=1000)
+    args = p.parse_args()
+    logs.configure(json=False, level="error")
+    chosen = [await release_named("sid")] if args.release == "sid" else await releases(args.release)
+    for release in chosen:
+        for jobs in (int(j) for j in args.jobs.split(",")):
+            await measure(release, jobs, args.records, args.changes, args.baseline)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,108 @@
+"""The corpus's sets for the Slinky shape: sets that touch busy dynamic workers (configless `slurmd
+-Z` nodes, defined by their registration). Each is refused or held for the jobs it would requeue;
+slurmctld never dies (foreground, as our images run it), no job is lost, the target keeps the last
+known good set, and a good change still applies after them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sidecars.devcluster import DevCluster
+from tests.configsync.harness import config_sync, set_sha
+from tests.configsync.test_configless_workers import key_secret
+from tests.configsync.test_corpus import Case, append, conf, kind
+
+pytestmark = [
+    pytest.mark.releases("slurm24", "slurm26"),
+    pytest.mark.cluster(shape="slinky", nodes=3, nodesets={"n3": "other"}, foreground_ctld=True),
+]
+WORKERS = {"slinky": "n1", "other": "n3"}  # a job runs on each, in the default partition
+
+
+def static_line(name: str) -> Any:
+    return append(f"NodeName={name} NodeAddr=127.0.0.1 Port=1 CPUs=1 RealMemory=1000 State=UNKNOWN")
+
+
+CASES = [
+    Case(
+        "a static line for a busy worker",
+        static_line("n1"),
+        ("dynamic node n1",),
+        frozenset({"held"}),
+        frozenset({"slinky"}),
+    ),
+    Case(
+        "a static line for the other busy worker",
+        static_line("n3"),
+        ("dynamic node n3",),
+        frozenset({"held"}),
+        frozenset({"other"}),
+    ),
+    Case(
+        "a NodeSet's feature renamed under its busy worker",
+        conf(lambda t: t.replace("NodeSet=slinky Feature=slinky", "NodeSet=slinky Feature=gone")),
+        ("dynamic node n1",),
+        frozenset({"held"}),
+        frozenset({"slinky"}),
+    ),
+    Case(
+        "a NodeSet dropped from the partition its busy worker runs in",
+        conf(lambda t: t.replace("Nodes=other,slinky", "Nodes=slinky")),
+        ("dynamic node n3",),
+        frozenset({"held"}),
+        frozenset({"other"}),
+    ),
+    Case(
+        "a NodeSet the partition uses removed",
+        conf(lambda t: t.replace("NodeSet=other Feature=other\n", "")),
+        ("other",),
+    ),
+]
+
+
+@pytest.mark.timeout(600)
+async def test_sets_touching_busy_dynamic_workers_never_kill_slurmctld_nor_a_job(cluster: DevCluster) -> None:
+    jobs = {ns: await cluster.sbatch("-w", node, wrap="sleep 900") for ns, node in WORKERS.items()}
+    started = {j: (await cluster.wait_job(j, "RUNNING", timeout=60)).start_time for j in jobs.values()}
+    pid = cluster.foreground_pid()
+    secrets = key_secret(cluster)
+    target = str(cluster.conf_path.parent)
+    async with config_sync(cluster, secrets=secrets) as sync:
+        good = sync.good()
+        assert b"Nodes=other,slinky" in good["slurm.conf"], good["slurm.conf"]
+        good_sha = (await sync.status())["applied"]["sha256"]
+        failures: list[str] = []
+        for case in CASES:
+            config, _ = case.change(dict(good), dict(secrets), target)
+            assert config != good, case.name
+            sync.config.write(config)
+            sha = set_sha(config, secrets)
+
+            def judged(st: dict[str, Any], sha: str = sha) -> bool:
+                return (
+                    any(st[k] and st[k]["sha256"] == sha for k in ("rejected", "applied"))
+                    and not st["pending"]
+                )
+
+            st = await sync.service.wait_until(judged, 60.0)
+            if st["applied"]["sha256"] == sha:
+                failures.append(f"{case.name}: applied")
+                break  # the cluster is no longer the one the other cases assume
+            reason = st["rejected"]["reason"]
+            if not any(s.lower() in reason.lower() for s in case.says):
+                failures.append(f"{case.name}: reason {reason!r} has none of {case.says}")
+            if kind(st) not in case.kinds:
+                failures.append(f"{case.name}: {kind(st)}, expected {sorted(case.kinds)} ({reason[:300]})")
+            if not {jobs[p] for p in case.jobs} <= set(st["held_for_jobs"]):
+                failures.append(f"{case.name}: held for {st['held_for_jobs']}")
+            if sync.target_sha() != good_sha or cluster.foreground_pid() != pid:
+                failures.append(f"{case.name}: the target or slurmctld changed")
+        assert not failures, "\n".join(failures)
+        fixed = {**good, "slurm.conf": good["slurm.conf"].replace(b"MaxTime=INFINITE", b"MaxTime=30", 1)}
+        sync.config.write(fixed)
+        await sync.wait(set_sha(fixed, secrets), within=60.0)
+    for j, t in started.items():
+        assert (await cluster.wait_job(j, "RUNNING")).start_time == t, j
+    assert cluster.foreground_pid() == pid and cluster.foreground_exit is None
