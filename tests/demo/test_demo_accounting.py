@@ -29,8 +29,7 @@ async def test_the_tour_shows_jobs_in_sacct(release: Release) -> None:
     summary = text[text.index("\nSummary") :]
     assert "FAIL" not in summary and "ok   Jobs in accounting" in summary, summary
     assert re.search(r"sacct: job \d+ CANCELLED", text), text[-3000:]
-    assert re.search(r"sacct: job \d+ COMPLETED \(exit 0:0\)", text), text[-3000:]  # the drained node's
-    assert re.search(r"sacct: job \d+ RUNNING", text), text[-3000:]  # the tour's first jobs still run
+    assert re.search(r"sacct: job \d+ COMPLETED \(exit 0:0\)", text), text[-3000:]  # the tour.s own jobs
 
 
 @pytest.mark.releases("slurm26")
