@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # chromium: the web page's tests drive Debian's headless Chromium over the DevTools Protocol
-PKGS=(slurmctld slurmd slurm-client munge debootstrap util-linux iproute2 procps chromium)
+# mariadb-server, slurmdbd: the accounting shape (a database of its own per cluster, slurmdbd on it)
+PKGS=(slurmctld slurmd slurm-client munge mariadb-server slurmdbd debootstrap util-linux iproute2 procps chromium)
 source scripts/apt-missing.sh
 apt_missing setup "${PKGS[@]}"
 

@@ -283,6 +283,9 @@ def overrides(
         lines.append(f"SlurmSchedLogFile={d / 'sched.log'}")
     if uses_slurmdbd(conf.options.get("accountingstoragetype")):
         lines += ["AccountingStorageHost=127.0.0.1", f"AccountingStoragePort={dead_port}"]
+        # without its slurmdbd, a controller whose state holds no TRES yet (the live one writes
+        # them only at shutdown) dies: "running with a database but ... no TRES from it"
+        lines.append("AccountingStorageType=accounting_storage/none")
     if uses_auth_slurm(conf):
         # an auth/slurm slurmctld serves local clients' tokens on /run/slurmctld/sack.socket and
         # unlinks whatever is there first: the throwaway would take the live controller's socket,

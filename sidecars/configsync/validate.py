@@ -27,7 +27,7 @@ from typing import Any
 
 import structlog
 
-from sidecars.configsync import conffile, jobs, restart
+from sidecars.configsync import conffile, dbdconf, jobs, restart
 from sidecars.configsync.conffile import SlurmConf
 from sidecars.configsync.dryrun import DryRunner, DryRunResult
 from sidecars.configsync.restart import RestartReason
@@ -78,6 +78,9 @@ def file_problems(files: FileSet, current: FileSet | None, main: str, max_bytes:
             e.data.decode("utf-8")
         except UnicodeDecodeError as exc:
             problems.append(f"{e.name} is not UTF-8 text (byte {exc.start})")
+    dbd = files.files.get(dbdconf.CONF_NAME)
+    if dbd is not None and dbd.size <= max_bytes:
+        problems += dbdconf.check(dbd.data, dbd.mode)
     if current is not None:
         for name, e in current.files.items():
             if e.secret and name not in files.files:

@@ -33,6 +33,12 @@ def configure(p: argparse.ArgumentParser) -> None:
         "slurmd -Z dynamic workers in a NodeSet, auth/slurm; needs --release chroot or sid)",
     )
     p.add_argument("--tour", action="store_true", help="walk through the features, then exit")
+    p.add_argument(
+        "--accounting",
+        action="store_true",
+        help="the accounting shape: a MariaDB and slurmdbd of the cluster's own, jobs in sacct "
+        "(classic shape only; adds seconds to the start)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -58,6 +64,8 @@ def main(args: argparse.Namespace) -> int:
         except ReleaseUnavailable as exc:
             raise ConfigError(str(exc)) from None
         why = slinky.check(ClusterSpec(shape=args.shape), release.version)
+        if args.accounting and args.shape != "classic":
+            why = "--accounting runs with the classic shape only"
         if why:
             raise ConfigError(f"--shape {args.shape}: {why}")
         print(
@@ -65,7 +73,7 @@ def main(args: argparse.Namespace) -> int:
             f"and {nodes} worker agents ...",
             flush=True,
         )
-        async with DemoStack(release, nodes, args.shape) as stack:
+        async with DemoStack(release, nodes, args.shape, accounting=args.accounting) as stack:
             c = stack.cluster
             print(
                 f"\nSlurm {release.version} is running in {c.dir}.\n"
@@ -77,7 +85,12 @@ def main(args: argparse.Namespace) -> int:
                 f"  logs:                 {c.log_dir}\n"
                 f"  a maintenance window: slurm-sidecars maintenance create --nodes n2 --start now"
                 f" --duration 30m --reason test --control-plane {stack.control_plane_url}"
-                f" --token-file {stack.token_file}\n",
+                f" --token-file {stack.token_file}\n"
+                + (
+                    f"  accounting:           slurmdbd on a MariaDB in {c.dir / 'mariadb'}; sacct works\n"
+                    if args.accounting
+                    else ""
+                ),
                 flush=True,
             )
             if args.tour:

@@ -41,6 +41,7 @@ class DemoStack:
     release: Release
     nodes: int = 3
     shape: str = "classic"  # or "slinky" (see sidecars/devcluster/slinky.py)
+    accounting: bool = False  # slurmdbd on a MariaDB of the cluster's own (classic shape only)
     cluster: DevCluster = field(init=False)
     roles: dict[str, Role] = field(default_factory=dict, init=False)
     volume: AtomicVolume = field(init=False)
@@ -71,7 +72,9 @@ class DemoStack:
 
     async def __aenter__(self) -> DemoStack:
         # the partition limit gives jobs an expected end, which the scale-in order ranks by
-        spec = ClusterSpec(nodes=self.nodes, gpus=4, partition_max_time="60", shape=self.shape)
+        spec = ClusterSpec(
+            nodes=self.nodes, gpus=4, partition_max_time="60", shape=self.shape, accounting=self.accounting
+        )
         self.cluster = DevCluster(self.release, spec)
         await self.cluster.start()
         try:
@@ -100,9 +103,17 @@ class DemoStack:
         d = self.cluster.dir
         etc = self.cluster.conf_path.parent
         self.volume = AtomicVolume(d / "configmap")
-        self.volume.write({p.name: p.read_text() for p in sorted(etc.iterdir()) if p.suffix == ".conf"})
-        secret = AtomicVolume(d / "secret", mode=0o600)  # slurm.key, as Slinky mounts it from a Secret
-        secret.write({p.name: p.read_bytes() for p in sorted(etc.iterdir()) if p.suffix == ".key"})
+        # slurm.key, and slurmdbd.conf with its StoragePass, come from a Secret as Slinky mounts them
+        secret_files = {p.name for p in etc.iterdir() if p.suffix == ".key" or p.name == "slurmdbd.conf"}
+        self.volume.write(
+            {
+                p.name: p.read_text()
+                for p in sorted(etc.iterdir())
+                if p.suffix == ".conf" and p.name not in secret_files
+            }
+        )
+        secret = AtomicVolume(d / "secret", mode=0o600)
+        secret.write({name: (etc / name).read_bytes() for name in sorted(secret_files)})
         self.token_file = d / "token"
         self.token_file.write_text(secrets.token_urlsafe(32) + "\n")
         self.token_file.chmod(0o600)

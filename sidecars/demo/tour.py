@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sidecars.cli import self_argv
+from sidecars.demo import accounting
 from sidecars.demo.polling import until
 from sidecars.demo.roll import DemoRoll
 from sidecars.demo.stack import DemoStack
@@ -290,8 +291,9 @@ STEPS: list[tuple[str, Callable[[DemoStack], Awaitable[str]]]] = [
 
 async def run_tour(stack: DemoStack) -> bool:
     results: list[tuple[str, bool, str]] = []
-    for i, (title, step) in enumerate(STEPS, 1):
-        say(f"\n[{i}/{len(STEPS)}] {title}")
+    steps = [*STEPS, *(accounting.STEPS if stack.accounting else [])]
+    for i, (title, step) in enumerate(steps, 1):
+        say(f"\n[{i}/{len(steps)}] {title}")
         try:
             results.append((title, True, await step(stack)))
         except Exception as exc:

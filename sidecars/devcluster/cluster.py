@@ -35,7 +35,7 @@ from typing import TypeVar
 
 import structlog
 
-from sidecars.devcluster import controllers, slinky
+from sidecars.devcluster import controllers, mariadb, slinky, slurmdbd
 from sidecars.devcluster.controllers import Controller
 from sidecars.devcluster.netblocks import (
     MAX_CONTROLLERS,
@@ -53,7 +53,18 @@ from sidecars.slurm import Job, Node, SlurmClient, SlurmError
 
 log = structlog.get_logger(__name__)
 
-CLIENT_COMMANDS = ("sinfo", "squeue", "scontrol", "sbatch", "scancel", "srun", "salloc", "sdiag", "sacct")
+CLIENT_COMMANDS = (
+    "sinfo",
+    "squeue",
+    "scontrol",
+    "sbatch",
+    "scancel",
+    "srun",
+    "salloc",
+    "sdiag",
+    "sacct",
+    "sacctmgr",
+)
 IN_NS_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 STDERR_MARK = "--- slurmctld -D started at"
 MAX_DIR_LEN = 80  # the munge socket path must fit in sun_path (108 bytes)
@@ -104,6 +115,13 @@ class DevCluster:
     ) -> None:
         self.release = release
         self.spec = spec or ClusterSpec()
+        if self.spec.accounting and self.spec.shape != "classic":
+            raise ClusterError(
+                "the accounting shape runs with the classic shape only (munge between daemons)"
+            )
+        if self.spec.accounting and self.spec.controllers > 1:
+            # slurmdbd listens on 127.0.0.1, which the controllers' own namespaces cannot reach
+            raise ClusterError("the accounting shape runs with one controller only, for now")
         why = slinky.check(self.spec, release.version) or _check_controllers(self.spec)
         if why:
             raise ClusterError(why)
@@ -136,6 +154,7 @@ class DevCluster:
         self._addresses: AddressLease | None = None
         self.controllers: list[Controller] = []
         self._holders: dict[str, int] = {}
+        self.database: mariadb.Database | None = None  # with spec.accounting, once its port is leased
 
     # ------------------------------------------------------------------ environment
     @property
@@ -225,6 +244,12 @@ class DevCluster:
             await self._start_namespace()
             if not self.slinky:
                 await self._start_munge()
+            if self.database is not None:
+                try:
+                    await mariadb.start(self.database, ["nsenter", "-t", str(self.init_pid), "-p", "--"])
+                except mariadb.DatabaseError as e:
+                    raise ClusterError(str(e)) from None
+                await self.start_slurmdbd()
             if self.ha:
                 await self._start_controllers()
             else:
@@ -265,12 +290,18 @@ class DevCluster:
                 os.mknod(dev, 0o666 | 0o020000, os.makedev(195, i))
             except OSError:
                 dev.touch()
+        extra = 2 if self.spec.accounting else 0  # slurmdbd's and the database's
         try:
-            self._lease = lease_ports(2 + self.spec.nodes)
+            self._lease = lease_ports(2 + extra + self.spec.nodes)
         except PortsUnavailable as e:
             raise ClusterError(str(e)) from None
         ports = self._lease.ports
-        self.ports = Ports(ports[0], ports[1], dict(zip(self.node_names, ports[2:], strict=True)))
+        nodes = dict(zip(self.node_names, ports[2 + extra :], strict=True))
+        self.ports = Ports(ports[0], ports[1], nodes, slurmdbd=ports[2] if extra else 0)
+        if extra:
+            self.database = mariadb.Database(self.dir / "mariadb", ports[3])
+            text = slurmdbd.render(self.dir, self.host, self.ports.slurmdbd, self.database)
+            slurmdbd.write(self.dir / "etc", text)
         if self.slinky:
             slinky.write_key(self.dir / "etc")
         block = None
@@ -402,6 +433,51 @@ class DevCluster:
                 f"--seed-file={m}/munged.seed",
             )
         )
+
+    async def start_slurmdbd(self, timeout: float = 60.0, *, wait: bool = True) -> None:
+        """Start slurmdbd on the cluster's database and wait until it answers (its first start
+        creates the tables: seconds); without `wait`, return once it was started, as a container
+        runtime restarting it does."""
+        pidfile = self.dir / "run" / "slurmdbd.pid"
+        if pidfile.exists() and self.hostpid("slurmdbd") is None:
+            pidfile.unlink()  # slurmdbd would signal whatever process now has that PID
+        logged = self._slurmdbd_log.stat().st_size if self._slurmdbd_log.exists() else 0
+        await self._exec(self.in_namespace("slurmdbd"))
+        if not wait:
+            return
+        client = self.client(timeout=10.0)
+
+        async def answering() -> bool:
+            # its pid file is written in steps, so this start's log, not the pid, tells a death early
+            said = self.slurmdbd_log_tail(since=logged)
+            if "fatal:" in said and self.hostpid("slurmdbd") is None:
+                raise ClusterError(f"slurmdbd exited at start: {said[-1500:]}")
+            return await client.accounting_ping()
+
+        try:
+            await self._poll(answering, bool, timeout, "slurmdbd answering", interval=0.2)
+        except ClusterError as e:
+            raise ClusterError(f"{e}; slurmdbd's log: {self.slurmdbd_log_tail()}") from None
+
+    async def stop_slurmdbd(self, timeout: float = 30.0) -> None:
+        """Stop slurmdbd (SIGTERM: it finishes what it was writing) and wait until it is gone."""
+        pid = self.hostpid("slurmdbd")
+        if pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        await self._poll(self._async(lambda: not _alive(pid)), bool, timeout, "slurmdbd gone")
+
+    @property
+    def _slurmdbd_log(self) -> Path:
+        return self.log_dir / "slurmdbd.log"
+
+    def slurmdbd_log_tail(self, limit: int = 1500, since: int = 0) -> str:
+        """The end of slurmdbd's log, of what it wrote past byte `since` (a start's own lines)."""
+        with contextlib.suppress(OSError), self._slurmdbd_log.open("rb") as f:
+            f.seek(since)
+            return f.read().decode(errors="replace")[-limit:].strip()
+        return ""
 
     async def start_slurmctld(self, timeout: float = 30.0) -> None:
         if self.spec.foreground_ctld:
@@ -715,7 +791,7 @@ class DevCluster:
         return found if self._namespace_exists() else []  # reaped while we looked: those were not ours
 
     def hostpid(self, daemon: str) -> int | None:
-        """Host PID of `slurmctld`, `munged` or `slurmd-<node>` from its pid file (which holds a
+        """Host PID of `slurmctld`, `slurmdbd`, `munged` or `slurmd-<node>` from its pid file (which holds a
         namespace PID, and which 24.11 rewrites at every reconfigure)."""
         pidfile = (
             self.dir / "munge" / "munged.pid" if daemon == "munged" else self.dir / "run" / f"{daemon}.pid"
@@ -742,6 +818,20 @@ class DevCluster:
         if done.returncode != 0:
             raise ClusterError(f"sbatch failed: {done.stderr.decode().strip()}")
         return int(done.stdout.decode().strip().split(";")[0])
+
+    async def sacct(self, *job_ids: int) -> dict[int, tuple[str, str]]:
+        """Job id -> (state, exit code) as slurmdbd recorded each job's allocation (accounting shape);
+        a job it has no record of yet is absent. Every job of the last day when no id is given."""
+        argv = ["sacct", "-n", "-P", "-X", "--format=JobID,State,ExitCode"]
+        argv += ["-j", ",".join(map(str, job_ids))] if job_ids else ["-S", "now-1days"]
+        done = await process.run(argv, timeout=30, env=self.env, cwd=self.out_dir)
+        if done.returncode != 0:
+            raise ClusterError(f"sacct failed: {done.stderr.decode().strip()}")
+        records = {}
+        for line in done.stdout.decode().splitlines():
+            job, state, code = line.split("|")
+            records[int(job)] = (state.split()[0], code)  # "CANCELLED by 0" -> CANCELLED
+        return records
 
     async def submit_held(self, count: int, *, loops: int = 8) -> list[int]:
         """Submit `count` individual held batch jobs (`sbatch --hold`, no arrays: each is a job of its

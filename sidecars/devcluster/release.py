@@ -4,7 +4,9 @@
 - `chroot`: Debian 13 (trixie)'s Slurm (24.11) in a debootstrap tree, built once (about 35 s) and reused.
 - `sid`: Debian unstable's Slurm (26.05) in a second such tree.
 
-A marker file in each tree records the versions so tests can print them.
+A marker file in each tree records the versions of CHROOT_PACKAGES so tests can print them. A tree
+whose marker lacks a package added to that list since it was built (slurmdbd, for accounting) gets
+it installed in place, at the version of the tree's own slurmctld, and its marker rewritten.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import shutil
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +27,8 @@ from sidecars.runtime import process
 
 log = structlog.get_logger(__name__)
 
-CHROOT_PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
+# slurmdbd: the accounting shape (its database, MariaDB, runs from the host's packages)
+CHROOT_PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge", "slurmdbd")
 MARKER = ".slurm-chroot"
 
 
@@ -84,14 +88,23 @@ def default_chroot_root(name: str = "chroot") -> Path:
     return cache / "slurm-sidecars" / recipe.dirname
 
 
-def _marker_version(root: Path) -> str | None:
+def _marker_packages(root: Path) -> dict[str, str]:
+    """Package -> Debian version, as the tree's marker records them (empty when it has none)."""
     try:
-        for line in (root / MARKER).read_text().splitlines():
-            if line.startswith("slurmctld="):
-                return line.split("=", 1)[1].split("-")[0].split("+")[0]
+        lines = (root / MARKER).read_text().splitlines()
     except OSError:
-        return None
-    return None
+        return {}
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
+def _marker_version(root: Path) -> str | None:
+    full = _marker_packages(root).get("slurmctld")
+    return full.split("-")[0].split("+")[0] if full else None
+
+
+def _missing_packages(root: Path) -> list[str]:
+    held = _marker_packages(root)
+    return [p for p in CHROOT_PACKAGES if p not in held]
 
 
 async def _check(*argv: str, env: dict[str, str] | None = None) -> str:
@@ -130,9 +143,10 @@ async def build_chroot(
         await asyncio.to_thread(fcntl.flock, lock, fcntl.LOCK_EX)
         try:
             version = _marker_version(root)
-            if version:
-                return Release(name, root, version)
-            await _build(root, recipe, mirror)
+            if version and _missing_packages(root):
+                await _add_packages(root, _missing_packages(root))
+            elif not version:
+                await _build(root, recipe, mirror)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     version = _marker_version(root)
@@ -168,6 +182,13 @@ async def _build(root: Path, recipe: ChrootRecipe, mirror: str) -> None:
     policy.chmod(0o755)
     if recipe.apt_conf:
         (root / "etc/apt/apt.conf.d/99slurm-sidecars").write_text(recipe.apt_conf)
+    await _apt_install(root, CHROOT_PACKAGES)
+    (root / "etc/munge/munge.key").unlink(missing_ok=True)  # each cluster has its own key
+    await _write_marker(root, f"suite={suite}\n")
+    log.info("chroot_build_done", root=str(root), seconds=round(time.monotonic() - started, 1))
+
+
+async def _apt_install(root: Path, packages: Sequence[str]) -> None:
     script = (
         'set -e; R=$1; shift; mount -t proc proc "$R/proc"; mount --rbind /dev "$R/dev"; '
         'mount -t sysfs sysfs "$R/sys"; chroot "$R" apt-get update -qq; '
@@ -186,14 +207,28 @@ async def _build(root: Path, recipe: ChrootRecipe, mirror: str) -> None:
         script,
         "bash",
         str(root),
-        *CHROOT_PACKAGES,
+        *packages,
     )
-    (root / "etc/munge/munge.key").unlink(missing_ok=True)  # each cluster has its own key
+
+
+async def _write_marker(root: Path, head: str) -> None:
     versions = await _check(
         "chroot", str(root), "dpkg-query", "-W", "-f=${Package}=${Version}\\n", *CHROOT_PACKAGES
     )
-    (root / MARKER).write_text(f"suite={suite}\n{versions}built={time.strftime('%FT%TZ', time.gmtime())}\n")
-    log.info("chroot_build_done", root=str(root), seconds=round(time.monotonic() - started, 1))
+    (root / MARKER).write_text(f"{head}{versions}built={time.strftime('%FT%TZ', time.gmtime())}\n")
+
+
+async def _add_packages(root: Path, packages: Sequence[str]) -> None:
+    """Install into a built tree what CHROOT_PACKAGES gained since, at its slurmctld's own version
+    (the mirror may carry a newer Slurm: the tree must stay one release)."""
+    started = time.monotonic()
+    held = _marker_packages(root)
+    pinned = [f"{p}={held['slurmctld']}" if p.startswith("slurm") else p for p in packages]
+    log.info("chroot_upgrade_started", root=str(root), packages=pinned)
+    await _apt_install(root, pinned)
+    suite = held.get("suite", "")
+    await _write_marker(root, f"suite={suite}\n" if suite else "")
+    log.info("chroot_upgrade_done", root=str(root), seconds=round(time.monotonic() - started, 1))
 
 
 async def _chroot_release(name: str, build: bool) -> Release:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sidecars.devcluster import slurmdbd
 from sidecars.devcluster.netblocks import AddressBlock
 
 # what a node record with no slurmd can be configured as (slurm.conf's State=); a record is a node of
@@ -37,6 +38,9 @@ class ClusterSpec:
     shape: str = "classic"
     nodeset: str = "slinky"
     nodesets: Mapping[str, str] = field(default_factory=dict)
+    # job records kept by a slurmdbd on a MariaDB of the cluster's own (mariadb.py, slurmdbd.py);
+    # classic shape only; adds seconds to the start (the database, then slurmdbd's tables)
+    accounting: bool = False
     # the scale shape: node records without a slurmd, as a large cluster has them. State -> how many,
     # named x0001, x0002, ... in this order, in a partition of their own (`records`, not the default)
     # so that no job of a test is ever placed on one; nothing waits for them to come up
@@ -88,6 +92,7 @@ class Ports:
     slurmctld: int
     slurmd: int  # SlurmdPort: used by dynamic (-Z) nodes
     nodes: Mapping[str, int]
+    slurmdbd: int = 0  # DbdPort; 0 without accounting
 
 
 def render(
@@ -148,7 +153,11 @@ def render(
         "ProctrackType=proctrack/linuxproc",
         "TaskPlugin=task/none",
         "JobAcctGatherType=jobacct_gather/none",
-        "AccountingStorageType=accounting_storage/none",
+        *(
+            slurmdbd.slurm_conf_lines(d, ports.slurmdbd)
+            if spec.accounting
+            else ["AccountingStorageType=accounting_storage/none"]
+        ),
         "JobCompType=jobcomp/none",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_CPU",

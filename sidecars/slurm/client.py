@@ -247,6 +247,24 @@ class SlurmClient:
         )
         return textformat.ping(r.stdout)
 
+    async def accounting_ping(self, timeout: float | None = None) -> bool:
+        """Whether slurmdbd answers. `sacctmgr ping` where the release has it (it names slurmdbd
+        and says UP or DOWN); 22.05 has none, so there a cluster list is asked for, a round trip
+        to slurmdbd that needs no association. Never raises for a down slurmdbd: that is the answer."""
+        if (await self.version()).at_least(23, 11):
+            argv = ["sacctmgr", "ping"]
+        else:
+            argv = ["sacctmgr", "-n", "-P", "list", "cluster", "format=cluster"]
+        if self.guard is not None:
+            self.guard(argv)
+        r = await run(argv, env=self.env, timeout=timeout or self.timeout, metrics=self.metrics, check=False)
+        return textformat.accounting_ping(argv, r.returncode, r.stdout)
+
+    async def shutdown_accounting(self) -> None:
+        """`sacctmgr shutdown`: slurmdbd finishes what it was writing and exits (its container then
+        starts it again). Not retried: a second request could stop the new one."""
+        await self.run("sacctmgr", "-i", "shutdown", retry=False)
+
     async def sdiag_rpcs(self) -> dict[str, int]:
         r = await self.run("sdiag")
         return textformat.sdiag_rpcs(r.stdout)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from sidecars.slurm import hostlist
 from sidecars.slurm.models import (
@@ -379,3 +379,12 @@ def job_placements(text: str) -> list[JobPlacement]:
             )
         )
     return out
+
+
+def accounting_ping(argv: Sequence[str], returncode: int, text: str) -> bool:
+    """Whether slurmdbd answered `argv` (SlurmClient.accounting_ping): `sacctmgr ping` prints
+    `slurmdbd(primary) at HOST is UP` (or DOWN) per slurmdbd; the older fallback, a cluster list,
+    answered when it exited 0."""
+    if "ping" in argv:
+        return bool(re.search(r"^slurmdbd\(\w+\) at \S+ is UP$", text, re.MULTILINE))
+    return returncode == 0

@@ -18,6 +18,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,6 +28,7 @@ from tests.conftest import descendants
 HOLD_ENV = "SIDECARS_HOLD_RELEASE"
 INFO_ENV = "SIDECARS_HOLD_INFO"
 CONTROLLERS_ENV = "SIDECARS_HOLD_CONTROLLERS"  # how many slurmctld the held cluster runs (default 1)
+ACCOUNTING_ENV = "SIDECARS_HOLD_ACCOUNTING"  # set: the accounting shape (MariaDB, slurmdbd) too
 # the kernel ends them all at once (measured: within 0.1 s of the owner's death); a few seconds is
 # ample on a loaded machine, and shorter than the 5 s an orphaned xdist worker waits before it
 # stops its test gracefully, so only a death tied to the owner's passes
@@ -35,6 +37,7 @@ HOLDING = "HOLDING "
 # what a cluster with a job on it runs: every one of them must be seen before the owner is killed,
 # so a test that watched nothing cannot pass
 CLUSTER_NAMES = frozenset({"munged", "slurmctld", "slurmd", "slurmstepd", "sleep"})
+ACCOUNTING_NAMES = CLUSTER_NAMES | {"mariadbd", "slurmdbd"}
 
 
 def release_json(release: Release) -> str:
@@ -48,7 +51,11 @@ def _release_from_env() -> Release:
 
 
 async def hold() -> None:
-    spec = ClusterSpec(nodes=2, controllers=int(os.environ.get(CONTROLLERS_ENV, "1")))
+    spec = ClusterSpec(
+        nodes=2,
+        controllers=int(os.environ.get(CONTROLLERS_ENV, "1")),
+        accounting=ACCOUNTING_ENV in os.environ,
+    )
     async with DevCluster(_release_from_env(), spec) as c:
         job = await c.sbatch("-N", "1", wrap="sleep 600")
         await c.wait_job(job, "RUNNING", timeout=60)
@@ -59,6 +66,17 @@ async def hold() -> None:
             tmp.write_text(line + "\n")
             tmp.rename(os.environ[INFO_ENV])  # whole, or not there at all
         await asyncio.sleep(3600)
+
+
+async def wait_holding(proc: asyncio.subprocess.Process, info_file: Path, log: Path) -> dict[str, Any]:
+    """The owner's HOLDING record, once its cluster runs (fails when the owner exits first)."""
+    deadline = time.monotonic() + 150
+    while not info_file.exists():
+        assert proc.returncode is None, f"the owner exited early: {log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"no cluster after 150s: {log.read_text()[-3000:]}"
+        await asyncio.sleep(0.1)
+    info: dict[str, Any] = json.loads(info_file.read_text()[len(HOLDING) :])
+    return info
 
 
 async def test_hold_a_cluster_until_killed() -> None:
@@ -111,8 +129,15 @@ class Watched:
     cmdlines: dict[int, str] = field(default_factory=dict)
 
     @classmethod
-    async def capture(cls, owner: int, init_pid: int, cluster_dir: str, timeout: float = 60.0) -> Watched:
-        """Wait until the cluster runs everything in CLUSTER_NAMES, then record the owner's tree and
+    async def capture(
+        cls,
+        owner: int,
+        init_pid: int,
+        cluster_dir: str,
+        timeout: float = 60.0,
+        names: frozenset[str] = CLUSTER_NAMES,
+    ) -> Watched:
+        """Wait until the cluster runs everything in `names`, then record the owner's tree and
         the namespace."""
         w = cls(namespace_of(init_pid), cluster_dir)
         deadline = time.monotonic() + timeout
@@ -123,7 +148,7 @@ class Watched:
                 if st:
                     w.procs[pid] = st
                     w.cmdlines[pid] = _cmdline(pid)
-            if w.names() >= CLUSTER_NAMES or time.monotonic() > deadline:
+            if w.names() >= names or time.monotonic() > deadline:
                 return w
             await asyncio.sleep(0.1)
 

@@ -5,13 +5,10 @@ worker), leaves no daemon, slurmstepd or job behind."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -23,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _owner_argv(kind: str) -> list[str]:
-    if kind == "owner":
+    if kind.startswith("owner"):
         return [sys.executable, "-m", "tests.devcluster.lifetime"]
     # a whole pytest run, on its own or with an xdist worker holding the cluster
     workers = ["-p", "no:xdist"] if kind == "pytest" else ["-n", "1"]
@@ -41,23 +38,18 @@ def _owner_argv(kind: str) -> list[str]:
     ]
 
 
-async def _holding(proc: asyncio.subprocess.Process, info_file: Path, log: Path) -> dict[str, Any]:
-    deadline = time.monotonic() + 150
-    while not info_file.exists():
-        assert proc.returncode is None, f"the owner exited early: {log.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, f"no cluster after 150s: {log.read_text()[-3000:]}"
-        await asyncio.sleep(0.1)
-    info: dict[str, Any] = json.loads(info_file.read_text()[len(lifetime.HOLDING) :])
-    return info
-
-
 @pytest.mark.timeout(240)
 # the host's packages and a chroot start their daemons differently; the two chroots alike
 @pytest.mark.releases("slurm22", "slurm26")
 @pytest.mark.parametrize(
     ("kind", "sig"),
-    [("owner", signal.SIGKILL), ("pytest", signal.SIGTERM), ("xdist", signal.SIGTERM)],
-    ids=["owner-sigkill", "pytest-sigterm", "xdist-sigterm"],
+    [
+        ("owner", signal.SIGKILL),
+        ("owner-accounting", signal.SIGKILL),  # its MariaDB and slurmdbd too
+        ("pytest", signal.SIGTERM),
+        ("xdist", signal.SIGTERM),
+    ],
+    ids=["owner-sigkill", "owner-accounting-sigkill", "pytest-sigterm", "xdist-sigterm"],
 )
 async def test_nothing_outlives_the_owner(
     release: Release, kind: str, sig: signal.Signals, tmp_path: Path
@@ -71,6 +63,7 @@ async def test_nothing_outlives_the_owner(
                 **os.environ,
                 lifetime.HOLD_ENV: lifetime.release_json(release),
                 lifetime.INFO_ENV: str(info_file),
+                **({lifetime.ACCOUNTING_ENV: "1"} if kind.endswith("accounting") else {}),
             },
             stdin=asyncio.subprocess.DEVNULL,
             stdout=out,
@@ -78,9 +71,10 @@ async def test_nothing_outlives_the_owner(
         )
     info, watched = None, None
     try:
-        info = await _holding(proc, info_file, log)
-        watched = await lifetime.Watched.capture(proc.pid, info["init"], info["dir"])
-        assert watched.names() >= lifetime.CLUSTER_NAMES, watched.procs
+        info = await lifetime.wait_holding(proc, info_file, log)
+        names = lifetime.ACCOUNTING_NAMES if kind.endswith("accounting") else lifetime.CLUSTER_NAMES
+        watched = await lifetime.Watched.capture(proc.pid, info["init"], info["dir"], names=names)
+        assert watched.names() >= names, watched.procs
         proc.send_signal(sig)
         await within(proc.wait(), 30)
         assert proc.returncode == -sig, log.read_text()[-3000:]

@@ -1,0 +1,112 @@
+"""slurmdbd.conf, as config-sync receives it from its Secret: checked without touching the database,
+and what a change of it needs.
+
+Checked here, before anything is staged: the syntax (`Key=Value` lines, `#` comments), the keys
+slurmdbd cannot start without (StorageType: "fatal: StorageType must be specified"), the values
+that must be numbers or ports, and the file's mode: slurmdbd refuses a slurmdbd.conf that group or
+others may read ("should be 600"), and the file holds StoragePass. Whether the database accepts the
+credentials is not tried: that would touch the live database; slurmdbd's restart and
+`sacctmgr ping` are the test, with the previous file put back when it fails.
+
+slurmdbd.conf(5): changes "take effect upon restart of SlurmDBD or daemon receipt of the SIGHUP
+signal unless otherwise noted"; the storage connection, the daemon's own address, port, user and
+authentication are read once at start, so only the keys in RELOADABLE count as a reload; any other
+change restarts slurmdbd (or is held, by the same policy as slurmctld's restarts).
+
+No message here carries a value from the file: StoragePass is one.
+"""
+
+from __future__ import annotations
+
+import re
+import stat
+from dataclasses import dataclass, field
+
+CONF_NAME = "slurmdbd.conf"
+STORAGE_TYPES = frozenset({"accounting_storage/mysql"})
+PORT_KEYS = ("dbdport", "storageport")
+NUMBER_KEYS = ("commitdelay", "messagetimeout", "tcptimeout", "maxquerytimerange")
+# what slurmdbd re-reads and uses on SIGHUP (`sacctmgr reconfigure`): logging and purging; the rest
+# is read at start
+RELOADABLE = frozenset(
+    {
+        "debuglevel",
+        "debuglevelsyslog",
+        "debugflags",
+        "logtimeformat",
+        "privatedata",
+        "trackwckey",
+        "trackslurmctlddown",
+        "allownodefacct",
+        "messagetimeout",
+        "maxquerytimerange",
+        *(f"purge{kind}after" for kind in ("event", "job", "resv", "step", "suspend", "txn", "usage")),
+    }
+)
+_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
+
+
+@dataclass(frozen=True, slots=True)
+class DbdConf:
+    options: dict[str, str] = field(default_factory=dict)  # lower-case key -> last value
+    problems: tuple[str, ...] = ()
+
+
+def parse(text: str) -> DbdConf:
+    """Keys and values; malformed lines are problems, named by line and key, never by value."""
+    options: dict[str, str] = {}
+    problems: list[str] = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        key, sep, value = line.partition("=")
+        key = key.strip()
+        if not sep or not _KEY.match(key):
+            problems.append(f"{CONF_NAME} line {n}: not a Key=Value line")
+            continue
+        value = value.strip()
+        if not value:
+            problems.append(f"{CONF_NAME} line {n}: {key} has no value")
+            continue
+        options[key.lower()] = value
+    return DbdConf(options, tuple(problems))
+
+
+def check(data: bytes, mode: int) -> list[str]:
+    """Every reason slurmdbd would refuse this file (empty: nothing we can see without the database)."""
+    problems: list[str] = []
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        problems.append(
+            f"{CONF_NAME} has mode {stat.S_IMODE(mode):04o}: slurmdbd refuses one that group or others "
+            "can access (it holds StoragePass); set the Secret's defaultMode (or items.mode) to 0600"
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return [*problems, f"{CONF_NAME} is not UTF-8 text"]
+    conf = parse(text)
+    problems += conf.problems
+    if "storagetype" not in conf.options:
+        problems.append(f"{CONF_NAME}: StorageType is required (slurmdbd will not start without it)")
+    kind = conf.options.get("storagetype", "").lower()
+    if kind and kind not in STORAGE_TYPES:
+        problems.append(f"{CONF_NAME}: StorageType must be one of {', '.join(sorted(STORAGE_TYPES))}")
+    for key in PORT_KEYS:
+        value = conf.options.get(key)
+        if value is not None and not (value.isdigit() and 0 < int(value) < 65536):
+            problems.append(f"{CONF_NAME}: {key} is not a port (1 to 65535)")
+    for key in NUMBER_KEYS:
+        value = conf.options.get(key)
+        if value is not None and not value.isdigit():
+            problems.append(f"{CONF_NAME}: {key} is not a whole number")
+    return problems
+
+
+def restart_reasons(old: bytes, new: bytes) -> list[str]:
+    """The changed keys that slurmdbd reads only at start (empty: a SIGHUP applies the change).
+    Names only: a changed StoragePass is reported as changed, never shown."""
+    a = parse(old.decode("utf-8", "replace")).options
+    b = parse(new.decode("utf-8", "replace")).options
+    changed = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+    return [f"{key} changed (read by slurmdbd at start)" for key in changed if key not in RELOADABLE]

@@ -1,0 +1,119 @@
+"""A MariaDB server of a dev cluster's own, for its slurmdbd: Debian's mariadb-server from the host.
+
+Its datadir, socket, pid file and log live under DIR/mariadb and it listens on a leased port of
+127.0.0.1 only. It runs in the cluster's PID namespace (entered with `nsenter -p` alone, so the
+chroot releases use the host's server too), so it dies with the cluster however the cluster ends;
+its files go with DIR. Root logs in over the socket only (unix_socket authentication); slurmdbd
+uses a user of its own with a password made for this cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sidecars.runtime import process
+
+
+class DatabaseError(RuntimeError):
+    """The database could not be set up or did not answer; says why, in MariaDB's words."""
+
+
+@dataclass(frozen=True, slots=True)
+class Database:
+    dir: Path  # DIR/mariadb
+    port: int
+    user: str = "slurm"
+    name: str = "slurm_acct_db"
+    password: str = field(default_factory=lambda: secrets.token_urlsafe(24), repr=False)
+
+    @property
+    def socket(self) -> Path:
+        return self.dir / "mysqld.sock"
+
+    @property
+    def log(self) -> Path:
+        return self.dir / "error.log"
+
+    def log_tail(self, limit: int = 1500) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-limit:].strip()
+        except OSError:
+            return ""
+
+
+def _server_options(db: Database) -> list[str]:
+    return [
+        "--no-defaults",  # nothing from /etc/mysql: this server is the cluster's alone
+        "--user=root",
+        f"--datadir={db.dir / 'data'}",
+        # small: a test database, one of several on a shared machine
+        "--innodb-buffer-pool-size=16M",
+        "--innodb-log-file-size=8M",
+    ]
+
+
+async def _run(argv: Sequence[str], timeout: float) -> str:
+    try:
+        done = await process.run(argv, timeout=timeout, merge_stderr=True)
+    except process.ProcessTimeout:
+        raise DatabaseError(f"{argv[0]} did not finish within {timeout:g}s") from None
+    if done.returncode != 0:
+        # its own error lines: the end of its output is the same advice whatever went wrong
+        errors = [line for line in done.text().splitlines() if "error" in line.lower()]
+        said = "\n".join(errors)[-1500:] or done.text(1500).strip()
+        raise DatabaseError(f"{' '.join(argv[:2])} failed (exit {done.returncode}): {said}")
+    return done.text()
+
+
+async def start(db: Database, enter: Sequence[str], timeout: float = 60.0) -> None:
+    """Create the datadir, start the server through `enter` (the namespace prefix) and create
+    slurmdbd's user; returns once that user's grant is in."""
+    (db.dir / "data").mkdir(parents=True, exist_ok=True)
+    await _run(
+        [
+            *enter,
+            "mariadb-install-db",
+            *_server_options(db),
+            "--auth-root-authentication-method=socket",
+            "--skip-test-db",
+        ],
+        timeout,
+    )
+    server = [
+        "mariadbd",
+        *_server_options(db),
+        f"--socket={db.socket}",
+        f"--port={db.port}",
+        "--bind-address=127.0.0.1",
+        "--skip-networking=0",
+        f"--pid-file={db.dir / 'mariadbd.pid'}",
+        f"--log-error={db.log}",
+        "--skip-log-bin",
+    ]
+    # backgrounded by sh, which then exits: the server is left to the namespace's init, which reaps it
+    await _run([*enter, "sh", "-c", '"$@" </dev/null >/dev/null 2>&1 &', "sh", *server], 10.0)
+    sql = (
+        f"CREATE USER IF NOT EXISTS '{db.user}'@'127.0.0.1' IDENTIFIED BY '{db.password}'; "
+        f"GRANT ALL ON `{db.name}`.* TO '{db.user}'@'127.0.0.1';"
+    )
+    deadline = time.monotonic() + timeout
+    while True:
+        done = await process.run(
+            ["mariadb", "--no-defaults", f"--socket={db.socket}", "-u", "root"],
+            timeout=10.0,
+            stdin=sql.encode(),  # not in argv: any local user can read a process's command line
+            merge_stderr=True,
+        )
+        if done.returncode == 0:
+            return
+        if time.monotonic() >= deadline:
+            raise DatabaseError(
+                f"mariadbd did not answer within {timeout:g}s: {done.text(300).strip()}; "
+                f"its log: {db.log_tail()}"
+            )
+        await asyncio.sleep(0.1)

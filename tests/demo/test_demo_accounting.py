@@ -1,0 +1,45 @@
+"""`demo --accounting`: the tour ends with the jobs slurmdbd recorded, read back with sacct; a shape
+that cannot have accounting is a bad invocation with one line saying why."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+
+import pytest
+
+from sidecars.devcluster import Release
+from sidecars.runtime.waits import within
+
+
+def _demo(release: Release, *more: str) -> list[str]:
+    return [sys.executable, "-m", "sidecars", "demo", "--tour", "--release", release.name, *more]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.releases("slurm22", "slurm26")
+async def test_the_tour_shows_jobs_in_sacct(release: Release) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        *_demo(release, "--accounting"), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    out, _ = await within(proc.communicate(), 260)
+    text = out.decode()
+    assert proc.returncode == 0, text[-3000:]
+    summary = text[text.index("\nSummary") :]
+    assert "FAIL" not in summary and "ok   Jobs in accounting" in summary, summary
+    assert re.search(r"sacct: job \d+ CANCELLED", text), text[-3000:]
+    assert re.search(r"sacct: job \d+ COMPLETED \(exit 0:0\)", text), text[-3000:]  # the tour.s own jobs
+
+
+@pytest.mark.releases("slurm26")
+async def test_accounting_with_the_slinky_shape_is_a_bad_invocation(release: Release) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        *_demo(release, "--accounting", "--shape", "slinky"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await within(proc.communicate(), 60)
+    assert proc.returncode == 2, (out + err).decode()
+    lines = err.decode().strip().splitlines()
+    assert len(lines) == 1 and "classic shape only" in lines[0], lines
