@@ -39,20 +39,27 @@ def _fingerprint(sources: Iterable[Path]) -> tuple[tuple[str, int, int, int], ..
 
 
 def values_of(entry: FileEntry, whole: bool) -> Iterable[str]:
-    """The secret values in one file: of secret-named options; with `whole` (a Secret's file),
-    every option's value and every line too."""
+    """The secret values in one file: of secret-named options; with `whole` (a Secret's file), also
+    every line that is no option (a token, a key, a password file's text). A Secret's other option
+    values (`DbdHost=127.0.0.1`, `SlurmUser=slurm`) are not scrubbed from every other text: they
+    are common words, and the file itself is never shown anyway."""
     try:
         text = entry.data.decode("utf-8")
     except UnicodeDecodeError:
         return
+    yield from secret_pairs(text)
     if not whole:
-        yield from secret_pairs(text)
         return
-    for m in PAIR.finditer(text):
-        yield m["value"].strip('"')
     for line in text.splitlines():
-        if len(line.strip()) >= MIN_LINE:
-            yield line.strip()
+        bare = line.strip()
+        if len(bare) >= MIN_LINE and not bare.startswith("#") and not _option(bare):
+            yield bare
+
+
+def _option(line: str) -> bool:
+    # base64 padding ("...==") is no `Key=value`
+    m = PAIR.match(line)
+    return m is not None and not m["value"].startswith("=")
 
 
 class SecretValues:

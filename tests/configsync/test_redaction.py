@@ -16,11 +16,12 @@ import structlog
 
 from sidecars.configsync import settings as cs_settings
 from sidecars.configsync.history import History, changes
+from sidecars.configsync.secretvalues import SecretValues
 from sidecars.configsync.sources import FileEntry, FileSet
 from sidecars.devcluster import DevCluster
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime import logs
-from sidecars.runtime.redact import REDACTED, redact
+from sidecars.runtime.redact import REDACTED, Redactor, redact
 from sidecars.runtime.settings import ConfigError
 from tests.configsync.harness import config_sync, set_sha
 from tests.helpers import eventually
@@ -159,3 +160,21 @@ def test_a_form_described_is_left_as_it_is() -> None:
         redact("gres.conf:2: 'this is garbage' is not Key=Value")
         == "gres.conf:2: 'this is garbage' is not Key=Value"
     )
+
+
+def test_a_secret_files_plain_values_are_not_scrubbed_from_other_texts(tmp_path: Path) -> None:
+    # its passwords and raw lines are; its host names and users are words every slurm.conf has
+    config, secret = tmp_path / "config", tmp_path / "secret"
+    config.mkdir()
+    secret.mkdir()
+    (config / "slurm.conf").write_text("ClusterName=c\nNodeName=n1 NodeAddr=127.0.0.1\n")
+    (secret / "slurmdbd.conf").write_text("DbdHost=127.0.0.1\nSlurmUser=slurm\nStoragePass=pw-dbd-7\n")
+    (secret / "token").write_text("tok3n-f00d-5ca1ab1e-0123\n")
+    (secret / "jwt.key").write_text("c2VjcmV0LWtleS1tYXRlcmlhbA==\n")
+    redactor = Redactor(SecretValues((config, secret), (secret,), 1 << 20))
+    assert (
+        redactor.text("+NodeName=n1 NodeAddr=127.0.0.1 # slurm") == "+NodeName=n1 NodeAddr=127.0.0.1 # slurm"
+    )
+    assert "pw-dbd-7" not in redactor.text("quoted: pw-dbd-7")
+    assert "tok3n" not in redactor.text("sent tok3n-f00d-5ca1ab1e-0123 to it")
+    assert "c2VjcmV0" not in redactor.text("key c2VjcmV0LWtleS1tYXRlcmlhbA== read")
