@@ -82,6 +82,7 @@ class ConfigSync:
             parse_timeout=settings.parse_timeout_seconds,
             plugin_dir=settings.plugin_dir,
             dry_runner=self._dry_runner(settings, client),
+            sources=settings.sources,
         )
         self.applier = Applier(
             client,

@@ -30,6 +30,7 @@ import structlog
 from sidecars.configsync import conffile, dbdconf, jobs, restart
 from sidecars.configsync.conffile import SlurmConf
 from sidecars.configsync.dryrun import DryRunner, DryRunResult
+from sidecars.configsync.plugintrust import plugin_dir_problems
 from sidecars.configsync.restart import RestartReason
 from sidecars.configsync.sources import FileSet
 from sidecars.configsync.stage import write_files
@@ -354,9 +355,11 @@ class Validator:
         parse_timeout: float = 10.0,
         plugin_dir: Path | None = None,
         dry_runner: DryRunner | None = None,
+        sources: Sequence[Path] = (),
     ) -> None:
         self.client = client
         self.target = target
+        self.sources = tuple(sources)  # what the config's volumes fill: never a PluginDir
         self.work_dir = work_dir
         self.main = main
         self.max_bytes = max_bytes
@@ -405,7 +408,8 @@ class Validator:
         if problems:
             return _reject("; ".join(problems))
         conf = conffile.parse(files, self.main, self.target)
-        problems = semantic_problems(conf) + aux_problems(files, conf)
+        filled = {*self.sources, *(e.source for e in files.files.values()), self.target}
+        problems = semantic_problems(conf) + aux_problems(files, conf) + plugin_dir_problems(conf, filled)
         if problems:
             return _reject("; ".join(problems))
         old = conffile.parse(current, self.main, self.target) if current is not None else None
