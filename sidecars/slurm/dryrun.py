@@ -283,6 +283,8 @@ async def try_controller(
             if proc.returncode is not None:
                 await asyncio.sleep(0.05)  # its last words may still be on their way to the file
                 follower.finish()
+                if primary_at is None and follower.primary:
+                    primary_at = now  # said in its last lines, read only now
                 words = text()
                 why = slurm_words(words)
                 if proc.returncode == NETNS_UNAVAILABLE and isolation == "netns":
