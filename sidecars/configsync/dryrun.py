@@ -33,7 +33,7 @@ import socket
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -93,6 +93,9 @@ class DryRunResult:
     # not tried: the dry run's slurmctld is another release than the live one (the reason says
     # which); the refusal is then no judgement of the set
     release_mismatch: bool = False
+    # where its time went, in ms (None: not reached): the shadow's sync, the rest of the files, spawn
+    # to primary and to answering on its port, to the verdict, killing it, removing its directory
+    phases: dict[str, int | None] = field(default_factory=dict)
 
 
 def release_line(version: str) -> str:
@@ -309,7 +312,7 @@ class DryRunner:
         target: Path,
         main: str = "slurm.conf",
         isolation: IsolationSetting = "auto",
-        stay_seconds: float = 0.2,
+        stay_seconds: float = 0.0,
         timeout: float = 15.0,
         state_dir: Path | None = None,
         client: SlurmClient | None = None,
@@ -331,6 +334,8 @@ class DryRunner:
         self.shadow_path = work_dir.parent / f"{work_dir.name}-state"  # kept between runs
         self._shadow: ShadowState | None = None
         self.releases: tuple[str, str] | None = None  # (the dry run's, the live one's), once both known
+        self.last_sync_seconds = 0.0  # the latest shadow sync (phases of a dry run, in its log event)
+        self.warmed_seconds: float | None = None  # how long warm() took to build the shadow, once done
 
     @property
     def current_isolation(self) -> Isolation | None:
@@ -446,6 +451,7 @@ class DryRunner:
             state.mkdir(mode=0o700)
             return
         stats = self._shadow.sync()
+        self.last_sync_seconds = stats.seconds
         log.debug(
             "dry_run_state_synced",
             mirrored=stats.mirrored,
@@ -475,7 +481,8 @@ class DryRunner:
             except OSError as exc:  # the first dry run tries again, and says why if it fails too
                 log.warning("dry_run_state_not_ready", state=str(where), error=str(exc))
                 return
-            log.info("dry_run_state_ready", state=str(where), seconds=round(time.monotonic() - started, 3))
+            self.warmed_seconds = time.monotonic() - started
+            log.info("dry_run_state_ready", state=str(where), seconds=round(self.warmed_seconds, 3))
 
     async def run(self, files: FileSet, current: SlurmConf | None) -> DryRunResult:
         """Try the candidate; the scratch directory and the process are gone when this returns or raises."""
@@ -501,6 +508,8 @@ class DryRunner:
         d = self.work_dir / f"dryrun-{files.short}-{secrets.token_hex(3)}"
         dead = ClosedPort()
         started = time.monotonic()
+        prepared = ended = started
+        self.last_sync_seconds = 0.0
         try:
             self.work_dir.mkdir(parents=True, exist_ok=True)
             # in a namespace of its own the live port is free; otherwise one nobody else uses
@@ -508,6 +517,7 @@ class DryRunner:
             if isolation == "ports":
                 ctld_port = free_port()
             conf_path = await asyncio.to_thread(self._prepare, files, d, where, ctld_port, dead.port)
+            prepared = time.monotonic()
             trial: Trial = await try_controller(
                 [*self.command, "-D", "-f", str(conf_path)],
                 log_file=d / "slurmctld.log",
@@ -519,13 +529,33 @@ class DryRunner:
                 keep=job_line,
                 metrics=self.metrics,
             )
+            ended = time.monotonic()
         finally:
             dead.close()
             await asyncio.shield(asyncio.to_thread(shutil.rmtree, d, True))
         seconds = time.monotonic() - started
         self.recent.append(seconds)
         reason = trial.reason.replace(str(d / "etc"), str(self.target))
+
+        def ms(value: float | None) -> int | None:
+            return None if value is None else round(value * 1000)
+
+        phases = {
+            "sync_ms": ms(self.last_sync_seconds),
+            "files_ms": ms(prepared - started - self.last_sync_seconds),
+            "primary_ms": ms(trial.primary_seconds),
+            "answering_ms": ms(trial.answering_seconds),
+            "verdict_ms": ms(trial.seconds),
+            "kill_ms": ms(ended - prepared - trial.seconds),
+            "cleanup_ms": ms(started + seconds - ended),
+        }
         log.info(
-            "dry_run", sha256=files.short, ok=trial.started, seconds=round(seconds, 3), isolation=isolation
+            "dry_run",
+            sha256=files.short,
+            ok=trial.started,
+            seconds=round(seconds, 3),
+            isolation=isolation,
+            **phases,
         )
-        return DryRunResult(trial.started, reason, job_effects(trial.kept), seconds, isolation)
+        effects = job_effects(trial.kept)
+        return DryRunResult(trial.started, reason, effects, seconds, isolation, phases=phases)

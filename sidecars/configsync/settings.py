@@ -41,7 +41,9 @@ class Settings:
     dry_run_slurmctld: tuple[str, ...] = SLURMCTLD  # how to start slurmctld of the live release
     dry_run_isolation: DryRunIsolation = "auto"
     dry_run_state_dir: Path | None = None  # None: the StateSaveLocation the applied set names
-    dry_run_stay_seconds: float = 0.2
+    # 0: answering on its port already proves what slurmctld initialises once primary; waiting
+    # longer buys only that many more seconds of a first scheduler pass, paid by every change
+    dry_run_stay_seconds: float = 0.0
     dry_run_timeout_seconds: float = 15.0
     allow_job_loss: bool = False  # apply changes that would end or requeue jobs anyway
     history_limit: int = 20  # generations kept (with their diffs) for /history
@@ -146,7 +148,9 @@ def configure(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="slurmctld's StateSaveLocation as seen here (default: the path slurm.conf names)",
     )
-    flag(p, "--dry-run-stay-seconds", default="0.2", help="the throwaway must stay up this long once primary")
+    flag(
+        p, "--dry-run-stay-seconds", default="0", help="the throwaway must stay up this long once it answers"
+    )
     flag(p, "--dry-run-timeout-seconds", default="15", help="give up on a throwaway not primary by then")
     flag(
         p,

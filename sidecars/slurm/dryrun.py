@@ -169,6 +169,9 @@ class Trial:
     seconds: float  # from spawn to verdict
     isolation: Isolation
     kept: tuple[str, ...] = ()  # every log line the caller's `keep` chose, from the whole log
+    # seconds from spawn to each milestone seen (None: not reached): where a slow dry run's time went
+    primary_seconds: float | None = None
+    answering_seconds: float | None = None
 
 
 class LogFollower:
@@ -260,7 +263,7 @@ async def try_controller(
     stderr_file: Path,
     isolation: Isolation,
     port: int | None = None,
-    stay: float = 0.2,
+    stay: float = 0.0,
     timeout: float = 15.0,
     keep: Callable[[str], bool] | None = None,
     metrics: SlurmMetrics | None = None,
@@ -278,16 +281,24 @@ async def try_controller(
     def text() -> str:
         return follower.text() + "\n" + _read(stderr_file)
 
+    primary_at: float | None = None
+    up_at: float | None = None  # primary, and answering when a port is watched
+
     def trial(ok: bool, why: str, now: float) -> Trial:
-        return Trial(ok, why, text()[-20000:], now - started, isolation, tuple(follower.kept))
+        def since(t: float | None) -> float | None:
+            return None if t is None else t - started
+
+        words, kept = text()[-20000:], tuple(follower.kept)
+        return Trial(ok, why, words, now - started, isolation, kept, since(primary_at), since(up_at))
 
     async with spawn(full, stdout=stderr_file, metrics=metrics) as proc:
-        up_at: float | None = None  # primary, and answering when a port is watched
         while True:
             now = time.monotonic()
             if proc.returncode is not None:
                 await asyncio.sleep(0.05)  # its last words may still be on their way to the file
                 follower.finish()
+                if primary_at is None and follower.primary:
+                    primary_at = now  # said in its last lines, read only now
                 words = text()
                 why = slurm_words(words)
                 if proc.returncode == NETNS_UNAVAILABLE and isolation == "netns":
@@ -299,6 +310,8 @@ async def try_controller(
                     why = f"after it became the primary controller: {why}"
                 return trial(False, why, now)
             follower.poll()
+            if primary_at is None and follower.primary:
+                primary_at = now
             if up_at is None and follower.primary and (port is None or marker.exists()):
                 up_at = now
             if up_at is not None and now - up_at >= stay:

@@ -50,6 +50,23 @@ async def test_the_verdict_and_the_job_effects_come_from_the_whole_log(cluster: 
     assert 999999 not in dropped.jobs  # "Recovered JobId=999999" is no harm done
 
 
+async def test_a_pass_comes_when_the_throwaway_answers_and_each_phase_is_told(cluster: DevCluster) -> None:
+    """A pass is given as soon as the throwaway answers on its port (that proves what slurmctld
+    initialises once primary: test_dry_run_strict), not a fixed time later that every change would
+    pay; and the dry run says where its time went, phase by phase (in its log event too)."""
+    base = cluster_files(cluster)
+    current = conffile.parse(read_set(base), "slurm.conf", cluster.conf_path.parent)
+    result = await runner(cluster, timeout=10.0).run(read_set(base), current)
+    assert result.ok, result.reason
+    ms = {k: v for k, v in result.phases.items() if v is not None}
+    assert len(ms) == len(result.phases) == 7, result.phases  # every phase reached
+    assert 0 < ms["primary_ms"] <= ms["answering_ms"] == ms["verdict_ms"], ms
+    phases = ("sync_ms", "files_ms", "verdict_ms", "kill_ms", "cleanup_ms")
+    assert all(ms[k] >= 0 for k in phases), ms
+    # the phases make up the whole (each rounded to a millisecond)
+    assert abs(sum(ms[k] for k in phases) - result.seconds * 1000) <= len(phases) + 1, (ms, result.seconds)
+
+
 @pytest.mark.releases("slurm24", "slurm26")
 async def test_a_dry_run_of_another_release_is_named_as_such(cluster: DevCluster) -> None:
     """The host's slurmctld (22.05) as the dry run of a 24.11/26.05 cluster: the config-sync image
