@@ -37,7 +37,7 @@ def settings(**overrides: Any) -> ControlPlaneSettings:
         namespace="slurm",
         worker_selector="app=slurmd",
         identity="cp-a",
-        lease_seconds=3.0,  # a write lapses 2 s after a renewal starts: room for a loaded machine
+        lease_seconds=6.0,  # a write lapses 4 s after a renewal starts: room for a loaded machine
         renew_seconds=0.5,
         recycle_grace_seconds=0.5,
         recycle_window_seconds=60,

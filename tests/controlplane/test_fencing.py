@@ -176,9 +176,15 @@ async def test_a_frozen_leader_writes_nothing_after_the_takeover(
             await eventually(a.status, lambda s: s.get("version", 0) > 0, what="cp-a reading")
             await eventually(lambda: not busy(fake, "w-n1"), within=30, what="cp-b takes w-n1's label off")
             assert fake.calls(woke)[("get", "leases")] >= 1, "cp-a never looked at the Lease again"
-            assert fake.writes_by("tok-a", takeover) == [], [
-                (r.method, r.path, r.status) for r in fake.writes_by("tok-a", takeover)
+            # no write of the old identity after the takeover; the one exception is a Lease update
+            # already past its last check when the process froze (on the wire on waking), which the
+            # API server refuses on its stale resourceVersion: the Lease's own fence (docs/faults.md)
+            late = [
+                (r.method, r.path, r.status)
+                for r in fake.writes_by("tok-a", takeover)
+                if not (r.resource == "leases" and r.status == 409)
             ]
+            assert late == [], late
             assert holder(fake) == "cp-b"
             await cluster.scancel(second)
 

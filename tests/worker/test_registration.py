@@ -67,7 +67,9 @@ async def test_slurmd_that_never_registers_is_declared_unregistered(cluster: Dev
         status, body = await http_get(agent, "/readyz")
         assert status == 503
         detail = body["checks"]["registered"]["detail"]
-        assert "no record of this node" in detail and "gave up after 2 slurmd restart(s)" in detail, detail
+        # what the last look saw first is a race (the rejected slurmd dies at once): either says why
+        assert "gave up after 2 slurmd restart(s)" in detail, detail
+        assert "no record of this node" in detail or "slurmd process gone" in detail, detail
         assert events.reasons().count("SlurmdRestarted") == 2
         assert events.reasons()[-1] == "SlurmdUnregistered"
         _, metrics = await http_get(agent, "/metrics")
