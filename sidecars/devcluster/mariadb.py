@@ -51,6 +51,9 @@ def _server_options(db: Database) -> list[str]:
         "--no-defaults",  # nothing from /etc/mysql: this server is the cluster's alone
         "--user=root",
         f"--datadir={db.dir / 'data'}",
+        # its own: temporary tables are named after the server's pid, which every cluster's PID
+        # namespace makes alike, so servers sharing /tmp remove each other's files
+        f"--tmpdir={db.dir / 'tmp'}",
         # small: a test database, one of several on a shared machine
         "--innodb-buffer-pool-size=16M",
         "--innodb-log-file-size=8M",
@@ -74,6 +77,7 @@ async def start(db: Database, enter: Sequence[str], timeout: float = 60.0) -> No
     """Create the datadir, start the server through `enter` (the namespace prefix) and create
     slurmdbd's user; returns once that user's grant is in."""
     (db.dir / "data").mkdir(parents=True, exist_ok=True)
+    (db.dir / "tmp").mkdir(mode=0o700, exist_ok=True)
     await _run(
         [
             *enter,
