@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from sidecars.controlplane.snapshot import FleetNode, FleetSnapshot
 from sidecars.kube import Pod
 from sidecars.runtime.events import EventType
+from sidecars.runtime.waits import within
 
 T = TypeVar("T")
 
@@ -111,3 +112,15 @@ def fleet_pod(
         node_name=node_name,
         conditions=conditions,
     )
+
+
+async def refused_invocation(*argv: str) -> str:
+    """Run a command that must refuse its invocation: exit 2 with one line on stderr (returned)."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await within(proc.communicate(), 60)
+    assert proc.returncode == 2, (out + err).decode()
+    lines = err.decode().strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]

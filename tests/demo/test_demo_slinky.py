@@ -11,6 +11,7 @@ import pytest
 
 from sidecars.devcluster import Release
 from sidecars.runtime.waits import within
+from tests.helpers import refused_invocation
 
 
 @pytest.mark.timeout(240)
@@ -33,12 +34,7 @@ async def test_the_tour_runs_to_the_end_on_the_slinky_shape(release: Release) ->
 
 @pytest.mark.releases("slurm22")
 async def test_the_slinky_shape_on_22_05_is_a_bad_invocation(release: Release) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        *[sys.executable, "-m", "sidecars", "demo", "--tour", "--release", release.name, "--shape", "slinky"],
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+    line = await refused_invocation(
+        sys.executable, "-m", "sidecars", "demo", "--tour", "--release", release.name, "--shape", "slinky"
     )
-    out, err = await within(proc.communicate(), 60)
-    assert proc.returncode == 2, (out + err).decode()
-    lines = err.decode().strip().splitlines()
-    assert len(lines) == 1 and "--shape slinky: the Slinky shape needs Slurm 23.11" in lines[0], lines
+    assert "--shape slinky: the Slinky shape needs Slurm 23.11" in line, line
