@@ -14,7 +14,7 @@ plane client pointed at a closed port), in one process. Baseline, in the same ru
    own rate, scaled, would measure this machine instead: 20 agents polling every 0.25 s already
    queue behind their scontrol processes here.)
 
-Usage: .venv/bin/python bench/fallback_rpcs.py [--seconds 45] [--sample 20] [--release host|chroot]
+Usage: .venv/bin/python bench/fallback_rpcs.py [--seconds 45] [--sample 20] [--release host|chroot|sid]
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=45.0, help="window of each phase, from the outage")
     ap.add_argument("--sample", type=int, default=20, help="agents with real scontrol calls")
-    ap.add_argument("--release", default="host", choices=["host", "chroot"])
+    ap.add_argument("--release", default="host", choices=["host", "chroot", "sid"])
     args = ap.parse_args()
     logs.configure(json=False, level="error")
     nowhere = Path("/nonexistent")  # the loop reads only the intervals
