@@ -1,18 +1,34 @@
-"""Flags with environment fallbacks: every `--some-flag` may also come from `SIDECARS_SOME_FLAG`.
+"""Settings stated once: each field of a role's frozen dataclass declares its flag, environment
+variable (`SIDECARS_<FLAG>`), help text, unit and converter beside its default (`setting()`), and
+the argparse parser (`add_flags`), the conversion (`values`) and the docs (`scripts/flags_table.py`)
+are made from that one declaration. A bad value raises `ConfigError`, which `main()` turns into
+exit 2 with one line.
 
-Each role declares its flags on an argparse parser with `flag()` and builds one frozen dataclass
-from the parsed namespace; a bad value raises `ConfigError`, which `main()` turns into exit 2.
+Booleans are spelled `true|false`: the spelling of JSON, of Kubernetes' own fields and of most
+tools' flags, so a value reads the same in a manifest's args, its env and our `/status`. The older
+`on|off` and `yes|no` are still accepted, each with a warning naming the new spelling. A renamed
+flag (one given its unit) keeps its old name as an alias that also warns.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
 import os
-from collections.abc import Callable, Mapping
+import shlex
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, dataclass_transform
+
+import structlog
 
 from sidecars.runtime import secretcheck
+
+SETTING = "sidecars.setting"  # the field metadata key of a declaration
+GROUP = "sidecars.settings_group"  # a field holding a nested settings dataclass
+T = TypeVar("T")
 
 
 class ConfigError(ValueError):
@@ -23,9 +39,129 @@ def env_name(flag: str) -> str:
     return "SIDECARS_" + flag.lstrip("-").upper().replace("-", "_")
 
 
-class _AppendReplacingDefault(argparse.Action):
-    """Like `append`, but the first value given on the command line replaces the default (the
-    environment's list) instead of adding to it: a flag beats its variable, for lists too."""
+@dataclass(frozen=True, slots=True)
+class Conv:
+    """How a flag's text becomes its value (`parse(text, flag)`, raising ConfigError) and how a
+    value is shown in help and docs; `old` maps spellings still accepted (with a warning) to the
+    one to write now."""
+
+    parse: Callable[[str, str], Any]
+    show: Callable[[Any], str] = str
+    metavar: str = "TEXT"
+    unit: str = ""
+    choices: tuple[str, ...] = ()
+    old: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Flag:
+    """One flag: everything the parser, the conversion and the docs need."""
+
+    name: str
+    help: str
+    conv: Conv
+    default: Any = None  # the value when not given (None: none); shown by `conv.show`
+    required: bool = False
+    multiple: bool = False  # repeatable; comma-separated in the environment
+    aliases: tuple[str, ...] = ()  # old names, still accepted, with a warning
+    declared: bool = True  # False: a plain `flag()` whose text the role converts itself
+
+    @property
+    def dest(self) -> str:
+        return self.name.lstrip("-").replace("-", "_")
+
+    @property
+    def env(self) -> str:
+        return env_name(self.name)
+
+    def shown_default(self) -> str:
+        if self.default is None or self.default in ((), []):
+            return ""
+        return self.conv.show(self.default) if self.declared else str(self.default)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Decl:
+    help: str
+    flag: str
+    conv: Conv
+    required: bool
+    multiple: bool
+    aliases: tuple[str, ...]
+
+
+def setting(
+    default: Any = dataclasses.MISSING,
+    *,
+    default_factory: Any = dataclasses.MISSING,
+    help: str,
+    conv: Conv | None = None,
+    flag: str = "",
+    required: bool = False,
+    multiple: bool = False,
+    aliases: Iterable[str] = (),
+) -> Any:
+    """A dataclass field that is also a flag: `--<field-name>` unless `flag` names it otherwise.
+    Without a default the field must be given (or its role derives it: see `values`)."""
+    decl = _Decl(
+        help=help,
+        flag=flag,
+        conv=conv or TEXT,
+        required=required,
+        multiple=multiple,
+        aliases=tuple(aliases),
+    )
+    if default_factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=default_factory, metadata={SETTING: decl})
+    return dataclasses.field(default=default, metadata={SETTING: decl})
+
+
+def settings_of(*, default_factory: Callable[[], Any]) -> Any:
+    """A field holding a nested settings dataclass (its fields' flags are the role's flags too)."""
+    return dataclasses.field(default_factory=default_factory, metadata={GROUP: default_factory})
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(setting, settings_of, dataclasses.field))
+def declared(*, kw_only: bool = False) -> Callable[[type[T]], type[T]]:
+    """A role's settings: a frozen dataclass whose `setting()` fields are its flags."""
+
+    def make(cls: type[T]) -> type[T]:
+        return dataclass(frozen=True, slots=True, kw_only=kw_only)(cls)
+
+    return make
+
+
+def flags_of(cls: type) -> list[Flag]:
+    """Every flag declared by `cls`'s fields (and its nested groups'), in field order."""
+    out: list[Flag] = []
+    for f in dataclasses.fields(cls):
+        if GROUP in f.metadata:
+            out.extend(flags_of(f.metadata[GROUP]))
+        elif SETTING in f.metadata:
+            d: _Decl = f.metadata[SETTING]
+            has_default = f.default is not dataclasses.MISSING
+            out.append(
+                Flag(
+                    name=d.flag or "--" + f.name.replace("_", "-"),
+                    help=d.help,
+                    conv=d.conv,
+                    default=f.default if has_default else None,
+                    required=d.required,
+                    multiple=d.multiple,
+                    aliases=d.aliases,
+                )
+            )
+    return out
+
+
+class _FlagAction(argparse.Action):
+    """Stores a flag's text as given; carries its `Flag` (for the docs), notes an old name, and
+    lets the first value of a repeatable flag replace the environment's list instead of adding
+    to it (a flag beats its variable, for lists too)."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, sidecars_flag: Flag, **kw: Any) -> None:
+        super().__init__(option_strings, dest, **kw)
+        self.sidecars_flag = sidecars_flag
 
     def __call__(
         self,
@@ -34,33 +170,182 @@ class _AppendReplacingDefault(argparse.Action):
         values: Any,
         option_string: str | None = None,
     ) -> None:
+        f = self.sidecars_flag
+        if option_string in f.aliases:
+            _old_names(namespace)[f.name] = option_string
+        if not f.multiple:
+            setattr(namespace, self.dest, values)
+            return
         seen = f"_{self.dest}_given"
         current = getattr(namespace, self.dest) if getattr(namespace, seen, False) else []
         setattr(namespace, self.dest, [*current, values])
         setattr(namespace, seen, True)
 
 
-def flag(
-    parser: argparse.ArgumentParser,
-    name: str,
-    *,
-    env: Mapping[str, str] | None = None,
-    required: bool = False,
-    default: Any = None,
-    multiple: bool = False,
-    **kwargs: Any,
-) -> None:
-    """Add `--name`, defaulting to `SIDECARS_<NAME>` from the environment (comma-separated if multiple)."""
+def _old_names(namespace: argparse.Namespace) -> dict[str, str]:
+    if not hasattr(namespace, "_sidecars_old_names"):
+        namespace._sidecars_old_names = {}
+    old: dict[str, str] = namespace._sidecars_old_names
+    return old
+
+
+def add_flag(parser: argparse.ArgumentParser, f: Flag, env: Mapping[str, str] | None = None) -> None:
+    """`f` on `parser`, its default the text of `SIDECARS_<FLAG>` (or of an old name's variable)."""
     env = os.environ if env is None else env
-    var = env_name(name)
-    help_text = kwargs.pop("help", "")
-    from_env = env.get(var)
-    if from_env is not None:
-        default = [v for v in from_env.split(",") if v] if multiple else from_env
-        required = False
-    if multiple:
-        kwargs["action"] = _AppendReplacingDefault
-    parser.add_argument(name, required=required, default=default, help=f"{help_text} [env {var}]", **kwargs)
+    text = next((env[v] for v in (f.env, *map(env_name, f.aliases)) if v in env), None)
+    default: Any = None if f.declared else f.default
+    if text is not None:
+        default = [v for v in text.split(",") if v] if f.multiple else text
+        old = next((a for a in f.aliases if env_name(a) in env and f.env not in env), None)
+        if old is not None:
+            olds = parser.get_default("_sidecars_old_env") or {}
+            parser.set_defaults(_sidecars_old_env={**olds, f.name: env_name(old)})
+    elif f.multiple and f.declared:
+        default = []
+    shown = f.shown_default()
+    notes = [f"default: {shown}{' ' + f.conv.unit if f.conv.unit else ''}"] if shown else []
+    help_text = f.help + (f" ({'; '.join(notes)})" if notes and f.declared else "")
+    parser.add_argument(
+        f.name,
+        *f.aliases,
+        dest=f.dest,
+        # a declared flag that is missing is one line from `values`; argparse's is a usage block
+        required=f.required and text is None and not f.declared,
+        default=default,
+        metavar=f.conv.metavar or None,
+        choices=None if f.declared or not f.conv.choices else list(f.conv.choices),
+        help=f"{help_text} [env {f.env}]",
+        action=_FlagAction,
+        sidecars_flag=f,
+    )
+
+
+def add_flags(
+    parser: argparse.ArgumentParser, *sources: type | Flag, env: Mapping[str, str] | None = None
+) -> None:
+    """The flags of settings dataclasses and of lone `Flag`s, in the order given."""
+    for source in sources:
+        for f in [source] if isinstance(source, Flag) else flags_of(source):
+            add_flag(parser, f, env)
+
+
+def convert(f: Flag, args: argparse.Namespace) -> Any:
+    """`f`'s value from parsed `args`: converted when given (argv or environment), else its
+    default (None when it has none); ConfigError when it is required and missing."""
+    text = getattr(args, f.dest, None)
+    if text is None or (f.multiple and not text):
+        if f.required:
+            raise ConfigError(f"{f.name} is required")
+        return f.default
+    old = _old_names(args).get(f.name) or getattr(args, "_sidecars_old_env", {}).get(f.name)
+    if old:
+        _warn(f, old_name=old, write=f.name if old.startswith("--") else f.env)
+    if f.multiple:
+        return tuple(_one(f, str(t)) for t in text)
+    return _one(f, str(text))
+
+
+def _one(f: Flag, text: str) -> Any:
+    new = f.conv.old.get(text.strip().lower())
+    if new is not None:
+        _warn(f, given=text, write=new)
+        text = new
+    return f.conv.parse(text, f.name)
+
+
+def _warn(f: Flag, **kw: str) -> None:
+    structlog.get_logger("sidecars.settings").warning("setting_old_spelling", flag=f.name, **kw)
+
+
+def values(cls: type, args: argparse.Namespace) -> dict[str, Any]:
+    """`cls`'s declared fields from `args`: those given, converted, and nested groups built; a
+    field left out keeps its dataclass default (or is for the role to derive)."""
+    out: dict[str, Any] = {}
+    by_name = {f.name: f for f in flags_of(cls)}
+    for field in dataclasses.fields(cls):
+        if GROUP in field.metadata:
+            group = field.metadata[GROUP]
+            out[field.name] = group(**values(group, args))
+        elif SETTING in field.metadata:
+            decl: _Decl = field.metadata[SETTING]
+            f = by_name[decl.flag or "--" + field.name.replace("_", "-")]
+            if getattr(args, f.dest, None) not in (None, []) or f.required:
+                out[field.name] = convert(f, args)
+    return out
+
+
+# converters: each says what it expects when a value is wrong
+
+
+def _text(text: str, what: str) -> str:
+    return text
+
+
+def _number(kind: Callable[[str], float], zero_ok: bool, most: float | None) -> Callable[[str, str], Any]:
+    def parse(text: str, what: str) -> Any:
+        number = positive(text, what, conv=kind, allow_zero=zero_ok)
+        if most is not None and number > most:
+            raise ConfigError(f"{what}: must be <= {most:g}, got {text!r}")
+        return number
+
+    return parse
+
+
+def _show_number(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def seconds(*, zero_ok: bool = False) -> Conv:
+    """A duration in seconds, > 0 (or >= 0)."""
+    return Conv(_number(float, zero_ok, None), _show_number, "SECONDS", "s")
+
+
+def number(
+    kind: Callable[[str], float] = int, *, unit: str = "", zero_ok: bool = False, most: float | None = None
+) -> Conv:
+    """A count, size or rate: > 0 (or >= 0), at most `most`."""
+    return Conv(_number(kind, zero_ok, most), _show_number, "N", unit)
+
+
+def _bool(text: str, what: str) -> bool:
+    if text not in ("true", "false"):
+        raise ConfigError(f"{what}: true or false, got {text!r}")
+    return text == "true"
+
+
+BOOL = Conv(
+    _bool,
+    lambda v: "true" if v else "false",
+    "true|false",
+    choices=("true", "false"),
+    old={"on": "true", "off": "false", "yes": "true", "no": "false"},
+)
+TEXT = Conv(_text)
+
+
+def choice(*names: str, old: Mapping[str, str] | None = None) -> Conv:
+    """One of `names`."""
+
+    def parse(text: str, what: str) -> str:
+        if text not in names:
+            raise ConfigError(f"{what}: one of {', '.join(names)}, got {text!r}")
+        return text
+
+    return Conv(parse, str, "|".join(names), choices=names, old=old or {})
+
+
+def _path(text: str, what: str) -> Path:
+    if not text.strip():
+        raise ConfigError(f"{what}: a path is required")
+    return Path(text)
+
+
+def _show_path(value: Any) -> str:
+    return str(value)
+
+
+PATH = Conv(_path, _show_path, "PATH")
+DIR = Conv(_path, _show_path, "DIR")
 
 
 def parse_addr(value: str, what: str = "--http") -> tuple[str, int]:
@@ -78,6 +363,20 @@ def http_url(value: Any, what: str) -> str:
     return str(value).rstrip("/")
 
 
+URL = Conv(http_url, str, "URL")
+ADDRESS = Conv(parse_addr, lambda a: f"{a[0]}:{a[1]}", "HOST:PORT")
+
+
+def _shell_words(text: str, what: str) -> tuple[str, ...]:
+    try:
+        return tuple(shlex.split(text))
+    except ValueError as exc:
+        raise ConfigError(f"{what}: {exc}") from None
+
+
+SHELL_WORDS = Conv(_shell_words, shlex.join, "CMD")
+
+
 def positive(
     value: Any, what: str, *, conv: Callable[[Any], float] = float, allow_zero: bool = False
 ) -> float:
@@ -85,6 +384,8 @@ def positive(
         number = conv(value)
     except (TypeError, ValueError):
         raise ConfigError(f"{what}: expected a number, got {value!r}") from None
+    if math.isnan(number):  # NaN compares false with everything: it would pass every bound
+        raise ConfigError(f"{what}: expected a number, got {value!r}")
     if number < 0 or (number == 0 and not allow_zero):
         raise ConfigError(f"{what}: must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
     return number
@@ -102,3 +403,27 @@ def read_token(path: str | None, what: str = "--token-file") -> str:
     if weak:
         raise ConfigError(f"{what}: the token in {path} {weak}")
     return token
+
+
+TOKEN_FILE = Conv(read_token, lambda _: "", "FILE")  # the token itself, read at start: never shown
+
+
+def flag(
+    parser: argparse.ArgumentParser,
+    name: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    required: bool = False,
+    default: Any = None,
+    multiple: bool = False,
+    help: str = "",
+    choices: Iterable[str] | None = None,
+    metavar: str | None = None,
+) -> None:
+    """A flag whose text its command converts itself (the operator's commands, hooks, probes):
+    `--name`, defaulting to `SIDECARS_<NAME>` (comma-separated if `multiple`)."""
+    conv = Conv(_text, str, metavar or "", choices=tuple(choices or ()))
+    f = Flag(
+        name=name, help=help, conv=conv, default=default, required=required, multiple=multiple, declared=False
+    )
+    add_flag(parser, f, env)

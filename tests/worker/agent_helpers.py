@@ -29,13 +29,13 @@ def settings_for(cluster: DevCluster, sockdir: Path, node: str = "n1", **overrid
         state_dir=sockdir,
         pod_namespace="slurm",
         pod_name=f"worker-{node}",
-        registration_timeout=30.0,
+        registration_timeout_seconds=30.0,
         heal_attempts=2,
-        heal_backoff=1.0,
+        heal_backoff_seconds=1.0,
         poll_seconds=0.5,
         drain_poll_seconds=0.2,
-        slurmd_missing_grace=0.5,
-        slurm_timeout=15.0,
+        slurmd_missing_grace_seconds=0.5,
+        slurm_timeout_seconds=15.0,
     )
     return dataclasses.replace(base, **overrides)
 
