@@ -57,7 +57,7 @@ class Settings:
         conv=seconds(zero_ok=True),
         help="quiet time that ends a lone change; doubled by each further change of a burst, up to 1 s",
     )
-    debounce_max_seconds: float = setting(  # a storm that never goes quiet is still applied after this
+    debounce_max_seconds: float = setting(
         default=5.0, conv=seconds(), help="apply a change storm after at most this long"
     )
     rehash_seconds: float = setting(
@@ -85,12 +85,12 @@ class Settings:
         help="slurmctld's plugins as seen here (default: its PluginDir); unknown plugin names are refused",
     )
     main_file: str = setting(default="slurm.conf", help="the file the Slurm daemon reads (SLURM_CONF)")
-    dry_run: bool = setting(  # every candidate tried by a throwaway slurmctld before the live one sees it
+    dry_run: bool = setting(
         default=True,
         conv=BOOL,
         help="try each candidate on a throwaway slurmctld (same release, state in step) before applying it",
     )
-    dry_run_slurmctld: tuple[str, ...] = setting(  # how to start slurmctld of the live release
+    dry_run_slurmctld: tuple[str, ...] = setting(
         default=SLURMCTLD,
         conv=SHELL_WORDS,
         help="the command that starts this release's slurmctld (split like a shell would)",
@@ -113,12 +113,12 @@ class Settings:
     dry_run_timeout_seconds: float = setting(
         default=15.0, conv=seconds(), help="give up on a throwaway not primary by then"
     )
-    allow_job_loss: bool = setting(  # apply changes that would end or requeue jobs anyway
+    allow_job_loss: bool = setting(
         default=False,
         conv=BOOL,
         help=f"apply changes that would end or requeue jobs (per change: a {FORCE_FILE} key naming who)",
     )
-    history_limit: int = setting(  # generations kept (with their diffs) for /history
+    history_limit: int = setting(
         default=20,
         conv=number(unit="generations"),
         help="config generations kept, with their diffs, for GET /history (in memory)",

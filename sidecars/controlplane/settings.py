@@ -95,7 +95,7 @@ class ControlPlaneSettings:
     interval_seconds: float = setting(  # a read costs slurmctld 4 RPCs: 1 RPC/s
         default=4.0, conv=seconds(), help="how often to read the fleet from Slurm"
     )
-    fast_interval_seconds: float = setting(  # while a drain we asked for is still in progress
+    fast_interval_seconds: float = setting(
         default=0.25, conv=seconds(), help="read interval while a drain is in progress"
     )
     brief_jobs: bool = setting(  # jobs read with squeue's brief format, not Slurm's JSON
@@ -104,7 +104,7 @@ class ControlPlaneSettings:
         conv=JOB_READ,
         help="brief: squeue with a fixed format (small at any size); full: Slurm's job JSON (one RPC fewer)",
     )
-    batch_window_seconds: float = setting(  # drain/undrain requests within this window become one call
+    batch_window_seconds: float = setting(
         default=0.1,
         conv=seconds(zero_ok=True),
         help="drain/undrain requests within this window become one scontrol call",
@@ -121,12 +121,12 @@ class ControlPlaneSettings:
         default="",
         help="pod label naming the Slurm node (default: spec.hostname, else the pod name, as in Slinky)",
     )
-    node_name_from: str = setting(  # "kube-node": DaemonSet workers, named after their Kubernetes Node
+    node_name_from: str = setting(
         default="pod",
         conv=choice(*SOURCES),
         help="pod: label, hostname or pod name (Slinky); kube-node: the Kubernetes Node's name (DaemonSet)",
     )
-    node_name_annotation: str = setting(  # the Node annotation that overrides its name (kube-node)
+    node_name_annotation: str = setting(
         default=ANNOTATION,
         conv=ANNOTATION_KEY,
         help="with --node-name-from=kube-node: a Node annotation that gives its Slurm node name instead",
@@ -183,22 +183,22 @@ class ControlPlaneSettings:
     )
     http_limits: http.ServerLimits = settings_of(default_factory=http.ServerLimits)
     tls: ssl.SSLContext | None = None  # None: plain HTTP; --tls-cert-file, --tls-key-file
-    config_sync: str | None = setting(  # config-sync's URL, for the page's config history
+    config_sync: str | None = setting(
         default=None,
         conv=URL,
         help="config-sync's URL (e.g. http://127.0.0.1:9100), read for the web page's config history",
     )
-    cordon_sync: bool = setting(  # a cordoned Kubernetes Node drains the Slurm nodes of its worker pods
+    cordon_sync: bool = setting(
         default=True,
         conv=BOOL,
         help="a cordoned Kubernetes Node drains its workers' Slurm nodes; uncordon undrains them",
     )
-    cordon_taints: tuple[str, ...] = setting(  # taint keys (NoSchedule/NoExecute) that count as a cordon
+    cordon_taints: tuple[str, ...] = setting(
         default=(),
         conv=TAINT_KEYS,
         help="comma-separated taint keys that count as a cordon when NoSchedule or NoExecute",
     )
-    pod_conditions: bool = setting(  # mirror each worker's Slurm state in its pod's conditions
+    pod_conditions: bool = setting(
         default=True,
         conv=BOOL,
         help="worker pods carry SlurmNodeReady/SlurmNodeDrained/SlurmNodeDown conditions",
@@ -206,12 +206,12 @@ class ControlPlaneSettings:
     condition_qps: float = setting(
         default=5.0, conv=number(float, unit="/s"), help="at most this many pod status patches a second"
     )
-    condition_settle_seconds: float = setting(  # a new Slurm state must hold this long before it is written
+    condition_settle_seconds: float = setting(
         default=10.0,
         conv=seconds(zero_ok=True),
         help="a Slurm state must hold this long before the pod conditions show it (no flapping)",
     )
-    gpu_domain_features: bool = setting(  # a worker's Slurm node gets a feature naming its NVLink domain
+    gpu_domain_features: bool = setting(
         default=True,
         conv=BOOL,
         help="a worker's Slurm node gets nvlink-clique-<v> from its Node's nvidia.com/gpu.clique label",
@@ -221,7 +221,7 @@ class ControlPlaneSettings:
         conv=BOOL,
         help="also nvlink-domain-<name> for each resource.nvidia.com ComputeDomain its Node joined",
     )
-    busy_label: bool = setting(  # worker pods running jobs carry slurm-sidecars.io/busy=true (for a PDB)
+    busy_label: bool = setting(
         default=True,
         conv=BOOL,
         help="worker pods running jobs carry slurm-sidecars.io/busy=true (a PDB protects them)",
@@ -229,18 +229,18 @@ class ControlPlaneSettings:
     busy_label_qps: float = setting(
         default=10.0, conv=number(float, unit="/s"), help="at most this many busy-label patches a second"
     )
-    busy_release_seconds: float = setting(  # idle this long before the busy label is removed (no flapping)
+    busy_release_seconds: float = setting(
         default=30.0,
         conv=seconds(zero_ok=True),
         help="a worker idle this long loses its busy label (back-to-back jobs keep it)",
     )
     topology: topology.TopologySpec | None = None  # from Node labels; None = no topology sync
-    topology_configmap: str = setting(  # the ConfigMap the rendered topology file is written to; "" = none
+    topology_configmap: str = setting(
         default="",
         conv=Conv(_configmap),
         help="ConfigMap to write the rendered topology.yaml (25.05+) / topology.conf to, for config-sync",
     )
-    topology_settle_seconds: float = setting(  # a new place must hold this long before it is applied
+    topology_settle_seconds: float = setting(
         default=10.0,
         conv=seconds(zero_ok=True),
         help="a new place from the labels must hold this long before the node is moved (no flapping)",

@@ -166,20 +166,21 @@ def flags_of(cls: type) -> list[Flag]:
         if GROUP in f.metadata:
             out.extend(flags_of(f.metadata[GROUP]))
         elif SETTING in f.metadata:
-            d: _Decl = f.metadata[SETTING]
-            has_default = f.default is not dataclasses.MISSING
-            out.append(
-                Flag(
-                    name=d.flag or "--" + f.name.replace("_", "-"),
-                    help=d.help,
-                    conv=d.conv,
-                    default=f.default if has_default else None,
-                    required=d.required,
-                    multiple=d.multiple,
-                    aliases=d.aliases,
-                )
-            )
+            out.append(_flag(f))
     return out
+
+
+def _flag(field: dataclasses.Field[Any]) -> Flag:
+    d: _Decl = field.metadata[SETTING]
+    return Flag(
+        name=d.flag or "--" + field.name.replace("_", "-"),
+        help=d.help,
+        conv=d.conv,
+        default=None if field.default is dataclasses.MISSING else field.default,
+        required=d.required,
+        multiple=d.multiple,
+        aliases=d.aliases,
+    )
 
 
 class _FlagAction(argparse.Action):
@@ -291,21 +292,15 @@ def values(cls: type, args: argparse.Namespace) -> dict[str, Any]:
     """`cls`'s declared fields from `args`: those given, converted, and nested groups built; a
     field left out keeps its dataclass default (or is for the role to derive)."""
     out: dict[str, Any] = {}
-    by_name = {f.name: f for f in flags_of(cls)}
     for field in dataclasses.fields(cls):
         if GROUP in field.metadata:
             group = field.metadata[GROUP]
             out[field.name] = group(**values(group, args))
         elif SETTING in field.metadata:
-            decl: _Decl = field.metadata[SETTING]
-            f = by_name[decl.flag or "--" + field.name.replace("_", "-")]
+            f = _flag(field)
             if getattr(args, f.dest, None) not in (None, []) or f.required:
                 out[field.name] = convert(f, args)
     return out
-
-
-def _text(text: str, what: str) -> str:
-    return text
 
 
 def flag(
@@ -322,7 +317,7 @@ def flag(
 ) -> None:
     """A flag whose text its command converts itself (the operator's commands, hooks, probes):
     `--name`, defaulting to `SIDECARS_<NAME>` (comma-separated if `multiple`)."""
-    conv = Conv(_text, str, metavar or "", choices=tuple(choices or ()))
+    conv = dataclasses.replace(TEXT, metavar=metavar or "", choices=tuple(choices or ()))
     f = Flag(
         name=name, help=help, conv=conv, default=default, required=required, multiple=multiple, declared=False
     )

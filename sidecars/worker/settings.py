@@ -66,7 +66,6 @@ class WorkerSettings:
         "rotates it)",
     )
     control_plane_tls: ssl.SSLContext | None = setting(
-        # the CA to trust for an https control plane
         default=None,
         flag="--ca-file",
         conv=http.CA_FILE,
@@ -80,7 +79,6 @@ class WorkerSettings:
         default=120.0, conv=seconds(), help="slurmd must register within this"
     )
     slurmd_restart_command: tuple[str, ...] = setting(
-        # empty: signal the slurmd process if visible
         default=(),
         conv=SHELL_WORDS,
         help="command that restarts slurmd (shell words); empty: signal slurmd when its process is visible",
@@ -92,13 +90,11 @@ class WorkerSettings:
         default=10.0, conv=seconds(), help="wait after the first restart; doubles after each further one"
     )
     poll_seconds: float = setting(
-        # steady-state rate of the agent's own look at its node
         default=15.0,
         conv=seconds(),
         help="steady-state interval of the agent's node check",
     )
     drain_poll_seconds: float = setting(
-        # only while a drain waits for jobs to end
         default=0.25,
         conv=seconds(),
         help="node check interval while a drain waits",
@@ -138,7 +134,6 @@ class WorkerSettings:
         help="pod: --node-name is the name; kube-node: the Kubernetes Node's name (or its annotation)",
     )
     kube_node: str = setting(
-        # the pod's spec.nodeName (downward API), for --node-name-from=kube-node
         default="",
         flag="--kube-node-name",
         help="the pod's spec.nodeName (downward API), for kube-node",

@@ -24,6 +24,7 @@ from sidecars.configsync import settings as configsync
 from sidecars.controlplane import settings as controlplane
 from sidecars.runtime.settings import (
     BOOL,
+    SETTING,
     ConfigError,
     add_flags,
     declared,
@@ -459,7 +460,7 @@ def _settings_of(role: Role) -> str:
 
 
 def _flag_name(field: dataclasses.Field[Any]) -> str:
-    decl = field.metadata.get("sidecars.setting")
+    decl = field.metadata.get(SETTING)
     return (decl.flag or "--" + field.name.replace("_", "-")) if decl else ""
 
 
