@@ -262,7 +262,9 @@ def convert(f: Flag, args: argparse.Namespace) -> Any:
     """`f`'s value from parsed `args`: converted when given (argv or environment), else its
     default (None when it has none); ConfigError when it is required and missing."""
     text = getattr(args, f.dest, None)
-    if text is None or (f.multiple and not text):
+    # an empty value of an optional setting that has no default is no value (`SIDECARS_X=` unsets)
+    unset = text == "" and f.default is None and not f.required
+    if text is None or unset or (f.multiple and not text):
         if f.required:
             raise ConfigError(f"{f.name} is required")
         return f.default

@@ -537,3 +537,23 @@ def test_help_gives_each_default_with_its_unit_and_its_variable(sockdir: Path) -
     want = "time-out of one Slurm command (default: 15 s) [env SIDECARS_SLURM_TIMEOUT_SECONDS]"
     assert f"--slurm-timeout-seconds SECONDS {want}" in text
     assert "--dynamic-node true|false" in text and "(default: false)" in text
+
+
+def test_an_empty_value_unsets_an_optional_setting_and_is_refused_for_a_required_one(
+    sockdir: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    plane = next(r for r in _roles(sockdir) if r.name == "control-plane")
+    empty = ["--kubeconfig", "", "--config-sync", "", "--agent-audience", "", "--cordon-taints", ""]
+    got = _parse(plane, [*plane.base, *empty])
+    assert (got["kubeconfig"], got["config_sync"], got["agent_audience"], got["cordon_taints"]) == (
+        None, None, "", (),
+    )  # fmt: skip
+    sync = next(r for r in _roles(sockdir) if r.name == "config-sync")
+    with clean_env.context() as env:
+        env.setenv("SIDECARS_PLUGIN_DIR", "")
+        env.setenv("SIDECARS_STATE_DIR", "")
+        got = _parse(sync, sync.base)
+    assert got["plugin_dir"] is None and got["state_dir"] == sockdir / ".config-sync"
+    agent = next(r for r in _roles(sockdir) if r.name == "worker")
+    with pytest.raises(ConfigError, match=r"^--socket: a path is required$"):
+        _parse(agent, [*agent.base, "--socket", ""])
