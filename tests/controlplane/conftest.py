@@ -18,7 +18,11 @@ from sidecars.kube.client import KubeRetry
 from sidecars.slurm import RetryPolicy
 from tests.fakekube import configuration
 from tests.helpers import eventually
-from tests.settings import TOKEN, build
+from tests.settings import (
+    TOKEN,
+    VIEWER,  # noqa: F401 - tests here import it from this module
+    build,
+)
 
 T = TypeVar("T")
 
