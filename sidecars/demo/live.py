@@ -15,7 +15,7 @@ async def live_table(stack: DemoStack, stop: asyncio.Event, interval: float = 2.
         control_plane=stack.control_plane_url,
         token=stack.token,
         config_sync=stack.config_sync_url,
-        timeout=5.0,
+        timeout_seconds=5.0,
     )
     while not stop.is_set():
         snap = await collect(settings)

@@ -31,7 +31,7 @@ async def read_control_plane(
     are kept and the order is None with its error (whatever could be read is still printed)."""
     assert settings.control_plane is not None and settings.token is not None
     base = settings.control_plane
-    cp = ControlPlane(url=base, token=settings.token, timeout=settings.timeout, tls=settings.tls)
+    cp = ControlPlane(url=base, token=settings.token, timeout=settings.timeout_seconds, tls=settings.tls)
     async with cp.session() as session:
         nodes = await get_json(session, f"{base}/v1/nodes", "control plane")
         try:

@@ -66,7 +66,7 @@ class Agent:
         # the loop retries; one bounded retry here keeps a look within a poll or two
         self.client = SlurmClient(
             env=env,
-            timeout=settings.slurm_timeout,
+            timeout=settings.slurm_timeout_seconds,
             retry=RetryPolicy(attempts=2, max_seconds=3.0),
             metrics=self.slurm_metrics,
             guard=trusted.conf_guard(os.environ if env is None else env),
@@ -121,7 +121,9 @@ class Agent:
             return CheckResult(True, "no slurmd visible from here (no shared process namespace?)")
         gone = self.slurmd.missing_for()
         # a 24.11 reconfigure re-execs slurmd: a short gap is not a death
-        return CheckResult(gone <= self.settings.slurmd_missing_grace, f"slurmd not running for {gone:.1f}s")
+        return CheckResult(
+            gone <= self.settings.slurmd_missing_grace_seconds, f"slurmd not running for {gone:.1f}s"
+        )
 
     def _refused(self) -> str | None:
         return self.claim.refused if self.claim is not None else None
@@ -413,7 +415,7 @@ def main(args: argparse.Namespace) -> int:
                 node_reader = kube.get_node if kube is not None else None
                 await naming.write_features(settings, node_reader)
                 # `slurmd -V` reads no config (slurmd has not fetched it yet) and is the pod's slurmd
-                release = SlurmClient(timeout=settings.slurm_timeout).slurmd_version
+                release = SlurmClient(timeout=settings.slurm_timeout_seconds).slurmd_version
                 await naming.write_topology(settings, node_reader, release)
             claim = claim_check(settings, kube) if kube is not None else None
             if claim is None and settings.node_name_from == "kube-node":

@@ -34,10 +34,10 @@ def ds_settings(cluster: DevCluster, sockdir: Path, pod: str, marker: Path) -> W
         pod_name=pod,
         node_name_from="kube-node",
         kube_node="kube-a",
-        registration_timeout=0.5,
+        registration_timeout_seconds=0.5,
         # the test replaces slurmd itself once the node is taken over: on a loaded machine that takes
         # more than the usual half second, and the agent must not heal meanwhile
-        slurmd_missing_grace=30.0,
+        slurmd_missing_grace_seconds=30.0,
         # what would start this pod's slurmd: it must never run while another pod holds the node
         slurmd_restart_command=("sh", "-c", f"touch {marker}"),
     )
