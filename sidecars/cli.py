@@ -42,12 +42,16 @@ COMMANDS = (
     Command(
         "maintenance",
         "planned maintenance windows: create, list, delete",
-        "sidecars.maintenance_cli",
+        "sidecars.operator.maintenance.main",
     ),
-    Command("upgrade", "a rolling upgrade of the workers, paced by a drain budget", "sidecars.upgrade_cli"),
+    Command(
+        "upgrade",
+        "a rolling upgrade of the workers, paced by a drain budget",
+        "sidecars.operator.upgrade.main",
+    ),
     Command("probe", "exec probe: GET /livez or /readyz", "sidecars.probe"),
     Command("check-secret", "init step: refuse an empty, short or placeholder key", "sidecars.check_secret"),
-    Command("status", "a human-readable view of the cluster", "sidecars.status"),
+    Command("status", "a human-readable view of the cluster", "sidecars.operator.status.main"),
     Command("demo", "run everything on this machine against a real Slurm", "sidecars.demo"),
 )
 

@@ -17,9 +17,9 @@ import aiohttp
 import pytest
 
 from sidecars import probe
-from sidecars.apiclient import ControlPlane as ApiClient
 from sidecars.controlplane.service import ControlPlane
 from sidecars.devcluster import DevCluster
+from sidecars.operator.client import ControlPlaneClient as ApiClient
 from sidecars.runtime import http
 from sidecars.runtime.settings import ConfigError
 from sidecars.slurm import SlurmClient
