@@ -21,6 +21,8 @@ STDERR_MARK = "--- slurmctld -D started at"
 
 
 class ClusterDaemons(ClusterBase):
+    """Each daemon on its own: started and waited for, stopped, crashed (SIGKILL), restarted."""
+
     async def _start_munge(self) -> None:
         m = self.dir / "munge"
         await self._exec(

@@ -27,6 +27,8 @@ CLIENT_COMMANDS = (
 
 
 class ClusterFiles(ClusterBase):
+    """Written before the namespace is made: everything a daemon reads at its start."""
+
     def _write_files(self) -> None:
         for sub in ("etc", "munge", "state", "spool", "log", "run", "out", "dev", "bin"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,8 @@ log = structlog.get_logger(__name__)
 
 
 class ClusterControllers(ClusterBase):
+    """A cluster of several controllers (`spec.controllers > 1`): each in namespaces of its own."""
+
     def _controller(self, name: str) -> Controller:
         for c in self.controllers:
             if c.name == name:

@@ -12,6 +12,8 @@ from sidecars.slurm import Job, Node
 
 
 class ClusterJobs(ClusterBase):
+    """Jobs submitted and cancelled, and polls until a job or a node reaches a state."""
+
     async def sbatch(self, *args: str, wrap: str = "sleep 300") -> int:
         """Submit a batch job; returns its id. Output goes to DIR/out."""
         argv = ["sbatch", "--parsable", f"--chdir={self.out_dir}", f"--output={self.out_dir}/slurm-%j.out"]
