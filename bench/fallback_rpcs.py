@@ -39,7 +39,7 @@ from sidecars.runtime import logs
 from sidecars.slurm import NodeState, SlurmClient
 from sidecars.slurm.nodejson import NodeRecord
 from sidecars.worker.backoff import Backoff
-from sidecars.worker.cp_client import ControlPlaneClient
+from sidecars.worker.cp_client import AgentClient
 from sidecars.worker.observation import Observation
 from sidecars.worker.settings import WorkerSettings
 from sidecars.worker.slurm_source import SlurmSource
@@ -82,7 +82,7 @@ def attach(
     slurm: SlurmSource, session: aiohttp.ClientSession, url: str, defaults: WorkerSettings
 ) -> NodeSource:
     source = NodeSource(slurm)
-    cp = ControlPlaneClient(session, url, "t", "n1", timeout=2.0)
+    cp = AgentClient(session, url, "t", "n1", timeout=2.0)
     source.attach(cp, backoff=Backoff(defaults.drain_poll_seconds, defaults.fallback_max_seconds))
     return source
 

@@ -9,7 +9,7 @@ from sidecars.runtime.waits import until_set
 
 
 async def live_table(stack: DemoStack, stop: asyncio.Event, interval: float = 2.0) -> None:
-    from sidecars.status import StatusSettings, collect, render
+    from sidecars.operator.status import StatusSettings, collect, render
 
     settings = StatusSettings(
         control_plane=stack.control_plane_url,

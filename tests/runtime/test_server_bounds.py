@@ -17,14 +17,14 @@ import aiohttp
 import pytest
 
 from sidecars import probe
-from sidecars.apiclient import ControlPlane as ApiClient
 from sidecars.controlplane.service import ControlPlane
 from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.devcluster import DevCluster
+from sidecars.operator.client import ControlPlaneClient as ApiClient
 from sidecars.runtime import http
 from sidecars.runtime.settings import ConfigError
 from sidecars.slurm import SlurmClient
-from sidecars.worker.cp_client import ControlPlaneClient, ControlPlaneUnavailable
+from sidecars.worker.cp_client import AgentClient, ControlPlaneUnavailable
 from tests.configsync.harness import config_sync
 from tests.runtime.slowclient import SMALL, body_never_ends, header_trickle, over_the_cap, tcp, unix
 from tests.settings import TOKEN, VIEWER, build
@@ -119,7 +119,7 @@ async def test_the_control_plane_serves_tls_that_status_and_the_agent_trust(cert
         # the agent: its client over the same CA; the answer (no fleet read yet) came through TLS
         connector = aiohttp.TCPConnector(ssl=certs.client())
         async with aiohttp.ClientSession(connector=connector) as session:
-            agent = ControlPlaneClient(session, url, lambda: TOKEN, "n1")
+            agent = AgentClient(session, url, lambda: TOKEN, "n1")
             with pytest.raises(ControlPlaneUnavailable, match="HTTP 503"):
                 await agent.node(None, 0)
         # a client that does not trust the CA gets nowhere; plain HTTP gets no answer either

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sidecars.operator.status import settings as status
 from structlog.testing import capture_logs
 
 from sidecars import check_secret, drainhook, probe
@@ -34,7 +35,6 @@ from sidecars.runtime.settings import (
     setting,
     values,
 )
-from sidecars.status import settings as status
 from sidecars.worker import settings as worker
 from tests.helpers import refused_invocation
 from tests.settings import TOKEN, VIEWER

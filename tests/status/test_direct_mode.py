@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sidecars.devcluster import DevCluster
-from sidecars.status import StatusSettings, collect, render
+from sidecars.operator.status import StatusSettings, collect, render
 from tests.settings import build
 from tests.status.status_fakes import control_plane_app, nodes_from_slurm, serving
 from tests.status.status_run import status

@@ -16,7 +16,8 @@ from sidecars.kube import KubeClient
 from sidecars.kube.gpudomain import CLIQUE_LABEL
 from sidecars.kube.nodename import ANNOTATION
 from sidecars.worker import naming
-from sidecars.worker.service import Agent, claim_check
+from sidecars.worker.main import claim_check
+from sidecars.worker.service import Agent
 from sidecars.worker.settings import WorkerSettings
 from tests.fakekube import FakeKube, configuration
 from tests.helpers import RecordingEvents, eventually

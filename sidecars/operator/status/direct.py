@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from sidecars.operator.status.report import JobRow, NodeRow, SourceError
+from sidecars.operator.status.settings import StatusSettings
 from sidecars.slurm import RetryPolicy, SlurmClient, SlurmError
-from sidecars.status.report import JobRow, NodeRow, SourceError
-from sidecars.status.settings import StatusSettings
 
 
 async def read_slurm(

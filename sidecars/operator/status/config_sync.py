@@ -6,9 +6,9 @@ from typing import Any
 
 import aiohttp
 
-from sidecars.status.fetch import get_json
-from sidecars.status.report import SourceError
-from sidecars.status.settings import StatusSettings
+from sidecars.operator.status.fetch import get_json
+from sidecars.operator.status.report import SourceError
+from sidecars.operator.status.settings import StatusSettings
 
 
 async def read_config_sync(settings: StatusSettings) -> dict[str, Any]:
