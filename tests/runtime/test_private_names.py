@@ -15,6 +15,9 @@ ALLOWED = {
     ("runtime/http.py", "site._server"),
     # a copy of its own class (SlurmClient.with_timeout): the class's own state
     ("slurm/client.py", "clone._version"),
+    # argparse's Namespace carries the parse's own bookkeeping (old flag names seen) under a name
+    # that no setting can take
+    ("runtime/settings.py", "namespace._sidecars_old_names"),
 }
 # uses in folders other pieces of work this session own, listed until their change lands (issue 26)
 NOT_YET = {
