@@ -27,10 +27,10 @@ from typing import Any, cast
 
 from _report import result
 
-from sidecars.controlplane.busylabel import LABEL, BusyLabeler
-from sidecars.controlplane.kubenodes import NodeCache
-from sidecars.controlplane.snapshot import FleetNode, FleetSnapshot
-from sidecars.controlplane.topologysync import TopologySync
+from sidecars.controlplane.fleet.kube_nodes import NodeCache
+from sidecars.controlplane.fleet.snapshot import FleetNode, FleetSnapshot
+from sidecars.controlplane.reconcile.busy_label import LABEL, BusyLabeler
+from sidecars.controlplane.reconcile.topology_sync import TopologySync
 from sidecars.kube import KubeClient, KubeNode, Pod
 from sidecars.kube.topology import TopologySpec
 from sidecars.runtime import logs

@@ -53,9 +53,9 @@ from pathlib import Path
 from _report import result
 from prometheus_client import CollectorRegistry
 
-from sidecars.controlplane import ranking
-from sidecars.controlplane.busylabel import LABEL as BUSY
-from sidecars.controlplane.deletion_cost import ANNOTATION as COST
+from sidecars.controlplane.fleet import ranking
+from sidecars.controlplane.reconcile.busy_label import LABEL as BUSY
+from sidecars.controlplane.reconcile.deletion_cost import ANNOTATION as COST
 from sidecars.controlplane.service import ControlPlane
 from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.kube import KubeClient

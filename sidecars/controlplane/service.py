@@ -15,35 +15,35 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry
 
-from sidecars.controlplane import planned
 from sidecars.controlplane import settings as cp_settings
-from sidecars.controlplane.access import Access
-from sidecars.controlplane.api import ControlPlaneAPI
-from sidecars.controlplane.busylabel import BusyLabeler
-from sidecars.controlplane.claims import Claims
-from sidecars.controlplane.configfeed import ConfigFeed
-from sidecars.controlplane.deletion_cost import DeletionCostWriter
-from sidecars.controlplane.drains import DrainBatcher
-from sidecars.controlplane.gpudomains import ComputeDomainCache, GpuDomainSync
-from sidecars.controlplane.kubenodes import NodeCache
+from sidecars.controlplane.changes.maintenance import Maintenance
+from sidecars.controlplane.changes.node_windows import NodeWindows
+from sidecars.controlplane.changes.upgrade import Upgrade
+from sidecars.controlplane.fleet.claims import Claims
+from sidecars.controlplane.fleet.drains import DrainBatcher
+from sidecars.controlplane.fleet.kube_nodes import NodeCache
+from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
+from sidecars.controlplane.fleet.pods import PodCache
+from sidecars.controlplane.fleet.snapshot import FleetView
+from sidecars.controlplane.fleet.versions import AgentVersions
+from sidecars.controlplane.http import planned
+from sidecars.controlplane.http.access import Access
+from sidecars.controlplane.http.api import ControlPlaneAPI
+from sidecars.controlplane.http.config_feed import ConfigFeed
+from sidecars.controlplane.http.maintenance_api import MaintenanceAPI
+from sidecars.controlplane.http.page import DrainClock, PageState
+from sidecars.controlplane.http.upgrade_api import UpgradeAPI
+from sidecars.controlplane.http.upgrade_api import unavailable as upgrade_unavailable
+from sidecars.controlplane.http.web import WebUI
 from sidecars.controlplane.leader import LeaderElector
-from sidecars.controlplane.maintenance import Maintenance
-from sidecars.controlplane.maintenance_api import MaintenanceAPI
-from sidecars.controlplane.metrics import ControlPlaneMetrics
-from sidecars.controlplane.nodesync import CordonSync
-from sidecars.controlplane.nodewindows import NodeWindows
-from sidecars.controlplane.page import DrainClock, PageState
-from sidecars.controlplane.podconditions import ConditionWriter
-from sidecars.controlplane.pods import PodCache
-from sidecars.controlplane.recycle import RecyclePolicy, Recycler
+from sidecars.controlplane.reconcile.busy_label import BusyLabeler
+from sidecars.controlplane.reconcile.cordons import CordonSync
+from sidecars.controlplane.reconcile.deletion_cost import DeletionCostWriter
+from sidecars.controlplane.reconcile.gpu_features import ComputeDomainCache, GpuDomainSync
+from sidecars.controlplane.reconcile.pod_conditions import ConditionWriter
+from sidecars.controlplane.reconcile.recycle import RecyclePolicy, Recycler
+from sidecars.controlplane.reconcile.topology_sync import TopologySync
 from sidecars.controlplane.settings import ControlPlaneSettings
-from sidecars.controlplane.snapshot import FleetView
-from sidecars.controlplane.topologysync import TopologySync
-from sidecars.controlplane.upgrade import Upgrade
-from sidecars.controlplane.upgrade_api import UpgradeAPI
-from sidecars.controlplane.upgrade_api import unavailable as upgrade_unavailable
-from sidecars.controlplane.versions import AgentVersions
-from sidecars.controlplane.web import WebUI
 from sidecars.kube import KubeClient, KubeEventSink, Pod, load_configuration
 from sidecars.kube.cache import WatchCache
 from sidecars.kube.nodename import Named, NodeNaming, slurm_node_name

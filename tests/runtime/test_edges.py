@@ -212,7 +212,7 @@ def test_the_import_contracts_hold_and_each_breach_breaks_one(tree_copy: Path) -
         ),
         # two roles depending on each other
         "worker/breach.py": (
-            "import sidecars.controlplane.api\n",
+            "import sidecars.controlplane.http.api\n",
             "sidecars.worker.breach -> sidecars.controlplane",
         ),
         # the Kubernetes client outside its edge

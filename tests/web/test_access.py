@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from sidecars.controlplane.web import COOKIE
+from sidecars.controlplane.http.web import COOKIE
 from tests.web.fleet import VIEWER, node, served, session
 
 
