@@ -8,9 +8,7 @@ the holder's name.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
 
 import structlog
 from aiohttp import web
@@ -20,6 +18,8 @@ from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.controlplane.fleet.snapshot import FleetSnapshot, FleetView
 from sidecars.controlplane.fleet.versions import AgentVersions
 from sidecars.controlplane.http.access import CALLER, Access
+from sidecars.controlplane.http.bodies import read_body
+from sidecars.controlplane.http.errors import Leadership, error, not_leader
 from sidecars.controlplane.http.openapi import (
     MAX_BODY,
     NAME_PARAM,
@@ -29,40 +29,16 @@ from sidecars.controlplane.http.openapi import (
     WAIT_SCHEMA,
     document,
 )
-from sidecars.controlplane.http.schemacheck import problem, query_value, with_defaults
+from sidecars.controlplane.http.schemacheck import problem, query_value
 from sidecars.controlplane.reconcile.recycle import Recycler
 
 log = structlog.get_logger(__name__)
 
 
-class Leadership(Protocol):
-    @property
-    def is_leader(self) -> bool: ...  # read at each write: it lapses with the Lease
-
-    holder: str | None
-
-
-def _not_json(word: str) -> None:
-    raise ValueError(f"{word} is not JSON")  # json.loads takes NaN and Infinity otherwise
-
-
-def _error(status: int, message: str, **extra: Any) -> web.Response:
-    return web.json_response({"error": message, **extra}, status=status)
-
-
 def _no_record(name: str) -> web.Response:
     """Slurm has no record of the node, in a shape no router or proxy 404 has (the agent's drain
     reads only this one as an answer, and confirms it with Slurm before it ends)."""
-    return _error(404, f"no node {name} in Slurm", node=name, slurm="no_record")
-
-
-def not_leader(leader: Leadership) -> web.Response | None:
-    """A write on a follower: 503 naming the Lease holder, to retry there (None on the leader)."""
-    if leader.is_leader:
-        return None
-    resp = _error(503, "not the leader: writes go to the Lease holder", leader=leader.holder)
-    resp.headers["Retry-After"] = "1"
-    return resp
+    return error(404, f"no node {name} in Slurm", node=name, slurm="no_record")
 
 
 class ControlPlaneAPI:
@@ -99,11 +75,11 @@ class ControlPlaneAPI:
         try:
             return await handler(request)
         except web.HTTPRequestEntityTooLarge:
-            return _error(413, f"request body larger than {MAX_BODY} bytes")
+            return error(413, f"request body larger than {MAX_BODY} bytes")
         except web.HTTPException as exc:  # the router's 404 and 405, as JSON like every other refusal
             if exc.status < 400 or not request.path.startswith("/v1/"):
                 raise
-            resp = _error(exc.status, exc.reason)
+            resp = error(exc.status, exc.reason)
             if "Allow" in exc.headers:
                 resp.headers["Allow"] = exc.headers["Allow"]
             return resp
@@ -123,7 +99,7 @@ class ControlPlaneAPI:
     def _loaded(self) -> FleetSnapshot | web.Response:
         snap = self._fleet.snapshot
         if not snap.loaded:
-            resp = _error(503, "no fleet view yet: Slurm has not been read", detail=snap.error)
+            resp = error(503, "no fleet view yet: Slurm has not been read", detail=snap.error)
             resp.headers["Retry-After"] = "1"
             return resp
         return snap
@@ -132,26 +108,7 @@ class ControlPlaneAPI:
     def _name(request: web.Request) -> str | web.Response:
         name = request.match_info["name"]
         refused = problem(NAME_PARAM["schema"], name, "node name")
-        return _error(400, refused) if refused else name
-
-    @staticmethod
-    async def _body(request: web.Request, schema: dict[str, Any]) -> dict[str, Any] | web.Response:
-        """The JSON body checked against `schema` (422 when it does not fit), its defaults filled in;
-        an empty body is `{}`."""
-        if request.content_length is not None and request.content_length > MAX_BODY:
-            return _error(413, f"request body larger than {MAX_BODY} bytes")
-        raw = await request.read()
-        if len(raw) > MAX_BODY:
-            return _error(413, f"request body larger than {MAX_BODY} bytes")
-        try:
-            body = json.loads(raw or b"{}", parse_constant=_not_json)
-            json.dumps(body, ensure_ascii=False).encode()  # a lone surrogate (\ud800) is no text
-        except (ValueError, UnicodeError, RecursionError):
-            return _error(400, "body is not valid JSON")
-        refused = problem(schema, body, "body")
-        if refused:
-            return _error(422, refused)
-        return with_defaults(schema, body)
+        return error(400, refused) if refused else name
 
     # ------------------------------------------------------------------ reads
     async def nodes(self, _: web.Request) -> web.Response:
@@ -169,12 +126,12 @@ class ControlPlaneAPI:
         if "version" in q:
             value, refused = query_value(VERSION_SCHEMA, q["version"], "version")
             if refused or not isinstance(value, int):
-                return _error(400, refused or "version must be an integer")
+                return error(400, refused or "version must be an integer")
             version = value
         if "wait" in q:
             value, refused = query_value(WAIT_SCHEMA, q["wait"], "wait (seconds)")
             if refused or not isinstance(value, float):
-                return _error(400, refused or "wait must be a number of seconds")
+                return error(400, refused or "wait must be a number of seconds")
             wait = min(value, self._max_wait)
         snap = self._loaded()
         if isinstance(snap, web.Response):
@@ -209,14 +166,14 @@ class ControlPlaneAPI:
         name = self._name(request)
         if isinstance(name, web.Response):
             return name
-        body = await self._body(request, REASON_BODY)
+        body = await read_body(request, REASON_BODY)
         if isinstance(body, web.Response):
             return body
         reason = body["reason"]
         not_for_agents = request[CALLER].reason_refusal(action, reason)
         if not_for_agents is not None:
             self._metrics.api_refusals.labels("agent", "403").inc()
-            return _error(403, not_for_agents)
+            return error(403, not_for_agents)
         snap = self._loaded()
         if isinstance(snap, web.Response):
             return snap
@@ -238,14 +195,14 @@ class ControlPlaneAPI:
         name = self._name(request)  # the node may well be absent from Slurm: that is what is reported
         if isinstance(name, web.Response):
             return name
-        body = await self._body(request, REPORT_BODY)
+        body = await read_body(request, REPORT_BODY)
         if isinstance(body, web.Response):
             return body
         ns, pod, detail = body["pod_namespace"], body["pod_name"], body["detail"]
         caller = request[CALLER]
         if caller.role == "agent" and (caller.namespace, caller.pod) != (ns, pod):
             self._metrics.api_refusals.labels("agent", "403").inc()
-            return _error(403, f"the agent of pod {caller.namespace}/{caller.pod} reports its own pod only")
+            return error(403, f"the agent of pod {caller.namespace}/{caller.pod} reports its own pod only")
         registered = body.get("registered")
         if registered is not None and self._recycler is not None:
             self._recycler.report(ns, pod, registered, detail)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sidecars.controlplane.http import openapi_maintenance
+from sidecars.controlplane.http import openapi_maintenance, openapi_upgrade
 from sidecars.controlplane.http.access import roles
+from sidecars.controlplane.http.openapi_shared import ERROR, refusals
 from sidecars.slurm import REASON_PREFIX
 
 MAX_BODY = 16 * 1024
@@ -23,10 +24,6 @@ MAX_DETAIL = 1024
 MAX_VERSION = 2**63 - 1
 SLURM_RELEASE_PATTERN = "^[0-9]{2}\\.[0-9]{2}(\\.[0-9]+)?$"
 
-_ERROR = {
-    "description": "refused",
-    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
-}
 NAME_PARAM: dict[str, Any] = {
     "name": "name",
     "in": "path",
@@ -96,10 +93,6 @@ _QUEUED = {
 }
 
 
-def _errors(*codes: int) -> dict[str, Any]:
-    return {str(c): _ERROR for c in codes}
-
-
 def document(max_wait: float = 60.0) -> dict[str, Any]:
     """The document for a server whose long polls are capped at `max_wait` seconds."""
     node = {
@@ -164,6 +157,7 @@ def document(max_wait: float = 60.0) -> dict[str, Any]:
                         },
                     },
                     **openapi_maintenance.schemas(),
+                    **openapi_upgrade.schemas(),
                 },
             },
             "paths": {
@@ -177,7 +171,7 @@ def document(max_wait: float = 60.0) -> dict[str, Any]:
                                     {"type": "array", "items": {"$ref": "#/components/schemas/Node"}}
                                 ),
                             },
-                            **_errors(401, 503),
+                            **refusals(401, 503),
                         },
                     }
                 },
@@ -202,7 +196,7 @@ def document(max_wait: float = 60.0) -> dict[str, Any]:
                                 "description": "the node",
                                 "content": _json({"$ref": "#/components/schemas/VersionedNode"}),
                             },
-                            **_errors(400, 401, 404, 503),
+                            **refusals(400, 401, 404, 503),
                         },
                     }
                 },
@@ -211,7 +205,7 @@ def document(max_wait: float = 60.0) -> dict[str, Any]:
                         "summary": "drain the node (queued into the next batched scontrol call)",
                         "parameters": [NAME_PARAM],
                         "requestBody": {"required": False, "content": _json(REASON_BODY)},
-                        "responses": {"202": _QUEUED, **_errors(400, 401, 404, 413, 422, 503)},
+                        "responses": {"202": _QUEUED, **refusals(400, 401, 404, 413, 422, 503)},
                     }
                 },
                 "/v1/nodes/{name}/undrain": {
@@ -219,7 +213,7 @@ def document(max_wait: float = 60.0) -> dict[str, Any]:
                         "summary": "clear the drain, only when the node's current reason is exactly this one",
                         "parameters": [NAME_PARAM],
                         "requestBody": {"required": False, "content": _json(REASON_BODY)},
-                        "responses": {"202": _QUEUED, **_errors(400, 401, 404, 413, 422, 503)},
+                        "responses": {"202": _QUEUED, **refusals(400, 401, 404, 413, 422, 503)},
                     }
                 },
                 "/v1/nodes/{name}/report": {
@@ -227,7 +221,7 @@ def document(max_wait: float = 60.0) -> dict[str, Any]:
                         "summary": "an agent reports whether its slurmd is registered (input to recycling)",
                         "parameters": [NAME_PARAM],
                         "requestBody": {"required": True, "content": _json(REPORT_BODY)},
-                        "responses": {"204": {"description": "recorded"}, **_errors(400, 401, 413, 422)},
+                        "responses": {"204": {"description": "recorded"}, **refusals(400, 401, 413, 422)},
                     }
                 },
                 "/v1/scale-in-order": {
@@ -238,17 +232,18 @@ def document(max_wait: float = 60.0) -> dict[str, Any]:
                                 "description": "names",
                                 "content": _json({"type": "array", "items": {"type": "string"}}),
                             },
-                            **_errors(401, 503),
+                            **refusals(401, 503),
                         },
                     }
                 },
+                **openapi_upgrade.paths(),
                 **openapi_maintenance.paths(),
                 "/v1/openapi.json": {
                     "get": {
                         "summary": "this document",
                         "responses": {
                             "200": {"description": "OpenAPI 3", "content": _json({"type": "object"})},
-                            **_errors(401),
+                            **refusals(401),
                         },
                     }
                 },
@@ -286,5 +281,5 @@ def _secured(doc: dict[str, Any]) -> dict[str, Any]:
         for method, op in operations.items():
             op["security"] = [{role: []} for role in roles(method, path)]
             for code in ("401", "403", "503"):
-                op["responses"].setdefault(code, _ERROR)
+                op["responses"].setdefault(code, ERROR)
     return doc

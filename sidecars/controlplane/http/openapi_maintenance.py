@@ -1,13 +1,11 @@
-"""The OpenAPI 3 paths and schemas of /v1/maintenance and /v1/upgrade (merged into openapi.document())."""
+"""The OpenAPI 3 paths and schemas of /v1/maintenance (merged into openapi.document())."""
 
 from __future__ import annotations
 
 from typing import Any
 
-_ERROR = {
-    "description": "refused",
-    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
-}
+from sidecars.controlplane.http.openapi_shared import json_ref, refusals
+
 _WINDOW_PARAM = {
     "name": "window",
     "in": "path",
@@ -15,14 +13,6 @@ _WINDOW_PARAM = {
     "description": "maintenance window name",
     "schema": {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]{0,62}$"},
 }
-
-
-def _errors(*codes: int) -> dict[str, Any]:
-    return {str(c): _ERROR for c in codes}
-
-
-def _json(ref: str, description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": {"$ref": ref}}}}
 
 
 def schemas() -> dict[str, Any]:
@@ -47,37 +37,6 @@ def schemas() -> dict[str, Any]:
                         "type": "object",
                         "properties": {"state": {"type": "string"}, "detail": {"type": "string"}},
                     },
-                },
-            },
-        },
-        "UpgradeRequest": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["budget"],
-            "oneOf": [{"required": ["revision"]}, {"required": ["deployment"]}],
-            "properties": {
-                "revision": {
-                    "type": "string",
-                    "pattern": "^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$",
-                    "description": "a StatefulSet's: the new pods' controller-revision-hash (give this "
-                    "or deployment)",
-                },
-                "deployment": {
-                    "type": "string",
-                    "pattern": "^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$",
-                    "description": "a Deployment's name: it is paused now, its template changed after, "
-                    "and its old pods handed over to it one turn at a time (give this or revision)",
-                },
-                "budget": {
-                    "type": "string",
-                    "pattern": "^[1-9][0-9]*%?$",
-                    "description": "a budget of 0 (or not a number or a percentage) is refused: e.g. 2, 25%",
-                },
-                "slurm_version": {
-                    "type": "string",
-                    "pattern": "^[0-9]{2}\\.[0-9]{2}(\\.[0-9]+)?$",
-                    "description": "the new image's slurmd release; refused when slurmctld is older or more "
-                    "than two releases newer",
                 },
             },
         },
@@ -118,34 +77,7 @@ def schemas() -> dict[str, Any]:
 
 def paths() -> dict[str, Any]:
     window = "#/components/schemas/MaintenanceWindow"
-    simple = {"description": "done", "content": {"application/json": {"schema": {"type": "object"}}}}
     return {
-        "/v1/upgrade": {
-            "get": {
-                "summary": "the upgrade under way (or the last): per worker queued, waiting for jobs, "
-                "drained, replacing, returning or upgraded; null when none was started; and `versions`: "
-                "slurmctld's release and each slurmd's, as its agent reported it and its node record has it",
-                "responses": {"200": simple, **_errors(401, 503)},
-            },
-            "post": {
-                "summary": "start a paced roll: of a StatefulSet to a revision, or of a Deployment (paused "
-                "now, its template changed after); the plan is kept in the ConfigMap slurm-sidecars-upgrade",
-                "requestBody": {
-                    "required": True,
-                    "content": {"application/json": {"schema": schemas()["UpgradeRequest"]}},
-                },
-                "responses": {"201": simple, **_errors(400, 401, 409, 413, 422, 503)},
-            },
-        },
-        "/v1/upgrade/pause": {
-            "post": {
-                "summary": "drain no further worker (those out of service finish)",
-                "responses": {"200": simple, **_errors(401, 404, 409, 503)},
-            }
-        },
-        "/v1/upgrade/resume": {
-            "post": {"summary": "go on", "responses": {"200": simple, **_errors(401, 404, 409, 503)}}
-        },
         "/v1/maintenance": {
             "get": {
                 "summary": "every maintenance window, read from Slurm's reservations, with a report per node",
@@ -161,7 +93,7 @@ def paths() -> dict[str, Any]:
                             }
                         },
                     },
-                    **_errors(401, 503),
+                    **refusals(401, 503),
                 },
             },
             "post": {
@@ -171,8 +103,8 @@ def paths() -> dict[str, Any]:
                     "content": {"application/json": {"schema": schemas()["MaintenanceRequest"]}},
                 },
                 "responses": {
-                    "201": _json(window, "created"),
-                    **_errors(400, 401, 409, 413, 422, 503),
+                    "201": json_ref(window, "created"),
+                    **refusals(400, 401, 409, 413, 422, 503),
                 },
             },
         },
@@ -180,12 +112,12 @@ def paths() -> dict[str, Any]:
             "get": {
                 "summary": "one window",
                 "parameters": [_WINDOW_PARAM],
-                "responses": {"200": _json(window, "the window"), **_errors(400, 401, 404, 503)},
+                "responses": {"200": json_ref(window, "the window"), **refusals(400, 401, 404, 503)},
             },
             "delete": {
                 "summary": "end a window now: its reservation removed, its drains (ours only) undone",
                 "parameters": [_WINDOW_PARAM],
-                "responses": {"200": {"description": "deleted"}, **_errors(400, 401, 404, 409, 503)},
+                "responses": {"200": {"description": "deleted"}, **refusals(400, 401, 404, 409, 503)},
             },
         },
     }

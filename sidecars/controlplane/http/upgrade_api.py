@@ -12,8 +12,9 @@ from sidecars.controlplane.changes.budget import UpgradeError
 from sidecars.controlplane.changes.upgrade import Upgrade
 from sidecars.controlplane.fleet.snapshot import FleetNode
 from sidecars.controlplane.fleet.versions import AgentVersions, describe, guard_inputs
-from sidecars.controlplane.http import openapi_maintenance
-from sidecars.controlplane.http.api import ControlPlaneAPI, Leadership, _error, not_leader
+from sidecars.controlplane.http import openapi_upgrade
+from sidecars.controlplane.http.bodies import read_body
+from sidecars.controlplane.http.errors import Leadership, error, not_leader
 from sidecars.kube import KubeError
 from sidecars.slurm import SlurmClient, SlurmError, Version
 
@@ -63,7 +64,7 @@ class UpgradeAPI:
 
     def _refused(self) -> web.Response | None:
         if self._upgrade is None:
-            return _error(409, self.why_unavailable)
+            return error(409, self.why_unavailable)
         return not_leader(self._leader)
 
     async def _slurm_versions(self) -> tuple[Version, dict[str, Version]]:
@@ -91,28 +92,28 @@ class UpgradeAPI:
             # the leader holds the plan it wrote; a follower's may be stale: it reads the ConfigMap
             await (self._upgrade.current() if self._leader.is_leader else self._upgrade.load())
         except Exception as exc:  # the Kubernetes API after the edge's retries
-            return _error(503, f"cannot read the upgrade plan: {exc}")
+            return error(503, f"cannot read the upgrade plan: {exc}")
         return web.json_response({**self._upgrade.report(), "versions": versions})
 
     async def start(self, request: web.Request) -> web.Response:
-        body = await ControlPlaneAPI._body(request, openapi_maintenance.schemas()["UpgradeRequest"])
+        body = await read_body(request, openapi_upgrade.schemas()["UpgradeRequest"])
         if isinstance(body, web.Response):
             return body
         extra = sorted(set(body) - FIELDS)
         if extra:
-            return _error(422, f"unknown fields: {', '.join(extra)}")
+            return error(422, f"unknown fields: {', '.join(extra)}")
         rev, budget, target = body.get("revision"), body.get("budget"), body.get("slurm_version")
         deployment = body.get("deployment")
         if (rev is None) == (deployment is None):
-            return _error(422, "give either revision (a StatefulSet's new revision) or deployment (its name)")
+            return error(422, "give either revision (a StatefulSet's new revision) or deployment (its name)")
         if rev is not None and (not isinstance(rev, str) or not LABEL_VALUE.match(rev)):
-            return _error(
+            return error(
                 422, "revision must be the new pods' revision label value (controller-revision-hash)"
             )
         if not isinstance(budget, str):
-            return _error(422, "budget must be a string: a number of workers or a percentage, e.g. 25%")
+            return error(422, "budget must be a string: a number of workers or a percentage, e.g. 25%")
         if target is not None and (not isinstance(target, str) or not VERSION.match(target)):
-            return _error(422, "slurm_version must be a Slurm release such as 24.11 or 24.11.5")
+            return error(422, "slurm_version must be a Slurm release such as 24.11 or 24.11.5")
         refused = self._refused()
         if refused is not None:
             return refused
@@ -129,11 +130,11 @@ class UpgradeAPI:
                 deployment=deployment or "",
             )
         except UpgradeError as exc:
-            return _error(exc.status, exc.message)
+            return error(exc.status, exc.message)
         except SlurmError as exc:
-            return _error(503, f"Slurm unreachable: {exc.message}")
+            return error(503, f"Slurm unreachable: {exc.message}")
         except KubeError as exc:  # after the edge's retries
-            return _error(503, f"the Kubernetes API failed: {exc}")
+            return error(503, f"the Kubernetes API failed: {exc}")
         return web.json_response({"started": plan.revision, "budget": plan.budget}, status=201)
 
     async def _pause(self, paused: bool) -> web.Response:
@@ -144,7 +145,7 @@ class UpgradeAPI:
         try:
             plan = await self._upgrade.set_paused(paused)
         except UpgradeError as exc:
-            return _error(exc.status, exc.message)
+            return error(exc.status, exc.message)
         return web.json_response({"revision": plan.revision, "paused": plan.paused})
 
     async def pause(self, _: web.Request) -> web.Response:
