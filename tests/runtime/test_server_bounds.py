@@ -18,14 +18,12 @@ import pytest
 
 from sidecars import probe
 from sidecars.apiclient import ControlPlane as ApiClient
-from sidecars.controlplane.service import ControlPlane
 from sidecars.devcluster import DevCluster
 from sidecars.runtime import http
 from sidecars.runtime.settings import ConfigError
-from sidecars.slurm import SlurmClient
 from sidecars.worker.cp_client import ControlPlaneClient, ControlPlaneUnavailable
 from tests.configsync.harness import config_sync
-from tests.controlplane.conftest import TOKEN, VIEWER, settings
+from tests.controlplane.conftest import TOKEN, VIEWER, offline
 from tests.runtime.slowclient import SMALL, body_never_ends, header_trickle, over_the_cap, tcp, unix
 from tests.worker.agent_helpers import running_agent, settings_for
 
@@ -33,7 +31,7 @@ from tests.worker.agent_helpers import running_agent, settings_for
 @contextlib.asynccontextmanager
 async def control_plane_app(tls: ssl.SSLContext | None = None) -> AsyncIterator[int]:
     """The control plane's HTTP face as `running()` serves it (no Slurm behind: its page still serves)."""
-    plane = ControlPlane(settings(kubernetes=False, http_limits=SMALL, tls=tls), SlurmClient(), None)
+    plane = offline(http_limits=SMALL, tls=tls)
     s = plane.settings
     async with http.serve(plane.http_app(), "127.0.0.1", 0, s.http_limits, s.tls) as port:
         yield port

@@ -26,7 +26,7 @@ log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
-class Refused:
+class RefusedClaim:
     pod: Pod
     node: str | None  # the Slurm node it claims (None: no name could be decided)
     holder: str | None  # the pod that holds that node ("namespace/name"), when it is a conflict
@@ -53,7 +53,7 @@ class Claims:
     def __init__(self, name_of: Callable[[Pod], Named], *, enforce: bool = True) -> None:
         self._name_of = name_of
         self._enforce = enforce  # False: every pod passes (the pod naming's behaviour, unchanged)
-        self.refused: dict[str, Refused] = {}  # pod uid -> why, as of the last pass
+        self.refused: dict[str, RefusedClaim] = {}  # pod uid -> why, as of the last pass
         self._reported: dict[str, tuple[str | None, str | None]] = {}  # uid -> (node, holder) reported
 
     def resolve(self, pods: Iterable[Pod]) -> list[Pod]:
@@ -61,12 +61,12 @@ class Claims:
         if not self._enforce:
             return sorted(pods, key=lambda p: (p.namespace, p.name))
         by_node: dict[str, list[Pod]] = {}
-        refused: dict[str, Refused] = {}
+        refused: dict[str, RefusedClaim] = {}
         for pod in pods:
             named = self._name_of(pod)
             if named.name is None:
                 if pod.node_name or pod.ready:  # a pending pod with no Node yet is no fault
-                    refused[pod.uid] = Refused(pod, None, None, named.why)
+                    refused[pod.uid] = RefusedClaim(pod, None, None, named.why)
                 continue
             by_node.setdefault(named.name, []).append(pod)
         held: list[Pod] = []
@@ -77,14 +77,14 @@ class Claims:
             for pod in claimants:
                 if pod is first:
                     continue
-                refused[pod.uid] = Refused(
+                refused[pod.uid] = RefusedClaim(
                     pod, node, f"{first.namespace}/{first.name}", "another pod holds this node"
                 )
         self.refused = refused
         self._reported = {u: v for u, v in self._reported.items() if u in refused}
         return sorted(held, key=lambda p: (p.namespace, p.name))
 
-    def to_report(self) -> list[Refused]:
+    def to_report(self) -> list[RefusedClaim]:
         """Refusals not reported yet (each once, again only when what it says changes)."""
         out = []
         for uid, r in sorted(self.refused.items(), key=lambda kv: kv[1].pod.name):

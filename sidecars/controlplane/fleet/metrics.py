@@ -164,6 +164,12 @@ class ControlPlaneMetrics:
         self.deletion_cost_patches = Counter(
             p + "deletion_cost_patches", "pod-deletion-cost patches", ["result"], registry=registry
         )
+        self.reconcile_passes = Counter(
+            p + "reconcile_passes",
+            "Passes of each writer run after a refresh (ok, skipped, error)",
+            ["writer", "result"],
+            registry=registry,
+        )
         self.recycles = Counter(
             p + "recycles", "Worker pods recycled (or held back, by reason)", ["result"], registry=registry
         )

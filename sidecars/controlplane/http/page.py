@@ -17,11 +17,10 @@ import asyncio
 import json
 import re
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
+from sidecars.controlplane.fleet.drain_clock import DrainClock
 from sidecars.controlplane.fleet.ranking import FAR_FUTURE
 from sidecars.controlplane.fleet.snapshot import FleetNode, FleetSnapshot, FleetView
 from sidecars.controlplane.http.config_feed import ConfigFeed
@@ -46,30 +45,6 @@ def node_class(node: FleetNode) -> str:
 def natural(name: str) -> tuple[Any, ...]:
     """n2 before n10."""
     return tuple(int(p) if p.isdigit() else p for p in _DIGITS.split(name))
-
-
-@dataclass
-class DrainClock:
-    """When each drain in progress started, and the drains completed lately."""
-
-    clock: Callable[[], float] = time.time
-    started: dict[str, float] = field(default_factory=dict)
-    done: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=20))
-
-    def written(self, names: set[str]) -> None:
-        now = self.clock()
-        for name in names:
-            self.started.setdefault(name, now)
-
-    def observe(self, snap: FleetSnapshot) -> None:
-        now = self.clock()
-        keep: dict[str, float] = {}
-        for name, node in snap.nodes.items():
-            if node.drain and node.busy:
-                keep[name] = self.started.get(name, now)
-            elif name in self.started and node.drain:
-                self.done.append({"node": name, "started_at": self.started[name], "done_at": now})
-        self.started = keep
 
 
 def _node_json(n: FleetNode) -> dict[str, Any]:

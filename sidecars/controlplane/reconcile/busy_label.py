@@ -11,12 +11,12 @@ the watched pods (never re-read per pass); sets go before removals, all under on
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import structlog
 
-from sidecars.controlplane.fleet.snapshot import FleetSnapshot
-from sidecars.controlplane.reconcile.deletion_cost import TokenBucket
+from sidecars.controlplane.reconcile.pacing import TokenBucket
+from sidecars.controlplane.reconcile.round import NOT_LOADED, Outcome, View
 from sidecars.kube import KubeClient, Pod
 
 log = structlog.get_logger(__name__)
@@ -29,6 +29,8 @@ def labelled(pod: Pod) -> bool:
 
 
 class BusyLabeler:
+    name = "busy_label"
+
     def __init__(
         self,
         kube: KubeClient,
@@ -58,8 +60,11 @@ class BusyLabeler:
             return sent[0]
         return labelled(pod)
 
-    async def sync(self, pods: Iterable[Pod], snap: FleetSnapshot) -> int:
-        """One pass after a refresh: label the newly busy, unlabel the long idle. Returns writes."""
+    async def reconcile(self, view: View) -> Outcome:
+        """One pass after a refresh: label the newly busy, unlabel the long idle."""
+        pods, snap = view.pods, view.snapshot
+        if not snap.loaded:
+            return NOT_LOADED
         now = self._clock()
         sets: list[Pod] = []
         removals: list[Pod] = []
@@ -68,8 +73,8 @@ class BusyLabeler:
             if pod.deleting:
                 continue
             live.add(pod.uid)
-            view = snap.nodes.get(self._node_of(pod))
-            busy = view is not None and view.busy
+            node = snap.nodes.get(self._node_of(pod))
+            busy = node is not None and node.busy
             have = self._have(pod)
             if busy:
                 self._idle_since.pop(pod.uid, None)
@@ -100,4 +105,4 @@ class BusyLabeler:
                 self._idle_since.pop(pod.uid, None)
             made += 1
         self.writes += made
-        return made
+        return Outcome(made)

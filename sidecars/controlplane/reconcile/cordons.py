@@ -18,7 +18,7 @@ import structlog
 
 from sidecars.controlplane.fleet.drains import DrainBatcher
 from sidecars.controlplane.fleet.kube_nodes import NodeCache
-from sidecars.controlplane.fleet.snapshot import FleetSnapshot
+from sidecars.controlplane.reconcile.round import NOT_LOADED, NOT_SYNCED, Outcome, View
 from sidecars.kube import KubeClient, Pod
 
 log = structlog.get_logger(__name__)
@@ -42,6 +42,8 @@ class _Wanted:
 
 
 class CordonSync:
+    name = "cordons"
+
     def __init__(
         self,
         kube: KubeClient,
@@ -79,18 +81,25 @@ class CordonSync:
         for name in names & self._redraining.keys():
             self._to_report.append((name, self._redraining.pop(name)))
 
-    async def cycle(self, pods: Iterable[Pod], snap: FleetSnapshot) -> None:
-        """One pass (leader only, after a refresh): ask the drains and undrains the cordons imply."""
+    async def reconcile(self, view: View) -> Outcome:
+        """One pass (leader only, after a refresh): ask the drains and undrains the cordons imply
+        (the drain batcher writes them; asked, not written, so the outcome counts no writes)."""
+        if not self.ready:
+            return NOT_SYNCED
+        if not view.snapshot.loaded:
+            return NOT_LOADED
+        pods, snap = view.pods, view.snapshot
         await self._report()
+        asked = 0
         wanted = self.wanted(pods)
         pending = self._drains.pending
         for name, want in sorted(wanted.items()):
-            view = snap.nodes.get(name)
-            if view is None:
+            node = snap.nodes.get(name)
+            if node is None:
                 continue
             reason = cordon_reason(want.kube_node)
-            if view.drain:
-                if view.reason == reason:
+            if node.drain:
+                if node.reason == reason:
                     self.held[name] = want.kube_node
                     if name in self._redraining:  # our re-drain, seen before the batcher said so
                         self._to_report.append((name, self._redraining.pop(name)))
@@ -102,15 +111,18 @@ class CordonSync:
             if self._was_ours(name, want, reason):
                 self._redraining[name] = want  # ours was removed while the cordon holds
             self._drains.submit(name, "drain", reason)
+            asked += 1
         self._looked = (self._looked | wanted.keys()) & snap.nodes.keys()
         for name in [n for n in self.held if n not in wanted]:
             del self.held[name]
         for name in [n for n in self._redraining if n not in wanted]:
             del self._redraining[name]
-        for name, view in snap.nodes.items():
-            if name not in wanted and name not in pending and is_cordon_reason(view.reason):
-                assert view.reason is not None
-                self._drains.submit(name, "undrain", view.reason)  # only an exact match is undone
+        for name, node in snap.nodes.items():
+            if name not in wanted and name not in pending and is_cordon_reason(node.reason):
+                assert node.reason is not None
+                self._drains.submit(name, "undrain", node.reason)  # only an exact match is undone
+                asked += 1
+        return Outcome(asked)
 
     def _was_ours(self, name: str, want: _Wanted, reason: str) -> bool:
         """Whether the drain now missing was ours: seen by this process, or, on the first look of a

@@ -6,39 +6,19 @@ next cycle."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import structlog
 
 from sidecars.controlplane.fleet import ranking
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
-from sidecars.controlplane.fleet.snapshot import FleetSnapshot
+from sidecars.controlplane.reconcile.pacing import TokenBucket
+from sidecars.controlplane.reconcile.round import NOT_LOADED, Outcome, View
 from sidecars.kube import KubeClient, Pod
 
 log = structlog.get_logger(__name__)
 
 ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
-
-
-class TokenBucket:
-    def __init__(
-        self, rate: float, clock: Callable[[], float] = time.monotonic, *, capacity: float | None = None
-    ) -> None:
-        self.rate = rate
-        self.capacity = max(1.0, rate if capacity is None else capacity)
-        self._tokens = self.capacity
-        self._clock = clock
-        self._at = clock()
-
-    def take(self) -> bool:
-        now = self._clock()
-        # a clock stepped back (the wall clock, corrected) adds nothing rather than taking tokens
-        self._tokens = min(self.capacity, self._tokens + max(0.0, now - self._at) * self.rate)
-        self._at = now
-        if self._tokens >= 1:
-            self._tokens -= 1
-            return True
-        return False
 
 
 def _current(pod: Pod) -> int | None:
@@ -50,6 +30,8 @@ def _current(pod: Pod) -> int | None:
 
 
 class DeletionCostWriter:
+    name = "deletion_cost"
+
     def __init__(
         self,
         kube: KubeClient,
@@ -68,8 +50,11 @@ class DeletionCostWriter:
         self._clock = clock
         self._written: dict[str, int] = {}  # pod uid -> cost we wrote
 
-    async def sync(self, pods: Iterable[Pod], snapshot: FleetSnapshot) -> int:
-        """Patch the pods whose bucket changed, lowest cost first, within the rate. Returns patches made."""
+    async def reconcile(self, view: View) -> Outcome:
+        """Patch the pods whose bucket changed, lowest cost first, within the rate."""
+        pods, snapshot = view.pods, view.snapshot
+        if not snapshot.loaded:
+            return NOT_LOADED
         now = self._clock()
         wanted: list[tuple[int, Pod]] = []
         live: set[str] = set()
@@ -101,4 +86,4 @@ class DeletionCostWriter:
             self._written[pod.uid] = cost
             self._metrics.deletion_cost_patches.labels("ok").inc()
             made += 1
-        return made
+        return Outcome(made)

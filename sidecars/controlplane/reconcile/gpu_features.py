@@ -11,33 +11,23 @@ operators) is logged once and leaves that node's features untouched: it never re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import structlog
 
+from sidecars.controlplane.fleet.compute_domains import ComputeDomainCache
 from sidecars.controlplane.fleet.kube_nodes import NodeCache
-from sidecars.controlplane.fleet.snapshot import FleetSnapshot
-from sidecars.kube import KubeClient, Pod
-from sidecars.kube.cache import WatchCache
-from sidecars.kube.gpudomain import ComputeDomain, is_ours, merged, wanted
+from sidecars.controlplane.reconcile.round import NOT_LOADED, NOT_SYNCED, Outcome, View
+from sidecars.kube import Pod
+from sidecars.kube.gpudomain import is_ours, merged, wanted
 from sidecars.slurm import SlurmClient, SlurmError
 
 log = structlog.get_logger(__name__)
 
 
-class ComputeDomainCache(WatchCache[ComputeDomain]):
-    def __init__(self, kube: KubeClient, *, watch_seconds: int = 300) -> None:
-        super().__init__(
-            kube.list_compute_domains,
-            lambda rv: kube.watch_compute_domains(rv, watch_seconds),
-            lambda cd: cd.key,
-            lambda cd: cd.resource_version,
-            failed_event="computedomain_watch_failed",
-            silence_seconds=kube.watch_silence_seconds,
-        )
+class GpuFeatureSync:
+    name = "gpu_features"
 
-
-class GpuDomainSync:
     def __init__(
         self,
         slurm: SlurmClient,
@@ -56,15 +46,20 @@ class GpuDomainSync:
     def ready(self) -> bool:
         return self._nodes.synced.is_set() and (self._domains is None or self._domains.synced.is_set())
 
-    async def cycle(self, pods: Iterable[Pod], snap: FleetSnapshot) -> int:
-        """One pass (leader only, after a refresh). Returns the nodes written."""
+    async def reconcile(self, view: View) -> Outcome:
+        """One pass (leader only, after a refresh): the nodes whose domain features differ, written."""
+        if not self.ready:
+            return NOT_SYNCED
+        if not view.snapshot.loaded:
+            return NOT_LOADED
+        pods, snap = view.pods, view.snapshot
         domains = list(self._domains.items.values()) if self._domains is not None else []
         made = 0
         for pod in pods:
             name = self._node_of(pod)
-            view = snap.nodes.get(name)
+            node = snap.nodes.get(name)
             host = self._nodes.nodes.get(pod.node_name) if pod.node_name else None
-            if view is None or host is None or pod.deleting:
+            if node is None or host is None or pod.deleting:
                 continue  # nothing known of its domain: leave its features as they are
             want = wanted(host.name, host.labels, domains)
             if want.problems:
@@ -75,13 +70,13 @@ class GpuDomainSync:
                     self._said[name] = want.problems
                 continue
             self._said.pop(name, None)
-            have = {f for f in view.features if is_ours(f)}
-            active = {f for f in view.active_features if is_ours(f)}
+            have = {f for f in node.features if is_ours(f)}
+            active = {f for f in node.active_features if is_ours(f)}
             if have == set(want.features) and active == set(want.features):
                 continue
-            available = merged(view.features, want.features)
+            available = merged(node.features, want.features)
             try:
-                await self._slurm.set_features(name, available, merged(view.active_features, want.features))
+                await self._slurm.set_features(name, available, merged(node.active_features, want.features))
             except SlurmError as exc:  # the next pass tries again
                 log.warning("gpu_domain_write_failed", node=name, error=exc.message)
                 continue
@@ -93,4 +88,4 @@ class GpuDomainSync:
             )
             made += 1
         self.writes += made
-        return made
+        return Outcome(made)

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import structlog
 
-from sidecars.controlplane.fleet.snapshot import FleetNode, FleetSnapshot
-from sidecars.controlplane.reconcile.deletion_cost import TokenBucket
+from sidecars.controlplane.fleet.snapshot import FleetNode
+from sidecars.controlplane.reconcile.pacing import TokenBucket
+from sidecars.controlplane.reconcile.round import NOT_LOADED, Outcome, View
 from sidecars.kube import KubeClient, Pod
 from sidecars.kube.podstatus import patch_pod_conditions
 
@@ -53,6 +54,8 @@ def _on_pod(pod: Pod) -> dict[str, tuple[str, str]]:
 
 
 class ConditionWriter:
+    name = "pod_conditions"
+
     def __init__(
         self,
         kube: KubeClient,
@@ -71,17 +74,20 @@ class ConditionWriter:
         self._sent: dict[str, Conditions] = {}  # pod uid -> what we last wrote
         self.writes = 0
 
-    async def sync(self, pods: Iterable[Pod], snap: FleetSnapshot) -> int:
-        """One pass after a refresh: write the pods whose settled conditions differ. Returns writes."""
+    async def reconcile(self, view: View) -> Outcome:
+        """One pass after a refresh: write the pods whose settled conditions differ."""
+        pods, snap = view.pods, view.snapshot
+        if not snap.loaded:
+            return NOT_LOADED
         now = self._clock()
         due: list[tuple[Pod, Conditions]] = []
         live: set[str] = set()
         for pod in pods:
-            view = snap.nodes.get(self._node_of(pod))
-            if view is None or pod.deleting:
+            node = snap.nodes.get(self._node_of(pod))
+            if node is None or pod.deleting:
                 continue
             live.add(pod.uid)
-            want = conditions(view)
+            want = conditions(node)
             seen = self._seen.get(pod.uid)
             if seen is None or seen[0] != want:
                 self._seen[pod.uid] = (want, now)  # a new state: it must hold before it is written
@@ -123,4 +129,4 @@ class ConditionWriter:
             self._sent[pod.uid] = want
             made += 1
         self.writes += made
-        return made
+        return Outcome(made)

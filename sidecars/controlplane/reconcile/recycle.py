@@ -13,13 +13,14 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import structlog
 
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
-from sidecars.controlplane.fleet.snapshot import FleetSnapshot
+from sidecars.controlplane.reconcile.round import NOT_LOADED, Outcome, View
 from sidecars.kube import KubeClient, Pod
 from sidecars.runtime.events import EventSink
 
@@ -50,6 +51,7 @@ class Backoff:
 
 @dataclass
 class Recycler:
+    name: ClassVar[str] = "recycle"
     kube: KubeClient
     metrics: ControlPlaneMetrics
     events: EventSink  # about the control plane itself (systemic faults)
@@ -83,15 +85,16 @@ class Recycler:
         self.suspended = why
         return first
 
-    async def cycle(self, pods: Iterable[Pod], snapshot: FleetSnapshot) -> list[str]:
-        """One pass; returns the pods deleted."""
+    async def reconcile(self, view: View) -> Outcome:
+        """One pass: delete the worker pods long unregistered, within the cap and each one's backoff."""
         now = self.clock()
-        workers = [p for p in pods if not p.deleting]
+        snapshot = view.snapshot
+        workers = [p for p in view.pods if not p.deleting]
         if not snapshot.loaded:
-            return []
+            return NOT_LOADED
         if not snapshot.reachable:
             self._suspend("slurmctld unreachable", "slurmctld_unreachable")
-            return []
+            return Outcome(skipped="suspended: slurmctld unreachable")
         due: list[Pod] = []
         unregistered = 0
         present = set()
@@ -120,7 +123,7 @@ class Recycler:
                     "munge and the network rather than the pods",
                     "Warning",
                 )
-            return []
+            return Outcome(skipped=f"suspended: {why}")
         if self.suspended is not None:
             log.info("recycling_resumed", was=self.suspended)
             self.suspended = None
@@ -128,7 +131,7 @@ class Recycler:
         while self.deleted_at and self.deleted_at[0] <= now - self.policy.window_seconds:
             self.deleted_at.popleft()
         cap = self.cap(len(workers))
-        done: list[str] = []
+        done = 0
         for pod in sorted(due, key=lambda p: p.name):
             back = self.backoff.get(pod.name)
             if back is not None and now < back.not_before:
@@ -139,8 +142,8 @@ class Recycler:
                 log.info("recycling_capped", pod=pod.name, cap=cap, window=self.policy.window_seconds)
                 break
             if await self._recycle(pod, now):
-                done.append(pod.name)
-        return done
+                done += 1
+        return Outcome(done)
 
     async def _recycle(self, pod: Pod, now: float) -> bool:
         report = self.reports.get((pod.namespace, pod.name))

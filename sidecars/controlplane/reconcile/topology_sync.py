@@ -17,13 +17,14 @@ new place must hold `settle` seconds before it is applied, so a flapping label m
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import structlog
 
 from sidecars.controlplane.fleet.kube_nodes import NodeCache
 from sidecars.controlplane.fleet.snapshot import FleetSnapshot
+from sidecars.controlplane.reconcile.round import NOT_LOADED, NOT_SYNCED, Outcome, View
 from sidecars.controlplane.reconcile.topology_files import group, render_conf, render_yaml
 from sidecars.kube import KubeClient, Pod
 from sidecars.kube.topology import Placement, TopologySpec, placement
@@ -35,6 +36,8 @@ COMPONENT = "slurm-sidecars-control-plane"
 
 
 class TopologySync:
+    name = "topology"
+
     def __init__(
         self,
         kube: KubeClient,
@@ -106,8 +109,14 @@ class TopologySync:
                 configmap=self._configmap or None,
             )
 
-    async def cycle(self, pods: Iterable[Pod], snap: FleetSnapshot) -> None:
-        """One pass (leader only, after a refresh)."""
+    async def reconcile(self, view: View) -> Outcome:
+        """One pass (leader only, after a refresh): nodes moved in place, the file rendered and written."""
+        if not self.ready:
+            return NOT_SYNCED
+        if not view.snapshot.loaded:
+            return NOT_LOADED
+        pods, snap = view.pods, view.snapshot
+        moves = self.moves
         await self._release()
         now = self._clock()
         live: set[str] = set()
@@ -143,7 +152,8 @@ class TopologySync:
                 del held[gone]
         if self.in_place:
             await self._move(snap)
-        await self._publish()
+        written = await self._publish()
+        return Outcome(self.moves - moves + written)
 
     async def _move(self, snap: FleetSnapshot) -> None:
         now = self._clock()
@@ -180,20 +190,22 @@ class TopologySync:
                 self._sent[n] = (value, time.time())
                 self._failed.pop(n, None)
 
-    async def _publish(self) -> None:
+    async def _publish(self) -> bool:
+        """Render the file, and write it to the ConfigMap when it changed; True when written."""
         render = render_yaml if self.in_place else render_conf
         self.rendered = render(self.spec, self.placed)
         if not self._configmap or self.rendered == self._written:
-            return
+            return False
         try:
             await self._kube.put_config_map(self._namespace, self._configmap, {self.file_name: self.rendered})
         except Exception as exc:  # the next pass writes it again
             log.warning("topology_configmap_failed", configmap=self._configmap, error=str(exc))
-            return
+            return False
         self._written = self.rendered
         log.info(
             "topology_file_written", configmap=self._configmap, file=self.file_name, nodes=len(self.placed)
         )
+        return True
 
     async def _report(self, pod: Pod, kube_node: str, name: str, why: str) -> None:
         message = (

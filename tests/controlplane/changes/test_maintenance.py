@@ -252,7 +252,7 @@ async def test_a_kubernetes_node_annotation_puts_its_worker_pods_nodes_in_a_wind
         fake.annotate_node("kube-a.example", {ANNOTATION: "tomorrow"})
         fake.annotate_node("kube-b.example", {ANNOTATION: "now/1h"})
         await eventually(
-            lambda: asyncio.sleep(0.3, cp.plane.node_windows._bad if cp.plane.node_windows else set()),
+            lambda: asyncio.sleep(0.3, cp.plane.k8s.node_windows._bad if cp.plane.k8s else set()),
             lambda bad: len(bad) == 2,
             what="both refused",
         )

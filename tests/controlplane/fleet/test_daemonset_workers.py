@@ -90,7 +90,10 @@ async def test_kube_node_names_and_conflicting_claims(
             lambda r: {x["pod"] for x in r[1]["refused_pods"]} == {"slurm/ds-d", "slurm/ds-f"},
             what="ds-e no longer refused",
         )
-        assert cp.plane.node_of(next(p for p in cp.plane.pods.pods.values() if p.name == "ds-e")) == "n2"
+        assert (
+            cp.plane.workers.node_of(next(p for p in cp.plane.workers.pods.pods.values() if p.name == "ds-e"))
+            == "n2"
+        )
         fake.set_node_spec("n2", unschedulable=False)
         await cluster.wait_nodes(lambda ns: not drains(ns), what="n2 undrained")
 
@@ -109,8 +112,8 @@ async def test_pod_naming_is_unchanged_by_default(
         await eventually(cp.leading, what="leader with pods")
         await eventually(lambda: costs(fake), lambda c: c.keys() == {"w1", "w1-copy", "w2"}, what="costs")
         await settled(cp)
-        assert not refusals(fake) and cp.plane.claims.refused == {}
-        assert {p.name: cp.plane.node_of(p) for p in cp.plane.pods.pods.values()} == {
+        assert not refusals(fake) and cp.plane.workers.claims.refused == {}
+        assert {p.name: cp.plane.workers.node_of(p) for p in cp.plane.workers.pods.pods.values()} == {
             "w1": "n1",
             "w1-copy": "n1",
             "w2": "n2",

@@ -12,7 +12,7 @@ import pytest
 
 from sidecars.controlplane.fleet.kube_nodes import NodeCache
 from sidecars.controlplane.fleet.pods import PodCache
-from sidecars.controlplane.service import ControlPlane
+from sidecars.controlplane.service import ControlPlaneService
 from sidecars.devcluster import DevCluster
 from sidecars.kube import KubeClient
 from sidecars.kube.cache import WatchCache
@@ -71,9 +71,9 @@ async def test_readiness_and_a_metric_say_stale_until_the_relist(
     fake.bookmark_seconds = 0.3
     fake.add_pod("w-n1", hostname="n1", labels={"app": "slurmd"})
 
-    def short_bound(plane: ControlPlane) -> None:
-        assert plane.kube is not None and plane.pods is not None
-        plane.kube.watch_silence_seconds = plane.pods.silence_seconds = SILENCE
+    def short_bound(plane: ControlPlaneService) -> None:
+        assert plane.kube is not None and plane.workers.pods is not None
+        plane.kube.watch_silence_seconds = plane.workers.pods.silence_seconds = SILENCE
 
     async with control_plane(cluster, url, prepare=short_bound) as cp:
         assert cp.sample("slurm_sidecars_kube_cache_stale", cache="pods") == 0
@@ -88,7 +88,7 @@ async def test_readiness_and_a_metric_say_stale_until_the_relist(
         assert cp.sample("slurm_sidecars_kube_cache_stale", cache="pods") == 1
         fake.add_pod("w-n2", hostname="n2", labels={"app": "slurmd"})
         await eventually(lambda: cp.get("/readyz"), lambda r: r[0] == 200, within=30, what="ready again")
-        assert cp.plane.pods is not None and set(cp.plane.pods.pods) == {"w-n1", "w-n2"}
+        assert cp.plane.workers.pods is not None and set(cp.plane.workers.pods.pods) == {"w-n1", "w-n2"}
         assert cp.sample("slurm_sidecars_kube_cache_stale", cache="pods") == 0
         assert cp.sample("slurm_sidecars_kube_cache_relists", cache="pods") >= 1
 

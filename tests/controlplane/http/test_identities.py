@@ -87,9 +87,9 @@ async def test_an_agent_acts_on_its_own_node_only(
             assert status == 403, (method, path, status, text)
             assert "own" in text or "operator" in text, text
         assert cp.sample("slurm_sidecars_api_refusals_total", identity="agent", status="403") == len(refused)
-        assert cp.plane.recycler is not None
-        assert ("slurm", "worker-2") not in cp.plane.recycler.reports
-        assert ("slurm", "ghost") not in cp.plane.recycler.reports
+        assert cp.plane.k8s.recycler is not None
+        assert ("slurm", "worker-2") not in cp.plane.k8s.recycler.reports
+        assert ("slurm", "ghost") not in cp.plane.k8s.recycler.reports
         nodes = {n.name: n for n in await cluster.client().nodes()}
         assert not any(n.state.drain for n in nodes.values())
         assert (await call(cp, "GET", "/v1/maintenance", TOKEN))[1] == '{"windows": []}'

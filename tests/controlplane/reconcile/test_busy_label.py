@@ -13,7 +13,7 @@ from sidecars.controlplane.reconcile.busy_label import LABEL, BusyLabeler
 from sidecars.devcluster import DevCluster
 from sidecars.kube import KubeClient
 from sidecars.kube.client import KubeRetry
-from tests.controlplane.conftest import control_plane
+from tests.controlplane.conftest import control_plane, one_pass
 from tests.fakekube import FakeKube, configuration
 from tests.helpers import eventually, fleet_node, fleet_snapshot
 
@@ -84,7 +84,7 @@ async def test_busy_label_off_writes_no_label(cluster: DevCluster, fake_kube: tu
     fake, url = fake_kube
     fake.add_pod("w1", hostname="n1")
     async with control_plane(cluster, url, busy_label=False) as cp:
-        assert cp.plane.busy is None
+        assert "busy_label" not in cp.plane.writers
         await eventually(cp.leading, what="leader with pods")
         job = await cluster.sbatch("-w", "n1", wrap="sleep 300")
         await cluster.wait_job(job, "RUNNING")
@@ -120,35 +120,41 @@ async def test_flapping_rate_limit_and_order_without_slurm(fake_kube: tuple[Fake
 
         labeler = BusyLabeler(kube, lambda p: p.hostname, qps=2, release=5.0, burst=1.0, clock=lambda: now[0])
         # n1..n3 busy, n4 idle (labelled): sets first, two a second; the removal waits `release`
-        assert await labeler.sync(await pods(), _snap({"n1": True, "n2": True, "n3": True, "n4": False})) == 2
+        assert (
+            await one_pass(labeler, await pods(), _snap({"n1": True, "n2": True, "n3": True, "n4": False}))
+            == 2
+        )
         assert [await busy_label(fake, f"w{i}") for i in range(1, 5)] == ["true", "true", None, "true"]
         now[0] += 1.0
         stale = await pods()
-        assert await labeler.sync(stale, _snap({"n1": True, "n2": True, "n3": True, "n4": False})) == 1
+        assert await one_pass(labeler, stale, _snap({"n1": True, "n2": True, "n3": True, "n4": False})) == 1
         # the same stale pod list again (the watch has not caught up): nothing is written twice
         now[0] += 10.0
-        assert await labeler.sync(stale, _snap({"n1": True, "n2": True, "n3": True, "n4": False})) == 1
+        assert await one_pass(labeler, stale, _snap({"n1": True, "n2": True, "n3": True, "n4": False})) == 1
         assert await busy_label(fake, "w4") is None  # idle since t=100, removed once `release` passed
         assert [len(label_patches(fake, f"w{i}")) for i in range(1, 5)] == [1, 1, 1, 1]
 
         # n1 flaps idle/busy faster than `release`: its label never moves
         for busy in (False, True) * 4:
             now[0] += 2.0
-            await labeler.sync(await pods(), _snap({"n1": busy, "n2": True, "n3": True, "n4": False}))
+            await one_pass(labeler, await pods(), _snap({"n1": busy, "n2": True, "n3": True, "n4": False}))
         assert label_patches(fake, "w1") == ["true"]
 
         # someone removes the label while the job runs: it is put back at the next pass
         fake.pods[("slurm", "w2")]["metadata"]["labels"].pop(LABEL)
         fake.pods[("slurm", "w2")]["metadata"]["resourceVersion"] = "99999"
         now[0] += 2.0
-        assert await labeler.sync(await pods(), _snap({"n1": True, "n2": True, "n3": True, "n4": False})) == 1
+        assert (
+            await one_pass(labeler, await pods(), _snap({"n1": True, "n2": True, "n3": True, "n4": False}))
+            == 1
+        )
         assert label_patches(fake, "w2") == ["true", "true"]
 
         # a pod whose node left Slurm is idle too: unlabelled after `release`
         now[0] += 1.0
-        assert await labeler.sync(await pods(), _snap({"n2": True, "n3": True})) == 0
+        assert await one_pass(labeler, await pods(), _snap({"n2": True, "n3": True})) == 0
         now[0] += 5.0
-        assert await labeler.sync(await pods(), _snap({"n2": True, "n3": True})) == 1
+        assert await one_pass(labeler, await pods(), _snap({"n2": True, "n3": True})) == 1
         assert await busy_label(fake, "w1") is None
     assert labeler.writes == 6
 
@@ -162,4 +168,4 @@ async def test_a_pass_may_use_a_burst_of_several_seconds(fake_kube: tuple[FakeKu
     async with KubeClient(configuration(url), retry=KubeRetry(attempts=2, initial_wait=0.01)) as kube:
         pods, _ = await kube.list_pods("slurm", "app=slurmd")
         labeler = BusyLabeler(kube, lambda p: p.hostname, qps=2, burst=5.0, clock=lambda: 0.0)
-        assert await labeler.sync(pods, _snap({f"n{i}": True for i in range(1, 13)})) == 10
+        assert await one_pass(labeler, pods, _snap({f"n{i}": True for i in range(1, 13)})) == 10

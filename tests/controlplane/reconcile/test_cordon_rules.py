@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from sidecars.controlplane.fleet.snapshot import FleetNode, FleetSnapshot
+from sidecars.controlplane.reconcile import View
 from sidecars.controlplane.reconcile.cordons import CordonSync, cordon_reason
 from sidecars.kube import KubeNode
 from tests.helpers import fleet_node, fleet_pod, fleet_snapshot
@@ -62,33 +63,33 @@ MARKED = (("SlurmNodeDrained", "True", OURS),)  # what the condition writer puts
 
 async def test_a_re_drain_seen_before_the_batcher_reports_it_still_gets_its_event() -> None:
     cs, kube, drains = sync()
-    await cs.cycle(PODS, DRAINED)
-    await cs.cycle(PODS, LIFTED)
+    await cs.reconcile(View(PODS, DRAINED))
+    await cs.reconcile(View(PODS, LIFTED))
     assert drains.asked == [("n1", "drain", OURS)]
-    await cs.cycle(PODS, DRAINED)  # the write landed: the snapshot sees it first
+    await cs.reconcile(View(PODS, DRAINED))  # the write landed: the snapshot sees it first
     cs.written({"n1"})  # then the batcher's scontrol returns
-    await cs.cycle(PODS, DRAINED)
-    await cs.cycle(PODS, DRAINED)
+    await cs.reconcile(View(PODS, DRAINED))
+    await cs.reconcile(View(PODS, DRAINED))
     assert kube.events == [("w1", "SlurmDrainReapplied")]
 
 
 async def test_a_re_drain_reported_by_the_batcher_first_gets_one_event() -> None:
     cs, kube, _ = sync()
-    await cs.cycle(PODS, DRAINED)
-    await cs.cycle(PODS, LIFTED)
+    await cs.reconcile(View(PODS, DRAINED))
+    await cs.reconcile(View(PODS, LIFTED))
     cs.written({"n1"})
-    await cs.cycle(PODS, DRAINED)
-    await cs.cycle(PODS, DRAINED)
+    await cs.reconcile(View(PODS, DRAINED))
+    await cs.reconcile(View(PODS, DRAINED))
     assert kube.events == [("w1", "SlurmDrainReapplied")]
 
 
 async def test_someone_elses_drain_in_between_is_no_re_drain() -> None:
     cs, kube, _ = sync()
-    await cs.cycle(PODS, DRAINED)
-    await cs.cycle(PODS, LIFTED)
-    await cs.cycle(PODS, snapshot(fleet_node("n1", drained=True, reason="admin: bad dimm")))
+    await cs.reconcile(View(PODS, DRAINED))
+    await cs.reconcile(View(PODS, LIFTED))
+    await cs.reconcile(View(PODS, snapshot(fleet_node("n1", drained=True, reason="admin: bad dimm"))))
     cs.written({"n1"})
-    await cs.cycle(PODS, snapshot(fleet_node("n1", drained=True, reason="admin: bad dimm")))
+    await cs.reconcile(View(PODS, snapshot(fleet_node("n1", drained=True, reason="admin: bad dimm"))))
     assert kube.events == []
 
 
@@ -97,28 +98,28 @@ async def test_a_new_leader_knows_a_lifted_drain_was_ours_from_the_pods_conditio
     # drain while no leader ran: the new leader's first look re-drains it with the Event
     marked = [fleet_pod("w1", hostname="n1", node_name="k1", conditions=MARKED)]
     cs, kube, drains = sync()
-    await cs.cycle(marked, LIFTED)
+    await cs.reconcile(View(marked, LIFTED))
     cs.written({"n1"})
-    await cs.cycle(marked, DRAINED)
+    await cs.reconcile(View(marked, DRAINED))
     assert drains.asked == [("n1", "drain", OURS)]
     assert kube.events == [("w1", "SlurmDrainReapplied")]
 
 
 async def test_a_first_cordon_or_a_stale_condition_is_no_re_drain() -> None:
     cs, kube, _ = sync()
-    await cs.cycle(PODS, LIFTED)  # never drained: a first drain, no Event
+    await cs.reconcile(View(PODS, LIFTED))  # never drained: a first drain, no Event
     cs.written({"n1"})
-    await cs.cycle(PODS, DRAINED)
+    await cs.reconcile(View(PODS, DRAINED))
     # a condition the writer has not caught up with yet: once this leader has looked at n1, only
     # what it saw itself counts (here: uncordoned, undrained, cordoned again)
     stale = [fleet_pod("w1", hostname="n1", node_name="k1", conditions=MARKED)]
     nodes = Nodes()
     cs2, kube2, _ = sync(nodes)
-    await cs2.cycle(stale, DRAINED)
+    await cs2.reconcile(View(stale, DRAINED))
     nodes.nodes["k1"] = replace(nodes.nodes["k1"], unschedulable=False)  # uncordoned...
-    await cs2.cycle(stale, LIFTED)
+    await cs2.reconcile(View(stale, LIFTED))
     nodes.nodes["k1"] = replace(nodes.nodes["k1"], unschedulable=True)  # ...and cordoned again
-    await cs2.cycle(stale, LIFTED)
+    await cs2.reconcile(View(stale, LIFTED))
     cs2.written({"n1"})
-    await cs2.cycle(stale, DRAINED)
+    await cs2.reconcile(View(stale, DRAINED))
     assert kube.events == [] and kube2.events == []

@@ -117,7 +117,7 @@ async def test_a_drain_removed_while_cordoned_is_applied_again_with_an_event(
 
 
 async def _held(cp: Any) -> dict[str, str]:
-    return dict(cp.plane.cordons.held)
+    return dict(cp.plane.writers["cordons"].held)
 
 
 async def _events(fake: FakeKube, reason: str) -> list[dict[str, Any]]:
@@ -157,8 +157,8 @@ async def test_cordon_sync_off_drains_nothing_and_adds_no_node_reads(
     fake.set_node_spec("k1", unschedulable=True)
     async with control_plane(cluster, url, cordon_sync=False) as cp:
         await eventually(cp.leading, what="leader with pods")
-        assert cp.plane.cordons is None
-        nodes = cp.plane.kube_nodes
+        assert "cordons" not in cp.plane.writers
+        nodes = cp.plane.workers.nodes
         assert nodes is not None
         await eventually(lambda: _synced(nodes), bool, what="the shared Node cache listed")
         assert nodes.nodes["k1"].unschedulable  # the cordon was seen, and is ignored

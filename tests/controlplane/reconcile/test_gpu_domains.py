@@ -38,7 +38,7 @@ async def test_domains_become_features_and_move_without_touching_anyone_elses(
         fake.add_pod(f"w{i}", hostname=f"n{i}", node_name=f"k{i}")
     fake.set_compute_domain("train-a", ["k1"])
     async with control_plane(cluster, url, compute_domains=True) as cp:
-        await eventually(lambda: cp.leading("gpu_domains"), what="leader with Nodes and ComputeDomains")
+        await eventually(lambda: cp.leading("gpu_features"), what="leader with Nodes and ComputeDomains")
         found = await eventually(
             lambda: features(cluster),
             lambda f: "nvlink-domain-train-a" in f["n1"] and CLIQUE in f["n2"],
@@ -57,9 +57,9 @@ async def test_domains_become_features_and_move_without_touching_anyone_elses(
         assert (done.state, done.nodes) == ("COMPLETED", ("n1",))
 
         # steady state: no write while nothing changes
-        writes = cp.plane.gpu_domains.writes
+        writes = cp.plane.writers["gpu_features"].writes
         await settled(cp)
-        assert cp.plane.gpu_domains.writes == writes == 2
+        assert cp.plane.writers["gpu_features"].writes == writes == 2
 
         # an admin adds a feature of their own; the domain moves to k2; k2 loses its clique label
         await cluster.client().update_nodes(
@@ -84,4 +84,4 @@ async def test_domains_become_features_and_move_without_touching_anyone_elses(
         await eventually(
             lambda: features(cluster), lambda f: f["n2"] == {"slinky"}, what="the domain feature removed"
         )
-        assert cp.plane.gpu_domains.writes == 5
+        assert cp.plane.writers["gpu_features"].writes == 5

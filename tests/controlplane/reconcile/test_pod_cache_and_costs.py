@@ -14,6 +14,7 @@ from sidecars.controlplane.reconcile.deletion_cost import ANNOTATION, DeletionCo
 from sidecars.kube import KubeClient
 from sidecars.kube.client import KubeRetry
 from sidecars.runtime.waits import within
+from tests.controlplane.conftest import one_pass
 from tests.fakekube import FakeKube, configuration
 from tests.helpers import eventually, fleet_node, fleet_snapshot
 
@@ -67,9 +68,9 @@ async def test_deletion_costs_are_rate_limited_and_only_on_bucket_changes(
         metrics = ControlPlaneMetrics(CollectorRegistry())
         clock = [now]  # the writer's clock, moved by the test: no real second is waited out
         writer = DeletionCostWriter(kube, metrics, qps=2.0, node_of=node_name, clock=lambda: clock[0])
-        assert await writer.sync(pods, snap) == 2  # the bucket holds two tokens
+        assert await one_pass(writer, pods, snap) == 2  # the bucket holds two tokens
         assert metrics.deletion_cost_patches.labels("deferred")._value.get() == 4
-        assert await writer.sync(pods, snap) == 0  # no time has passed: no token yet
+        assert await one_pass(writer, pods, snap) == 0  # no time has passed: no token yet
         # the lowest costs (idle: 0) go first
         patched = {r.path.rsplit("/", 1)[1] for r in fake.answered("PATCH", "/pods/")}
         assert patched <= {"w1", "w3", "w5"}
@@ -77,10 +78,10 @@ async def test_deletion_costs_are_rate_limited_and_only_on_bucket_changes(
         for _ in range(2):
             clock[0] += 5.0  # two more tokens (the bucket never holds more than qps)
             pods, _ = await kube.list_pods("slurm", "app=slurmd")
-            made.append(await writer.sync(pods, snap))
+            made.append(await one_pass(writer, pods, snap))
         assert made == [2, 2]
         assert {
             p.name: p.annotations.get(ANNOTATION) for p in (await kube.list_pods("slurm", "app=slurmd"))[0]
         } == {"w0": "7", "w1": "0", "w2": "7", "w3": "0", "w4": "7", "w5": "0"}
         clock[0] += 1.0
-        assert await writer.sync(pods, snap) == 0  # no bucket changed: no patch
+        assert await one_pass(writer, pods, snap) == 0  # no bucket changed: no patch

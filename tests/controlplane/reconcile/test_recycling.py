@@ -53,7 +53,7 @@ async def test_recycling_is_capped_per_window_with_warning_events(
         # 3 of 5 workers look unregistered: more than half, so recycling holds back entirely
         await _cycles(cp)
         assert _deleted(fake) == []
-        assert cp.plane.recycler is not None and (cp.plane.recycler.suspended or "").startswith("systemic")
+        assert cp.plane.k8s is not None and (cp.plane.k8s.recycler.suspended or "").startswith("systemic")
         assert (
             any(e["reason"] == "WorkersUnregistered" for e in fake.events) is False
         )  # no pod name: log only
@@ -120,7 +120,7 @@ async def test_recycling_suspended_while_slurmctld_is_unreachable(
         fake.add_pod("ghost", hostname="n7")
         await _cycles_failed(cp, 1)
         assert _deleted(fake) == []
-        assert cp.plane.recycler is not None and cp.plane.recycler.suspended == "slurmctld unreachable"
+        assert cp.plane.k8s is not None and cp.plane.k8s.recycler.suspended == "slurmctld unreachable"
         assert cp.sample("slurm_sidecars_recycling_suspended", reason="slurmctld_unreachable") == 1
         # the view keeps serving the last known state meanwhile
         status, nodes = await cp.get("/v1/nodes")

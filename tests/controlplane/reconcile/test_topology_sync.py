@@ -64,8 +64,8 @@ async def test_labels_place_nodes_a_change_moves_one_and_a_bad_value_moves_nothi
         placed = {"kubernetes": "n[1-3]", "a": "n[1-3]", "a/r1": "n[1-2]", "a/r2": "n3"}
         await eventually(lambda: switches(client), lambda s: s == placed, what="placed from the labels")
         plane = cp.plane
-        assert plane.topology.status()["mode"] == "in-place"
-        assert plane.topology.moves == 3  # n[1-2] in one call, n3 in another
+        assert plane.writers["topology"].status()["mode"] == "in-place"
+        assert plane.writers["topology"].moves == 3  # n[1-2] in one call, n3 in another
 
         # k2 joins rack r1: n3 is moved in place (no reconfigure), after the label has settled
         fake.label_node("k2", {RACK: "r1"})
@@ -75,7 +75,7 @@ async def test_labels_place_nodes_a_change_moves_one_and_a_bad_value_moves_nothi
         assert time.monotonic() - changed >= settle - 0.5
         node = await client.node("n3")
         assert node is not None and node.topology == "kubernetes:kubernetes:a:a/r1"
-        assert plane.topology.moves == 4
+        assert plane.writers["topology"].moves == 4
 
         # k1's rack label emptied, then made unusable: nothing reaches Slurm, an Event per pod
         fake.label_node("k1", {RACK: ""})
@@ -91,8 +91,8 @@ async def test_labels_place_nodes_a_change_moves_one_and_a_bad_value_moves_nothi
         for name in ("n1", "n2"):
             node = await client.node(name)
             assert node is not None and node.topology == "kubernetes:kubernetes:a:a/r1"
-        assert plane.topology.moves == 4 and plane.topology.last_error is None
-        assert plane.topology.status()["refused"] == {
+        assert plane.writers["topology"].moves == 4 and plane.writers["topology"].last_error is None
+        assert plane.writers["topology"].status()["refused"] == {
             "n1": f"label {RACK}='r1 bis' is not a value Slurm can take (letters, digits, '-', '_', '.')",
             "n2": f"label {RACK}='r1 bis' is not a value Slurm can take (letters, digits, '-', '_', '.')",
         }
@@ -130,10 +130,10 @@ async def test_a_flapping_label_moves_nothing_and_a_restart_is_healed(
         placed = {"kubernetes": "n[1-3]", "a": "n[1-3]", "a/r1": "n[1-2]", "a/r2": "n3"}
         await eventually(lambda: switches(client), lambda s: s == placed, what="placed from the labels")
         plane = cp.plane
-        moves = plane.topology.moves
+        moves = plane.writers["topology"].moves
 
         async def seen(rack: str) -> bool:
-            nodes = plane.kube_nodes
+            nodes = plane.workers.nodes
             return nodes is not None and nodes.nodes["k2"].labels.get(RACK) == rack
 
         # k2's rack flips r2 -> r9 -> r2 ... each state seen, none held for `settle`
@@ -148,7 +148,7 @@ async def test_a_flapping_label_moves_nothing_and_a_restart_is_healed(
         await eventually(
             lambda: _refreshes(cp), lambda _: time.monotonic() - started > settle + 1, what="settle"
         )
-        assert plane.topology.moves == moves  # every state but the last held shorter than `settle`
+        assert plane.writers["topology"].moves == moves  # every state but the last held shorter than `settle`
         assert await switches(client) == placed
 
         # slurmctld restarts and forgets in-place places: the next passes put the nodes back
@@ -178,11 +178,11 @@ async def test_before_25_05_the_rendered_topology_conf_is_the_fallback(
                 lambda: _config_map(fake), lambda d: d is not None and "n[1-2]" in d.get("topology.conf", "")
             )
             assert cm is not None and set(cm) == {"topology.conf"}
-            status = cp.plane.topology.status()
+            status = cp.plane.writers["topology"].status()
             assert status["mode"] == "file" and status["file"] == "topology.conf"
             assert status["refused"] == {"n3": f"label {RACK} is empty"}
             await passes(cp)
-            assert cp.plane.topology.moves == 0 and cp.plane.topology.last_error is None
+            assert cp.plane.writers["topology"].moves == 0 and cp.plane.writers["topology"].last_error is None
             said = [e for e in logs if e["event"] == "topology_in_place_unavailable"]
             assert len(said) == 1 and said[0]["release"] == cluster.release.version
             assert await _config_map(fake) == cm  # written once: it has not changed
@@ -191,7 +191,7 @@ async def test_before_25_05_the_rendered_topology_conf_is_the_fallback(
             assert len(writes) == 1  # the first write creates it (a PUT answered 404, then a POST)
     expected = render_conf(
         TopologySpec(KEYS, "tree", "kubernetes"),
-        {n: p for n, p in cp.plane.topology.placed.items()},
+        {n: p for n, p in cp.plane.writers["topology"].placed.items()},
     )
     assert cm["topology.conf"] == expected
     # ... and the real slurmctld of this release loads it with topology/tree
