@@ -8,16 +8,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sidecars.controlplane.changes.maintenance import Maintenance
-from sidecars.controlplane.changes.node_windows import NodeWindows
-from sidecars.controlplane.changes.upgrade import Upgrade
-from sidecars.controlplane.fleet.compute_domains import ComputeDomainCache
-from sidecars.controlplane.fleet.drains import DrainBatcher
-from sidecars.controlplane.fleet.kube_nodes import NodeCache
-from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
-from sidecars.controlplane.fleet.pods import PodCache
-from sidecars.controlplane.fleet.snapshot import FleetView
-from sidecars.controlplane.fleet.workers import Workers
+from sidecars.controlplane.changes import Maintenance, NodeWindows, Upgrade
+from sidecars.controlplane.fleet import (
+    ComputeDomainCache,
+    ControlPlaneMetrics,
+    DrainBatcher,
+    FleetView,
+    NodeCache,
+    PodCache,
+    Workers,
+)
 from sidecars.controlplane.reconcile import (
     BusyLabeler,
     ClaimEvents,

@@ -18,13 +18,9 @@ from prometheus_client import CollectorRegistry
 
 from sidecars.controlplane import settings as cp_settings
 from sidecars.controlplane.assembly import Caches, KubeSide, kube_side, writers
-from sidecars.controlplane.changes.maintenance import Maintenance
-from sidecars.controlplane.fleet.drain_clock import DrainClock
-from sidecars.controlplane.fleet.drains import DrainBatcher
-from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
-from sidecars.controlplane.fleet.snapshot import FleetView
-from sidecars.controlplane.fleet.workers import Workers
-from sidecars.controlplane.http.face import Face
+from sidecars.controlplane.changes import Maintenance
+from sidecars.controlplane.fleet import ControlPlaneMetrics, DrainBatcher, DrainClock, FleetView, Workers
+from sidecars.controlplane.http import Face
 from sidecars.controlplane.leader import LeaderElector
 from sidecars.controlplane.reconcile import CordonSync, Round, TopologySync, View
 from sidecars.controlplane.settings import ControlPlaneSettings

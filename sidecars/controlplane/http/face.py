@@ -8,14 +8,15 @@ from typing import Any
 
 from aiohttp import web
 
-from sidecars.controlplane.changes.maintenance import Maintenance
-from sidecars.controlplane.changes.upgrade import Upgrade
-from sidecars.controlplane.fleet.drain_clock import DrainClock
-from sidecars.controlplane.fleet.drains import DrainBatcher
-from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
-from sidecars.controlplane.fleet.snapshot import FleetView
-from sidecars.controlplane.fleet.versions import AgentVersions
-from sidecars.controlplane.fleet.workers import Workers
+from sidecars.controlplane.changes import Maintenance, Upgrade
+from sidecars.controlplane.fleet import (
+    AgentVersions,
+    ControlPlaneMetrics,
+    DrainBatcher,
+    DrainClock,
+    FleetView,
+    Workers,
+)
 from sidecars.controlplane.http import planned
 from sidecars.controlplane.http.access import Access, Reviewer
 from sidecars.controlplane.http.api import ControlPlaneAPI
