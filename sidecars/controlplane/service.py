@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import functools
 import os
 import time
 from collections.abc import AsyncIterator
@@ -16,6 +15,7 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry
 
+from sidecars.controlplane import health
 from sidecars.controlplane import settings as cp_settings
 from sidecars.controlplane.assembly import Caches, KubeSide, kube_side, writers
 from sidecars.controlplane.changes import Maintenance
@@ -28,7 +28,6 @@ from sidecars.kube import KubeClient, load_configuration
 from sidecars.kube.cache import WatchCache
 from sidecars.kube.nodename import NodeNaming
 from sidecars.runtime import daemon, http, logs
-from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.tasks import RootTasks, until_stopped
 from sidecars.runtime.waits import until_set
 from sidecars.slurm import SlurmClient, SlurmError, SlurmMetrics
@@ -144,11 +143,6 @@ class ControlPlaneService:
         """The Kubernetes caches this replica keeps, by name (readiness and metrics say when stale)."""
         return self.k8s.caches.named() if self.k8s is not None else {}
 
-    def _watch_metrics(self) -> None:
-        for name, cache in self.caches().items():
-            self.metrics.kube_cache_stale.labels(name).set_function(functools.partial(_stale, cache))
-            self.metrics.kube_cache_relists.labels(name).set_function(functools.partial(_relists, cache))
-
     def _page_cluster(self) -> dict[str, Any]:
         status = self.status()
         return {k: status[k] for k in status if k not in {"drains_pending", "draining"}}
@@ -263,23 +257,9 @@ class ControlPlaneService:
         }
 
     def http_app(self) -> Any:
-        liveness, readiness = Checks(), Checks()
-        stale_after = max(30.0, 10 * self.settings.interval_seconds)
-
-        def ticking() -> CheckResult:
-            age = time.monotonic() - self.fleet.last_attempt
-            return CheckResult(age < stale_after, f"last Slurm read attempt {age:.1f}s ago")
-
-        def loaded() -> CheckResult:
-            snap = self.fleet.snapshot
-            return CheckResult(snap.loaded, f"version {snap.version}" if snap.loaded else f"{snap.error}")
-
-        liveness.add("root_tasks", self.tasks.check)
-        liveness.add("refresh_loop", ticking)
-        readiness.add("fleet_view", loaded)
-        for name, cache in self.caches().items():
-            if name != "computedomains":  # an optional CRD, maybe not installed: its metric says it
-                readiness.add(f"{name}_cache", functools.partial(_cache_check, cache))
+        liveness, readiness = health.checks(
+            self.fleet, self.tasks, self.caches(), interval_seconds=self.settings.interval_seconds
+        )
         app = http.DaemonHTTP(self.registry, liveness, readiness, self.status).app(
             client_max_size=16 * 1024, limits=self.settings.http_limits
         )
@@ -294,7 +274,7 @@ class ControlPlaneService:
         """Serve for the duration of the block; `until_stopped(stop, plane.tasks)` inside it raises
         when one of the root tasks ends on its own."""
         stop = asyncio.Event()
-        self._watch_metrics()
+        health.watch_metrics(self.metrics, self.caches())
         self.fleet.last_attempt = time.monotonic()
         self.tasks.start("refresh_loop", self.refresh_loop())
         self.tasks.start("drain_loop", self.drain_loop())
@@ -331,18 +311,6 @@ class ControlPlaneService:
             await self.tasks.stop(keep=("leader",))
             stop.set()  # the elector hands the Lease back before it returns
             await self.tasks.stop(grace=3.0, first=("leader",))
-
-
-def _cache_check(cache: WatchCache[Any]) -> CheckResult:
-    return CheckResult(*cache.staleness())
-
-
-def _stale(cache: WatchCache[Any]) -> float:
-    return float(cache.stale)
-
-
-def _relists(cache: WatchCache[Any]) -> float:
-    return float(cache.relists)
 
 
 async def serve(settings: ControlPlaneSettings, stop: asyncio.Event) -> None:

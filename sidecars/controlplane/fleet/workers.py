@@ -4,6 +4,8 @@ one pod per node (fleet.claims sets the others aside)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sidecars.controlplane.fleet.claims import Claims
 from sidecars.controlplane.fleet.kube_nodes import NodeCache
 from sidecars.controlplane.fleet.pods import PodCache
@@ -12,28 +14,23 @@ from sidecars.kube import Pod
 from sidecars.kube.nodename import Named, NodeNaming, slurm_node_name
 
 
+@dataclass
 class Workers:
     """The worker pods and their Slurm nodes. Without the Kubernetes API (`pods` None) there are
     none, and every agent's pod is none of ours."""
 
-    def __init__(
-        self,
-        fleet: FleetView,
-        naming: NodeNaming,
-        namespace: str,
-        pods: PodCache | None = None,
-        nodes: NodeCache | None = None,
-    ) -> None:
-        self._fleet = fleet
-        self.naming = naming
-        self._namespace = namespace
-        self.pods = pods
-        self.nodes = nodes
-        self.claims = Claims(self.name_of, enforce=naming.source == "kube-node")
+    fleet: FleetView
+    naming: NodeNaming
+    namespace: str
+    pods: PodCache | None = None
+    nodes: NodeCache | None = None
+
+    def __post_init__(self) -> None:
+        self.claims = Claims(self.name_of, enforce=self.naming.source == "kube-node")
         self._pod_index: tuple[int, dict[tuple[str, str], str]] = (-1, {})  # see name_of
 
     def name_of(self, pod: Pod) -> Named:
-        snap = self._fleet.snapshot
+        snap = self.fleet.snapshot
         if self._pod_index[0] != snap.version:  # built once per snapshot, not once per pod
             index = {(v.pod.namespace, v.pod.pod_name): v.name for v in snap.nodes.values() if v.pod}
             self._pod_index = (snap.version, index)
@@ -82,7 +79,7 @@ class Workers:
         """The Slurm node of the worker pod an agent's token is bound to: "" when that pod is none
         of ours (another namespace, not a worker, an earlier incarnation, refused its claim), None
         while the pods are not listed yet."""
-        if self.pods is None or namespace != self._namespace:
+        if self.pods is None or namespace != self.namespace:
             return ""
         if not self.pods.synced.is_set() or not self.naming_ready:
             return None

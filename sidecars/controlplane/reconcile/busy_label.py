@@ -16,7 +16,7 @@ from collections.abc import Callable
 import structlog
 
 from sidecars.controlplane.reconcile.pacing import TokenBucket
-from sidecars.controlplane.reconcile.round import NOT_LOADED, Outcome, View
+from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.kube import KubeClient, Pod
 
 log = structlog.get_logger(__name__)
@@ -62,9 +62,9 @@ class BusyLabeler:
 
     async def reconcile(self, view: View) -> Outcome:
         """One pass after a refresh: label the newly busy, unlabel the long idle."""
+        if (skip := unready(view)) is not None:
+            return skip
         pods, snap = view.pods, view.snapshot
-        if not snap.loaded:
-            return NOT_LOADED
         now = self._clock()
         sets: list[Pod] = []
         removals: list[Pod] = []

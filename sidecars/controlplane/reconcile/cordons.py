@@ -18,7 +18,7 @@ import structlog
 
 from sidecars.controlplane.fleet.drains import DrainBatcher
 from sidecars.controlplane.fleet.kube_nodes import NodeCache
-from sidecars.controlplane.reconcile.round import NOT_LOADED, NOT_SYNCED, Outcome, View
+from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.kube import KubeClient, Pod
 
 log = structlog.get_logger(__name__)
@@ -84,10 +84,8 @@ class CordonSync:
     async def reconcile(self, view: View) -> Outcome:
         """One pass (leader only, after a refresh): ask the drains and undrains the cordons imply
         (the drain batcher writes them; asked, not written, so the outcome counts no writes)."""
-        if not self.ready:
-            return NOT_SYNCED
-        if not view.snapshot.loaded:
-            return NOT_LOADED
+        if (skip := unready(view, self.ready)) is not None:
+            return skip
         pods, snap = view.pods, view.snapshot
         await self._report()
         asked = 0

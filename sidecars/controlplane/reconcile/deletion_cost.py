@@ -13,7 +13,7 @@ import structlog
 from sidecars.controlplane.fleet import ranking
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.controlplane.reconcile.pacing import TokenBucket
-from sidecars.controlplane.reconcile.round import NOT_LOADED, Outcome, View
+from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.kube import KubeClient, Pod
 
 log = structlog.get_logger(__name__)
@@ -52,9 +52,9 @@ class DeletionCostWriter:
 
     async def reconcile(self, view: View) -> Outcome:
         """Patch the pods whose bucket changed, lowest cost first, within the rate."""
+        if (skip := unready(view)) is not None:
+            return skip
         pods, snapshot = view.pods, view.snapshot
-        if not snapshot.loaded:
-            return NOT_LOADED
         now = self._clock()
         wanted: list[tuple[int, Pod]] = []
         live: set[str] = set()

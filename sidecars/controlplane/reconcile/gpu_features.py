@@ -17,7 +17,7 @@ import structlog
 
 from sidecars.controlplane.fleet.compute_domains import ComputeDomainCache
 from sidecars.controlplane.fleet.kube_nodes import NodeCache
-from sidecars.controlplane.reconcile.round import NOT_LOADED, NOT_SYNCED, Outcome, View
+from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.kube import Pod
 from sidecars.kube.gpudomain import is_ours, merged, wanted
 from sidecars.slurm import SlurmClient, SlurmError
@@ -48,10 +48,8 @@ class GpuFeatureSync:
 
     async def reconcile(self, view: View) -> Outcome:
         """One pass (leader only, after a refresh): the nodes whose domain features differ, written."""
-        if not self.ready:
-            return NOT_SYNCED
-        if not view.snapshot.loaded:
-            return NOT_LOADED
+        if (skip := unready(view, self.ready)) is not None:
+            return skip
         pods, snap = view.pods, view.snapshot
         domains = list(self._domains.items.values()) if self._domains is not None else []
         made = 0

@@ -18,7 +18,7 @@ import structlog
 
 from sidecars.controlplane.fleet.snapshot import FleetNode
 from sidecars.controlplane.reconcile.pacing import TokenBucket
-from sidecars.controlplane.reconcile.round import NOT_LOADED, Outcome, View
+from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.kube import KubeClient, Pod
 from sidecars.kube.podstatus import patch_pod_conditions
 
@@ -76,9 +76,9 @@ class ConditionWriter:
 
     async def reconcile(self, view: View) -> Outcome:
         """One pass after a refresh: write the pods whose settled conditions differ."""
+        if (skip := unready(view)) is not None:
+            return skip
         pods, snap = view.pods, view.snapshot
-        if not snap.loaded:
-            return NOT_LOADED
         now = self._clock()
         due: list[tuple[Pod, Conditions]] = []
         live: set[str] = set()

@@ -20,7 +20,7 @@ from typing import ClassVar
 import structlog
 
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
-from sidecars.controlplane.reconcile.round import NOT_LOADED, Outcome, View
+from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.kube import KubeClient, Pod
 from sidecars.runtime.events import EventSink
 
@@ -90,8 +90,8 @@ class Recycler:
         now = self.clock()
         snapshot = view.snapshot
         workers = [p for p in view.pods if not p.deleting]
-        if not snapshot.loaded:
-            return NOT_LOADED
+        if (skip := unready(view)) is not None:
+            return skip
         if not snapshot.reachable:
             self._suspend("slurmctld unreachable", "slurmctld_unreachable")
             return Outcome(skipped="suspended: slurmctld unreachable")

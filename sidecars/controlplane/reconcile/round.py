@@ -44,6 +44,15 @@ NOT_LOADED = Outcome(skipped="no fleet snapshot read yet")
 NOT_SYNCED = Outcome(skipped="its Kubernetes caches are not listed yet")
 
 
+def unready(view: View, synced: bool = True) -> Outcome | None:
+    """Why a writer cannot decide on this view (its caches not listed, no snapshot yet); None: it can."""
+    if not synced:
+        return NOT_SYNCED
+    if not view.snapshot.loaded:
+        return NOT_LOADED
+    return None
+
+
 class Reconciler(Protocol):
     """A writer run after each refresh, by the leader only."""
 

@@ -24,7 +24,7 @@ import structlog
 
 from sidecars.controlplane.fleet.kube_nodes import NodeCache
 from sidecars.controlplane.fleet.snapshot import FleetSnapshot
-from sidecars.controlplane.reconcile.round import NOT_LOADED, NOT_SYNCED, Outcome, View
+from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.controlplane.reconcile.topology_files import group, render_conf, render_yaml
 from sidecars.kube import KubeClient, Pod
 from sidecars.kube.topology import Placement, TopologySpec, placement
@@ -111,10 +111,8 @@ class TopologySync:
 
     async def reconcile(self, view: View) -> Outcome:
         """One pass (leader only, after a refresh): nodes moved in place, the file rendered and written."""
-        if not self.ready:
-            return NOT_SYNCED
-        if not view.snapshot.loaded:
-            return NOT_LOADED
+        if (skip := unready(view, self.ready)) is not None:
+            return skip
         pods, snap = view.pods, view.snapshot
         moves = self.moves
         await self._release()
