@@ -83,7 +83,7 @@ class CordonSync:
 
     async def reconcile(self, view: View) -> Outcome:
         """One pass (leader only, after a refresh): ask the drains and undrains the cordons imply
-        (the drain batcher writes them; asked, not written, so the outcome counts no writes)."""
+        (the drain batcher writes them: the outcome counts the requests asked)."""
         if (skip := unready(view, self.ready)) is not None:
             return skip
         pods, snap = view.pods, view.snapshot
