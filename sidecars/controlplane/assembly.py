@@ -4,6 +4,7 @@ windows), and the writers run after each refresh, in their declared order."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -76,10 +77,15 @@ class KubeSide:
     node_windows: NodeWindows
 
     async def event_on(self, pod: Pod, reason: str, message: str, type: EventType = "Normal") -> None:
-        involved = {"kind": "Pod", "name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
-        await KubeEventSink(self.kube, pod.namespace, involved, component=COMPONENT).emit(
-            reason, message, type
-        )
+        await pod_event(self.kube, pod, reason, message, type)
+
+
+async def pod_event(
+    kube: KubeClient, pod: Pod, reason: str, message: str, type: EventType = "Normal"
+) -> None:
+    """An Event on a worker pod."""
+    involved = {"kind": "Pod", "name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
+    await KubeEventSink(kube, pod.namespace, involved, component=COMPONENT).emit(reason, message, type)
 
 
 def kube_side(
@@ -107,12 +113,7 @@ def kube_side(
         backoff_seconds=settings.recycle_backoff_seconds,
         backoff_max_seconds=settings.recycle_backoff_max_seconds,
     )
-    side: KubeSide
-
-    async def event_on(pod: Pod, reason: str, message: str) -> None:
-        await side.event_on(pod, reason, message)
-
-    side = KubeSide(
+    return KubeSide(
         kube,
         caches,
         Recycler(kube, metrics, events, workers.node_of, policy),
@@ -124,11 +125,10 @@ def kube_side(
             lambda: fleet.snapshot.order,
             workers.held,
             workers.node_of,
-            emit=event_on,
+            emit=functools.partial(pod_event, kube),
         ),
         NodeWindows(maintenance, caches.nodes, workers.held, workers.node_of),
     )
-    return side
 
 
 def writers(
