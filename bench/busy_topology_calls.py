@@ -29,6 +29,7 @@ from _report import result
 
 from sidecars.controlplane.fleet.kube_nodes import NodeCache
 from sidecars.controlplane.fleet.snapshot import FleetNode, FleetSnapshot
+from sidecars.controlplane.reconcile import View
 from sidecars.controlplane.reconcile.busy_label import LABEL, BusyLabeler
 from sidecars.controlplane.reconcile.topology_sync import TopologySync
 from sidecars.kube import KubeClient, KubeNode, Pod
@@ -174,8 +175,9 @@ class Sim:
             self.clock.now += 60 / PASSES_PER_MINUTE
             snap = self.snapshot()
             pods = list(self.pods.values())
-            await self.labeler.sync(pods, snap)
-            await self.topology.cycle(pods, snap)
+            view = View(pods, snap)
+            await self.labeler.reconcile(view)
+            await self.topology.reconcile(view)
 
     def relabel(self, hosts: list[str], rack: str) -> None:
         for h in hosts:
