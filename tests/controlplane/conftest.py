@@ -89,7 +89,7 @@ class Running:
             and plane.workers.pods is not None
             and plane.workers.pods.synced.is_set()
             and plane.workers.naming_ready
-            and all(part in plane.writers and plane.writers[part].ready for part in parts)  # type: ignore[attr-defined]
+            and all(part in plane.writers and plane.writers[part].ready for part in parts)
         )
 
 
