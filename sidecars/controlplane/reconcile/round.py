@@ -73,7 +73,10 @@ class Round:
         self._metrics = metrics
 
     def __getitem__(self, name: str) -> Reconciler:
-        return next(w for w in self.writers if w.name == name)
+        for writer in self.writers:
+            if writer.name == name:
+                return writer
+        raise KeyError(name)
 
     def __contains__(self, name: object) -> bool:
         return any(w.name == name for w in self.writers)
