@@ -27,10 +27,11 @@ from typing import Any, cast
 
 from _report import result
 
-from sidecars.controlplane.busylabel import LABEL, BusyLabeler
-from sidecars.controlplane.kubenodes import NodeCache
-from sidecars.controlplane.snapshot import FleetNode, FleetSnapshot
-from sidecars.controlplane.topologysync import TopologySync
+from sidecars.controlplane.fleet.kube_nodes import NodeCache
+from sidecars.controlplane.fleet.snapshot import FleetNode, FleetSnapshot
+from sidecars.controlplane.reconcile import View
+from sidecars.controlplane.reconcile.busy_label import LABEL, BusyLabeler
+from sidecars.controlplane.reconcile.topology_sync import TopologySync
 from sidecars.kube import KubeClient, KubeNode, Pod
 from sidecars.kube.topology import TopologySpec
 from sidecars.runtime import logs
@@ -174,8 +175,9 @@ class Sim:
             self.clock.now += 60 / PASSES_PER_MINUTE
             snap = self.snapshot()
             pods = list(self.pods.values())
-            await self.labeler.sync(pods, snap)
-            await self.topology.cycle(pods, snap)
+            view = View(pods, snap)
+            await self.labeler.reconcile(view)
+            await self.topology.reconcile(view)
 
     def relabel(self, hosts: list[str], rack: str) -> None:
         for h in hosts:

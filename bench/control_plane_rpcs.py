@@ -28,8 +28,9 @@ from pathlib import Path
 import aiohttp
 import structlog
 from _report import result
+from prometheus_client import CollectorRegistry
 
-from sidecars.controlplane.service import ControlPlane
+from sidecars.controlplane.service import ControlPlaneService
 from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.devcluster import ClusterSpec, DevCluster
 from sidecars.devcluster.release import available_releases
@@ -59,7 +60,7 @@ async def measure(client: SlurmClient, seconds: float, label: str) -> float:
     return sum(delta.values()) / elapsed
 
 
-def commands(plane: ControlPlane) -> float:
+def commands(plane: ControlPlaneService) -> float:
     """Slurm commands the control plane ran (its own counter), whatever their result."""
     total = 0.0
     for metric in plane.registry.collect():
@@ -96,7 +97,7 @@ async def via_plane(
     """(sdiag RPCs/s, Slurm commands/s, polls answered) with `agents` long polls on a fresh control plane."""
     client = cluster.client()
     names = cluster.node_names
-    plane = ControlPlane(settings, cluster.client(), None)
+    plane = ControlPlaneService(settings, cluster.client(), None, CollectorRegistry())
     async with plane.running() as port:
         url = f"http://127.0.0.1:{port}"
         conn = aiohttp.TCPConnector(limit=0)

@@ -32,12 +32,12 @@ from _report import one_core, percentile, result
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from sidecars.controlplane import ranking
-from sidecars.controlplane.access import Access
-from sidecars.controlplane.api import ControlPlaneAPI
-from sidecars.controlplane.drains import DrainBatcher
-from sidecars.controlplane.metrics import ControlPlaneMetrics
-from sidecars.controlplane.snapshot import FleetView
+from sidecars.controlplane.fleet import ranking
+from sidecars.controlplane.fleet.drains import DrainBatcher
+from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
+from sidecars.controlplane.fleet.snapshot import FleetView
+from sidecars.controlplane.http.access import Access
+from sidecars.controlplane.http.api import ControlPlaneAPI
 from sidecars.runtime import http
 from sidecars.slurm import Job, SlurmClient, jsonformat, textformat
 

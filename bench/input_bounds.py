@@ -19,7 +19,7 @@ import tracemalloc
 
 from _report import one_core, percentile, result
 
-from sidecars.controlplane.access import POD_NAME, POD_UID, Access
+from sidecars.controlplane.http.access import POD_NAME, POD_UID, Access
 from sidecars.kube import TokenReview
 from sidecars.slurm import hostlist
 

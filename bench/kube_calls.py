@@ -1,6 +1,6 @@
 """K1: the control plane's Kubernetes API calls at 1,000 workers: steady state and a cordon of 100.
 
-The real control plane (`ControlPlane.running()`: every loop and root task as production runs them,
+The real control plane (`ControlPlaneService.running()`: every loop and root task as production runs them,
 leader election included) against the fake API server (tests/fakekube: the real REST paths and JSON,
 driven through kubernetes-asyncio) holding 1,000 worker pods on 1,000 Kubernetes Nodes. The Slurm
 side is synthetic, 1,000 nodes in Slurm 24.11's own output (the node JSON cloned from the documents
@@ -53,10 +53,10 @@ from pathlib import Path
 from _report import result
 from prometheus_client import CollectorRegistry
 
-from sidecars.controlplane import ranking
-from sidecars.controlplane.busylabel import LABEL as BUSY
-from sidecars.controlplane.deletion_cost import ANNOTATION as COST
-from sidecars.controlplane.service import ControlPlane
+from sidecars.controlplane.fleet import ranking
+from sidecars.controlplane.reconcile.busy_label import LABEL as BUSY
+from sidecars.controlplane.reconcile.deletion_cost import ANNOTATION as COST
+from sidecars.controlplane.service import ControlPlaneService
 from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.kube import KubeClient
 from sidecars.runtime import logs
@@ -296,7 +296,7 @@ async def elsewhere(fake: FakeKube, sim: float) -> None:
             fake.compact()
 
 
-def counter(plane: ControlPlane) -> float:
+def counter(plane: ControlPlaneService) -> float:
     return float(plane.metrics.refreshes.labels("ok")._value.get())
 
 
@@ -335,10 +335,10 @@ async def main() -> None:
     )
 
     async with fake.serving() as url, KubeClient(configuration(url)) as kube:
-        plane = ControlPlane(settings, slurm, kube, CollectorRegistry())
-        assert plane.pods is not None and plane.kube_nodes is not None
-        plane.pods._watch_seconds = watch_seconds  # not a flag: the scaled clock needs them shorter
-        plane.kube_nodes._watch_seconds = watch_seconds
+        plane = ControlPlaneService(settings, slurm, kube, CollectorRegistry())
+        assert plane.workers.pods is not None and plane.workers.nodes is not None
+        plane.workers.pods._watch_seconds = watch_seconds  # not a flag: the scaled clock needs them shorter
+        plane.workers.nodes._watch_seconds = watch_seconds
         t0 = time.monotonic()
         churn = asyncio.create_task(elsewhere(fake, sim), name="elsewhere")
         async with plane.running():

@@ -3,7 +3,7 @@
 A simulation (stated as such: 64 real slurmd and week-long jobs do not fit this machine), the same
 job mix for both policies, one simulated minute per step:
 
-- ours: the control plane's own `Upgrade.step` (sidecars/controlplane/upgrade.py, unchanged) drives
+- ours: the control plane's own `Upgrade.step` (sidecars/controlplane/changes/upgrade.py, unchanged) drives
   the fleet: at most 25 % of the workers out of service, idle ones first, then soonest-ending; a
   worker keeps taking work until its turn; its pod is deleted once empty.
 - baseline: Kubernetes' rolling update with maxUnavailable 25 % and a preStop drain that waits for
@@ -27,9 +27,9 @@ from typing import Any, cast
 
 from _report import result
 
-from sidecars.controlplane import ranking
-from sidecars.controlplane.snapshot import FleetNode
-from sidecars.controlplane.upgrade import Plan, Upgrade
+from sidecars.controlplane.changes.upgrade import Plan, Upgrade
+from sidecars.controlplane.fleet import ranking
+from sidecars.controlplane.fleet.snapshot import FleetNode
 from sidecars.kube import KubeClient, Pod
 from sidecars.runtime import logs
 

@@ -24,10 +24,11 @@ import aiohttp
 from _report import one_core, percentile, result
 from control_plane_scale import TOKEN, api_app, synthetic
 
-from sidecars.controlplane.configfeed import ConfigFeed
-from sidecars.controlplane.page import DrainClock, PageState
-from sidecars.controlplane.snapshot import FleetView
-from sidecars.controlplane.web import WebUI
+from sidecars.controlplane.fleet.drain_clock import DrainClock
+from sidecars.controlplane.fleet.snapshot import FleetView
+from sidecars.controlplane.http.config_feed import ConfigFeed
+from sidecars.controlplane.http.page import PageState
+from sidecars.controlplane.http.web import WebUI
 from sidecars.runtime import http
 from sidecars.slurm import SlurmClient, jsonformat, textformat
 

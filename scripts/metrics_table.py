@@ -8,7 +8,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from sidecars.configsync.metrics import ConfigSyncMetrics
-from sidecars.controlplane.metrics import ControlPlaneMetrics
+from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.slurm.runner import SlurmMetrics
 from sidecars.worker.metrics import WorkerMetrics
 

@@ -8,7 +8,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
-from sidecars.controlplane.snapshot import FleetNode, FleetSnapshot
+from sidecars.controlplane.fleet.snapshot import FleetNode, FleetSnapshot
 from sidecars.kube import Pod
 from sidecars.runtime.events import EventType
 from sidecars.runtime.waits import within

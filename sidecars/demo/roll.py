@@ -1,7 +1,7 @@
 """A paced roll of the demo's workers: what `upgrade start` does to worker pods, done to the demo's
 slurmd processes, which are its pods here.
 
-The control plane's own roll (controlplane/upgrade.py) needs the Kubernetes API: it deletes a
+The control plane's own roll (controlplane/changes/upgrade.py) needs the Kubernetes API: it deletes a
 drained, empty worker's pod and the StatefulSet (or Deployment) brings the new one. The demo has no
 Kubernetes, so the demo plays that controller: "replacing the pod" restarts the node's slurmd (stopped
 with SIGTERM as the kubelet stops a container, started again as the pod's new container would be).
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sidecars.controlplane.budget import REASON_PREFIX, parse_budget
+from sidecars.controlplane.changes.budget import REASON_PREFIX, parse_budget
 from sidecars.demo.polling import until
 from sidecars.demo.stack import DemoStack
 

@@ -92,8 +92,8 @@ def test_the_images_run_their_commands(images: None) -> None:
     r = subprocess.run(
         ["podman", "run", "--rm", "--read-only", "--user", "401:401", "slurm-sidecars/slurmctld:0.1.0",
          "/opt/slurm-sidecars/venv/bin/python", "-c",
-         "from sidecars.controlplane.web import _static_files; import importlib.util as u;"
-         " print(sorted(_static_files())); print(u.find_spec('pip'))"],
+         "from sidecars.controlplane.http.web import static_files; import importlib.util as u;"
+         " print(sorted(static_files())); print(u.find_spec('pip'))"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert r.returncode == 0 and "index.html" in r.stdout and r.stdout.strip().endswith("None"), r.stderr

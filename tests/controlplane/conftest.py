@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import aiohttp
 from prometheus_client import CollectorRegistry
 
-from sidecars.controlplane.service import ControlPlane
+from sidecars.controlplane.fleet.snapshot import FleetSnapshot
+from sidecars.controlplane.reconcile import Reconciler, View
+from sidecars.controlplane.service import ControlPlaneService
 from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.devcluster import DevCluster
-from sidecars.kube import KubeClient
+from sidecars.kube import KubeClient, Pod
 from sidecars.kube.client import KubeRetry
-from sidecars.slurm import RetryPolicy
+from sidecars.slurm import RetryPolicy, SlurmClient
 from tests.fakekube import configuration
 from tests.helpers import eventually
 from tests.settings import (
@@ -27,9 +29,21 @@ from tests.settings import (
 T = TypeVar("T")
 
 
+async def one_pass(writer: Reconciler, pods: Sequence[Pod], snap: FleetSnapshot) -> int:
+    """One pass of a writer on its own; its writes."""
+    return (await writer.reconcile(View(pods, snap))).writes
+
+
+def offline(**overrides: Any) -> ControlPlaneService:
+    """A control plane built, not started, without the Kubernetes API (--kubernetes=off)."""
+    return ControlPlaneService(
+        build(ControlPlaneSettings, kubernetes=False, **overrides), SlurmClient(), None, CollectorRegistry()
+    )
+
+
 @dataclass
 class Running:
-    plane: ControlPlane
+    plane: ControlPlaneService
     url: str
     session: aiohttp.ClientSession
     registry: CollectorRegistry
@@ -52,10 +66,10 @@ class Running:
         plane = self.plane
         return bool(
             plane.leader.is_leader
-            and plane.pods is not None
-            and plane.pods.synced.is_set()
-            and plane.naming_ready
-            and all(getattr(plane, part) is not None and getattr(plane, part).ready for part in parts)
+            and plane.workers.pods is not None
+            and plane.workers.pods.synced.is_set()
+            and plane.workers.naming_ready
+            and all(part in plane.writers and plane.writers[part].ready for part in parts)
         )
 
 
@@ -64,7 +78,7 @@ async def control_plane(
     cluster: DevCluster,
     kube_url: str | None = None,
     kube_token: str = "fake-token",
-    prepare: Callable[[ControlPlane], None] | None = None,
+    prepare: Callable[[ControlPlaneService], None] | None = None,
     **overrides: Any,
 ) -> AsyncIterator[Running]:
     """A running control plane, once it has read the fleet; `prepare` sees it before it starts."""
@@ -79,7 +93,7 @@ async def control_plane(
                     retry=KubeRetry(attempts=3, initial_wait=0.01, max_wait=0.05),
                 )
             )
-        plane = ControlPlane(build(ControlPlaneSettings, **overrides), slurm, kube, registry)
+        plane = ControlPlaneService(build(ControlPlaneSettings, **overrides), slurm, kube, registry)
         if prepare is not None:
             prepare(plane)
         port = await stack.enter_async_context(plane.running())

@@ -19,8 +19,8 @@ import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
 
-from sidecars.controlplane.busylabel import LABEL
 from sidecars.controlplane.leader import LeaderElector
+from sidecars.controlplane.reconcile.busy_label import LABEL
 from sidecars.devcluster import DevCluster, free_port
 from sidecars.kube import KubeClient, KubeError
 from sidecars.kube.client import KubeRetry

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sidecars.controlplane.service import ControlPlane
+from sidecars.controlplane.service import ControlPlaneService
 from sidecars.devcluster import DevCluster, free_port
 from sidecars.runtime.tasks import RootTaskFailed, until_stopped
 from sidecars.runtime.waits import within
@@ -16,14 +16,14 @@ from tests.controlplane.conftest import control_plane
 from tests.fakekube import FakeKube
 from tests.helpers import eventually
 
-# how each root task is reached on a built ControlPlane, to make it raise
+# how each root task is reached on a built ControlPlaneService, to make it raise
 TARGETS = {
     "refresh_loop": lambda p: (p, "refresh_loop"),
     "drain_loop": lambda p: (p, "drain_loop"),
     "act_loop": lambda p: (p, "act_loop"),
     "leader": lambda p: (p.leader, "run"),
-    "pod_watch": lambda p: (p.pods, "run"),
-    "config_feed": lambda p: (p.config_feed, "run"),
+    "pod_watch": lambda p: (p.workers.pods, "run"),
+    "config_feed": lambda p: (p.face.config_feed, "run"),
 }
 
 
@@ -36,7 +36,7 @@ async def test_a_root_task_that_dies_is_reported(
     _, url = fake_kube
     armed = asyncio.Event()
 
-    def prepare(plane: ControlPlane) -> None:
+    def prepare(plane: ControlPlaneService) -> None:
         owner, attr = TARGETS[task](plane)
         real = getattr(owner, attr)
 

@@ -17,26 +17,22 @@ import aiohttp
 import pytest
 
 from sidecars import probe
-from sidecars.controlplane.service import ControlPlane
-from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.devcluster import DevCluster
 from sidecars.operator.client import ControlPlaneClient as ApiClient
 from sidecars.runtime import http
 from sidecars.runtime.settings import ConfigError
-from sidecars.slurm import SlurmClient
 from sidecars.worker.cp_client import AgentClient, ControlPlaneUnavailable
 from tests.configsync.harness import config_sync
+from tests.controlplane.conftest import offline
 from tests.runtime.slowclient import SMALL, body_never_ends, header_trickle, over_the_cap, tcp, unix
-from tests.settings import TOKEN, VIEWER, build
+from tests.settings import TOKEN, VIEWER
 from tests.worker.agent_helpers import running_agent, settings_for
 
 
 @contextlib.asynccontextmanager
 async def control_plane_app(tls: ssl.SSLContext | None = None) -> AsyncIterator[int]:
     """The control plane's HTTP face as `running()` serves it (no Slurm behind: its page still serves)."""
-    plane = ControlPlane(
-        build(ControlPlaneSettings, kubernetes=False, http_limits=SMALL, tls=tls), SlurmClient(), None
-    )
+    plane = offline(http_limits=SMALL, tls=tls)
     s = plane.settings
     async with http.serve(plane.http_app(), "127.0.0.1", 0, s.http_limits, s.tls) as port:
         yield port

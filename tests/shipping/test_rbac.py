@@ -12,9 +12,9 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from sidecars.controlplane.busylabel import LABEL
-from sidecars.controlplane.deletion_cost import ANNOTATION
-from sidecars.controlplane.podconditions import TYPES
+from sidecars.controlplane.reconcile.busy_label import LABEL
+from sidecars.controlplane.reconcile.deletion_cost import ANNOTATION
+from sidecars.controlplane.reconcile.pod_conditions import TYPES
 from sidecars.kube.gpudomain import GROUP, PLURAL
 from tests.shipping.kube import TARGETS, find, pod_specs, render
 

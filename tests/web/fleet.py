@@ -10,10 +10,11 @@ from dataclasses import dataclass
 import aiohttp
 from prometheus_client import CollectorRegistry
 
-from sidecars.controlplane.configfeed import ConfigFeed
-from sidecars.controlplane.page import DrainClock, PageState
-from sidecars.controlplane.snapshot import FleetView
-from sidecars.controlplane.web import WebUI
+from sidecars.controlplane.fleet.drain_clock import DrainClock
+from sidecars.controlplane.fleet.snapshot import FleetView
+from sidecars.controlplane.http.config_feed import ConfigFeed
+from sidecars.controlplane.http.page import PageState
+from sidecars.controlplane.http.web import WebUI
 from sidecars.runtime import http
 from sidecars.slurm import Job, Node, SlurmClient
 from sidecars.slurm.models import NodeState, Reason

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from sidecars.controlplane.web import COOKIE
+from sidecars.controlplane.http.web import COOKIE
 from tests.web.fleet import VIEWER, node, served, session
 
 
@@ -85,13 +85,10 @@ async def test_forged_expired_and_foreign_sessions_are_refused() -> None:
 
 
 async def test_the_agents_token_does_not_open_a_page_with_its_own_viewer_token() -> None:
-    from sidecars.controlplane.service import ControlPlane
-    from sidecars.controlplane.settings import ControlPlaneSettings
-    from sidecars.slurm import SlurmClient
-    from tests.settings import TOKEN, build
+    from tests.controlplane.conftest import offline
+    from tests.settings import TOKEN
 
-    settings = build(ControlPlaneSettings, viewer_token=VIEWER, kubernetes=False)
-    plane = ControlPlane(settings, SlurmClient(), None)
+    plane = offline(viewer_token=VIEWER)
     app = plane.http_app()
     from sidecars.runtime import http as rt
 

@@ -8,7 +8,7 @@ import time
 
 import aiohttp
 
-from sidecars.controlplane.configfeed import ConfigFeed
+from sidecars.controlplane.http.config_feed import ConfigFeed
 from sidecars.devcluster import free_port
 from sidecars.runtime.waits import within
 from tests.web.fleet import VIEWER, job, node, served, session

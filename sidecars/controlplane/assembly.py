@@ -1,0 +1,178 @@
+"""The parts of the control plane that need the Kubernetes API, built from the settings: the
+caches (pods, Nodes, ComputeDomains), what acts through them (recycling, upgrades, Node-annotated
+windows), and the writers run after each refresh, in their declared order."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sidecars.controlplane.changes import Maintenance, NodeWindows, Upgrade
+from sidecars.controlplane.fleet import (
+    ComputeDomainCache,
+    ControlPlaneMetrics,
+    DrainBatcher,
+    FleetView,
+    NodeCache,
+    PodCache,
+    Workers,
+)
+from sidecars.controlplane.reconcile import (
+    BusyLabeler,
+    ClaimEvents,
+    ConditionWriter,
+    CordonSync,
+    DeletionCostWriter,
+    GpuFeatureSync,
+    Reconciler,
+    RecyclePolicy,
+    Recycler,
+    TopologySync,
+)
+from sidecars.controlplane.settings import ControlPlaneSettings
+from sidecars.kube import KubeClient, KubeEventSink, Pod
+from sidecars.kube.cache import WatchCache
+from sidecars.runtime.events import EventSink, EventType, LogEventSink
+from sidecars.slurm import SlurmClient
+
+COMPONENT = "slurm-sidecars-control-plane"
+
+
+@dataclass(frozen=True)
+class Caches:
+    """One list + watch each, shared by every part that reads them."""
+
+    pods: PodCache
+    nodes: NodeCache
+    compute_domains: ComputeDomainCache | None  # only with --compute-domains (an optional CRD)
+
+    @classmethod
+    def build(cls, settings: ControlPlaneSettings, kube: KubeClient) -> Caches:
+        wanted = settings.gpu_domain_features and settings.compute_domains
+        return cls(
+            PodCache(kube, settings.namespace, settings.worker_selector),
+            NodeCache(kube),
+            ComputeDomainCache(kube) if wanted else None,
+        )
+
+    def named(self) -> dict[str, WatchCache[Any]]:
+        named: dict[str, WatchCache[Any] | None] = {
+            "pods": self.pods,
+            "nodes": self.nodes,
+            "computedomains": self.compute_domains,
+        }
+        return {name: cache for name, cache in named.items() if cache is not None}
+
+
+@dataclass(frozen=True)
+class KubeSide:
+    """What runs only with the Kubernetes API."""
+
+    kube: KubeClient
+    caches: Caches
+    recycler: Recycler
+    upgrade: Upgrade
+    node_windows: NodeWindows
+
+    async def event_on(self, pod: Pod, reason: str, message: str, type: EventType = "Normal") -> None:
+        await pod_event(self.kube, pod, reason, message, type)
+
+
+async def pod_event(
+    kube: KubeClient, pod: Pod, reason: str, message: str, type: EventType = "Normal"
+) -> None:
+    """An Event on a worker pod."""
+    involved = {"kind": "Pod", "name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
+    await KubeEventSink(kube, pod.namespace, involved, component=COMPONENT).emit(reason, message, type)
+
+
+def kube_side(
+    settings: ControlPlaneSettings,
+    kube: KubeClient,
+    caches: Caches,
+    *,
+    metrics: ControlPlaneMetrics,
+    fleet: FleetView,
+    drains: DrainBatcher,
+    workers: Workers,
+    maintenance: Maintenance,
+) -> KubeSide:
+    events: EventSink = (
+        KubeEventSink(
+            kube, settings.namespace, {"kind": "Pod", "name": settings.pod_name}, component=COMPONENT
+        )
+        if settings.pod_name
+        else LogEventSink()
+    )
+    policy = RecyclePolicy(
+        grace_seconds=settings.recycle_grace_seconds,
+        window_seconds=settings.recycle_window_seconds,
+        fraction=settings.recycle_fraction,
+        backoff_seconds=settings.recycle_backoff_seconds,
+        backoff_max_seconds=settings.recycle_backoff_max_seconds,
+    )
+    return KubeSide(
+        kube,
+        caches,
+        Recycler(kube, metrics, events, workers.node_of, policy),
+        Upgrade(
+            kube,
+            settings.namespace,
+            drains,
+            lambda: fleet.snapshot.nodes,
+            lambda: fleet.snapshot.order,
+            workers.held,
+            workers.node_of,
+            emit=functools.partial(pod_event, kube),
+        ),
+        NodeWindows(maintenance, caches.nodes, workers.held, workers.node_of),
+    )
+
+
+def writers(
+    settings: ControlPlaneSettings,
+    side: KubeSide,
+    *,
+    slurm: SlurmClient,
+    metrics: ControlPlaneMetrics,
+    drains: DrainBatcher,
+    workers: Workers,
+    emit: Callable[[Pod, str, str, EventType], Awaitable[None]],
+) -> list[Reconciler]:
+    """The writers the settings turn on, in the order they run: the busy label first (it is what
+    keeps jobs from eviction), then the claims' Events, deletion costs, recycling, cordons, pod
+    conditions, GPU features and topology."""
+    s, kube, node_of = settings, side.kube, workers.node_of
+    out: list[Reconciler] = []
+    if s.busy_label:
+        out.append(BusyLabeler(kube, node_of, qps=s.busy_label_qps, release=s.busy_release_seconds))
+    out.append(ClaimEvents(workers.claims, emit))
+    upgrade = side.upgrade
+    out.append(
+        DeletionCostWriter(
+            kube, metrics, qps=s.deletion_cost_qps, node_of=node_of, held=upgrade.deployment.cost
+        )
+    )
+    out.append(side.recycler)
+    if s.cordon_sync:
+        out.append(CordonSync(kube, side.caches.nodes, drains, node_of, taint_keys=s.cordon_taints))
+    if s.pod_conditions:
+        out.append(ConditionWriter(kube, node_of, qps=s.condition_qps, settle=s.condition_settle_seconds))
+    if s.gpu_domain_features:
+        out.append(GpuFeatureSync(slurm, side.caches.nodes, node_of, side.caches.compute_domains))
+    if s.topology is not None:
+        out.append(
+            TopologySync(
+                kube,
+                slurm,
+                side.caches.nodes,
+                node_of,
+                s.topology,
+                namespace=s.namespace,
+                configmap=s.topology_configmap,
+                settle=s.topology_settle_seconds,
+            )
+        )
+    return out

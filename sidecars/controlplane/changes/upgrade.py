@@ -1,0 +1,346 @@
+"""Rolling upgrades of the worker pods, paced by the control plane under a drain budget.
+
+A Deployment's pods are paced too, through its pause and its pods' deletion costs (deployroll.py);
+what follows is the StatefulSet's way, and the budget's rules, which are the same for both.
+
+The workload is changed first (new image in the StatefulSet, `updateStrategy: OnDelete`, so that
+Kubernetes replaces a pod only when it is deleted). Then `upgrade start --revision R --budget B`:
+every cycle the leader keeps at most B workers out of service (drained by us for this upgrade, or
+deleted and not yet back), drains the next old-revision workers in the scale-in order (idle ones
+first, then those whose jobs end soonest), deletes a drained worker's pod once it runs nothing, and
+undrains the node once its pod runs the new revision. No job is ever killed: a worker waits for its
+jobs. The plan lives in the ConfigMap `slurm-sidecars-upgrade`, so a restart or a new leader goes on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import structlog
+
+from sidecars.controlplane.changes.budget import REASON_PREFIX, UpgradeError, parse_budget
+from sidecars.controlplane.changes.deploy_roll import DeploymentRoll, Refused
+from sidecars.controlplane.fleet.drains import DrainBatcher
+from sidecars.controlplane.fleet.snapshot import FleetNode
+from sidecars.kube import KubeClient, Pod
+from sidecars.slurm import Version
+
+log = structlog.get_logger(__name__)
+
+CONFIG_MAP = "slurm-sidecars-upgrade"
+# the label carrying a pod's template revision: StatefulSet's, then a Deployment's ReplicaSet's
+REVISION_LABELS = ("controller-revision-hash", "pod-template-hash")
+# Slurm's major releases in order: slurmctld supports slurmd (and slurmdbd, clients) up to two back
+RELEASES = (
+    (20, 2),
+    (20, 11),
+    (21, 8),
+    (22, 5),
+    (23, 2),
+    (23, 11),
+    (24, 5),
+    (24, 11),
+    (25, 5),
+    (25, 11),
+    (26, 5),
+)
+MAX_SKEW = 2
+
+
+def revision(pod: Pod) -> str:
+    return next((pod.labels[k] for k in REVISION_LABELS if pod.labels.get(k)), "")
+
+
+def release_distance(newer: Version, older: Version) -> int:
+    """How many major releases `older` is behind `newer` (an unknown release is placed in order)."""
+    known = sorted({*RELEASES, (newer.major, newer.minor), (older.major, older.minor)})
+    return known.index((newer.major, newer.minor)) - known.index((older.major, older.minor))
+
+
+def skew_error(controller: Version, slurmds: Mapping[str, Version], target: Version | None) -> str | None:
+    """Why the roll would break Slurm's version rules, or None. Order: slurmdbd, slurmctld, slurmd."""
+    order = "upgrade slurmdbd first, then slurmctld, then the slurmd workers"
+    for name, v in sorted(slurmds.items()):
+        if (v.major, v.minor) > (controller.major, controller.minor):
+            return f"the controller, slurmctld {controller}, is older than slurmd {v} on {name}: {order}"
+    if target is not None:
+        if (target.major, target.minor) > (controller.major, controller.minor):
+            return f"target slurmd {target} is newer than slurmctld {controller}: {order}"
+        if release_distance(controller, target) > MAX_SKEW:
+            return f"target slurmd {target} is more than {MAX_SKEW} releases behind slurmctld {controller}"
+    for name, v in sorted(slurmds.items()):
+        if release_distance(controller, v) > MAX_SKEW:
+            return (
+                f"the slurmd on {name} ({v}) is more than {MAX_SKEW} releases behind slurmctld {controller}"
+            )
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    revision: str
+    budget: str
+    paused: bool = False
+    slurm_version: str = ""
+    started_at: float = 0.0
+    kind: str = "StatefulSet"  # or Deployment: paced through its pause (deployroll.py)
+    workload: str = ""  # the Deployment's name
+    from_revision: str = ""  # a Deployment's old pods' pod-template-hash
+    template: str = ""  # the digest of the Deployment's template when the upgrade started
+    restore: str = ""  # the Deployment's own rollingUpdate, put back at the end (JSON)
+
+    @property
+    def reason(self) -> str:
+        return REASON_PREFIX + self.revision
+
+    def data(self) -> dict[str, str]:
+        return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, str]) -> Plan | None:
+        if not data.get("revision") or not data.get("budget"):
+            return None
+        try:
+            started = float(data.get("started_at", "0"))
+        except ValueError:
+            started = 0.0
+        return cls(
+            data["revision"],
+            data["budget"],
+            data.get("paused") == "true",
+            data.get("slurm_version", ""),
+            started,
+            data.get("kind", "StatefulSet"),
+            data.get("workload", ""),
+            data.get("from_revision", ""),
+            data.get("template", ""),
+            data.get("restore", ""),
+        )
+
+    def old(self, pod: Pod) -> bool:
+        """Still on the old template: a StatefulSet's pod not on the new revision; a Deployment's
+        pod of the old ReplicaSet (the new one's hash is Kubernetes' to pick)."""
+        if self.kind == "Deployment":
+            return revision(pod) == self.from_revision
+        return revision(pod) != self.revision
+
+
+class Upgrade:
+    def __init__(
+        self,
+        kube: KubeClient,
+        namespace: str,
+        drains: DrainBatcher,
+        nodes: Callable[[], Mapping[str, FleetNode]],
+        order: Callable[[], Iterable[str]],
+        pods: Callable[[], Iterable[Pod]],
+        node_of: Callable[[Pod], str],
+        emit: Callable[[Pod, str, str], Awaitable[None]] | None = None,
+    ) -> None:
+        self._emit = emit  # (worker pod, reason, message): a Kubernetes Event on it
+        self._kube = kube
+        self._namespace = namespace
+        self._drains = drains
+        self._nodes = nodes
+        self._order = order
+        self._pods = pods
+        self._node_of = node_of
+        self.plan: Plan | None = None
+        self.requested: set[str] = set()  # drains asked for and not yet seen in the snapshot
+        self.deployment = DeploymentRoll(kube, namespace)
+        self._loaded = False  # self.plan is the ConfigMap's (read, or written by us, since forget())
+
+    async def load(self) -> Plan | None:
+        self.plan = Plan.from_data(await self._kube.get_config_map(self._namespace, CONFIG_MAP) or {})
+        self._loaded = True
+        return self.plan
+
+    async def save(self, plan: Plan) -> None:
+        await self._kube.put_config_map(self._namespace, CONFIG_MAP, plan.data())
+        self.plan = plan
+        self._loaded = True
+
+    async def current(self) -> Plan | None:
+        """The plan, read only when what is held may be stale (see forget)."""
+        return self.plan if self._loaded else await self.load()
+
+    def forget(self) -> None:
+        """The plan held may be stale (this replica has just become the leader, and another may have
+        written meanwhile): the next step reads it again. Only the leader writes the plan, so while it
+        leads, what it read or wrote last is the ConfigMap: no read per cycle."""
+        self._loaded = False
+
+    async def start(
+        self,
+        revision_: str,
+        budget: str,
+        *,
+        controller: Version,
+        slurmds: Mapping[str, Version],
+        target: Version | None,
+        deployment: str = "",
+    ) -> Plan:
+        workers = list(self._pods())
+        parse_budget(budget, len(workers))  # refused before anything is written
+        why = skew_error(controller, slurmds, target)
+        if why is not None:
+            raise UpgradeError(409, f"version skew: {why}")
+        current = await self.load()
+        plan = Plan(revision_, budget, False, str(target) if target else "", time.time())
+        if deployment:
+            ours = current is not None and current.workload == deployment
+            if current is not None and not ours and self._remaining(current):
+                raise UpgradeError(409, f"an upgrade to {current.revision} is under way: let it finish first")
+            try:
+                begun = await self.deployment.begin(deployment, workers)
+            except Refused as exc:
+                raise UpgradeError(exc.status, exc.message) from None
+            if ours and current is not None and current.from_revision == begun.from_revision:
+                plan = current  # started again: the same roll goes on
+            else:
+                plan = Plan(
+                    f"{deployment}.{begun.from_revision}"[:63].rstrip("._-"),
+                    budget,
+                    False,
+                    plan.slurm_version,
+                    plan.started_at,
+                    "Deployment",
+                    deployment,
+                    begun.from_revision,
+                    begun.template,
+                    begun.restore,
+                )
+        elif current is not None and current.revision != revision_ and self._remaining(current):
+            raise UpgradeError(409, f"an upgrade to {current.revision} is under way: let it finish first")
+        await self.save(plan)
+        log.info("upgrade_started", revision=revision_, budget=budget, workers=len(workers))
+        return plan
+
+    async def set_paused(self, paused: bool) -> Plan:
+        plan = await self.load()
+        if plan is None:
+            raise UpgradeError(404, "no upgrade has been started")
+        plan = replace(plan, paused=paused)
+        await self.save(plan)
+        return plan
+
+    def _remaining(self, plan: Plan) -> list[Pod]:
+        return [p for p in self._pods() if plan.old(p)]
+
+    @staticmethod
+    def _ours(node: FleetNode | None, plan: Plan) -> bool:
+        # the reason alone is not enough: Slurm may keep the text after the drain is cleared
+        return node is not None and node.reason == plan.reason and (node.drain or node.state == "DOWN")
+
+    def report(self) -> dict[str, Any]:
+        plan = self.plan
+        if plan is None:
+            return {"upgrade": None}
+        pods, nodes = list(self._pods()), self._nodes()
+        old = [p for p in pods if plan.old(p)]
+        per_node: dict[str, str] = {}
+        for p in pods:
+            name, node = self._node_of(p), nodes.get(self._node_of(p))
+            if node is None and not plan.old(p):
+                continue  # a new pod not yet on a Slurm node (pending): its node is reported
+            if not plan.old(p):
+                per_node[name] = "returning" if self._ours(node, plan) else "upgraded"
+            elif p.deleting:
+                per_node[name] = "replacing"
+            elif self._ours(node, plan):
+                per_node[name] = (
+                    f"waiting for jobs {', '.join(map(str, node.jobs))}" if node and node.busy else "drained"
+                )
+            else:
+                per_node[name] = "queued"
+        out = len(self.out_of_service(plan))
+        return {
+            "upgrade": {
+                **asdict(plan),
+                "budget_workers": parse_budget(plan.budget, len(pods)) if pods else 0,
+                "out_of_service": out,
+                "workers": len(pods),
+                "upgraded": len(pods) - len(old),
+                "complete": not old and out == 0,
+                "waiting_for": (self.deployment.waiting or None) if plan.kind == "Deployment" else None,
+                "nodes": dict(sorted(per_node.items())),
+            }
+        }
+
+    def out_of_service(self, plan: Plan) -> set[str]:
+        """The workers this upgrade holds: drained with its reason (from the drain until the undrain
+        after the new pod is back, whatever happened to the pod meanwhile), asked to be, or deleting."""
+        nodes, pods = self._nodes(), list(self._pods())
+        held = {n for n, v in nodes.items() if self._ours(v, plan)}
+        held |= {self._node_of(p) for p in pods if p.deleting}
+        self._settle(plan, nodes, pods)
+        return held | self.requested
+
+    def _settle(self, plan: Plan, nodes: Mapping[str, FleetNode], pods: list[Pod]) -> None:
+        """Forget the drains asked for that are settled: seen (ours, or refused for someone's drain),
+        or overtaken by the pod itself (deleting, or back on the new revision). The last rule matters
+        when a cycle never saw the drain: paused meanwhile, the worker could be drained, replaced and
+        undrained unseen, and would hold a place in the budget for ever."""
+        overtaken = {self._node_of(p) for p in pods if p.deleting or not plan.old(p)}
+        self.requested = {
+            n for n in self.requested if n in nodes and not nodes[n].drain and n not in overtaken
+        }
+
+    async def step(self) -> None:
+        """One cycle (leader only): undrain the returned, delete the empty, drain the next in turn."""
+        plan = await self.current()
+        if plan is None:
+            return
+        pods, nodes = list(self._pods()), self._nodes()
+        self._settle(plan, nodes, pods)  # every cycle, paused or not
+        empty: list[Pod] = []  # old, drained for this upgrade, nothing running: to be replaced
+        for p in pods:
+            name = self._node_of(p)
+            node = nodes.get(name)
+            if p.deleting or not self._ours(node, plan):
+                continue
+            assert node is not None
+            if not plan.old(p):
+                if node.registered and node.state not in {"DOWN", "FUTURE"}:
+                    self._drains.submit(name, "undrain", plan.reason)  # back, on the new revision
+            elif not node.busy and plan.kind == "Deployment":
+                empty.append(p)  # the ReplicaSet deletes it, once handed over
+            elif not node.busy and await self._kube.delete_pod(p.namespace, p.name, uid=p.uid):
+                log.info("upgrade_pod_deleted", pod=p.name, node=name, revision=plan.revision)
+                if self._emit is not None:  # once: a second delete of the same pod finds it gone
+                    await self._emit(
+                        p, "UpgradeReplacing", f"empty: pod deleted for revision {plan.revision}"
+                    )
+        if plan.kind == "Deployment":
+            await self.deployment.step(
+                plan.workload, plan.from_revision, plan.template, plan.restore, pods, empty
+            )
+            if not self.deployment.template_changed:
+                return  # nothing to roll to yet: no worker is drained for nothing
+        if plan.paused:
+            return
+        out = self.out_of_service(plan)
+        budget = parse_budget(plan.budget, len(pods))
+        rank = {n: i for i, n in enumerate(self._order())}
+        queued = [
+            p
+            for p in pods
+            if not p.deleting
+            and plan.old(p)
+            and self._node_of(p) not in out
+            and (node := nodes.get(self._node_of(p))) is not None
+            and not node.drain  # an admin's drain is left alone: that worker waits for them
+        ]
+        queued.sort(key=lambda p: (rank.get(self._node_of(p), len(rank)), self._node_of(p)))
+        for p in queued[: max(0, budget - len(out))]:
+            name = self._node_of(p)
+            log.info("upgrade_drain", node=name, revision=plan.revision)
+            self.requested.add(name)
+            self._drains.submit(name, "drain", plan.reason)
+            if self._emit is not None:
+                await self._emit(
+                    p, "UpgradeDraining", f"its turn in the upgrade to {plan.revision}: draining"
+                )

@@ -1,0 +1,217 @@
+"""The control plane's metrics: its own work, and the autoscaling figures an HPA or KEDA scales on."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter as Tally
+from collections import defaultdict
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from sidecars.controlplane.fleet.snapshot import FleetNode, FleetSnapshot
+from sidecars.slurm import Job
+
+# Pending for a reason no new worker can cure: not counted as demand.
+NOT_DEMAND = frozenset(
+    {
+        "Dependency",
+        "DependencyNeverSatisfied",
+        "JobHeldUser",
+        "JobHeldAdmin",
+        "BeginTime",
+        "PartitionDown",
+        "PartitionInactive",
+        "AssocGrpCpuLimit",
+        "QOSMaxJobsPerUserLimit",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDemand:
+    pending_jobs: int
+    pending_cpus: int
+    pending_gpus: int
+    busy_nodes: int
+    idle_nodes: int
+    nodes: int
+    desired_workers: int
+
+
+def _node_size(nodes: list[FleetNode]) -> tuple[int, int]:
+    cpus = max((n.cpus for n in nodes), default=0)
+    gpus = max((n.gpus for n in nodes), default=0)
+    return max(cpus, 1), gpus
+
+
+def demand(snapshot: FleetSnapshot) -> dict[str, PartitionDemand]:
+    """Per partition: pending work, and the workers it would take (busy nodes + nodes the pending jobs
+    need, each job sized by its node count, CPUs and GPUs against the partition's largest node)."""
+    members: dict[str, list[FleetNode]] = defaultdict(list)
+    for node in snapshot.nodes.values():
+        for part in node.partitions:
+            members[part].append(node)
+    pending: dict[str, list[Job]] = defaultdict(list)
+    for job in snapshot.jobs:
+        if job.state == "PENDING":
+            for part in job.partition.split(","):
+                pending[part].append(job)
+    out: dict[str, PartitionDemand] = {}
+    for part in sorted(set(members) | set(pending)):
+        nodes = members.get(part, [])
+        cpn, gpn = _node_size(nodes)
+        jobs = [j for j in pending.get(part, []) if j.state_reason not in NOT_DEMAND]
+        need = 0
+        gpus_total = 0
+        for j in jobs:
+            count = max(1, j.node_count)
+            gpus = j.gpus_per_node * count
+            gpus_total += gpus
+            need += max(count, math.ceil(j.cpus / cpn), math.ceil(gpus / gpn) if gpn else 0)
+        busy = sum(1 for n in nodes if n.busy)
+        idle = sum(1 for n in nodes if not n.busy and not n.drain and n.registered)
+        out[part] = PartitionDemand(
+            pending_jobs=len(jobs),
+            pending_cpus=sum(j.cpus for j in jobs),
+            pending_gpus=gpus_total,
+            busy_nodes=busy,
+            idle_nodes=idle,
+            nodes=len(nodes),
+            desired_workers=busy + need,
+        )
+    return out
+
+
+def node_state_label(node: FleetNode) -> str:
+    if node.drain:
+        return "draining" if node.busy else "drained"
+    if "NOT_RESPONDING" in node.flags:
+        return "not_responding"
+    return node.state.lower()
+
+
+class ControlPlaneMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        p = "slurm_sidecars_"
+        self.kube_cache_stale = Gauge(
+            p + "kube_cache_stale",
+            "1 while a Kubernetes cache has heard nothing (not even a bookmark) within its bound",
+            ["cache"],
+            registry=registry,
+        )
+        self.kube_cache_relists = Gauge(
+            p + "kube_cache_relists",
+            "Lists of a Kubernetes cache after its first (a 410, a failure, a silent watch)",
+            ["cache"],
+            registry=registry,
+        )
+        self.pending_jobs = Gauge(
+            p + "pending_jobs", "Jobs pending for resources, per partition", ["partition"], registry=registry
+        )
+        self.pending_cpus = Gauge(
+            p + "pending_cpus", "CPUs asked for by pending jobs", ["partition"], registry=registry
+        )
+        self.pending_gpus = Gauge(
+            p + "pending_gpus", "GPUs asked for by pending jobs", ["partition"], registry=registry
+        )
+        self.idle_nodes = Gauge(
+            p + "idle_nodes", "Registered nodes with no job and no drain", ["partition"], registry=registry
+        )
+        self.desired_workers = Gauge(
+            p + "desired_workers",
+            "Workers the partition's running and pending work "
+            "would take (busy nodes + nodes pending jobs need)",
+            ["partition"],
+            registry=registry,
+        )
+        self.nodes = Gauge(
+            p + "nodes",
+            "Slurm nodes by state (drain shown as draining/drained)",
+            ["state"],
+            registry=registry,
+        )
+        self.snapshot_version = Gauge(
+            p + "fleet_snapshot_version", "Version of the fleet view", registry=registry
+        )
+        self.snapshot_time = Gauge(
+            p + "fleet_snapshot_timestamp_seconds", "When the fleet was last read", registry=registry
+        )
+        self.refreshes = Counter(
+            p + "fleet_refreshes", "Fleet reads by result", ["result"], registry=registry
+        )
+        self.refresh_seconds = Histogram(
+            p + "fleet_refresh_seconds",
+            "Time to read and rank the fleet",
+            registry=registry,
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+        )
+        self.drain_requests = Counter(
+            p + "drain_requests", "Drain/undrain requests received", ["action", "result"], registry=registry
+        )
+        self.drain_batches = Counter(
+            p + "drain_batches",
+            "scontrol update calls made for drain requests",
+            ["action", "result"],
+            registry=registry,
+        )
+        self.drain_batch_size = Histogram(
+            p + "drain_batch_nodes",
+            "Nodes per drain/undrain call",
+            registry=registry,
+            buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000),
+        )
+        self.deletion_cost_patches = Counter(
+            p + "deletion_cost_patches", "pod-deletion-cost patches", ["result"], registry=registry
+        )
+        self.reconcile_passes = Counter(
+            p + "reconcile_passes",
+            "Passes of each writer run after a refresh (ok, skipped, error)",
+            ["writer", "result"],
+            registry=registry,
+        )
+        self.recycles = Counter(
+            p + "recycles", "Worker pods recycled (or held back, by reason)", ["result"], registry=registry
+        )
+        self.recycling_suspended = Gauge(
+            p + "recycling_suspended", "1 while recycling is suspended, by why", ["reason"], registry=registry
+        )
+        self.unregistered_workers = Gauge(
+            p + "unregistered_workers", "Worker pods that look unregistered", registry=registry
+        )
+        self.maintenance_nodes = Gauge(
+            p + "maintenance_nodes",
+            "Nodes in maintenance windows, by state (scheduled, waiting, draining, ready, unknown)",
+            ["state"],
+            registry=registry,
+        )
+        self.leader = Gauge(p + "leader", "1 when this replica holds the Lease", registry=registry)
+        self.long_polls = Gauge(p + "long_polls", "Long polls waiting", registry=registry)
+        self.api_refusals = Counter(
+            p + "api_refusals",
+            "Requests under /v1/ refused by who called: identity (unknown, viewer, agent), status",
+            ["identity", "status"],
+            registry=registry,
+        )
+
+    def observe(self, snapshot: FleetSnapshot) -> None:
+        self.snapshot_version.set(snapshot.version)
+        self.snapshot_time.set(snapshot.taken_at)
+        per_part = demand(snapshot)
+        for gauge in (
+            self.pending_jobs,
+            self.pending_cpus,
+            self.pending_gpus,
+            self.idle_nodes,
+            self.desired_workers,
+            self.nodes,
+        ):
+            gauge.clear()  # a partition or state that went away must not linger
+        for part, d in per_part.items():
+            self.pending_jobs.labels(part).set(d.pending_jobs)
+            self.pending_cpus.labels(part).set(d.pending_cpus)
+            self.pending_gpus.labels(part).set(d.pending_gpus)
+            self.idle_nodes.labels(part).set(d.idle_nodes)
+            self.desired_workers.labels(part).set(d.desired_workers)
+        for state, count in Tally(node_state_label(n) for n in snapshot.nodes.values()).items():
+            self.nodes.labels(state).set(count)

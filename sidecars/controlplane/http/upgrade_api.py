@@ -1,0 +1,155 @@
+"""`/v1/upgrade`: start, read, pause and resume a paced roll of the worker pods (writes: leader only)."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Mapping
+
+from aiohttp import web
+
+from sidecars.controlplane.changes.budget import UpgradeError
+from sidecars.controlplane.changes.upgrade import Upgrade
+from sidecars.controlplane.fleet.snapshot import FleetNode
+from sidecars.controlplane.fleet.versions import AgentVersions, describe, guard_inputs
+from sidecars.controlplane.http import openapi_upgrade
+from sidecars.controlplane.http.bodies import read_body
+from sidecars.controlplane.http.errors import Leadership, error, not_leader
+from sidecars.kube import KubeError
+from sidecars.slurm import SlurmClient, SlurmError, Version
+
+LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
+VERSION = re.compile(r"^\d{2}\.\d{2}(\.\d+)?$")
+FIELDS = {"revision", "deployment", "budget", "slurm_version"}
+
+
+def unavailable(kubernetes_on: bool) -> str:
+    """Why a control plane without the Kubernetes API cannot roll the workers, and how to give it one."""
+    why = (
+        "this control plane was started with --kubernetes=off"
+        if not kubernetes_on
+        else "this control plane found none (no in-cluster service account, no --kubeconfig, no $KUBECONFIG)"
+    )
+    return (
+        "paced upgrades replace worker pods (a StatefulSet's or a Deployment's) through the Kubernetes "
+        f"API, and {why}: run it in the cluster beside slurmctld, or give it --kubeconfig FILE "
+        "(docs/maintenance.md, Upgrades)"
+    )
+
+
+class UpgradeAPI:
+    def __init__(
+        self,
+        upgrade: Upgrade | None,
+        slurm: SlurmClient,
+        leadership: Leadership,
+        versions: AgentVersions | None = None,
+        records: Callable[[], Mapping[str, FleetNode]] = dict,
+        why_unavailable: str = "upgrades need the Kubernetes API",
+    ) -> None:
+        self.why_unavailable = why_unavailable  # said, when `upgrade` is None, by every answer
+        self._versions = versions or AgentVersions()
+        self._records = records  # the fleet view's nodes: their registered Version
+        self._controller: tuple[Version, float] | None = None
+        self._upgrade = upgrade
+        self._slurm = slurm
+        self._leader = leadership
+
+    def install(self, app: web.Application) -> None:
+        r = app.router
+        r.add_get("/v1/upgrade", self.show)
+        r.add_post("/v1/upgrade", self.start)
+        r.add_post("/v1/upgrade/pause", self.pause)
+        r.add_post("/v1/upgrade/resume", self.resume)
+
+    def _refused(self) -> web.Response | None:
+        if self._upgrade is None:
+            return error(409, self.why_unavailable)
+        return not_leader(self._leader)
+
+    async def _slurm_versions(self) -> tuple[Version, dict[str, Version]]:
+        """slurmctld's release and each node record's (what its slurmd registered with), now."""
+        controller = Version.parse((await self._slurm.show_config()).get("SLURM_VERSION", ""))
+        records = {n.name: Version.parse(n.version) for n in await self._slurm.nodes() if n.version}
+        self._controller = (controller, time.monotonic())
+        return controller, records
+
+    async def show(self, _: web.Request) -> web.Response:
+        # a read costs Slurm nothing of its own: the records from the fleet view, slurmctld's
+        # release read at most once a minute (it changes only with a restart)
+        records = {n.name: Version.parse(n.version) for n in self._records().values() if n.version}
+        try:
+            if self._controller is None or time.monotonic() - self._controller[1] > 60:
+                config = await self._slurm.show_config()
+                self._controller = (Version.parse(config.get("SLURM_VERSION", "")), time.monotonic())
+            versions = describe(self._controller[0], self._versions.fresh(), records)
+        except SlurmError as exc:
+            versions = {**describe(None, self._versions.fresh(), records), "error": exc.message}
+        if self._upgrade is None:
+            body = {"upgrade": None, "unavailable": self.why_unavailable, "versions": versions}
+            return web.json_response(body)
+        try:
+            # the leader holds the plan it wrote; a follower's may be stale: it reads the ConfigMap
+            await (self._upgrade.current() if self._leader.is_leader else self._upgrade.load())
+        except Exception as exc:  # the Kubernetes API after the edge's retries
+            return error(503, f"cannot read the upgrade plan: {exc}")
+        return web.json_response({**self._upgrade.report(), "versions": versions})
+
+    async def start(self, request: web.Request) -> web.Response:
+        body = await read_body(request, openapi_upgrade.schemas()["UpgradeRequest"])
+        if isinstance(body, web.Response):
+            return body
+        extra = sorted(set(body) - FIELDS)
+        if extra:
+            return error(422, f"unknown fields: {', '.join(extra)}")
+        rev, budget, target = body.get("revision"), body.get("budget"), body.get("slurm_version")
+        deployment = body.get("deployment")
+        if (rev is None) == (deployment is None):
+            return error(422, "give either revision (a StatefulSet's new revision) or deployment (its name)")
+        if rev is not None and (not isinstance(rev, str) or not LABEL_VALUE.match(rev)):
+            return error(
+                422, "revision must be the new pods' revision label value (controller-revision-hash)"
+            )
+        if not isinstance(budget, str):
+            return error(422, "budget must be a string: a number of workers or a percentage, e.g. 25%")
+        if target is not None and (not isinstance(target, str) or not VERSION.match(target)):
+            return error(422, "slurm_version must be a Slurm release such as 24.11 or 24.11.5")
+        refused = self._refused()
+        if refused is not None:
+            return refused
+        assert self._upgrade is not None
+        try:
+            controller, records = await self._slurm_versions()
+            slurmds = guard_inputs(self._versions.fresh(), records)
+            plan = await self._upgrade.start(
+                rev or "",
+                budget,
+                controller=controller,
+                slurmds=slurmds,
+                target=Version.parse(target) if target else None,
+                deployment=deployment or "",
+            )
+        except UpgradeError as exc:
+            return error(exc.status, exc.message)
+        except SlurmError as exc:
+            return error(503, f"Slurm unreachable: {exc.message}")
+        except KubeError as exc:  # after the edge's retries
+            return error(503, f"the Kubernetes API failed: {exc}")
+        return web.json_response({"started": plan.revision, "budget": plan.budget}, status=201)
+
+    async def _pause(self, paused: bool) -> web.Response:
+        refused = self._refused()
+        if refused is not None:
+            return refused
+        assert self._upgrade is not None
+        try:
+            plan = await self._upgrade.set_paused(paused)
+        except UpgradeError as exc:
+            return error(exc.status, exc.message)
+        return web.json_response({"revision": plan.revision, "paused": plan.paused})
+
+    async def pause(self, _: web.Request) -> web.Response:
+        return await self._pause(True)
+
+    async def resume(self, _: web.Request) -> web.Response:
+        return await self._pause(False)

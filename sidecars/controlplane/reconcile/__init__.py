@@ -1,0 +1,28 @@
+"""The writers run after each refresh (leader only), each behind `Reconciler.reconcile(view)`,
+run in one declared order by `Round`."""
+
+from sidecars.controlplane.reconcile.busy_label import BusyLabeler
+from sidecars.controlplane.reconcile.claim_events import ClaimEvents
+from sidecars.controlplane.reconcile.cordons import CordonSync
+from sidecars.controlplane.reconcile.deletion_cost import DeletionCostWriter
+from sidecars.controlplane.reconcile.gpu_features import GpuFeatureSync
+from sidecars.controlplane.reconcile.pod_conditions import ConditionWriter
+from sidecars.controlplane.reconcile.recycle import RecyclePolicy, Recycler
+from sidecars.controlplane.reconcile.round import Outcome, Reconciler, Round, View
+from sidecars.controlplane.reconcile.topology_sync import TopologySync
+
+__all__ = [
+    "BusyLabeler",
+    "ClaimEvents",
+    "ConditionWriter",
+    "CordonSync",
+    "DeletionCostWriter",
+    "GpuFeatureSync",
+    "Outcome",
+    "Reconciler",
+    "RecyclePolicy",
+    "Recycler",
+    "Round",
+    "TopologySync",
+    "View",
+]

@@ -1,0 +1,108 @@
+"""Busy pods protected: a worker pod whose Slurm node runs a job carries `slurm-sidecars.io/busy=true`,
+so a PodDisruptionBudget with `maxUnavailable: 0` on that label refuses its eviction (a `kubectl
+drain`, a cluster autoscaler) while the job runs.
+
+The label is set at the first pass that sees the node busy, and removed only once the node has been
+idle for `release` seconds: a node running one short job after another keeps its label instead of
+flipping it (and the API server's watchers) with every job. Written only on change, read back from
+the watched pods (never re-read per pass); sets go before removals, all under one rate limit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import structlog
+
+from sidecars.controlplane.reconcile.pacing import TokenBucket
+from sidecars.controlplane.reconcile.round import Outcome, View, unready
+from sidecars.kube import KubeClient, Pod
+
+log = structlog.get_logger(__name__)
+
+LABEL = "slurm-sidecars.io/busy"
+
+
+def labelled(pod: Pod) -> bool:
+    return pod.labels.get(LABEL) == "true"
+
+
+class BusyLabeler:
+    name = "busy_label"
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        node_of: Callable[[Pod], str],
+        *,
+        qps: float = 10.0,
+        release: float = 30.0,
+        burst: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._kube = kube
+        self._node_of = node_of
+        # a burst of `burst` seconds' worth: passes come every --interval-seconds (4 s), and a bucket
+        # holding one second's tokens would cap the rate at qps / interval
+        self._bucket = TokenBucket(qps, clock, capacity=qps * burst)
+        self._release = release
+        self._clock = clock
+        self._idle_since: dict[str, float] = {}  # pod uid -> when its labelled node was first seen idle
+        # pod uid -> (what we wrote, the pod's resourceVersion before): until the watched pod moves
+        # past that version, the write is in flight and the cache's labels are not yet the truth
+        self._sent: dict[str, tuple[bool, str]] = {}
+        self.writes = 0
+
+    def _have(self, pod: Pod) -> bool:
+        sent = self._sent.get(pod.uid)
+        if sent is not None and sent[1] == pod.resource_version:
+            return sent[0]
+        return labelled(pod)
+
+    async def reconcile(self, view: View) -> Outcome:
+        """One pass after a refresh: label the newly busy, unlabel the long idle."""
+        if (skip := unready(view)) is not None:
+            return skip
+        pods, snap = view.pods, view.snapshot
+        now = self._clock()
+        sets: list[Pod] = []
+        removals: list[Pod] = []
+        live: set[str] = set()
+        for pod in pods:
+            if pod.deleting:
+                continue
+            live.add(pod.uid)
+            node = snap.nodes.get(self._node_of(pod))
+            busy = node is not None and node.busy
+            have = self._have(pod)
+            if busy:
+                self._idle_since.pop(pod.uid, None)
+                if not have:
+                    sets.append(pod)
+            elif have:
+                since = self._idle_since.setdefault(pod.uid, now)
+                if now - since >= self._release:
+                    removals.append(pod)
+            else:
+                self._idle_since.pop(pod.uid, None)
+        self._idle_since = {u: t for u, t in self._idle_since.items() if u in live}
+        self._sent = {u: s for u, s in self._sent.items() if u in live}
+        made = 0
+        due = [(p, True) for p in sorted(sets, key=lambda p: p.name)]
+        due += [(p, False) for p in sorted(removals, key=lambda p: p.name)]
+        for pod, busy in due:
+            if not self._bucket.take():
+                log.info("busy_labels_deferred", left=len(due) - made)
+                break  # the rest on the next pass
+            try:
+                await self._kube.label_pod(pod.namespace, pod.name, {LABEL: "true" if busy else None})
+            except Exception as exc:  # one pod's failure (gone, forbidden) must not stop the rest
+                log.warning("busy_label_failed", pod=pod.name, error=str(exc))
+                continue
+            self._sent[pod.uid] = (busy, pod.resource_version)
+            if not busy:
+                self._idle_since.pop(pod.uid, None)
+            made += 1
+        self.writes += made
+        return Outcome(made)

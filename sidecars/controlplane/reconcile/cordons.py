@@ -1,0 +1,156 @@
+"""Cordon -> drain, uncordon -> undrain: a Kubernetes Node that is unschedulable (or carries a
+configured taint) drains the Slurm nodes of the worker pods on it, with a reason naming the Node.
+
+Only our cordon reasons are ever undone (the DrainBatcher undrains only on an exact reason match,
+read from Slurm just before the write); a drain of anyone else's stays. A drain of ours that an
+admin removed while the cordon holds is written again (SUNK's rule: the cordon is the intent), and
+an Event on the worker pod says so, also when the drain was a previous leader's (the pod's
+SlurmNodeDrained condition still carries our reason). Decided after each refresh from the snapshot
+and the watched Nodes: no Kubernetes call per interval, one Event per re-applied drain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import structlog
+
+from sidecars.controlplane.fleet.drains import DrainBatcher
+from sidecars.controlplane.fleet.kube_nodes import NodeCache
+from sidecars.controlplane.reconcile.round import Outcome, View, unready
+from sidecars.kube import KubeClient, Pod
+
+log = structlog.get_logger(__name__)
+
+_PREFIX, _SUFFIX = "slurm-sidecars: kubernetes node ", " cordoned"
+COMPONENT = "slurm-sidecars-control-plane"
+
+
+def cordon_reason(kube_node: str) -> str:
+    return f"{_PREFIX}{kube_node}{_SUFFIX}"
+
+
+def is_cordon_reason(reason: str | None) -> bool:
+    return reason is not None and reason.startswith(_PREFIX) and reason.endswith(_SUFFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class _Wanted:
+    kube_node: str
+    pod: Pod
+
+
+class CordonSync:
+    name = "cordons"
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        nodes: NodeCache,
+        drains: DrainBatcher,
+        node_of: Callable[[Pod], str],
+        *,
+        taint_keys: Iterable[str] = (),
+    ) -> None:
+        self._kube = kube
+        self._nodes = nodes
+        self._drains = drains
+        self._node_of = node_of
+        self._taint_keys = frozenset(taint_keys)
+        self.held: dict[str, str] = {}  # Slurm node -> Kubernetes node, seen drained with our reason
+        self._redraining: dict[str, _Wanted] = {}  # re-drains asked, reported once written
+        self._to_report: list[tuple[str, _Wanted]] = []
+        self._looked: set[str] = set()  # Slurm nodes a cycle has seen cordoned (pruned to the fleet)
+
+    @property
+    def ready(self) -> bool:
+        return self._nodes.synced.is_set()
+
+    def wanted(self, pods: Iterable[Pod]) -> dict[str, _Wanted]:
+        """The Slurm nodes that a cordon asks to drain, with the Node and the pod that put them there."""
+        out: dict[str, _Wanted] = {}
+        for pod in pods:
+            host = self._nodes.nodes.get(pod.node_name) if pod.node_name else None
+            if host is not None and not pod.deleting and host.cordoned(self._taint_keys):
+                out[self._node_of(pod)] = _Wanted(host.name, pod)
+        return out
+
+    def written(self, names: set[str]) -> None:
+        """The drain batcher wrote these (drains or undrains): re-drains among them get their Event."""
+        for name in names & self._redraining.keys():
+            self._to_report.append((name, self._redraining.pop(name)))
+
+    async def reconcile(self, view: View) -> Outcome:
+        """One pass (leader only, after a refresh): ask the drains and undrains the cordons imply
+        (the drain batcher writes them: the outcome counts the requests asked)."""
+        if (skip := unready(view, self.ready)) is not None:
+            return skip
+        pods, snap = view.pods, view.snapshot
+        await self._report()
+        asked = 0
+        wanted = self.wanted(pods)
+        pending = self._drains.pending
+        for name, want in sorted(wanted.items()):
+            node = snap.nodes.get(name)
+            if node is None:
+                continue
+            reason = cordon_reason(want.kube_node)
+            if node.drain:
+                if node.reason == reason:
+                    self.held[name] = want.kube_node
+                    if name in self._redraining:  # our re-drain, seen before the batcher said so
+                        self._to_report.append((name, self._redraining.pop(name)))
+                else:
+                    self._redraining.pop(name, None)  # someone's drain holds: nothing to redo
+                continue
+            if name in pending:
+                continue
+            if self._was_ours(name, want, reason):
+                self._redraining[name] = want  # ours was removed while the cordon holds
+            self._drains.submit(name, "drain", reason)
+            asked += 1
+        self._looked = (self._looked | wanted.keys()) & snap.nodes.keys()
+        for name in [n for n in self.held if n not in wanted]:
+            del self.held[name]
+        for name in [n for n in self._redraining if n not in wanted]:
+            del self._redraining[name]
+        for name, node in snap.nodes.items():
+            if name not in wanted and name not in pending and is_cordon_reason(node.reason):
+                assert node.reason is not None
+                self._drains.submit(name, "undrain", node.reason)  # only an exact match is undone
+                asked += 1
+        return Outcome(asked)
+
+    def _was_ours(self, name: str, want: _Wanted, reason: str) -> bool:
+        """Whether the drain now missing was ours: seen by this process, or, on the first look of a
+        new leader, still on the pod (its SlurmNodeDrained condition, written by the last leader)."""
+        if self.held.get(name) == want.kube_node:
+            return True
+        return name not in self._looked and ("SlurmNodeDrained", "True", reason) in want.pod.conditions
+
+    async def _report(self) -> None:
+        batch, self._to_report = self._to_report, []
+        for name, want in batch:
+            message = (
+                f"Slurm node {name} drained again: its drain was removed while Kubernetes node "
+                f"{want.kube_node} is still cordoned (uncordon the node to return it to Slurm)"
+            )
+            log.warning("cordon_drain_reapplied", node=name, kube_node=want.kube_node, pod=want.pod.name)
+            involved = {
+                "kind": "Pod",
+                "name": want.pod.name,
+                "namespace": want.pod.namespace,
+                "uid": want.pod.uid,
+            }
+            try:
+                await self._kube.create_event(
+                    want.pod.namespace,
+                    involved,
+                    "SlurmDrainReapplied",
+                    message,
+                    type="Warning",
+                    component=COMPONENT,
+                )
+            except Exception as exc:  # reporting must never stop the sync
+                log.warning("kube_event_failed", reason="SlurmDrainReapplied", error=str(exc))

@@ -1,0 +1,89 @@
+"""GPU domains -> Slurm features: each worker's Slurm node carries a feature naming its NVLink
+domain (the Node's `nvidia.com/gpu.clique` label, the ComputeDomains its Node joined), so
+`--constraint=nvlink-clique-...` keeps a job inside one domain.
+
+Decided after each refresh from the snapshot (which holds every node's features) and the watched
+Nodes and ComputeDomains: a write only where our features differ from Slurm's (O(changes)), one
+`scontrol update` per node, in place. Only features with our prefixes are added or removed; an
+admin's (or a NodeSet's) are written back as they are. A bad value (empty, spaces, constraint
+operators) is logged once and leaves that node's features untouched: it never reaches Slurm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import structlog
+
+from sidecars.controlplane.fleet.compute_domains import ComputeDomainCache
+from sidecars.controlplane.fleet.kube_nodes import NodeCache
+from sidecars.controlplane.reconcile.round import Outcome, View, unready
+from sidecars.kube import Pod
+from sidecars.kube.gpudomain import is_ours, merged, wanted
+from sidecars.slurm import SlurmClient, SlurmError
+
+log = structlog.get_logger(__name__)
+
+
+class GpuFeatureSync:
+    name = "gpu_features"
+
+    def __init__(
+        self,
+        slurm: SlurmClient,
+        nodes: NodeCache,
+        node_of: Callable[[Pod], str],
+        domains: ComputeDomainCache | None = None,
+    ) -> None:
+        self._slurm = slurm
+        self._nodes = nodes
+        self._node_of = node_of
+        self._domains = domains
+        self._said: dict[str, tuple[str, ...]] = {}  # Slurm node -> problems logged
+        self.writes = 0
+
+    @property
+    def ready(self) -> bool:
+        return self._nodes.synced.is_set() and (self._domains is None or self._domains.synced.is_set())
+
+    async def reconcile(self, view: View) -> Outcome:
+        """One pass (leader only, after a refresh): the nodes whose domain features differ, written."""
+        if (skip := unready(view, self.ready)) is not None:
+            return skip
+        pods, snap = view.pods, view.snapshot
+        domains = list(self._domains.items.values()) if self._domains is not None else []
+        made = 0
+        for pod in pods:
+            name = self._node_of(pod)
+            node = snap.nodes.get(name)
+            host = self._nodes.nodes.get(pod.node_name) if pod.node_name else None
+            if node is None or host is None or pod.deleting:
+                continue  # nothing known of its domain: leave its features as they are
+            want = wanted(host.name, host.labels, domains)
+            if want.problems:
+                if self._said.get(name) != want.problems:
+                    log.warning(
+                        "gpu_domain_refused", node=name, kube_node=host.name, problems=list(want.problems)
+                    )
+                    self._said[name] = want.problems
+                continue
+            self._said.pop(name, None)
+            have = {f for f in node.features if is_ours(f)}
+            active = {f for f in node.active_features if is_ours(f)}
+            if have == set(want.features) and active == set(want.features):
+                continue
+            available = merged(node.features, want.features)
+            try:
+                await self._slurm.set_features(name, available, merged(node.active_features, want.features))
+            except SlurmError as exc:  # the next pass tries again
+                log.warning("gpu_domain_write_failed", node=name, error=exc.message)
+                continue
+            log.info(
+                "gpu_domain_features",
+                node=name,
+                features=list(want.features),
+                removed=sorted(have - set(want.features)),
+            )
+            made += 1
+        self.writes += made
+        return Outcome(made)

@@ -1,0 +1,132 @@
+"""Slurm state -> pod conditions: each worker pod carries `SlurmNodeReady`, `SlurmNodeDrained` and
+`SlurmNodeDown` mirroring its Slurm node (Slurm's reason in the message), for remediation tools
+that read pods, not Slurm.
+
+Written through the status subresource only when they change, and only once a new state has held
+for `settle` seconds: a node flapping between two states faster than that is never written, so the
+conditions (and whoever watches them) do not flap either. All changes found in one refresh are one
+pass, and the writes are rate-limited (the rest wait for the next pass).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable
+
+import structlog
+
+from sidecars.controlplane.fleet.snapshot import FleetNode
+from sidecars.controlplane.reconcile.pacing import TokenBucket
+from sidecars.controlplane.reconcile.round import Outcome, View, unready
+from sidecars.kube import KubeClient, Pod
+from sidecars.kube.podstatus import patch_pod_conditions
+
+log = structlog.get_logger(__name__)
+
+TYPES = ("SlurmNodeReady", "SlurmNodeDrained", "SlurmNodeDown")
+Conditions = tuple[tuple[str, str, str, str], ...]  # (type, status, reason, message), in TYPES order
+
+
+def conditions(view: FleetNode) -> Conditions:
+    """The three conditions for one Slurm node (status "True"/"False", a CamelCase reason, message)."""
+    flags = set(view.flags)
+    down = view.state == "DOWN" or "NOT_RESPONDING" in flags
+    drained = view.drain
+    ready = view.registered and not down and not drained
+    why = view.reason or ""
+    # not the busy state (IDLE/ALLOCATED) when ready: a job starting must not rewrite the pod
+    state = "" if ready else "+".join([view.state, *view.flags])
+    return (
+        (
+            "SlurmNodeReady",
+            str(ready),
+            "SlurmReady" if ready else "SlurmNotReady",
+            f"Slurm node {view.name} is {state}" if state else "",
+        ),
+        ("SlurmNodeDrained", str(drained), "SlurmDrain" if drained else "SlurmNoDrain", why * drained),
+        ("SlurmNodeDown", str(down), "SlurmDown" if down else "SlurmUp", why * down),
+    )
+
+
+def _on_pod(pod: Pod) -> dict[str, tuple[str, str]]:
+    return {t: (s, m) for t, s, m in pod.conditions if t in TYPES}
+
+
+class ConditionWriter:
+    name = "pod_conditions"
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        node_of: Callable[[Pod], str],
+        *,
+        qps: float = 5.0,
+        settle: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._kube = kube
+        self._node_of = node_of
+        self._bucket = TokenBucket(qps, clock)
+        self._settle = settle
+        self._clock = clock
+        self._seen: dict[str, tuple[Conditions, float]] = {}  # pod uid -> (wanted, since when)
+        self._sent: dict[str, Conditions] = {}  # pod uid -> what we last wrote
+        self.writes = 0
+
+    async def reconcile(self, view: View) -> Outcome:
+        """One pass after a refresh: write the pods whose settled conditions differ."""
+        if (skip := unready(view)) is not None:
+            return skip
+        pods, snap = view.pods, view.snapshot
+        now = self._clock()
+        due: list[tuple[Pod, Conditions]] = []
+        live: set[str] = set()
+        for pod in pods:
+            node = snap.nodes.get(self._node_of(pod))
+            if node is None or pod.deleting:
+                continue
+            live.add(pod.uid)
+            want = conditions(node)
+            seen = self._seen.get(pod.uid)
+            if seen is None or seen[0] != want:
+                self._seen[pod.uid] = (want, now)  # a new state: it must hold before it is written
+                if seen is not None or self._settle > 0:
+                    continue
+            elif now - seen[1] < self._settle:
+                continue
+            if self._sent.get(pod.uid) == want:
+                continue
+            have = _on_pod(pod)
+            if all(have.get(t) == (s, m) for t, s, _, m in want):
+                self._sent[pod.uid] = want  # already on the pod (written before a restart)
+                continue
+            due.append((pod, want))
+        self._seen = {u: v for u, v in self._seen.items() if u in live}
+        self._sent = {u: v for u, v in self._sent.items() if u in live}
+        made = 0
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for pod, want in sorted(due, key=lambda pw: pw[0].name):
+            if not self._bucket.take():
+                break  # the rest on the next pass
+            have = _on_pod(pod)
+            body = [
+                {
+                    "type": t,
+                    "status": s,
+                    "reason": r,
+                    "message": m[:1024],
+                    "lastProbeTime": stamp,
+                    **({} if have.get(t, ("", ""))[0] == s else {"lastTransitionTime": stamp}),
+                }
+                for t, s, r, m in want
+            ]
+            try:
+                await patch_pod_conditions(self._kube, pod.namespace, pod.name, body)
+            except Exception as exc:  # one pod's failure (gone, forbidden) must not stop the rest
+                log.warning("pod_conditions_failed", pod=pod.name, error=str(exc))
+                continue
+            self._sent[pod.uid] = want
+            made += 1
+        self.writes += made
+        return Outcome(made)

@@ -1,0 +1,220 @@
+"""Topology sync: each worker's Slurm node placed where its Kubernetes Node's labels say (rules in
+`topology.py`), decided after each refresh from the snapshot and the watched Nodes.
+
+On 25.05+ a node is moved in place (`scontrol update nodename=N topology=...`) when its place
+differs from the one Slurm's node record shows; one call per distinct place, none at steady state.
+A slurmctld restart forgets in-place moves (the record's topology is empty again), so they are
+made again at the next pass. Older releases have no in-place update: the topology is then only the
+rendered file (said once in the log, and in `status()`).
+
+Either way the topology file is rendered from the last good places (topology.yaml on 25.05+,
+topology.conf before) and, with `configmap` set, written to that ConfigMap when it changes, for
+config-sync to apply (a second `--source`). A refused value (missing, empty, malformed) never
+reaches Slurm: the node keeps its last good place, and one Warning Event on its pod says why. A
+new place must hold `settle` seconds before it is applied, so a flapping label moves nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from sidecars.controlplane.fleet.kube_nodes import NodeCache
+from sidecars.controlplane.fleet.snapshot import FleetSnapshot
+from sidecars.controlplane.reconcile.round import Outcome, View, unready
+from sidecars.controlplane.reconcile.topology_files import group, render_conf, render_yaml
+from sidecars.kube import KubeClient, Pod
+from sidecars.kube.topology import Placement, TopologySpec, placement
+from sidecars.slurm import SlurmClient, SlurmError, hostlist
+
+log = structlog.get_logger(__name__)
+
+COMPONENT = "slurm-sidecars-control-plane"
+
+
+class TopologySync:
+    name = "topology"
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        slurm: SlurmClient,
+        nodes: NodeCache,
+        node_of: Callable[[Pod], str],
+        spec: TopologySpec,
+        *,
+        namespace: str,
+        configmap: str = "",
+        settle: float = 10.0,
+        retry_seconds: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._kube = kube
+        self._slurm = slurm
+        self._nodes = nodes
+        self._node_of = node_of
+        self.spec = spec
+        self._namespace = namespace
+        self._configmap = configmap
+        self._settle = settle
+        self._retry = retry_seconds
+        self._clock = clock
+        self.placed: dict[str, Placement] = {}  # Slurm node -> its last good place
+        self.refused: dict[str, str] = {}  # Slurm node -> why its labels were refused (reported once)
+        self._seen: dict[str, tuple[Placement, float]] = {}  # a new place, and since when
+        self._sent: dict[str, tuple[str, float]] = {}  # node -> (value written, epoch when)
+        self._failed: dict[str, tuple[str, float]] = {}  # node -> (value Slurm refused, when)
+        self.in_place: bool | None = None  # None until the release is known
+        self.release = ""
+        self.file_name = ""
+        self.rendered = ""
+        self._written: str | None = None  # the ConfigMap's content as we last wrote it
+        self.last_error: str | None = None
+        self.moves = 0
+
+    @property
+    def ready(self) -> bool:
+        return self._nodes.synced.is_set()
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "labels": list(self.spec.keys),
+            "type": self.spec.kind,
+            "name": self.spec.name,
+            "mode": None if self.in_place is None else ("in-place" if self.in_place else "file"),
+            "release": self.release or None,
+            "file": self.file_name or None,
+            "configmap": self._configmap or None,
+            "placed": len(self.placed),
+            "refused": dict(sorted(self.refused.items())),
+            "moves": self.moves,
+            "last_error": self.last_error,
+        }
+
+    async def _release(self) -> None:
+        if self.in_place is not None:
+            return
+        version = await self._slurm.version()
+        self.release = str(version)
+        self.in_place = version.at_least(25, 5)
+        self.file_name = "topology.yaml" if self.in_place else "topology.conf"
+        if not self.in_place:
+            log.warning(
+                "topology_in_place_unavailable",
+                release=self.release,
+                detail="in-place topology update needs Slurm 25.05+: only the rendered topology.conf applies",
+                configmap=self._configmap or None,
+            )
+
+    async def reconcile(self, view: View) -> Outcome:
+        """One pass (leader only, after a refresh): nodes moved in place, the file rendered and written."""
+        if (skip := unready(view, self.ready)) is not None:
+            return skip
+        pods, snap = view.pods, view.snapshot
+        moves = self.moves
+        await self._release()
+        now = self._clock()
+        live: set[str] = set()
+        for pod in pods:
+            host = self._nodes.nodes.get(pod.node_name) if pod.node_name else None
+            name = self._node_of(pod)
+            if host is None or pod.deleting or name not in snap.nodes:
+                continue
+            live.add(name)
+            got = placement(self.spec, host.labels)
+            if isinstance(got, str):
+                self._seen.pop(name, None)
+                if self.refused.get(name) != got:
+                    self.refused[name] = got
+                    await self._report(pod, host.name, name, got)
+                continue
+            self.refused.pop(name, None)
+            have = self.placed.get(name)
+            if have == got:
+                self._seen.pop(name, None)
+                continue
+            seen = self._seen.get(name)
+            if seen is None or seen[0] != got:
+                self._seen[name] = (got, now)  # a new place must hold `settle` (a first one need not)
+                if have is not None and self._settle > 0:
+                    continue
+            elif now - seen[1] < self._settle:
+                continue
+            self._seen.pop(name, None)
+            self.placed[name] = got
+        for held in (self.placed, self.refused, self._seen, self._sent, self._failed):
+            for gone in [n for n in held if n not in live]:
+                del held[gone]
+        if self.in_place:
+            await self._move(snap)
+        written = await self._publish()
+        return Outcome(self.moves - moves + written)
+
+    async def _move(self, snap: FleetSnapshot) -> None:
+        now = self._clock()
+        wanted: list[tuple[str, str]] = []
+        for name, place in self.placed.items():
+            value = place.in_place(self.spec)
+            if snap.nodes[name].topology == value:
+                self._failed.pop(name, None)
+                continue
+            sent = self._sent.get(name)
+            if sent is not None and sent[0] == value and snap.taken_at <= sent[1]:
+                continue  # written after this snapshot was taken: the next one shows it
+            failed = self._failed.get(name)
+            if failed is not None and failed[0] == value and now - failed[1] < self._retry:
+                continue
+            wanted.append((name, value))
+        for value, names in sorted(group(wanted).items()):
+            try:
+                await self._slurm.set_topology(names, value)
+            except SlurmError as exc:
+                self.last_error = f"{hostlist.compress(names)} topology={value}: {exc.message}"
+                log.warning(
+                    "topology_update_refused",
+                    nodes=hostlist.compress(names),
+                    topology=value,
+                    error=exc.message,
+                )
+                for n in names:
+                    self._failed[n] = (value, now)
+                continue
+            log.info("topology_moved", nodes=hostlist.compress(names), topology=value)
+            self.moves += len(names)
+            for n in names:
+                self._sent[n] = (value, time.time())
+                self._failed.pop(n, None)
+
+    async def _publish(self) -> bool:
+        """Render the file, and write it to the ConfigMap when it changed; True when written."""
+        render = render_yaml if self.in_place else render_conf
+        self.rendered = render(self.spec, self.placed)
+        if not self._configmap or self.rendered == self._written:
+            return False
+        try:
+            await self._kube.put_config_map(self._namespace, self._configmap, {self.file_name: self.rendered})
+        except Exception as exc:  # the next pass writes it again
+            log.warning("topology_configmap_failed", configmap=self._configmap, error=str(exc))
+            return False
+        self._written = self.rendered
+        log.info(
+            "topology_file_written", configmap=self._configmap, file=self.file_name, nodes=len(self.placed)
+        )
+        return True
+
+    async def _report(self, pod: Pod, kube_node: str, name: str, why: str) -> None:
+        message = (
+            f"Kubernetes node {kube_node}: {why}; Slurm node {name} keeps its place in the "
+            f"{self.spec.name!r} topology (nothing was sent to Slurm)"
+        )
+        log.warning("topology_refused", node=name, kube_node=kube_node, pod=pod.name, why=why)
+        involved = {"kind": "Pod", "name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
+        try:
+            await self._kube.create_event(
+                pod.namespace, involved, "SlurmTopologyRefused", message, type="Warning", component=COMPONENT
+            )
+        except Exception as exc:  # reporting must never stop the sync
+            log.warning("kube_event_failed", reason="SlurmTopologyRefused", error=str(exc))
