@@ -38,7 +38,7 @@ COMMANDS = (
     Command(
         "control-plane",
         "one per cluster: fleet view, drains, scale-in order",
-        "sidecars.controlplane.service",
+        "sidecars.controlplane.main",
     ),
     Command(
         "maintenance",

@@ -3,20 +3,16 @@ maintenance and upgrade loops, drains, leader election, HTTP."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import os
 import time
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack
 from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry
 
 from sidecars.controlplane import health
-from sidecars.controlplane import settings as cp_settings
 from sidecars.controlplane.assembly import Caches, KubeSide, kube_side, writers
 from sidecars.controlplane.changes import Maintenance
 from sidecars.controlplane.fleet import ControlPlaneMetrics, DrainBatcher, DrainClock, FleetView, Workers
@@ -24,11 +20,11 @@ from sidecars.controlplane.http import Face
 from sidecars.controlplane.leader import LeaderElector
 from sidecars.controlplane.reconcile import CordonSync, Round, TopologySync, View
 from sidecars.controlplane.settings import ControlPlaneSettings
-from sidecars.kube import KubeClient, load_configuration
+from sidecars.kube import KubeClient
 from sidecars.kube.cache import WatchCache
 from sidecars.kube.nodename import NodeNaming
-from sidecars.runtime import daemon, http, logs
-from sidecars.runtime.tasks import RootTasks, until_stopped
+from sidecars.runtime import http
+from sidecars.runtime.tasks import RootTasks
 from sidecars.runtime.waits import until_set
 from sidecars.slurm import SlurmClient, SlurmError, SlurmMetrics
 
@@ -311,29 +307,3 @@ class ControlPlaneService:
             await self.tasks.stop(keep=("leader",))
             stop.set()  # the elector hands the Lease back before it returns
             await self.tasks.stop(grace=3.0, first=("leader",))
-
-
-async def serve(settings: ControlPlaneSettings, stop: asyncio.Event) -> None:
-    pod = f"{settings.namespace}/{settings.pod_name}" if settings.pod_name else None
-    logs.bind("control-plane", env=os.environ, pod=pod, identity=settings.identity)
-    async with AsyncExitStack() as stack:
-        kube: KubeClient | None = None
-        registry = CollectorRegistry()
-        if settings.kubernetes:
-            conf = await load_configuration(settings.kubeconfig, strict=True)
-            if conf is not None:
-                kube = await stack.enter_async_context(KubeClient(conf, registry=registry))
-        else:
-            log.warning("kubernetes_disabled", reason="--kubernetes=off")
-        plane = ControlPlaneService(settings, SlurmClient(metrics=SlurmMetrics(registry)), kube, registry)
-        await stack.enter_async_context(plane.running())
-        await until_stopped(stop, plane.tasks)
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    cp_settings.configure(parser)
-
-
-def main(args: argparse.Namespace) -> int:
-    settings = cp_settings.from_args(args)
-    return daemon.run(lambda stop: serve(settings, stop))

@@ -15,7 +15,6 @@ from sidecars.cli import COMMANDS, Command
 # second test fails once one of them moves, so that it leaves this list with the move
 NOT_YET = {
     "config-guard": "sidecars.configsync.guard",
-    "control-plane": "sidecars.controlplane.service",
 }
 
 
