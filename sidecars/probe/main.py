@@ -7,12 +7,12 @@ Healthy is any 2xx: our daemons answer 200, Slurm's own endpoints (25.11 and lat
 
 `probe controller --url http://127.0.0.1:6817 [--controller NAME]` asks this pod's slurmctld
 itself and passes for a controller in control and for a healthy standby alike: a standby that
-failed its pod's readiness would stay NotReady and wedge the StatefulSet's rolls. Where slurmctld
-serves `/livez` (25.11 and later) its own word is taken: a backup answers `/livez` but never
-`/readyz` (measured on 26.05: 204 and 500). Where it does not (older releases, `disable_http`, or
-no answer), Slurm's commands ask it alone through a configuration naming only it (`slurm.standby`):
-a standby answers a ping and refuses requests as a standby. Only this pod's controller is asked,
-never its peers (a plain `scontrol ping` would wait for each of them).
+failed its pod's readiness would stay NotReady and wedge the StatefulSet's rolls. Where the
+release serves `/livez` (25.11 and later, without `disable_http`) slurmctld's own word is taken at
+`--url`: a backup answers `/livez` but never `/readyz` (measured on 26.05: 204 and 500). Where it
+does not, Slurm's commands ask the controller `--controller` names alone, through a configuration
+naming only it (`slurm.standby`): a standby answers a ping and refuses requests as a standby. Only
+this pod's controller is asked, never its peers (a plain `scontrol ping` would wait for each).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ TIMEOUT_FLAG = Flag(name="--timeout-seconds", help="give up after this long", co
 CONTROLLER_FLAG = Flag(
     name="--controller",
     help="probe controller: this pod's slurmctld, as its SlurmctldHost name (default: this host's "
-    "short name, as slurmctld finds its own entry); asked by it where no /livez answers",
+    "short name, as slurmctld finds its own entry); asked by it where the release serves no /livez",
     conv=TEXT,
 )
 CA_FLAG = Flag(
