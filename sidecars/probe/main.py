@@ -85,7 +85,7 @@ async def check_controller(
 ) -> tuple[bool, str]:
     """This pod's slurmctld: live, and in control or a standby; or not live, saying why. Its own
     `/livez` and `/readyz` where its release serves them, else Slurm's commands asking it alone
-    (an older slurmctld holds an HTTP request unanswered: measured on 24.11, until the timeout)."""
+    (an older slurmctld drops an HTTP request unanswered: measured on 22.05 and 24.11)."""
     deadline = time.monotonic() + timeout
     try:
         version = await SlurmClient(env=env).parse_config(timeout=timeout)

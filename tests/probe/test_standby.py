@@ -38,6 +38,18 @@ async def _probe(cluster: DevCluster, name: str) -> tuple[bool, str]:
     return await probe.check_controller(_url(cluster, name), 10, name, _env(cluster))
 
 
+async def _command(cluster: DevCluster, argv: list[str]) -> tuple[int | None, bytes, bytes]:
+    """The probe as the kubelet runs it: a process; its exit code and output."""
+    done = await asyncio.create_subprocess_exec(
+        *argv,
+        env={**os.environ, **_env(cluster)},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await done.communicate()
+    return done.returncode, out, err
+
+
 async def _standby(cluster: DevCluster, name: str) -> str:
     """Poll until `name` answers as a standby (one just started answers nothing for a few seconds,
     measured on 24.11 and 26.05); its message."""
@@ -75,14 +87,8 @@ async def test_primary_in_control_backup_standby_and_the_roles_swap_on_takeover(
 async def test_a_killed_controller_is_not_live_and_the_command_says_so(cluster: DevCluster) -> None:
     await _standby(cluster, "ctld-b")
     argv = self_argv("probe", "controller", "--url", _url(cluster, "ctld-b"), "--controller", "ctld-b")
-    done = await asyncio.create_subprocess_exec(
-        *argv,
-        env={**os.environ, **_env(cluster)},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await done.communicate()
-    assert done.returncode == 0 and out.startswith(b"controller: live, standby"), (out, err)
+    code, out, err = await _command(cluster, argv)
+    assert code == 0 and out.startswith(b"controller: live, standby"), (out, err)
 
     await cluster.kill_controller("ctld-a")
     ok, why = await _probe(cluster, "ctld-a")
@@ -94,14 +100,8 @@ async def test_a_killed_controller_is_not_live_and_the_command_says_so(cluster: 
     assert await _probe(cluster, "ctld-b") == IN_CONTROL
 
     await cluster.kill_controller("ctld-b")
-    done = await asyncio.create_subprocess_exec(
-        *argv,
-        env={**os.environ, **_env(cluster)},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await done.communicate()
-    assert done.returncode == 1 and err.startswith(b"controller: not live: "), (out, err)
+    code, out, err = await _command(cluster, argv)
+    assert code == 1 and err.startswith(b"controller: not live: "), (out, err)
 
 
 @pytest.mark.timeout(60)
