@@ -21,6 +21,7 @@ HA = {"nodes": 1, "controllers": 2, "slurmctld_timeout_seconds": 5}
 pytestmark = pytest.mark.releases("slurm22", "slurm24", "slurm26")
 
 IN_CONTROL = (True, "controller: live, in control")
+STANDBY_WORDS = "slurm_load_license error: Slurm backup controller in standby mode"
 
 
 def _env(cluster: DevCluster) -> dict[str, str]:
@@ -36,6 +37,11 @@ def _url(cluster: DevCluster, name: str) -> str:
 
 async def _probe(cluster: DevCluster, name: str) -> tuple[bool, str]:
     return await probe.check_controller(_url(cluster, name), 10, name, _env(cluster))
+
+
+def _left_behind(cluster: DevCluster) -> list[str]:
+    """Configurations naming one controller still there (each probe removes its own)."""
+    return [p.name for p in cluster.dir.iterdir() if p.name.startswith("slurm-sidecars-ask-")]
 
 
 async def _command(cluster: DevCluster, argv: list[str]) -> tuple[int | None, bytes, bytes]:
@@ -72,14 +78,25 @@ async def test_primary_in_control_backup_standby_and_the_roles_swap_on_takeover(
         ok, why = await probe.check(_url(cluster, "ctld-b"), "readyz", 5)
         assert not ok and why.startswith("readyz: HTTP 500"), why
     else:
-        standby_words = "slurm_load_license error: Slurm backup controller in standby mode"
-        assert said == f"controller: live, standby (ctld-b: {standby_words})", said
+        assert said == f"controller: live, standby (ctld-b: {STANDBY_WORDS})", said
 
     await cluster.takeover()
     # Slurm shuts down the controllers before the one that took over: ctld-a answers nothing
     ok, why = await _probe(cluster, "ctld-a")
     assert not ok and why.startswith("controller: not live:"), why
     assert await _probe(cluster, "ctld-b") == IN_CONTROL
+    assert not _left_behind(cluster)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.releases("slurm24", "slurm26")  # the Slinky shape needs auth/slurm (23.11+)
+@pytest.mark.cluster(**HA, shape="slinky", extra_conf="CommunicationParameters=disable_http")
+async def test_asked_alone_with_slinkys_key_and_where_slurm_serves_no_http(cluster: DevCluster) -> None:
+    """auth/slurm's key lies beside slurm.conf: the configuration naming one controller finds it
+    there too. A 26.05 whose HTTP is turned off is asked through the commands, as older ones are."""
+    assert await _probe(cluster, "ctld-a") == IN_CONTROL
+    assert await _standby(cluster, "ctld-b") == f"controller: live, standby (ctld-b: {STANDBY_WORDS})"
+    assert not _left_behind(cluster)
 
 
 @pytest.mark.timeout(120)
