@@ -3,11 +3,16 @@
 Exit 0 when healthy, 1 when not (or unreachable); prints the failing checks so `kubectl describe`
 shows why.
 
-`probe controller --url http://127.0.0.1:6817` asks a slurmctld itself (Slurm 25.11 or later, on
-its own port) and passes for a controller in control and for a healthy standby alike: a backup
-answers `/livez` but never `/readyz` (measured on 26.05: 204 and 500), and a standby that failed
-its pod's readiness would stay NotReady and wedge the StatefulSet's rolls. Only this pod's
-controller is asked, never its peers (`scontrol ping` would wait for each of them).
+Healthy is any 2xx: our daemons answer 200, Slurm's own endpoints (25.11 and later) 204.
+
+`probe controller --url http://127.0.0.1:6817 [--controller NAME]` asks this pod's slurmctld
+itself and passes for a controller in control and for a healthy standby alike: a standby that
+failed its pod's readiness would stay NotReady and wedge the StatefulSet's rolls. Where the
+release serves `/livez` (25.11 and later, without `disable_http`) slurmctld's own word is taken at
+`--url`: a backup answers `/livez` but never `/readyz` (measured on 26.05: 204 and 500). Where it
+does not, Slurm's commands ask the controller `--controller` names alone, through a configuration
+naming only it (`slurm.standby`): a standby answers a ping and refuses requests as a standby. Only
+this pod's controller is asked, never its peers (a plain `scontrol ping` would wait for each).
 """
 
 from __future__ import annotations
@@ -15,20 +20,29 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import socket
 import ssl
 import sys
+import time
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 import aiohttp
 
 from sidecars.runtime.http import CA_FILE
-from sidecars.runtime.settings import URL, Flag, add_flags, convert, seconds
-from sidecars.slurm import health
+from sidecars.runtime.settings import TEXT, URL, Flag, add_flags, convert, seconds
+from sidecars.slurm import SlurmClient, SlurmError, health, standby
 
 URL_FLAG = Flag(
     name="--url", help="base URL of the daemon, e.g. http://127.0.0.1:9100", conv=URL, required=True
 )
 TIMEOUT_FLAG = Flag(name="--timeout-seconds", help="give up after this long", conv=seconds(), default=3.0)
+CONTROLLER_FLAG = Flag(
+    name="--controller",
+    help="probe controller: this pod's slurmctld, as its SlurmctldHost name (default: this host's "
+    "short name, as slurmctld finds its own entry); asked by it where the release serves no /livez",
+    conv=TEXT,
+)
 CA_FLAG = Flag(
     name="--ca-file",
     help="for an https daemon: the CA its certificate chains to (the name is not checked: the "
@@ -39,7 +53,7 @@ CA_FLAG = Flag(
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("which", choices=["livez", "readyz", "controller"])
-    add_flags(p, URL_FLAG, TIMEOUT_FLAG, CA_FLAG)
+    add_flags(p, URL_FLAG, TIMEOUT_FLAG, CONTROLLER_FLAG, CA_FLAG)
 
 
 async def check(url: str, which: str, timeout: float, tls: ssl.SSLContext | None = None) -> tuple[bool, str]:
@@ -52,7 +66,7 @@ async def check(url: str, which: str, timeout: float, tls: ssl.SSLContext | None
             s.get(target) as r,
         ):
             text = await r.text()
-            ok = r.status == 200
+            ok = 200 <= r.status < 300  # Slurm's own endpoints answer 204
     except (aiohttp.ClientError, TimeoutError) as exc:
         return False, f"{target}: unreachable: {exc or type(exc).__name__}"
     try:
@@ -66,15 +80,47 @@ async def check(url: str, which: str, timeout: float, tls: ssl.SSLContext | None
     return False, f"{which}: HTTP {r.status}: {detail}"
 
 
-async def check_controller(url: str, timeout: float) -> tuple[bool, str]:
-    """A slurmctld's own word: live (`/livez` 2xx), and in control (`/readyz` 2xx) or a standby."""
+async def check_controller(
+    url: str, timeout: float, controller: str | None = None, env: Mapping[str, str] | None = None
+) -> tuple[bool, str]:
+    """This pod's slurmctld: live, and in control or a standby; or not live, saying why. Its own
+    `/livez` and `/readyz` where its release serves them, else Slurm's commands asking it alone
+    (an older slurmctld drops an HTTP request unanswered: measured on 22.05 and 24.11)."""
+    deadline = time.monotonic() + timeout
+    try:
+        version = await SlurmClient(env=env).parse_config(timeout=timeout)
+        comm_params = standby.communication_parameters(standby.conf_path(env).read_text())
+    except (SlurmError, OSError) as exc:
+        return False, f"controller: cannot read Slurm's configuration: {exc}"
+    left = max(deadline - time.monotonic(), 0.1)
+    if health.served(version, comm_params):
+        return await _ask_http(url, left)
+    name = controller or socket.gethostname().split(".", 1)[0]
+    try:
+        answer = await standby.ask_alone(name, left, env)
+    except (standby.NotAController, OSError) as exc:
+        return False, f"controller: cannot ask {name}: {exc}"
+    if answer.role == "in control":
+        return True, "controller: live, in control"
+    if answer.role == "standby":
+        return True, f"controller: live, standby ({name}: {answer.detail})"
+    if answer.role == "down":
+        return False, f"controller: not live: {name}: {answer.detail}"
+    return (
+        False,
+        f"controller: {name} answers pings but neither serves nor says it is a standby: {answer.detail}",
+    )
+
+
+async def _ask_http(url: str, timeout: float) -> tuple[bool, str]:
     target = urlsplit(url)
     host, port = target.hostname or "", target.port or 80
+    deadline = time.monotonic() + timeout
     async with aiohttp.ClientSession() as s:
         live = await health.probe(s, host, port, "/livez", timeout)
         if not live.ok:
-            return False, f"controller: not live: {live.detail} (slurmctld serves /livez from Slurm 25.11)"
-        ready = await health.probe(s, host, port, "/readyz", timeout)
+            return False, f"controller: not live: {live.detail}"
+        ready = await health.probe(s, host, port, "/readyz", max(deadline - time.monotonic(), 0.1))
     if ready.ok:
         return True, "controller: live, in control"
     return True, f"controller: live, standby (/readyz: {ready.detail})"
@@ -85,7 +131,7 @@ def main(args: argparse.Namespace) -> int:
     if tls is not None:
         tls.check_hostname = False  # the chain is checked; the probe's 127.0.0.1 is no name in it
     if args.which == "controller":
-        ok, message = asyncio.run(check_controller(url, timeout))
+        ok, message = asyncio.run(check_controller(url, timeout, convert(CONTROLLER_FLAG, args)))
     else:
         ok, message = asyncio.run(check(url, args.which, timeout, tls))
     print(message, file=sys.stdout if ok else sys.stderr)

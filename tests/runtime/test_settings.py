@@ -212,7 +212,12 @@ def _roles(d: Path) -> list[Role]:
             probe.configure,
             None,
             ["livez", "--url", "http://127.0.0.1:1"],
-            {"--url": ["http://127.0.0.1:2"], "--timeout-seconds": ["9"], "--ca-file": [ca]},
+            {
+                "--url": ["http://127.0.0.1:2"],
+                "--timeout-seconds": ["9"],
+                "--controller": ["ctld-b"],
+                "--ca-file": [ca],
+            },
         ),
         Role(
             "check-secret",
