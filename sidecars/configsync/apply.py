@@ -77,6 +77,17 @@ async def view(client: SlurmClient) -> View:
     )
 
 
+async def view_if_up(client: SlurmClient) -> View | None:
+    """slurmctld's current view, or None when it does not answer (a change then waits)."""
+    if not (await client.ping()).up:
+        return None
+    try:
+        return await view(client)
+    except SlurmError as exc:
+        log.warning("slurmctld_unreadable", error=exc.message)
+        return None
+
+
 async def settings_view(client: SlurmClient) -> View:
     """The settings and partitions only: cheap at any fleet size, so these are what is polled."""
     config, parts = await asyncio.gather(client.show_config(), client.partitions())

@@ -13,7 +13,7 @@ from typing import Literal
 from sidecars.configsync.jobs import FORCE_FILE
 from sidecars.runtime import http
 from sidecars.runtime.settings import ConfigError, flag, parse_addr, positive, read_token
-from sidecars.slurm.dryrun import SLURMCTLD
+from sidecars.slurm.throwaway import SLURMCTLD
 
 RestartPolicy = Literal["hold", "restart"]
 DryRunIsolation = Literal["auto", "netns", "ports"]
