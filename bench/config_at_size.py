@@ -61,8 +61,9 @@ async def bare_reconfigures(cluster: DevCluster, count: int) -> list[float]:
 
 async def changes_through_config_sync(
     cluster: DevCluster, vol: AtomicVolume, base: dict[str, bytes], first: int, count: int, dry_run: bool
-) -> tuple[list[float], list[str], list[float]]:
-    """(swap -> applied seconds, refusal reasons, dry run seconds) over `count` lone changes."""
+) -> tuple[list[float], list[str], list[float], list[dict[str, int | None]]]:
+    """(swap -> applied seconds, refusal reasons, dry run seconds, their phases) over `count` lone
+    changes."""
     settings = Settings(
         sources=(vol.path,),
         target=cluster.conf_path.parent,
@@ -105,7 +106,8 @@ async def changes_through_config_sync(
             await asyncio.sleep(random.uniform(0.05, 0.3))  # not in lock-step with anything
         runner = svc.validator.dry_runner
         dry = list(runner.recent) if runner is not None else []
-    return samples, refused, dry
+        phases = list(runner.recent_phases) if runner is not None else []
+    return samples, refused, dry, phases
 
 
 async def shadow_built(runner: DryRunner | None) -> None:
@@ -119,6 +121,27 @@ async def shadow_built(runner: DryRunner | None) -> None:
         await asyncio.sleep(0.1)
     if runner is not None:
         print(f"  the dry run's shadow: built in {runner.warmed_seconds:.1f}s when config-sync started")
+
+
+PHASES = {
+    "sync_ms": "shadow sync",
+    "files_ms": "other files",
+    "primary_ms": "spawn -> primary",
+    "answering_ms": "-> answering",
+    "verdict_ms": "-> verdict",
+    "kill_ms": "kill",
+    "cleanup_ms": "directory removed",
+}
+
+
+def phase_lines(phases: list[dict[str, int | None]]) -> list[str]:
+    """Where the dry runs' time went, p50 / p99 of each phase in ms (DryRunResult.phases)."""
+    out = []
+    for key, label in PHASES.items():
+        values = [float(v) for p in phases if (v := p.get(key)) is not None]
+        if values:
+            out.append(f"{label:<18} {statistics.median(values):6.0f} / {percentile(values, 99):6.0f} ms")
+    return out
 
 
 def cell(samples: list[float]) -> str:
@@ -137,8 +160,10 @@ async def measure(release: Release, jobs: int, records: int, changes: int, basel
         vol = AtomicVolume(cluster.dir / "vol" / "cm")
         vol.write(base)
         bare = await bare_reconfigures(cluster, baseline_n)
-        nodry, nodry_refused, _ = await changes_through_config_sync(cluster, vol, base, 100, changes, False)
-        ours, refused, dry = await changes_through_config_sync(cluster, vol, base, 200, changes, True)
+        nodry, nodry_refused, _, _ = await changes_through_config_sync(
+            cluster, vol, base, 100, changes, False
+        )
+        ours, refused, dry, phases = await changes_through_config_sync(cluster, vol, base, 200, changes, True)
     size = f"3 nodes + {records} records, {jobs} held jobs ({release.short})"
     print(f"\nP1-scale on {release}: {size}; {jobs} held jobs submitted in {filled:.1f}s")
     for label, s in (("bare scontrol reconfigure", bare), ("dry run off", nodry), ("dry run on", ours)):
@@ -149,6 +174,8 @@ async def measure(release: Release, jobs: int, records: int, changes: int, basel
             print(f"  {label}: {len(why)} change(s) refused; first: {why[0]}")
     if dry:
         print(f"  the dry run alone: n={len(dry)} p50/p99 {cell(dry)}")
+        for line in phase_lines(phases):
+            print(f"    {line}")
     met = bool(ours) and not refused and percentile(ours, 99) <= 1.0
     result(
         "P1-scale",

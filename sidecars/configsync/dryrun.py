@@ -119,6 +119,7 @@ class DryRunner:
         self._isolation: Isolation | None = None
         self._lock = asyncio.Lock()
         self.recent: deque[float] = deque(maxlen=1000)  # seconds of the latest dry runs (benchmarks)
+        self.recent_phases: deque[dict[str, int | None]] = deque(maxlen=1000)  # and where they went
         self.shadow_path = work_dir.parent / f"{work_dir.name}-state"  # kept between runs
         self._shadow: ShadowState | None = None
         self.releases: tuple[str, str] | None = None  # (the dry run's, the live one's), once both known
@@ -139,6 +140,11 @@ class DryRunner:
             client=client,
             metrics=client.metrics,
         )
+
+    @property
+    def shadow(self) -> ShadowState | None:
+        """The shadow of the live state the dry runs load (None until the first sync)."""
+        return self._shadow
 
     @property
     def current_isolation(self) -> Isolation | None:
@@ -260,6 +266,7 @@ class DryRunner:
             mirrored=stats.mirrored,
             removed=stats.removed,
             files=stats.files,
+            listed=stats.listed,
             seconds=round(stats.seconds, 3),
         )
 
@@ -352,6 +359,7 @@ class DryRunner:
             "kill_ms": ms(ended - prepared - trial.seconds),
             "cleanup_ms": ms(started + seconds - ended),
         }
+        self.recent_phases.append(phases)
         log.info(
             "dry_run",
             sha256=files.short,
