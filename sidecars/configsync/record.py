@@ -4,11 +4,13 @@ metrics, the Kubernetes Event and the log line."""
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import structlog
 
+from sidecars.configsync.dryrun import DryRunResult
 from sidecars.configsync.history import History
 from sidecars.configsync.metrics import ConfigSyncMetrics
 from sidecars.configsync.sources import FileSet
@@ -39,11 +41,39 @@ class Rejection:
     jobs: tuple[int, ...] = ()  # held: the jobs it would end or requeue
 
 
+Phases = dict[str, int | None]  # where a change's time went, in ms (None: not reached)
+
+
+def change_phases(
+    seen: float, judged: float, swapped: float, dry_run: DryRunResult | None, reconfigure: float | None
+) -> Phases:
+    """Where an applied change's time went, in ms, from its monotonic instants: validation (the dry
+    run beside the rest), the swap, `scontrol reconfigure` until it returned, the verification."""
+    ended = time.monotonic()
+    return {
+        "validate_ms": round((judged - seen) * 1000),
+        "dry_run_ms": None if dry_run is None else round(dry_run.seconds * 1000),
+        "swap_ms": round((swapped - judged) * 1000),
+        "reconfigure_ms": None if reconfigure is None else round(reconfigure * 1000),
+        "verify_ms": round((ended - swapped - (reconfigure or 0.0)) * 1000),
+        "total_ms": round((ended - seen) * 1000),
+    }
+
+
 class Recorder:
     def __init__(self, history: History, metrics: ConfigSyncMetrics, events: EventSink) -> None:
         self.history = history
         self.metrics = metrics
         self.events = events
+        self.recent_phases: deque[Phases] = deque(maxlen=1000)  # of the latest applied changes (benchmarks)
+
+    def gauges(self, pending: bool, rejected: Rejection | None, applied: Applied | None) -> None:
+        """The metrics that say where config-sync stands now."""
+        self.metrics.pending.set(1 if pending else 0)
+        self.metrics.restart_required.set(1 if rejected and rejected.restart_required else 0)
+        self.metrics.held_jobs.set(len(rejected.jobs) if rejected else 0)
+        if applied:
+            self.metrics.generation.set(applied.generation)
 
     async def applied(
         self,
@@ -55,6 +85,7 @@ class Recorder:
         message: str,
         forced: bool = False,
         installed: bool = False,
+        phases: Phases | None = None,
     ) -> None:
         """`new` is on disk and what slurmctld runs on (or will start on, when `installed`)."""
         self.history.record(
@@ -73,7 +104,15 @@ class Recorder:
             log.info("config_installed", generation=new.generation, why=reason)
         else:
             self.metrics.last_applied.set(time.time())
-            log.info("config_applied", generation=new.generation, why=reason, seconds=round(seconds, 3))
+            if phases is not None:
+                self.recent_phases.append(phases)
+            log.info(
+                "config_applied",
+                generation=new.generation,
+                why=reason,
+                seconds=round(seconds, 3),
+                **(phases or {}),
+            )
         await self.events.emit("ConfigApplied", message, "Warning" if forced else "Normal")
 
     async def not_applied(

@@ -22,15 +22,16 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from sidecars.configsync import conffile, jobs
-from sidecars.configsync.apply import Applier, Outcome, View, view_if_up
+from sidecars.configsync.apply import Applier, Outcome
 from sidecars.configsync.history import History
 from sidecars.configsync.metrics import ConfigSyncMetrics
 from sidecars.configsync.quiet import Debouncer, first_of
-from sidecars.configsync.record import Recorder, Rejection, now_rfc3339
+from sidecars.configsync.record import Recorder, Rejection, change_phases, now_rfc3339
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileSet, SourceChanged, read_sources
 from sidecars.configsync.stage import Applied, LastKnownGood, Restored, Target
 from sidecars.configsync.validate import Validator, Verdict
+from sidecars.configsync.views import View, view_if_up
 from sidecars.runtime.events import EventSink
 from sidecars.slurm import SlurmClient, SlurmError
 
@@ -108,11 +109,7 @@ class ConfigSync:
         }
 
     async def _notify(self) -> None:
-        self.metrics.pending.set(1 if self.pending else 0)
-        self.metrics.restart_required.set(1 if self.rejected and self.rejected.restart_required else 0)
-        self.metrics.held_jobs.set(len(self.rejected.jobs) if self.rejected else 0)
-        if self.applied:
-            self.metrics.generation.set(self.applied.generation)
+        self.record.gauges(self.pending, self.rejected, self.applied)
         async with self._changed:
             self._changed.notify_all()
 
@@ -229,6 +226,7 @@ class ConfigSync:
         try:
             verdict = await self.validator.validate(files, current)
             before = await before_task if before_task else None
+            judged = time.monotonic()
         finally:
             if before_task and not before_task.done():
                 before_task.cancel()
@@ -270,7 +268,7 @@ class ConfigSync:
             log.warning("slurmctld_unreachable_change_pending", retry_in=self._backoff)
             await self._notify()
             return
-        await self._apply(files, verdict, before, seen=seen, forced=forced)
+        await self._apply(files, verdict, before, seen=seen, judged=judged, forced=forced)
 
     async def _adopt(self, files: FileSet) -> None:
         assert self.applied is not None
@@ -316,6 +314,7 @@ class ConfigSync:
         before: View,
         *,
         seen: float,
+        judged: float,
         forced: dict[str, Any] | None = None,
     ) -> None:
         assert self.applied is not None and verdict.conf is not None
@@ -326,6 +325,7 @@ class ConfigSync:
         generation = self.applied.generation + 1
         # unverified until the outcome: a slurmctld restarted meanwhile gets the good set (stage.py)
         self.target.swap(files, generation, unverified=True)
+        swapped = time.monotonic()
         try:
             if verdict.restart_required:
                 log.info("restarting_slurmctld", reasons=[str(r) for r in verdict.restart])
@@ -360,6 +360,7 @@ class ConfigSync:
                 self.applied,
                 old,
                 seen=seen,
+                phases=change_phases(seen, judged, swapped, verdict.dry_run, outcome.reconfigure_seconds),
                 reason="slurmctld restarted on it" if verdict.restart_required else None,
                 message=f"generation {generation} ({files.short}) applied"
                 + (" by restarting slurmctld" if verdict.restart_required else "")
