@@ -6,8 +6,8 @@ the job, which a dry run never does. Copying or re-creating that tree for every 
 file operations per job (about 30,000 at 10,000 jobs, seconds on a node's disk), so the shadow keeps
 the tree, with empty files, across dry runs and only follows what changed: a job directory is
 mirrored once when it appears, removed when it goes, and one that the live slurmctld may still be
-writing is looked at again next time. The state files themselves (megabytes at most) are copied each
-time: they are what the dry run tests against.
+writing is looked at again next time. The state files themselves (megabytes at most) are copied
+whenever they changed: they are what the dry run tests against.
 
 A sync costs what changed, not what is there: a state file is copied again only when the live one
 or the shadow's copy changed since (slurmctld saves a file as a new inode, never in place), and a
@@ -232,7 +232,7 @@ class ShadowState:
                 del known[job]
         now = listed_at = self.clock()
         # the live directory's mtime before its listing: a change during the listing moves it after
-        live_mtime: int | None = os.stat(live).st_mtime_ns
+        live_mtime = os.stat(live).st_mtime_ns
         seen: set[str] = set()
         for e in os.scandir(live):
             if not e.is_dir(follow_symlinks=False):
@@ -257,10 +257,7 @@ class ShadowState:
             stats.removed += 1
         self._hash_mtimes[name] = os.stat(here).st_mtime_ns
         stats.listed += 1
-        if live_mtime is not None:
-            self._listed[name] = _Listed(live_mtime, self._hash_mtimes[name], listed_at)
-        else:
-            self._listed.pop(name, None)
+        self._listed[name] = _Listed(live_mtime, self._hash_mtimes[name], listed_at)
 
     def _adopt(self, d: Path, names: tuple[str, ...]) -> None:
         """A job directory already in the shadow, as the live one has it: kept (owner made right)."""
