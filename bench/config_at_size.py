@@ -34,6 +34,7 @@ from prometheus_client import CollectorRegistry
 
 from sidecars.configsync.dryrun import DryRunner
 from sidecars.configsync.main import running
+from sidecars.configsync.record import Phases
 from sidecars.configsync.settings import Settings
 from sidecars.devcluster import ClusterSpec, DevCluster, Release
 from sidecars.devcluster.release import release_named
@@ -138,8 +139,6 @@ async def shadow_built(runner: DryRunner | None) -> None:
     if runner is not None:
         print(f"  the dry run's shadow: built in {runner.warmed_seconds:.1f}s when config-sync started")
 
-
-Phases = dict[str, int | None]
 
 CHANGE_PHASES = {
     "before_ms": "swap -> config-sync's pass",
