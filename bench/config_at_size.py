@@ -25,6 +25,7 @@ import asyncio
 import random
 import statistics
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from _report import percentile, releases, result
@@ -33,6 +34,7 @@ from prometheus_client import CollectorRegistry
 
 from sidecars.configsync.dryrun import DryRunner
 from sidecars.configsync.main import running
+from sidecars.configsync.record import Phases
 from sidecars.configsync.settings import Settings
 from sidecars.devcluster import ClusterSpec, DevCluster, Release
 from sidecars.devcluster.release import release_named
@@ -59,10 +61,22 @@ async def bare_reconfigures(cluster: DevCluster, count: int) -> list[float]:
     return out
 
 
+@dataclass
+class Series:
+    """`count` lone changes through one config-sync."""
+
+    samples: list[float] = field(default_factory=list)  # swap -> applied and verified, seconds
+    refused: list[str] = field(default_factory=list)  # the reasons of those not applied
+    dry: list[float] = field(default_factory=list)  # the dry runs' seconds
+    dry_phases: list[Phases] = field(default_factory=list)  # where the dry runs' time went
+    # where each applied change's time went (config-sync's own record), and before it: from the
+    # swap to config-sync's pass (the kubelet-like swap seen, the debounce, the sources read)
+    change_phases: list[Phases] = field(default_factory=list)
+
+
 async def changes_through_config_sync(
     cluster: DevCluster, vol: AtomicVolume, base: dict[str, bytes], first: int, count: int, dry_run: bool
-) -> tuple[list[float], list[str], list[float]]:
-    """(swap -> applied seconds, refusal reasons, dry run seconds) over `count` lone changes."""
+) -> Series:
     settings = Settings(
         sources=(vol.path,),
         target=cluster.conf_path.parent,
@@ -74,8 +88,8 @@ async def changes_through_config_sync(
     )
     registry = CollectorRegistry()
     client = cluster.client(metrics=SlurmMetrics(registry))
-    samples: list[float] = []
-    refused: list[str] = []
+    out = Series()
+    samples, refused = out.samples, out.refused
     async with running(settings, client=client, registry=registry) as r:
         svc = r.service
         if dry_run:
@@ -104,8 +118,13 @@ async def changes_through_config_sync(
                     break
             await asyncio.sleep(random.uniform(0.05, 0.3))  # not in lock-step with anything
         runner = svc.validator.dry_runner
-        dry = list(runner.recent) if runner is not None else []
-    return samples, refused, dry
+        out.dry = list(runner.recent) if runner is not None else []
+        out.dry_phases = list(runner.recent_phases) if runner is not None else []
+        out.change_phases = [
+            {**p, "before_ms": round(s * 1000) - (p["total_ms"] or 0)}
+            for s, p in zip(samples, svc.record.recent_phases, strict=False)
+        ]
+    return out
 
 
 async def shadow_built(runner: DryRunner | None) -> None:
@@ -119,6 +138,36 @@ async def shadow_built(runner: DryRunner | None) -> None:
         await asyncio.sleep(0.1)
     if runner is not None:
         print(f"  the dry run's shadow: built in {runner.warmed_seconds:.1f}s when config-sync started")
+
+
+CHANGE_PHASES = {
+    "before_ms": "swap -> config-sync's pass",
+    "validate_ms": "validation",
+    "dry_run_ms": "  of it the dry run",
+    "swap_ms": "swap",
+    "reconfigure_ms": "scontrol reconfigure",
+    "verify_ms": "verification",
+}
+
+PHASES = {
+    "sync_ms": "shadow sync",
+    "files_ms": "other files",
+    "primary_ms": "spawn -> primary",
+    "answering_ms": "-> answering",
+    "verdict_ms": "-> verdict",
+    "kill_ms": "kill",
+    "cleanup_ms": "directory removed",
+}
+
+
+def phase_lines(phases: list[Phases], labels: dict[str, str] = PHASES) -> list[str]:
+    """Where the time went, p50 / p99 of each phase in ms (DryRunResult.phases by default)."""
+    out = []
+    for key, label in labels.items():
+        values = [float(v) for p in phases if (v := p.get(key)) is not None]
+        if values:
+            out.append(f"{label:<26} {statistics.median(values):6.0f} / {percentile(values, 99):6.0f} ms")
+    return out
 
 
 def cell(samples: list[float]) -> str:
@@ -137,8 +186,10 @@ async def measure(release: Release, jobs: int, records: int, changes: int, basel
         vol = AtomicVolume(cluster.dir / "vol" / "cm")
         vol.write(base)
         bare = await bare_reconfigures(cluster, baseline_n)
-        nodry, nodry_refused, _ = await changes_through_config_sync(cluster, vol, base, 100, changes, False)
-        ours, refused, dry = await changes_through_config_sync(cluster, vol, base, 200, changes, True)
+        off = await changes_through_config_sync(cluster, vol, base, 100, changes, False)
+        on = await changes_through_config_sync(cluster, vol, base, 200, changes, True)
+    nodry, nodry_refused = off.samples, off.refused
+    ours, refused, dry = on.samples, on.refused, on.dry
     size = f"3 nodes + {records} records, {jobs} held jobs ({release.short})"
     print(f"\nP1-scale on {release}: {size}; {jobs} held jobs submitted in {filled:.1f}s")
     for label, s in (("bare scontrol reconfigure", bare), ("dry run off", nodry), ("dry run on", ours)):
@@ -147,8 +198,14 @@ async def measure(release: Release, jobs: int, records: int, changes: int, basel
     for label, why in (("dry run off", nodry_refused), ("dry run on", refused)):
         if why:
             print(f"  {label}: {len(why)} change(s) refused; first: {why[0]}")
+    for label, series in (("dry run off", off), ("dry run on", on)):
+        print(f"  where a change's time went, {label} (p50 / p99):")
+        for line in phase_lines(series.change_phases, CHANGE_PHASES):
+            print(f"    {line}")
     if dry:
         print(f"  the dry run alone: n={len(dry)} p50/p99 {cell(dry)}")
+        for line in phase_lines(on.dry_phases):
+            print(f"    {line}")
     met = bool(ours) and not refused and percentile(ours, 99) <= 1.0
     result(
         "P1-scale",

@@ -25,10 +25,11 @@ from typing import TypeVar
 import structlog
 
 from sidecars.configsync.conffile import SlurmConf
+from sidecars.configsync.views import View, settings_view
 from sidecars.configsync.workers import WorkerCheck, answered
 from sidecars.runtime.waits import until_set
 from sidecars.slurm import SlurmClient, SlurmError
-from sidecars.slurm.models import Node, Partition
+from sidecars.slurm.models import Node
 from sidecars.slurm.textformat import parse_minutes
 
 log = structlog.get_logger(__name__)
@@ -48,15 +49,6 @@ _HARMLESS = re.compile(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class View:
-    """What slurmctld reports: the basis for comparing before and after."""
-
-    config: dict[str, str]
-    partitions: dict[str, Partition]
-    nodes: dict[str, Node]
-
-
 @dataclass
 class Outcome:
     ok: bool
@@ -65,22 +57,7 @@ class Outcome:
     took_request: bool = False  # slurmctld accepted the reconfigure/restart (it may run part of the set)
     settled: bool = True  # False: a later change cut the settle period short
     steps: list[str] = field(default_factory=list)
-
-
-async def view(client: SlurmClient) -> View:
-    """Everything compared before and after a change: the settings, the partitions and the fleet."""
-    config, parts, nodes = await asyncio.gather(
-        client.show_config(), client.partitions(), client.node_listing()
-    )
-    return View(
-        {k.lower(): v for k, v in config.items()}, {p.name: p for p in parts}, {n.name: n for n in nodes}
-    )
-
-
-async def settings_view(client: SlurmClient) -> View:
-    """The settings and partitions only: cheap at any fleet size, so these are what is polled."""
-    config, parts = await asyncio.gather(client.show_config(), client.partitions())
-    return View({k.lower(): v for k, v in config.items()}, {p.name: p for p in parts}, {})
+    reconfigure_seconds: float | None = None  # `scontrol reconfigure` until it returned
 
 
 def few(names: Iterable[str], limit: int = NAMED_AT_MOST) -> str:
@@ -329,6 +306,7 @@ class Applier:
     ) -> Outcome:
         self.tail.mark()
         since = time.time()
+        asked = time.monotonic()
         try:
             await self.client.reconfigure()
         except SlurmError as exc:
@@ -336,8 +314,10 @@ class Applier:
             words = [exc.message, *self.tail.trouble()]
             alive = await self._answers(time.monotonic() + 3.0)
             return Outcome(False, "; ".join(w for w in words if w), controller_died=not alive)
+        took = time.monotonic() - asked
         outcome = await self.verify(old, new, before, wait=3.0, interrupt=interrupt, since=since)
         outcome.took_request = True
+        outcome.reconfigure_seconds = took
         if not outcome.ok:
             extra = self.tail.trouble()
             if extra:

@@ -1,24 +1,18 @@
 """The dry run: the candidate set tried by a throwaway slurmctld of the same release before anything
 reaches the live one (the last gate of validation; our own checks stay the fast first one).
 
-The throwaway reads a copy of the candidate in a scratch directory, with a shadow of the live
-StateSaveLocation kept in step (shadow.py: it loads the current jobs, nodes and reservations), on its
-own port, log and pid file. Lines appended to its slurm.conf (Slurm takes the last value of a key)
-point everything it could reach elsewhere at a port held closed here: every NodeName record gets
-127.0.0.1 and that port, as many times as it listed addresses and ports (slurmctld checks the
-counts), as do SlurmdPort and slurmdbd; its controller records name only this host, at 127.0.0.1;
-scripts it could run (PrologSlurmctld, MailProg, power saving...) become /bin/true and JobCompType
-jobcomp/none. With auth/slurm it serves no sack socket (`AuthInfo=...,disable_sack`): it would take
-the live controller's, which /run may share. In a network namespace (sidecars/slurm/dryrun.py) it
-could reach nothing anyway; without one these rewrites are the isolation. What it rewrites gets its
-own proof here: the controller records must still name every host a controller runs on now.
+The throwaway reads a copy of the candidate in a scratch directory, rewritten so that it reaches
+nothing (sandbox.py), with a shadow of the live StateSaveLocation kept in step (shadow.py: it loads
+the current jobs, nodes and reservations), on its own port, log and pid file. In a network namespace
+(sidecars/slurm/throwaway.py) it could reach nothing anyway; without one the rewrites are the
+isolation. What it rewrites gets its own proof first (rewrite_checks.py).
 
 Before it, the two releases are compared: a dry run of another release than the live slurmctld
 judges nothing (Slurm says "CLUSTER NAME MISMATCH"), and is reported as that, not as a fault of the
-set. It passes when it became the primary controller, answered on its port and stayed up a moment;
-its fatal, in Slurm's words, is the rejection. What it did to jobs while loading the state ("Invalid
-partition (p2) for JobId=7") is read from its whole log. Its directory is removed on every path,
-cancellation included. docs/config-sync-dry-run.md says what a pass proves and what it does not.
+set. It passes when it became the primary controller and answered on its port; its fatal, in Slurm's
+words, is the rejection. What it did to jobs while loading the state is read from its whole log
+(joblog.py). Its directory is removed on every path, cancellation included.
+docs/config-sync-dry-run.md says what a pass proves and what it does not.
 """
 
 from __future__ import annotations
@@ -26,27 +20,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import secrets
 import shutil
 import socket
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import structlog
 
 from sidecars.configsync import conffile
 from sidecars.configsync.conffile import SlurmConf
+from sidecars.configsync.joblog import job_effects, job_line
+from sidecars.configsync.rewrite_checks import controller_names, identity_problem, jobcomp_problem
+from sidecars.configsync.sandbox import isolate_nodes, overrides, own_controller
 from sidecars.configsync.shadow import ShadowState
 from sidecars.configsync.sources import FileSet
 from sidecars.configsync.stage import write_files
-from sidecars.slurm import hostlist
 from sidecars.slurm.client import SlurmClient
-from sidecars.slurm.dryrun import (
+from sidecars.slurm.errors import SlurmError
+from sidecars.slurm.runner import SlurmMetrics
+from sidecars.slurm.throwaway import (
     ClosedPort,
     Isolation,
     Trial,
@@ -54,33 +51,14 @@ from sidecars.slurm.dryrun import (
     netns_available,
     release_of,
     try_controller,
-    uses_slurmdbd,
 )
-from sidecars.slurm.errors import SlurmError
-from sidecars.slurm.runner import SlurmMetrics
+
+if TYPE_CHECKING:
+    from sidecars.configsync.settings import Settings
 
 log = structlog.get_logger(__name__)
 
-IsolationSetting = Literal["auto", "netns", "ports"]
-
-# scripts slurmctld may run while loading the state or soon after (a job it fails runs
-# EpilogSlurmctld and mails); in the dry run they do nothing, where the candidate sets them
-SCRIPT_KEYS = (
-    "PrologSlurmctld",
-    "EpilogSlurmctld",
-    "ResvProlog",
-    "ResvEpilog",
-    "SlurmctldPrimaryOnProg",
-    "SlurmctldPrimaryOffProg",
-    "ResumeProgram",
-    "SuspendProgram",
-    "ResumeFailProgram",
-    "RebootProgram",
-)
-
-_JOB_LINE = re.compile(r"JobId=(\d+)")
-_JOB_HARM = re.compile(r"\berror\b|invalid|kill|requeue|cancel|vanished|fail", re.IGNORECASE)
-_JOB_BENIGN = re.compile(r"^Recovered JobId|Purged files for defunct", re.IGNORECASE)
+IsolationSetting = Literal["auto", "netns", "ports"]  # settings.DryRunIsolation
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,196 +87,6 @@ def mismatch_reason(dry: str, live: str) -> str:
         "judge this cluster's files or state (the config-sync image must carry the slurmctld "
         "image's release); no set is applied until they match, and none was judged"
     )
-
-
-def _bare(raw: str) -> str:
-    return raw.split("] ", 1)[-1].removeprefix("slurmctld: ").strip()
-
-
-def job_line(raw: str) -> bool:
-    """A log line that says something was done to a job (what the follower keeps of the whole log)."""
-    line = _bare(raw)
-    return "JobId=" in line and not _JOB_BENIGN.search(line) and bool(_JOB_HARM.search(line))
-
-
-def job_effects(lines: Iterable[str]) -> dict[int, str]:
-    """Jobs the throwaway's log says it found invalid, killed or requeued while loading the state."""
-    out: dict[int, str] = {}
-    for raw in lines:
-        if not job_line(raw):
-            continue
-        line = _bare(raw)
-        for m in _JOB_LINE.finditer(line):
-            out.setdefault(int(m[1]), line[:200])
-    return out
-
-
-def _quote(value: str) -> str:
-    return f'"{value}"' if any(c.isspace() for c in value) else value
-
-
-def _closed(value: str, fill: str) -> str:
-    """`fill` as many times as `value` lists entries: slurmctld checks that NodeAddr and Port give one
-    per node or a single one ("NodeAddr count must equal that of NodeName records", fatal at start
-    on every release), so the dry run keeps the count it must test and changes only the values."""
-    try:
-        count = len(hostlist.expand(value)) if value else 1
-    except Exception:  # a malformed list: Slurm's parser says so in its own words
-        count = 1
-    return ",".join([fill] * max(1, count))
-
-
-def isolate_nodes(text: str, port: int) -> str:
-    """Every NodeName record at 127.0.0.1 and the closed port: whatever the throwaway sends a slurmd
-    is refused here. The record keeps its shape (its node list, the number of addresses and ports it
-    gives, NodeHostname as written: slurmctld only compares that with what a slurmd reports)."""
-    out: list[str] = []
-    for line in text.splitlines():
-        head = line.strip()
-        if not head.lower().startswith("nodename=") or head.endswith("\\"):
-            out.append(line)
-            continue
-        words = conffile._words(conffile._strip_comment(head))
-        if words[0].split("=", 1)[1].upper() == "DEFAULT":
-            out.append(line)
-            continue
-        given = {w.split("=", 1)[0].lower(): w.split("=", 1)[1] for w in words[1:] if "=" in w}
-        keep = [w for w in words[1:] if w.split("=", 1)[0].lower() not in ("nodeaddr", "port")]
-        kept = " ".join(f"{w.split('=', 1)[0]}={_quote(w.split('=', 1)[1])}" if "=" in w else w for w in keep)
-        # no NodeAddr: slurmctld takes NodeHostname's list for it, and counts that one
-        addr = _closed(given.get("nodeaddr") or given.get("nodehostname", ""), "127.0.0.1")
-        ports = _closed(given.get("port", ""), str(port))
-        out.append(f"{words[0]} NodeAddr={addr} Port={ports} {kept}".rstrip())
-    return "\n".join(out) + "\n"
-
-
-def uses_auth_slurm(conf: SlurmConf) -> bool:
-    kinds = f"{conf.options.get('authtype', '')},{conf.options.get('authalttypes', '')}".lower()
-    return "auth/slurm" in kinds
-
-
-# the controller records: slurmctld starts only on a host they name as its own (else "This host (x)
-# not a valid controller", exit 1), and a backup they name is one more address it could reach
-CONTROLLER_KEYS = ("slurmctldhost", "controlmachine", "controladdr", "backupcontroller", "backupaddr")
-
-
-def own_controller(text: str) -> str:
-    """The controller records taken out (overrides() names this host instead): config-sync need not
-    run on a host named SlurmctldHost (Compose gives each container its own hostname; a pod shares
-    one, but the dry run must not depend on it), and the throwaway knows no backup to talk to."""
-    out: list[str] = []
-    for line in text.splitlines():
-        head = line.strip()
-        if head.startswith("#") or head.endswith("\\") or "=" not in head:
-            out.append(line)
-            continue
-        words = conffile._words(conffile._strip_comment(head))
-        keep = [w for w in words if w.split("=", 1)[0].lower() not in CONTROLLER_KEYS]
-        if len(keep) == len(words):
-            out.append(line)
-        elif keep:
-            out.append(
-                " ".join(
-                    f"{w.split('=', 1)[0]}={_quote(w.split('=', 1)[1])}" if "=" in w else w for w in keep
-                )
-            )
-    return "\n".join(out) + "\n"
-
-
-def controller_names(files: FileSet, main: str, target: Path) -> list[str]:
-    """The hosts the set's controller records name (SlurmctldHost, or the older ControlMachine and
-    BackupController), in the main file and what it includes."""
-    conf = conffile.parse(files, main, target)
-    out: list[str] = []
-    for name in [main, *(inc for _, inc, _ in conf.includes if inc)]:
-        entry = files.files.get(name)
-        if entry is None:
-            continue
-        for line in entry.data.decode("utf-8", "replace").splitlines():
-            for w in line.split("#", 1)[0].split():
-                key, _, value = w.partition("=")
-                if key.lower() in ("slurmctldhost", "controlmachine", "backupcontroller") and value:
-                    out.append(value.split("(", 1)[0].strip())
-    return out
-
-
-def identity_problem(names: Sequence[str], running: Sequence[str]) -> str | None:
-    """The dry run names this host its only controller (own_controller), so it never tests the set's
-    records: a controller running now on a host they no longer name stops at the reconfigure ("This
-    host (...) not a valid controller", every release), and a kubelet restarting it reads the same."""
-    # slurmctld compares its host name, short and full, with each record: a record that changes only
-    # the domain may still match, which only that host could tell
-    short = {n.split(".", 1)[0] for n in names}
-    gone = [h for h in running if h.split(".", 1)[0] not in short]
-    if not gone:
-        return None
-    return (
-        f"the controller records ({', '.join(names) or 'none'}) no longer name {', '.join(gone)}, where "
-        'slurmctld runs now: it would stop with "This host not a valid controller"'
-    )
-
-
-def jobcomp_problem(old: SlurmConf | None, new: SlurmConf) -> str | None:
-    """The dry run runs no job completion plugin (JobCompType=jobcomp/none), so it never tests one:
-    jobcomp/script's JobCompLoc is the script it runs, and 24.11 and 26.05 die at start when it is
-    missing ("Failed to initialize jobcomp plugin"; measured). Checked when it changes, as the other
-    paths slurmctld opens are (validate.path_problems, which covers jobcomp/filetxt): a value that
-    stays is never checked, so a script only slurmctld's container has keeps working."""
-
-    def opt(conf: SlurmConf | None, key: str) -> str:
-        return "" if conf is None else conf.options.get(key, "").strip()
-
-    if not opt(new, "jobcomptype").lower().endswith("/script"):
-        return None
-    loc = opt(new, "jobcomploc")
-    if old is not None and (opt(old, "jobcomptype").lower(), opt(old, "jobcomploc")) == (
-        opt(new, "jobcomptype").lower(),
-        loc,
-    ):
-        return None
-    if not loc:
-        return "JobCompType=jobcomp/script needs JobCompLoc, the script it runs"
-    if not (os.path.isfile(loc) and os.access(loc, os.X_OK)):
-        return (
-            f"JobCompLoc={loc}: no executable file here, where config-sync sees the files (mount it here "
-            "too if only slurmctld's container has it); slurmctld would not start (jobcomp/script)"
-        )
-    return None
-
-
-def overrides(
-    conf: SlurmConf, d: Path, state: Path, ctld_port: int, dead_port: int, host: str | None = None
-) -> str:
-    lines = [
-        "# slurm-sidecars dry run: its own port and files; nothing it can reach",
-        *([f"SlurmctldHost={host}(127.0.0.1)"] if host else []),
-        f"SlurmctldPort={ctld_port}",
-        f"StateSaveLocation={state}",
-        f"SlurmctldLogFile={d / 'slurmctld.log'}",
-        f"SlurmctldPidFile={d / 'slurmctld.pid'}",
-        "SlurmctldDebug=info",
-        "SlurmctldSyslogDebug=quiet",
-        f"SlurmdPort={dead_port}",
-        "MailProg=/bin/true",
-        "JobCompType=jobcomp/none",
-    ]
-    if conf.options.get("slurmschedlogfile"):
-        lines.append(f"SlurmSchedLogFile={d / 'sched.log'}")
-    if uses_slurmdbd(conf.options.get("accountingstoragetype")):
-        lines += ["AccountingStorageHost=127.0.0.1", f"AccountingStoragePort={dead_port}"]
-        # without its slurmdbd, a controller whose state holds no TRES yet (the live one writes
-        # them only at shutdown) dies: "running with a database but ... no TRES from it"
-        lines.append("AccountingStorageType=accounting_storage/none")
-    if uses_auth_slurm(conf):
-        # an auth/slurm slurmctld serves local clients' tokens on /run/slurmctld/sack.socket and
-        # unlinks whatever is there first: the throwaway would take the live controller's socket,
-        # leaving it dead once killed (scontrol: "failed to connect to any sack sockets")
-        info = [w for w in conf.options.get("authinfo", "").split(",") if w]
-        lines.append(f"AuthInfo={_quote(','.join([*info, 'disable_sack']))}")
-    for key in SCRIPT_KEYS:
-        if conf.options.get(key.lower()):
-            lines.append(f"{key}=/bin/true")
-    return "\n".join(lines) + "\n"
 
 
 class DryRunner:
@@ -331,11 +119,32 @@ class DryRunner:
         self._isolation: Isolation | None = None
         self._lock = asyncio.Lock()
         self.recent: deque[float] = deque(maxlen=1000)  # seconds of the latest dry runs (benchmarks)
+        self.recent_phases: deque[dict[str, int | None]] = deque(maxlen=1000)  # and where they went
         self.shadow_path = work_dir.parent / f"{work_dir.name}-state"  # kept between runs
         self._shadow: ShadowState | None = None
         self.releases: tuple[str, str] | None = None  # (the dry run's, the live one's), once both known
         self.last_sync_seconds = 0.0  # the latest shadow sync (phases of a dry run, in its log event)
         self.warmed_seconds: float | None = None  # how long warm() took to build the shadow, once done
+
+    @classmethod
+    def from_settings(cls, settings: Settings, client: SlurmClient) -> DryRunner:
+        return cls(
+            command=settings.dry_run_slurmctld,
+            work_dir=settings.state_dir / "dry-run",
+            target=settings.target,
+            main=settings.main_file,
+            isolation=settings.dry_run_isolation,
+            stay_seconds=settings.dry_run_stay_seconds,
+            timeout=settings.dry_run_timeout_seconds,
+            state_dir=settings.dry_run_state_dir,
+            client=client,
+            metrics=client.metrics,
+        )
+
+    @property
+    def shadow(self) -> ShadowState | None:
+        """The shadow of the live state the dry runs load (None until the first sync)."""
+        return self._shadow
 
     @property
     def current_isolation(self) -> Isolation | None:
@@ -457,6 +266,7 @@ class DryRunner:
             mirrored=stats.mirrored,
             removed=stats.removed,
             files=stats.files,
+            listed=stats.listed,
             seconds=round(stats.seconds, 3),
         )
 
@@ -549,6 +359,7 @@ class DryRunner:
             "kill_ms": ms(ended - prepared - trial.seconds),
             "cleanup_ms": ms(started + seconds - ended),
         }
+        self.recent_phases.append(phases)
         log.info(
             "dry_run",
             sha256=files.short,

@@ -14,8 +14,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -23,36 +22,20 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from sidecars.configsync import conffile, jobs
-from sidecars.configsync.apply import Applier, Outcome, View, view
-from sidecars.configsync.dryrun import DryRunner
+from sidecars.configsync.apply import Applier, Outcome
 from sidecars.configsync.history import History
 from sidecars.configsync.metrics import ConfigSyncMetrics
+from sidecars.configsync.quiet import Debouncer, first_of
+from sidecars.configsync.record import Recorder, Rejection, change_phases, now_rfc3339
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileSet, SourceChanged, read_sources
 from sidecars.configsync.stage import Applied, LastKnownGood, Restored, Target
 from sidecars.configsync.validate import Validator, Verdict
+from sidecars.configsync.views import View, view_if_up
 from sidecars.runtime.events import EventSink
 from sidecars.slurm import SlurmClient, SlurmError
 
 log = structlog.get_logger(__name__)
-
-# a burst's quiet time stops growing here: a storm then waits at most this long after its last change.
-# Kept under the spacing of changes made by hand (1 s apart must not wait for each other); a storm is
-# batched anyway, since every pass reads the newest set
-BURST_QUIET_SECONDS = 0.3
-
-
-def now_rfc3339() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-@dataclass(frozen=True, slots=True)
-class Rejection:
-    sha256: str
-    reason: str
-    at: str
-    restart_required: bool = False
-    jobs: tuple[int, ...] = ()  # held: the jobs it would end or requeue
 
 
 class ConfigSync:
@@ -73,17 +56,7 @@ class ConfigSync:
         self.metrics = ConfigSyncMetrics(registry)
         self.target = Target(settings.target, checkpoint)
         self.lkg = LastKnownGood(settings.state_dir)
-        self.validator = validator or Validator(
-            client,
-            settings.target,
-            settings.state_dir,
-            main=settings.main_file,
-            max_bytes=settings.max_file_bytes,
-            parse_timeout=settings.parse_timeout_seconds,
-            plugin_dir=settings.plugin_dir,
-            dry_runner=self._dry_runner(settings, client),
-            sources=settings.sources,
-        )
+        self.validator = validator or Validator.from_settings(settings, client)
         self.applier = Applier(
             client,
             settle_seconds=settings.settle_seconds,
@@ -98,30 +71,15 @@ class ConfigSync:
         # config-guard did it as slurmctld (re)started (stage.py), or this sidecar did at its start
         self.restored: Restored | None = None
         self.history = History(settings.history_limit, settings.secret_sources)
+        self.record = Recorder(self.history, self.metrics, events)
         self.pending = False
         self.ready = False
         self.last_error: str | None = None
         self._wake = asyncio.Event()
         self._changed = asyncio.Condition()
         self._backoff = 0.0
-        self._quiet = settings.debounce_seconds  # the debounce's quiet time, grown by a burst
-        self._in_burst = False
-
-    @staticmethod
-    def _dry_runner(settings: Settings, client: SlurmClient) -> DryRunner | None:
-        if not settings.dry_run:
-            return None
-        return DryRunner(
-            command=settings.dry_run_slurmctld,
-            work_dir=settings.state_dir / "dry-run",
-            target=settings.target,
-            main=settings.main_file,
-            isolation=settings.dry_run_isolation,
-            stay_seconds=settings.dry_run_stay_seconds,
-            timeout=settings.dry_run_timeout_seconds,
-            state_dir=settings.dry_run_state_dir,
-            client=client,
-            metrics=client.metrics,
+        self._debouncer = Debouncer(
+            self._wake, lone_seconds=settings.debounce_seconds, max_seconds=settings.debounce_max_seconds
         )
 
     # ------------------------------------------------------------------ reporting
@@ -151,11 +109,7 @@ class ConfigSync:
         }
 
     async def _notify(self) -> None:
-        self.metrics.pending.set(1 if self.pending else 0)
-        self.metrics.restart_required.set(1 if self.rejected and self.rejected.restart_required else 0)
-        self.metrics.held_jobs.set(len(self.rejected.jobs) if self.rejected else 0)
-        if self.applied:
-            self.metrics.generation.set(self.applied.generation)
+        self.record.gauges(self.pending, self.rejected, self.applied)
         async with self._changed:
             self._changed.notify_all()
 
@@ -210,11 +164,11 @@ class ConfigSync:
             await self.validator.dry_runner.warm(current)
         while not stop.is_set():
             timeout = self._backoff if self.pending and self._backoff else s.rehash_seconds
-            await _first(self._wake.wait(), stop.wait(), within=timeout)
+            await first_of(self._wake.wait(), stop.wait(), within=timeout)
             if stop.is_set():
                 return
             if self._wake.is_set():
-                await self._debounce(stop)
+                await self._debouncer.wait(stop)
             try:
                 await self.sync_once()
             except Exception as exc:  # one bad pass must not end the daemon; the next one retries
@@ -224,27 +178,7 @@ class ConfigSync:
                 self._backoff = min(max(self._backoff * 2, 0.5), s.retry_max_seconds)
                 await self._notify()
             # a change that arrived while this set was applied continues a burst
-            self._in_burst = self._wake.is_set()
-
-    async def _debounce(self, stop: asyncio.Event) -> None:
-        """Wait until the sources stay quiet, at most debounce_max_seconds. A lone change waits
-        debounce_seconds; each further change of a burst doubles the quiet time (up to
-        BURST_QUIET_SECONDS), so one edit applies at once and a storm becomes few reconfigures."""
-        s = self.settings
-        ceiling = max(BURST_QUIET_SECONDS, s.debounce_seconds)
-        quiet = min(self._quiet * 2, ceiling) if self._in_burst else s.debounce_seconds
-        first = time.monotonic()
-        try:
-            while True:
-                self._wake.clear()
-                left = s.debounce_max_seconds - (time.monotonic() - first)
-                if left <= 0 or stop.is_set():
-                    return
-                if not await _first(self._wake.wait(), stop.wait(), within=min(quiet, left)):
-                    return
-                quiet = min(max(quiet * 2, 0.05), ceiling)
-        finally:
-            self._quiet = quiet
+            self._debouncer.in_burst = self._wake.is_set()
 
     # ------------------------------------------------------------------ one change set
     def _read(self) -> FileSet | None:
@@ -288,10 +222,11 @@ class ConfigSync:
         self.pending = True
         await self._notify()
         # what slurmctld reports now, read while the set is validated (it is the baseline to verify against)
-        before_task = asyncio.create_task(self._controller_view()) if current is not None else None
+        before_task = asyncio.create_task(view_if_up(self.client)) if current is not None else None
         try:
             verdict = await self.validator.validate(files, current)
             before = await before_task if before_task else None
+            judged = time.monotonic()
         finally:
             if before_task and not before_task.done():
                 before_task.cancel()
@@ -333,17 +268,7 @@ class ConfigSync:
             log.warning("slurmctld_unreachable_change_pending", retry_in=self._backoff)
             await self._notify()
             return
-        await self._apply(files, verdict, before, seen=seen, forced=forced)
-
-    async def _controller_view(self) -> View | None:
-        """slurmctld's current view, or None when it does not answer (the change then waits)."""
-        if not (await self.client.ping()).up:
-            return None
-        try:
-            return await view(self.client)
-        except SlurmError as exc:
-            log.warning("slurmctld_unreadable", error=exc.message)
-            return None
+        await self._apply(files, verdict, before, seen=seen, judged=judged, forced=forced)
 
     async def _adopt(self, files: FileSet) -> None:
         assert self.applied is not None
@@ -355,27 +280,16 @@ class ConfigSync:
     async def _install(self, files: FileSet, seen: float, reason: str) -> None:
         generation = (self.applied.generation if self.applied else 0) + 1
         self.target.swap(files, generation)
-        old = self.applied
-        self.applied = Applied(generation, now_rfc3339(), files)
+        old, self.applied = self.applied, Applied(generation, now_rfc3339(), files)
         self.forced = None
-        self.history.record(
-            "applied",
-            files,
-            old.files if old else None,
-            at=self.applied.at,
-            generation=generation,
-            based_on=old.generation if old else None,
-            reason=reason,
-        )
         self.lkg.save(self.applied)
         self.ready = True
         self.pending = False
         self.rejected = None
-        self.metrics.applies.labels(result="applied").inc()
-        self.metrics.seconds.labels(result="applied").observe(time.monotonic() - seen)
-        log.info("config_installed", generation=generation, why=reason)
         message = f"generation {generation} ({files.short}) installed: {reason}"
-        await self.events.emit("ConfigApplied", message)
+        await self.record.applied(
+            self.applied, old, seen=seen, reason=reason, message=message, installed=True
+        )
         await self._notify()
 
     async def _reject(
@@ -389,26 +303,8 @@ class ConfigSync:
         jobs: tuple[int, ...] = (),
     ) -> None:
         self.rejected = Rejection(files.sha256, reason, now_rfc3339(), restart_required, jobs)
-        self.history.record(
-            result,
-            files,
-            self.applied.files if self.applied else None,
-            at=self.rejected.at,
-            generation=None,
-            based_on=self.applied.generation if self.applied else None,
-            reason=reason,
-        )
         self.pending = False
-        self.metrics.applies.labels(result=result).inc()
-        self.metrics.seconds.labels(result=result).observe(time.monotonic() - seen)
-        log.warning("config_not_applied", result=result, reason=reason)
-        event = {
-            "rejected": "ConfigRejected",
-            "rolled_back": "ConfigRolledBack",
-            "restart_required": "ConfigRestartRequired",
-            "held": "ConfigHeldForJobs",
-        }[result]
-        await self.events.emit(event, f"{files.short}: {reason}", "Warning")
+        await self.record.not_applied(files, self.rejected, result, self.applied, seen=seen)
         await self._notify()
 
     async def _apply(
@@ -418,6 +314,7 @@ class ConfigSync:
         before: View,
         *,
         seen: float,
+        judged: float,
         forced: dict[str, Any] | None = None,
     ) -> None:
         assert self.applied is not None and verdict.conf is not None
@@ -428,6 +325,7 @@ class ConfigSync:
         generation = self.applied.generation + 1
         # unverified until the outcome: a slurmctld restarted meanwhile gets the good set (stage.py)
         self.target.swap(files, generation, unverified=True)
+        swapped = time.monotonic()
         try:
             if verdict.restart_required:
                 log.info("restarting_slurmctld", reasons=[str(r) for r in verdict.restart])
@@ -452,37 +350,22 @@ class ConfigSync:
         if restored is not None:
             await self._report_restored(restored)
         if outcome.ok:
-            old = self.applied
-            self.applied = Applied(generation, now_rfc3339(), files)
+            old, self.applied = self.applied, Applied(generation, now_rfc3339(), files)
             self.forced = forced
-            self.history.record(
-                "applied",
-                files,
-                old.files,
-                at=self.applied.at,
-                generation=generation,
-                based_on=old.generation,
-                reason="slurmctld restarted on it" if verdict.restart_required else None,
-            )
             self.lkg.save(self.applied)
             self.rejected = None
             self.pending = False
             self._backoff = 0.0
-            self.metrics.applies.labels(result="applied").inc()
-            self.metrics.seconds.labels(result="applied").observe(time.monotonic() - seen)
-            self.metrics.last_applied.set(time.time())
-            log.info(
-                "config_applied",
-                generation=generation,
-                restarted=verdict.restart_required,
-                seconds=round(time.monotonic() - seen, 3),
-            )
-            await self.events.emit(
-                "ConfigApplied",
-                f"generation {generation} ({files.short}) applied"
+            await self.record.applied(
+                self.applied,
+                old,
+                seen=seen,
+                phases=change_phases(seen, judged, swapped, verdict.dry_run, outcome.reconfigure_seconds),
+                reason="slurmctld restarted on it" if verdict.restart_required else None,
+                message=f"generation {generation} ({files.short}) applied"
                 + (" by restarting slurmctld" if verdict.restart_required else "")
                 + (f", forced by {forced['by']}: it {forced['why']}" if forced else ""),
-                "Warning" if forced else "Normal",
+                forced=forced is not None,
             )
             await self._notify()
             return
@@ -502,18 +385,7 @@ class ConfigSync:
 
     async def _report_restored(self, restored: Restored) -> None:
         self.restored = restored
-        log.warning(
-            "unverified_set_was_replaced",
-            by=restored.by,
-            restored_generation=restored.restored_generation,
-            unverified_generation=restored.unverified_generation,
-        )
-        await self.events.emit(
-            "ConfigRestored",
-            f"generation {restored.unverified_generation} was never verified; {restored.by} put "
-            f"generation {restored.restored_generation} back",
-            "Warning",
-        )
+        await self.record.restored(restored)
 
     async def _rollback(self, files: FileSet, outcome: Outcome, verdict: Verdict, seen: float) -> None:
         assert self.applied is not None
@@ -524,15 +396,3 @@ class ConfigSync:
             with contextlib.suppress(SlurmError):
                 await self.client.reconfigure()
         await self._reject(files, outcome.reason, "rolled_back", seen)
-
-
-async def _first(*aws: Any, within: float) -> bool:
-    """Wait for the first of `aws` (at most `within` s); True if one finished."""
-    tasks = [asyncio.ensure_future(a) for a in aws]
-    try:
-        done, _ = await asyncio.wait(tasks, timeout=within, return_when=asyncio.FIRST_COMPLETED)
-        return bool(done)
-    finally:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)

@@ -28,7 +28,7 @@ from sidecars.runtime.settings import (
     settings_of,
     values,
 )
-from sidecars.slurm.dryrun import SLURMCTLD
+from sidecars.slurm.throwaway import SLURMCTLD
 
 RestartPolicy = Literal["hold", "restart"]
 DryRunIsolation = Literal["auto", "netns", "ports"]

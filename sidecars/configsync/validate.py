@@ -17,25 +17,29 @@
 from __future__ import annotations
 
 import asyncio
-import re
 import shutil
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from sidecars.configsync import conffile, dbdconf, jobs, restart
+from sidecars.configsync.auxfiles import aux_problems
 from sidecars.configsync.conffile import SlurmConf
 from sidecars.configsync.dryrun import DryRunner, DryRunResult
 from sidecars.configsync.plugintrust import plugin_dir_problems
 from sidecars.configsync.restart import RestartReason
+from sidecars.configsync.slurmctld_opens import path_problems, plugin_problems
 from sidecars.configsync.sources import FileSet
 from sidecars.configsync.stage import write_files
 from sidecars.slurm import SlurmClient, SlurmError
 from sidecars.slurm.models import JobPlacement, Version
+
+if TYPE_CHECKING:
+    from sidecars.configsync.settings import Settings
 
 log = structlog.get_logger(__name__)
 
@@ -89,113 +93,6 @@ def file_problems(files: FileSet, current: FileSet | None, main: str, max_bytes:
     return problems
 
 
-# Keys of the files every slurmd re-reads on reconfigure (gres.conf(5), cgroup.conf(5), 22.05 and 24.11).
-# No client parses them, and a 22.05 slurmd dies of an unknown key or a garbage line (measured), so the
-# set is refused here instead.
-AUX_KEYS = {
-    "gres.conf": frozenset(
-        {
-            "autodetect",
-            "count",
-            "cores",
-            "file",
-            "flags",
-            "links",
-            "multiplefiles",
-            "name",
-            "nodename",
-            "type",
-        }
-    ),
-    "cgroup.conf": frozenset(
-        {
-            "allowedkmemspace",
-            "allowedramspace",
-            "allowedswapspace",
-            "cgroupautomount",
-            "cgroupmountpoint",
-            "cgroupplugin",
-            "cgroupreleaseagentdir",
-            "constraincores",
-            "constraindevices",
-            "constrainkmemspace",
-            "constrainramspace",
-            "constrainswapspace",
-            "enablecontrollers",
-            "ignoresystemd",
-            "ignoresystemdonfailure",
-            "maxkmempercent",
-            "maxrampercent",
-            "maxswappercent",
-            "memoryswappiness",
-            "minkmemspace",
-            "minramspace",
-            "signalchildrenprocesses",
-            "systemdtimeout",
-            "taskaffinity",
-        }
-    ),
-}
-
-
-# values of those files that slurmd dies of (no slurmctld reads them, so the dry run cannot tell)
-CGROUP_PLUGINS = frozenset({"autodetect", "cgroup/v1", "cgroup/v2", "disabled"})
-_YES_NO = frozenset({"yes", "no", "true", "false", "1", "0"})
-_NUMBER = re.compile(r"^\d+(\.\d+)?%?$")
-_COUNT = re.compile(r"^\d+[KMGTP]?$", re.IGNORECASE)
-
-
-def _aux_value(name: str, key: str, value: str, gres_types: set[str]) -> str | None:
-    k = key.lower()
-    if name == "gres.conf":
-        if k == "name" and value.lower() not in gres_types:
-            return f"GRES {value!r} is not in GresTypes ({','.join(sorted(gres_types)) or 'none'})"
-        if k == "count" and not _COUNT.match(value):
-            return f"Count={value!r} is not a count"
-        return None
-    if k == "cgroupplugin" and value.lower() not in CGROUP_PLUGINS:
-        return f"CgroupPlugin={value!r} is none of {', '.join(sorted(CGROUP_PLUGINS))}"
-    if (
-        k.startswith(("constrain", "ignoresystemd")) or k in ("cgroupautomount", "signalchildrenprocesses")
-    ) and (value.lower() not in _YES_NO):
-        return f"{key}={value!r} is not yes or no"
-    if (
-        k.endswith(("space", "percent")) or k in ("memoryswappiness", "systemdtimeout")
-    ) and not _NUMBER.match(value):
-        return f"{key}={value!r} is not a number"
-    return None
-
-
-def aux_problems(files: FileSet, conf: SlurmConf | None = None) -> list[str]:
-    problems: list[str] = []
-    gres_types = {
-        g.strip().lower() for g in ((conf.options.get("grestypes") if conf else None) or "").split(",")
-    }
-    gres_types.discard("")
-    for name, keys in AUX_KEYS.items():
-        entry = files.files.get(name)
-        if entry is None:
-            continue
-        text = entry.data.decode("utf-8", "replace")
-        for lineno, raw in enumerate(text.splitlines(), 1):
-            line = raw.split("#", 1)[0].strip()
-            if not line:
-                continue
-            for word in line.split():
-                key, eq, _ = word.partition("=")
-                if not eq:
-                    problems.append(f"{name}:{lineno}: {line[:80]!r} is not Key=Value (slurmd dies of it)")
-                    break
-                if key.lower() not in keys:
-                    problems.append(f"{name}:{lineno}: unknown key {key[:40]!r} (slurmd dies of it)")
-                    break
-                bad = _aux_value(name, key, word.partition("=")[2], gres_types)
-                if bad:
-                    problems.append(f"{name}:{lineno}: {bad} (slurmd dies of it)")
-                    break
-    return problems
-
-
 def semantic_problems(conf: SlurmConf) -> list[str]:
     """What slurmctld dies of although the client parse accepts it."""
     problems = list(conf.problems)
@@ -245,84 +142,6 @@ def identity_problems(old: SlurmConf, new: SlurmConf) -> list[str]:
     ]
 
 
-# slurm.conf keys naming plugins slurmctld loads, and their files' prefix. A misspelt name passes the
-# client parse (it loads no plugin) and kills slurmctld on reconfigure or at its next start
-# (measured: PreemptType and MCSPlugin on 22.05; those, PriorityType, JobCompType, JobAcctGatherType
-# and JobSubmitPlugins on 24.11 `slurmctld -D`). `none` needs no file (24.11 ships none).
-PLUGIN_KEYS = {
-    "PreemptType": "preempt",
-    "PriorityType": "priority",
-    "JobCompType": "jobcomp",
-    "JobAcctGatherType": "jobacct_gather",
-    "JobSubmitPlugins": "job_submit",
-    "MCSPlugin": "mcs",
-    "SchedulerType": "sched",
-    "ProctrackType": "proctrack",
-    "TaskPlugin": "task",
-    "TopologyPlugin": "topology",
-}
-
-
-def plugin_problems(old: SlurmConf | None, new: SlurmConf, dirs: Sequence[Path]) -> list[str]:
-    """Plugins named by a changed key that have no file in slurmctld's plugin directories."""
-    problems: list[str] = []
-    for key, prefix in PLUGIN_KEYS.items():
-        value = new.options.get(key.lower())
-        if not value or (old is not None and old.options.get(key.lower()) == value):
-            continue  # what slurmctld runs on now loaded fine
-        for item in value.split(","):
-            name = item.strip().rsplit("/", 1)[-1]  # "preempt/qos" and JobSubmitPlugins' bare "lua"
-            if not name or name.lower() == "none":
-                continue
-            so = f"{prefix}_{name}.so"
-            if not any((d / so).is_file() for d in dirs):
-                where = ":".join(str(d) for d in dirs)
-                problems.append(f"{key}={value}: no plugin {so} in {where}; slurmctld would die loading it")
-    return problems
-
-
-# files the live slurmctld opens that the dry run points at scratch copies of its own (it must not
-# write the live log, pid file, state or job completion file), so their places are checked here: a
-# directory that is not there kills slurmctld at reconfigure (measured on 24.11 and 26.05 `-D`:
-# JobCompLoc=/nonexistent/dir/file, `fatal: open ...: No such file or directory`). Only a value that
-# changes is checked: one slurmctld runs on now may lie in a volume only its container mounts.
-LIVE_PATHS = {
-    "SlurmctldLogFile": False,  # False: the file's directory must exist; True: the directory itself
-    "SlurmctldPidFile": False,
-    "SlurmSchedLogFile": False,
-    "JobCompLoc": False,
-    "StateSaveLocation": True,
-}
-
-
-def path_problems(old: SlurmConf | None, new: SlurmConf) -> list[str]:
-    """Changed paths of files the live slurmctld opens whose directory does not exist here."""
-    if old is None:
-        return []
-
-    def opt(conf: SlurmConf, key: str) -> str:
-        return conf.options.get(key.lower(), "").strip()  # the parse already took the quotes off
-
-    problems: list[str] = []
-    for key, is_dir in LIVE_PATHS.items():
-        value = opt(new, key)
-        changed = value != opt(old, key)
-        if key == "JobCompLoc":
-            kind = opt(new, "JobCompType").lower()
-            if not kind.endswith("/filetxt"):
-                continue  # a URL or a host for the other plugins, not a file
-            changed = changed or kind != opt(old, "JobCompType").lower()
-        if not changed or not value.startswith("/"):
-            continue
-        where = Path(value) if is_dir else Path(value).parent
-        if not where.is_dir():
-            problems.append(
-                f"{key}={value}: no directory {where} where config-sync sees the files (mount it here "
-                "too if only slurmctld's container has it); slurmctld would die opening it"
-            )
-    return problems
-
-
 def candidate_copy(files: FileSet, where: Path, target: Path) -> None:
     """The set written to `where` for the client parse, with includes of the target pointed at the copy."""
     prefix = str(target).rstrip("/") + "/"
@@ -367,6 +186,20 @@ class Validator:
         self.plugin_dir = plugin_dir  # None: slurmctld's PluginDir, asked once
         self._plugin_dirs: list[Path] | None = None
         self.dry_runner = dry_runner
+
+    @classmethod
+    def from_settings(cls, settings: Settings, client: SlurmClient) -> Validator:
+        return cls(
+            client,
+            settings.target,
+            settings.state_dir,
+            main=settings.main_file,
+            max_bytes=settings.max_file_bytes,
+            parse_timeout=settings.parse_timeout_seconds,
+            plugin_dir=settings.plugin_dir,
+            dry_runner=DryRunner.from_settings(settings, client) if settings.dry_run else None,
+            sources=settings.sources,
+        )
 
     async def plugin_dirs(self) -> list[Path]:
         """Where slurmctld's plugins are, as seen from here; [] when that cannot be known here

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from sidecars.configsync import conffile
-from sidecars.configsync.apply import Applier, View, few, node_mismatches, unlisted_added, view
+from sidecars.configsync.apply import Applier, few, node_mismatches, unlisted_added
+from sidecars.configsync.views import View, view
 from sidecars.devcluster import DevCluster
 from sidecars.slurm import Node, NodeState, Reason, SlurmClient
 from tests.configsync.harness import cluster_files, config_sync, read_set, set_sha

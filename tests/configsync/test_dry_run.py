@@ -19,11 +19,12 @@ from pathlib import Path
 import pytest
 
 from sidecars.configsync import conffile
-from sidecars.configsync.dryrun import DryRunner, overrides
+from sidecars.configsync.dryrun import DryRunner
+from sidecars.configsync.sandbox import overrides
 from sidecars.configsync.validate import Validator
 from sidecars.devcluster import DevCluster
-from sidecars.slurm.dryrun import helper_argv
 from sidecars.slurm.runner import run
+from sidecars.slurm.throwaway import helper_argv
 from tests.configsync.harness import cluster_files, config_sync, read_set, set_sha
 
 pytestmark = pytest.mark.cluster(
@@ -263,7 +264,7 @@ async def test_the_helper_runs_under_a_config_sync_that_is_pid_1() -> None:
     must not take that for a parent already gone (every throwaway exited 1 at once, unsaid)."""
     code = (
         "import os, subprocess, sys\n"
-        "from sidecars.slurm.dryrun import helper_argv\n"
+        "from sidecars.slurm.throwaway import helper_argv\n"
         "assert os.getpid() == 1, os.getpid()\n"
         "r = subprocess.run(helper_argv(['echo', 'ran'], 'plain'), capture_output=True, text=True)\n"
         "print(r.returncode, r.stdout.strip(), r.stderr.strip())\n"

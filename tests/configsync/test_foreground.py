@@ -17,7 +17,8 @@ import time
 import pytest
 
 from sidecars.configsync import conffile
-from sidecars.configsync.apply import Applier, view
+from sidecars.configsync.apply import Applier
+from sidecars.configsync.views import view
 from sidecars.devcluster import DevCluster
 from sidecars.runtime.waits import within
 from tests.configsync.harness import cluster_files, config_sync, read_set, set_sha

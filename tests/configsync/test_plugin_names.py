@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sidecars.configsync import conffile
-from sidecars.configsync.validate import plugin_problems
+from sidecars.configsync.slurmctld_opens import plugin_problems
 from sidecars.devcluster import DevCluster
 from tests.configsync.harness import config_sync, read_set, set_sha
 

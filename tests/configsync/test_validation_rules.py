@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from sidecars.configsync import conffile, restart
+from sidecars.configsync.slurmctld_opens import path_problems
 from sidecars.configsync.sources import FileEntry, FileSet
-from sidecars.configsync.validate import file_problems, path_problems, semantic_problems
+from sidecars.configsync.validate import file_problems, semantic_problems
 from sidecars.slurm.models import Version
 
 T = Path("/etc/slurm")

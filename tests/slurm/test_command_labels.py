@@ -10,8 +10,8 @@ from prometheus_client import CollectorRegistry
 
 from sidecars.devcluster import DevCluster
 from sidecars.slurm import SlurmMetrics, naming
-from sidecars.slurm.dryrun import helper_argv
 from sidecars.slurm.runner import run, spawn
+from sidecars.slurm.throwaway import helper_argv
 
 # every value the `command` label may take: what a dashboard is built on
 EXPECTED = {

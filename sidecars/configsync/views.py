@@ -1,0 +1,49 @@
+"""What slurmctld reports, read before and after a change to compare them."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import structlog
+
+from sidecars.slurm import SlurmClient, SlurmError
+from sidecars.slurm.models import Node, Partition
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """What slurmctld reports: the basis for comparing before and after."""
+
+    config: dict[str, str]
+    partitions: dict[str, Partition]
+    nodes: dict[str, Node]
+
+
+async def view(client: SlurmClient) -> View:
+    """Everything compared before and after a change: the settings, the partitions and the fleet."""
+    config, parts, nodes = await asyncio.gather(
+        client.show_config(), client.partitions(), client.node_listing()
+    )
+    return View(
+        {k.lower(): v for k, v in config.items()}, {p.name: p for p in parts}, {n.name: n for n in nodes}
+    )
+
+
+async def view_if_up(client: SlurmClient) -> View | None:
+    """slurmctld's current view, or None when it does not answer (a change then waits)."""
+    if not (await client.ping()).up:
+        return None
+    try:
+        return await view(client)
+    except SlurmError as exc:
+        log.warning("slurmctld_unreadable", error=exc.message)
+        return None
+
+
+async def settings_view(client: SlurmClient) -> View:
+    """The settings and partitions only: cheap at any fleet size, so these are what is polled."""
+    config, parts = await asyncio.gather(client.show_config(), client.partitions())
+    return View({k.lower(): v for k, v in config.items()}, {p.name: p for p in parts}, {})
