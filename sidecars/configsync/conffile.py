@@ -39,7 +39,7 @@ class SlurmConf:
         names: list[str] = []
         for r in self.of("nodename"):
             if r.name.upper() != "DEFAULT":
-                names += _expand(r.name)
+                names += expand(r.name)
         return names
 
     def partitions(self) -> dict[str, Record]:
@@ -54,26 +54,26 @@ class SlurmConf:
             if r.name.upper() == "DEFAULT":
                 defaults = {**defaults, **r.fields}
                 continue
-            for n in _expand(r.name):
+            for n in expand(r.name):
                 out[n] = {**defaults, **r.fields}
         return out
 
 
-def _expand(expr: str) -> list[str]:
+def expand(expr: str) -> list[str]:
     try:
         return hostlist.expand(expr)
     except Exception:  # a malformed hostlist: Slurm's parser says so in its own words
         return [expr]
 
 
-def _words(line: str) -> list[str]:
+def words(line: str) -> list[str]:
     try:
         return shlex.split(line, comments=False, posix=True)
     except ValueError:
         return line.split()
 
 
-def _strip_comment(line: str) -> str:
+def strip_comment(line: str) -> str:
     out = []
     prev = ""
     for ch in line:
@@ -124,7 +124,7 @@ def parse(files: FileSet, main: str, target: Path) -> SlurmConf:
                 i += 1
                 line = line.rstrip()[:-1] + " " + lines[i]
             i += 1
-            line = _strip_comment(line)
+            line = strip_comment(line)
             if not line:
                 continue
             origin = f"{name}:{lineno}"
@@ -139,7 +139,7 @@ def parse(files: FileSet, main: str, target: Path) -> SlurmConf:
                     todo.append(inc)
                 continue
             pairs: list[tuple[str, str]] = []
-            for word in _words(line):
+            for word in words(line):
                 key, eq, value = word.partition("=")
                 if eq:
                     pairs.append((key.lower(), value))

@@ -60,7 +60,7 @@ def isolate_nodes(text: str, port: int) -> str:
         if not head.lower().startswith("nodename=") or head.endswith("\\"):
             out.append(line)
             continue
-        words = conffile._words(conffile._strip_comment(head))
+        words = conffile.words(conffile.strip_comment(head))
         if words[0].split("=", 1)[1].upper() == "DEFAULT":
             out.append(line)
             continue
@@ -94,7 +94,7 @@ def own_controller(text: str) -> str:
         if head.startswith("#") or head.endswith("\\") or "=" not in head:
             out.append(line)
             continue
-        words = conffile._words(conffile._strip_comment(head))
+        words = conffile.words(conffile.strip_comment(head))
         keep = [w for w in words if w.split("=", 1)[0].lower() not in CONTROLLER_KEYS]
         if len(keep) == len(words):
             out.append(line)

@@ -116,14 +116,14 @@ def semantic_problems(conf: SlurmConf) -> list[str]:
     for r in conf.of("nodeset"):
         expr = r.fields.get("nodes", "")
         if expr and expr.upper() != "ALL":
-            unknown = [n for n in conffile._expand(expr) if n not in known]
+            unknown = [n for n in conffile.expand(expr) if n not in known]
             if unknown:
                 problems.append(f"{r.origin}: NodeSet {r.name} names unknown node(s) {','.join(unknown)}")
     for r in conf.of("partitionname"):
         expr = r.fields.get("nodes", "")
         if not expr:
             continue
-        unknown = [n for n in conffile._expand(expr) if n.upper() != "ALL" and n not in known | nodesets]
+        unknown = [n for n in conffile.expand(expr) if n.upper() != "ALL" and n not in known | nodesets]
         if unknown:
             problems.append(f"{r.origin}: partition {r.name} names unknown node(s) {','.join(unknown)}")
     return problems

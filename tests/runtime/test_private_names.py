@@ -19,16 +19,6 @@ ALLOWED = {
     # that no setting can take
     ("runtime/settings.py", "namespace._sidecars_old_names"),
 }
-# uses in folders other pieces of work this session own, listed until their change lands (issue 26)
-NOT_YET = {
-    ("controlplane/maintenance_api.py", "from sidecars.controlplane.api import _error"),
-    ("controlplane/maintenance_api.py", "ControlPlaneAPI._body"),
-    ("controlplane/upgrade_api.py", "from sidecars.controlplane.api import _error"),
-    ("controlplane/upgrade_api.py", "ControlPlaneAPI._body"),
-    ("configsync/validate.py", "conffile._expand"),
-    ("configsync/dryrun.py", "conffile._words"),
-    ("configsync/dryrun.py", "conffile._strip_comment"),
-}
 
 
 def _private(name: str) -> bool:
@@ -53,7 +43,7 @@ def private_uses(root: Path) -> set[tuple[str, str]]:
 
 
 def test_no_private_name_is_used_from_outside() -> None:
-    assert private_uses(PACKAGE) - ALLOWED - NOT_YET == set()
+    assert private_uses(PACKAGE) - ALLOWED == set()
 
 
 def test_the_check_sees_both_kinds_of_use(tmp_path: Path) -> None:
