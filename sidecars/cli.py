@@ -31,7 +31,7 @@ COMMANDS = (
     Command(
         "config-guard",
         "before slurmctld starts: put the last verified set back if the one on disk was never verified",
-        "sidecars.configsync.guard",
+        "sidecars.configsync.guard.main",
     ),
     Command("worker", "the agent beside every slurmd", "sidecars.worker.main"),
     Command("drain-hook", "preStop hook: drain this node and wait", "sidecars.drainhook.main"),

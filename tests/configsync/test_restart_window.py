@@ -5,7 +5,7 @@ With the dry run a set slurmctld cannot start on is usually refused before it is
 dry run is not counted on: a set that passed it and then kills slurmctld is on disk unverified until
 the rollback. So the window is closed by construction: config-sync marks a set unverified from its
 swap until its verification ends, and `slurm-sidecars config-guard`, run by slurmctld's entrypoint,
-puts the last verified set back before slurmctld reads the files (stage.py, guard.py).
+puts the last verified set back before slurmctld reads the files (stage.py, guard/main.py).
 """
 
 from __future__ import annotations

@@ -11,14 +11,8 @@ import pytest
 
 from sidecars.cli import COMMANDS, Command
 
-# commands whose package belongs to another piece of work this session, still where they were; the
-# second test fails once one of them moves, so that it leaves this list with the move
-NOT_YET = {
-    "config-guard": "sidecars.configsync.guard",
-}
 
-
-@pytest.mark.parametrize("cmd", [c for c in COMMANDS if c.name not in NOT_YET], ids=lambda c: c.name)
+@pytest.mark.parametrize("cmd", COMMANDS, ids=lambda c: c.name)
 def test_a_command_is_its_package_main_with_configure_and_main(cmd: Command) -> None:
     module_name = cmd.module
     package_name, _, leaf = module_name.rpartition(".")
@@ -30,8 +24,3 @@ def test_a_command_is_its_package_main_with_configure_and_main(cmd: Command) -> 
         fn = getattr(module, name, None)
         assert callable(fn), f"{module_name}.{name}"
         assert len(inspect.signature(fn).parameters) == 1, f"{module_name}.{name} takes one argument"
-
-
-def test_the_commands_not_yet_moved_are_where_the_list_says() -> None:
-    where = {c.name: c.module for c in COMMANDS if c.name in NOT_YET}
-    assert where == NOT_YET
