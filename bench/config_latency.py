@@ -28,6 +28,7 @@ import hashlib
 import random
 import shutil
 import statistics
+import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -45,6 +46,9 @@ from sidecars.devcluster.release import release_named
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime import logs
 from sidecars.slurm.runner import SlurmMetrics
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the settings builder lives with the tests
+from tests.settings import build
 
 
 def sha_of(files: dict[str, bytes]) -> str:
@@ -120,7 +124,9 @@ async def config_sync_run(release: Release, changes: int, debounce: float, settl
         base = base_files(cluster)
         vol = AtomicVolume(cluster.dir / "vol" / "cm")
         vol.write(base)
-        settings = Settings(
+        settings = build(
+            Settings,
+            quick=False,
             sources=(vol.path,),
             target=cluster.conf_path.parent,
             state_dir=cluster.dir / "cs",
@@ -370,7 +376,7 @@ async def main() -> None:
     )
     p.add_argument("--changes", type=int, default=30)
     p.add_argument("--baseline", type=int, default=6, help="baseline samples (each takes up to 5 s)")
-    production = Settings(sources=(), target=Path(), state_dir=Path())
+    production = build(Settings, quick=False)
     p.add_argument("--debounce-seconds", type=float, default=production.debounce_seconds)
     p.add_argument("--settle-seconds", type=float, default=0.0)
     args = p.parse_args()

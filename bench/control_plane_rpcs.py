@@ -21,7 +21,9 @@ import argparse
 import asyncio
 import contextlib
 import resource
+import sys
 import time
+from pathlib import Path
 
 import aiohttp
 import structlog
@@ -33,6 +35,9 @@ from sidecars.devcluster import ClusterSpec, DevCluster
 from sidecars.devcluster.release import available_releases
 from sidecars.runtime import logs
 from sidecars.slurm import SlurmClient
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the settings builder lives with the tests
+from tests.settings import build
 
 TOKEN = "bench"
 
@@ -127,7 +132,7 @@ async def main() -> None:
     )
     ap.add_argument("--direct-agents", type=int, default=20)
     ap.add_argument("--direct-seconds", type=float, default=15.0)
-    production = ControlPlaneSettings(host="", port=0, token="")
+    production = build(ControlPlaneSettings, quick=False)
     ap.add_argument(
         "--interval",
         type=float,
@@ -153,9 +158,9 @@ async def main() -> None:
         background = await measure(client, min(10.0, args.seconds), "background")
         print(f"Slurm {release}: background RPC rate {background:.2f}/s (subtracted below)")
 
-        settings = ControlPlaneSettings(
-            host="127.0.0.1",
-            port=0,
+        settings = build(
+            ControlPlaneSettings,
+            quick=False,
             token=TOKEN,
             interval_seconds=args.interval,
             kubernetes=False,

@@ -20,6 +20,7 @@ import math
 import random
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,6 +32,9 @@ from sidecars.drainhook import drain
 from sidecars.runtime import logs
 from sidecars.worker.service import Agent
 from sidecars.worker.settings import WorkerSettings
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the settings builder lives with the tests
+from tests.settings import build
 
 BASELINE_PERIOD = 30.0
 
@@ -68,14 +72,13 @@ async def measure(release: Release, drains: int, nodes: int) -> tuple[list[float
             for name in cluster.node_names:
                 d = sockdir / name
                 d.mkdir()
-                s = WorkerSettings(
+                s = build(
+                    WorkerSettings,
+                    quick=False,
                     node_name=name,
-                    http_host="127.0.0.1",
-                    http_port=0,
                     socket_path=d / "a.sock",
                     state_dir=d,
                     pod_namespace="bench",
-                    pod_name=f"worker-{name}",
                 )
                 agent = Agent(s, env=cluster.env)
                 agents.append(agent)

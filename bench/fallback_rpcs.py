@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import sys
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -38,11 +39,14 @@ from sidecars.runtime import logs
 from sidecars.slurm import NodeState, SlurmClient
 from sidecars.slurm.nodejson import NodeRecord
 from sidecars.worker.backoff import Backoff
-from sidecars.worker.cp_client import ControlPlaneClient
+from sidecars.worker.cp_client import AgentClient
 from sidecars.worker.observation import Observation
 from sidecars.worker.settings import WorkerSettings
 from sidecars.worker.slurm_source import SlurmSource
 from sidecars.worker.source import NodeSource
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the settings builder lives with the tests
+from tests.settings import build
 
 AGENTS = 1000
 OLD_POLL_SECONDS = 0.25  # the old fixed drain poll, with the control plane away
@@ -78,7 +82,7 @@ def attach(
     slurm: SlurmSource, session: aiohttp.ClientSession, url: str, defaults: WorkerSettings
 ) -> NodeSource:
     source = NodeSource(slurm)
-    cp = ControlPlaneClient(session, url, "t", "n1", timeout=2.0)
+    cp = AgentClient(session, url, "t", "n1", timeout=2.0)
     source.attach(cp, backoff=Backoff(defaults.drain_poll_seconds, defaults.fallback_max_seconds))
     return source
 
@@ -164,7 +168,7 @@ async def main() -> None:
     args = ap.parse_args()
     logs.configure(json=False, level="error")
     nowhere = Path("/nonexistent")  # the loop reads only the intervals
-    defaults = WorkerSettings("n1", "", 0, nowhere, nowhere, "slurm", "worker-n1")
+    defaults = build(WorkerSettings, quick=False, socket_path=nowhere, state_dir=nowhere)
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens: the control plane is down
     print(
         f"backoff: from {defaults.drain_poll_seconds:g} s doubling to {defaults.fallback_max_seconds:g} s, "

@@ -67,6 +67,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "slurm-24.11"
 sys.path.insert(0, str(ROOT))  # the fake API server lives with the tests
 from tests.fakekube import FakeKube, configuration  # noqa: E402
+from tests.settings import build  # noqa: E402
 
 NS = "slurm"
 MINUTE = 60.0
@@ -191,7 +192,7 @@ class SyntheticSlurm(SlurmClient):
 
 def scaled(speed: float) -> ControlPlaneSettings:
     """Production's defaults with every period divided by `speed` and every rate multiplied by it."""
-    d = ControlPlaneSettings(host="127.0.0.1", port=0, token="bench")
+    d = build(ControlPlaneSettings, quick=False, token="bench")
     return dataclasses.replace(
         d,
         namespace=NS,

@@ -16,7 +16,8 @@ from sidecars.runtime.settings import ConfigError
 
 @dataclass(frozen=True)
 class Command:
-    """A subcommand: `module` has `configure(parser)` and `main(args) -> exit code`. It is imported
+    """A subcommand: `module` is its package's `main.py`, with `configure(parser)` and
+    `main(args) -> exit code` (the same two names in the same place for every role). It is imported
     only when its subcommand runs, so a worker agent never loads the control plane's Kubernetes
     client (kubernetes-asyncio alone is ~35 MB of resident memory in every pod)."""
 
@@ -32,8 +33,8 @@ COMMANDS = (
         "before slurmctld starts: put the last verified set back if the one on disk was never verified",
         "sidecars.configsync.guard",
     ),
-    Command("worker", "the agent beside every slurmd", "sidecars.worker.service"),
-    Command("drain-hook", "preStop hook: drain this node and wait", "sidecars.drainhook"),
+    Command("worker", "the agent beside every slurmd", "sidecars.worker.main"),
+    Command("drain-hook", "preStop hook: drain this node and wait", "sidecars.drainhook.main"),
     Command(
         "control-plane",
         "one per cluster: fleet view, drains, scale-in order",
@@ -42,13 +43,19 @@ COMMANDS = (
     Command(
         "maintenance",
         "planned maintenance windows: create, list, delete",
-        "sidecars.maintenance_cli",
+        "sidecars.operator.maintenance.main",
     ),
-    Command("upgrade", "a rolling upgrade of the workers, paced by a drain budget", "sidecars.upgrade_cli"),
-    Command("probe", "exec probe: GET /livez or /readyz", "sidecars.probe"),
-    Command("check-secret", "init step: refuse an empty, short or placeholder key", "sidecars.check_secret"),
-    Command("status", "a human-readable view of the cluster", "sidecars.status"),
-    Command("demo", "run everything on this machine against a real Slurm", "sidecars.demo"),
+    Command(
+        "upgrade",
+        "a rolling upgrade of the workers, paced by a drain budget",
+        "sidecars.operator.upgrade.main",
+    ),
+    Command("probe", "exec probe: GET /livez or /readyz", "sidecars.probe.main"),
+    Command(
+        "check-secret", "init step: refuse an empty, short or placeholder key", "sidecars.check_secret.main"
+    ),
+    Command("status", "a human-readable view of the cluster", "sidecars.operator.status.main"),
+    Command("demo", "run everything on this machine against a real Slurm", "sidecars.demo.main"),
 )
 
 

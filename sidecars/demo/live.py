@@ -9,13 +9,13 @@ from sidecars.runtime.waits import until_set
 
 
 async def live_table(stack: DemoStack, stop: asyncio.Event, interval: float = 2.0) -> None:
-    from sidecars.status import StatusSettings, collect, render
+    from sidecars.operator.status import StatusSettings, collect, render
 
     settings = StatusSettings(
         control_plane=stack.control_plane_url,
         token=stack.token,
         config_sync=stack.config_sync_url,
-        timeout=5.0,
+        timeout_seconds=5.0,
     )
     while not stop.is_set():
         snap = await collect(settings)

@@ -11,30 +11,25 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sidecars.kube.client import (
-        Deployment,
-        KubeClient,
-        KubeError,
-        KubeNode,
-        LeaseConflict,
-        LeaseRecord,
-        Pod,
-        ReplicaSet,
-        TokenReview,
-    )
+    from sidecars.kube.client import KubeClient
     from sidecars.kube.config import load_configuration
+    from sidecars.kube.connection import KubeRetry
+    from sidecars.kube.errors import KubeError, LeaseConflict
     from sidecars.kube.events import KubeEventSink, pod_events
+    from sidecars.kube.models import Deployment, KubeNode, LeaseRecord, Pod, ReplicaSet, TokenReview
 
+# the models and errors load without kubernetes-asyncio; the client and its connection load it
 _MODULE = {
-    "Deployment": "client",
-    "ReplicaSet": "client",
+    "Deployment": "models",
+    "ReplicaSet": "models",
     "KubeClient": "client",
-    "KubeError": "client",
-    "KubeNode": "client",
-    "LeaseConflict": "client",
-    "LeaseRecord": "client",
-    "Pod": "client",
-    "TokenReview": "client",
+    "KubeRetry": "connection",
+    "KubeError": "errors",
+    "KubeNode": "models",
+    "LeaseConflict": "errors",
+    "LeaseRecord": "models",
+    "Pod": "models",
+    "TokenReview": "models",
     "load_configuration": "config",
     "KubeEventSink": "events",
     "pod_events": "events",
@@ -46,6 +41,7 @@ __all__ = [
     "KubeError",
     "KubeEventSink",
     "KubeNode",
+    "KubeRetry",
     "LeaseConflict",
     "LeaseRecord",
     "Pod",

@@ -19,7 +19,7 @@ from typing import Generic, TypeVar
 
 import structlog
 
-from sidecars.kube.client import KubeError, WatchSilent
+from sidecars.kube.errors import KubeError, WatchSilent
 
 log = structlog.get_logger(__name__)
 

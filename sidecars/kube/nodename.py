@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sidecars.kube.client import Pod
+    from sidecars.kube.models import Pod
 
 SOURCES = ("pod", "kube-node")
 ANNOTATION = "slurm-sidecars.io/slurm-node-name"

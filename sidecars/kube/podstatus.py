@@ -15,7 +15,7 @@ async def patch_pod_conditions(
     kube: KubeClient, namespace: str, name: str, conditions: Sequence[Mapping[str, str]]
 ) -> None:
     body = {"status": {"conditions": [dict(c) for c in conditions]}}
-    await kube._call(
+    await kube.call(
         "patch_pod_status",
         lambda: kube.core.patch_namespaced_pod_status(name, namespace, body),
         conflict_too=True,

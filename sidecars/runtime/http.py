@@ -24,38 +24,35 @@ from aiohttp.typedefs import Middleware
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from sidecars.runtime.health import Checks
-from sidecars.runtime.settings import ConfigError, flag, positive
+from sidecars.runtime.settings import ConfigError, Conv, declared, flag, number, seconds, setting
 from sidecars.runtime.waits import within
 
 StatusFn = Callable[[], Awaitable[dict[str, Any]] | dict[str, Any]]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-@dataclass(frozen=True, slots=True)
+@declared()
 class ServerLimits:
-    header_seconds: float = 10.0  # request line and headers, and an idle keep-alive connection
-    body_seconds: float = 10.0  # the whole request body, once the headers are in
-    max_connections: int = 4096  # open at once; more are closed at once (1,000 agents long-poll)
-
-
-def configure_limits(parser: argparse.ArgumentParser) -> None:
-    """The flags of `ServerLimits`, the same for every daemon."""
-    flag(
-        parser,
-        "--http-header-seconds",
-        default="10",
+    # request line and headers, and an idle keep-alive connection
+    header_seconds: float = setting(
+        default=10.0,
+        flag="--http-header-seconds",
+        conv=seconds(),
         help="a request's headers must arrive within this; also how long an idle connection is kept",
     )
-    flag(parser, "--http-body-seconds", default="10", help="a request's body must arrive within this")
-    flag(parser, "--http-max-connections", default="4096", help="open connections at most; more are closed")
-
-
-def limits_from(args: argparse.Namespace) -> ServerLimits:
-    connections = positive(args.http_max_connections, "--http-max-connections", conv=int)
-    return ServerLimits(
-        header_seconds=positive(args.http_header_seconds, "--http-header-seconds"),
-        body_seconds=positive(args.http_body_seconds, "--http-body-seconds"),
-        max_connections=int(connections),
+    body_seconds: float = setting(
+        # the whole request body, once the headers are in
+        default=10.0,
+        flag="--http-body-seconds",
+        conv=seconds(),
+        help="a request's body must arrive within this",
+    )
+    max_connections: int = setting(
+        # open at once; more are closed at once (1,000 agents long-poll)
+        default=4096,
+        flag="--http-max-connections",
+        conv=number(unit="connections"),
+        help="open connections at most; more are closed",
     )
 
 
@@ -90,6 +87,9 @@ def client_tls(ca_file: str | None, what: str = "--ca-file") -> ssl.SSLContext |
         return ssl.create_default_context(cafile=ca_file)
     except (OSError, ssl.SSLError) as exc:
         raise ConfigError(f"{what}: cannot load {ca_file}: {exc}") from None
+
+
+CA_FILE = Conv(client_tls, lambda _: "", "FILE")  # a client context trusting the file's CAs
 
 
 def _error(status: int, message: str) -> web.Response:

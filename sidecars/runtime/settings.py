@@ -1,31 +1,196 @@
-"""Flags with environment fallbacks: every `--some-flag` may also come from `SIDECARS_SOME_FLAG`.
+"""Settings stated once: each field of a role's frozen dataclass declares its flag, environment
+variable (`SIDECARS_<FLAG>`), help text, unit and converter beside its default (`setting()`), and
+the argparse parser (`add_flags`), the conversion (`values`) and the docs (`scripts/flags_table.py`)
+are made from that one declaration. A bad value raises `ConfigError`, which `main()` turns into
+exit 2 with one line.
 
-Each role declares its flags on an argparse parser with `flag()` and builds one frozen dataclass
-from the parsed namespace; a bad value raises `ConfigError`, which `main()` turns into exit 2.
+Booleans are spelled `true|false`: the spelling of JSON, of Kubernetes' own fields and of most
+tools' flags, so a value reads the same in a manifest's args, its env and our `/status`. The older
+`on|off` and `yes|no` are still accepted, each with a warning naming the new spelling. A renamed
+flag (one given its unit) keeps its old name as an alias that also warns.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
-from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar, dataclass_transform
 
-from sidecars.runtime import secretcheck
+import structlog
 
+from sidecars.runtime.converters import (
+    ADDRESS,
+    BOOL,
+    DIR,
+    PATH,
+    SHELL_WORDS,
+    TEXT,
+    TOKEN_FILE,
+    URL,
+    ConfigError,
+    Conv,
+    choice,
+    http_url,
+    number,
+    parse_addr,
+    positive,
+    read_token,
+    seconds,
+)
 
-class ConfigError(ValueError):
-    """A bad invocation or configuration: one line saying what and why (exit 2)."""
+__all__ = [  # the converters too: a role declares its settings with one import
+    "ADDRESS",
+    "BOOL",
+    "DIR",
+    "PATH",
+    "SHELL_WORDS",
+    "TEXT",
+    "TOKEN_FILE",
+    "URL",
+    "ConfigError",
+    "Conv",
+    "Flag",
+    "add_flag",
+    "add_flags",
+    "choice",
+    "convert",
+    "declared",
+    "env_name",
+    "flag",
+    "flags_of",
+    "http_url",
+    "number",
+    "parse_addr",
+    "positive",
+    "read_token",
+    "seconds",
+    "setting",
+    "settings_of",
+    "values",
+]
+
+SETTING = "sidecars.setting"  # the field metadata key of a declaration
+GROUP = "sidecars.settings_group"  # a field holding a nested settings dataclass
+T = TypeVar("T")
 
 
 def env_name(flag: str) -> str:
     return "SIDECARS_" + flag.lstrip("-").upper().replace("-", "_")
 
 
-class _AppendReplacingDefault(argparse.Action):
-    """Like `append`, but the first value given on the command line replaces the default (the
-    environment's list) instead of adding to it: a flag beats its variable, for lists too."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Flag:
+    """One flag: everything the parser, the conversion and the docs need."""
+
+    name: str
+    help: str
+    conv: Conv
+    default: Any = None  # the value when not given (None: none); shown by `conv.show`
+    required: bool = False
+    multiple: bool = False  # repeatable; comma-separated in the environment
+    aliases: tuple[str, ...] = ()  # old names, still accepted, with a warning
+    declared: bool = True  # False: a plain `flag()` whose text the role converts itself
+
+    @property
+    def dest(self) -> str:
+        return self.name.lstrip("-").replace("-", "_")
+
+    @property
+    def env(self) -> str:
+        return env_name(self.name)
+
+    def shown_default(self) -> str:
+        if self.default is None or self.default in ((), []):
+            return ""
+        return self.conv.show(self.default) if self.declared else str(self.default)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Decl:
+    help: str
+    flag: str
+    conv: Conv
+    required: bool
+    multiple: bool
+    aliases: tuple[str, ...]
+
+
+def setting(
+    default: Any = dataclasses.MISSING,
+    *,
+    default_factory: Any = dataclasses.MISSING,
+    help: str,
+    conv: Conv | None = None,
+    flag: str = "",
+    required: bool = False,
+    multiple: bool = False,
+    aliases: Iterable[str] = (),
+) -> Any:
+    """A dataclass field that is also a flag: `--<field-name>` unless `flag` names it otherwise.
+    Without a default the field must be given (or its role derives it: see `values`)."""
+    decl = _Decl(
+        help=help,
+        flag=flag,
+        conv=conv or TEXT,
+        required=required,
+        multiple=multiple,
+        aliases=tuple(aliases),
+    )
+    if default_factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=default_factory, metadata={SETTING: decl})
+    return dataclasses.field(default=default, metadata={SETTING: decl})
+
+
+def settings_of(*, default_factory: Callable[[], Any]) -> Any:
+    """A field holding a nested settings dataclass (its fields' flags are the role's flags too)."""
+    return dataclasses.field(default_factory=default_factory, metadata={GROUP: default_factory})
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(setting, settings_of, dataclasses.field))
+def declared(*, kw_only: bool = False) -> Callable[[type[T]], type[T]]:
+    """A role's settings: a frozen dataclass whose `setting()` fields are its flags."""
+
+    def make(cls: type[T]) -> type[T]:
+        return dataclass(frozen=True, slots=True, kw_only=kw_only)(cls)
+
+    return make
+
+
+def flags_of(cls: type) -> list[Flag]:
+    """Every flag declared by `cls`'s fields (and its nested groups'), in field order."""
+    out: list[Flag] = []
+    for f in dataclasses.fields(cls):
+        if GROUP in f.metadata:
+            out.extend(flags_of(f.metadata[GROUP]))
+        elif SETTING in f.metadata:
+            out.append(_flag(f))
+    return out
+
+
+def _flag(field: dataclasses.Field[Any]) -> Flag:
+    d: _Decl = field.metadata[SETTING]
+    return Flag(
+        name=d.flag or "--" + field.name.replace("_", "-"),
+        help=d.help,
+        conv=d.conv,
+        default=None if field.default is dataclasses.MISSING else field.default,
+        required=d.required,
+        multiple=d.multiple,
+        aliases=d.aliases,
+    )
+
+
+class _FlagAction(argparse.Action):
+    """Stores a flag's text as given; carries its `Flag` (for the docs), notes an old name, and
+    lets the first value of a repeatable flag replace the environment's list instead of adding
+    to it (a flag beats its variable, for lists too)."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, sidecars_flag: Flag, **kw: Any) -> None:
+        super().__init__(option_strings, dest, **kw)
+        self.sidecars_flag = sidecars_flag
 
     def __call__(
         self,
@@ -34,10 +199,110 @@ class _AppendReplacingDefault(argparse.Action):
         values: Any,
         option_string: str | None = None,
     ) -> None:
+        f = self.sidecars_flag
+        if option_string in f.aliases:
+            _old_names(namespace)[f.name] = option_string
+        if not f.multiple:
+            setattr(namespace, self.dest, values)
+            return
         seen = f"_{self.dest}_given"
         current = getattr(namespace, self.dest) if getattr(namespace, seen, False) else []
         setattr(namespace, self.dest, [*current, values])
         setattr(namespace, seen, True)
+
+
+def _old_names(namespace: argparse.Namespace) -> dict[str, str]:
+    if not hasattr(namespace, "_sidecars_old_names"):
+        namespace._sidecars_old_names = {}
+    old: dict[str, str] = namespace._sidecars_old_names
+    return old
+
+
+def add_flag(parser: argparse.ArgumentParser, f: Flag, env: Mapping[str, str] | None = None) -> None:
+    """`f` on `parser`, its default the text of `SIDECARS_<FLAG>` (or of an old name's variable)."""
+    env = os.environ if env is None else env
+    text = next((env[v] for v in (f.env, *map(env_name, f.aliases)) if v in env), None)
+    default: Any = None if f.declared else f.default
+    if text is not None:
+        default = [v for v in text.split(",") if v] if f.multiple else text
+        old = next((a for a in f.aliases if env_name(a) in env and f.env not in env), None)
+        if old is not None:
+            olds = parser.get_default("_sidecars_old_env") or {}
+            parser.set_defaults(_sidecars_old_env={**olds, f.name: env_name(old)})
+    elif f.multiple and f.declared:
+        default = []
+    shown = f.shown_default()
+    notes = [f"default: {shown}{' ' + f.conv.unit if f.conv.unit else ''}"] if shown else []
+    help_text = f.help + (f" ({'; '.join(notes)})" if notes and f.declared else "")
+    parser.add_argument(
+        f.name,
+        *f.aliases,
+        dest=f.dest,
+        # a declared flag that is missing is one line from `values`; argparse's is a usage block
+        required=f.required and text is None and not f.declared,
+        default=default,
+        metavar=f.conv.metavar or None,
+        choices=None if f.declared or not f.conv.choices else list(f.conv.choices),
+        help=f"{help_text} [env {f.env}]",
+        action=_FlagAction,
+        sidecars_flag=f,
+    )
+
+
+def add_flags(
+    parser: argparse.ArgumentParser, *sources: type | Flag, env: Mapping[str, str] | None = None
+) -> None:
+    """The flags of settings dataclasses and of lone `Flag`s, in the order given."""
+    for source in sources:
+        for f in [source] if isinstance(source, Flag) else flags_of(source):
+            add_flag(parser, f, env)
+
+
+def convert(f: Flag, args: argparse.Namespace) -> Any:
+    """`f`'s value from parsed `args`: converted when given (argv or environment), else its
+    default (None when it has none); ConfigError when it is required and missing."""
+    text = getattr(args, f.dest, None)
+    # an empty value of an optional setting that has no default is no value (`SIDECARS_X=` unsets)
+    unset = text == "" and f.default is None and not f.required
+    if text is None or unset or (f.multiple and not text):
+        if f.required:
+            raise ConfigError(f"{f.name} is required")
+        return f.default
+    old = _old_names(args).get(f.name) or getattr(args, "_sidecars_old_env", {}).get(f.name)
+    if old:
+        _warn(f, old_name=old, write=f.name if old.startswith("--") else f.env)
+    if f.multiple:
+        return tuple(_one(f, str(t)) for t in text)
+    return _one(f, str(text))
+
+
+def _one(f: Flag, text: str) -> Any:
+    key = text.strip().lower()
+    # an old spelling, or a choice in other letters (`True`, `ON`): taken, and said
+    new = f.conv.old.get(key) or (key if key in f.conv.choices and key != text else None)
+    if new is not None:
+        _warn(f, given=text, write=new)
+        text = new
+    return f.conv.parse(text, f.name)
+
+
+def _warn(f: Flag, **kw: str) -> None:
+    structlog.get_logger("sidecars.settings").warning("setting_old_spelling", flag=f.name, **kw)
+
+
+def values(cls: type, args: argparse.Namespace) -> dict[str, Any]:
+    """`cls`'s declared fields from `args`: those given, converted, and nested groups built; a
+    field left out keeps its dataclass default (or is for the role to derive)."""
+    out: dict[str, Any] = {}
+    for field in dataclasses.fields(cls):
+        if GROUP in field.metadata:
+            group = field.metadata[GROUP]
+            out[field.name] = group(**values(group, args))
+        elif SETTING in field.metadata:
+            f = _flag(field)
+            if getattr(args, f.dest, None) not in (None, []) or f.required:
+                out[field.name] = convert(f, args)
+    return out
 
 
 def flag(
@@ -48,57 +313,14 @@ def flag(
     required: bool = False,
     default: Any = None,
     multiple: bool = False,
-    **kwargs: Any,
+    help: str = "",
+    choices: Iterable[str] | None = None,
+    metavar: str | None = None,
 ) -> None:
-    """Add `--name`, defaulting to `SIDECARS_<NAME>` from the environment (comma-separated if multiple)."""
-    env = os.environ if env is None else env
-    var = env_name(name)
-    help_text = kwargs.pop("help", "")
-    from_env = env.get(var)
-    if from_env is not None:
-        default = [v for v in from_env.split(",") if v] if multiple else from_env
-        required = False
-    if multiple:
-        kwargs["action"] = _AppendReplacingDefault
-    parser.add_argument(name, required=required, default=default, help=f"{help_text} [env {var}]", **kwargs)
-
-
-def parse_addr(value: str, what: str = "--http") -> tuple[str, int]:
-    """`HOST:PORT` (or `[::1]:PORT`) -> (host, port)."""
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(f"{what}: expected HOST:PORT, got {value!r}")
-    return host.strip("[]") or "0.0.0.0", int(port)
-
-
-def http_url(value: Any, what: str) -> str:
-    """An http(s) base URL, its trailing slash dropped so that a path can follow."""
-    if not value or not str(value).startswith(("http://", "https://")):
-        raise ConfigError(f"{what} must be an http(s) URL, got {value!r}")
-    return str(value).rstrip("/")
-
-
-def positive(
-    value: Any, what: str, *, conv: Callable[[Any], float] = float, allow_zero: bool = False
-) -> float:
-    try:
-        number = conv(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{what}: expected a number, got {value!r}") from None
-    if number < 0 or (number == 0 and not allow_zero):
-        raise ConfigError(f"{what}: must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
-    return number
-
-
-def read_token(path: str | None, what: str = "--token-file") -> str:
-    """A bearer token from a file (a mounted Secret); never logged."""
-    if not path:
-        raise ConfigError(f"{what} is required")
-    try:
-        token = Path(path).read_text().strip()
-    except OSError as exc:
-        raise ConfigError(f"{what}: cannot read {path}: {exc.strerror}") from None
-    weak = secretcheck.weakness(token.encode(), secretcheck.MIN_TOKEN_CHARS)
-    if weak:
-        raise ConfigError(f"{what}: the token in {path} {weak}")
-    return token
+    """A flag whose text its command converts itself (the operator's commands, hooks, probes):
+    `--name`, defaulting to `SIDECARS_<NAME>` (comma-separated if `multiple`)."""
+    conv = dataclasses.replace(TEXT, metavar=metavar or "", choices=tuple(choices or ()))
+    f = Flag(
+        name=name, help=help, conv=conv, default=default, required=required, multiple=multiple, declared=False
+    )
+    add_flag(parser, f, env)

@@ -10,4 +10,6 @@
 - `trusted`: the agent's directories and SLURM_CONF must be safe from a job's user.
 - `api`: the unix socket the hook calls (`POST /v1/drain`, `GET /v1/drain`).
 - `service`: the daemon tying them together, with /livez /readyz /metrics /status.
+- `main`: the command (`configure`, `main`): flags to a running agent, with its Slurm node's name,
+  features and claim resolved first.
 """

@@ -21,7 +21,7 @@ class ControlPlaneUnavailable(RuntimeError):
     """The control plane did not answer usefully: fall back to Slurm."""
 
 
-class ControlPlaneClient:
+class AgentClient:
     """The agent's side of the control plane's `/v1/nodes/{name}` API."""
 
     def __init__(

@@ -109,7 +109,7 @@ class Drainer:
     def request(self, reason: str | None, timeout: float | None) -> asyncio.Future[dict[str, Any]]:
         """Start the drain, or join the one running; the future resolves with its result."""
         now = time.time()
-        deadline = now + (timeout if timeout is not None else self.settings.default_drain_timeout)
+        deadline = now + (timeout if timeout is not None else self.settings.drain_timeout_seconds)
         full_reason = self.settings.drain_reason(reason)
         if self.record is None or not self.active:
             self.record = DrainRecord(self.settings.pod, full_reason, deadline, now)

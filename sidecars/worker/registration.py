@@ -3,7 +3,7 @@
 (1) restart slurmd, up to `heal_attempts` times with a doubling backoff; (2) declare the pod
 unregistered: readiness fails with the reason, a metric, an Event, a report to the control plane.
 A dead slurmd process is healed at once (with a restart command); a living but unregistered one
-after `registration_timeout`. While the controller is unreachable nothing is remediated and the
+after `registration_timeout_seconds`. While the controller is unreachable nothing is remediated and the
 clock restarts when it is back: a controller outage is not a worker fault.
 """
 
@@ -76,7 +76,7 @@ class Registration:
         if not self.settings.slurmd_restart_command:
             return None  # without a command the container runtime restarts slurmd; registration decides
         gone = self.slurmd.missing_for()  # also what makes a slurmd count as seen
-        if self.slurmd.ever_seen and gone > self.settings.slurmd_missing_grace:
+        if self.slurmd.ever_seen and gone > self.settings.slurmd_missing_grace_seconds:
             return f"slurmd process gone for {gone:.1f}s"
         return None
 
@@ -101,11 +101,14 @@ class Registration:
             log.info("slurmd_not_registered", why=why)
         if self.status.declared:
             return  # said once; a registration later takes it back
-        if not gone and self.status.attempts == 0 and now - self._since < self.settings.registration_timeout:
+        if (
+            not gone
+            and self.status.attempts == 0
+            and now - self._since < self.settings.registration_timeout_seconds
+        ):
             self.status.state = "pending"
-            self.status.detail = (
-                f"{why} for {now - self._since:.0f}s (timeout {self.settings.registration_timeout:g}s)"
-            )
+            timeout = self.settings.registration_timeout_seconds
+            self.status.detail = f"{why} for {now - self._since:.0f}s (timeout {timeout:g}s)"
             return
         if now < self._next_step_at:
             return
@@ -129,7 +132,7 @@ class Registration:
     async def _restart(self, why: str, now: float) -> None:
         self.status.attempts += 1
         n = self.status.attempts
-        backoff = self.settings.heal_backoff * 2 ** (n - 1)
+        backoff = self.settings.heal_backoff_seconds * 2 ** (n - 1)
         self._next_step_at = now + backoff
         self.status.state = "healing"
         log.warning(

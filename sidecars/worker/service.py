@@ -3,23 +3,17 @@ mapping from what it saw; an HTTP face for probes and metrics; a unix socket for
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import os
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
 import structlog
 from prometheus_client import CollectorRegistry
 
-from sidecars.kube import pod_events
-
-if TYPE_CHECKING:
-    from sidecars.kube import KubeClient, Pod
-from sidecars.runtime import daemon, logs
 from sidecars.runtime.events import EventSink, LogEventSink
 from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, serve, serve_unix
@@ -30,14 +24,14 @@ from sidecars.slurm import RetryPolicy, SlurmClient, SlurmError, SlurmMetrics
 from sidecars.worker import api, naming, trusted
 from sidecars.worker.backoff import Backoff
 from sidecars.worker.claim import ClaimCheck
-from sidecars.worker.cp_client import ControlPlaneClient
+from sidecars.worker.cp_client import AgentClient
 from sidecars.worker.drain import Drainer
 from sidecars.worker.imex import ImexCheck
 from sidecars.worker.jobmap import JobMapping, gpu_jobs
 from sidecars.worker.metrics import WorkerMetrics
 from sidecars.worker.observation import Observation
 from sidecars.worker.registration import Registration
-from sidecars.worker.settings import WorkerSettings, configure, from_args, is_our_reason
+from sidecars.worker.settings import WorkerSettings, is_our_reason
 from sidecars.worker.slurm_source import SlurmSource
 from sidecars.worker.slurmd import Slurmd
 from sidecars.worker.slurmdhealth import SlurmdHealth
@@ -46,7 +40,7 @@ from sidecars.worker.source import NodeSource
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["Agent", "configure", "main"]
+__all__ = ["Agent"]
 
 
 class Agent:
@@ -66,7 +60,7 @@ class Agent:
         # the loop retries; one bounded retry here keeps a look within a poll or two
         self.client = SlurmClient(
             env=env,
-            timeout=settings.slurm_timeout,
+            timeout=settings.slurm_timeout_seconds,
             retry=RetryPolicy(attempts=2, max_seconds=3.0),
             metrics=self.slurm_metrics,
             guard=trusted.conf_guard(os.environ if env is None else env),
@@ -121,7 +115,9 @@ class Agent:
             return CheckResult(True, "no slurmd visible from here (no shared process namespace?)")
         gone = self.slurmd.missing_for()
         # a 24.11 reconfigure re-execs slurmd: a short gap is not a death
-        return CheckResult(gone <= self.settings.slurmd_missing_grace, f"slurmd not running for {gone:.1f}s")
+        return CheckResult(
+            gone <= self.settings.slurmd_missing_grace_seconds, f"slurmd not running for {gone:.1f}s"
+        )
 
     def _refused(self) -> str | None:
         return self.claim.refused if self.claim is not None else None
@@ -217,7 +213,7 @@ class Agent:
                 # 10 s) drops them: a request never goes out on one the server is closing
                 connector = aiohttp.TCPConnector(ssl=s.control_plane_tls or True, keepalive_timeout=5)
                 session = await stack.enter_async_context(aiohttp.ClientSession(connector=connector))
-                cp = ControlPlaneClient(session, s.control_plane, TokenFile(s.token_file).value, s.node_name)
+                cp = AgentClient(session, s.control_plane, TokenFile(s.token_file).value, s.node_name)
                 backoff = Backoff(first_seconds=s.drain_poll_seconds, max_seconds=s.fallback_max_seconds)
                 self.source.attach(cp, backoff=backoff, on_fallback=self.metrics.fallbacks.inc)
                 self.slurmd_health.read_record = False  # coordinated: no Slurm query of its own
@@ -375,50 +371,3 @@ class Agent:
             log.error("gpu_mapping_not_written", error=str(exc), dir=str(self.mapping.dir))
             return
         self.metrics.gpu_files.set(len(wanted))
-
-
-def claim_check(settings: WorkerSettings, kube: KubeClient) -> ClaimCheck:
-    """The pods on this pod's Kubernetes Node, as the claim rule reads them."""
-    where = f"spec.nodeName={settings.kube_node}"
-
-    async def on_node() -> list[Pod]:
-        pods, _ = await kube.list_pods(settings.pod_namespace, settings.worker_selector, where)
-        return pods
-
-    return ClaimCheck(
-        on_node,
-        (settings.pod_namespace, settings.pod_name),
-        settings.node_name,
-        interval=settings.poll_seconds,
-    )
-
-
-def main(args: argparse.Namespace) -> int:
-    given = from_args(args)
-
-    async def body(stop: asyncio.Event) -> None:
-        async with contextlib.AsyncExitStack() as stack:
-            kube: KubeClient | None = None
-            if given.node_name_from == "kube-node":  # DaemonSet workers: the Node names the Slurm node
-                from sidecars.kube import KubeClient as Client
-                from sidecars.kube import load_configuration
-
-                conf = await load_configuration()
-                if conf is not None:
-                    kube = await stack.enter_async_context(Client(conf))
-            get_node = kube.get_node if kube is not None and given.node_name_annotation else None
-            settings = await naming.resolve(given, get_node)
-            logs.bind("worker", node=settings.node_name, pod=settings.pod)
-            if settings.node_name_from == "kube-node":
-                node_reader = kube.get_node if kube is not None else None
-                await naming.write_features(settings, node_reader)
-                # `slurmd -V` reads no config (slurmd has not fetched it yet) and is the pod's slurmd
-                release = SlurmClient(timeout=settings.slurm_timeout).slurmd_version
-                await naming.write_topology(settings, node_reader, release)
-            claim = claim_check(settings, kube) if kube is not None else None
-            if claim is None and settings.node_name_from == "kube-node":
-                log.warning("slurm_node_claim_unchecked", why="no Kubernetes API configuration")
-            async with pod_events("slurm-sidecars-worker") as events:
-                await Agent(settings, events=events, claim=claim).run(stop)
-
-    return daemon.run(body)

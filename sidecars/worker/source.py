@@ -18,7 +18,7 @@ import structlog
 
 from sidecars.runtime.waits import until_set
 from sidecars.worker.backoff import Backoff
-from sidecars.worker.cp_client import ControlPlaneClient, ControlPlaneUnavailable
+from sidecars.worker.cp_client import AgentClient, ControlPlaneUnavailable
 from sidecars.worker.observation import Observation
 from sidecars.worker.slurm_source import SlurmSource
 
@@ -30,7 +30,7 @@ class NodeSource:
 
     def __init__(self, slurm: SlurmSource) -> None:
         self.slurm = slurm
-        self.cp: ControlPlaneClient | None = None
+        self.cp: AgentClient | None = None
         self.backoff = Backoff(first_seconds=0.25, max_seconds=15.0)
         self._cp_retry_at = 0.0
         self._version: int | None = None
@@ -39,7 +39,7 @@ class NodeSource:
 
     def attach(
         self,
-        cp: ControlPlaneClient,
+        cp: AgentClient,
         *,
         backoff: Backoff | None = None,
         on_fallback: Callable[[], None] | None = None,

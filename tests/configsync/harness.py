@@ -9,7 +9,7 @@ import contextlib
 import re
 import shlex
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from sidecars.devcluster import DevCluster, free_port
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.slurm.runner import SlurmMetrics
 from tests.helpers import RecordingEvents
+from tests.settings import build
 
 FILES = ("slurm.conf", "gres.conf", "cgroup.conf")
 
@@ -111,23 +112,17 @@ async def config_sync(
     config.write(base)
     secret = AtomicVolume(cluster.dir / "vol" / "secret", mode=0o600)
     secret.write(secrets or {})
-    settings = Settings(
+    settings = build(
+        Settings,
         sources=(config.path, secret.path),
         target=cluster.conf_path.parent,
         state_dir=cluster.dir / "config-sync",
-        http_host="127.0.0.1",
-        http_port=0,
-        debounce_seconds=0.05,
-        settle_seconds=0.5,
-        rehash_seconds=30.0,
-        restart_timeout_seconds=30.0,
-        retry_max_seconds=1.0,
         plugin_dir=await cluster.plugin_dir(),  # 24.11's live in its chroot, not where it reports
         # the dry run's slurmctld is the cluster's release, started in its namespace (and chroot) as
         # the cluster's own is; the cluster's teardown would take a leftover one with it
         dry_run_slurmctld=tuple(cluster.in_namespace("slurmctld")),
+        **overrides,
     )
-    settings = replace(settings, **overrides)
     registry = CollectorRegistry()
     client = cluster.client(metrics=SlurmMetrics(registry))
     validator: Validator | None = validator_factory(client, settings) if validator_factory else None

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 from sidecars.configsync.settings import Settings
 from sidecars.devcluster import DevCluster
 from tests.configsync.harness import config_sync, set_sha
+from tests.settings import build
 
 
 async def test_fifty_swaps_in_five_seconds_are_at_most_three_reconfigures(cluster: DevCluster) -> None:
     # the production defaults: a lone change waits 0.1 s, less than the swaps' spacing; only the
     # quiet time growing through the burst keeps this to a few reconfigures
-    defaults = Settings(sources=(), target=Path(), state_dir=Path())
+    defaults = build(Settings, quick=False)
     async with config_sync(
         cluster,
         debounce_seconds=defaults.debounce_seconds,

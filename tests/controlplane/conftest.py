@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -19,32 +18,13 @@ from sidecars.kube.client import KubeRetry
 from sidecars.slurm import RetryPolicy
 from tests.fakekube import configuration
 from tests.helpers import eventually
+from tests.settings import (
+    TOKEN,
+    VIEWER,  # noqa: F401 - tests here import it from this module
+    build,
+)
 
-TOKEN = "s3cret-token-for-tests-5d1e8a0c93b7f"  # the operator's
-VIEWER = "viewer-token-for-tests-8c2e4a6f1b3d5079"
 T = TypeVar("T")
-
-
-def settings(**overrides: Any) -> ControlPlaneSettings:
-    base = ControlPlaneSettings(
-        host="127.0.0.1",
-        port=0,
-        token=TOKEN,
-        viewer_token=VIEWER,
-        interval_seconds=0.3,
-        fast_interval_seconds=0.1,
-        batch_window_seconds=0.2,
-        namespace="slurm",
-        worker_selector="app=slurmd",
-        identity="cp-a",
-        lease_seconds=6.0,  # a write lapses 4 s after a renewal starts: room for a loaded machine
-        renew_seconds=0.5,
-        recycle_grace_seconds=0.5,
-        recycle_window_seconds=60,
-        recycle_backoff_seconds=30,
-        deletion_cost_qps=50,
-    )
-    return dataclasses.replace(base, **overrides)
 
 
 @dataclass
@@ -99,7 +79,7 @@ async def control_plane(
                     retry=KubeRetry(attempts=3, initial_wait=0.01, max_wait=0.05),
                 )
             )
-        plane = ControlPlane(settings(**overrides), slurm, kube, registry)
+        plane = ControlPlane(build(ControlPlaneSettings, **overrides), slurm, kube, registry)
         if prepare is not None:
             prepare(plane)
         port = await stack.enter_async_context(plane.running())

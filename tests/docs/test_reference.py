@@ -28,6 +28,13 @@ def test_flags_reference_matches_the_parsers(monkeypatch: pytest.MonkeyPatch) ->
     )
 
 
+def test_flag_docs_match_the_declarations(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SIDECARS_DRY_RUN", "off")  # the reference must not depend on this shell
+    assert (ROOT / "docs" / "flags.md").read_text() == flags_table.doc_markdown(), (
+        "docs/flags.md is stale: run `cd scripts && ../.venv/bin/python flags_table.py --write`"
+    )
+
+
 def test_metrics_reference_matches_the_code() -> None:
     assert _section(metrics_table.BEGIN, metrics_table.END) == metrics_table.metrics_markdown().strip(), (
         "README metrics are stale: run `cd scripts && ../.venv/bin/python flags_table.py --write`"

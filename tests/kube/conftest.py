@@ -4,8 +4,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from sidecars.kube import KubeClient
-from sidecars.kube.client import KubeRetry
+from sidecars.kube import KubeClient, KubeRetry
 from tests.fakekube import FakeKube, configuration
 
 

@@ -8,8 +8,7 @@ import datetime as dt
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from sidecars.kube import KubeClient, KubeError, KubeEventSink, LeaseConflict, LeaseRecord
-from sidecars.kube.client import KubeRetry
+from sidecars.kube import KubeClient, KubeError, KubeEventSink, KubeRetry, LeaseConflict, LeaseRecord
 from sidecars.runtime.waits import within
 from tests.fakekube import FakeKube, configuration
 

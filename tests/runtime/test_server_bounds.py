@@ -17,23 +17,26 @@ import aiohttp
 import pytest
 
 from sidecars import probe
-from sidecars.apiclient import ControlPlane as ApiClient
 from sidecars.controlplane.service import ControlPlane
+from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.devcluster import DevCluster
+from sidecars.operator.client import ControlPlaneClient as ApiClient
 from sidecars.runtime import http
 from sidecars.runtime.settings import ConfigError
 from sidecars.slurm import SlurmClient
-from sidecars.worker.cp_client import ControlPlaneClient, ControlPlaneUnavailable
+from sidecars.worker.cp_client import AgentClient, ControlPlaneUnavailable
 from tests.configsync.harness import config_sync
-from tests.controlplane.conftest import TOKEN, VIEWER, settings
 from tests.runtime.slowclient import SMALL, body_never_ends, header_trickle, over_the_cap, tcp, unix
+from tests.settings import TOKEN, VIEWER, build
 from tests.worker.agent_helpers import running_agent, settings_for
 
 
 @contextlib.asynccontextmanager
 async def control_plane_app(tls: ssl.SSLContext | None = None) -> AsyncIterator[int]:
     """The control plane's HTTP face as `running()` serves it (no Slurm behind: its page still serves)."""
-    plane = ControlPlane(settings(kubernetes=False, http_limits=SMALL, tls=tls), SlurmClient(), None)
+    plane = ControlPlane(
+        build(ControlPlaneSettings, kubernetes=False, http_limits=SMALL, tls=tls), SlurmClient(), None
+    )
     s = plane.settings
     async with http.serve(plane.http_app(), "127.0.0.1", 0, s.http_limits, s.tls) as port:
         yield port
@@ -116,7 +119,7 @@ async def test_the_control_plane_serves_tls_that_status_and_the_agent_trust(cert
         # the agent: its client over the same CA; the answer (no fleet read yet) came through TLS
         connector = aiohttp.TCPConnector(ssl=certs.client())
         async with aiohttp.ClientSession(connector=connector) as session:
-            agent = ControlPlaneClient(session, url, lambda: TOKEN, "n1")
+            agent = AgentClient(session, url, lambda: TOKEN, "n1")
             with pytest.raises(ControlPlaneUnavailable, match="HTTP 503"):
                 await agent.node(None, 0)
         # a client that does not trust the CA gets nowhere; plain HTTP gets no answer either

@@ -413,7 +413,7 @@ def test_compute_domains_are_read_only_where_the_gpu_overlay_asks_for_them() -> 
     def told(target: str) -> bool:
         sts = find(render(target), "StatefulSet")["spec"]["template"]["spec"]
         cp = next(c for c in sts["initContainers"] if c["name"] == "control-plane")
-        return {"name": "SIDECARS_COMPUTE_DOMAINS", "value": "on"} in cp.get("env", [])
+        return {"name": "SIDECARS_COMPUTE_DOMAINS", "value": "true"} in cp.get("env", [])
 
     objs = render("overlays/gpu")
     role = find(objs, "ClusterRole", "slurm-sidecars-compute-domains")
@@ -449,7 +449,7 @@ def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
 
 
 def test_base_keeps_busy_workers_from_eviction() -> None:
-    """The control plane labels busy workers (`--busy-label`, on by default); the base's budget
+    """The control plane labels busy workers (`--busy-label`, true by default); the base's budget
     allows none of them to be evicted, and selects only worker pods so labelled."""
     objs = render("base")
     pdb = find(objs, "PodDisruptionBudget", "slurmd-busy")
@@ -460,7 +460,7 @@ def test_base_keeps_busy_workers_from_eviction() -> None:
     ctld = find(objs, "StatefulSet")["spec"]["template"]["metadata"]["labels"]
     assert not _selects(pdb["spec"]["selector"], {**ctld, BUSY: "true"})
     plane = next(c for c in containers("base") if c.spec["name"] == "control-plane")
-    assert flag_value(_argv(plane), "--busy-label") in {None, "on"}
+    assert flag_value(_argv(plane), "--busy-label") in {None, "true"}
 
 
 def test_services_select_pods_and_name_their_ports() -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from sidecars.devcluster import DevCluster
-from sidecars.status import StatusSettings, collect, render
+from sidecars.operator.status import StatusSettings, collect, render
+from tests.settings import build
 from tests.status.status_fakes import control_plane_app, nodes_from_slurm, serving
 from tests.status.status_run import status
 
@@ -104,7 +105,7 @@ async def test_same_fleet_whether_read_directly_or_through_the_control_plane(
 @pytest.mark.cluster(nodes=1)
 async def test_collect_in_process_with_a_given_client(cluster: DevCluster) -> None:
     """The demo draws the same table in its own process, with its cluster's client."""
-    settings = StatusSettings(control_plane=None, token=None, config_sync=None, timeout=5)
+    settings = build(StatusSettings, timeout_seconds=5)
     snap = await collect(settings, cluster.client())
     assert snap.errors == ()
     assert [(n.name, n.state) for n in snap.nodes or []] == [("n1", "IDLE")]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sidecars.status import NodeRow, StatusReport, render, when
+from sidecars.operator.status import NodeRow, StatusReport, render, when
 
 NOW = 1_800_000_000  # 2027-01-15T08:00:00Z
 

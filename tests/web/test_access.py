@@ -86,10 +86,12 @@ async def test_forged_expired_and_foreign_sessions_are_refused() -> None:
 
 async def test_the_agents_token_does_not_open_a_page_with_its_own_viewer_token() -> None:
     from sidecars.controlplane.service import ControlPlane
+    from sidecars.controlplane.settings import ControlPlaneSettings
     from sidecars.slurm import SlurmClient
-    from tests.controlplane.conftest import TOKEN, settings
+    from tests.settings import TOKEN, build
 
-    plane = ControlPlane(settings(viewer_token=VIEWER, kubernetes=False), SlurmClient(), None)
+    settings = build(ControlPlaneSettings, viewer_token=VIEWER, kubernetes=False)
+    plane = ControlPlane(settings, SlurmClient(), None)
     app = plane.http_app()
     from sidecars.runtime import http as rt
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -18,26 +17,13 @@ from sidecars.worker.observation import Observation
 from sidecars.worker.service import Agent
 from sidecars.worker.settings import WorkerSettings
 from tests.helpers import RecordingEvents, eventually
+from tests.settings import build
 
 
 def settings_for(cluster: DevCluster, sockdir: Path, node: str = "n1", **overrides: Any) -> WorkerSettings:
-    base = WorkerSettings(
-        node_name=node,
-        http_host="127.0.0.1",
-        http_port=0,
-        socket_path=sockdir / "agent.sock",
-        state_dir=sockdir,
-        pod_namespace="slurm",
-        pod_name=f"worker-{node}",
-        registration_timeout=30.0,
-        heal_attempts=2,
-        heal_backoff=1.0,
-        poll_seconds=0.5,
-        drain_poll_seconds=0.2,
-        slurmd_missing_grace=0.5,
-        slurm_timeout=15.0,
-    )
-    return dataclasses.replace(base, **overrides)
+    """An agent of the test's cluster: `node`, its socket and drain record in `sockdir`."""
+    where = {"socket_path": sockdir / "agent.sock", "state_dir": sockdir, "pod_name": f"worker-{node}"}
+    return build(WorkerSettings, **{"node_name": node, **where, **overrides})
 
 
 @contextlib.asynccontextmanager

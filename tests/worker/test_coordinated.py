@@ -122,9 +122,9 @@ async def test_unregistered_pod_is_reported_to_the_control_plane(cluster: DevClu
             node="nosuch",
             control_plane=url,
             token_file=token_file(sockdir, TOKEN),
-            registration_timeout=0.5,
+            registration_timeout_seconds=0.5,
             heal_attempts=1,
-            heal_backoff=0.2,
+            heal_backoff_seconds=0.2,
             slurmd_restart_command=("false",),
         )
         async with running_agent(cluster, s) as agent:

@@ -16,7 +16,8 @@ from sidecars.kube import KubeClient
 from sidecars.kube.gpudomain import CLIQUE_LABEL
 from sidecars.kube.nodename import ANNOTATION
 from sidecars.worker import naming
-from sidecars.worker.service import Agent, claim_check
+from sidecars.worker.main import claim_check
+from sidecars.worker.service import Agent
 from sidecars.worker.settings import WorkerSettings
 from tests.fakekube import FakeKube, configuration
 from tests.helpers import RecordingEvents, eventually
@@ -34,10 +35,10 @@ def ds_settings(cluster: DevCluster, sockdir: Path, pod: str, marker: Path) -> W
         pod_name=pod,
         node_name_from="kube-node",
         kube_node="kube-a",
-        registration_timeout=0.5,
+        registration_timeout_seconds=0.5,
         # the test replaces slurmd itself once the node is taken over: on a loaded machine that takes
         # more than the usual half second, and the agent must not heal meanwhile
-        slurmd_missing_grace=30.0,
+        slurmd_missing_grace_seconds=30.0,
         # what would start this pod's slurmd: it must never run while another pod holds the node
         slurmd_restart_command=("sh", "-c", f"touch {marker}"),
     )

@@ -155,7 +155,7 @@ async def test_on_the_kubelets_world_writable_volumes_the_agent_and_the_hook_ref
             os.chown(planted, job_user.pw_uid, job_user.pw_gid)
             conf = dirs["run"] / "conf" / "slurm.conf"
             env = {**cluster.env, "SLURM_CONF": str(conf)}
-            s = settings_for(cluster, sockdir, registration_timeout=600.0)
+            s = settings_for(cluster, sockdir, registration_timeout_seconds=600.0)
             agent = Agent(s, env=env)
             async with running(agent, lambda: agent.last_tick is not None, "a first look"):
                 script = MOVES.format(
@@ -203,7 +203,7 @@ async def test_with_the_init_steps_modes_every_move_is_denied_and_the_agent_hook
             dirs["sock"],
             state_dir=dirs["state"],
             job_mapping_dir=dirs["mapping"],
-            registration_timeout=600.0,
+            registration_timeout_seconds=600.0,
         )
         # the agent's Slurm config is the cluster's own, where only root can write
         agent = Agent(s, env=cluster.env)

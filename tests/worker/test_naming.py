@@ -18,16 +18,15 @@ from sidecars.slurm import Version
 from sidecars.worker import naming
 from sidecars.worker.settings import WorkerSettings
 from tests.fakekube import FakeKube
+from tests.settings import build
 
 
 def settings(tmp_path: Path, annotation: str = ANNOTATION, source: str = "kube-node") -> WorkerSettings:
-    return WorkerSettings(
+    return build(
+        WorkerSettings,
         node_name="" if source == "kube-node" else "n1",
-        http_host="127.0.0.1",
-        http_port=0,
         socket_path=tmp_path / "a.sock",
         state_dir=tmp_path,
-        pod_namespace="slurm",
         pod_name="ds-x1",
         node_name_from=source,
         kube_node="k1",

@@ -57,9 +57,9 @@ async def test_slurmd_that_never_registers_is_declared_unregistered(cluster: Dev
         cluster,
         sockdir,
         node="nosuch",
-        registration_timeout=1.0,
+        registration_timeout_seconds=1.0,
         heal_attempts=2,
-        heal_backoff=0.3,
+        heal_backoff_seconds=0.3,
         slurmd_restart_command=tuple(cluster.slurmd_argv("nosuch")),
     )
     async with running_agent(cluster, s, events) as agent:
@@ -82,9 +82,9 @@ async def test_failing_restart_command_ends_unregistered(cluster: DevCluster, so
         cluster,
         sockdir,
         node="nosuch",
-        registration_timeout=0.5,
+        registration_timeout_seconds=0.5,
         heal_attempts=1,
-        heal_backoff=0.2,
+        heal_backoff_seconds=0.2,
         slurmd_restart_command=tuple(shlex.split("sh -c 'echo no luck; exit 3'")),
     )
     async with running_agent(cluster, s) as agent:
@@ -101,8 +101,8 @@ async def test_controller_outage_is_not_remediated(cluster: DevCluster, sockdir)
     s = settings_for(
         cluster,
         sockdir,
-        registration_timeout=5.0,
-        heal_backoff=0.2,
+        registration_timeout_seconds=5.0,
+        heal_backoff_seconds=0.2,
         slurmd_restart_command=tuple(cluster.slurmd_argv("n1")),
     )
     async with running_agent(cluster, s) as agent:
@@ -115,7 +115,7 @@ async def test_controller_outage_is_not_remediated(cluster: DevCluster, sockdir)
         outage_seen = agent.last_tick
         assert outage_seen is not None
         await eventually(
-            lambda: (agent.last_tick or 0) > outage_seen + s.registration_timeout + 1,
+            lambda: (agent.last_tick or 0) > outage_seen + s.registration_timeout_seconds + 1,
             within=30,
             what="looks during an outage longer than the registration timeout",
         )
@@ -155,7 +155,9 @@ async def test_dynamic_node_that_never_showed_up_is_started_and_registers(
 ) -> None:
     # the pod's slurmd -Z never came up: Slurm has no record at all until the agent's restart
     command = tuple(cluster.slurmd_argv("d1", "-Z", "--conf", "CPUs=1 RealMemory=1000"))
-    s = settings_for(cluster, sockdir, node="d1", registration_timeout=0.5, slurmd_restart_command=command)
+    s = settings_for(
+        cluster, sockdir, node="d1", registration_timeout_seconds=0.5, slurmd_restart_command=command
+    )
     async with running_agent(cluster, s) as agent:
         await eventually(lambda: agent.registration.status.attempts == 1, what="a restart")
         await eventually(lambda: agent.registration.status.state == "registered", what="registered")
@@ -169,7 +171,10 @@ async def test_dynamic_node_that_never_showed_up_is_started_and_registers(
 async def test_reconfigure_is_not_a_slurmd_death(cluster: DevCluster, sockdir) -> None:
     # 24.11 re-execs slurmd under a new PID at every reconfigure; 22.05 keeps it
     s = settings_for(
-        cluster, sockdir, slurmd_missing_grace=2.0, slurmd_restart_command=tuple(cluster.slurmd_argv("n1"))
+        cluster,
+        sockdir,
+        slurmd_missing_grace_seconds=2.0,
+        slurmd_restart_command=tuple(cluster.slurmd_argv("n1")),
     )
     async with running_agent(cluster, s) as agent:
         await eventually(lambda: agent.registration.status.state == "registered", what="registered")

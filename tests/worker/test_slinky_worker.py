@@ -24,7 +24,9 @@ async def test_a_worker_that_never_registered_is_started_and_registers_as_a_dyna
     cluster: DevCluster, sockdir
 ) -> None:
     command = tuple(cluster.slurmd_argv("w2"))  # the pod's configless slurmd -Z, not running yet
-    s = settings_for(cluster, sockdir, node="w2", registration_timeout=0.5, slurmd_restart_command=command)
+    s = settings_for(
+        cluster, sockdir, node="w2", registration_timeout_seconds=0.5, slurmd_restart_command=command
+    )
     async with running_agent(cluster, s) as agent:
         await eventually(lambda: agent.registration.status.attempts == 1, what="a restart")
         await eventually(lambda: agent.registration.status.state == "registered", what="registered")

@@ -21,22 +21,25 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from sidecars.runtime.http import client_tls
-from sidecars.runtime.settings import ConfigError, flag, http_url
+from sidecars.runtime.http import CA_FILE
+from sidecars.runtime.settings import URL, Flag, add_flags, convert, seconds
 from sidecars.slurm import health
+
+URL_FLAG = Flag(
+    name="--url", help="base URL of the daemon, e.g. http://127.0.0.1:9100", conv=URL, required=True
+)
+TIMEOUT_FLAG = Flag(name="--timeout-seconds", help="give up after this long", conv=seconds(), default=3.0)
+CA_FLAG = Flag(
+    name="--ca-file",
+    help="for an https daemon: the CA its certificate chains to (the name is not checked: the "
+    "probe asks 127.0.0.1)",
+    conv=CA_FILE,
+)
 
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("which", choices=["livez", "readyz", "controller"])
-    flag(p, "--url", required=True, help="base URL of the daemon, e.g. http://127.0.0.1:9100")
-    flag(p, "--timeout-seconds", default="3", help="give up after this long")
-    flag(
-        p,
-        "--ca-file",
-        default=None,
-        help="for an https daemon: the CA its certificate chains to (the name is not checked: the "
-        "probe asks 127.0.0.1)",
-    )
+    add_flags(p, URL_FLAG, TIMEOUT_FLAG, CA_FLAG)
 
 
 async def check(url: str, which: str, timeout: float, tls: ssl.SSLContext | None = None) -> tuple[bool, str]:
@@ -78,12 +81,7 @@ async def check_controller(url: str, timeout: float) -> tuple[bool, str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    url = http_url(args.url, "--url")
-    try:
-        timeout = float(args.timeout_seconds)
-    except ValueError:
-        raise ConfigError(f"--timeout-seconds: not a number: {args.timeout_seconds!r}") from None
-    tls = client_tls(args.ca_file, "--ca-file")
+    url, timeout, tls = convert(URL_FLAG, args), convert(TIMEOUT_FLAG, args), convert(CA_FLAG, args)
     if tls is not None:
         tls.check_hostname = False  # the chain is checked; the probe's 127.0.0.1 is no name in it
     if args.which == "controller":

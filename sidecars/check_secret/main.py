@@ -11,17 +11,26 @@ import argparse
 from pathlib import Path
 
 from sidecars.runtime import secretcheck
-from sidecars.runtime.settings import ConfigError, flag, positive
+from sidecars.runtime.settings import PATH, ConfigError, Flag, add_flags, convert, number
+
+FILE_FLAG = Flag(
+    name="--file", help="a key file (a mounted Secret); repeatable", conv=PATH, required=True, multiple=True
+)
+MIN_BYTES_FLAG = Flag(
+    name="--min-bytes",
+    help="shortest key accepted",
+    conv=number(unit="bytes"),
+    default=secretcheck.MIN_KEY_BYTES,
+)
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    flag(p, "--file", required=True, multiple=True, help="a key file (a mounted Secret); repeatable")
-    flag(p, "--min-bytes", default=str(secretcheck.MIN_KEY_BYTES), help="shortest key accepted")
+    add_flags(p, FILE_FLAG, MIN_BYTES_FLAG)
 
 
 def main(args: argparse.Namespace) -> int:
-    least = int(positive(args.min_bytes, "--min-bytes", conv=int))
-    for name in args.file:
+    least = int(convert(MIN_BYTES_FLAG, args))
+    for name in convert(FILE_FLAG, args):
         try:
             data = Path(name).read_bytes()
         except OSError as exc:

@@ -8,7 +8,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
-from sidecars.apiclient import ControlPlane, Request, control_plane_flags, run
+from sidecars.operator.client import ControlPlaneClient, Request, control_plane_flags, run
 from sidecars.runtime.settings import ConfigError, flag
 
 ACTIONS = ("start", "status", "pause", "resume")
@@ -26,12 +26,12 @@ def configure(p: argparse.ArgumentParser) -> None:
 @dataclass(frozen=True)
 class UpgradeSettings:
     action: str
-    control_plane: ControlPlane
+    control_plane: ControlPlaneClient
     body: dict[str, str]
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> UpgradeSettings:
-        control_plane = ControlPlane.from_args(args)
+        control_plane = ControlPlaneClient.from_args(args)
         body: dict[str, str] = {}
         if args.action == "start":
             if not (args.revision or args.deployment) or not args.upgrade_budget:

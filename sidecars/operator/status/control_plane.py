@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import aiohttp
 
-from sidecars import maintenance_cli, upgrade_cli
-from sidecars.apiclient import ControlPlane
+from sidecars.operator import maintenance, upgrade
+from sidecars.operator.client import ControlPlaneClient
+from sidecars.operator.status.fetch import get_json
+from sidecars.operator.status.report import NodeRow, SourceError
+from sidecars.operator.status.settings import StatusSettings
 from sidecars.slurm.nodejson import NodeRecord, parse_node
-from sidecars.status.fetch import get_json
-from sidecars.status.report import NodeRow, SourceError
-from sidecars.status.settings import StatusSettings
 
 
 def _row(node: NodeRecord) -> NodeRow:
@@ -31,7 +31,9 @@ async def read_control_plane(
     are kept and the order is None with its error (whatever could be read is still printed)."""
     assert settings.control_plane is not None and settings.token is not None
     base = settings.control_plane
-    cp = ControlPlane(url=base, token=settings.token, timeout=settings.timeout, tls=settings.tls)
+    cp = ControlPlaneClient(
+        url=base, token=settings.token, timeout=settings.timeout_seconds, tls=settings.tls
+    )
     async with cp.session() as session:
         nodes = await get_json(session, f"{base}/v1/nodes", "control plane")
         try:
@@ -58,10 +60,10 @@ async def _planned(session: aiohttp.ClientSession, base: str) -> list[str]:
     try:
         windows = await get_json(session, f"{base}/v1/maintenance", "control plane")
         for window in windows["windows"]:
-            lines += maintenance_cli.render(window)
-        upgrade = await get_json(session, f"{base}/v1/upgrade", "control plane")
-        if upgrade.get("upgrade") or upgrade.get("unavailable"):
-            lines += upgrade_cli.render(upgrade)
+            lines += maintenance.render(window)
+        rolling = await get_json(session, f"{base}/v1/upgrade", "control plane")
+        if rolling.get("upgrade") or rolling.get("unavailable"):
+            lines += upgrade.render(rolling)
     except (SourceError, KeyError, TypeError, AttributeError) as exc:
         lines.append(f"(unavailable: {exc})")
     return lines or ["none"]

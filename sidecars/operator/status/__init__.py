@@ -6,11 +6,11 @@ rejection (from config-sync's `/status`). A source that cannot be reached is nam
 makes the exit status 1; whatever could be read is still printed.
 """
 
-from sidecars.status.collect import collect
-from sidecars.status.main import configure, main
-from sidecars.status.render import render, when
-from sidecars.status.report import JobRow, NodeRow, StatusReport
-from sidecars.status.settings import StatusSettings
+from sidecars.operator.status.collect import collect
+from sidecars.operator.status.main import configure, main
+from sidecars.operator.status.render import render, when
+from sidecars.operator.status.report import JobRow, NodeRow, StatusReport
+from sidecars.operator.status.settings import StatusSettings
 
 __all__ = [
     "JobRow",

@@ -6,11 +6,11 @@ from typing import Any
 
 import aiohttp
 
-from sidecars.status.report import SourceError
+from sidecars.operator.status.report import SourceError
 
 
 async def get_json(session: aiohttp.ClientSession, url: str, what: str) -> Any:
-    """The session bears whatever the source needs (the control plane's: apiclient.ControlPlane)."""
+    """The session bears whatever the source needs (the control plane's: a ControlPlaneClient's)."""
     try:
         async with session.get(url) as r:
             if r.status in (401, 403):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from sidecars.operator.status.report import JobRow, NodeRow, SourceError
+from sidecars.operator.status.settings import StatusSettings
 from sidecars.slurm import RetryPolicy, SlurmClient, SlurmError
-from sidecars.status.report import JobRow, NodeRow, SourceError
-from sidecars.status.settings import StatusSettings
 
 
 async def read_slurm(
@@ -13,7 +13,8 @@ async def read_slurm(
     """Nodes and jobs straight from Slurm, with the jobs on each node worked out here."""
     # a person is waiting: retry a little, within the same time budget as the HTTP sources
     client = client or SlurmClient(
-        timeout=settings.timeout, retry=RetryPolicy(attempts=2, max_seconds=settings.timeout, max_wait=0.5)
+        timeout=settings.timeout_seconds,
+        retry=RetryPolicy(attempts=2, max_seconds=settings.timeout_seconds, max_wait=0.5),
     )
     try:
         nodes, jobs = await client.nodes(), await client.jobs()

@@ -6,12 +6,12 @@ import asyncio
 from dataclasses import replace
 from typing import Any
 
+from sidecars.operator.status.config_sync import read_config_sync
+from sidecars.operator.status.control_plane import read_control_plane
+from sidecars.operator.status.direct import read_slurm
+from sidecars.operator.status.report import SourceError, StatusReport
+from sidecars.operator.status.settings import StatusSettings
 from sidecars.slurm import SlurmClient
-from sidecars.status.config_sync import read_config_sync
-from sidecars.status.control_plane import read_control_plane
-from sidecars.status.direct import read_slurm
-from sidecars.status.report import SourceError, StatusReport
-from sidecars.status.settings import StatusSettings
 
 
 async def collect(settings: StatusSettings, client: SlurmClient | None = None) -> StatusReport:

@@ -6,8 +6,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from sidecars.operator.status.report import StatusReport
 from sidecars.slurm import REASON_PREFIX
-from sidecars.status.report import StatusReport
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:

@@ -10,7 +10,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
-from sidecars.apiclient import ControlPlane, Request, control_plane_flags, run
+from sidecars.operator.client import ControlPlaneClient, Request, control_plane_flags, run
 from sidecars.runtime.settings import ConfigError, flag
 
 ACTIONS = ("create", "list", "delete")
@@ -30,12 +30,12 @@ def configure(p: argparse.ArgumentParser) -> None:
 class MaintenanceSettings:
     action: str
     name: str | None
-    control_plane: ControlPlane
+    control_plane: ControlPlaneClient
     body: dict[str, str]
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> MaintenanceSettings:
-        control_plane = ControlPlane.from_args(args)
+        control_plane = ControlPlaneClient.from_args(args)
         body: dict[str, str] = {}
         if args.action == "create":
             for f in ("nodes", "duration", "reason"):

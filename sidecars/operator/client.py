@@ -23,7 +23,7 @@ from sidecars.runtime.settings import flag, http_url, positive, read_token
 
 
 def control_plane_flags(p: argparse.ArgumentParser) -> None:
-    """The flags `ControlPlane.from_args` reads."""
+    """The flags `ControlPlaneClient.from_args` reads."""
     flag(p, "--control-plane", help="control-plane URL, e.g. http://slurm-sidecars-control-plane:9200")
     flag(p, "--token-file", help="bearer token for the control plane (a mounted Secret)")
     flag(p, "--timeout-seconds", default="30", help="give up on the control plane after this long")
@@ -31,14 +31,14 @@ def control_plane_flags(p: argparse.ArgumentParser) -> None:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ControlPlane:
+class ControlPlaneClient:
     url: str  # the base URL, no trailing slash
     token: str
     timeout: float  # seconds for a whole request
     tls: ssl.SSLContext | None = None  # None: the system's CAs
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> ControlPlane:
+    def from_args(cls, args: argparse.Namespace) -> ControlPlaneClient:
         """From `--control-plane`, `--token-file` and `--timeout-seconds`; ConfigError when one is bad."""
         return cls(
             url=http_url(args.control_plane, "--control-plane"),
@@ -63,7 +63,7 @@ class Request:
     body: dict[str, str] | None = None  # sent as JSON; None sends no body
 
 
-async def send(cp: ControlPlane, request: Request) -> tuple[int, Any]:
+async def send(cp: ControlPlaneClient, request: Request) -> tuple[int, Any]:
     """The HTTP status and the answer's JSON (None for an empty answer; ValueError when not JSON)."""
     async with (
         cp.session() as session,
@@ -72,7 +72,7 @@ async def send(cp: ControlPlane, request: Request) -> tuple[int, Any]:
         return r.status, await r.json(content_type=None)
 
 
-async def answer(command: str, cp: ControlPlane, request: Request, show: Callable[[Any], None]) -> int:
+async def answer(command: str, cp: ControlPlaneClient, request: Request, show: Callable[[Any], None]) -> int:
     """Send `request`; `show` prints an answer that is not an error. The exit code, as above."""
     try:
         status, body = await send(cp, request)
@@ -90,6 +90,6 @@ async def answer(command: str, cp: ControlPlane, request: Request, show: Callabl
     return EXIT_OK
 
 
-def run(command: str, cp: ControlPlane, request: Request, show: Callable[[Any], None]) -> int:
+def run(command: str, cp: ControlPlaneClient, request: Request, show: Callable[[Any], None]) -> int:
     """`answer` from a command's `main`, which runs no event loop of its own."""
     return asyncio.run(answer(command, cp, request, show))

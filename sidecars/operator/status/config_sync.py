@@ -6,9 +6,9 @@ from typing import Any
 
 import aiohttp
 
-from sidecars.status.fetch import get_json
-from sidecars.status.report import SourceError
-from sidecars.status.settings import StatusSettings
+from sidecars.operator.status.fetch import get_json
+from sidecars.operator.status.report import SourceError
+from sidecars.operator.status.settings import StatusSettings
 
 
 async def read_config_sync(settings: StatusSettings) -> dict[str, Any]:
@@ -16,7 +16,7 @@ async def read_config_sync(settings: StatusSettings) -> dict[str, Any]:
     url = f"{settings.config_sync}/status"
     headers = {"Authorization": f"Bearer {settings.token}"} if settings.token else {}  # the viewer's
     async with aiohttp.ClientSession(
-        timeout=aiohttp.ClientTimeout(total=settings.timeout),
+        timeout=aiohttp.ClientTimeout(total=settings.timeout_seconds),
         headers=headers,
         connector=aiohttp.TCPConnector(ssl=settings.tls or True),
     ) as session:

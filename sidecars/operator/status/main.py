@@ -6,11 +6,11 @@ import argparse
 import asyncio
 import sys
 
+from sidecars.operator.status.collect import collect
+from sidecars.operator.status.render import render
+from sidecars.operator.status.settings import StatusSettings, configure
 from sidecars.runtime import logs
 from sidecars.runtime.daemon import EXIT_FAILURE, EXIT_OK
-from sidecars.status.collect import collect
-from sidecars.status.render import render
-from sidecars.status.settings import StatusSettings, configure
 
 __all__ = ["configure", "main"]
 

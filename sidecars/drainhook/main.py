@@ -24,7 +24,7 @@ import structlog
 
 from sidecars.kube import pod_events
 from sidecars.runtime.events import EventSink, LogEventSink
-from sidecars.runtime.settings import ConfigError, flag, positive
+from sidecars.runtime.settings import PATH, TEXT, ConfigError, Flag, add_flags, convert, seconds
 from sidecars.runtime.trustedpath import Trust, UntrustedPath
 
 log = structlog.get_logger("sidecars.drain_hook")
@@ -37,15 +37,18 @@ POLICY_GRACE = 20.0  # the agent may need this long past the deadline to apply i
 SOCKET = frozenset({stat.S_IFSOCK})
 
 
+SOCKET_FLAG = Flag(name="--socket", help="the worker agent's unix socket", conv=PATH, required=True)
+TIMEOUT_FLAG = Flag(
+    name="--timeout-seconds",
+    help="give up after this long (terminationGracePeriodSeconds minus a margin)",
+    conv=seconds(),
+    default=3600.0,
+)
+REASON_FLAG = Flag(name="--reason", help="added to the drain reason", conv=TEXT, default="")
+
+
 def configure(p: argparse.ArgumentParser) -> None:
-    flag(p, "--socket", required=True, help="the worker agent's unix socket")
-    flag(
-        p,
-        "--timeout-seconds",
-        default="3600",
-        help="give up after this long (terminationGracePeriodSeconds minus a margin)",
-    )
-    flag(p, "--reason", default="", help="added to the drain reason")
+    add_flags(p, SOCKET_FLAG, TIMEOUT_FLAG, REASON_FLAG)
 
 
 def check_socket(socket: str) -> None:
@@ -158,14 +161,14 @@ async def _say(events: EventSink, reason: str, message: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    timeout = positive(args.timeout_seconds, "--timeout-seconds")
-    reason = str(args.reason or "").strip()
+    socket, timeout = convert(SOCKET_FLAG, args), convert(TIMEOUT_FLAG, args)
+    reason = str(convert(REASON_FLAG, args)).strip()
     if "\n" in reason or len(reason) > 200:
         raise ConfigError("--reason: a single line of at most 200 characters")
 
     async def run() -> tuple[int, dict[str, Any] | str]:
         async with pod_events("slurm-sidecars-drain-hook") as events:
-            return await drain(str(args.socket), timeout, reason or None, events)
+            return await drain(str(socket), timeout, reason or None, events)
 
     code, answer = asyncio.run(run())
     if isinstance(answer, dict):

@@ -1,0 +1,107 @@
+"""`slurm-sidecars demo`: the sidecars on a real Slurm on this machine, no Kubernetes needed.
+
+Without `--tour` it runs until Ctrl-C with a live status table; with `--tour` it walks through the
+features and exits 0 with a summary."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from sidecars.runtime import logs
+from sidecars.runtime.daemon import run as run_daemon
+from sidecars.runtime.settings import ConfigError, flag
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    flag(
+        p,
+        "--release",
+        default="host",
+        choices=["host", "chroot", "sid"],
+        help="host: this machine's Slurm packages; chroot: Debian 13's 24.11 in a chroot; "
+        "sid: Debian unstable's 26.05 in a chroot",
+    )
+    flag(p, "--nodes", default="3", help="number of slurmd nodes (3 to 16)")
+    flag(
+        p,
+        "--shape",
+        default="classic",
+        choices=["classic", "slinky"],
+        help="classic: static nodes and munge; slinky: as Slinky deploys it (configless slurmctld, "
+        "slurmd -Z dynamic workers in a NodeSet, auth/slurm; needs --release chroot or sid)",
+    )
+    p.add_argument("--tour", action="store_true", help="walk through the features, then exit")
+    p.add_argument(
+        "--accounting",
+        action="store_true",
+        help="the accounting shape: a MariaDB and slurmdbd of the cluster's own, jobs in sacct "
+        "(classic shape only; adds seconds to the start)",
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    from sidecars.demo.live import live_table
+    from sidecars.demo.stack import DemoStack
+    from sidecars.demo.tour import run_tour
+    from sidecars.devcluster import ClusterSpec, slinky
+    from sidecars.devcluster.release import ReleaseUnavailable, release_named
+
+    if args.log_level == "info":  # the demo's own narration is the output; its log only says what went wrong
+        logs.configure(json=False, level="warning")
+    try:
+        nodes = int(args.nodes)
+    except ValueError:
+        raise ConfigError(f"--nodes: not a number: {args.nodes!r}") from None
+    if not 3 <= nodes <= 16:
+        raise ConfigError(f"--nodes: must be 3..16, got {nodes}")
+    outcome: list[bool] = []
+
+    async def body(stop: asyncio.Event) -> None:
+        try:
+            release = await release_named(args.release)
+        except ReleaseUnavailable as exc:
+            raise ConfigError(str(exc)) from None
+        why = slinky.check(ClusterSpec(shape=args.shape), release.version)
+        if args.accounting and args.shape != "classic":
+            why = "--accounting runs with the classic shape only"
+        if why:
+            raise ConfigError(f"--shape {args.shape}: {why}")
+        print(
+            f"starting Slurm {release.version} ({args.shape} shape), config-sync, the control plane "
+            f"and {nodes} worker agents ...",
+            flush=True,
+        )
+        async with DemoStack(release, nodes, args.shape, accounting=args.accounting) as stack:
+            c = stack.cluster
+            print(
+                f"\nSlurm {release.version} is running in {c.dir}.\n"
+                f"  config-sync status:   {stack.config_sync_url}/status\n"
+                f"  control plane:        {stack.control_plane_url}/v1/nodes (token in {stack.token_file})\n"
+                f"  web page:             {stack.page_url} (viewer token in {stack.viewer_token_file})\n"
+                f"  the ConfigMap to edit: {c.dir / 'configmap'} (edit ..data/slurm.conf via a new version)\n"
+                f"  Slurm from a shell:   export SLURM_CONF={c.conf_path} PATH={c.bin_dir}:$PATH\n"
+                f"  logs:                 {c.log_dir}\n"
+                f"  a maintenance window: slurm-sidecars maintenance create --nodes n2 --start now"
+                f" --duration 30m --reason test --control-plane {stack.control_plane_url}"
+                f" --token-file {stack.token_file}\n"
+                + (
+                    f"  accounting:           slurmdbd on a MariaDB in {c.dir / 'mariadb'}; sacct works\n"
+                    if args.accounting
+                    else ""
+                ),
+                flush=True,
+            )
+            if args.tour:
+                outcome.append(await run_tour(stack))
+                return
+            print("Ctrl-C stops it and removes everything.", flush=True)
+            await live_table(stack, stop)
+        print("stopped; nothing left running", file=sys.stderr)
+
+    # its teardown stops five daemons and a cluster (seconds on a busy machine), not one role's loop
+    code = run_daemon(body, grace_seconds=30.0)
+    if code == 0 and outcome and not outcome[0]:
+        return 1
+    return code
