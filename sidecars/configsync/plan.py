@@ -92,7 +92,7 @@ def _checks_run(verdict: Verdict, live: FileSet | None) -> tuple[str, ...]:
     ran = list(before)
     if verdict.dry_run is not None and not verdict.dry_run.release_mismatch:
         ran.append(DRY_RUN)
-        if live is not None:
+        if live is not None and verdict.ok:  # a refusing dry run ends the pipeline before it
             ran.append(JOB_IMPACT)
     return tuple(ran)
 
