@@ -10,7 +10,6 @@ is not there.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from sidecars.configsync.plan import Plan, make_plan
 from sidecars.configsync.sources import FileSet
 from sidecars.configsync.validate import Validator
 from sidecars.slurm import SlurmClient
-from sidecars.slurm.errors import SlurmCommandError
+from sidecars.slurm.offline import parse_only
 
 # what an offline plan cannot know, whatever the set
 NO_CLUSTER = (
@@ -39,12 +38,6 @@ class Offline:
     isolation: IsolationSetting
     timeout_seconds: float
     max_file_bytes: int
-
-
-def only_the_parse(argv: Sequence[str]) -> None:
-    """The offline client's guard: Slurm's parse runs, nothing that would ask a controller."""
-    if list(argv[:2]) != ["scontrol", "--version"]:
-        raise SlurmCommandError(argv, "not asked offline: a plan without --config-sync reaches no cluster")
 
 
 def not_checked(live: FileSet | None, plugin_dir: Path | None) -> tuple[str, ...]:
@@ -67,7 +60,7 @@ async def plan_offline(
         work = Path(scratch)
         empty = work / "empty-state"
         empty.mkdir(mode=0o700)
-        client = SlurmClient(guard=only_the_parse)
+        client = SlurmClient(guard=parse_only)
         validator = Validator(
             client,
             how.target,

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import ssl
 from pathlib import Path
 
 from sidecars.configsync.dryrun import IsolationSetting
+from sidecars.runtime.http import CA_FILE
 from sidecars.runtime.settings import (
     DIR,
     SHELL_WORDS,
+    TOKEN_FILE,
+    URL,
     ConfigError,
     add_flags,
     choice,
@@ -18,6 +22,7 @@ from sidecars.runtime.settings import (
     setting,
     values,
 )
+from sidecars.slurm.throwaway import SLURMCTLD
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -33,6 +38,21 @@ class PlanSettings:
         required=True,
         help="the candidate: a directory of files, a file of Kubernetes YAML (ConfigMaps, Secrets), "
         "or - for that YAML on stdin",
+    )
+    config_sync: str | None = setting(
+        default=None,
+        conv=URL,
+        help="online: config-sync's URL (e.g. http://slurm-sidecars-config-sync:9100); "
+        "without it the plan runs offline on the local Slurm",
+    )
+    token: str | None = setting(
+        default=None,
+        flag="--token-file",
+        conv=TOKEN_FILE,
+        help="online: the operator's token (a mounted Secret)",
+    )
+    tls: ssl.SSLContext | None = setting(
+        default=None, flag="--ca-file", conv=CA_FILE, help="online: CA certificate(s) to trust for https"
     )
     against: str | None = setting(
         default=None,
@@ -51,7 +71,7 @@ class PlanSettings:
     )
     main_file: str = setting(default="slurm.conf", help="the main file of the set")
     slurmctld: tuple[str, ...] = setting(
-        default=("slurmctld",), conv=SHELL_WORDS, help="offline: the command that starts the local slurmctld"
+        default=SLURMCTLD, conv=SHELL_WORDS, help="offline: the command that starts the local slurmctld"
     )
     plugin_dir: Path | None = setting(
         default=None,
@@ -72,6 +92,12 @@ class PlanSettings:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> PlanSettings:
+        if args.config_sync and not args.token_file:
+            raise ConfigError("--config-sync needs --token-file (the operator's token)")
+        if args.token_file and not args.config_sync:
+            raise ConfigError("--token-file is only used with --config-sync")
+        if args.config_sync and args.against:
+            raise ConfigError("--against is offline's live set; online, config-sync's live set is compared")
         given = values(cls, args)
         if given.get("select") and given["filename"] != "-" and Path(given["filename"]).is_dir():
             raise ConfigError("--select picks ConfigMaps and Secrets out of YAML, not files of a directory")
