@@ -63,7 +63,10 @@ def _documents(text: bytes, origin: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for d in docs:
         if not isinstance(d, dict):
-            raise ConfigError(f"{origin}: a document is not a Kubernetes object (a {type(d).__name__})")
+            raise ConfigError(
+                f"{origin}: a document is not a Kubernetes object (a {type(d).__name__}); -f takes "
+                "ConfigMap/Secret YAML, or a directory of the files themselves"
+            )
         if d.get("kind") == "List" and isinstance(d.get("items"), list):
             out += [i for i in d["items"] if isinstance(i, dict)]
         else:
