@@ -32,7 +32,7 @@ from sidecars.slurm import SlurmClient
 from sidecars.slurm.runner import SlurmMetrics
 
 configure = settings_mod.configure
-SHOWS_CONFIG = frozenset({"/status", "/history"})  # what needs the viewer credential
+SHOWS_CONFIG = frozenset({"/status", "/history", "/v1/plans"})  # what needs the viewer credential
 PLANS = frozenset({"/v1/plan"})  # what needs the operator's
 PLAN_BODY_BYTES = 16 * 1024 * 1024  # a candidate set in base64, with room
 NO_PLAN_BODY_BYTES = 64 * 1024  # what the daemon's HTTP face takes otherwise (runtime.http)

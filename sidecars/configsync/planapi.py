@@ -8,7 +8,8 @@ never reconfigures, never writes the live state (the dry run reads a shadow of i
 
 The body: `{"files": [{"name": "slurm.conf", "data": "<base64>", "secret": false}, ...]}` — the
 whole candidate set. A `secret` file's contents are key material: never shown in the diff.
-`GET /v1/openapi.json` describes it.
+`GET /v1/plans` lists the recent plans' verdicts (the viewer's credential, like /history), for the
+web page beside the generations. `GET /v1/openapi.json` describes it all.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections import deque
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
 from sidecars.configsync.plan import EXIT_CODES, make_plan
+from sidecars.configsync.record import now_rfc3339
 from sidecars.configsync.service import ConfigSync
 from sidecars.configsync.sources import FileEntry, FileSet
 from sidecars.runtime.redact import Redactor
@@ -29,6 +32,7 @@ from sidecars.runtime.redact import Redactor
 KEY = re.compile(r"^[-._a-zA-Z0-9]+$")  # a ConfigMap or Secret key
 MAX_FILES = 256
 RETRY_AFTER_SECONDS = 5
+RECENT_PLANS = 20  # kept in memory for GET /v1/plans, newest first
 SECRET_SOURCE = Path("plan/secret")  # where a request's secret files are said to come from
 CONFIG_SOURCE = Path("plan/config")
 
@@ -74,6 +78,7 @@ class PlanEndpoint:
         self.service = service
         self.redactor = redactor
         self.running = False
+        self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_PLANS)  # GET /v1/plans, for the web page
 
     async def post(self, request: web.Request) -> web.Response:
         if self.running:
@@ -99,9 +104,22 @@ class PlanEndpoint:
                     secret_sources=frozenset({*self.service.settings.secret_sources, SECRET_SOURCE}),
                 )
             answer = self.redactor.json(plan.as_json())
+            self.recent.append(
+                {
+                    "at": now_rfc3339(),
+                    **{
+                        k: answer[k]
+                        for k in ("verdict", "sha256", "live_sha256", "reason", "dry_run_seconds")
+                    },
+                    "jobs": [j["job_id"] for j in answer["jobs"]],
+                }
+            )
             return web.json_response(answer)
         finally:
             self.running = False
+
+    async def recent_plans(self, _: web.Request) -> web.Response:
+        return web.json_response({"plans": list(reversed(self.recent))})
 
 
 def openapi(served: bool) -> dict[str, Any]:
@@ -133,6 +151,12 @@ def openapi(served: bool) -> dict[str, Any]:
         },
     }
     if served:
+        paths["/v1/plans"] = {
+            "get": {
+                "summary": "the recent plans' verdicts, newest first (the viewer's credential)",
+                "responses": {"200": {"description": "ok"}, "401": {"description": "no viewer credential"}},
+            }
+        }
         paths["/v1/plan"] = {
             "post": {
                 "summary": "what a candidate set would do: the pipeline up to, not including, the swap",
@@ -200,6 +224,7 @@ def add_routes(app: web.Application, endpoint: PlanEndpoint | None) -> None:
     app.router.add_get("/v1/openapi.json", spec)
     if endpoint is not None:
         app.router.add_post("/v1/plan", endpoint.post)
+        app.router.add_get("/v1/plans", endpoint.recent_plans)
 
 
 __all__ = ["PlanEndpoint", "add_routes"]

@@ -89,6 +89,13 @@ async def test_a_fatal_set_is_refused_and_the_live_cluster_is_untouched(
             == 0
         )
         assert (await sync.status())["rejected"] is None  # a plan is no change config-sync judged
+        async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{sync.running.port}/v1/plans") as r:
+            recent = (await r.json())["plans"]  # for the web page, newest first
+        assert [(p["verdict"], p["sha256"]) for p in recent] == [
+            ("no-change", before),
+            ("refused", answer["sha256"]),
+        ]
+        assert "Invalid configured licenses" in recent[1]["reason"]
 
 
 async def test_a_busy_partition_removed_is_held_for_its_job(cluster: DevCluster, tmp_path: Path) -> None:
