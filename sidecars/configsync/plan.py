@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sidecars.configsync.history import FileChange, changes
-from sidecars.configsync.jobs import JobRisk
+from sidecars.configsync.jobs import JobRisk, forced_by
 from sidecars.configsync.secretvalues import values_of
 from sidecars.configsync.sources import FileSet
 from sidecars.configsync.validate import Validator, Verdict
@@ -104,8 +104,10 @@ async def make_plan(
     *,
     not_checked: Iterable[str] = (),
     secret_sources: frozenset[Path] = frozenset(),
+    allow_job_loss: bool = False,
 ) -> Plan:
-    """Judge `candidate` against `live` as config-sync would, and stop before the swap."""
+    """Judge `candidate` against `live` as config-sync would (`allow_job_loss`: its setting), and
+    stop before the swap."""
     shown = changes(live, candidate, secret_sources=secret_sources)
     live_sha = live.sha256 if live is not None else None
     missing = tuple(not_checked)
@@ -125,13 +127,24 @@ async def make_plan(
     restart = tuple(hide.text(str(r)) for r in verdict.restart)
     if not verdict.ok:
         return Plan("refused", candidate.sha256, live_sha, reason=hide.text(verdict.reason), **common)
-    if verdict.jobs:
-        jobs = {j: hide.text(why) for j, why in verdict.jobs.items()}
-        why = hide.text(JobRisk(verdict.jobs).describe())
+    jobs = {j: hide.text(why) for j, why in verdict.jobs.items()}
+    risk = hide.text(JobRisk(verdict.jobs).describe()) if jobs else ""
+    forced = forced_by(candidate, allow_job_loss) if jobs else None
+    if jobs and forced is None:
         return Plan(
-            "held-for-jobs", candidate.sha256, live_sha, reason=why, jobs=jobs, restart=restart, **common
+            "held-for-jobs", candidate.sha256, live_sha, reason=risk, jobs=jobs, restart=restart, **common
         )
+    # forced past the job check (config-sync would apply it anyway): the jobs are still listed
+    said = [f"forced by {hide.text(forced)}: {risk}"] if forced else []
     if restart:
-        why = "slurmctld must restart to take it: " + "; ".join(restart)
-        return Plan("restart-required", candidate.sha256, live_sha, reason=why, restart=restart, **common)
-    return Plan("would-apply", candidate.sha256, live_sha, **common)
+        said.insert(0, "slurmctld must restart to take it: " + "; ".join(restart))
+        return Plan(
+            "restart-required",
+            candidate.sha256,
+            live_sha,
+            reason="; ".join(said),
+            jobs=jobs,
+            restart=restart,
+            **common,
+        )
+    return Plan("would-apply", candidate.sha256, live_sha, reason="; ".join(said), jobs=jobs, **common)

@@ -102,6 +102,7 @@ class PlanEndpoint:
                     live,
                     not_checked=() if live is not None else ("the live set: none applied yet",),
                     secret_sources=frozenset({*self.service.settings.secret_sources, SECRET_SOURCE}),
+                    allow_job_loss=self.service.settings.allow_job_loss,
                 )
             answer = self.redactor.json(plan.as_json())
             self.recent.append(

@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from sidecars.configsync.dryrun import DryRunner
+from sidecars.configsync.jobs import FORCE_FILE
 from sidecars.configsync.plan import DRY_RUN, JOB_IMPACT, RESTART_TABLE, make_plan
 from sidecars.configsync.sources import FileSet, read_source
 from sidecars.configsync.validate import Validator
@@ -79,6 +80,11 @@ async def test_a_plan_removing_a_busy_partition_lists_the_job(cluster: DevCluste
     assert job in plan.jobs and "p2" in plan.jobs[job], plan.jobs
     assert f"job {job}" in plan.reason
     assert plan.checks[-2:] == (DRY_RUN, JOB_IMPACT)
+    # the marker that forces a change past the job check: config-sync would apply it, jobs listed
+    forced = read_set({**without_p2(base), FORCE_FILE: b"alice: p2 is retired, job owners told\n"})
+    plan = await make_plan(await validator(cluster), forced, read_set(base))
+    assert plan.verdict == "would-apply" and plan.exit_code == 0, plan
+    assert job in plan.jobs and plan.reason.startswith(f"forced by {FORCE_FILE}: alice"), plan.reason
     assert (await cluster.wait_job(job, "RUNNING")).state == "RUNNING"
 
 
