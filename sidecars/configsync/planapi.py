@@ -95,12 +95,15 @@ class PlanEndpoint:
             except (BadPlan, ValueError) as exc:
                 return web.json_response({"error": str(exc)}, status=400)
             async with self.service.queue:  # behind a change being judged or applied
-                live = self.service.applied.files if self.service.applied is not None else None
+                if self.service.applied is None:  # nothing live to plan against (and no state to read)
+                    return web.json_response(
+                        {"error": "config-sync has applied no set yet: plan offline"}, status=503
+                    )
+                live = self.service.applied.files
                 plan = await make_plan(
                     self.service.validator,
                     candidate,
                     live,
-                    not_checked=() if live is not None else ("the live set: none applied yet",),
                     secret_sources=frozenset({*self.service.settings.secret_sources, SECRET_SOURCE}),
                     allow_job_loss=self.service.settings.allow_job_loss,
                 )
@@ -203,6 +206,10 @@ def openapi(served: bool) -> dict[str, Any]:
                     },
                     "429": {
                         "description": "a plan is running (Retry-After)",
+                        "content": {"application/json": {"schema": error}},
+                    },
+                    "503": {
+                        "description": "no set applied yet: nothing live to plan against",
                         "content": {"application/json": {"schema": error}},
                     },
                 },

@@ -127,7 +127,7 @@ async def test_the_operator_only_one_at_a_time_behind_the_apply_queue_and_docume
                 assert r.status == 400 and "not a valid file name" in (await r.json())["error"]
             async with s.get(f"{url}/v1/openapi.json") as r:
                 spec = await r.json()
-            assert set(spec["paths"]["/v1/plan"]["post"]["responses"]) == {"200", "400", "401", "429"}
+            assert set(spec["paths"]["/v1/plan"]["post"]["responses"]) == {"200", "400", "401", "429", "503"}
 
             async def post() -> int:
                 async with s.post(f"{url}/v1/plan", json=body, headers=auth) as r:
