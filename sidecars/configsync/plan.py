@@ -83,6 +83,21 @@ def secret_values(sets: Iterable[FileSet | None], secret_sources: frozenset[Path
     return found
 
 
+def with_live_secrets(
+    candidate: FileSet, live: FileSet | None, secret_sources: frozenset[Path]
+) -> tuple[FileSet, list[str]]:
+    """The candidate with the live set's Secret files it does not give: a pull request rarely
+    carries the cluster's keys (they are not in Git), and without them every plan would be refused
+    for a key file removed. The answer names the files kept."""
+    if live is None:
+        return candidate, []
+    kept = [e for n, e in live.files.items() if e.source in secret_sources and n not in candidate.files]
+    if not kept:
+        return candidate, []
+    merged = FileSet.build([*candidate.files.values(), *kept], candidate.problems)
+    return merged, sorted(e.name for e in kept)
+
+
 def _checks_run(verdict: Verdict, live: FileSet | None) -> tuple[str, ...]:
     """What ran. A refusal ends the pipeline: one without the dry run's result came from a check
     before it (the validator does not say which), and is told so."""
@@ -108,9 +123,14 @@ async def make_plan(
 ) -> Plan:
     """Judge `candidate` against `live` as config-sync would (`allow_job_loss`: its setting), and
     stop before the swap."""
+    candidate, kept = with_live_secrets(candidate, live, secret_sources)
     shown = changes(live, candidate, secret_sources=secret_sources)
     live_sha = live.sha256 if live is not None else None
     missing = tuple(not_checked)
+    if kept:
+        missing += (
+            f"the live Secret files the candidate does not give, kept as they are: {', '.join(kept)}",
+        )
     if live is not None and candidate.sha256 == live.sha256:
         return Plan("no-change", candidate.sha256, live_sha, not_checked=missing)
     known = secret_values((candidate, live), secret_sources)

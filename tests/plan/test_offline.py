@@ -158,3 +158,22 @@ async def test_the_markdown_matches_the_golden_file(tmp_path: Path) -> None:
     assert code == 1, err
     shown = re.sub(r"The dry run took \d+\.\d\d s\.", "The dry run took N s.", out)
     assert shown == (GOLDEN / "refused.md").read_text()
+
+
+async def test_the_live_secrets_a_candidate_leaves_out_are_kept_and_named(tmp_path: Path) -> None:
+    """A pull request carries the ConfigMap, not the cluster's keys: they are kept from the live
+    set (and named), not taken for key files removed."""
+    live = tmp_path / "live.yaml"
+    live.write_bytes(manifests(CONF, {"jwt.key": "a-very-secret-jwt-key-value"}))
+    only_config = manifests(CONF, {}).replace(b"stringData:\n  extra.key: a-string-data-secret-value\n", b"")
+    code, out, err = await plan("-f", "-", "--against", str(live), "--output", "json", stdin=only_config)
+    answer = loaded(out)
+    assert (code, answer["verdict"], answer["files"]) == (0, "no-change", []), err
+    assert any("kept as they are: extra.key, jwt.key" in n for n in answer["not_checked"]), answer
+    # a key the candidate does give is its own: a changed one shows, withheld, and needs a restart
+    changed = manifests(CONF, {"jwt.key": "another-secret-jwt-key-value"})
+    code, out, err = await plan("-f", "-", "--against", str(live), "--output", "json", stdin=changed)
+    answer = loaded(out)
+    assert (code, answer["verdict"]) == (4, "restart-required"), err
+    assert [(f["name"], f["diff"]) for f in answer["files"]] == [("jwt.key", None)]
+    assert "another-secret" not in out
