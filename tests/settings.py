@@ -11,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sidecars.operator.status.settings import StatusSettings
-
 from sidecars.configsync.settings import Settings as ConfigSyncSettings
 from sidecars.controlplane.settings import ControlPlaneSettings
+from sidecars.operator.status.settings import StatusSettings
 from sidecars.worker.settings import WorkerSettings
 
 TOKEN = "s3cret-token-for-tests-5d1e8a0c93b7f"  # the operator's

@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sidecars.operator.status import settings as status
 from structlog.testing import capture_logs
 
 from sidecars import check_secret, drainhook, probe
 from sidecars.cli import self_argv
 from sidecars.configsync import settings as configsync
 from sidecars.controlplane import settings as controlplane
+from sidecars.operator.status import settings as status
 from sidecars.runtime.settings import (
     BOOL,
     SETTING,
