@@ -177,3 +177,14 @@ async def test_the_live_secrets_a_candidate_leaves_out_are_kept_and_named(tmp_pa
     assert (code, answer["verdict"]) == (4, "restart-required"), err
     assert [(f["name"], f["diff"]) for f in answer["files"]] == [("jwt.key", None)]
     assert "another-secret" not in out
+
+
+async def test_a_set_our_checks_refuse_says_so_and_that_the_dry_run_did_not_run(tmp_path: Path) -> None:
+    bad = conf_dir(tmp_path / "bad", CONF + "PartitionName=gpu Nodes=g[1-2] State=UP\n")
+    code, out, err = await plan("-f", str(bad), "--output", "json")
+    answer = loaded(out)
+    assert (code, answer["verdict"]) == (1, "refused"), err
+    assert "partition gpu names unknown node(s) g1,g2" in answer["reason"]
+    assert answer["dry_run_seconds"] is None
+    [checks] = answer["checks"]
+    assert checks.startswith("the checks before the dry run") and "up to the first that refused" in checks
