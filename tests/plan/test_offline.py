@@ -9,6 +9,7 @@ import base64
 import json
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,9 +33,29 @@ PartitionName=debug Nodes=n[1-2] Default=YES State=UP
 KILLER = "Licenses=foo:abc\n"  # Slurm's client parse accepts it; slurmctld dies of it
 
 
-async def plan(*args: str, stdin: bytes = b"", limit: float = 60) -> tuple[int, str, str]:
+CLIENTS = ("scontrol", "squeue", "sinfo", "sacct", "sacctmgr", "sdiag", "sprio", "sshare")
+
+
+def recording(where: Path) -> dict[str, str]:
+    """PATH with Slurm's client commands wrapped: each call is written to `where`/calls, then run."""
+    bin_dir = where / "bin"
+    bin_dir.mkdir()
+    for name in CLIENTS:
+        real = shutil.which(name)
+        if real is None:
+            continue
+        shim = bin_dir / name
+        shim.write_text(f'#!/bin/sh\necho "{name} $*" >> {where / "calls"}\nexec {real} "$@"\n')
+        shim.chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+async def plan(
+    *args: str, stdin: bytes = b"", limit: float = 60, env_extra: dict[str, str] | None = None
+) -> tuple[int, str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SIDECARS_"))}
     env["SLURM_CONF"] = "/nonexistent/slurm.conf"  # no cluster to find
+    env.update(env_extra or {})
     proc = await asyncio.create_subprocess_exec(
         *self_argv("plan", *args),
         env=env,
@@ -102,10 +123,15 @@ async def test_exit_codes_would_apply_restart_no_change(tmp_path: Path) -> None:
     code, out, err = await plan("-f", str(live), "--against", str(live), "--output", "json")
     assert (code, loaded(out)["verdict"], loaded(out)["files"]) == (0, "no-change", []), err
     restart = conf_dir(tmp_path / "restart", CONF + "MaxJobCount=4321\n")
-    code, out, err = await plan("-f", str(restart), "--against", str(live), "--output", "json")
+    calls = tmp_path / "calls"
+    code, out, err = await plan(
+        "-f", str(restart), "--against", str(live), "--output", "json", env_extra=recording(tmp_path)
+    )
     answer = loaded(out)
     assert (code, answer["verdict"]) == (4, "restart-required"), err
     assert any(r.startswith("maxjobcount changed") for r in answer["restart"])
+    # the whole pipeline ran (the job impact included) and asked no controller: the parse only
+    assert set(calls.read_text().splitlines()) == {"scontrol --version"}
 
 
 @pytest.mark.parametrize(
