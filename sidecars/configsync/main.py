@@ -14,6 +14,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from sidecars.configsync import settings as settings_mod
+from sidecars.configsync.planapi import PlanEndpoint, add_routes
 from sidecars.configsync.secretvalues import SecretValues
 from sidecars.configsync.service import ConfigSync
 from sidecars.configsync.settings import Settings
@@ -31,7 +32,10 @@ from sidecars.slurm import SlurmClient
 from sidecars.slurm.runner import SlurmMetrics
 
 configure = settings_mod.configure
-SHOWS_CONFIG = frozenset({"/status", "/history"})  # what needs the viewer credential
+SHOWS_CONFIG = frozenset({"/status", "/history", "/v1/plans"})  # what needs the viewer credential
+PLANS = frozenset({"/v1/plan"})  # what needs the operator's
+PLAN_BODY_BYTES = 16 * 1024 * 1024  # a candidate set in base64, with room
+NO_PLAN_BODY_BYTES = 64 * 1024  # what the daemon's HTTP face takes otherwise (runtime.http)
 
 
 @dataclass
@@ -93,9 +97,14 @@ async def running(
         readiness.add("dry_run_release", same_release)
     # what is served is redacted once more at the door, whatever put it there (runtime.redact)
     status = DaemonHTTP(registry, liveness, readiness, lambda: redactor.json(service.status()))
-    app = status.app(limits=settings.http_limits)
+    # a plan's body is a whole candidate set (base64): room for it when plans are served
+    body_bytes = PLAN_BODY_BYTES if settings.operator_token is not None else NO_PLAN_BODY_BYTES
+    app = status.app(client_max_size=body_bytes, limits=settings.http_limits)
     if settings.viewer_token is not None:  # else: on loopback only (settings)
         app.middlewares.append(bearer_required(SHOWS_CONFIG, settings.viewer_token))
+    if settings.operator_token is not None:
+        app.middlewares.append(bearer_required(PLANS, settings.operator_token, who="the operator's"))
+    add_routes(app, PlanEndpoint(service, redactor) if settings.operator_token is not None else None)
 
     async def history(_: web.Request) -> web.Response:
         return web.json_response(redactor.json(service.history_view()))

@@ -76,6 +76,7 @@ class ConfigSync:
         self.ready = False
         self.last_error: str | None = None
         self._wake = asyncio.Event()
+        self.queue = asyncio.Lock()  # the apply queue: one change or one plan judged at a time
         self._changed = asyncio.Condition()
         self._backoff = 0.0
         self._debouncer = Debouncer(
@@ -215,7 +216,8 @@ class ConfigSync:
         # a set held for jobs is judged again at every pass (the re-hash timer): once they ended, it applies
         # every line about this change set names it, whichever step logs it
         with structlog.contextvars.bound_contextvars(sha256=files.short, files=sorted(files.files)):
-            await self._judge(files, current, seen, startup=startup)
+            async with self.queue:  # a plan (planapi.py) waits for this change, and it for a plan
+                await self._judge(files, current, seen, startup=startup)
 
     async def _judge(self, files: FileSet, current: FileSet | None, seen: float, *, startup: bool) -> None:
         """Validate a new set, then install, apply or reject it."""

@@ -136,6 +136,12 @@ class Settings:
         conv=TOKEN_FILE,
         help="read-only token that /status and /history require; without it --http must be loopback",
     )
+    operator_token: str | None = setting(  # None: POST /v1/plan is not served
+        default=None,
+        flag="--operator-token-file",
+        conv=TOKEN_FILE,
+        help="the operator's token that POST /v1/plan requires; without it plans are not served",
+    )
     http_limits: http.ServerLimits = settings_of(default_factory=http.ServerLimits)
     tls: ssl.SSLContext | None = None  # --tls-cert-file, --tls-key-file
 

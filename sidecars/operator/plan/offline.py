@@ -1,0 +1,88 @@
+"""config-sync's pipeline run here, with no cluster: the local Slurm parses and dry-runs the
+candidate against an empty state, and the answer lists what that could not check.
+
+No command of this plan may reach a controller: the client is guarded so that only the parse
+(`scontrol --version`, which sends nothing) runs; a question for the live cluster (its jobs, its
+PluginDir) is refused at once instead of waiting out Slurm's own retries for a controller that
+is not there.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from sidecars.configsync import conffile
+from sidecars.configsync.dryrun import DryRunner, IsolationSetting
+from sidecars.configsync.plan import Plan, make_plan
+from sidecars.configsync.sources import FileSet
+from sidecars.configsync.validate import Validator
+from sidecars.slurm import SlurmClient
+from sidecars.slurm.offline import parse_only
+
+# what an offline plan cannot know, whatever the set
+NO_CLUSTER = (
+    "the cluster's jobs, nodes and reservations: the dry run loaded an empty state",
+    "the live slurmctld's release: the local Slurm judged the set",
+    "the controllers that answer now (a controller host the set drops)",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Offline:
+    slurmctld: tuple[str, ...]  # the local slurmctld's command
+    target: Path  # where the files live when deployed (what includes name)
+    main: str
+    plugin_dir: Path | None
+    isolation: IsolationSetting
+    timeout_seconds: float
+    max_file_bytes: int
+
+
+def not_checked(live: FileSet | None, plugin_dir: Path | None) -> tuple[str, ...]:
+    missing = list(NO_CLUSTER)
+    if live is None:
+        missing.insert(0, "the live set: none given (--against), so no diff, restart table or job impact")
+    if plugin_dir is None:
+        missing.append("plugin names: no PluginDir (--plugin-dir, or PluginDir in the set)")
+    return tuple(missing)
+
+
+async def plan_offline(
+    how: Offline, candidate: FileSet, live: FileSet | None, secret_sources: frozenset[Path]
+) -> Plan:
+    plugin_dir = how.plugin_dir
+    if plugin_dir is None:  # the set's own, first of its list, when this machine has it
+        named = conffile.parse(candidate, how.main, how.target).options.get("plugindir", "").split(":")[0]
+        plugin_dir = Path(named) if named and Path(named).is_dir() else None
+    with tempfile.TemporaryDirectory(prefix="slurm-sidecars-plan-") as scratch:
+        work = Path(scratch)
+        empty = work / "empty-state"
+        empty.mkdir(mode=0o700)
+        client = SlurmClient(guard=parse_only)
+        validator = Validator(
+            client,
+            how.target,
+            work,
+            main=how.main,
+            max_bytes=how.max_file_bytes,
+            parse_timeout=how.timeout_seconds,
+            plugin_dir=plugin_dir,
+            dry_runner=DryRunner(
+                command=how.slurmctld,
+                work_dir=work / "dry-run",
+                target=how.target,
+                main=how.main,
+                isolation=how.isolation,
+                timeout=how.timeout_seconds,
+                state_dir=empty,  # never a StateSaveLocation the set names on this machine
+            ),
+        )
+        return await make_plan(
+            validator,
+            candidate,
+            live,
+            not_checked=not_checked(live, plugin_dir),
+            secret_sources=secret_sources,
+        )
