@@ -73,6 +73,7 @@ def _roles(d: Path) -> list[Role]:
                 "--state-dir": [f"{d}/state"],
                 "--secret-source": [f"{d}/secret"],
                 "--viewer-token-file": [f"{d}/viewer"],
+                "--operator-token-file": [f"{d}/tok"],
                 "--debounce-seconds": ["0.5"],
                 "--debounce-max-seconds": ["7"],
                 "--rehash-seconds": ["11"],
