@@ -9,7 +9,6 @@ import copy
 import re
 from collections.abc import Callable, Iterator
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -20,9 +19,10 @@ import yaml
 from kubernetes_validate.utils import all_versions, major_minor, schema_contents
 
 from tests.shipping.kube import K8S_VERSIONS, render
+from tests.shipping.shipping_files import ROOT
 
 Obj = dict[str, Any]
-DATA = Path(__file__).resolve().parents[1] / "data" / "slinky" / "slurm-operator-crds.yaml"
+DATA = ROOT / "tests" / "data" / "slinky" / "slurm-operator-crds.yaml"
 K8S = "io.k8s.api.core.v1."
 
 # The CRDs leave some fields free-form (x-kubernetes-preserve-unknown-fields): the Go types
@@ -319,3 +319,11 @@ def test_images_run_the_slurm_of_the_targeted_chart() -> None:
             )
             seen += 1
     assert seen >= 5
+
+
+def test_the_docs_name_the_release_the_schemas_come_from() -> None:
+    source, chart = release()["source"], release()["chart"]
+    assert source["release"].startswith("1.3.") and chart["appVersion"] == "26.05"
+    deploy = (ROOT / "docs" / "deploy.md").read_text()
+    assert f"`{source['commit'][:8]}`" in deploy and source["release"] in deploy
+    assert chart["imageTag"] in deploy
