@@ -20,8 +20,10 @@ from prometheus_client import CollectorRegistry
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.controlplane.fleet.pods import node_name
 from sidecars.controlplane.reconcile.deletion_cost import ANNOTATION, DeletionCostWriter
+from sidecars.controlplane.settings import SLINKY_MODE
 from sidecars.devcluster import DevCluster
 from sidecars.kube import KubeClient
+from sidecars.runtime.settings import ConfigError
 from tests.controlplane.conftest import control_plane, one_pass
 from tests.fakekube import FakeKube, configuration
 from tests.helpers import eventually, fleet_node, fleet_snapshot
@@ -224,3 +226,10 @@ async def test_auto_mode_ranks_each_pod_by_its_owner_and_agrees_with_the_operato
     assert notes(fake, "w2")[DEADLINE] == "2318-03-01T10:00:00Z"
     assert notes(fake, "w5") == {}
     assert kube_cost_patches(fake) == ["w4"]
+
+
+def test_slinky_mode_reads_auto_true_false_and_refuses_anything_else() -> None:
+    assert [SLINKY_MODE.parse(t, "--slinky-mode") for t in ("auto", "true", "false")] == [None, True, False]
+    assert [SLINKY_MODE.show(v) for v in (None, True, False)] == ["auto", "true", "false"]
+    with pytest.raises(ConfigError, match="--slinky-mode: one of auto, true, false, got 'on'"):
+        SLINKY_MODE.parse("on", "--slinky-mode")
