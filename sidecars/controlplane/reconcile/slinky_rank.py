@@ -29,6 +29,8 @@ def read(annotations: Mapping[str, str]) -> Mark:
         cost = int(text) if text is not None else None
     except ValueError:
         cost = None
+    if cost is not None and (str(cost) != text or not -(2**31) <= cost < 2**31):
+        cost = None  # "+5", "05", " 5" or past an int32: the operator reads 0, so it is rewritten
     return cost, _parse(annotations.get(DEADLINE))
 
 

@@ -196,11 +196,13 @@ async def test_auto_mode_ranks_each_pod_by_its_owner_and_agrees_with_the_operato
     fake.add_pod("w3", hostname="n3", owner_kind="NodeSet", owner_api_version=SLINKY)  # unreadable: rewritten
     fake.add_pod("w4", hostname="n4")  # a ReplicaSet's: Kubernetes' cost
     fake.add_pod("w5", hostname="n5", owner_kind="NodeSet")  # another group's NodeSet: not Slinky's
+    fake.add_pod("w6", hostname="n6", owner_kind="NodeSet", owner_api_version=SLINKY)  # cost "+7": reads 0
     same_instant = dt.datetime.fromtimestamp(end, dt.timezone(dt.timedelta(hours=2))).isoformat()
     bucket = "7"  # an hour left
     fake.pods[("slurm", "w1")]["metadata"]["annotations"] = {COST: bucket, DEADLINE: same_instant}
     fake.pods[("slurm", "w2")]["metadata"]["annotations"] = {COST: "32", DEADLINE: "2318-03-01T10:00:00Z"}
     fake.pods[("slurm", "w3")]["metadata"]["annotations"] = {COST: bucket, DEADLINE: "soon"}
+    fake.pods[("slurm", "w6")]["metadata"]["annotations"] = {COST: "+" + bucket, DEADLINE: rfc3339(end)}
     snap = fleet_snapshot(
         [
             fleet_node("n1", busy_until=end),
@@ -208,6 +210,7 @@ async def test_auto_mode_ranks_each_pod_by_its_owner_and_agrees_with_the_operato
             fleet_node("n3", busy_until=end),
             fleet_node("n4", busy_until=end),
             fleet_node("n5", busy_until=end),
+            fleet_node("n6", busy_until=end),
         ],
         taken_at=now,
     )
@@ -215,7 +218,7 @@ async def test_auto_mode_ranks_each_pod_by_its_owner_and_agrees_with_the_operato
     async with KubeClient(configuration(url)) as kube:
         pods, _ = await kube.list_pods("slurm", "app=slurmd")
         writer = DeletionCostWriter(kube, metrics, node_of=node_name, clock=lambda: now)
-        assert await one_pass(writer, pods, snap) == 2  # w3 and w4 only
+        assert await one_pass(writer, pods, snap) == 3  # w3, w4 and w6 only
         assert writer.slinky
         assert metrics.slinky_mode._value.get() == 1
         pods, _ = await kube.list_pods("slurm", "app=slurmd")
@@ -225,6 +228,7 @@ async def test_auto_mode_ranks_each_pod_by_its_owner_and_agrees_with_the_operato
     assert notes(fake, "w1")[DEADLINE] == same_instant
     assert notes(fake, "w2")[DEADLINE] == "2318-03-01T10:00:00Z"
     assert notes(fake, "w5") == {}
+    assert notes(fake, "w6") == {COST: bucket, DEADLINE: rfc3339(end)}
     assert kube_cost_patches(fake) == ["w4"]
 
 
