@@ -152,7 +152,12 @@ def writers(
     upgrade = side.upgrade
     out.append(
         DeletionCostWriter(
-            kube, metrics, qps=s.deletion_cost_qps, node_of=node_of, held=upgrade.deployment.cost
+            kube,
+            metrics,
+            qps=s.deletion_cost_qps,
+            node_of=node_of,
+            held=upgrade.deployment.cost,
+            slinky_mode=s.slinky_mode,
         )
     )
     out.append(side.recycler)

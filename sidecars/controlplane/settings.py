@@ -58,6 +58,10 @@ def _annotation_key(text: str, what: str) -> str:
     return key
 
 
+def _slinky_mode(text: str, what: str) -> bool | None:
+    return {"auto": None, "true": True, "false": False}[choice("auto", "true", "false").parse(text, what)]
+
+
 def _audience(text: str, what: str) -> str:
     audience = text.strip()
     if len(audience) > 253 or any(c.isspace() for c in audience):
@@ -75,6 +79,12 @@ JOB_READ = Conv(
     _job_read, lambda brief: "brief" if brief else "full", "brief|full", choices=("brief", "full")
 )
 KUBERNETES = Conv(_kubernetes, lambda on: "auto" if on else "off", "auto|off", choices=("auto", "off"))
+SLINKY_MODE = Conv(
+    _slinky_mode,
+    lambda on: "auto" if on is None else "true" if on else "false",
+    "auto|true|false",
+    choices=("auto", "true", "false"),
+)
 TAINT_KEYS = Conv(_taint_keys, ",".join, "KEY,...")
 ANNOTATION_KEY = Conv(_annotation_key, str, "KEY")
 HTTP = Flag(
@@ -148,6 +158,13 @@ class ControlPlaneSettings:
     pod_name: str = setting(default="", help="this pod, for Events (default: $POD_NAME)")
     deletion_cost_qps: float = setting(
         default=5.0, conv=number(float, unit="/s"), help="at most this many deletion-cost patches a second"
+    )
+    slinky_mode: bool | None = setting(  # None: auto, by each worker pod's controller owner
+        default=None,
+        conv=SLINKY_MODE,
+        help="write the scale-in rank as Slinky's nodeset.slinky.slurm.net/pod-deletion-cost and "
+        "pod-deadline, not controller.kubernetes.io/pod-deletion-cost (auto, the default: on the pods a "
+        "slinky.slurm.net NodeSet owns)",
     )
     recycle_grace_seconds: float = setting(
         default=300.0,

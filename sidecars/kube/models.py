@@ -30,6 +30,7 @@ class Pod:
     node_name: str = ""  # spec.nodeName: the Kubernetes Node it was scheduled to; "" while pending
     conditions: tuple[tuple[str, str, str], ...] = ()  # status.conditions as (type, status, message)
     created: str = ""  # metadata.creationTimestamp (RFC 3339, UTC): which of two claimants came first
+    owner_api_version: str = ""  # apiVersion of the controller owner ("slinky.slurm.net/v1beta1", ...)
 
     @classmethod
     def from_model(cls, pod: Any) -> Pod:
@@ -53,6 +54,7 @@ class Pod:
                 (c.type or "", c.status or "", c.message or "") for c in (status and status.conditions) or []
             ),
             created=_stamp(meta.creation_timestamp),
+            owner_api_version=(owner.api_version or "") if owner else "",
         )
 
 

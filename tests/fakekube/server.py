@@ -213,11 +213,12 @@ class FakeKube:
         ready: bool = True,
         owner_kind: str | None = "ReplicaSet",
         created: str | None = None,
+        owner_api_version: str = "apps/v1",  # slinky.slurm.net/v1beta1 for a Slinky NodeSet
     ) -> Obj:
         owners = (
             [
                 {
-                    "apiVersion": "apps/v1",
+                    "apiVersion": owner_api_version,
                     "kind": owner_kind,
                     "name": "workers-abc",
                     "uid": str(uuid.uuid4()),

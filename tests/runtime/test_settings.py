@@ -163,6 +163,7 @@ def _roles(d: Path) -> list[Role]:
                 "--identity": ["me"],
                 "--pod-name": ["pn"],
                 "--deletion-cost-qps": ["2"],
+                "--slinky-mode": ["false"],
                 "--recycle-grace-seconds": ["0"],
                 "--recycle-window-seconds": ["9"],
                 "--recycle-fraction": ["0.5"],

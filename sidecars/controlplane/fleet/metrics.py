@@ -164,6 +164,11 @@ class ControlPlaneMetrics:
         self.deletion_cost_patches = Counter(
             p + "deletion_cost_patches", "pod-deletion-cost patches", ["result"], registry=registry
         )
+        self.slinky_mode = Gauge(
+            p + "slinky_mode",
+            "1 when the scale-in rank is written as Slinky's NodeSet annotations (pods owned by a NodeSet)",
+            registry=registry,
+        )
         self.reconcile_passes = Counter(
             p + "reconcile_passes",
             "Passes of each writer run after a refresh (ok, skipped, error)",
