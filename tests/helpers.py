@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
 from sidecars.controlplane.snapshot import FleetNode, FleetSnapshot
@@ -37,6 +37,24 @@ async def eventually(
         if loop.time() > deadline:
             raise AssertionError(f"timed out after {within:g}s waiting for {what}; last: {value!r}")
         await asyncio.sleep(every)
+
+
+def dies_when_armed(
+    real: Callable[..., Coroutine[Any, Any, Any]], armed: asyncio.Event, what: str
+) -> Callable[..., Coroutine[Any, Any, None]]:
+    """A root task that dies of a bug: it runs `real` (with the same arguments) until `armed` is set,
+    so the daemon works as usual until then, and then raises RuntimeError("injected into <what>")."""
+
+    async def dies(*args: Any) -> None:
+        work = asyncio.ensure_future(real(*args))
+        try:
+            await armed.wait()
+        finally:
+            work.cancel()
+            await asyncio.gather(work, return_exceptions=True)
+        raise RuntimeError(f"injected into {what}")
+
+    return dies
 
 
 class RecordingEvents:
