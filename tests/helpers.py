@@ -12,6 +12,7 @@ from sidecars.controlplane.snapshot import FleetNode, FleetSnapshot
 from sidecars.kube import Pod
 from sidecars.runtime.events import EventType
 from sidecars.runtime.waits import within
+from sidecars.slurm import SlurmClient
 
 T = TypeVar("T")
 
@@ -68,6 +69,27 @@ class RecordingEvents:
 
     def reasons(self) -> list[str]:
         return [r for r, _, _ in self.events]
+
+
+async def nodes_from_slurm(client: SlurmClient) -> list[dict[str, Any]]:
+    """Every node as the control plane's `GET /v1/nodes` gives it, computed straight from a real
+    Slurm: what the stand-ins for the control plane (the agent's, `status`'s) serve."""
+    nodes, jobs = await client.nodes(), [j for j in await client.jobs() if j.running]
+    out = []
+    for n in nodes:
+        mine = [j for j in jobs if n.name in j.nodes]
+        ends = [j.end_time for j in mine if j.end_time is not None]
+        out.append(
+            {
+                "name": n.name,
+                "state": n.state.base,
+                "flags": sorted(n.state.flags),
+                "reason": n.reason.text if n.reason else None,
+                "jobs": sorted(j.job_id for j in mine),
+                "busy_until": max(ends) if ends else None,
+            }
+        )
+    return out
 
 
 def fleet_node(

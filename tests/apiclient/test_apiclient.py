@@ -16,7 +16,7 @@ from sidecars.cli import build_parser
 from sidecars.maintenance_cli import MaintenanceSettings
 from sidecars.runtime.settings import ConfigError, http_url
 from sidecars.upgrade_cli import UpgradeSettings
-from tests.status.status_fakes import serving
+from tests.status.servers import serving
 
 TOKEN = "s3cret-3f9b0d6e1c8a7b25d4e0c9a1f7"
 

@@ -27,7 +27,7 @@ from sidecars.worker.cp_client import ControlPlaneClient, ControlPlaneUnavailabl
 from tests.configsync.harness import config_sync
 from tests.controlplane.conftest import TOKEN, VIEWER, settings
 from tests.runtime.slowclient import SMALL, body_never_ends, header_trickle, over_the_cap, tcp, unix
-from tests.worker.agent_helpers import running_agent, settings_for
+from tests.worker.agents import running_agent, settings_for
 
 
 @contextlib.asynccontextmanager

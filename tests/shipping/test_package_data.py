@@ -8,7 +8,7 @@ import fnmatch
 import tomllib
 
 from sidecars.controlplane.web import STATIC, _static_files
-from tests.shipping.shipping_files import ROOT
+from tests.shipping.shipped import ROOT
 
 
 def test_every_static_file_is_package_data() -> None:

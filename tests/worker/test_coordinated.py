@@ -11,8 +11,8 @@ import pytest
 
 from sidecars.devcluster import DevCluster, free_port
 from tests.helpers import eventually
-from tests.worker.agent_helpers import hook, running_agent, settings_for, slurm_commands, token_file
-from tests.worker.fake_control_plane import FakeControlPlane
+from tests.worker.agents import hook, running_agent, settings_for, slurm_commands, token_file
+from tests.worker.nodeapi import FakeControlPlane
 
 TOKEN = "s3cret-token-7c0e5b1f9a2d4e86b3c1"
 

@@ -24,7 +24,7 @@ from sidecars.runtime.waits import within
 from sidecars.worker.backoff import Backoff
 from tests.fakekube import FakeKube, write_kubeconfig
 from tests.helpers import RecordingEvents, eventually
-from tests.worker.agent_helpers import hook, running_agent, settings_for, slurm_commands, token_file
+from tests.worker.agents import hook, running_agent, settings_for, slurm_commands, token_file
 
 TOKEN = "s3cret-token-2f7a9c4e1b8d6053a7e1"
 CLI = str(Path(sys.executable).parent / "slurm-sidecars")

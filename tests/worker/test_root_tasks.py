@@ -13,7 +13,7 @@ from sidecars.runtime.tasks import RootTaskFailed
 from sidecars.runtime.waits import within
 from sidecars.worker.service import Agent
 from tests.helpers import RecordingEvents, dies_when_armed, eventually
-from tests.worker.agent_helpers import settings_for
+from tests.worker.agents import settings_for
 
 
 @pytest.mark.cluster(nodes=1)

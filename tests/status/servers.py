@@ -9,8 +9,6 @@ from typing import Any
 
 from aiohttp import web
 
-from sidecars.slurm import SlurmClient
-
 NODES_KEY = web.AppKey("nodes", list)
 ORDER_KEY = web.AppKey("order", list)
 TOKEN_KEY = web.AppKey("token", str)
@@ -67,23 +65,3 @@ async def serving(app: web.Application) -> AsyncIterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         await runner.cleanup()
-
-
-async def nodes_from_slurm(client: SlurmClient) -> list[dict[str, Any]]:
-    """`GET /v1/nodes` as the control plane answers it, computed from a real Slurm."""
-    nodes, jobs = await client.nodes(), await client.jobs()
-    out = []
-    for n in nodes:
-        mine = [j for j in jobs if j.running and n.name in j.nodes]
-        ends = [j.end_time for j in mine if j.end_time is not None]
-        out.append(
-            {
-                "name": n.name,
-                "state": n.state.base,
-                "flags": sorted(n.state.flags),
-                "reason": n.reason.text if n.reason else None,
-                "jobs": sorted(j.job_id for j in mine),
-                "busy_until": max(ends) if ends else None,
-            }
-        )
-    return out
