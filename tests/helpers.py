@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
 
 from sidecars.controlplane.snapshot import FleetNode, FleetSnapshot
@@ -99,26 +99,35 @@ def fleet_node(
     reason: str | None = None,
     busy: bool = False,
     busy_until: int | None = None,
+    jobs: tuple[int, ...] | None = None,
+    state: str | None = None,
+    partitions: tuple[str, ...] = ("debug",),
+    cpus: int = 1,
+    gpus: int = 0,
+    registered: bool = True,
+    topology: str = "",
 ) -> FleetNode:
-    """A node of the control plane's snapshot, for the rules that need no Slurm."""
+    """A node of the control plane's snapshot, for the rules (and the benchmarks' simulated fleets)
+    that need no Slurm: idle, or busy with one job, unless `jobs` and `state` say otherwise."""
     return FleetNode(
         name=name,
-        state="ALLOCATED" if busy else "IDLE",
+        state=state or ("ALLOCATED" if busy else "IDLE"),
         flags=("DRAIN",) if drained else (),
         reason=reason,
-        jobs=(1,) if busy else (),
+        jobs=jobs if jobs is not None else (1,) if busy else (),
         busy_until=busy_until,
-        partitions=("debug",),
-        cpus=1,
-        gpus=0,
-        registered=True,
+        partitions=partitions,
+        cpus=cpus,
+        gpus=gpus,
+        registered=registered,
+        topology=topology,
     )
 
 
-def fleet_snapshot(nodes: Iterable[FleetNode], *, taken_at: float = 1.0) -> FleetSnapshot:
+def fleet_snapshot(nodes: Iterable[FleetNode], *, taken_at: float = 1.0, version: int = 1) -> FleetSnapshot:
     """A loaded snapshot of these nodes (no jobs, no scale-in order)."""
     return FleetSnapshot(
-        version=1,
+        version=version,
         nodes={n.name: n for n in nodes},
         jobs=(),
         order=(),
@@ -135,18 +144,21 @@ def fleet_pod(
     node_name: str = "",
     revision: str = "",
     conditions: tuple[tuple[str, str, str], ...] = (),
+    uid: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    owner_kind: str = "StatefulSet",
 ) -> Pod:
     """A worker pod as the control plane's caches hold it."""
     return Pod(
         namespace="slurm",
         name=name,
-        uid=f"uid-{name}-{revision}",
+        uid=uid or f"uid-{name}-{revision}",
         hostname=hostname,
-        labels={"controller-revision-hash": revision} if revision else {},
+        labels={**(labels or {}), **({"controller-revision-hash": revision} if revision else {})},
         annotations={},
         ready=True,
         phase="Running",
-        owner_kind="StatefulSet",
+        owner_kind=owner_kind,
         deleting=False,
         resource_version="1",
         node_name=node_name,
