@@ -106,6 +106,41 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("release", [RELEASE_IDS[i] for i in ids], ids=ids, indirect=True)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `--dist worksteal`, the long tests first, spread over the workers.
+
+    worksteal hands each worker a run of the collection, in order, and an idle worker steals from
+    the back of another's. A long test left in the middle of a run (a folder of them: the demo's
+    tours, the accounting clusters) is run after the ones before it by that one worker, and the
+    whole suite waits for it at the end. So each run starts with its share of the long tests,
+    dealt in turn, longest first, while the short ones even out the end. "Long" is what the test
+    says of itself: a `timeout` marker above the suite's default."""
+    workers = getattr(config, "workerinput", {}).get("workercount", 0)
+    if workers < 2 or config.getoption("dist", "no") != "worksteal":
+        return
+    default = float(config.getini("timeout") or 0)
+    long = sorted((i for i in items if _timeout(i) > default), key=_timeout, reverse=True)
+    if not long:
+        return
+    chosen = {id(i) for i in long}
+    short = [i for i in items if id(i) not in chosen]
+    ordered: list[pytest.Item] = []
+    left = len(items)
+    for k in range(workers):  # the runs worksteal makes: what is left, shared by the workers left
+        size = left // (workers - k)
+        mine = long[k::workers]
+        take = max(0, size - len(mine))
+        ordered += mine + short[:take]
+        short = short[take:]
+        left -= size
+    items[:] = ordered + short
+
+
+def _timeout(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("timeout")
+    return float(marker.args[0]) if marker is not None and marker.args else 0.0
+
+
 def _argnames(mark: pytest.Mark) -> list[str]:
     names = mark.args[0] if mark.args else mark.kwargs.get("argnames", "")
     return [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)

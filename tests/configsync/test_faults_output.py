@@ -36,6 +36,7 @@ async def status_until(cmd: Command, ok: Any, what: str, seconds: float) -> dict
 
 
 @pytest.mark.timeout(400)
+@pytest.mark.releases("slurm24")  # the tasks are ours; per-release deaths are in test_foreground.py
 async def test_no_task_exception_is_left_unretrieved_when_slurmctld_dies_mid_verification(
     cluster: DevCluster,
 ) -> None:

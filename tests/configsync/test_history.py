@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from sidecars.configsync.history import History, changes
 from sidecars.configsync.sources import FileEntry, FileSet
@@ -73,6 +74,7 @@ def test_a_huge_diff_is_cut_at_a_line_and_the_history_is_bounded() -> None:
     assert [g["reason"] for g in body["generations"]] == ["r4", "r3", "r2"]  # newest first
 
 
+@pytest.mark.releases("slurm24")  # the history is ours; Slurm's verdicts are read per release elsewhere
 async def test_the_daemon_keeps_applied_rejected_and_held_generations(cluster: DevCluster) -> None:
     async with config_sync(cluster) as sync:
         url = f"http://127.0.0.1:{sync.running.port}/history"
