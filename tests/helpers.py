@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 from sidecars.controlplane.snapshot import FleetNode, FleetSnapshot
@@ -164,6 +165,11 @@ def fleet_pod(
         node_name=node_name,
         conditions=conditions,
     )
+
+
+def worker_args(node: str, port: int, socket: Path, *extra: str) -> list[str]:
+    """`slurm-sidecars worker` for one node of a dev cluster, serving HTTP on 127.0.0.1:`port`."""
+    return ["worker", "--node-name", node, "--http", f"127.0.0.1:{port}", "--socket", str(socket), *extra]
 
 
 async def refused_invocation(*argv: str) -> str:

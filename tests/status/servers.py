@@ -9,6 +9,8 @@ from typing import Any
 
 from aiohttp import web
 
+from sidecars.runtime.http import serve
+
 NODES_KEY = web.AppKey("nodes", list)
 ORDER_KEY = web.AppKey("order", list)
 TOKEN_KEY = web.AppKey("token", str)
@@ -56,12 +58,5 @@ def config_sync_app(status: dict[str, Any]) -> web.Application:
 @asynccontextmanager
 async def serving(app: web.Application) -> AsyncIterator[str]:
     """Serve `app` on 127.0.0.1 at a free port; yields its base URL."""
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
+    async with serve(app, "127.0.0.1", 0) as port:
         yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
