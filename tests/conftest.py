@@ -12,11 +12,19 @@ A test (or a class, or a module through `pytestmark`) that holds only on some re
     async def test_configless(cluster: DevCluster) -> None: ...
 
 It then runs, and is named, only for those; an unknown id is a collection error. `-k slurm26` runs
-the suite against one release only.
+the suite against one release only. A test of our own logic, where Slurm is only the stage (a guard,
+a batching rule, an HTTP answer, a file swap), runs on one release, with the reason beside the
+marker; whatever Slurm decides or prints runs on every release.
+
+Helpers shared by tests live in modules named for what they hold (`tests/helpers.py` for every
+concern, `tests/<concern>/<noun>.py` for one: `agents.py`, `servers.py`, `harness.py`), never in
+a `test_*.py` or a `conftest.py` that other modules import; the benchmarks import the same ones.
 
 Under pytest-xdist (`make test` runs `-n`), the controller builds the releases once and hands them
 to its workers; each worker starts its own clusters (their own dirs under /tmp and their own ports),
-and the leak guards below watch each worker's own processes and tasks.
+and the leak guards below watch each worker's own processes and tasks. Under `--dist worksteal`
+the tests that raise their `timeout` above the default start first, spread over the workers
+(`pytest_collection_modifyitems`).
 """
 
 from __future__ import annotations

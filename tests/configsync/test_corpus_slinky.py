@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from sidecars.devcluster import DevCluster
-from tests.configsync.harness import config_sync, set_sha
-from tests.configsync.test_configless_workers import key_secret
+from tests.configsync.harness import config_sync, key_secret, set_sha
 from tests.configsync.test_corpus import Case, append, conf, kind
 
 pytestmark = [

@@ -14,8 +14,7 @@ import pytest
 from sidecars.devcluster import DevCluster
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime.waits import within
-from tests.configsync.harness import Command, cluster_files, set_sha, start_command
-from tests.configsync.test_restart_window import container_start
+from tests.configsync.harness import Command, cluster_files, container_start, set_sha, start_command
 
 pytestmark = pytest.mark.cluster(nodes=2, foreground_ctld=True)
 

@@ -12,8 +12,7 @@ import pytest
 from sidecars.configsync.history import History, changes
 from sidecars.configsync.sources import FileEntry, FileSet
 from sidecars.devcluster import DevCluster
-from tests.configsync.harness import config_sync, set_sha
-from tests.configsync.test_restart import bump_max_job_count
+from tests.configsync.harness import bump_max_job_count, config_sync, set_sha
 
 
 def fileset(files: dict[str, bytes], mode: int = 0o644) -> FileSet:

@@ -38,6 +38,7 @@ MUST_NOT_LOAD = (
 
 @pytest.mark.cluster(nodes=1)
 @pytest.mark.timeout(90)
+@pytest.mark.releases("slurm22")  # the imports are ours, not Slurm's: one release shows it
 async def test_a_classic_worker_agent_loads_only_its_own_modules(cluster: DevCluster, tmp_path: Path) -> None:
     port = free_port()
     dump = tmp_path / "modules.json"

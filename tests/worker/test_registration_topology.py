@@ -25,7 +25,7 @@ from sidecars.runtime import process
 from sidecars.slurm import Node
 from sidecars.worker import naming
 from tests.fakekube import FakeKube
-from tests.slurm.test_topology import switches
+from tests.slurm.topology import switches
 from tests.worker.agents import settings_for
 
 ZONE, RACK = "topology.kubernetes.io/zone", "example.com/rack"
