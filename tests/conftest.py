@@ -22,9 +22,8 @@ a `test_*.py` or a `conftest.py` that other modules import; the benchmarks impor
 
 Under pytest-xdist (`make test` runs `-n`), the controller builds the releases once and hands them
 to its workers; each worker starts its own clusters (their own dirs under /tmp and their own ports),
-and the leak guards below watch each worker's own processes and tasks. Under `--dist worksteal`
-the tests that raise their `timeout` above the default start first, spread over the workers
-(`pytest_collection_modifyitems`).
+and the leak guards below watch each worker's own processes and tasks. The tests that raise their
+`timeout` above the default start first, spread over the workers (`pytest_collection_modifyitems`).
 """
 
 from __future__ import annotations
@@ -115,7 +114,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under `--dist worksteal`, the long tests first, spread over the workers.
+    """Under pytest-xdist (`make test`: worksteal), the long tests first, spread over the workers.
 
     worksteal hands each worker a run of the collection, in order, and an idle worker steals from
     the back of another's. A long test left in the middle of a run (a folder of them: the demo's
@@ -123,8 +122,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     whole suite waits for it at the end. So each run starts with its share of the long tests,
     dealt in turn, longest first, while the short ones even out the end. "Long" is what the test
     says of itself: a `timeout` marker above the suite's default."""
+    # only the workers collect, and each must order the items alike (xdist checks): by the marker
     workers = getattr(config, "workerinput", {}).get("workercount", 0)
-    if workers < 2 or config.getoption("dist", "no") != "worksteal":
+    if workers < 2:
         return
     default = float(config.getini("timeout") or 0)
     long = sorted((i for i in items if _timeout(i) > default), key=_timeout, reverse=True)
