@@ -1,5 +1,6 @@
-"""Test machinery every concern uses: polling until a condition holds, an event sink that records, and
-the control plane's value types built in one line."""
+"""Test machinery every concern (and the benchmarks) uses: polling until a condition holds, a root
+task that dies on cue, an event sink that records, the control plane's node documents computed from
+a real Slurm, its value types built in one line, and the agent's command line."""
 
 from __future__ import annotations
 
