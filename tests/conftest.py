@@ -44,6 +44,7 @@ from sidecars.devcluster.release import available_releases
 from sidecars.runtime import logs
 from sidecars.runtime.pdeathsig import tie_to_parent
 from tests.fakekube import FakeKube
+from tests.scheduling import long_first
 
 # test id -> release name, in the order tests run
 RELEASE_IDS = {"slurm22": "host", "slurm24": "chroot", "slurm26": "sid"}
@@ -114,34 +115,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`make test`: worksteal), the long tests first, spread over the workers.
-
-    worksteal hands each worker a run of the collection, in order, and an idle worker steals from
-    the back of another's. A long test left in the middle of a run (a folder of them: the demo's
-    tours, the accounting clusters) is run after the ones before it by that one worker, and the
-    whole suite waits for it at the end. So each run starts with its share of the long tests,
-    dealt in turn, longest first, while the short ones even out the end. "Long" is what the test
-    says of itself: a `timeout` marker above the suite's default."""
+    """Under pytest-xdist (`make test`: worksteal), the long tests first, spread over the workers
+    (tests/scheduling.py says why). "Long" is what a test says of itself: a `timeout` marker above
+    the suite's default."""
     # only the workers collect, and each must order the items alike (xdist checks): by the marker
     workers = getattr(config, "workerinput", {}).get("workercount", 0)
-    if workers < 2:
-        return
-    default = float(config.getini("timeout") or 0)
-    long = sorted((i for i in items if _timeout(i) > default), key=_timeout, reverse=True)
-    if not long:
-        return
-    chosen = {id(i) for i in long}
-    short = [i for i in items if id(i) not in chosen]
-    ordered: list[pytest.Item] = []
-    left = len(items)
-    for k in range(workers):  # the runs worksteal makes: what is left, shared by the workers left
-        size = left // (workers - k)
-        mine = long[k::workers]
-        take = max(0, size - len(mine))
-        ordered += mine + short[:take]
-        short = short[take:]
-        left -= size
-    items[:] = ordered + short
+    if workers >= 2:
+        items[:] = long_first(items, workers, _timeout, float(config.getini("timeout") or 0))
 
 
 def _timeout(item: pytest.Item) -> float:
