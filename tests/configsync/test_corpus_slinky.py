@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from sidecars.devcluster import DevCluster
+from tests.configsync.corpus import Case, append, conf, kind
 from tests.configsync.harness import config_sync, key_secret, set_sha
-from tests.configsync.test_corpus import Case, append, conf, kind
 
 pytestmark = [
     pytest.mark.releases("slurm24", "slurm26"),
