@@ -25,6 +25,10 @@ from sidecars.devcluster import ClusterSpec, DevCluster, free_port
 from sidecars.devcluster.release import build_chroot, host_release
 from sidecars.runtime import logs
 
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the agent is started as the tests start it
+from tests.helpers import worker_args  # noqa: E402
+
 TICK = os.sysconf("SC_CLK_TCK")
 GOAL_RSS_MB = 35.0
 GOAL_CPU_PCT = 0.5
@@ -86,17 +90,7 @@ async def main() -> None:
         sockdir = Path(tempfile.mkdtemp(prefix="wkb-", dir="/tmp"))
         port = free_port()
         agent = await asyncio.create_subprocess_exec(
-            *self_argv(
-                "--log-format",
-                "json",
-                "worker",
-                "--node-name",
-                "n1",
-                "--http",
-                f"127.0.0.1:{port}",
-                "--socket",
-                str(sockdir / "agent.sock"),
-            ),
+            *self_argv("--log-format", "json", *worker_args("n1", port, sockdir / "agent.sock")),
             env=cluster.env,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,

@@ -20,15 +20,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import sys
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, cast
 
 from _report import result
 
 from sidecars.controlplane.fleet.kube_nodes import NodeCache
-from sidecars.controlplane.fleet.snapshot import FleetNode, FleetSnapshot
+from sidecars.controlplane.fleet.snapshot import FleetSnapshot
 from sidecars.controlplane.reconcile import View
 from sidecars.controlplane.reconcile.busy_label import LABEL, BusyLabeler
 from sidecars.controlplane.reconcile.topology_sync import TopologySync
@@ -36,6 +38,10 @@ from sidecars.kube import KubeClient, KubeNode, Pod
 from sidecars.kube.topology import TopologySpec
 from sidecars.runtime import logs
 from sidecars.slurm import SlurmClient, Version
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the simulated fleet is built as the tests build theirs
+from tests.helpers import fleet_node, fleet_pod, fleet_snapshot  # noqa: E402
 
 ZONE, RACK = "topology.kubernetes.io/zone", "example.com/rack"
 PASSES_PER_MINUTE = 15  # --interval-seconds 4
@@ -92,40 +98,18 @@ class SimSlurm:
             self.topology[n] = topology
 
 
-def view(name: str, busy: bool, topology: str) -> FleetNode:
-    return FleetNode(
-        name=name,
-        state="ALLOCATED" if busy else "IDLE",
-        flags=(),
-        reason=None,
-        jobs=(1,) if busy else (),
-        busy_until=None,
-        partitions=(),
-        cpus=1,
-        gpus=0,
-        registered=True,
-        topology=topology,
-    )
-
-
 class Sim:
     def __init__(self, workers: int, seed: int) -> None:
         self.rng = random.Random(seed)
         self.clock = Clock()
         self.hosts = [f"k{i:03d}" for i in range(-(-workers // 8))]
         self.pods = {
-            f"w{i:04d}": Pod(
-                namespace="slurm",
-                name=f"w{i:04d}",
+            f"w{i:04d}": fleet_pod(
+                f"w{i:04d}",
                 uid=f"uid-{i}",
                 hostname=f"n{i:04d}",
                 labels={"app": "slurmd"},
-                annotations={},
-                ready=True,
-                phase="Running",
                 owner_kind="ReplicaSet",
-                deleting=False,
-                resource_version="1",
                 node_name=self.hosts[i // 8],
             )
             for i in range(workers)
@@ -153,16 +137,12 @@ class Sim:
 
     def snapshot(self) -> FleetSnapshot:
         self.version += 1
-        nodes = {n: view(n, b, self.slurm.topology.get(n, "")) for n, b in self.busy.items()}
-        return FleetSnapshot(
-            version=self.version,
-            nodes=nodes,
-            jobs=(),
-            order=(),
-            taken_at=float(10**10 + self.version),  # after every write: the sim's records are current
-            reachable=True,
-            error=None,
-        )
+        nodes = [
+            fleet_node(n, busy=b, partitions=(), topology=self.slurm.topology.get(n, ""))
+            for n, b in self.busy.items()
+        ]
+        # taken after every write: the sim's records are current
+        return fleet_snapshot(nodes, taken_at=float(10**10 + self.version), version=self.version)
 
     async def passes(self, count: int, churn: bool = False, back_to_back: list[str] | None = None) -> None:
         for i in range(count):

@@ -21,8 +21,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 from _report import result
@@ -32,6 +34,10 @@ from sidecars.controlplane.fleet import ranking
 from sidecars.controlplane.fleet.snapshot import FleetNode
 from sidecars.kube import KubeClient, Pod
 from sidecars.runtime import logs
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the simulated fleet is built as the tests build theirs
+from tests.helpers import fleet_node, fleet_pod  # noqa: E402
 
 SLOTS = 4
 REPLACE_MINUTES = 5
@@ -112,10 +118,10 @@ class Fleet:
     def view(self, w: Worker) -> FleetNode:
         busy = len(w.jobs)
         state = "IDLE" if not busy else ("ALLOCATED" if busy == SLOTS else "MIXED")
-        return FleetNode(
-            name=w.name,
+        return fleet_node(
+            w.name,
             state=state,
-            flags=("DRAIN",) if w.drained else (),
+            drained=w.drained,
             reason=w.reason,
             jobs=tuple(range(busy)),
             busy_until=max((EPOCH + 60 * lim for _, lim in w.jobs), default=None) if busy else None,
@@ -158,19 +164,7 @@ class SimDrains:
 
 def pods(fleet: Fleet) -> list[Pod]:
     return [
-        Pod(
-            namespace="slurm",
-            name=w.name,
-            uid=f"{w.name}-{w.uid}",
-            hostname=w.name,
-            labels={"controller-revision-hash": w.revision},
-            annotations={},
-            ready=True,
-            phase="Running",
-            owner_kind="StatefulSet",
-            deleting=False,
-            resource_version="1",
-        )
+        fleet_pod(w.name, uid=f"{w.name}-{w.uid}", hostname=w.name, revision=w.revision)
         for w in fleet.workers.values()
         if w.gone_until is None
     ]

@@ -1,17 +1,20 @@
-"""Test machinery every concern uses: polling until a condition holds, an event sink that records, and
-the control plane's value types built in one line."""
+"""Test machinery every concern (and the benchmarks) uses: polling until a condition holds, a root
+task that dies on cue, an event sink that records, the control plane's node documents computed from
+a real Slurm, its value types built in one line, and the agent's command line."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 from sidecars.controlplane.fleet.snapshot import FleetNode, FleetSnapshot
 from sidecars.kube import Pod
 from sidecars.runtime.events import EventType
 from sidecars.runtime.waits import within
+from sidecars.slurm import SlurmClient
 
 T = TypeVar("T")
 
@@ -39,6 +42,24 @@ async def eventually(
         await asyncio.sleep(every)
 
 
+def dies_when_armed(
+    real: Callable[..., Coroutine[Any, Any, Any]], armed: asyncio.Event, what: str
+) -> Callable[..., Coroutine[Any, Any, None]]:
+    """A root task that dies of a bug: it runs `real` (with the same arguments) until `armed` is set,
+    so the daemon works as usual until then, and then raises RuntimeError("injected into <what>")."""
+
+    async def dies(*args: Any) -> None:
+        work = asyncio.ensure_future(real(*args))
+        try:
+            await armed.wait()
+        finally:
+            work.cancel()
+            await asyncio.gather(work, return_exceptions=True)
+        raise RuntimeError(f"injected into {what}")
+
+    return dies
+
+
 class RecordingEvents:
     """An EventSink that keeps what it was told, for assertions (the Kubernetes one is tested in kube/)."""
 
@@ -52,6 +73,27 @@ class RecordingEvents:
         return [r for r, _, _ in self.events]
 
 
+async def nodes_from_slurm(client: SlurmClient) -> list[dict[str, Any]]:
+    """Every node as the control plane's `GET /v1/nodes` gives it, computed straight from a real
+    Slurm: what the stand-ins for the control plane (the agent's, `status`'s) serve."""
+    nodes, jobs = await client.nodes(), [j for j in await client.jobs() if j.running]
+    out = []
+    for n in nodes:
+        mine = [j for j in jobs if n.name in j.nodes]
+        ends = [j.end_time for j in mine if j.end_time is not None]
+        out.append(
+            {
+                "name": n.name,
+                "state": n.state.base,
+                "flags": sorted(n.state.flags),
+                "reason": n.reason.text if n.reason else None,
+                "jobs": sorted(j.job_id for j in mine),
+                "busy_until": max(ends) if ends else None,
+            }
+        )
+    return out
+
+
 def fleet_node(
     name: str,
     *,
@@ -59,26 +101,35 @@ def fleet_node(
     reason: str | None = None,
     busy: bool = False,
     busy_until: int | None = None,
+    jobs: tuple[int, ...] | None = None,
+    state: str | None = None,
+    partitions: tuple[str, ...] = ("debug",),
+    cpus: int = 1,
+    gpus: int = 0,
+    registered: bool = True,
+    topology: str = "",
 ) -> FleetNode:
-    """A node of the control plane's snapshot, for the rules that need no Slurm."""
+    """A node of the control plane's snapshot, for the rules (and the benchmarks' simulated fleets)
+    that need no Slurm: idle, or busy with one job, unless `jobs` and `state` say otherwise."""
     return FleetNode(
         name=name,
-        state="ALLOCATED" if busy else "IDLE",
+        state=state or ("ALLOCATED" if busy else "IDLE"),
         flags=("DRAIN",) if drained else (),
         reason=reason,
-        jobs=(1,) if busy else (),
+        jobs=jobs if jobs is not None else (1,) if busy else (),
         busy_until=busy_until,
-        partitions=("debug",),
-        cpus=1,
-        gpus=0,
-        registered=True,
+        partitions=partitions,
+        cpus=cpus,
+        gpus=gpus,
+        registered=registered,
+        topology=topology,
     )
 
 
-def fleet_snapshot(nodes: Iterable[FleetNode], *, taken_at: float = 1.0) -> FleetSnapshot:
+def fleet_snapshot(nodes: Iterable[FleetNode], *, taken_at: float = 1.0, version: int = 1) -> FleetSnapshot:
     """A loaded snapshot of these nodes (no jobs, no scale-in order)."""
     return FleetSnapshot(
-        version=1,
+        version=version,
         nodes={n.name: n for n in nodes},
         jobs=(),
         order=(),
@@ -95,23 +146,31 @@ def fleet_pod(
     node_name: str = "",
     revision: str = "",
     conditions: tuple[tuple[str, str, str], ...] = (),
+    uid: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    owner_kind: str = "StatefulSet",
 ) -> Pod:
     """A worker pod as the control plane's caches hold it."""
     return Pod(
         namespace="slurm",
         name=name,
-        uid=f"uid-{name}-{revision}",
+        uid=uid or f"uid-{name}-{revision}",
         hostname=hostname,
-        labels={"controller-revision-hash": revision} if revision else {},
+        labels={**(labels or {}), **({"controller-revision-hash": revision} if revision else {})},
         annotations={},
         ready=True,
         phase="Running",
-        owner_kind="StatefulSet",
+        owner_kind=owner_kind,
         deleting=False,
         resource_version="1",
         node_name=node_name,
         conditions=conditions,
     )
+
+
+def worker_args(node: str, port: int, socket: Path, *extra: str) -> list[str]:
+    """`slurm-sidecars worker` for one node of a dev cluster, serving HTTP on 127.0.0.1:`port`."""
+    return ["worker", "--node-name", node, "--http", f"127.0.0.1:{port}", "--socket", str(socket), *extra]
 
 
 async def refused_invocation(*argv: str) -> str:

@@ -16,7 +16,7 @@ from sidecars.operator.client import ControlPlaneClient, Request, answer, contro
 from sidecars.operator.maintenance import MaintenanceSettings
 from sidecars.operator.upgrade import UpgradeSettings
 from sidecars.runtime.settings import ConfigError, http_url
-from tests.status.status_fakes import serving
+from tests.status.servers import serving
 
 TOKEN = "s3cret-3f9b0d6e1c8a7b25d4e0c9a1f7"
 

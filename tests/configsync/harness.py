@@ -18,12 +18,15 @@ from prometheus_client import CollectorRegistry
 
 from sidecars import probe
 from sidecars.cli import self_argv
+from sidecars.configsync import conffile
 from sidecars.configsync.main import Running, running
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileEntry, FileSet, read_source
-from sidecars.configsync.validate import Validator
+from sidecars.configsync.validate import Validator, Verdict
 from sidecars.devcluster import DevCluster, free_port
 from sidecars.devcluster.volume import AtomicVolume
+from sidecars.runtime import process
+from sidecars.slurm import SlurmClient
 from sidecars.slurm.runner import SlurmMetrics
 from tests.helpers import RecordingEvents
 from tests.settings import build
@@ -189,3 +192,59 @@ async def start_command(
     proc.kill()
     _, err = await proc.communicate()
     raise AssertionError(f"config-sync never became ready: {err.decode()[-2000:]}")
+
+
+# a validator that only runs Slurm's client parse: what reaches slurmctld when our rules miss a killer
+class ParserOnly(Validator):
+    async def validate(self, files: FileSet, current: FileSet | None) -> Verdict:
+        refused, _ = await self.client_parse(files)
+        if refused:
+            return Verdict(False, refused)
+        return Verdict(True, conf=conffile.parse(files, self.main, self.target))
+
+
+def parser_only(client: SlurmClient, settings: Settings) -> Validator:
+    return ParserOnly(client, settings.target, settings.state_dir)
+
+
+@contextlib.asynccontextmanager
+async def container_restarts(cluster: DevCluster) -> AsyncIterator[list[int]]:
+    """Stand in for slurmctld's container: when the controller exits, start it again."""
+    restarts: list[int] = []
+
+    async def loop() -> None:
+        while True:
+            # like a kubelet, only once the process has exited: a foreground slurmctld removes its
+            # pid file a moment before it ends
+            pid = cluster.foreground_pid() or cluster.hostpid("slurmctld")
+            if pid is None:
+                await cluster.start_slurmctld()
+                restarts.append(cluster.hostpid("slurmctld") or 0)
+            await asyncio.sleep(0.05)
+
+    task = asyncio.create_task(loop())
+    try:
+        yield restarts
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def bump_max_job_count(files: dict[str, bytes]) -> dict[str, bytes]:
+    """A change slurmctld takes only by a restart (MaxJobCount)."""
+    return {**files, "slurm.conf": files["slurm.conf"] + b"MaxJobCount=12345\n"}
+
+
+async def container_start(cluster: DevCluster, target: str) -> str:
+    """What slurmctld's container does when it (re)starts: the image's entrypoint runs the guard,
+    then execs slurmctld on whatever the target holds. Returns what the guard said."""
+    done = await process.run(self_argv("config-guard", "--target", target), timeout=60, merge_stderr=True)
+    assert done.returncode == 0, done.text()
+    await cluster.start_slurmctld()  # raises if slurmctld dies at start
+    return done.text()
+
+
+def key_secret(cluster: DevCluster) -> dict[str, bytes]:
+    """slurm.key as Slinky mounts it: from a Secret, next to slurm.conf."""
+    return {"slurm.key": (cluster.conf_path.parent / "slurm.key").read_bytes()}

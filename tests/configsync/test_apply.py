@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from sidecars.devcluster import DevCluster
 from sidecars.devcluster.ports import lease_ports
 from tests.configsync.harness import config_sync, set_sha
@@ -72,6 +74,7 @@ async def test_change_waits_while_slurmctld_is_down(cluster: DevCluster) -> None
         assert (await cluster.client().partitions())[0].max_time_minutes == 33
 
 
+@pytest.mark.releases("slurm24")  # the rehash timer is ours, not Slurm's: one release shows it
 async def test_a_missed_event_is_caught_by_the_periodic_rehash(cluster: DevCluster) -> None:
     async with config_sync(cluster, watch_files=False, rehash_seconds=0.5) as sync:
         files = sync.good()

@@ -10,15 +10,10 @@ import pytest
 from sidecars.configsync.workers import judge
 from sidecars.devcluster import DevCluster
 from sidecars.slurm import Node, NodeState
-from tests.configsync.harness import config_sync, set_sha
+from tests.configsync.harness import config_sync, key_secret, set_sha
 
 SLINKY = {"shape": "slinky", "nodes": 3, "gpus": 2}
 pytestmark = pytest.mark.releases("slurm24", "slurm26")
-
-
-def key_secret(cluster: DevCluster) -> dict[str, bytes]:
-    """slurm.key as Slinky mounts it: from a Secret, next to slurm.conf."""
-    return {"slurm.key": (cluster.conf_path.parent / "slurm.key").read_bytes()}
 
 
 def method_for(cluster: DevCluster) -> str:

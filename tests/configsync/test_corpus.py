@@ -14,17 +14,14 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from sidecars.devcluster import ClusterSpec, DevCluster, Release
+from tests.configsync.corpus import Case, append, conf, drop, file, include, kind, node_line
 from tests.configsync.harness import cluster_files, config_sync, set_sha
 
-Files = dict[str, bytes]
-Change = Callable[[Files, Files, str], tuple[Files, Files]]
 SECRET = {"slurm.key": os.urandom(64)}
 EXTRA = """TopologyPlugin=topology/tree
 PartitionName=p2 Nodes=n2 State=UP
@@ -32,7 +29,6 @@ NodeSet=ns3 Nodes=n3
 PartitionName=p3 Nodes=ns3 State=UP"""
 TOPOLOGY = b"SwitchName=s0 Nodes=n[1-3]\n"
 PARTITIONS = {"debug": "n1", "p2": "n2", "p3": "n3"}
-ANY = frozenset({"rejected", "held", "restart_required"})
 SHAPED = "Sockets=4 CoresPerSocket=4 ThreadsPerCore=2"  # more than the machine: the node is INVALID
 
 
@@ -42,53 +38,6 @@ class CorpusCluster(DevCluster):
     def _write_files(self) -> None:
         super()._write_files()
         (self.conf_path.parent / "topology.conf").write_bytes(TOPOLOGY)
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    change: Change
-    says: tuple[str, ...]  # the reason holds one of these (case-insensitive)
-    kinds: frozenset[str] = ANY
-    jobs: frozenset[str] = field(default_factory=frozenset)  # partitions whose job is named as at risk
-
-
-def conf(edit: Callable[[str], str]) -> Change:
-    def change(c: Files, s: Files, target: str) -> tuple[Files, Files]:
-        return {**c, "slurm.conf": edit(c["slurm.conf"].decode().replace("@T@", target)).encode()}, s
-
-    return change
-
-
-def append(text: str) -> Change:
-    def change(c: Files, s: Files, target: str) -> tuple[Files, Files]:
-        return {**c, "slurm.conf": c["slurm.conf"] + text.replace("@T@", target).encode() + b"\n"}, s
-
-    return change
-
-
-def file(name: str, data: bytes | None, then: Change | None = None) -> Change:
-    def change(c: Files, s: Files, target: str) -> tuple[Files, Files]:
-        c = {**c}
-        if data is None:
-            c.pop(name, None)
-        else:
-            c[name] = data.replace(b"@T@", target.encode())
-        return then(c, s, target) if then else (c, s)
-
-    return change
-
-
-def drop(prefix: str) -> Callable[[str], str]:
-    return lambda t: "\n".join(ln for ln in t.splitlines() if not ln.startswith(prefix)) + "\n"
-
-
-def node_line(t: str, name: str = "n1") -> str:
-    return next(ln for ln in t.splitlines() if ln.startswith(f"NodeName={name} "))
-
-
-def include(extra: bytes) -> Change:
-    return file("extra.conf", extra, append("Include @T@/extra.conf"))
 
 
 CASES = [
@@ -301,12 +250,6 @@ CASES = [
         ("jwt", "authalttypes"),
     ),
 ]
-
-
-def kind(st: dict[str, Any]) -> str:
-    if st["held_for_jobs"]:
-        return "held"
-    return "restart_required" if st["restart_required"] else "rejected"
 
 
 @pytest.mark.timeout(900)

@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 
 from sidecars.devcluster import DevCluster
-from tests.configsync.harness import config_sync, set_sha
-from tests.configsync.test_configless_workers import key_secret
-from tests.configsync.test_corpus import Case, append, conf, kind
+from tests.configsync.corpus import Case, append, conf, kind
+from tests.configsync.harness import config_sync, key_secret, set_sha
 
 pytestmark = [
     pytest.mark.releases("slurm24", "slurm26"),

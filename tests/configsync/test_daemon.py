@@ -86,6 +86,7 @@ def test_every_flag_comes_from_the_environment_too(tmp_path: Path, monkeypatch: 
     assert s.settle_seconds == 0.5 and s.restart_policy == "restart" and s.state_dir == tmp_path / "state"
 
 
+@pytest.mark.releases("slurm26")  # the state dir is ours, not Slurm's: one release shows it
 async def test_sidecar_restart_keeps_the_last_known_good(cluster: DevCluster) -> None:
     async with config_sync(cluster) as sync:
         files = sync.good()
@@ -102,6 +103,7 @@ async def test_sidecar_restart_keeps_the_last_known_good(cluster: DevCluster) ->
 
 
 @pytest.mark.parametrize("guard_ran", [True, False])
+@pytest.mark.releases("slurm22")  # the state dir and config-guard are ours: one release shows it
 async def test_a_set_left_unverified_while_the_sidecar_was_down_is_reported(
     cluster: DevCluster, guard_ran: bool
 ) -> None:
@@ -128,6 +130,7 @@ async def test_a_set_left_unverified_while_the_sidecar_was_down_is_reported(
         assert any(r == "ConfigRestored" for r, _, _ in again.events.events)
 
 
+@pytest.mark.releases("slurm24")  # the process and its HTTP face are ours: one release shows it
 async def test_the_command_serves_status_and_exits_0_on_sigterm(cluster: DevCluster) -> None:
     vol = AtomicVolume(cluster.dir / "vol" / "cm")
     vol.write(cluster_files(cluster))

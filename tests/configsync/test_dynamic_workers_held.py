@@ -12,8 +12,7 @@ import pytest
 from sidecars.configsync import conffile, jobs
 from sidecars.devcluster import DevCluster
 from sidecars.slurm.models import JobPlacement
-from tests.configsync.harness import config_sync, read_set, set_sha
-from tests.configsync.test_configless_workers import key_secret
+from tests.configsync.harness import config_sync, key_secret, read_set, set_sha
 
 SLINKY = {"shape": "slinky", "nodes": 2, "nodesets": {"n2": "spare"}}
 

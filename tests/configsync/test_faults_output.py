@@ -14,8 +14,7 @@ import pytest
 from sidecars.devcluster import DevCluster
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime.waits import within
-from tests.configsync.harness import Command, cluster_files, set_sha, start_command
-from tests.configsync.test_restart_window import container_start
+from tests.configsync.harness import Command, cluster_files, container_start, set_sha, start_command
 
 pytestmark = pytest.mark.cluster(nodes=2, foreground_ctld=True)
 
@@ -36,6 +35,7 @@ async def status_until(cmd: Command, ok: Any, what: str, seconds: float) -> dict
 
 
 @pytest.mark.timeout(400)
+@pytest.mark.releases("slurm24")  # the tasks are ours; per-release deaths are in test_foreground.py
 async def test_no_task_exception_is_left_unretrieved_when_slurmctld_dies_mid_verification(
     cluster: DevCluster,
 ) -> None:

@@ -21,9 +21,15 @@ from sidecars.configsync.apply import Applier
 from sidecars.configsync.views import view
 from sidecars.devcluster import DevCluster
 from sidecars.runtime.waits import within
-from tests.configsync.harness import cluster_files, config_sync, read_set, set_sha
-from tests.configsync.test_restart import bump_max_job_count, container_restarts
-from tests.configsync.test_rollback import parser_only
+from tests.configsync.harness import (
+    bump_max_job_count,
+    cluster_files,
+    config_sync,
+    container_restarts,
+    parser_only,
+    read_set,
+    set_sha,
+)
 
 pytestmark = pytest.mark.cluster(nodes=1, foreground_ctld=True)
 

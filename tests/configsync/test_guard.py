@@ -14,7 +14,7 @@ import pytest
 
 from sidecars.cli import self_argv
 from sidecars.configsync.stage import MARKER, RESTORED, Target
-from tests.configsync.test_staging import NEW, OLD, STEPS, Crash, fileset, seen
+from tests.configsync.filesets import NEW, OLD, STEPS, Crash, fileset, seen
 
 
 def guard(target: Path) -> subprocess.CompletedProcess[str]:

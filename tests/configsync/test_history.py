@@ -7,12 +7,12 @@ import re
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from sidecars.configsync.history import History, changes
 from sidecars.configsync.sources import FileEntry, FileSet
 from sidecars.devcluster import DevCluster
-from tests.configsync.harness import config_sync, set_sha
-from tests.configsync.test_restart import bump_max_job_count
+from tests.configsync.harness import bump_max_job_count, config_sync, set_sha
 
 
 def fileset(files: dict[str, bytes], mode: int = 0o644) -> FileSet:
@@ -73,6 +73,7 @@ def test_a_huge_diff_is_cut_at_a_line_and_the_history_is_bounded() -> None:
     assert [g["reason"] for g in body["generations"]] == ["r4", "r3", "r2"]  # newest first
 
 
+@pytest.mark.releases("slurm24")  # the history is ours; Slurm's verdicts are read per release elsewhere
 async def test_the_daemon_keeps_applied_rejected_and_held_generations(cluster: DevCluster) -> None:
     async with config_sync(cluster) as sync:
         url = f"http://127.0.0.1:{sync.running.port}/history"

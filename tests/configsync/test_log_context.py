@@ -3,12 +3,14 @@ whichever step logs it."""
 
 from __future__ import annotations
 
+import pytest
 import structlog
 
 from sidecars.devcluster import DevCluster
 from tests.configsync.harness import config_sync, set_sha
 
 
+@pytest.mark.releases("slurm26")  # the log lines are ours, not Slurm's: one release shows it
 async def test_a_rejected_change_logs_its_hash_and_files(cluster: DevCluster) -> None:
     async with config_sync(cluster) as sync:
         files = sync.good()

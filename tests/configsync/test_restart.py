@@ -2,40 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator
-
 from sidecars.devcluster import DevCluster
-from tests.configsync.harness import config_sync, set_sha
-
-
-@contextlib.asynccontextmanager
-async def container_restarts(cluster: DevCluster) -> AsyncIterator[list[int]]:
-    """Stand in for slurmctld's container: when the controller exits, start it again."""
-    restarts: list[int] = []
-
-    async def loop() -> None:
-        while True:
-            # like a kubelet, only once the process has exited: a foreground slurmctld removes its
-            # pid file a moment before it ends
-            pid = cluster.foreground_pid() or cluster.hostpid("slurmctld")
-            if pid is None:
-                await cluster.start_slurmctld()
-                restarts.append(cluster.hostpid("slurmctld") or 0)
-            await asyncio.sleep(0.05)
-
-    task = asyncio.create_task(loop())
-    try:
-        yield restarts
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
-def bump_max_job_count(files: dict[str, bytes]) -> dict[str, bytes]:
-    return {**files, "slurm.conf": files["slurm.conf"] + b"MaxJobCount=12345\n"}
+from tests.configsync.harness import bump_max_job_count, config_sync, container_restarts, set_sha
 
 
 async def test_hold_keeps_the_last_known_good(cluster: DevCluster) -> None:

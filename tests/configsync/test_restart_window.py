@@ -16,12 +16,9 @@ import time
 
 import pytest
 
-from sidecars.cli import self_argv
 from sidecars.devcluster import DevCluster
-from sidecars.runtime import process
 from sidecars.runtime.waits import within
-from tests.configsync.harness import config_sync, set_sha
-from tests.configsync.test_rollback import parser_only
+from tests.configsync.harness import config_sync, container_start, parser_only, set_sha
 
 pytestmark = pytest.mark.cluster(nodes=1, foreground_ctld=True)
 
@@ -76,15 +73,6 @@ async def test_without_the_dry_run_the_window_is_the_verification(cluster: DevCl
         )
         await cluster.start_slurmctld()  # the container's restart, on the rolled-back files
         assert (await cluster.client().ping()).up
-
-
-async def container_start(cluster: DevCluster, target: str) -> str:
-    """What slurmctld's container does when it (re)starts: the image's entrypoint runs the guard,
-    then execs slurmctld on whatever the target holds. Returns what the guard said."""
-    done = await process.run(self_argv("config-guard", "--target", target), timeout=60, merge_stderr=True)
-    assert done.returncode == 0, done.text()
-    await cluster.start_slurmctld()  # raises if slurmctld dies at start
-    return done.text()
 
 
 @pytest.mark.timeout(600)

@@ -7,25 +7,8 @@ a validator that only runs Slurm's client parse (which accepts a partition namin
 
 from __future__ import annotations
 
-from sidecars.configsync import conffile
-from sidecars.configsync.settings import Settings
-from sidecars.configsync.sources import FileSet
-from sidecars.configsync.validate import Validator, Verdict
 from sidecars.devcluster import DevCluster
-from sidecars.slurm import SlurmClient
-from tests.configsync.harness import config_sync, set_sha
-
-
-class ParserOnly(Validator):
-    async def validate(self, files: FileSet, current: FileSet | None) -> Verdict:
-        refused, _ = await self.client_parse(files)
-        if refused:
-            return Verdict(False, refused)
-        return Verdict(True, conf=conffile.parse(files, self.main, self.target))
-
-
-def parser_only(client: SlurmClient, settings: Settings) -> Validator:
-    return ParserOnly(client, settings.target, settings.state_dir)
+from tests.configsync.harness import config_sync, parser_only, set_sha
 
 
 async def test_refused_set_is_rolled_back_and_reported(cluster: DevCluster) -> None:

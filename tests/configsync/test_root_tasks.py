@@ -4,7 +4,6 @@ naming it, and the daemon's wait ends with the failure (exit 1), instead of neve
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -16,21 +15,7 @@ from sidecars.devcluster import DevCluster
 from sidecars.runtime.tasks import RootTaskFailed, until_stopped
 from sidecars.runtime.waits import within
 from tests.configsync.harness import config_sync
-from tests.helpers import eventually
-
-
-def _dying(real: Callable[..., Any], armed: asyncio.Event, task: str) -> Callable[..., Any]:
-    async def dies(*args: Any) -> None:
-        # the real task runs until armed (the start-up sync depends on the watch), then dies of a bug
-        work = asyncio.ensure_future(real(*args))
-        try:
-            await armed.wait()
-        finally:
-            work.cancel()
-            await asyncio.gather(work, return_exceptions=True)
-        raise RuntimeError(f"injected into {task}")
-
-    return dies
+from tests.helpers import dies_when_armed, eventually
 
 
 @pytest.mark.cluster(nodes=1)
@@ -39,11 +24,11 @@ def _dying(real: Callable[..., Any], armed: asyncio.Event, task: str) -> Callabl
 async def test_a_root_task_that_dies_is_reported(
     cluster: DevCluster, monkeypatch: pytest.MonkeyPatch, task: str
 ) -> None:
-    armed = asyncio.Event()
+    armed = asyncio.Event()  # until set, the real task runs (the start-up sync depends on the watch)
     if task == "watch":
-        monkeypatch.setattr(configsync_main, "watch", _dying(configsync_main.watch, armed, task))
+        monkeypatch.setattr(configsync_main, "watch", dies_when_armed(configsync_main.watch, armed, task))
     else:
-        monkeypatch.setattr(ConfigSync, "run", _dying(ConfigSync.run, armed, task))
+        monkeypatch.setattr(ConfigSync, "run", dies_when_armed(ConfigSync.run, armed, task))
 
     async def livez(port: int) -> tuple[int, Any]:
         async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{port}/livez") as r:

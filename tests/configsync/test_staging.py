@@ -8,29 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from sidecars.configsync.sources import FileEntry, FileSet, read_source, read_sources
+from sidecars.configsync.sources import FileEntry, FileSet, read_sources
 from sidecars.configsync.stage import Applied, LastKnownGood, Target
 from sidecars.devcluster.volume import AtomicVolume
-
-STEPS = ("written", "swapped", "linked")
-
-
-def fileset(files: dict[str, bytes], mode: int = 0o644) -> FileSet:
-    return FileSet.build([FileEntry(n, d, mode, len(d), Path("/src")) for n, d in files.items()])
-
-
-def seen(target: Path) -> FileSet:
-    entries, problems = read_source(target, 1 << 20)
-    assert not problems
-    return FileSet.build(entries)
-
-
-OLD = {"slurm.conf": b"ClusterName=old\nInclude /x/gone.conf\n", "gone.conf": b"# only in old\n"}
-NEW = {"slurm.conf": b"ClusterName=new\nInclude /x/added.conf\n", "added.conf": b"# only in new\n"}
-
-
-class Crash(Exception):
-    pass
+from tests.configsync.filesets import NEW, OLD, STEPS, Crash, fileset, seen
 
 
 @pytest.mark.parametrize("step", STEPS)

@@ -4,7 +4,6 @@ the daemon's wait ends with the failure (exit 1), instead of serving on with tha
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
@@ -14,7 +13,7 @@ from sidecars.runtime.tasks import RootTaskFailed, until_stopped
 from sidecars.runtime.waits import within
 from tests.controlplane.conftest import control_plane
 from tests.fakekube import FakeKube
-from tests.helpers import eventually
+from tests.helpers import dies_when_armed, eventually
 
 # how each root task is reached on a built ControlPlaneService, to make it raise
 TARGETS = {
@@ -38,19 +37,8 @@ async def test_a_root_task_that_dies_is_reported(
 
     def prepare(plane: ControlPlaneService) -> None:
         owner, attr = TARGETS[task](plane)
-        real = getattr(owner, attr)
-
-        async def dies(*args: Any) -> None:
-            # the real task runs until armed (so the plane reads its fleet), then dies of a bug
-            work = asyncio.ensure_future(real(*args))
-            try:
-                await armed.wait()
-            finally:
-                work.cancel()
-                await asyncio.gather(work, return_exceptions=True)
-            raise RuntimeError(f"injected into {task}")
-
-        setattr(owner, attr, dies)
+        # the real task runs until armed (so the plane reads its fleet), then dies of a bug
+        setattr(owner, attr, dies_when_armed(getattr(owner, attr), armed, task))
 
     # a config-sync URL that answers nothing: the feed runs (and keeps retrying) like any other task
     async with control_plane(

@@ -103,6 +103,7 @@ async def test_live_mode_stops_on_signal_and_leaves_nothing(sig: signal.Signals)
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.releases("slurm24")  # the demo's own; test_killed_owner.py kills owners on host and chroot
 async def test_killed_demo_leaves_nothing_running(release: Release) -> None:
     proc = await asyncio.create_subprocess_exec(
         *_demo_argv(release),

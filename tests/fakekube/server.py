@@ -317,23 +317,15 @@ class FakeKube:
 
     def annotate_node(self, name: str, annotations: dict[str, str | None]) -> None:
         """As `kubectl annotate node`: None removes one."""
-        node = self.nodes[name]
-        for key, value in annotations.items():
-            if value is None:
-                node["metadata"]["annotations"].pop(key, None)
-            else:
-                node["metadata"]["annotations"][key] = value
-        node["metadata"]["resourceVersion"] = self._bump()
-        self._record("MODIFIED", node, self.node_history)
+        self._patch_node(name, {"metadata": {"annotations": annotations}})
 
     def label_node(self, name: str, labels: dict[str, str | None]) -> None:
         """As `kubectl label node`: None removes one."""
+        self._patch_node(name, {"metadata": {"labels": labels}})
+
+    def _patch_node(self, name: str, patch: Obj) -> None:
         node = self.nodes[name]
-        for key, value in labels.items():
-            if value is None:
-                node["metadata"]["labels"].pop(key, None)
-            else:
-                node["metadata"]["labels"][key] = value
+        _merge(node, patch)
         node["metadata"]["resourceVersion"] = self._bump()
         self._record("MODIFIED", node, self.node_history)
 

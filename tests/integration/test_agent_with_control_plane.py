@@ -10,7 +10,7 @@ from sidecars.devcluster import DevCluster
 from tests.controlplane.conftest import control_plane
 from tests.fakekube import FakeKube
 from tests.helpers import RecordingEvents, eventually
-from tests.worker.agent_helpers import hook, running_agent, settings_for, slurm_commands, token_file
+from tests.worker.agents import hook, running_agent, settings_for, slurm_commands, token_file
 
 OLD_POD_REASON = "slurm-sidecars: pod slurm/worker-n1 terminating: scale-in"
 

@@ -16,6 +16,7 @@ import pytest
 
 from sidecars.devcluster import DevCluster, free_port
 from sidecars.runtime.waits import within
+from tests.helpers import worker_args
 
 # the process as `python -m sidecars` runs it, writing at exit the modules it had loaded
 DUMP = (
@@ -37,18 +38,11 @@ MUST_NOT_LOAD = (
 
 @pytest.mark.cluster(nodes=1)
 @pytest.mark.timeout(90)
+@pytest.mark.releases("slurm22")  # the imports are ours, not Slurm's: one release shows it
 async def test_a_classic_worker_agent_loads_only_its_own_modules(cluster: DevCluster, tmp_path: Path) -> None:
     port = free_port()
     dump = tmp_path / "modules.json"
-    argv = [
-        "worker",
-        "--node-name",
-        "n1",
-        "--http",
-        f"127.0.0.1:{port}",
-        "--socket",
-        str(tmp_path / "a.sock"),
-    ]
+    argv = worker_args("n1", port, tmp_path / "a.sock")
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", DUMP, str(dump), *argv,
         env=cluster.env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,

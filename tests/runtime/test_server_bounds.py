@@ -26,7 +26,7 @@ from tests.configsync.harness import config_sync
 from tests.controlplane.conftest import offline
 from tests.runtime.slowclient import SMALL, body_never_ends, header_trickle, over_the_cap, tcp, unix
 from tests.settings import TOKEN, VIEWER
-from tests.worker.agent_helpers import running_agent, settings_for
+from tests.worker.agents import running_agent, settings_for
 
 
 @contextlib.asynccontextmanager

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.shipping.shipping_files import ROOT
+from tests.shipping.shipped import ROOT
 
 MANIFESTS = ROOT / "manifests"
 # every kustomization a user applies; each is rendered and validated

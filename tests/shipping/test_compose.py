@@ -16,7 +16,7 @@ import jsonschema
 import pytest
 import yaml
 
-from tests.shipping.shipping_files import ROOT, all_commands, env_flag, known_flags
+from tests.shipping.shipped import ROOT, all_commands, env_flag, known_flags
 
 Obj = dict[str, Any]
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tests.shipping.kube import MANIFESTS, find, render
-from tests.shipping.shipping_files import ROOT
+from tests.shipping.shipped import ROOT
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import metrics_table  # the exported names, from the metric objects themselves

@@ -13,7 +13,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.shipping.shipping_files import (
+from tests.shipping.shipped import (
     DOCKERFILES,
     IMAGES,
     STABLE_FLAGS,

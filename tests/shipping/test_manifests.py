@@ -25,7 +25,7 @@ from tests.shipping.kube import (
     pod_specs,
     render,
 )
-from tests.shipping.shipping_files import all_commands, env_flag, known_flags, parser_flags
+from tests.shipping.shipped import all_commands, env_flag, known_flags, parser_flags
 
 Obj = dict[str, Any]
 

@@ -8,7 +8,7 @@ import fnmatch
 import tomllib
 
 from sidecars.controlplane.http.web import STATIC, static_files
-from tests.shipping.shipping_files import ROOT
+from tests.shipping.shipped import ROOT
 
 
 def test_every_static_file_is_package_data() -> None:

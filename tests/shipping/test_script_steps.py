@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.shipping.shipping_files import ROOT
+from tests.shipping.shipped import ROOT
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from _steps import StepFailed, run, until

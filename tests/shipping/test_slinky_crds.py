@@ -19,7 +19,7 @@ import yaml
 from kubernetes_validate.utils import all_versions, major_minor, schema_contents
 
 from tests.shipping.kube import K8S_VERSIONS, render
-from tests.shipping.shipping_files import ROOT
+from tests.shipping.shipped import ROOT
 
 Obj = dict[str, Any]
 DATA = ROOT / "tests" / "data" / "slinky" / "slurm-operator-crds.yaml"

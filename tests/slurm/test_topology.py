@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from sidecars.devcluster import DevCluster
-from sidecars.slurm import SlurmClient, SlurmCommandError
+from sidecars.slurm import SlurmCommandError
+from tests.slurm.topology import switches
 
 ROOT_ONLY = """---
 - topology: kube
@@ -16,17 +17,6 @@ ROOT_ONLY = """---
     switches:
       - switch: kube
 """
-
-
-async def switches(client: SlurmClient) -> dict[str, str]:
-    """`scontrol show topology` (tree) -> switch name -> its Nodes= (a hostlist, "" when none)."""
-    out = (await client.run("scontrol", "show", "topology")).stdout
-    found = {}
-    for line in out.splitlines():
-        words = dict(w.split("=", 1) for w in line.split() if "=" in w)
-        if "SwitchName" in words:
-            found[words["SwitchName"]] = words.get("Nodes", "")
-    return found
 
 
 @pytest.mark.releases("slurm26")

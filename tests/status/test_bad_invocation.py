@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.status.status_run import status
+from tests.status.invocation import status
 
 
 @pytest.mark.parametrize(

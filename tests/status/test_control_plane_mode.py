@@ -6,8 +6,8 @@ import os
 import time
 from pathlib import Path
 
-from tests.status.status_fakes import SEEN_KEY, config_sync_app, control_plane_app, serving
-from tests.status.status_run import status
+from tests.status.invocation import status
+from tests.status.servers import SEEN_KEY, config_sync_app, control_plane_app, serving
 
 TOKEN = "t0ken-for-tests-2b7e9d0c4f1a8e63"
 WRONG = "wrong-9f1e7c3a5b2d8e0f4a6c1b7d3e5f"  # well formed, and not the one the server holds

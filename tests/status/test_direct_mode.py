@@ -9,9 +9,10 @@ import pytest
 
 from sidecars.devcluster import DevCluster
 from sidecars.operator.status import StatusSettings, collect, render
+from tests.helpers import nodes_from_slurm
 from tests.settings import build
-from tests.status.status_fakes import control_plane_app, nodes_from_slurm, serving
-from tests.status.status_run import status
+from tests.status.invocation import status
+from tests.status.servers import control_plane_app, serving
 
 TOKEN = "tok-8d2f6a1c0e9b7d354a1f0c6e2b9d"
 

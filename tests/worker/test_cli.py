@@ -12,6 +12,7 @@ import pytest
 from sidecars.cli import self_argv
 from sidecars.devcluster import DevCluster, free_port
 from sidecars.runtime.waits import within
+from tests.helpers import worker_args
 
 
 async def run(*argv: str, env: dict[str, str] | None = None, seconds: float = 60) -> tuple[int, str]:
@@ -43,35 +44,18 @@ async def run(*argv: str, env: dict[str, str] | None = None, seconds: float = 60
             "does not exist",
         ),
         (
-            [
-                "worker",
-                "--node-name",
+            worker_args(
                 "n1",
-                "--http",
-                "127.0.0.1:0",
-                "--socket",
-                "/tmp/x.sock",
+                0,
+                Path("/tmp/x.sock"),
                 "--control-plane",
                 "http://cp:8080",
                 "--token-file",
                 "/nonexistent",
-            ],
+            ),
             "--token-file",
         ),
-        (
-            [
-                "worker",
-                "--node-name",
-                "n1",
-                "--http",
-                "127.0.0.1:0",
-                "--socket",
-                "/tmp/x.sock",
-                "--poll-seconds",
-                "0",
-            ],
-            "--poll-seconds",
-        ),
+        (worker_args("n1", 0, Path("/tmp/x.sock"), "--poll-seconds", "0"), "--poll-seconds"),
         (["drain-hook", "--socket", "/tmp/x.sock", "--timeout-seconds", "soon"], "--timeout-seconds"),
         (
             ["worker", "--node-name-from", "kube-node", "--http", "127.0.0.1:0", "--socket", "/tmp/x.sock"],
@@ -106,19 +90,7 @@ async def test_worker_and_hook_processes_drain_an_idle_node(cluster: DevCluster,
     env = {**cluster.env, "POD_NAME": "worker-0", "POD_NAMESPACE": "hpc"}
     sock = sockdir / "agent.sock"
     worker = await asyncio.create_subprocess_exec(
-        *self_argv(
-            "--log-format",
-            "json",
-            "worker",
-            "--node-name",
-            "n1",
-            "--http",
-            f"127.0.0.1:{port}",
-            "--socket",
-            str(sock),
-            "--poll-seconds",
-            "0.5",
-        ),
+        *self_argv("--log-format", "json", *worker_args("n1", port, sock, "--poll-seconds", "0.5")),
         env=env,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,

@@ -11,8 +11,8 @@ import pytest
 
 from sidecars.devcluster import DevCluster, free_port
 from tests.helpers import eventually
-from tests.worker.agent_helpers import hook, running_agent, settings_for, slurm_commands, token_file
-from tests.worker.fake_control_plane import FakeControlPlane
+from tests.worker.agents import hook, running_agent, settings_for, slurm_commands, token_file
+from tests.worker.nodeapi import FakeControlPlane
 
 TOKEN = "s3cret-token-7c0e5b1f9a2d4e86b3c1"
 
@@ -23,6 +23,7 @@ async def polls_pass(cp: FakeControlPlane, node: str, count: int) -> None:
 
 
 @pytest.mark.cluster(nodes=1, gpus=2)
+@pytest.mark.releases("slurm26")  # the long poll is ours, not Slurm's: one release shows it
 async def test_steady_state_makes_no_slurm_query_of_its_own(
     cluster: DevCluster, sockdir, tmp_path: Path
 ) -> None:
@@ -55,6 +56,7 @@ async def test_steady_state_makes_no_slurm_query_of_its_own(
 
 
 @pytest.mark.cluster(nodes=1)
+@pytest.mark.releases("slurm22")  # the route is ours; drains are read per release in test_drain.py
 async def test_drain_goes_through_the_control_plane(cluster: DevCluster, sockdir) -> None:
     cp = FakeControlPlane(cluster.env, TOKEN)
     async with cp.running() as url:
@@ -76,6 +78,7 @@ async def test_drain_goes_through_the_control_plane(cluster: DevCluster, sockdir
 
 
 @pytest.mark.cluster(nodes=1)
+@pytest.mark.releases("slurm24")  # the fallback is ours; it runs per release in the test below
 async def test_unreachable_control_plane_never_blocks_a_drain(cluster: DevCluster, sockdir) -> None:
     dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     s = settings_for(cluster, sockdir, control_plane=dead, token_file=token_file(sockdir, TOKEN))
@@ -113,6 +116,7 @@ async def test_control_plane_lost_mid_drain_falls_back(cluster: DevCluster, sock
 
 
 @pytest.mark.cluster(nodes=1)
+@pytest.mark.releases("slurm24")  # the report is ours; test_registration.py reads Slurm per release
 async def test_unregistered_pod_is_reported_to_the_control_plane(cluster: DevCluster, sockdir) -> None:
     cp = FakeControlPlane(cluster.env, TOKEN)
     async with cp.running() as url:

@@ -21,7 +21,7 @@ from sidecars.worker.service import Agent
 from sidecars.worker.settings import WorkerSettings
 from tests.fakekube import FakeKube, configuration
 from tests.helpers import RecordingEvents, eventually
-from tests.worker.agent_helpers import hook, http_get, running, settings_for
+from tests.worker.agents import hook, http_get, running, settings_for
 
 WORKER = {"app.kubernetes.io/component": "worker"}
 EARLY, LATE = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"

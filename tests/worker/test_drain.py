@@ -12,7 +12,7 @@ import pytest
 from sidecars.devcluster import DevCluster
 from sidecars.worker.service import Agent
 from tests.helpers import RecordingEvents, eventually
-from tests.worker.agent_helpers import hook, running_agent, settings_for, stale_look_once
+from tests.worker.agents import hook, running_agent, settings_for, stale_look_once
 
 REASON = "slurm-sidecars: pod slurm/worker-n1 terminating"
 

@@ -24,7 +24,7 @@ from sidecars.runtime.waits import within
 from sidecars.worker.backoff import Backoff
 from tests.fakekube import FakeKube, write_kubeconfig
 from tests.helpers import RecordingEvents, eventually
-from tests.worker.agent_helpers import hook, running_agent, settings_for, slurm_commands, token_file
+from tests.worker.agents import hook, running_agent, settings_for, slurm_commands, token_file
 
 TOKEN = "s3cret-token-2f7a9c4e1b8d6053a7e1"
 CLI = str(Path(sys.executable).parent / "slurm-sidecars")
@@ -73,6 +73,7 @@ async def standing_in(answer: Callable[[str], web.Response] | None) -> AsyncIter
 
 @pytest.mark.parametrize("shape", [*NOT_AN_ANSWER, "api_shape_404", "frozen"])
 @pytest.mark.cluster(nodes=1)
+@pytest.mark.releases("slurm24")  # the answers are ours; test_coordinated.py falls back per release
 async def test_a_control_plane_fault_never_ends_a_drain_while_a_job_runs(
     cluster: DevCluster, sockdir: Path, shape: str
 ) -> None:
@@ -108,6 +109,7 @@ async def test_no_record_from_the_control_plane_is_confirmed_with_slurm(
 
 
 @pytest.mark.cluster(nodes=1)
+@pytest.mark.releases("slurm22")  # the record is ours, not Slurm's: one release shows it
 async def test_an_unwritable_drain_record_still_drains(cluster: DevCluster, sockdir: Path) -> None:
     events = RecordingEvents()
     s = settings_for(cluster, sockdir)
@@ -230,6 +232,7 @@ def test_the_fallback_backs_off_with_jitter() -> None:
 
 
 @pytest.mark.cluster(nodes=1)
+@pytest.mark.releases("slurm26")  # the backoff is ours, not Slurm's: one release shows it
 async def test_a_drain_with_the_control_plane_away_backs_off(cluster: DevCluster, sockdir: Path) -> None:
     away = f"http://127.0.0.1:{free_port()}"  # nothing listens there: the control plane is down
     s = settings_for(

@@ -9,7 +9,7 @@ import pytest
 from sidecars.devcluster import DevCluster
 from sidecars.worker.service import Agent
 from tests.helpers import eventually
-from tests.worker.agent_helpers import running_agent, settings_for
+from tests.worker.agents import running_agent, settings_for
 
 
 def files(d: Path) -> dict[str, str]:

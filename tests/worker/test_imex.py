@@ -11,7 +11,7 @@ import pytest
 
 from sidecars.devcluster import DevCluster
 from tests.helpers import eventually
-from tests.worker.agent_helpers import http_get, running_agent, settings_for
+from tests.worker.agents import http_get, running_agent, settings_for
 
 
 @pytest.mark.releases("slurm24")  # switch/nvidia_imex ships from 24.11; the check is ours

@@ -34,7 +34,7 @@ from sidecars.runtime.settings import ConfigError
 from sidecars.worker.service import Agent
 from sidecars.worker.settings import configure, from_args
 from tests.helpers import eventually
-from tests.worker.agent_helpers import hook, running, settings_for
+from tests.worker.agents import hook, running, settings_for
 
 pytestmark = pytest.mark.timeout(240)
 

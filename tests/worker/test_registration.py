@@ -10,7 +10,7 @@ import pytest
 from sidecars.devcluster import DevCluster
 from sidecars.probe import check
 from tests.helpers import RecordingEvents, eventually
-from tests.worker.agent_helpers import hook, http_get, running_agent, settings_for
+from tests.worker.agents import hook, http_get, running_agent, settings_for
 
 
 @pytest.mark.cluster(nodes=1)

@@ -25,8 +25,8 @@ from sidecars.runtime import process
 from sidecars.slurm import Node
 from sidecars.worker import naming
 from tests.fakekube import FakeKube
-from tests.slurm.test_topology import switches
-from tests.worker.agent_helpers import settings_for
+from tests.slurm.topology import switches
+from tests.worker.agents import settings_for
 
 ZONE, RACK = "topology.kubernetes.io/zone", "example.com/rack"
 SPEC = TopologySpec((ZONE, RACK))

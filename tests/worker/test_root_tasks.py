@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -13,8 +12,8 @@ from sidecars.devcluster import DevCluster
 from sidecars.runtime.tasks import RootTaskFailed
 from sidecars.runtime.waits import within
 from sidecars.worker.service import Agent
-from tests.helpers import RecordingEvents, eventually
-from tests.worker.agent_helpers import settings_for
+from tests.helpers import RecordingEvents, dies_when_armed, eventually
+from tests.worker.agents import settings_for
 
 
 @pytest.mark.cluster(nodes=1)
@@ -23,18 +22,9 @@ async def test_a_loop_that_dies_stops_the_agent_and_fails_liveness(
     cluster: DevCluster, sockdir: Path
 ) -> None:
     agent = Agent(settings_for(cluster, sockdir), env=cluster.env, events=RecordingEvents())
-    armed, real = asyncio.Event(), agent._loop
-
-    async def dies(*args: Any) -> None:
-        work = asyncio.ensure_future(real(*args))  # the real loop looks at the node until armed
-        try:
-            await armed.wait()
-        finally:
-            work.cancel()
-            await asyncio.gather(work, return_exceptions=True)
-        raise RuntimeError("injected into the agent loop")
-
-    agent._loop = dies  # type: ignore[method-assign]
+    armed = asyncio.Event()
+    # the real loop looks at the node until armed, then dies of a bug
+    agent._loop = dies_when_armed(agent._loop, armed, "the agent loop")  # type: ignore[method-assign]
     stop = asyncio.Event()
     run = asyncio.ensure_future(agent.run(stop))
     try:

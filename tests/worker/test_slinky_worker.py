@@ -10,7 +10,7 @@ import pytest
 
 from sidecars.devcluster import DevCluster
 from tests.helpers import eventually
-from tests.worker.agent_helpers import hook, http_get, running_agent, settings_for
+from tests.worker.agents import hook, http_get, running_agent, settings_for
 
 pytestmark = pytest.mark.releases("slurm24", "slurm26")
 

@@ -12,7 +12,7 @@ from sidecars.slurm import Version
 from tests.controlplane.conftest import control_plane
 from tests.fakekube import FakeKube
 from tests.helpers import eventually
-from tests.worker.agent_helpers import running_agent, settings_for, token_file
+from tests.worker.agents import running_agent, settings_for, token_file
 
 
 @pytest.mark.releases("slurm22", "slurm24")

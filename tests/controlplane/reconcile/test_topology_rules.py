@@ -8,7 +8,7 @@ import pytest
 from sidecars.controlplane.reconcile.topology_files import group, render_conf, render_yaml
 from sidecars.devcluster import ClusterSpec, DevCluster, Release
 from sidecars.kube.topology import Placement, TopologySpec, parse_keys, placement
-from tests.slurm.test_topology import switches
+from tests.slurm.topology import switches
 
 ZONE, RACK = "topology.kubernetes.io/zone", "example.com/rack"
 TREE = TopologySpec((ZONE, RACK), "tree", "kube")

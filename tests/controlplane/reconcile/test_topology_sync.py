@@ -16,7 +16,7 @@ from sidecars.kube.topology import TopologySpec
 from tests.controlplane.conftest import control_plane
 from tests.fakekube import FakeKube
 from tests.helpers import eventually
-from tests.slurm.test_topology import switches
+from tests.slurm.topology import switches
 
 ZONE, RACK = "topology.kubernetes.io/zone", "example.com/rack"
 KEYS = (ZONE, RACK)

@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry
 from sidecars.runtime.http import serve
 from sidecars.runtime.waits import within
 from sidecars.slurm import RetryPolicy, SlurmClient, SlurmError, SlurmMetrics
+from tests.helpers import nodes_from_slurm
 
 
 class FakeControlPlane:
@@ -39,20 +40,7 @@ class FakeControlPlane:
         self.url = ""
 
     async def _read(self) -> None:
-        nodes = await self.client.nodes()
-        jobs = [j for j in await self.client.jobs() if j.state in {"RUNNING", "COMPLETING", "SUSPENDED"}]
-        snap = {}
-        for n in nodes:
-            mine = [j for j in jobs if n.name in j.nodes]
-            ends = [j.end_time for j in mine if j.end_time]
-            snap[n.name] = {
-                "name": n.name,
-                "state": n.state.base,
-                "flags": sorted(n.state.flags),
-                "reason": n.reason.text if n.reason else None,
-                "jobs": sorted(j.job_id for j in mine),
-                "busy_until": max(ends) if ends else None,
-            }
+        snap = {doc["name"]: doc for doc in await nodes_from_slurm(self.client)}
         if snap != self.nodes:
             async with self.changed:
                 self.nodes = snap

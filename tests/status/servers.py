@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from sidecars.slurm import SlurmClient
+from sidecars.runtime.http import serve
 
 NODES_KEY = web.AppKey("nodes", list)
 ORDER_KEY = web.AppKey("order", list)
@@ -58,32 +58,5 @@ def config_sync_app(status: dict[str, Any]) -> web.Application:
 @asynccontextmanager
 async def serving(app: web.Application) -> AsyncIterator[str]:
     """Serve `app` on 127.0.0.1 at a free port; yields its base URL."""
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
+    async with serve(app, "127.0.0.1", 0) as port:
         yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
-
-
-async def nodes_from_slurm(client: SlurmClient) -> list[dict[str, Any]]:
-    """`GET /v1/nodes` as the control plane answers it, computed from a real Slurm."""
-    nodes, jobs = await client.nodes(), await client.jobs()
-    out = []
-    for n in nodes:
-        mine = [j for j in jobs if j.running and n.name in j.nodes]
-        ends = [j.end_time for j in mine if j.end_time is not None]
-        out.append(
-            {
-                "name": n.name,
-                "state": n.state.base,
-                "flags": sorted(n.state.flags),
-                "reason": n.reason.text if n.reason else None,
-                "jobs": sorted(j.job_id for j in mine),
-                "busy_until": max(ends) if ends else None,
-            }
-        )
-    return out
