@@ -22,8 +22,7 @@ a `test_*.py` or a `conftest.py` that other modules import; the benchmarks impor
 
 Under pytest-xdist (`make test` runs `-n`), the controller builds the releases once and hands them
 to its workers; each worker starts its own clusters (their own dirs under /tmp and their own ports),
-and the leak guards below watch each worker's own processes and tasks. The tests that raise their
-`timeout` above the default start first, spread over the workers (`pytest_collection_modifyitems`).
+and the leak guards below watch each worker's own processes and tasks.
 """
 
 from __future__ import annotations
@@ -44,7 +43,6 @@ from sidecars.devcluster.release import available_releases
 from sidecars.runtime import logs
 from sidecars.runtime.pdeathsig import tie_to_parent
 from tests.fakekube import FakeKube
-from tests.scheduling import long_first
 
 # test id -> release name, in the order tests run
 RELEASE_IDS = {"slurm22": "host", "slurm24": "chroot", "slurm26": "sid"}
@@ -112,21 +110,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             )
         ids = [i for i in ids if i in marker.args]
     metafunc.parametrize("release", [RELEASE_IDS[i] for i in ids], ids=ids, indirect=True)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`make test`: worksteal), the long tests first, spread over the workers
-    (tests/scheduling.py says why). "Long" is what a test says of itself: a `timeout` marker above
-    the suite's default."""
-    # only the workers collect, and each must order the items alike (xdist checks): by the marker
-    workers = getattr(config, "workerinput", {}).get("workercount", 0)
-    if workers >= 2:
-        items[:] = long_first(items, workers, _timeout, float(config.getini("timeout") or 0))
-
-
-def _timeout(item: pytest.Item) -> float:
-    marker = item.get_closest_marker("timeout")
-    return float(marker.args[0]) if marker is not None and marker.args else 0.0
 
 
 def _argnames(mark: pytest.Mark) -> list[str]:
