@@ -29,7 +29,7 @@ from typing import Any, cast
 
 from _report import result
 
-from sidecars.controlplane.changes.upgrade import Plan, Upgrade
+from sidecars.controlplane.changes.upgrade import Upgrade, UpgradePlan
 from sidecars.controlplane.fleet import ranking
 from sidecars.controlplane.fleet.snapshot import FleetNode
 from sidecars.kube import KubeClient, Pod
@@ -183,7 +183,7 @@ async def ours(count: int, seed: int, budget: str, limit: int) -> tuple[int, flo
         lambda: pods(fleet),
         lambda p: p.hostname,
     )
-    await kube.put_config_map("slurm", "x", Plan("new", budget).data())
+    await kube.put_config_map("slurm", "x", UpgradePlan("new", budget).data())
     most = 0
     while not fleet.done() and fleet.minute < limit:
         await up.step()

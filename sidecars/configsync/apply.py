@@ -25,7 +25,7 @@ from typing import TypeVar
 import structlog
 
 from sidecars.configsync.conffile import SlurmConf
-from sidecars.configsync.views import View, settings_view
+from sidecars.configsync.views import SlurmView, settings_view
 from sidecars.configsync.workers import WorkerCheck, answered
 from sidecars.runtime.waits import until_set
 from sidecars.slurm import SlurmClient, SlurmError
@@ -50,7 +50,7 @@ _HARMLESS = re.compile(
 
 
 @dataclass
-class Outcome:
+class ApplyOutcome:
     ok: bool
     reason: str = ""
     controller_died: bool = False
@@ -73,7 +73,7 @@ def _norm(value: str | None) -> str:
     return v.replace('"', "")
 
 
-def setting_mismatches(old: SlurmConf, new: SlurmConf, before: View, after: View) -> list[str]:
+def setting_mismatches(old: SlurmConf, new: SlurmConf, before: SlurmView, after: SlurmView) -> list[str]:
     """Options and partitions changed in the files that slurmctld does not report."""
     out: list[str] = []
     for key in sorted(set(old.options) | set(new.options)):
@@ -114,7 +114,9 @@ def unlisted_added(old: SlurmConf, new: SlurmConf, listed: Mapping[str, Node]) -
     )
 
 
-def node_mismatches(old: SlurmConf, new: SlurmConf, before: View, after: Mapping[str, Node]) -> list[str]:
+def node_mismatches(
+    old: SlurmConf, new: SlurmConf, before: SlurmView, after: Mapping[str, Node]
+) -> list[str]:
     """Nodes whose features the change set and slurmctld does not report; answering nodes that went
     DOWN or INVALID. Read from one listing of the fleet; each kind of failure names a few nodes."""
     out: list[str] = []
@@ -230,12 +232,12 @@ class Applier:
         self,
         old: SlurmConf,
         new: SlurmConf,
-        before: View,
+        before: SlurmView,
         *,
         wait: float,
         interrupt: asyncio.Event | None = None,
         since: float | None = None,
-    ) -> Outcome:
+    ) -> ApplyOutcome:
         """Poll the settings until the new values show (at most `wait` s), then keep checking
         through the settle period, which `interrupt` (a later change waiting) ends early: the later
         change's own verification keeps watching slurmctld, so it never waits for this one's settle.
@@ -251,7 +253,9 @@ class Applier:
             # an answer to these reads is also the proof that slurmctld answers
             got = await self._read(lambda: settings_view(self.client))
             if got is None:
-                return Outcome(False, "slurmctld stopped answering after the change", controller_died=True)
+                return ApplyOutcome(
+                    False, "slurmctld stopped answering after the change", controller_died=True
+                )
             if isinstance(got, SlurmError):
                 problems = [f"slurmctld could not be read: {got.message}"]
             else:
@@ -264,7 +268,7 @@ class Applier:
                     settled = now >= settle_end
                     break
             elif seen_ok or now >= deadline:
-                return Outcome(False, "; ".join(problems))
+                return ApplyOutcome(False, "; ".join(problems))
             if not seen_ok:
                 await asyncio.sleep(0.02)
             elif interrupt is None:
@@ -274,14 +278,20 @@ class Applier:
         return await self._fleet(old, new, before, after, since, settled)
 
     async def _fleet(
-        self, old: SlurmConf, new: SlurmConf, before: View, after: View, since: float | None, settled: bool
-    ) -> Outcome:
+        self,
+        old: SlurmConf,
+        new: SlurmConf,
+        before: SlurmView,
+        after: SlurmView,
+        since: float | None,
+        settled: bool,
+    ) -> ApplyOutcome:
         """The one read of every node after the change, and what it shows."""
         nodes = await self._read(self.client.node_listing)
         if nodes is None:
-            return Outcome(False, "slurmctld stopped answering after the change", controller_died=True)
+            return ApplyOutcome(False, "slurmctld stopped answering after the change", controller_died=True)
         if isinstance(nodes, SlurmError):
-            return Outcome(False, f"slurmctld's nodes could not be read: {nodes.message}")
+            return ApplyOutcome(False, f"slurmctld's nodes could not be read: {nodes.message}")
         listed = {n.name: n for n in nodes}
         problems = node_mismatches(old, new, before, listed)
         missing = unlisted_added(old, new, listed)
@@ -289,21 +299,21 @@ class Applier:
             try:
                 found = await self.client.nodes_named(missing)
             except SlurmError as exc:
-                return Outcome(False, f"slurmctld's nodes could not be read: {exc.message}")
+                return ApplyOutcome(False, f"slurmctld's nodes could not be read: {exc.message}")
             unknown = [n for n in missing if n not in found]
             if unknown:
                 problems.append(f"nodes {few(unknown)} are not known to slurmctld")
         if problems:
-            return Outcome(False, "; ".join(problems), settled=settled)
+            return ApplyOutcome(False, "; ".join(problems), settled=settled)
         if since is not None:
             verdict = await self.workers.verify(since, before.nodes, nodes, after.config)
             if not verdict.ok:
-                return Outcome(False, verdict.reason(), settled=settled)
-        return Outcome(True, settled=settled)
+                return ApplyOutcome(False, verdict.reason(), settled=settled)
+        return ApplyOutcome(True, settled=settled)
 
     async def reconfigure(
-        self, old: SlurmConf, new: SlurmConf, before: View, *, interrupt: asyncio.Event | None = None
-    ) -> Outcome:
+        self, old: SlurmConf, new: SlurmConf, before: SlurmView, *, interrupt: asyncio.Event | None = None
+    ) -> ApplyOutcome:
         self.tail.mark()
         since = time.time()
         asked = time.monotonic()
@@ -313,7 +323,7 @@ class Applier:
             await asyncio.sleep(0.2)  # slurmctld logs why a moment after it answered
             words = [exc.message, *self.tail.trouble()]
             alive = await self._answers(time.monotonic() + 3.0)
-            return Outcome(False, "; ".join(w for w in words if w), controller_died=not alive)
+            return ApplyOutcome(False, "; ".join(w for w in words if w), controller_died=not alive)
         took = time.monotonic() - asked
         outcome = await self.verify(old, new, before, wait=3.0, interrupt=interrupt, since=since)
         outcome.took_request = True
@@ -338,7 +348,7 @@ class Applier:
             await asyncio.sleep(0.1)
         return boot.booted
 
-    async def restart(self, old: SlurmConf, new: SlurmConf, before: View) -> Outcome:
+    async def restart(self, old: SlurmConf, new: SlurmConf, before: SlurmView) -> ApplyOutcome:
         """`scontrol shutdown`: slurmctld saves its state and exits; its container starts it again.
         It is back when it answers with another BOOT_TIME (polling ping alone can miss a quick restart)."""
         self.tail.mark()
@@ -346,7 +356,7 @@ class Applier:
         try:
             await self.client.shutdown_controller()
         except SlurmError as exc:
-            return Outcome(False, f"scontrol shutdown failed: {exc.message}")
+            return ApplyOutcome(False, f"scontrol shutdown failed: {exc.message}")
         deadline = time.monotonic() + self.restart_timeout
         while True:
             left = max(0.5, deadline - time.monotonic())
@@ -356,7 +366,7 @@ class Applier:
             except SlurmError:
                 pass  # down, as expected for a while
             if time.monotonic() >= deadline:
-                return Outcome(
+                return ApplyOutcome(
                     False,
                     f"slurmctld did not come back within {self.restart_timeout:g}s of the restart",
                     controller_died=True,

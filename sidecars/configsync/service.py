@@ -22,7 +22,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from sidecars.configsync import conffile, jobs
-from sidecars.configsync.apply import Applier, Outcome
+from sidecars.configsync.apply import Applier, ApplyOutcome
 from sidecars.configsync.history import History
 from sidecars.configsync.metrics import ConfigSyncMetrics
 from sidecars.configsync.quiet import Debouncer, first_of
@@ -31,7 +31,7 @@ from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileSet, SourceChanged, read_sources
 from sidecars.configsync.stage import Applied, LastKnownGood, Restored, Target
 from sidecars.configsync.validate import Validator, Verdict
-from sidecars.configsync.views import View, view_if_up
+from sidecars.configsync.views import SlurmView, view_if_up
 from sidecars.runtime.events import EventSink
 from sidecars.slurm import SlurmClient, SlurmError
 
@@ -313,7 +313,7 @@ class ConfigSync:
         self,
         files: FileSet,
         verdict: Verdict,
-        before: View,
+        before: SlurmView,
         *,
         seen: float,
         judged: float,
@@ -389,7 +389,7 @@ class ConfigSync:
         self.restored = restored
         await self.record.restored(restored)
 
-    async def _rollback(self, files: FileSet, outcome: Outcome, verdict: Verdict, seen: float) -> None:
+    async def _rollback(self, files: FileSet, outcome: ApplyOutcome, verdict: Verdict, seen: float) -> None:
         assert self.applied is not None
         self._back_to_good("config-sync")
         log.warning("config_rolled_back_on_disk", reason=outcome.reason)

@@ -14,7 +14,7 @@ log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
-class View:
+class SlurmView:
     """What slurmctld reports: the basis for comparing before and after."""
 
     config: dict[str, str]
@@ -22,17 +22,17 @@ class View:
     nodes: dict[str, Node]
 
 
-async def view(client: SlurmClient) -> View:
+async def view(client: SlurmClient) -> SlurmView:
     """Everything compared before and after a change: the settings, the partitions and the fleet."""
     config, parts, nodes = await asyncio.gather(
         client.show_config(), client.partitions(), client.node_listing()
     )
-    return View(
+    return SlurmView(
         {k.lower(): v for k, v in config.items()}, {p.name: p for p in parts}, {n.name: n for n in nodes}
     )
 
 
-async def view_if_up(client: SlurmClient) -> View | None:
+async def view_if_up(client: SlurmClient) -> SlurmView | None:
     """slurmctld's current view, or None when it does not answer (a change then waits)."""
     if not (await client.ping()).up:
         return None
@@ -43,7 +43,7 @@ async def view_if_up(client: SlurmClient) -> View | None:
         return None
 
 
-async def settings_view(client: SlurmClient) -> View:
+async def settings_view(client: SlurmClient) -> SlurmView:
     """The settings and partitions only: cheap at any fleet size, so these are what is polled."""
     config, parts = await asyncio.gather(client.show_config(), client.partitions())
-    return View({k.lower(): v for k, v in config.items()}, {p.name: p for p in parts}, {})
+    return SlurmView({k.lower(): v for k, v in config.items()}, {p.name: p for p in parts}, {})

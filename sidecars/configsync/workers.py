@@ -36,7 +36,7 @@ _NO_SLURMD_FLAGS = frozenset({"POWERED_DOWN", "POWERING_DOWN", "POWERING_UP", "P
 
 
 @dataclass
-class Workers:
+class WorkerVerdict:
     """The verdict on the workers after one reconfigure; `method` says what it rests on."""
 
     method: str  # "slurmd_start_time", "slurmd_start_time+readyz", or "none: ..." (not checked)
@@ -69,7 +69,7 @@ class Workers:
             words.append(f"and {len(named) - limit} more workers did not")
         return "; ".join(words)
 
-    def merge(self, again: Workers) -> None:
+    def merge(self, again: WorkerVerdict) -> None:
         """Take a later look at the workers still waited for (`again` judged only those)."""
         waited = set(again.taken) | set(again.not_taken) | set(again.not_responding) | set(again.unregistered)
         for name in waited:
@@ -105,10 +105,10 @@ def expected_workers(before: Mapping[str, Node]) -> set[str]:
     return {name for name, n in before.items() if answered(n) and n.slurmd_start_time}
 
 
-def judge(nodes: list[Node], since: float, expected: Collection[str] | None = None) -> Workers:
+def judge(nodes: list[Node], since: float, expected: Collection[str] | None = None) -> WorkerVerdict:
     """Sort the nodes by whether their slurmd started at or after `since` (epoch). With `expected`
     only those are judged, and one missing from `nodes` (a dynamic node deleted) is not responding."""
-    out = Workers("slurmd_start_time")
+    out = WorkerVerdict("slurmd_start_time")
     second = int(since)  # SlurmdStartTime has 1-s resolution
     if expected is not None:
         listed = {n.name for n in nodes}
@@ -134,9 +134,9 @@ class WorkerCheck:
     def __init__(self, client: SlurmClient, *, wait: float = 5.0) -> None:
         self.client = client
         self.wait = wait
-        self.last: Workers | None = None
+        self.last: WorkerVerdict | None = None
 
-    async def _readyz(self, nodes: list[Node], verdict: Workers, default_port: int) -> None:
+    async def _readyz(self, nodes: list[Node], verdict: WorkerVerdict, default_port: int) -> None:
         probed = {*verdict.taken, *verdict.not_taken, *verdict.unregistered}
         names = [n for n in nodes if n.name in probed]
         async with aiohttp.ClientSession() as session:
@@ -161,13 +161,13 @@ class WorkerCheck:
 
     async def verify(
         self, since: float, before: Mapping[str, Node], nodes: list[Node], config: Mapping[str, str]
-    ) -> Workers:
+    ) -> WorkerVerdict:
         """The verdict on the workers that answered `before` the reconfigure at `since`, from the
         fleet's listing `nodes` after it; those that have not restarted yet are read again by name
         until they have, at most `wait` seconds. `config` is slurmctld's (keys in lower case)."""
         version = await self.client.version()
         if not version.at_least(*RESTARTS_FROM):
-            self.last = Workers(f"none: Slurm {version} reconfigures slurmd in place")
+            self.last = WorkerVerdict(f"none: Slurm {version} reconfigures slurmd in place")
             return self.last
         use_http = health.served(version, config.get("communicationparameters", ""))
         port = int(config.get("slurmdport", "6818") or 6818)
@@ -180,7 +180,9 @@ class WorkerCheck:
             try:
                 fresh = await self.client.nodes_named(waited)
             except SlurmError as exc:
-                verdict.merge(Workers(verdict.method, not_taken=dict.fromkeys(waited, f"unreadable: {exc}")))
+                verdict.merge(
+                    WorkerVerdict(verdict.method, not_taken=dict.fromkeys(waited, f"unreadable: {exc}"))
+                )
                 continue
             latest.update(fresh)
             verdict.merge(judge(list(fresh.values()), since, waited))

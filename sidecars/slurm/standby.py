@@ -43,7 +43,7 @@ class NotAController(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
+class ControllerAnswer:
     role: Role  # "unknown": it answered its ping but neither served nor refused as a standby
     detail: str  # Slurm's own words, or why there were none
 
@@ -93,7 +93,7 @@ def _shadow(conf: Path, name: str, into: Path) -> Path:
     return alone
 
 
-async def ask_alone(name: str, timeout: float, env: Mapping[str, str] | None = None) -> Answer:
+async def ask_alone(name: str, timeout: float, env: Mapping[str, str] | None = None) -> ControllerAnswer:
     """What the controller `name` (a `SlurmctldHost` name) is now, asked alone. Never raises for a
     controller that does not answer (that is the answer); raises NotAController for a name the
     configuration does not give, and OSError when the configuration cannot be read."""
@@ -107,15 +107,15 @@ async def ask_alone(name: str, timeout: float, env: Mapping[str, str] | None = N
             ping = await run(["scontrol", "ping"], env=alone, timeout=timeout, check=False)
             said = (ping.stdout + ping.stderr).strip()
             if ping.returncode != 0 or " is UP" not in said:
-                return Answer(
+                return ControllerAnswer(
                     "down", said.splitlines()[0] if said else f"scontrol ping: exit {ping.returncode}"
                 )
             asked = await run(ASK, env=alone, timeout=max(deadline - time.monotonic(), 0.1), check=False)
         except SlurmTimeout as exc:
-            return Answer("down", f"{' '.join(exc.argv[:3])}: {exc.message}")
+            return ControllerAnswer("down", f"{' '.join(exc.argv[:3])}: {exc.message}")
     said = (asked.stderr or asked.stdout).strip()
     if asked.returncode == 0:
-        return Answer("in control", f"{name} serves requests")
+        return ControllerAnswer("in control", f"{name} serves requests")
     if STANDBY_WORDS in said.lower():
-        return Answer("standby", said)
-    return Answer("unknown", said or f"{' '.join(ASK)}: exit {asked.returncode}")
+        return ControllerAnswer("standby", said)
+    return ControllerAnswer("unknown", said or f"{' '.join(ASK)}: exit {asked.returncode}")

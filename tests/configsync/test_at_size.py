@@ -9,7 +9,7 @@ import pytest
 
 from sidecars.configsync import conffile
 from sidecars.configsync.apply import Applier, few, node_mismatches, unlisted_added
-from sidecars.configsync.views import View, view
+from sidecars.configsync.views import SlurmView, view
 from sidecars.devcluster import DevCluster
 from sidecars.slurm import Node, NodeState, Reason, SlurmClient
 from tests.configsync.harness import cluster_files, config_sync, read_set, set_sha
@@ -102,7 +102,7 @@ def test_a_reason_names_a_few_nodes_then_how_many_more() -> None:
     conf = _conf("NodeName=x[0001-1000] CPUs=1\n")
     before_nodes = {f"x{i:04d}": _node(f"x{i:04d}", "IDLE") for i in range(1, 1001)}
     after = {n: _node(n, "DOWN", "Not responding") for n in before_nodes}
-    problems = node_mismatches(conf, conf, View({}, {}, before_nodes), after)
+    problems = node_mismatches(conf, conf, SlurmView({}, {}, before_nodes), after)
     assert problems == ["nodes x0001, x0002, x0003, x0004, x0005 and 995 more went DOWN (Not responding)"]
 
 
@@ -117,7 +117,9 @@ def test_nodes_that_never_answered_are_not_blamed_for_going_down() -> None:
         "f": _node("f", "IDLE"),
     }
     after = {n: _node(n, "DOWN", "Not responding") for n in before}
-    assert node_mismatches(conf, conf, View({}, {}, before), after) == ["node f went DOWN (Not responding)"]
+    assert node_mismatches(conf, conf, SlurmView({}, {}, before), after) == [
+        "node f went DOWN (Not responding)"
+    ]
 
 
 def test_only_listed_states_are_looked_up_when_a_change_adds_nodes() -> None:

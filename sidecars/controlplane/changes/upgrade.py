@@ -80,7 +80,7 @@ def skew_error(controller: Version, slurmds: Mapping[str, Version], target: Vers
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
+class UpgradePlan:
     revision: str
     budget: str
     paused: bool = False
@@ -100,7 +100,7 @@ class Plan:
         return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in asdict(self).items()}
 
     @classmethod
-    def from_data(cls, data: Mapping[str, str]) -> Plan | None:
+    def from_data(cls, data: Mapping[str, str]) -> UpgradePlan | None:
         if not data.get("revision") or not data.get("budget"):
             return None
         try:
@@ -148,22 +148,22 @@ class Upgrade:
         self._order = order
         self._pods = pods
         self._node_of = node_of
-        self.plan: Plan | None = None
+        self.plan: UpgradePlan | None = None
         self.requested: set[str] = set()  # drains asked for and not yet seen in the snapshot
         self.deployment = DeploymentRoll(kube, namespace)
         self._loaded = False  # self.plan is the ConfigMap's (read, or written by us, since forget())
 
-    async def load(self) -> Plan | None:
-        self.plan = Plan.from_data(await self._kube.get_config_map(self._namespace, CONFIG_MAP) or {})
+    async def load(self) -> UpgradePlan | None:
+        self.plan = UpgradePlan.from_data(await self._kube.get_config_map(self._namespace, CONFIG_MAP) or {})
         self._loaded = True
         return self.plan
 
-    async def save(self, plan: Plan) -> None:
+    async def save(self, plan: UpgradePlan) -> None:
         await self._kube.put_config_map(self._namespace, CONFIG_MAP, plan.data())
         self.plan = plan
         self._loaded = True
 
-    async def current(self) -> Plan | None:
+    async def current(self) -> UpgradePlan | None:
         """The plan, read only when what is held may be stale (see forget)."""
         return self.plan if self._loaded else await self.load()
 
@@ -182,14 +182,14 @@ class Upgrade:
         slurmds: Mapping[str, Version],
         target: Version | None,
         deployment: str = "",
-    ) -> Plan:
+    ) -> UpgradePlan:
         workers = list(self._pods())
         parse_budget(budget, len(workers))  # refused before anything is written
         why = skew_error(controller, slurmds, target)
         if why is not None:
             raise UpgradeError(409, f"version skew: {why}")
         current = await self.load()
-        plan = Plan(revision_, budget, False, str(target) if target else "", time.time())
+        plan = UpgradePlan(revision_, budget, False, str(target) if target else "", time.time())
         if deployment:
             ours = current is not None and current.workload == deployment
             if current is not None and not ours and self._remaining(current):
@@ -201,7 +201,7 @@ class Upgrade:
             if ours and current is not None and current.from_revision == begun.from_revision:
                 plan = current  # started again: the same roll goes on
             else:
-                plan = Plan(
+                plan = UpgradePlan(
                     f"{deployment}.{begun.from_revision}"[:63].rstrip("._-"),
                     budget,
                     False,
@@ -219,7 +219,7 @@ class Upgrade:
         log.info("upgrade_started", revision=revision_, budget=budget, workers=len(workers))
         return plan
 
-    async def set_paused(self, paused: bool) -> Plan:
+    async def set_paused(self, paused: bool) -> UpgradePlan:
         plan = await self.load()
         if plan is None:
             raise UpgradeError(404, "no upgrade has been started")
@@ -227,11 +227,11 @@ class Upgrade:
         await self.save(plan)
         return plan
 
-    def _remaining(self, plan: Plan) -> list[Pod]:
+    def _remaining(self, plan: UpgradePlan) -> list[Pod]:
         return [p for p in self._pods() if plan.old(p)]
 
     @staticmethod
-    def _ours(node: FleetNode | None, plan: Plan) -> bool:
+    def _ours(node: FleetNode | None, plan: UpgradePlan) -> bool:
         # the reason alone is not enough: Slurm may keep the text after the drain is cleared
         return node is not None and node.reason == plan.reason and (node.drain or node.state == "DOWN")
 
@@ -270,7 +270,7 @@ class Upgrade:
             }
         }
 
-    def out_of_service(self, plan: Plan) -> set[str]:
+    def out_of_service(self, plan: UpgradePlan) -> set[str]:
         """The workers this upgrade holds: drained with its reason (from the drain until the undrain
         after the new pod is back, whatever happened to the pod meanwhile), asked to be, or deleting."""
         nodes, pods = self._nodes(), list(self._pods())
@@ -279,7 +279,7 @@ class Upgrade:
         self._settle(plan, nodes, pods)
         return held | self.requested
 
-    def _settle(self, plan: Plan, nodes: Mapping[str, FleetNode], pods: list[Pod]) -> None:
+    def _settle(self, plan: UpgradePlan, nodes: Mapping[str, FleetNode], pods: list[Pod]) -> None:
         """Forget the drains asked for that are settled: seen (ours, or refused for someone's drain),
         or overtaken by the pod itself (deleting, or back on the new revision). The last rule matters
         when a cycle never saw the drain: paused meanwhile, the worker could be drained, replaced and

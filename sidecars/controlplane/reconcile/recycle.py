@@ -44,7 +44,9 @@ class RecyclePolicy:
 
 
 @dataclass
-class Backoff:
+class PodHold:
+    """A pod whose recycle failed is left alone until `not_before`; the next failure doubles `delay`."""
+
     not_before: float
     delay: float
 
@@ -61,7 +63,7 @@ class Recycler:
     reports: dict[tuple[str, str], Report] = field(default_factory=dict)
     absent_since: dict[str, float] = field(default_factory=dict)
     deleted_at: deque[float] = field(default_factory=deque)
-    backoff: dict[str, Backoff] = field(default_factory=dict)
+    backoff: dict[str, PodHold] = field(default_factory=dict)
     suspended: str | None = None
     recent: deque[dict[str, object]] = field(default_factory=lambda: deque(maxlen=20))
 
@@ -172,7 +174,7 @@ class Recycler:
         self.deleted_at.append(now)
         prev = self.backoff.get(pod.name)
         delay = min(prev.delay * 2, self.policy.backoff_max_seconds) if prev else self.policy.backoff_seconds
-        self.backoff[pod.name] = Backoff(now + delay, delay)
+        self.backoff[pod.name] = PodHold(now + delay, delay)
         self.reports.pop((pod.namespace, pod.name), None)
         self.absent_since.pop(pod.name, None)
         self.metrics.recycles.labels("deleted").inc()

@@ -11,8 +11,8 @@ from sidecars.controlplane.changes.deploy_roll import ANNOTATION, refusal
 from sidecars.controlplane.changes.maintenance import WindowError, parse_duration, parse_start
 from sidecars.controlplane.changes.node_windows import parse_annotation, window_name
 from sidecars.controlplane.changes.upgrade import (
-    Plan,
     UpgradeError,
+    UpgradePlan,
     parse_budget,
     release_distance,
     skew_error,
@@ -161,11 +161,11 @@ def test_what_a_paced_deployment_roll_refuses() -> None:
 
 
 def test_a_deployment_plan_tells_old_pods_by_the_old_replica_sets_hash() -> None:
-    plan = Plan("workers.old", "1", kind="Deployment", workload="workers", from_revision="old")
-    assert Plan.from_data(plan.data()) == plan
+    plan = UpgradePlan("workers.old", "1", kind="Deployment", workload="workers", from_revision="old")
+    assert UpgradePlan.from_data(plan.data()) == plan
     assert plan.old(worker_pod({"pod-template-hash": "old"}))
     assert not plan.old(worker_pod({"pod-template-hash": "f00d"}))  # Kubernetes named the new one
-    statefulset = Plan("new", "1")
+    statefulset = UpgradePlan("new", "1")
     assert statefulset.old(worker_pod({"controller-revision-hash": "old"}))
     assert not statefulset.old(worker_pod({"controller-revision-hash": "new"}))
 
