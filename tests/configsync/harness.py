@@ -115,17 +115,16 @@ async def config_sync(
     config.write(base)
     secret = AtomicVolume(cluster.dir / "vol" / "secret", mode=0o600)
     secret.write(secrets or {})
-    settings = build(
-        Settings,
-        sources=(config.path, secret.path),
-        target=cluster.conf_path.parent,
-        state_dir=cluster.dir / "config-sync",
-        plugin_dir=await cluster.plugin_dir(),  # 24.11's live in its chroot, not where it reports
+    defaults: dict[str, Any] = {
+        "sources": (config.path, secret.path),
+        "target": cluster.conf_path.parent,
+        "state_dir": cluster.dir / "config-sync",
+        "plugin_dir": await cluster.plugin_dir(),  # 24.11's live in its chroot, not where it reports
         # the dry run's slurmctld is the cluster's release, started in its namespace (and chroot) as
         # the cluster's own is; the cluster's teardown would take a leftover one with it
-        dry_run_slurmctld=tuple(cluster.in_namespace("slurmctld")),
-        **overrides,
-    )
+        "dry_run_slurmctld": tuple(cluster.in_namespace("slurmctld")),
+    }
+    settings = build(Settings, **(defaults | overrides))  # a test's own value wins
     registry = CollectorRegistry()
     client = cluster.client(metrics=SlurmMetrics(registry))
     validator: Validator | None = validator_factory(client, settings) if validator_factory else None

@@ -40,7 +40,9 @@ async def closed_by_server(reader: asyncio.StreamReader, bound: float) -> tuple[
     """Read until the server closes: (seconds it took, what it said first)."""
     started = time.monotonic()
     said = b""
-    with contextlib.suppress(ConnectionResetError, ssl.SSLError):
+    # a reset, or a broken pipe when the server closes while a trickle is still writing: both are it
+    # closing the connection
+    with contextlib.suppress(ConnectionError, ssl.SSLError):
         while chunk := await within(reader.read(4096), bound + SLACK_SECONDS):
             said += chunk
     return time.monotonic() - started, said
