@@ -13,7 +13,7 @@ demo: setup
 
 # The suite mostly waits on Slurm (scheduling passes, client retries, restarts): pytest-xdist runs it
 # in TEST_WORKERS processes, each with its own clusters; worksteal evens out the slow tests at the end.
-# 8 on 2 cores, measured: the whole run needs about 14 min of CPU and 9.5 min of wall time (10: no faster).
+# 8 on 2 cores, measured: the whole run takes about 10.5 min of wall time (10: no faster).
 # TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 8
 
