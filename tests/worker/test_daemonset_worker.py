@@ -66,8 +66,13 @@ async def test_a_surge_pod_waits_for_the_node_and_then_takes_the_same_name(
         events = RecordingEvents()
         agent = Agent(s, env=cluster.env, events=events, claim=claim_check(s, kube))
         async with running(agent, lambda: agent.http_port is not None, "the agent serving"):
+            # not ready from the start ("not checked yet"): wait for the claim's own answer
             status, body = await eventually(
-                lambda: http_get(agent, "/readyz"), lambda r: r[0] == 503, what="not ready"
+                lambda: http_get(agent, "/readyz"),
+                lambda r: (
+                    r[0] == 503 and "not checked yet" not in json.dumps(r[1]["checks"]["slurm_node_claim"])
+                ),
+                what="the claim checked",
             )
             assert "pod slurm/ds-old holds Slurm node gpu-a" in json.dumps(body), body
             assert events.reasons() == ["SlurmNodeClaimRefused"]
