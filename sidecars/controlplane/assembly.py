@@ -147,7 +147,7 @@ def writers(
     s, kube, node_of = settings, side.kube, workers.node_of
     out: list[Reconciler] = []
     if s.busy_label:
-        out.append(BusyLabeler(kube, node_of, qps=s.busy_label_qps, release=s.busy_release_seconds))
+        out.append(BusyLabeler(kube, node_of, qps=s.busy_label_qps, release_seconds=s.busy_release_seconds))
     out.append(ClaimEvents(workers.claims, emit))
     upgrade = side.upgrade
     out.append(
@@ -164,7 +164,9 @@ def writers(
     if s.cordon_sync:
         out.append(CordonSync(kube, side.caches.nodes, drains, node_of, taint_keys=s.cordon_taints))
     if s.pod_conditions:
-        out.append(ConditionWriter(kube, node_of, qps=s.condition_qps, settle=s.condition_settle_seconds))
+        out.append(
+            ConditionWriter(kube, node_of, qps=s.condition_qps, settle_seconds=s.condition_settle_seconds)
+        )
     if s.gpu_domain_features:
         out.append(GpuFeatureSync(slurm, side.caches.nodes, node_of, side.caches.compute_domains))
     if s.topology is not None:
@@ -177,7 +179,7 @@ def writers(
                 s.topology,
                 namespace=s.namespace,
                 configmap=s.topology_configmap,
-                settle=s.topology_settle_seconds,
+                settle_seconds=s.topology_settle_seconds,
             )
         )
     return out

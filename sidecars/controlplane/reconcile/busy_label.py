@@ -3,7 +3,7 @@ so a PodDisruptionBudget with `maxUnavailable: 0` on that label refuses its evic
 drain`, a cluster autoscaler) while the job runs.
 
 The label is set at the first pass that sees the node busy, and removed only once the node has been
-idle for `release` seconds: a node running one short job after another keeps its label instead of
+idle for `release_seconds`: a node running one short job after another keeps its label instead of
 flipping it (and the API server's watchers) with every job. Written only on change, read back from
 the watched pods (never re-read per pass); sets go before removals, all under one rate limit.
 """
@@ -37,16 +37,16 @@ class BusyLabeler:
         node_of: Callable[[Pod], str],
         *,
         qps: float = 10.0,
-        release: float = 30.0,
-        burst: float = 5.0,
+        release_seconds: float = 30.0,
+        burst_seconds: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._kube = kube
         self._node_of = node_of
-        # a burst of `burst` seconds' worth: passes come every --interval-seconds (4 s), and a bucket
+        # a burst of `burst_seconds`' worth: passes come every --interval-seconds (4 s), and a bucket
         # holding one second's tokens would cap the rate at qps / interval
-        self._bucket = TokenBucket(qps, clock, capacity=qps * burst)
-        self._release = release
+        self._bucket = TokenBucket(qps, clock, capacity=qps * burst_seconds)
+        self._release_seconds = release_seconds
         self._clock = clock
         self._idle_since: dict[str, float] = {}  # pod uid -> when its labelled node was first seen idle
         # pod uid -> (what we wrote, the pod's resourceVersion before): until the watched pod moves
@@ -82,7 +82,7 @@ class BusyLabeler:
                     sets.append(pod)
             elif have:
                 since = self._idle_since.setdefault(pod.uid, now)
-                if now - since >= self._release:
+                if now - since >= self._release_seconds:
                     removals.append(pod)
             else:
                 self._idle_since.pop(pod.uid, None)

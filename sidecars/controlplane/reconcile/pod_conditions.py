@@ -3,7 +3,7 @@
 that read pods, not Slurm.
 
 Written through the status subresource only when they change, and only once a new state has held
-for `settle` seconds: a node flapping between two states faster than that is never written, so the
+for `settle_seconds`: a node flapping between two states faster than that is never written, so the
 conditions (and whoever watches them) do not flap either. All changes found in one refresh are one
 pass, and the writes are rate-limited (the rest wait for the next pass).
 """
@@ -62,13 +62,13 @@ class ConditionWriter:
         node_of: Callable[[Pod], str],
         *,
         qps: float = 5.0,
-        settle: float = 10.0,
+        settle_seconds: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._kube = kube
         self._node_of = node_of
         self._bucket = TokenBucket(qps, clock)
-        self._settle = settle
+        self._settle_seconds = settle_seconds
         self._clock = clock
         self._seen: dict[str, tuple[Conditions, float]] = {}  # pod uid -> (wanted, since when)
         self._sent: dict[str, Conditions] = {}  # pod uid -> what we last wrote
@@ -91,9 +91,9 @@ class ConditionWriter:
             seen = self._seen.get(pod.uid)
             if seen is None or seen[0] != want:
                 self._seen[pod.uid] = (want, now)  # a new state: it must hold before it is written
-                if seen is not None or self._settle > 0:
+                if seen is not None or self._settle_seconds > 0:
                     continue
-            elif now - seen[1] < self._settle:
+            elif now - seen[1] < self._settle_seconds:
                 continue
             if self._sent.get(pod.uid) == want:
                 continue

@@ -11,7 +11,7 @@ Either way the topology file is rendered from the last good places (topology.yam
 topology.conf before) and, with `configmap` set, written to that ConfigMap when it changes, for
 config-sync to apply (a second `--source`). A refused value (missing, empty, malformed) never
 reaches Slurm: the node keeps its last good place, and one Warning Event on its pod says why. A
-new place must hold `settle` seconds before it is applied, so a flapping label moves nothing.
+new place must hold `settle_seconds` before it is applied, so a flapping label moves nothing.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class TopologySync:
         *,
         namespace: str,
         configmap: str = "",
-        settle: float = 10.0,
+        settle_seconds: float = 10.0,
         retry_seconds: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -59,7 +59,7 @@ class TopologySync:
         self.spec = spec
         self._namespace = namespace
         self._configmap = configmap
-        self._settle = settle
+        self._settle_seconds = settle_seconds
         self._retry = retry_seconds
         self._clock = clock
         self.placed: dict[str, Placement] = {}  # Slurm node -> its last good place
@@ -138,10 +138,10 @@ class TopologySync:
                 continue
             seen = self._seen.get(name)
             if seen is None or seen[0] != got:
-                self._seen[name] = (got, now)  # a new place must hold `settle` (a first one need not)
-                if have is not None and self._settle > 0:
+                self._seen[name] = (got, now)  # a new place must hold `settle_seconds` (a first one need not)
+                if have is not None and self._settle_seconds > 0:
                     continue
-            elif now - seen[1] < self._settle:
+            elif now - seen[1] < self._settle_seconds:
                 continue
             self._seen.pop(name, None)
             self.placed[name] = got
