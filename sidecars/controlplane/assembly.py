@@ -26,9 +26,11 @@ from sidecars.controlplane.reconcile import (
     CordonSync,
     DeletionCostWriter,
     GpuFeatureSync,
+    HealthSync,
     Reconciler,
     RecyclePolicy,
     Recycler,
+    Signals,
     TopologySync,
 )
 from sidecars.controlplane.settings import ControlPlaneSettings
@@ -142,8 +144,8 @@ def writers(
     emit: Callable[[Pod, str, str, EventType], Awaitable[None]],
 ) -> list[Reconciler]:
     """The writers the settings turn on, in the order they run: the busy label first (it is what
-    keeps jobs from eviction), then the claims' Events, deletion costs, recycling, cordons, pod
-    conditions, GPU features and topology."""
+    keeps jobs from eviction), then the claims' Events, deletion costs, recycling, cordons, health
+    signals, pod conditions, GPU features and topology."""
     s, kube, node_of = settings, side.kube, workers.node_of
     out: list[Reconciler] = []
     if s.busy_label:
@@ -162,10 +164,40 @@ def writers(
     )
     out.append(side.recycler)
     if s.cordon_sync:
-        out.append(CordonSync(kube, side.caches.nodes, drains, node_of, taint_keys=s.cordon_taints))
+        out.append(
+            CordonSync(
+                kube,
+                side.caches.nodes,
+                drains,
+                node_of,
+                taint_keys=s.cordon_taints,
+                slinky_mode=s.slinky_mode,
+            )
+        )
+    if s.health_conditions or s.health_taints:
+        out.append(
+            HealthSync(
+                kube,
+                side.caches.nodes,
+                drains,
+                node_of,
+                metrics,
+                emit,
+                Signals(s.health_conditions, s.health_taints),
+                settle_seconds=s.health_settle_seconds,
+                max_fraction=s.health_max_fraction,
+                slinky_mode=s.slinky_mode,
+            )
+        )
     if s.pod_conditions:
         out.append(
-            ConditionWriter(kube, node_of, qps=s.condition_qps, settle_seconds=s.condition_settle_seconds)
+            ConditionWriter(
+                kube,
+                node_of,
+                qps=s.condition_qps,
+                settle_seconds=s.condition_settle_seconds,
+                slinky_mode=s.slinky_mode,
+            )
         )
     if s.gpu_domain_features:
         out.append(GpuFeatureSync(slurm, side.caches.nodes, node_of, side.caches.compute_domains))

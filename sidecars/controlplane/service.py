@@ -18,7 +18,7 @@ from sidecars.controlplane.changes import Maintenance
 from sidecars.controlplane.fleet import ControlPlaneMetrics, DrainBatcher, DrainClock, FleetView, Workers
 from sidecars.controlplane.http import Face
 from sidecars.controlplane.leader import LeaderElector
-from sidecars.controlplane.reconcile import CordonSync, Round, TopologySync, View
+from sidecars.controlplane.reconcile import CordonSync, HealthSync, Round, TopologySync, View
 from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.kube import KubeClient
 from sidecars.kube.cache import WatchCache
@@ -224,6 +224,7 @@ class ControlPlaneService:
         snap = self.fleet.snapshot
         rec = self.k8s.recycler if self.k8s else None
         topology = next((w for w in self.writers.writers if isinstance(w, TopologySync)), None)
+        signals = next((w for w in self.writers.writers if isinstance(w, HealthSync)), None)
         return {
             "version": snap.version,
             "nodes": len(snap.nodes),
@@ -247,6 +248,7 @@ class ControlPlaneService:
             },
             "refused_pods": [r.as_json() for r in self.workers.claims.refused.values()],
             "topology": None if topology is None else topology.status(),
+            "health": None if signals is None else signals.status(),
             "recycling": None
             if rec is None
             else {"suspended": rec.suspended, "recent": list(rec.recent), "in_window": len(rec.deleted_at)},

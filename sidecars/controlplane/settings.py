@@ -50,6 +50,22 @@ def _taint_keys(text: str, what: str) -> tuple[str, ...]:
     return keys
 
 
+def _signals(text: str, what: str) -> tuple[tuple[str, str], ...]:
+    """NAME[=VALUE],...: a Node condition type and the status that is a fault (default True), or a
+    taint key and the value that is a fault (default: any)."""
+    out: list[tuple[str, str]] = []
+    for item in (i.strip() for i in text.split(",")):
+        if not item:
+            continue
+        name, _, value = (part.strip() for part in item.partition("="))
+        if not name or len(name) > 316 or any(c.isspace() or c in ":,=" for c in name + value):
+            raise ConfigError(f"{what}: not NAME or NAME=VALUE: {item!r}")
+        out.append((name, value))
+    if len({n for n, _ in out}) != len(out):
+        raise ConfigError(f"{what}: a name given twice: {text!r}")
+    return tuple(out)
+
+
 def _annotation_key(text: str, what: str) -> str:
     key = (text or "").strip()
     prefix, _, name = key.rpartition("/")
@@ -86,6 +102,7 @@ SLINKY_MODE = Conv(
     choices=("auto", "true", "false"),
 )
 TAINT_KEYS = Conv(_taint_keys, ",".join, "KEY,...")
+SIGNALS = Conv(_signals, lambda pairs: ",".join(f"{n}={v}" if v else n for n, v in pairs), "NAME[=VALUE],...")
 ANNOTATION_KEY = Conv(_annotation_key, str, "KEY")
 HTTP = Flag(
     name="--http", help="HOST:PORT to serve the API, probes and metrics on", conv=ADDRESS, required=True
@@ -214,6 +231,28 @@ class ControlPlaneSettings:
         default=(),
         conv=TAINT_KEYS,
         help="comma-separated taint keys that count as a cordon when NoSchedule or NoExecute",
+    )
+    health_conditions: tuple[tuple[str, str], ...] = setting(
+        default=(),
+        conv=SIGNALS,
+        help="Node conditions that drain the workers on the Node: TYPE[=STATUS] (STATUS True unless "
+        "given), e.g. KernelDeadlock,ReadonlyFilesystem (node-problem-detector), GpuXidError (NVSentinel)",
+    )
+    health_taints: tuple[tuple[str, str], ...] = setting(
+        default=(),
+        conv=SIGNALS,
+        help="taints (NoSchedule or NoExecute) that drain the workers on the Node: KEY[=VALUE] (any value "
+        "unless given)",
+    )
+    health_settle_seconds: float = setting(
+        default=30.0,
+        conv=seconds(zero_ok=True),
+        help="a health signal must hold this long before its drain, and be gone this long before the undrain",
+    )
+    health_max_fraction: float = setting(
+        default=0.10,
+        conv=number(float, most=1),
+        help="at most max(1, this fraction of the workers) held out by health signals at once; the rest wait",
     )
     pod_conditions: bool = setting(
         default=True,

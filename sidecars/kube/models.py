@@ -110,10 +110,13 @@ class KubeNode:
     taints: tuple[tuple[str, str], ...]
     resource_version: str
     labels: Mapping[str, str] = field(default_factory=dict)  # topology (zone/rack), GPU clique
+    # status.conditions as (type, status, reason, message): health signals (node-problem-detector...)
+    conditions: tuple[tuple[str, str, str, str], ...] = ()
+    taint_values: Mapping[str, str] = field(default_factory=dict)  # taint key -> value (health signals)
 
     @classmethod
     def from_model(cls, node: Any) -> KubeNode:
-        meta, spec = node.metadata, node.spec
+        meta, spec, status = node.metadata, node.spec, node.status
         return cls(
             name=meta.name or "",
             annotations=dict(meta.annotations or {}),
@@ -121,6 +124,11 @@ class KubeNode:
             taints=tuple((t.key or "", t.effect or "") for t in (spec and spec.taints) or []),
             resource_version=meta.resource_version or "",
             labels=dict(meta.labels or {}),
+            conditions=tuple(
+                (c.type or "", c.status or "", c.reason or "", c.message or "")
+                for c in (status and status.conditions) or []
+            ),
+            taint_values={t.key or "": t.value or "" for t in (spec and spec.taints) or []},
         )
 
     def cordoned(self, taint_keys: frozenset[str]) -> bool:

@@ -347,6 +347,28 @@ class FakeKube:
         node["metadata"]["resourceVersion"] = self._bump()
         self._record("MODIFIED", node, self.node_history)
 
+    def set_node_condition(
+        self, name: str, type: str, status: str | None, reason: str = "", message: str = ""
+    ) -> None:
+        """As a node-problem-detector or NVSentinel writes status.conditions (None removes the type)."""
+        node = self.nodes[name]
+        kept = [c for c in node["status"]["conditions"] if c["type"] != type]
+        if status is not None:
+            stamp = now_micro()[:19] + "Z"
+            kept.append(
+                {
+                    "type": type,
+                    "status": status,
+                    "reason": reason,
+                    "message": message,
+                    "lastHeartbeatTime": stamp,
+                    "lastTransitionTime": stamp,
+                }
+            )
+        node["status"]["conditions"] = kept
+        node["metadata"]["resourceVersion"] = self._bump()
+        self._record("MODIFIED", node, self.node_history)
+
     def set_compute_domain(
         self, name: str, nodes: list[str], *, namespace: str = "default", clique: str = "1d5e.7"
     ) -> Obj:

@@ -169,6 +169,25 @@ class ControlPlaneMetrics:
             "1 when the scale-in rank is written as Slinky's NodeSet annotations (pods owned by a NodeSet)",
             registry=registry,
         )
+        self.health_signals = Gauge(
+            p + "health_signals",
+            "Worker Slurm nodes showing each configured health signal (a Node condition or taint)",
+            ["signal"],
+            registry=registry,
+        )
+        self.health_nodes = Gauge(
+            p + "health_nodes",
+            "Worker Slurm nodes with a health signal, by what was done (drained, cordon_asked, waiting, "
+            "capped, other_drain)",
+            ["state"],
+            registry=registry,
+        )
+        self.health_actions = Counter(
+            p + "health_actions",
+            "Health drains and undrains asked (drain, undrain, cordon, uncordon, capped)",
+            ["action"],
+            registry=registry,
+        )
         self.reconcile_passes = Counter(
             p + "reconcile_passes",
             "Passes of each writer run after a refresh (ok, skipped, error)",

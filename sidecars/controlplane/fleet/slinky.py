@@ -7,6 +7,8 @@ from sidecars.kube import Pod
 
 GROUP = "slinky.slurm.net"
 KIND = "NodeSet"
+# the operator drains a pod's Slurm node while this is "true", and undrains (its own reasons only) after
+POD_CORDON = "nodeset.slinky.slurm.net/pod-cordon"
 
 
 def nodeset_owned(pod: Pod) -> bool:

@@ -7,6 +7,10 @@ admin removed while the cordon holds is written again (SUNK's rule: the cordon i
 an Event on the worker pod says so, also when the drain was a previous leader's (the pod's
 SlurmNodeDrained condition still carries our reason). Decided after each refresh from the snapshot
 and the watched Nodes: no Kubernetes call per interval, one Event per re-applied drain.
+
+A pod Slinky's operator runs (`slinky_pod`, by --slinky-mode) is left to it: the operator drains a
+cordoned Node's NodeSet pods itself (`slurm-operator: ` reasons), so a second drain of ours would only
+race it. A drain of ours left from before is still lifted once its Node is uncordoned.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import structlog
 
 from sidecars.controlplane.fleet.drains import DrainBatcher
 from sidecars.controlplane.fleet.kube_nodes import NodeCache
+from sidecars.controlplane.fleet.slinky import slinky_pod
 from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.kube import KubeClient, Pod
 
@@ -52,12 +57,14 @@ class CordonSync:
         node_of: Callable[[Pod], str],
         *,
         taint_keys: Iterable[str] = (),
+        slinky_mode: bool | None = False,
     ) -> None:
         self._kube = kube
         self._nodes = nodes
         self._drains = drains
         self._node_of = node_of
         self._taint_keys = frozenset(taint_keys)
+        self._slinky_mode = slinky_mode
         self.held: dict[str, str] = {}  # Slurm node -> Kubernetes node, seen drained with our reason
         self._redraining: dict[str, _Wanted] = {}  # re-drains asked, reported once written
         self._to_report: list[tuple[str, _Wanted]] = []
@@ -72,6 +79,8 @@ class CordonSync:
         out: dict[str, _Wanted] = {}
         for pod in pods:
             host = self._nodes.nodes.get(pod.node_name) if pod.node_name else None
+            if slinky_pod(pod, self._slinky_mode) is True:
+                continue  # the operator's cordon sync drains it
             if host is not None and not pod.deleting and host.cordoned(self._taint_keys):
                 out[self._node_of(pod)] = _Wanted(host.name, pod)
         return out

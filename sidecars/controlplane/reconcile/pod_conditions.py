@@ -6,6 +6,10 @@ Written through the status subresource only when they change, and only once a ne
 for `settle_seconds`: a node flapping between two states faster than that is never written, so the
 conditions (and whoever watches them) do not flap either. All changes found in one refresh are one
 pass, and the writes are rate-limited (the rest wait for the next pass).
+
+A pod Slinky's operator runs (`slinky_pod`, by --slinky-mode) gets none: the operator writes its own
+`SlurmNodeState<State>` conditions there (what NVSentinel's slinky-drainer reads), and two sets of
+conditions saying the same thing in two vocabularies would only invite readers to disagree.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections.abc import Callable
 
 import structlog
 
+from sidecars.controlplane.fleet.slinky import slinky_pod
 from sidecars.controlplane.fleet.snapshot import FleetNode
 from sidecars.controlplane.reconcile.pacing import TokenBucket
 from sidecars.controlplane.reconcile.round import Outcome, View, unready
@@ -64,8 +69,10 @@ class ConditionWriter:
         qps: float = 5.0,
         settle_seconds: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        slinky_mode: bool | None = False,
     ) -> None:
         self._kube = kube
+        self._slinky_mode = slinky_mode
         self._node_of = node_of
         self._bucket = TokenBucket(qps, clock)
         self._settle_seconds = settle_seconds
@@ -84,7 +91,7 @@ class ConditionWriter:
         live: set[str] = set()
         for pod in pods:
             node = snap.nodes.get(self._node_of(pod))
-            if node is None or pod.deleting:
+            if node is None or pod.deleting or slinky_pod(pod, self._slinky_mode) is True:
                 continue
             live.add(pod.uid)
             want = conditions(node)

@@ -1,0 +1,304 @@
+"""Health signals -> drains: a configured Node condition (node-problem-detector's KernelDeadlock,
+NVSentinel's GpuXidError...) or taint on the Kubernetes Node of a worker drains its Slurm node with a
+reason naming the signal; once the signal is gone, the drain is lifted, and only a drain of ours.
+
+The rule against a fleet-wide flap: a signal must hold `settle_seconds` before its drain and be gone
+as long before the undrain, and at most max(1, `max_fraction` x workers) Slurm nodes are held out by
+health signals at once; the others wait (status `capped`, one Warning Event each) until one returns.
+
+Beside Slinky's operator (a pod `slinky_pod` calls Slinky's), the drain is asked through the
+operator's own `nodeset.slinky.slurm.net/pod-cordon` pod annotation, beside ours naming the signal
+(`slurm-sidecars.io/health-cordon`): the operator drains and undrains with its own reasons, and we
+remove only a pod-cordon our annotation says we set. Decided after each refresh from the snapshot and
+the watched Nodes: no Kubernetes read per interval; writes only on a change.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import structlog
+
+from sidecars.controlplane.fleet.drains import DrainBatcher
+from sidecars.controlplane.fleet.kube_nodes import NodeCache
+from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
+from sidecars.controlplane.fleet.slinky import POD_CORDON, slinky_pod
+from sidecars.controlplane.fleet.snapshot import FleetNode
+from sidecars.controlplane.reconcile.round import Outcome, View, unready
+from sidecars.kube import KubeClient, KubeNode, Pod
+from sidecars.runtime.events import EventType
+
+log = structlog.get_logger(__name__)
+
+PREFIX = "slurm-sidecars: health "
+MARK = "slurm-sidecars.io/health-cordon"  # beside POD_CORDON: the signal that made us set it
+STATES = ("drained", "cordon_asked", "waiting", "capped", "other_drain")
+ASKED_SECONDS = 30.0  # a drain asked but never seen (refused, node gone) is asked again after this
+Emit = Callable[[Pod, str, str, EventType], Awaitable[None]]
+
+
+def health_reason(signal: str, kube_node: str) -> str:
+    return f"{PREFIX}{signal} on kubernetes node {kube_node}"
+
+
+def is_health_reason(reason: str | None) -> bool:
+    return reason is not None and reason.startswith(PREFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class Signals:
+    """What counts as unhealthy: (condition type, faulty status) and (taint key, value or "" for any)."""
+
+    conditions: tuple[tuple[str, str], ...] = ()
+    taints: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def names(self) -> list[str]:
+        return [n for n, _ in self.conditions] + [k for k, _ in self.taints]
+
+    def of(self, node: KubeNode) -> list[tuple[str, str]]:
+        """The signals this Node shows now, each (name, what it says), in the configured order."""
+        found: list[tuple[str, str]] = []
+        for kind, status in self.conditions:
+            for ctype, cstatus, reason, message in node.conditions:
+                if ctype == kind and cstatus == (status or "True"):
+                    found.append((kind, ": ".join(filter(None, [reason, message])) or f"{kind}={cstatus}"))
+        hard = {k for k, effect in node.taints if effect in {"NoSchedule", "NoExecute"}}
+        for key, value in self.taints:
+            have = node.taint_values.get(key)
+            if key in hard and have is not None and (not value or have == value):
+                found.append((key, f"taint {key}={have}" if have else f"taint {key}"))
+        return found
+
+
+@dataclass(slots=True)
+class Seen:
+    """One worker's health as last decided (the /status entry)."""
+
+    pod: str
+    kube_node: str
+    signals: list[tuple[str, str]]
+    since: float  # monotonic: when the signals (or their absence) began
+    state: str = "waiting"
+
+    def as_json(self, now: float) -> dict[str, object]:
+        return {
+            "pod": self.pod,
+            "kube_node": self.kube_node,
+            "signals": [{"name": n, "detail": d} for n, d in self.signals],
+            "for_seconds": round(now - self.since, 1),
+            "state": self.state,
+        }
+
+
+class HealthSync:
+    name = "health"
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        nodes: NodeCache,
+        drains: DrainBatcher,
+        node_of: Callable[[Pod], str],
+        metrics: ControlPlaneMetrics,
+        emit: Emit,
+        signals: Signals,
+        *,
+        settle_seconds: float = 30.0,
+        max_fraction: float = 0.10,
+        slinky_mode: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._kube = kube
+        self._nodes = nodes
+        self._drains = drains
+        self._node_of = node_of
+        self._metrics = metrics
+        self._emit = emit
+        self.signals = signals
+        self._settle_seconds = settle_seconds
+        self._max_fraction = max_fraction
+        self._slinky_mode = slinky_mode
+        self._clock = clock
+        self.seen: dict[str, Seen] = {}  # Slurm node -> its signals now
+        self._clear_since: dict[str, float] = {}  # Slurm node held by us, no signal since then
+        self._capped_told: set[str] = set()  # one Event per capped episode
+        # drains asked and not yet seen in a snapshot (queued, being written, or written after the
+        # read this pass rests on): counted against the cap, not asked twice
+        self._asked: dict[str, float] = {}
+
+    @property
+    def ready(self) -> bool:
+        return self._nodes.synced.is_set()
+
+    def cap(self, workers: int) -> int:
+        return max(1, int(self._max_fraction * workers))
+
+    def status(self) -> dict[str, object]:
+        now = self._clock()
+        return {
+            "signals": self.signals.names,
+            "settle_seconds": self._settle_seconds,
+            "nodes": {name: seen.as_json(now) for name, seen in sorted(self.seen.items())},
+        }
+
+    def _look(self, pods: Sequence[Pod], now: float) -> dict[str, tuple[Pod, list[tuple[str, str]]]]:
+        """Every worker with a signal now; `seen` kept (a node whose signals change starts again)."""
+        found: dict[str, tuple[Pod, list[tuple[str, str]]]] = {}
+        for pod in pods:
+            host = self._nodes.nodes.get(pod.node_name) if pod.node_name else None
+            if host is None or pod.deleting:
+                continue
+            if sigs := self.signals.of(host):
+                name = self._node_of(pod)
+                found[name] = (pod, sigs)
+                old = self.seen.get(name)
+                if old is None or [n for n, _ in old.signals] != [n for n, _ in sigs]:
+                    self.seen[name] = Seen(pod.name, host.name, sigs, now)
+                else:
+                    old.signals = sigs  # the detail may change; the clock does not
+        self.seen = {n: s for n, s in self.seen.items() if n in found}
+        return found
+
+    async def reconcile(self, view: View) -> Outcome:
+        if (skip := unready(view, self.ready)) is not None:
+            return skip
+        pods, snap = view.pods, view.snapshot
+        now = self._clock()
+        found = self._look(pods, now)
+        by_name = {self._node_of(p): p for p in pods}
+        pending = self._drains.pending
+        ours_marked = {self._node_of(p) for p in pods if MARK in p.annotations}
+        ours_drained = {n for n, node in snap.nodes.items() if node.drain and is_health_reason(node.reason)}
+        self._asked = {
+            n: t for n, t in self._asked.items() if n not in ours_drained and now - t < ASKED_SECONDS
+        }
+        held = len(ours_marked | ours_drained | self._asked.keys())
+        cap = self.cap(len(pods))
+        made = 0
+        for name, (pod, sigs) in sorted(found.items()):
+            seen = self.seen[name]
+            self._clear_since.pop(name, None)
+            node = snap.nodes.get(name)
+            if name in ours_marked or name in ours_drained or name in self._asked:
+                seen.state = "cordon_asked" if name in ours_marked else "drained"
+                continue
+            if node is None or name in pending:
+                continue
+            if slinky_pod(pod, self._slinky_mode) is True:
+                if pod.annotations.get(POD_CORDON) == "true" or (node.drain and node.reason):
+                    seen.state = "other_drain"  # the operator's or an admin's: theirs to lift
+                    continue
+            elif node.drain:
+                seen.state = "other_drain"  # someone's drain holds: never ours to lift
+                continue
+            if now - seen.since < self._settle_seconds:
+                seen.state = "waiting"
+                continue
+            if held >= cap:
+                seen.state = "capped"
+                if name not in self._capped_told:
+                    self._capped_told.add(name)
+                    self._metrics.health_actions.labels("capped").inc()
+                    log.warning("health_drain_capped", node=name, signal=sigs[0][0], held=held, cap=cap)
+                    await self._event(
+                        pod,
+                        "SlurmHealthDrainCapped",
+                        f"Slurm node {name} not drained for {sigs[0][0]} ({sigs[0][1]}): {held} of at "
+                        f"most {cap} workers are held out by health signals already",
+                        "Warning",
+                    )
+                continue
+            made += await self._drain(name, pod, seen, sigs)
+            held += 1
+        self._capped_told &= {n for n, s in self.seen.items() if s.state == "capped"}
+        made += await self._lift(found, by_name, ours_marked, ours_drained, snap.nodes, now)
+        self._observe()
+        return Outcome(made)
+
+    async def _drain(self, name: str, pod: Pod, seen: Seen, sigs: list[tuple[str, str]]) -> int:
+        signal, detail = sigs[0]
+        if slinky_pod(pod, self._slinky_mode) is True:
+            try:
+                await self._kube.annotate_pod(pod.namespace, pod.name, {POD_CORDON: "true", MARK: signal})
+            except Exception as exc:  # this pod's write failed: the next pass asks again
+                log.warning("health_cordon_failed", pod=pod.name, error=str(exc))
+                return 0
+            seen.state, action = "cordon_asked", "cordon"
+            how = "asked Slinky's operator to drain it (pod-cordon)"
+        else:
+            self._drains.submit(name, "drain", health_reason(signal, seen.kube_node))
+            self._asked[name] = self._clock()
+            seen.state, action = "drained", "drain"
+            how = "drained"
+        self._metrics.health_actions.labels(action).inc()
+        log.warning(
+            "health_drain", node=name, signal=signal, detail=detail, kube_node=seen.kube_node, how=action
+        )
+        await self._event(
+            pod,
+            "SlurmHealthDrain",
+            f"Slurm node {name} {how}: {signal} on Kubernetes node {seen.kube_node} ({detail})",
+            "Warning",
+        )
+        return 1
+
+    async def _lift(
+        self,
+        found: dict[str, tuple[Pod, list[tuple[str, str]]]],
+        by_name: dict[str, Pod],
+        marked: set[str],
+        drained: set[str],
+        nodes: Mapping[str, FleetNode],
+        now: float,
+    ) -> int:
+        """Undo ours where no signal has shown for `settle_seconds` (a drain by reason, exact match;
+        a pod-cordon only where our annotation says we set it)."""
+        made = 0
+        pending = self._drains.pending
+        for name in sorted((marked | drained) - found.keys()):
+            since = self._clear_since.setdefault(name, now)
+            if now - since < self._settle_seconds or name in pending:
+                continue
+            pod = by_name.get(name)
+            if name in marked and pod is not None:
+                try:
+                    await self._kube.annotate_pod(pod.namespace, pod.name, {POD_CORDON: None, MARK: None})
+                except Exception as exc:
+                    log.warning("health_uncordon_failed", pod=pod.name, error=str(exc))
+                    continue
+                self._metrics.health_actions.labels("uncordon").inc()
+                made += 1
+            reason = nodes[name].reason if name in drained else None
+            if reason is not None:
+                self._drains.submit(name, "undrain", reason)  # only an exact match is undone
+                self._metrics.health_actions.labels("undrain").inc()
+                made += 1
+            self._clear_since.pop(name, None)
+            log.info("health_undrain", node=name)
+            if pod is not None:
+                await self._event(
+                    pod, "SlurmHealthUndrain", f"Slurm node {name}: health signals gone", "Normal"
+                )
+        self._clear_since = {n: t for n, t in self._clear_since.items() if n in marked | drained}
+        return made
+
+    def _observe(self) -> None:
+        counts = dict.fromkeys(STATES, 0)
+        per_signal = dict.fromkeys(self.signals.names, 0)
+        for seen in self.seen.values():
+            counts[seen.state] = counts.get(seen.state, 0) + 1
+            for name, _ in seen.signals:
+                per_signal[name] = per_signal.get(name, 0) + 1
+        for state, count in counts.items():
+            self._metrics.health_nodes.labels(state).set(count)
+        for signal, count in per_signal.items():
+            self._metrics.health_signals.labels(signal).set(count)
+
+    async def _event(self, pod: Pod, reason: str, message: str, type: EventType) -> None:
+        try:
+            await self._emit(pod, reason, message, type)
+        except Exception as exc:  # reporting must never stop the sync
+            log.warning("kube_event_failed", reason=reason, error=str(exc))

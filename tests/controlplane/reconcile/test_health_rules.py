@@ -1,0 +1,261 @@
+"""Health sync's decisions on their own, against scripted snapshots and a scripted clock: which Node
+conditions and taints count, the settle time against flaps, the cap against a fleet-wide signal, a
+drain of anyone else's left alone, and Slinky's pod-cordon set and lifted only when ours (the rules
+on real Slurm are in test_health_signals.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
+from sidecars.controlplane.fleet.snapshot import FleetNode, FleetSnapshot
+from sidecars.controlplane.reconcile import HealthSync, Signals, View
+from sidecars.controlplane.reconcile.health import MARK, health_reason
+from sidecars.controlplane.settings import SIGNALS
+from sidecars.kube import KubeNode, Pod
+from sidecars.runtime.settings import ConfigError
+from tests.helpers import fleet_node, fleet_pod, fleet_snapshot
+
+CORDON = "nodeset.slinky.slurm.net/pod-cordon"
+NPD = Signals(conditions=(("KernelDeadlock", ""),), taints=(("nvsentinel.dgxc.nvidia.com/quarantine", ""),))
+
+
+class Kube:
+    def __init__(self) -> None:
+        self.annotated: list[tuple[str, dict[str, str | None]]] = []
+
+    async def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str | None]) -> None:
+        self.annotated.append((name, dict(annotations)))
+
+
+class Nodes:
+    def __init__(self, *nodes: KubeNode) -> None:
+        self.nodes = {n.name: n for n in nodes}
+        self.synced = asyncio.Event()
+        self.synced.set()
+
+
+class Drains:
+    def __init__(self) -> None:
+        self.pending: dict[str, Any] = {}
+        self.asked: list[tuple[str, str, str]] = []
+
+    def submit(self, node: str, action: str, reason: str) -> None:
+        self.asked.append((node, action, reason))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def host(
+    name: str,
+    conditions: tuple[tuple[str, str, str, str], ...] = (),
+    taints: dict[str, tuple[str, str]] | None = None,
+) -> KubeNode:
+    taints = taints or {}
+    return KubeNode(
+        name=name,
+        annotations={},
+        unschedulable=False,
+        taints=tuple((k, effect) for k, (_, effect) in taints.items()),
+        taint_values={k: v for k, (v, _) in taints.items()},
+        resource_version="1",
+        conditions=(("Ready", "True", "KubeletReady", ""), *conditions),
+    )
+
+
+DEADLOCK = ("KernelDeadlock", "True", "DockerHung", "task docker:7 blocked for more than 120 seconds.")
+
+
+def setup(
+    *hosts: KubeNode, settle: float = 0.0, fraction: float = 1.0, slinky: bool | None = False
+) -> tuple[HealthSync, Kube, Drains, Clock, list[tuple[str, str]], CollectorRegistry]:
+    kube, drains, clock = Kube(), Drains(), Clock()
+    events: list[tuple[str, str]] = []
+    registry = CollectorRegistry()
+    metrics = ControlPlaneMetrics(registry)
+
+    async def emit(pod: Pod, reason: str, message: str, type: str) -> None:
+        events.append((pod.name, reason))
+
+    sync = HealthSync(
+        kube,  # type: ignore[arg-type]
+        Nodes(*hosts),  # type: ignore[arg-type]
+        drains,  # type: ignore[arg-type]
+        lambda p: p.hostname,
+        metrics,
+        emit,
+        NPD,
+        settle_seconds=settle,
+        max_fraction=fraction,
+        slinky_mode=slinky,
+        clock=clock,
+    )
+    return sync, kube, drains, clock, events, registry
+
+
+def pods(n: int, kube_node: str = "k1") -> list[Pod]:
+    return [fleet_pod(f"w{i}", hostname=f"n{i}", node_name=kube_node) for i in range(1, n + 1)]
+
+
+def snap(*nodes: FleetNode) -> FleetSnapshot:
+    return fleet_snapshot(nodes)
+
+
+async def run(sync: HealthSync, p: list[Pod], s: FleetSnapshot) -> int:
+    return (await sync.reconcile(View(p, s))).writes
+
+
+async def test_only_the_configured_signals_count_each_as_configured() -> None:
+    quarantine = "nvsentinel.dgxc.nvidia.com/quarantine"
+    cases = {
+        "condition True": (host("k1", (DEADLOCK,)), True),
+        "condition False": (host("k1", (("KernelDeadlock", "False", "KernelHasNoDeadlock", ""),)), False),
+        "another condition": (
+            host("k1", (("ReadonlyFilesystem", "True", "FilesystemIsReadOnly", ""),)),
+            False,
+        ),
+        "taint NoExecute": (host("k1", taints={quarantine: ("true", "NoExecute")}), True),
+        "taint NoSchedule": (host("k1", taints={quarantine: ("", "NoSchedule")}), True),
+        "taint PreferNoSchedule": (host("k1", taints={quarantine: ("true", "PreferNoSchedule")}), False),
+        "other taint": (host("k1", taints={"example.com/other": ("x", "NoExecute")}), False),
+    }
+    for what, (kube_node, drains_it) in cases.items():
+        sync, _, drains, *_ = setup(kube_node)
+        await run(sync, pods(1), snap(fleet_node("n1")))
+        assert bool(drains.asked) == drains_it, what
+    # a value given must match; a status given replaces True
+    valued = Signals(conditions=(("GpuHealthy", "False"),), taints=((quarantine, "fault"),))
+    assert valued.of(host("k1", (("GpuHealthy", "False", "GpuXid79", "XID 79 on GPU 0"),)))
+    assert not valued.of(host("k1", (("GpuHealthy", "True", "", ""),)))
+    assert not valued.of(host("k1", taints={quarantine: ("ok", "NoSchedule")}))
+    assert valued.of(host("k1", taints={quarantine: ("fault", "NoSchedule")}))
+
+
+async def test_the_reason_names_the_signal_and_the_node_and_clearing_undrains_only_ours() -> None:
+    sync, _, drains, _, events, registry = setup(host("k1", (DEADLOCK,)))
+    await run(sync, pods(2), snap(fleet_node("n1"), fleet_node("n2", drained=True, reason="admin: DIMM")))
+    ours = health_reason("KernelDeadlock", "k1")
+    assert ours == "slurm-sidecars: health KernelDeadlock on kubernetes node k1"
+    assert drains.asked == [("n1", "drain", ours)]  # n2's admin drain stands: nothing asked
+    assert sync.seen["n2"].state == "other_drain" and sync.seen["n1"].state == "drained"
+    assert events == [("w1", "SlurmHealthDrain")]
+    assert registry.get_sample_value("slurm_sidecars_health_signals", {"signal": "KernelDeadlock"}) == 2
+    assert registry.get_sample_value("slurm_sidecars_health_nodes", {"state": "other_drain"}) == 1
+
+    sync._nodes.nodes["k1"] = host("k1")  # type: ignore[attr-defined]  # the condition cleared
+    drains.asked.clear()
+    await run(
+        sync,
+        pods(2),
+        snap(
+            fleet_node("n1", drained=True, reason=ours), fleet_node("n2", drained=True, reason="admin: DIMM")
+        ),
+    )
+    assert drains.asked == [("n1", "undrain", ours)]  # the exact reason: only ours is undone
+    assert sync.status()["nodes"] == {}
+
+
+async def test_a_signal_shorter_than_the_settle_time_drains_nothing_and_a_clear_waits_as_long() -> None:
+    sick, well = host("k1", (DEADLOCK,)), host("k1")
+    sync, _, drains, clock, *_ = setup(sick, settle=30.0)
+    nodes = sync._nodes.nodes  # type: ignore[attr-defined]
+    idle = snap(fleet_node("n1"))
+    await run(sync, pods(1), idle)
+    clock.now += 29
+    await run(sync, pods(1), idle)
+    assert drains.asked == [] and sync.seen["n1"].state == "waiting"
+    nodes["k1"] = well  # the flap ends before the settle time: never drained
+    clock.now += 1
+    await run(sync, pods(1), idle)
+    nodes["k1"] = sick  # and starts again: its clock starts again too
+    clock.now += 1
+    await run(sync, pods(1), idle)
+    assert drains.asked == []
+    clock.now += 30
+    await run(sync, pods(1), idle)
+    ours = health_reason("KernelDeadlock", "k1")
+    assert drains.asked == [("n1", "drain", ours)]
+
+    drained = snap(fleet_node("n1", drained=True, reason=ours))
+    nodes["k1"] = well
+    await run(sync, pods(1), drained)
+    clock.now += 29
+    await run(sync, pods(1), drained)
+    assert drains.asked == [("n1", "drain", ours)]  # gone for 29 s: still held
+    clock.now += 1
+    await run(sync, pods(1), drained)
+    assert drains.asked[-1] == ("n1", "undrain", ours)
+
+
+async def test_a_fleet_wide_signal_drains_at_most_the_cap_and_the_rest_wait_with_one_event_each() -> None:
+    sync, _, drains, _, events, registry = setup(host("k1", (DEADLOCK,)), fraction=0.2)
+    ten = pods(10)
+    assert sync.cap(10) == 2 and sync.cap(3) == 1  # never 0: one node can always be drained
+    idle = snap(*(fleet_node(f"n{i}") for i in range(1, 11)))
+    await run(sync, ten, idle)
+    assert [a[0] for a in drains.asked] == ["n1", "n10"]  # two, in name order
+    assert sorted(n for n, s in sync.seen.items() if s.state == "capped") == [f"n{i}" for i in range(2, 10)]
+    capped = [p for p, r in events if r == "SlurmHealthDrainCapped"]
+    assert len(capped) == 8
+    # a pass before the snapshot shows the drains (still queued or being written): counted all the same
+    await run(sync, ten, idle)
+    assert len(drains.asked) == 2
+    # the next pass sees the two drained: still at the cap, no new drain, no second Event
+    ours = health_reason("KernelDeadlock", "k1")
+    held = {"n1", "n10"}
+    now = snap(
+        *(
+            fleet_node(f"n{i}", drained=f"n{i}" in held, reason=ours if f"n{i}" in held else None)
+            for i in range(1, 11)
+        )
+    )
+    await run(sync, ten, now)
+    assert len(drains.asked) == 2 and len([r for _, r in events if r == "SlurmHealthDrainCapped"]) == 8
+    assert registry.get_sample_value("slurm_sidecars_health_nodes", {"state": "capped"}) == 8
+
+
+async def test_slinky_pods_ask_the_operator_through_pod_cordon_and_only_ours_is_lifted() -> None:
+    sync, kube, drains, *_ = setup(host("k1", (DEADLOCK,)), slinky=None)
+    nodeset = [
+        replace(p, owner_kind="NodeSet", owner_api_version="slinky.slurm.net/v1beta1") for p in pods(3)
+    ]
+    nodeset[1] = replace(nodeset[1], annotations={CORDON: "true"})  # the operator's own cordon (a scale-in)
+    idle = snap(fleet_node("n1"), fleet_node("n2"), fleet_node("n3", drained=True, reason="admin: fan"))
+    await run(sync, nodeset, idle)
+    assert drains.asked == []  # never a drain of ours beside the operator
+    assert kube.annotated == [("w1", {CORDON: "true", MARK: "KernelDeadlock"})]
+    assert sync.seen["n2"].state == "other_drain" and sync.seen["n3"].state == "other_drain"
+
+    # the signal clears: our pod-cordon goes; the operator's on w2 stays
+    sync._nodes.nodes["k1"] = host("k1")  # type: ignore[attr-defined]
+    nodeset[0] = replace(nodeset[0], annotations={CORDON: "true", MARK: "KernelDeadlock"})
+    op = "slurm-operator: Pod (slurm/w1) was cordoned"
+    await run(
+        sync, nodeset, snap(fleet_node("n1", drained=True, reason=op), fleet_node("n2"), fleet_node("n3"))
+    )
+    assert kube.annotated[1:] == [("w1", {CORDON: None, MARK: None})]
+    assert drains.asked == []  # the operator undrains its own reason, not us
+
+
+async def test_signal_names_are_checked_when_read() -> None:
+    assert SIGNALS.parse("KernelDeadlock, GpuHealthy=False", "--health-conditions") == (
+        ("KernelDeadlock", ""),
+        ("GpuHealthy", "False"),
+    )
+    for bad in ("a b", "x=y=z", "k:v", "A,A"):
+        try:
+            SIGNALS.parse(bad, "--health-taints")
+        except ConfigError as exc:
+            assert "--health-taints" in str(exc)
+        else:
+            raise AssertionError(f"accepted {bad!r}")
