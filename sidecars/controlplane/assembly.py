@@ -177,7 +177,6 @@ def writers(
     if s.health_conditions or s.health_taints:
         out.append(
             HealthSync(
-                kube,
                 side.caches.nodes,
                 drains,
                 node_of,

@@ -6,11 +6,12 @@ The rule against a fleet-wide flap: a signal must hold `settle_seconds` before i
 as long before the undrain, and at most max(1, `max_fraction` x workers) Slurm nodes are held out by
 health signals at once; the others wait (status `capped`, one Warning Event each) until one returns.
 
-Beside Slinky's operator (a pod `slinky_pod` calls Slinky's), the drain is asked through the
-operator's own `nodeset.slinky.slurm.net/pod-cordon` pod annotation, beside ours naming the signal
-(`slurm-sidecars.io/health-cordon`): the operator drains and undrains with its own reasons, and we
-remove only a pod-cordon our annotation says we set. Decided after each refresh from the snapshot and
-the watched Nodes: no Kubernetes read per interval; writes only on a change.
+Beside Slinky's operator the drain is the same, by a split of reasons each side leaves alone: the
+operator never touches a reason without its `slurm-operator: ` prefix (IsNodeReasonOurs, v1.3), and we
+never one without ours. Its `pod-cordon` annotation is not used to ask: the operator lifts a pod-cordon
+it did not set whenever it scales (doPodScale -> syncPodUncordon, every pass in DaemonSet mode), so a
+health drain asked that way would be undone and asked again in turn (docs/slinky.md). A pod the
+operator has cordoned itself (a scale-in) is its own: no health drain is added on it.
 """
 
 from __future__ import annotations
@@ -27,14 +28,13 @@ from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.controlplane.fleet.slinky import POD_CORDON, slinky_pod
 from sidecars.controlplane.fleet.snapshot import FleetNode
 from sidecars.controlplane.reconcile.round import Outcome, View, unready
-from sidecars.kube import KubeClient, KubeNode, Pod
+from sidecars.kube import KubeNode, Pod
 from sidecars.runtime.events import EventType
 
 log = structlog.get_logger(__name__)
 
 PREFIX = "slurm-sidecars: health "
-MARK = "slurm-sidecars.io/health-cordon"  # beside POD_CORDON: the signal that made us set it
-STATES = ("drained", "cordon_asked", "waiting", "capped", "other_drain")
+STATES = ("drained", "waiting", "capped", "other_drain")
 ASKED_SECONDS = 30.0  # a drain asked but never seen (refused, node gone) is asked again after this
 Emit = Callable[[Pod, str, str, EventType], Awaitable[None]]
 
@@ -98,7 +98,6 @@ class HealthSync:
 
     def __init__(
         self,
-        kube: KubeClient,
         nodes: NodeCache,
         drains: DrainBatcher,
         node_of: Callable[[Pod], str],
@@ -111,7 +110,6 @@ class HealthSync:
         slinky_mode: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._kube = kube
         self._nodes = nodes
         self._drains = drains
         self._node_of = node_of
@@ -128,6 +126,7 @@ class HealthSync:
         # drains asked and not yet seen in a snapshot (queued, being written, or written after the
         # read this pass rests on): counted against the cap, not asked twice
         self._asked: dict[str, float] = {}
+        self._lifted: dict[str, float] = {}  # the same for undrains: asked once, not each pass
 
     @property
     def ready(self) -> bool:
@@ -170,29 +169,27 @@ class HealthSync:
         found = self._look(pods, now)
         by_name = {self._node_of(p): p for p in pods}
         pending = self._drains.pending
-        ours_marked = {self._node_of(p) for p in pods if MARK in p.annotations}
         ours_drained = {n for n, node in snap.nodes.items() if node.drain and is_health_reason(node.reason)}
         self._asked = {
             n: t for n, t in self._asked.items() if n not in ours_drained and now - t < ASKED_SECONDS
         }
-        held = len(ours_marked | ours_drained | self._asked.keys())
+        held = len(ours_drained | self._asked.keys())
         cap = self.cap(len(pods))
         made = 0
         for name, (pod, sigs) in sorted(found.items()):
             seen = self.seen[name]
             self._clear_since.pop(name, None)
             node = snap.nodes.get(name)
-            if name in ours_marked or name in ours_drained or name in self._asked:
-                seen.state = "cordon_asked" if name in ours_marked else "drained"
+            if name in ours_drained or name in self._asked:
+                seen.state = "drained"
                 continue
             if node is None or name in pending:
                 continue
-            if slinky_pod(pod, self._slinky_mode) is True:
-                if pod.annotations.get(POD_CORDON) == "true" or (node.drain and node.reason):
-                    seen.state = "other_drain"  # the operator's or an admin's: theirs to lift
-                    continue
-            elif node.drain:
-                seen.state = "other_drain"  # someone's drain holds: never ours to lift
+            operators = (
+                slinky_pod(pod, self._slinky_mode) is True and pod.annotations.get(POD_CORDON) == "true"
+            )
+            if node.drain or operators:
+                seen.state = "other_drain"  # someone's drain (or the operator's, coming): theirs to lift
                 continue
             if now - seen.since < self._settle_seconds:
                 seen.state = "waiting"
@@ -214,33 +211,21 @@ class HealthSync:
             made += await self._drain(name, pod, seen, sigs)
             held += 1
         self._capped_told &= {n for n, s in self.seen.items() if s.state == "capped"}
-        made += await self._lift(found, by_name, ours_marked, ours_drained, snap.nodes, now)
+        made += await self._lift(found, by_name, ours_drained, snap.nodes, now)
         self._observe()
         return Outcome(made)
 
     async def _drain(self, name: str, pod: Pod, seen: Seen, sigs: list[tuple[str, str]]) -> int:
         signal, detail = sigs[0]
-        if slinky_pod(pod, self._slinky_mode) is True:
-            try:
-                await self._kube.annotate_pod(pod.namespace, pod.name, {POD_CORDON: "true", MARK: signal})
-            except Exception as exc:  # this pod's write failed: the next pass asks again
-                log.warning("health_cordon_failed", pod=pod.name, error=str(exc))
-                return 0
-            seen.state, action = "cordon_asked", "cordon"
-            how = "asked Slinky's operator to drain it (pod-cordon)"
-        else:
-            self._drains.submit(name, "drain", health_reason(signal, seen.kube_node))
-            self._asked[name] = self._clock()
-            seen.state, action = "drained", "drain"
-            how = "drained"
-        self._metrics.health_actions.labels(action).inc()
-        log.warning(
-            "health_drain", node=name, signal=signal, detail=detail, kube_node=seen.kube_node, how=action
-        )
+        self._drains.submit(name, "drain", health_reason(signal, seen.kube_node))
+        self._asked[name] = self._clock()
+        seen.state = "drained"
+        self._metrics.health_actions.labels("drain").inc()
+        log.warning("health_drain", node=name, signal=signal, detail=detail, kube_node=seen.kube_node)
         await self._event(
             pod,
             "SlurmHealthDrain",
-            f"Slurm node {name} {how}: {signal} on Kubernetes node {seen.kube_node} ({detail})",
+            f"Slurm node {name} drained: {signal} on Kubernetes node {seen.kube_node} ({detail})",
             "Warning",
         )
         return 1
@@ -249,40 +234,30 @@ class HealthSync:
         self,
         found: dict[str, tuple[Pod, list[tuple[str, str]]]],
         by_name: dict[str, Pod],
-        marked: set[str],
         drained: set[str],
         nodes: Mapping[str, FleetNode],
         now: float,
     ) -> int:
-        """Undo ours where no signal has shown for `settle_seconds` (a drain by reason, exact match;
-        a pod-cordon only where our annotation says we set it)."""
+        """Undrain ours (by the exact reason) where no signal has shown for `settle_seconds`."""
         made = 0
         pending = self._drains.pending
-        for name in sorted((marked | drained) - found.keys()):
+        self._lifted = {n: t for n, t in self._lifted.items() if n in drained and now - t < ASKED_SECONDS}
+        for name in sorted(drained - found.keys() - self._lifted.keys()):
             since = self._clear_since.setdefault(name, now)
             if now - since < self._settle_seconds or name in pending:
                 continue
-            pod = by_name.get(name)
-            if name in marked and pod is not None:
-                try:
-                    await self._kube.annotate_pod(pod.namespace, pod.name, {POD_CORDON: None, MARK: None})
-                except Exception as exc:
-                    log.warning("health_uncordon_failed", pod=pod.name, error=str(exc))
-                    continue
-                self._metrics.health_actions.labels("uncordon").inc()
-                made += 1
-            reason = nodes[name].reason if name in drained else None
-            if reason is not None:
-                self._drains.submit(name, "undrain", reason)  # only an exact match is undone
-                self._metrics.health_actions.labels("undrain").inc()
-                made += 1
+            reason = nodes[name].reason
+            assert reason is not None
+            self._drains.submit(name, "undrain", reason)  # only an exact match is undone
+            self._metrics.health_actions.labels("undrain").inc()
+            made += 1
+            self._lifted[name] = now
             self._clear_since.pop(name, None)
-            log.info("health_undrain", node=name)
-            if pod is not None:
-                await self._event(
-                    pod, "SlurmHealthUndrain", f"Slurm node {name}: health signals gone", "Normal"
-                )
-        self._clear_since = {n: t for n, t in self._clear_since.items() if n in marked | drained}
+            log.info("health_undrain", node=name, reason=reason)
+            if (pod := by_name.get(name)) is not None:
+                message = f"Slurm node {name} undrained: its health signals are gone"
+                await self._event(pod, "SlurmHealthUndrain", message, "Normal")
+        self._clear_since = {n: t for n, t in self._clear_since.items() if n in drained}
         return made
 
     def _observe(self) -> None:

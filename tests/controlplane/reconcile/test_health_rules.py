@@ -1,6 +1,6 @@
 """Health sync's decisions on their own, against scripted snapshots and a scripted clock: which Node
 conditions and taints count, the settle time against flaps, the cap against a fleet-wide signal, a
-drain of anyone else's left alone, and Slinky's pod-cordon set and lifted only when ours (the rules
+drain of anyone else's left alone, and Slinky's own cordons left to it (the rules
 on real Slurm are in test_health_signals.py)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.controlplane.fleet.snapshot import FleetNode, FleetSnapshot
 from sidecars.controlplane.reconcile import HealthSync, Signals, View
-from sidecars.controlplane.reconcile.health import MARK, health_reason
+from sidecars.controlplane.reconcile.health import health_reason
 from sidecars.controlplane.settings import SIGNALS
 from sidecars.kube import KubeNode, Pod
 from sidecars.runtime.settings import ConfigError
@@ -22,14 +22,6 @@ from tests.helpers import fleet_node, fleet_pod, fleet_snapshot
 
 CORDON = "nodeset.slinky.slurm.net/pod-cordon"
 NPD = Signals(conditions=(("KernelDeadlock", ""),), taints=(("nvsentinel.dgxc.nvidia.com/quarantine", ""),))
-
-
-class Kube:
-    def __init__(self) -> None:
-        self.annotated: list[tuple[str, dict[str, str | None]]] = []
-
-    async def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str | None]) -> None:
-        self.annotated.append((name, dict(annotations)))
 
 
 class Nodes:
@@ -78,8 +70,8 @@ DEADLOCK = ("KernelDeadlock", "True", "DockerHung", "task docker:7 blocked for m
 
 def setup(
     *hosts: KubeNode, settle: float = 0.0, fraction: float = 1.0, slinky: bool | None = False
-) -> tuple[HealthSync, Kube, Drains, Clock, list[tuple[str, str]], CollectorRegistry]:
-    kube, drains, clock = Kube(), Drains(), Clock()
+) -> tuple[HealthSync, Drains, Clock, list[tuple[str, str]], CollectorRegistry]:
+    drains, clock = Drains(), Clock()
     events: list[tuple[str, str]] = []
     registry = CollectorRegistry()
     metrics = ControlPlaneMetrics(registry)
@@ -88,7 +80,6 @@ def setup(
         events.append((pod.name, reason))
 
     sync = HealthSync(
-        kube,  # type: ignore[arg-type]
         Nodes(*hosts),  # type: ignore[arg-type]
         drains,  # type: ignore[arg-type]
         lambda p: p.hostname,
@@ -100,7 +91,7 @@ def setup(
         slinky_mode=slinky,
         clock=clock,
     )
-    return sync, kube, drains, clock, events, registry
+    return sync, drains, clock, events, registry
 
 
 def pods(n: int, kube_node: str = "k1") -> list[Pod]:
@@ -130,7 +121,7 @@ async def test_only_the_configured_signals_count_each_as_configured() -> None:
         "other taint": (host("k1", taints={"example.com/other": ("x", "NoExecute")}), False),
     }
     for what, (kube_node, drains_it) in cases.items():
-        sync, _, drains, *_ = setup(kube_node)
+        sync, drains, *_ = setup(kube_node)
         await run(sync, pods(1), snap(fleet_node("n1")))
         assert bool(drains.asked) == drains_it, what
     # a value given must match; a status given replaces True
@@ -142,7 +133,7 @@ async def test_only_the_configured_signals_count_each_as_configured() -> None:
 
 
 async def test_the_reason_names_the_signal_and_the_node_and_clearing_undrains_only_ours() -> None:
-    sync, _, drains, _, events, registry = setup(host("k1", (DEADLOCK,)))
+    sync, drains, _, events, registry = setup(host("k1", (DEADLOCK,)))
     await run(sync, pods(2), snap(fleet_node("n1"), fleet_node("n2", drained=True, reason="admin: DIMM")))
     ours = health_reason("KernelDeadlock", "k1")
     assert ours == "slurm-sidecars: health KernelDeadlock on kubernetes node k1"
@@ -152,7 +143,7 @@ async def test_the_reason_names_the_signal_and_the_node_and_clearing_undrains_on
     assert registry.get_sample_value("slurm_sidecars_health_signals", {"signal": "KernelDeadlock"}) == 2
     assert registry.get_sample_value("slurm_sidecars_health_nodes", {"state": "other_drain"}) == 1
 
-    sync._nodes.nodes["k1"] = host("k1")  # type: ignore[attr-defined]  # the condition cleared
+    sync._nodes.nodes["k1"] = host("k1")  # the condition cleared
     drains.asked.clear()
     await run(
         sync,
@@ -162,13 +153,15 @@ async def test_the_reason_names_the_signal_and_the_node_and_clearing_undrains_on
         ),
     )
     assert drains.asked == [("n1", "undrain", ours)]  # the exact reason: only ours is undone
+    await run(sync, pods(2), snap(fleet_node("n1", drained=True, reason=ours)))  # before Slurm shows it
+    assert len(drains.asked) == 1 and len(events) == 2  # asked once, told once
     assert sync.status()["nodes"] == {}
 
 
 async def test_a_signal_shorter_than_the_settle_time_drains_nothing_and_a_clear_waits_as_long() -> None:
     sick, well = host("k1", (DEADLOCK,)), host("k1")
-    sync, _, drains, clock, *_ = setup(sick, settle=30.0)
-    nodes = sync._nodes.nodes  # type: ignore[attr-defined]
+    sync, drains, clock, *_ = setup(sick, settle=30.0)
+    nodes = sync._nodes.nodes
     idle = snap(fleet_node("n1"))
     await run(sync, pods(1), idle)
     clock.now += 29
@@ -198,7 +191,7 @@ async def test_a_signal_shorter_than_the_settle_time_drains_nothing_and_a_clear_
 
 
 async def test_a_fleet_wide_signal_drains_at_most_the_cap_and_the_rest_wait_with_one_event_each() -> None:
-    sync, _, drains, _, events, registry = setup(host("k1", (DEADLOCK,)), fraction=0.2)
+    sync, drains, _, events, registry = setup(host("k1", (DEADLOCK,)), fraction=0.2)
     ten = pods(10)
     assert sync.cap(10) == 2 and sync.cap(3) == 1  # never 0: one node can always be drained
     idle = snap(*(fleet_node(f"n{i}") for i in range(1, 11)))
@@ -224,27 +217,28 @@ async def test_a_fleet_wide_signal_drains_at_most_the_cap_and_the_rest_wait_with
     assert registry.get_sample_value("slurm_sidecars_health_nodes", {"state": "capped"}) == 8
 
 
-async def test_slinky_pods_ask_the_operator_through_pod_cordon_and_only_ours_is_lifted() -> None:
-    sync, kube, drains, *_ = setup(host("k1", (DEADLOCK,)), slinky=None)
+async def test_slinky_pods_are_drained_by_our_reason_except_where_the_operator_cordoned_the_pod() -> None:
+    sync, drains, *_ = setup(host("k1", (DEADLOCK,)), slinky=None)
     nodeset = [
-        replace(p, owner_kind="NodeSet", owner_api_version="slinky.slurm.net/v1beta1") for p in pods(3)
+        replace(p, owner_kind="NodeSet", owner_api_version="slinky.slurm.net/v1beta1") for p in pods(4)
     ]
     nodeset[1] = replace(nodeset[1], annotations={CORDON: "true"})  # the operator's own cordon (a scale-in)
-    idle = snap(fleet_node("n1"), fleet_node("n2"), fleet_node("n3", drained=True, reason="admin: fan"))
-    await run(sync, nodeset, idle)
-    assert drains.asked == []  # never a drain of ours beside the operator
-    assert kube.annotated == [("w1", {CORDON: "true", MARK: "KernelDeadlock"})]
-    assert sync.seen["n2"].state == "other_drain" and sync.seen["n3"].state == "other_drain"
-
-    # the signal clears: our pod-cordon goes; the operator's on w2 stays
-    sync._nodes.nodes["k1"] = host("k1")  # type: ignore[attr-defined]
-    nodeset[0] = replace(nodeset[0], annotations={CORDON: "true", MARK: "KernelDeadlock"})
-    op = "slurm-operator: Pod (slurm/w1) was cordoned"
-    await run(
-        sync, nodeset, snap(fleet_node("n1", drained=True, reason=op), fleet_node("n2"), fleet_node("n3"))
+    op = "slurm-operator: Node (k1) was cordoned, Pod (slurm/w3) must be cordoned"
+    idle = snap(
+        fleet_node("n1"),
+        fleet_node("n2"),
+        fleet_node("n3", drained=True, reason=op),
+        fleet_node("n4", drained=True, reason="admin: fan"),
     )
-    assert kube.annotated[1:] == [("w1", {CORDON: None, MARK: None})]
-    assert drains.asked == []  # the operator undrains its own reason, not us
+    await run(sync, nodeset, idle)
+    # a reason the operator leaves alone (not its prefix); its own cordon and drain stay its own
+    assert drains.asked == [("n1", "drain", health_reason("KernelDeadlock", "k1"))]
+    assert {n: s.state for n, s in sync.seen.items()} == {
+        "n1": "drained",
+        "n2": "other_drain",
+        "n3": "other_drain",
+        "n4": "other_drain",
+    }
 
 
 async def test_signal_names_are_checked_when_read() -> None:
