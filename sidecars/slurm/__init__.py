@@ -10,6 +10,7 @@ from sidecars.slurm.errors import (
     SlurmUnreachable,
 )
 from sidecars.slurm.models import (
+    GPU_CHECK_REASON,
     REASON_PREFIX,
     BootTime,
     Job,
@@ -25,6 +26,7 @@ from sidecars.slurm.models import (
 from sidecars.slurm.runner import CommandResult, SlurmMetrics
 
 __all__ = [
+    "GPU_CHECK_REASON",
     "REASON_PREFIX",
     "BootTime",
     "CommandResult",

@@ -45,3 +45,15 @@ class WorkerMetrics:
             "GPU -> job mapping files currently written",
             registry=registry,
         )
+        self.gpu_health = Gauge(
+            "slurm_sidecars_worker_gpu_check",
+            "1 for the GPU check's last verdict (healthy, faulty, unknown, absent), 0 for the others",
+            ["state"],
+            registry=registry,
+        )
+        self.gpu_drains = Counter(
+            "slurm_sidecars_worker_gpu_drains",
+            "drains asked for a GPU fault, and given back once the check passed (drain, undrain)",
+            ["action"],
+            registry=registry,
+        )

@@ -26,6 +26,7 @@ from sidecars.worker.backoff import Backoff
 from sidecars.worker.claim import ClaimCheck
 from sidecars.worker.cp_client import AgentClient
 from sidecars.worker.drain import Drainer
+from sidecars.worker.gpucheck import GpuCheck, gpu_reason, is_gpu_reason
 from sidecars.worker.imex import ImexCheck
 from sidecars.worker.jobmap import JobMapping, gpu_jobs
 from sidecars.worker.metrics import WorkerMetrics
@@ -81,6 +82,9 @@ class Agent:
             interval=settings.poll_seconds,
         )
         self.imex = ImexCheck(settings.imex_channel, os.environ if env is None else env)
+        self.gpu = GpuCheck(
+            settings.gpu_check, settings.gpu_check_timeout_seconds, os.environ if env is None else env
+        )
         self.slurmd_version = SlurmdVersion(self.client, self.slurmd)
         self.obs: Observation | None = None
         self.known: Observation | None = None  # the last look that succeeded (probes, status)
@@ -169,6 +173,7 @@ class Agent:
             "slurmd_health": self.slurmd_health.as_json(),  # which readiness source was used
             "claim_refused": self.claim.refused if self.claim is not None else None,
             "imex_channel": self.imex.check().as_json(),
+            "gpu_check": self.gpu.as_json(),
             "slurmd_version": None
             if (v := self.slurmd_version.learnt) is None
             else {"version": str(v.version), "pid": v.pid},
@@ -184,6 +189,7 @@ class Agent:
         ready.add("node_usable", self._node_usable)
         ready.add("slurmd_ready", self.slurmd_health.check)
         ready.add("imex_channel", self.imex.check)
+        ready.add("gpu_check", self.gpu.check)
         return DaemonHTTP(self.registry, liveness=live, readiness=ready, status=self.status)
 
     # ------------------------------------------------------------------ the loop
@@ -246,6 +252,8 @@ class Agent:
             # that ends after it is a daemon stopping, one that ends before it a failure
             loop_stop = asyncio.Event()
             self.tasks.start("agent_loop", self._loop(loop_stop, wake))
+            if s.gpu_check != "off":
+                self.tasks.start("gpu_check", self._gpu_loop())
             try:
                 await until_stopped(stop, self.tasks)
             finally:
@@ -290,6 +298,38 @@ class Agent:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
+
+    async def _gpu_loop(self) -> None:
+        """Every interval: check the GPUs, then drain or give back this node by what was found."""
+        while True:
+            await self.gpu.once()
+            for state in ("healthy", "faulty", "unknown", "absent"):
+                self.metrics.gpu_health.labels(state).set(1 if self.gpu.verdict.state == state else 0)
+            try:
+                await self._gpu_act()
+            except SlurmError as exc:  # the drain is asked again after the next check
+                log.warning("gpu_drain_failed", error=exc.message)
+            await asyncio.sleep(self.settings.gpu_check_interval_seconds)
+
+    async def _gpu_act(self) -> None:
+        view = self.known.view if self.known is not None else None
+        if view is None or self.drainer.pod_terminating or self.drainer.active:
+            return  # no record to act on, or the pod's own drain owns the node now
+        verdict, drained = self.gpu.verdict, "DRAIN" in view.state.flags
+        if verdict.state == "faulty" and self.settings.gpu_check_drain and not drained:
+            reason = gpu_reason(verdict.faults[0])
+            if await self.source.drain(reason):
+                self.metrics.gpu_drains.labels("drain").inc()
+                await self.events.emit(
+                    "SlurmGpuCheckFailed", f"drained {view.name}: {'; '.join(verdict.faults)}", "Warning"
+                )
+        elif verdict.state in {"healthy", "absent"} and drained and is_gpu_reason(view.reason):
+            assert view.reason is not None
+            if await self.source.undrain(view.reason):  # the exact reason: only ours is lifted
+                self.metrics.gpu_drains.labels("undrain").inc()
+                await self.events.emit(
+                    "SlurmGpuCheckPassed", f"undrained {view.name}: {verdict.detail}", "Normal"
+                )
 
     async def _handle(self, obs: Observation) -> None:
         if not self._startup_done and obs.ok:

@@ -151,6 +151,21 @@ class WorkerSettings:
         conv=PATH,
         help="with SwitchType=switch/nvidia_imex in slurm.conf: readiness needs this IMEX channel device",
     )
+    gpu_check: str = setting(
+        default="auto",
+        conv=choice("auto", "on", "off"),
+        help="check this node's GPUs with nvidia-smi (auto: where it is on PATH; on: its absence fails "
+        "readiness); a fault fails readiness and drains the node until the check passes",
+    )
+    gpu_check_interval_seconds: float = setting(
+        default=60.0, conv=seconds(), help="how often to check the GPUs"
+    )
+    gpu_check_timeout_seconds: float = setting(
+        default=20.0, conv=seconds(), help="an nvidia-smi silent this long is killed (the check: unknown)"
+    )
+    gpu_check_drain: bool = setting(
+        default=True, conv=BOOL, help="a GPU fault drains this Slurm node (false: readiness only)"
+    )
     # kube-node: slurmd's `--conf Topology=` at registration, by the control plane's flags and rule
     topology: TopologySpec | None = None
 

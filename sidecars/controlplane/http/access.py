@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 import structlog
 from aiohttp import web
 
-from sidecars.slurm import REASON_PREFIX
+from sidecars.slurm import GPU_CHECK_REASON, REASON_PREFIX
 
 if TYPE_CHECKING:  # the type only: the Kubernetes client is loaded by whoever reviews tokens
     from sidecars.kube import TokenReview
@@ -73,13 +73,16 @@ class Caller:
     def reason_refusal(self, action: str, reason: str) -> str | None:
         """Why an agent may not drain or undrain its own node with this reason (None: it may). It
         drains for its own pod's termination and gives back only such drains, an earlier pod's
-        too: never an operator's, a maintenance window's or a cordon's drain of its node."""
+        too, and for a fault its GPU check found (given back once the check passes): never an
+        operator's, a maintenance window's or a cordon's drain of its node."""
         if self.role != "agent":
             return None
         own = f"{AGENT_REASON}{self.namespace}/{self.pod} terminating"
         if action == "drain" and (reason == own or reason.startswith(own + ":")):
             return None
         if action == "undrain" and reason.startswith(AGENT_REASON) and " terminating" in reason:
+            return None
+        if reason.startswith(GPU_CHECK_REASON):  # its own GPUs' check: drained, and given back
             return None
         return (
             f"an agent {action}s only for its pod's termination ({own!r}); this needs the operator credential"
