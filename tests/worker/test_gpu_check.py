@@ -1,0 +1,162 @@
+"""The worker's GPU check, with a fake `nvidia-smi` first on PATH that prints the real tool's answer
+shapes kept in tests/data/nvidia-smi/ (their origin is there): a fault fails readiness and drains
+the real Slurm node with a reason naming the GPU; the check passing again undrains it; an admin's
+drain is never lifted; a tool that hangs, is missing or prints junk drains nothing."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sidecars.devcluster import DevCluster
+from sidecars.worker.gpucheck import QUERY, UNKNOWN_LIMIT, GpuCheck, judge
+from sidecars.worker.service import Agent
+from tests.helpers import RecordingEvents, eventually
+from tests.worker.agents import http_get, running, settings_for
+
+DATA = Path(__file__).parent.parent / "data" / "nvidia-smi"
+FAKE = """#!/bin/sh
+# a stand-in for nvidia-smi: answers the agent's query with the case the test put in place
+here=$(dirname "$0")
+echo "$@" >> "$here/asked"
+[ -e "$here/hang" ] && exec sleep 3600
+cat "$here/case.out" 2>/dev/null
+cat "$here/case.err" 1>&2 2>/dev/null
+exit "$(cat "$here/case.rc" 2>/dev/null || echo 0)"
+"""
+
+
+def fake_tool(folder: Path) -> Path:
+    """A bin directory holding the fake nvidia-smi; `answer()` sets what it prints."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "nvidia-smi"
+    tool.write_text(FAKE)
+    tool.chmod(0o755)
+    return bin_dir
+
+
+def answer(bin_dir: Path, case: str) -> None:
+    for part in ("out", "err", "rc"):
+        kept, put = DATA / f"{case}.{part}", bin_dir / f"case.{part}"
+        if kept.exists():
+            shutil.copyfile(kept, put)
+        else:
+            put.unlink(missing_ok=True)
+
+
+def kept(case: str) -> tuple[int, str, str]:
+    def read(part: str) -> str:
+        f = DATA / f"{case}.{part}"
+        return f.read_text() if f.exists() else ""
+
+    return int(read("rc") or 0), read("out"), read("err")
+
+
+def test_each_kept_answer_is_judged() -> None:
+    healthy = judge(*kept("healthy-8"))
+    assert (healthy.state, healthy.gpus, healthy.faults) == ("healthy", 8, ())
+    ecc = judge(*kept("ecc-uncorrectable"))
+    assert ecc.state == "faulty"
+    assert ecc.faults == (
+        "GPU 3 (00000000:5D:00.0): 2 uncorrectable ECC errors",
+        "GPU 3 (00000000:5D:00.0): rows waiting for remapping (reset needed)",
+    )
+    assert judge(*kept("remap-failed")).faults == ("GPU 6 (00000000:BA:00.0): row remapping failed",)
+    reset = judge(*kept("requires-reset"))
+    assert reset.state == "faulty" and reset.faults[0].startswith("GPU 5 (00000000:AB:00.0): ")
+    assert "[GPU requires reset]" in reset.faults[0]
+    lost = judge(*kept("xid79-lost"))
+    assert lost.state == "faulty" and "00:9A:00.0" in lost.faults[0]
+    assert judge(*kept("no-driver")).state == "faulty"
+    assert judge(*kept("junk")).state == "unknown"
+    # unsupported fields are not faults; a wrong field count, a non-number or an odd exit are unknown
+    na = "0, GPU-x, 00000000:01:00.0, [N/A], [N/A], [N/A], [N/A]\n"
+    assert judge(0, na, "").state == "healthy"
+    assert judge(0, "0, GPU-x, 00000000:01:00.0, 0, No\n", "").state == "unknown"
+    assert judge(0, "0, GPU-x, 00000000:01:00.0, lots, No, No, No\n", "").state == "unknown"
+    assert judge(0, "", "").state == "unknown"
+    assert judge(4, "Insufficient Permissions\n", "").state == "unknown"
+
+
+async def test_a_hang_junk_or_no_tool_is_unknown_and_fails_readiness_only_in_a_row(tmp_path: Path) -> None:
+    bin_dir = fake_tool(tmp_path)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    gpu = GpuCheck("auto", 0.5, env)
+    answer(bin_dir, "healthy-8")
+    assert (await gpu.once()).state == "healthy" and gpu.check().ok
+    assert (bin_dir / "asked").read_text().split() == list(QUERY)  # the query we parse, nothing else
+    (bin_dir / "hang").touch()
+    for n in range(1, UNKNOWN_LIMIT):
+        verdict = await gpu.once()  # killed at the timeout, its process group too
+        assert verdict.state == "unknown" and "no answer within 0.5s" in verdict.detail
+        assert gpu.verdict.state == "healthy" and gpu.check().ok, n  # the last verdict stands
+    (bin_dir / "hang").unlink()
+    answer(bin_dir, "junk")
+    await gpu.once()
+    assert gpu.verdict.state == "unknown" and not gpu.check().ok  # 3 in a row: not ready, says so
+    assert "3 in a row" in gpu.check().detail
+    answer(bin_dir, "healthy-8")
+    await gpu.once()
+    assert gpu.check().ok and gpu.unknown_in_a_row == 0
+    # no tool: auto checks nothing (no GPUs here); on says it is missing
+    bare = {"PATH": str(tmp_path / "empty")}
+    assert (await GpuCheck("auto", 1, bare).once()).state == "absent"
+    on = GpuCheck("on", 1, bare)
+    await on.once()
+    assert not on.check().ok and "no nvidia-smi on PATH" in on.check().detail
+
+
+@pytest.mark.releases("slurm26")
+@pytest.mark.cluster(nodes=1)
+async def test_a_gpu_fault_drains_the_node_clearing_undrains_and_an_admins_drain_stays(
+    cluster: DevCluster, sockdir: Path
+) -> None:
+    bin_dir = fake_tool(sockdir)
+    answer(bin_dir, "healthy-8")
+    env = {**cluster.env, "PATH": f"{bin_dir}:{cluster.env.get('PATH', '/usr/bin:/bin')}"}
+    settings = settings_for(cluster, sockdir, gpu_check="on", gpu_check_interval_seconds=0.2)
+    events = RecordingEvents()
+    agent = Agent(settings, env=env, events=events)
+    client = cluster.client()
+    async with running(agent, lambda: agent.last_tick is not None, "a first look"):
+        await eventually(lambda: http_get(agent, "/readyz"), lambda r: r[0] == 200, what="ready")
+
+        answer(bin_dir, "ecc-uncorrectable")
+        _, body = await eventually(
+            lambda: http_get(agent, "/readyz"), lambda r: r[0] == 503, what="not ready"
+        )
+        assert "GPU 3 (00000000:5D:00.0): 2 uncorrectable ECC errors" in body["checks"]["gpu_check"]["detail"]
+        node = await cluster.wait_node("n1", lambda n: n.state.drain, what="n1 drained")
+        assert node.reason is not None
+        assert (
+            node.reason.text
+            == "slurm-sidecars: gpu check failed: GPU 3 (00000000:5D:00.0): 2 uncorrectable ECC errors"
+        )
+        assert "SlurmGpuCheckFailed" in events.reasons()
+        _, st = await http_get(agent, "/status")
+        assert st["gpu_check"]["state"] == "faulty" and len(st["gpu_check"]["faults"]) == 2
+        _, metrics = await http_get(agent, "/metrics")
+        assert 'slurm_sidecars_worker_gpu_check{state="faulty"} 1.0' in metrics
+
+        answer(bin_dir, "healthy-8")  # reset, the check passes: given back
+        await cluster.wait_node("n1", lambda n: not n.state.drain, what="n1 undrained")
+        await eventually(lambda: http_get(agent, "/readyz"), lambda r: r[0] == 200, what="ready again")
+        assert "SlurmGpuCheckPassed" in events.reasons()
+
+        # an admin's drain: the GPU fault adds nothing, and its clearing lifts nothing
+        await client.drain(["n1"], "admin: reseat GPU 5")
+        answer(bin_dir, "xid79-lost")
+        await eventually(lambda: http_get(agent, "/readyz"), lambda r: r[0] == 503, what="not ready (Xid 79)")
+        answer(bin_dir, "healthy-8")
+        await eventually(lambda: http_get(agent, "/readyz"), lambda r: r[0] == 200, what="ready again")
+        checks = agent.gpu.checked_at
+        await eventually(
+            lambda: agent.gpu.checked_at, lambda t: t is not None and checks is not None and t > checks + 0.5
+        )
+        node = await client.node("n1")
+        assert node is not None and node.state.drain and node.reason is not None
+        assert node.reason.text == "admin: reseat GPU 5"
+        assert events.reasons().count("SlurmGpuCheckFailed") == 1
