@@ -13,7 +13,7 @@ import pytest
 
 from sidecars.devcluster import DevCluster
 from sidecars.slurm import Node
-from tests.controlplane.conftest import control_plane
+from tests.controlplane.conftest import VIEWER, control_plane
 from tests.controlplane.reconcile.slinky_operator import PREFIX, SlinkyOperator
 from tests.fakekube import FakeKube
 from tests.helpers import eventually
@@ -102,6 +102,8 @@ async def test_a_node_condition_drains_its_workers_clearing_undrains_and_an_admi
         states = {name: n["state"] for name, n in health["nodes"].items()}
         assert states == {"n1": "drained", "n2": "drained", "n3": "other_drain", "n4": "drained"}
         assert health["nodes"]["n3"]["signals"][0]["name"] == "KernelDeadlock"
+        _, page = await cp.get("/ui/api/state", headers={"Authorization": f"Bearer {VIEWER}"})
+        assert page["cluster"]["health"]["nodes"]["n1"]["state"] == "drained"  # the page's banner shows it
         assert cp.sample("slurm_sidecars_health_signals", signal="KernelDeadlock") == 4
         assert cp.sample("slurm_sidecars_health_nodes", state="other_drain") == 1
         assert cp.sample("slurm_sidecars_health_actions_total", action="drain") == 3

@@ -147,6 +147,11 @@
     const problems = [];
     if (!doc.loaded) problems.push(`no fleet view yet: ${c.slurm_error || "Slurm has not been read"}`);
     else if (c.slurm_error) problems.push(`the last Slurm read failed: ${c.slurm_error} (showing the one before)`);
+    const sick = Object.entries((c.health && c.health.nodes) || {});
+    if (sick.length) {
+      const each = sick.map(([name, h]) => `${name} ${h.signals.map((s) => s.name).join("+")} (${h.state})`);
+      problems.push(`health signals: ${each.join(", ")}`);
+    }
     const banner = $("banner");
     banner.hidden = !problems.length;
     banner.textContent = problems.join("; ");
