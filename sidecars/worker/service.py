@@ -307,8 +307,8 @@ class Agent:
                 self.metrics.gpu_health.labels(state).set(1 if self.gpu.verdict.state == state else 0)
             try:
                 await self._gpu_act()
-            except SlurmError as exc:  # the drain is asked again after the next check
-                log.warning("gpu_drain_failed", error=exc.message)
+            except Exception as exc:  # Slurm or the control plane: asked again after the next check
+                log.warning("gpu_drain_failed", error=str(exc))
             await asyncio.sleep(self.settings.gpu_check_interval_seconds)
 
     async def _gpu_act(self) -> None:

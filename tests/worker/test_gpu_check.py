@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from sidecars.controlplane.http.access import Caller
 from sidecars.devcluster import DevCluster
 from sidecars.worker.gpucheck import QUERY, UNKNOWN_LIMIT, GpuCheck, judge
 from sidecars.worker.service import Agent
@@ -160,3 +161,13 @@ async def test_a_gpu_fault_drains_the_node_clearing_undrains_and_an_admins_drain
         assert node is not None and node.state.drain and node.reason is not None
         assert node.reason.text == "admin: reseat GPU 5"
         assert events.reasons().count("SlurmGpuCheckFailed") == 1
+
+
+def test_an_agent_may_drain_and_give_back_its_own_node_for_its_gpu_check_only() -> None:
+    agent = Caller("agent", node="n1", namespace="slurm", pod="w1")
+    gpu = "slurm-sidecars: gpu check failed: GPU 3 (00000000:5D:00.0): 2 uncorrectable ECC errors"
+    assert agent.reason_refusal("drain", gpu) is None and agent.reason_refusal("undrain", gpu) is None
+    for theirs in ("admin: reseat GPU", "slurm-sidecars: health KernelDeadlock on kubernetes node k1"):
+        assert agent.reason_refusal("undrain", theirs) is not None
+        assert agent.reason_refusal("drain", theirs) is not None
+    assert agent.refusal("POST", "/v1/nodes/{name}/drain", "n2") is not None  # its own node only

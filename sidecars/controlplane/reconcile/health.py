@@ -243,6 +243,9 @@ class HealthSync:
         pending = self._drains.pending
         self._lifted = {n: t for n, t in self._lifted.items() if n in drained and now - t < ASKED_SECONDS}
         for name in sorted(drained - found.keys() - self._lifted.keys()):
+            pod = by_name.get(name)
+            if pod is not None and pod.deleting:
+                continue  # going away: its drain hook owns the node now, and ours keeps jobs off it
             since = self._clear_since.setdefault(name, now)
             if now - since < self._settle_seconds or name in pending:
                 continue
@@ -254,7 +257,7 @@ class HealthSync:
             self._lifted[name] = now
             self._clear_since.pop(name, None)
             log.info("health_undrain", node=name, reason=reason)
-            if (pod := by_name.get(name)) is not None:
+            if pod is not None:
                 message = f"Slurm node {name} undrained: its health signals are gone"
                 await self._event(pod, "SlurmHealthUndrain", message, "Normal")
         self._clear_since = {n: t for n, t in self._clear_since.items() if n in drained}

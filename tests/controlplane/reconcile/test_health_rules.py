@@ -241,6 +241,16 @@ async def test_slinky_pods_are_drained_by_our_reason_except_where_the_operator_c
     }
 
 
+async def test_a_pod_going_away_keeps_our_drain_until_it_is_gone() -> None:
+    sync, drains, *_ = setup(host("k1"))
+    ours = health_reason("KernelDeadlock", "k1")
+    leaving = [replace(pods(1)[0], deleting=True)]
+    await run(sync, leaving, snap(fleet_node("n1", drained=True, reason=ours)))
+    assert drains.asked == []  # its drain hook owns the node now; ours keeps jobs off meanwhile
+    await run(sync, pods(1), snap(fleet_node("n1", drained=True, reason=ours)))
+    assert drains.asked == [("n1", "undrain", ours)]
+
+
 async def test_signal_names_are_checked_when_read() -> None:
     assert SIGNALS.parse("KernelDeadlock, GpuHealthy=False", "--health-conditions") == (
         ("KernelDeadlock", ""),
