@@ -4,7 +4,6 @@ test_cordon_sync.py)."""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import replace
 from typing import Any
 
@@ -12,6 +11,7 @@ from sidecars.controlplane.fleet.snapshot import FleetNode, FleetSnapshot
 from sidecars.controlplane.reconcile import View
 from sidecars.controlplane.reconcile.cordons import CordonSync, cordon_reason
 from sidecars.kube import KubeNode
+from tests.controlplane.reconcile.standins import Drains, Nodes
 from tests.helpers import fleet_node, fleet_pod, fleet_snapshot
 
 OURS = cordon_reason("k1")
@@ -27,22 +27,7 @@ class Kube:
         self.events.append((involved["name"], reason))
 
 
-class Nodes:
-    def __init__(self) -> None:
-        self.nodes = {
-            "k1": KubeNode(name="k1", annotations={}, unschedulable=True, taints=(), resource_version="1")
-        }
-        self.synced = asyncio.Event()
-        self.synced.set()
-
-
-class Drains:
-    def __init__(self) -> None:
-        self.pending: dict[str, Any] = {}
-        self.asked: list[tuple[str, str, str]] = []
-
-    def submit(self, node: str, action: str, reason: str) -> None:
-        self.asked.append((node, action, reason))
+K1 = KubeNode(name="k1", annotations={}, unschedulable=True, taints=(), resource_version="1")
 
 
 def snapshot(*nodes: FleetNode) -> FleetSnapshot:
@@ -51,7 +36,7 @@ def snapshot(*nodes: FleetNode) -> FleetSnapshot:
 
 def sync(nodes: Nodes | None = None) -> tuple[CordonSync, Kube, Drains]:
     kube, drains = Kube(), Drains()
-    cs = CordonSync(kube, nodes or Nodes(), drains, lambda p: p.hostname)  # type: ignore[arg-type]
+    cs = CordonSync(kube, nodes or Nodes(K1), drains, lambda p: p.hostname)  # type: ignore[arg-type]
     return cs, kube, drains
 
 
@@ -113,7 +98,7 @@ async def test_a_first_cordon_or_a_stale_condition_is_no_re_drain() -> None:
     # a condition the writer has not caught up with yet: once this leader has looked at n1, only
     # what it saw itself counts (here: uncordoned, undrained, cordoned again)
     stale = [fleet_pod("w1", hostname="n1", node_name="k1", conditions=MARKED)]
-    nodes = Nodes()
+    nodes = Nodes(K1)
     cs2, kube2, _ = sync(nodes)
     await cs2.reconcile(View(stale, DRAINED))
     nodes.nodes["k1"] = replace(nodes.nodes["k1"], unschedulable=False)  # uncordoned...

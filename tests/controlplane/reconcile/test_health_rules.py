@@ -5,9 +5,7 @@ on real Slurm are in test_health_signals.py)."""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import replace
-from typing import Any
 
 from prometheus_client import CollectorRegistry
 
@@ -18,26 +16,11 @@ from sidecars.controlplane.reconcile.health import health_reason
 from sidecars.controlplane.settings import SIGNALS
 from sidecars.kube import KubeNode, Pod
 from sidecars.runtime.settings import ConfigError
+from tests.controlplane.reconcile.standins import Drains, Nodes
 from tests.helpers import fleet_node, fleet_pod, fleet_snapshot
 
 CORDON = "nodeset.slinky.slurm.net/pod-cordon"
 NPD = Signals(conditions=(("KernelDeadlock", ""),), taints=(("nvsentinel.dgxc.nvidia.com/quarantine", ""),))
-
-
-class Nodes:
-    def __init__(self, *nodes: KubeNode) -> None:
-        self.nodes = {n.name: n for n in nodes}
-        self.synced = asyncio.Event()
-        self.synced.set()
-
-
-class Drains:
-    def __init__(self) -> None:
-        self.pending: dict[str, Any] = {}
-        self.asked: list[tuple[str, str, str]] = []
-
-    def submit(self, node: str, action: str, reason: str) -> None:
-        self.asked.append((node, action, reason))
 
 
 class Clock:
