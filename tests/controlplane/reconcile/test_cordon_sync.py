@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from sidecars.devcluster import DevCluster
-from sidecars.slurm import Node
 from tests.controlplane.conftest import control_plane
+from tests.controlplane.reconcile.settle import drains, settled
 from tests.fakekube import FakeKube
 from tests.helpers import eventually
 
@@ -25,29 +25,6 @@ def two_hosts(fake: FakeKube) -> None:
     fake.add_node("k2")
     for i in range(1, 5):
         fake.add_pod(f"w{i}", hostname=f"n{i}", node_name="k1" if i <= 2 else "k2")
-
-
-def drains(nodes: list[Node]) -> dict[str, str | None]:
-    return {n.name: n.reason.text if n.reason else None for n in nodes if n.state.drain}
-
-
-async def settled(cp: Any, refreshes: int = 3) -> None:
-    """A few more refresh + act cycles have run (to show that something did not happen)."""
-    start = cp.sample("slurm_sidecars_fleet_refreshes_total", result="ok")
-    await eventually(
-        lambda: _sample(cp),
-        lambda n: n >= start + refreshes,
-        what=f"{refreshes} more refreshes",
-    )
-    await eventually(lambda: _pending(cp), lambda p: not p, what="no drain pending")
-
-
-async def _sample(cp: Any) -> float:
-    return float(cp.sample("slurm_sidecars_fleet_refreshes_total", result="ok"))
-
-
-async def _pending(cp: Any) -> dict[str, Any]:
-    return dict(cp.plane.drains.pending)
 
 
 async def test_cordon_drains_its_workers_and_uncordon_undrains_only_ours(

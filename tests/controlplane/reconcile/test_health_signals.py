@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from sidecars.devcluster import DevCluster
-from sidecars.slurm import Node
 from tests.controlplane.conftest import VIEWER, control_plane
+from tests.controlplane.reconcile.settle import drains, settled
 from tests.controlplane.reconcile.slinky_operator import PREFIX, SlinkyOperator
 from tests.fakekube import FakeKube
 from tests.helpers import eventually
@@ -40,10 +40,6 @@ def two_hosts(fake: FakeKube, owner: str = "ReplicaSet", api: str = "apps/v1") -
         )
 
 
-def drains(nodes: list[Node]) -> dict[str, str | None]:
-    return {n.name: n.reason.text if n.reason else None for n in nodes if n.state.drain}
-
-
 def deadlock(fake: FakeKube, node: str, on: bool) -> None:
     """node-problem-detector's kernel monitor: KernelDeadlock True (DockerHung), then False."""
     if on:
@@ -58,20 +54,6 @@ def deadlock(fake: FakeKube, node: str, on: bool) -> None:
 
 def events(fake: FakeKube, reason: str) -> list[dict[str, Any]]:
     return [e for e in fake.events if e["reason"] == reason]
-
-
-async def settled(cp: Any, refreshes: int = 3) -> None:
-    """A few more refresh + act cycles have run, nothing queued (to show that something did not happen)."""
-    start = cp.sample("slurm_sidecars_fleet_refreshes_total", result="ok")
-
-    async def now() -> float:
-        return float(cp.sample("slurm_sidecars_fleet_refreshes_total", result="ok"))
-
-    async def pending() -> dict[str, Any]:
-        return dict(cp.plane.drains.pending)
-
-    await eventually(now, lambda n: n >= start + refreshes, what=f"{refreshes} more refreshes")
-    await eventually(pending, lambda p: not p, what="no drain pending")
 
 
 async def test_a_node_condition_drains_its_workers_clearing_undrains_and_an_admins_drain_stays(
