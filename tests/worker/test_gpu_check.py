@@ -14,8 +14,10 @@ from sidecars.controlplane.http.access import Caller
 from sidecars.devcluster import DevCluster
 from sidecars.worker.gpucheck import QUERY, UNKNOWN_LIMIT, GpuCheck, judge
 from sidecars.worker.service import Agent
+from tests.controlplane.conftest import control_plane
+from tests.fakekube import FakeKube
 from tests.helpers import RecordingEvents, eventually
-from tests.worker.agents import http_get, running, settings_for
+from tests.worker.agents import http_get, running, settings_for, slurm_commands, token_file
 
 DATA = Path(__file__).parent.parent / "data" / "nvidia-smi"
 FAKE = """#!/bin/sh
@@ -171,3 +173,33 @@ def test_an_agent_may_drain_and_give_back_its_own_node_for_its_gpu_check_only() 
         assert agent.reason_refusal("undrain", theirs) is not None
         assert agent.reason_refusal("drain", theirs) is not None
     assert agent.refusal("POST", "/v1/nodes/{name}/drain", "n2") is not None  # its own node only
+
+
+@pytest.mark.releases("slurm26")
+@pytest.mark.cluster(nodes=1)
+async def test_through_the_control_plane_the_agent_drains_and_gives_back_its_own_node(
+    cluster: DevCluster, sockdir: Path, fake_kube: tuple[FakeKube, str]
+) -> None:
+    fake, url = fake_kube
+    fake.add_pod("worker-n1", hostname="n1")
+    identity = token_file(sockdir, fake.issue_token("worker-n1"))
+    bin_dir = fake_tool(sockdir)
+    answer(bin_dir, "remap-failed")
+    env = {**cluster.env, "PATH": f"{bin_dir}:{cluster.env.get('PATH', '/usr/bin:/bin')}"}
+    async with control_plane(cluster, kube_url=url) as cp:
+        s = settings_for(
+            cluster, sockdir, control_plane=cp.url, token_file=identity, gpu_check_interval_seconds=0.2
+        )
+        agent = Agent(s, env=env, events=RecordingEvents())
+        async with running(agent, lambda: agent.last_tick is not None, "a first look"):
+            node = await cluster.wait_node("n1", lambda n: n.state.drain, what="n1 drained")
+            assert node.reason is not None
+            assert (
+                node.reason.text
+                == "slurm-sidecars: gpu check failed: GPU 6 (00000000:BA:00.0): row remapping failed"
+            )
+            answer(bin_dir, "healthy-8")
+            await cluster.wait_node("n1", lambda n: not n.state.drain, what="n1 undrained")
+            assert agent.source.mode == "control-plane"
+            assert "scontrol update" not in slurm_commands(agent)  # the control plane wrote both
+            assert cp.sample("slurm_sidecars_api_refusals_total", identity="agent", status="403") == 0
