@@ -177,14 +177,13 @@ class ControlPlaneMetrics:
         )
         self.health_nodes = Gauge(
             p + "health_nodes",
-            "Worker Slurm nodes with a health signal, by what was done (drained, cordon_asked, waiting, "
-            "capped, other_drain)",
+            "Worker Slurm nodes with a health signal, by state (drained, waiting, capped, other_drain)",
             ["state"],
             registry=registry,
         )
         self.health_actions = Counter(
             p + "health_actions",
-            "Health drains and undrains asked (drain, undrain, cordon, uncordon, capped)",
+            "Health drains and undrains asked, and drains held back by the cap (drain, undrain, capped)",
             ["action"],
             registry=registry,
         )

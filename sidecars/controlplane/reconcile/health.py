@@ -35,6 +35,7 @@ log = structlog.get_logger(__name__)
 
 PREFIX = "slurm-sidecars: health "
 STATES = ("drained", "waiting", "capped", "other_drain")
+DETAIL_CHARS = 300  # of a condition's reason and message, in /status, Events and logs
 ASKED_SECONDS = 30.0  # a drain asked but never seen (refused, node gone) is asked again after this
 Emit = Callable[[Pod, str, str, EventType], Awaitable[None]]
 
@@ -64,12 +65,13 @@ class Signals:
         for kind, status in self.conditions:
             for ctype, cstatus, reason, message in node.conditions:
                 if ctype == kind and cstatus == (status or "True"):
-                    found.append((kind, ": ".join(filter(None, [reason, message])) or f"{kind}={cstatus}"))
+                    said = ": ".join(filter(None, [reason, message])) or f"{kind}={cstatus}"
+                    found.append((kind, said[:DETAIL_CHARS]))  # the monitor's words, bounded
         hard = {k for k, effect in node.taints if effect in {"NoSchedule", "NoExecute"}}
         for key, value in self.taints:
             have = node.taint_values.get(key)
             if key in hard and have is not None and (not value or have == value):
-                found.append((key, f"taint {key}={have}" if have else f"taint {key}"))
+                found.append((key, (f"taint {key}={have}" if have else f"taint {key}")[:DETAIL_CHARS]))
         return found
 
 
