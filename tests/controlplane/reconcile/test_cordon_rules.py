@@ -108,3 +108,18 @@ async def test_a_first_cordon_or_a_stale_condition_is_no_re_drain() -> None:
     cs2.written({"n1"})
     await cs2.reconcile(View(stale, DRAINED))
     assert kube.events == [] and kube2.events == []
+
+
+async def test_a_nodeset_pod_is_the_operators_to_drain_unless_slinky_mode_is_off() -> None:
+    nodeset = [replace(PODS[0], owner_kind="NodeSet", owner_api_version="slinky.slurm.net/v1beta1")]
+    for mode, asked in ((None, []), (True, []), (False, [("n1", "drain", OURS)])):
+        kube, drains = Kube(), Drains()
+        cs = CordonSync(kube, Nodes(K1), drains, lambda p: p.hostname, slinky_mode=mode)  # type: ignore[arg-type]
+        await cs.reconcile(View(nodeset, LIFTED))
+        assert drains.asked == asked, mode
+    # forced on, a pod of another owner (here a StatefulSet) is the operator's too; auto leaves it ours
+    for mode, asked in ((True, []), (None, [("n1", "drain", OURS)])):
+        kube, drains = Kube(), Drains()
+        cs = CordonSync(kube, Nodes(K1), drains, lambda p: p.hostname, slinky_mode=mode)  # type: ignore[arg-type]
+        await cs.reconcile(View(PODS, LIFTED))
+        assert drains.asked == asked, mode
