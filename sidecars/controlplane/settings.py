@@ -180,8 +180,8 @@ class ControlPlaneSettings:
         default=None,
         conv=SLINKY_MODE,
         help="write the scale-in rank as Slinky's nodeset.slinky.slurm.net/pod-deletion-cost and "
-        "pod-deadline, not controller.kubernetes.io/pod-deletion-cost (auto, the default: on the pods a "
-        "slinky.slurm.net NodeSet owns)",
+        "pod-deadline, not controller.kubernetes.io/pod-deletion-cost, and leave those pods' cordons and "
+        "conditions to the operator (auto, the default: on the pods a slinky.slurm.net NodeSet owns)",
     )
     recycle_grace_seconds: float = setting(
         default=300.0,
