@@ -82,7 +82,7 @@ class Seen:
     pod: str
     kube_node: str
     signals: list[tuple[str, str]]
-    since: float  # monotonic: when the signals (or their absence) began
+    since: float  # monotonic: when these signals began (a change of them starts the clock again)
     state: str = "waiting"
 
     def as_json(self, now: float) -> dict[str, object]:
