@@ -248,7 +248,8 @@ class ControlPlaneService:
             },
             "refused_pods": [r.as_json() for r in self.workers.claims.refused.values()],
             "topology": None if topology is None else topology.status(),
-            "health": None if signals is None else signals.status(),
+            # decided by the leader only: a follower's would be what it saw when it last led
+            "health": signals.status() if signals is not None and self.leader.is_leader else None,
             "recycling": None
             if rec is None
             else {"suspended": rec.suspended, "recent": list(rec.recent), "in_window": len(rec.deleted_at)},
