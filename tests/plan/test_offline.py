@@ -245,3 +245,28 @@ async def test_a_set_our_checks_refuse_says_so_and_that_the_dry_run_did_not_run(
     assert answer["dry_run_seconds"] is None
     [checks] = answer["checks"]
     assert checks.startswith("the checks before the dry run") and "up to the first that refused" in checks
+
+
+async def test_a_list_with_binary_data_select_and_a_key_given_twice(tmp_path: Path) -> None:
+    """`kind: List` is read item by item; a ConfigMap's binaryData gives files as its data does;
+    --select keeps the objects named; a key two objects give is refused as config-sync would."""
+    live = conf_dir(tmp_path / "live", CONF)
+    cgroup = base64.b64encode(b"CgroupPlugin=disabled\n").decode()
+    items = [
+        {"kind": "ConfigMap", "metadata": {"name": "slurm-config"}, "data": {"slurm.conf": CONF}},
+        {"kind": "ConfigMap", "metadata": {"name": "extra"}, "binaryData": {"cgroup.conf": cgroup}},
+        {"kind": "ConfigMap", "metadata": {"name": "other"}, "data": {"slurm.conf": "NotSlurm=1\n"}},
+    ]
+    listed = json.dumps({"apiVersion": "v1", "kind": "List", "items": items}).encode()  # JSON is YAML
+    picked = ("--select", "slurm-config", "--select", "extra")
+    code, out, err = await plan(
+        "-f", "-", *picked, "--against", str(live), "--output", "json", slurm={}, stdin=listed
+    )
+    answer = loaded(out)
+    assert (code, answer["verdict"]) == (0, "would-apply"), err
+    [added] = answer["files"]
+    assert (added["name"], added["change"]) == ("cgroup.conf", "added") and "+CgroupPlugin" in added["diff"]
+    code, out, err = await plan("-f", "-", "--against", str(live), "--output", "json", slurm={}, stdin=listed)
+    answer = loaded(out)
+    assert (code, answer["verdict"]) == (1, "refused"), err
+    assert "slurm.conf is in both configmap/slurm-config and configmap/other" in answer["reason"], answer
