@@ -4,8 +4,9 @@ Runs `slurm-sidecars worker` as its own process beside one idle node for `--seco
 default) with its production defaults, and samples /proc. Beside it, in the same run and the same
 way: a bare Python that imports the same libraries and sleeps (the floor any asyncio sidecar in
 Python pays), so the agent's own share is visible, and the steps up to it (asyncio, aiohttp.web with
-and without its CA roots, the other libraries, the agent's modules), so each part's cost is too. CPU counts the Slurm commands it ran (its reaped
-children). Goal: RSS <= 35 MB, CPU <= 0.5 % of a core.
+and without its CA roots, the other libraries, the agent's modules), so each part's cost is too.
+CPU counts the Slurm commands it ran (its reaped children). Goal: RSS <= 35 MB, CPU <= 0.5 % of a
+core.
 """
 
 from __future__ import annotations
