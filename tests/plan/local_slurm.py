@@ -46,20 +46,20 @@ def _wrapper(root: Path, command: str, munged: bool) -> str:
     )
 
 
-def local_slurm(release: Release, scratch: Path) -> dict[str, str]:
+def local_slurm(release: Release, scratch: Path, *, munged: bool = True) -> dict[str, str]:
     """The environment that makes `release` the local Slurm of a `plan` run; `scratch` lies under
-    /tmp and becomes its TMPDIR (the wrappers live there too)."""
+    /tmp and becomes its TMPDIR (the wrappers live there too). `munged=False`: a runner without one."""
     env = {"TMPDIR": str(scratch)}
     if release.root is None:
         return env
     bin_dir = scratch / "slurm-bin"
     bin_dir.mkdir()
-    for name, command, munged in (
+    for name, command, with_munged in (
         ("scontrol", "/usr/bin/scontrol", False),  # the parse: no credential
-        ("slurmctld", "/usr/sbin/slurmctld", True),
+        ("slurmctld", "/usr/sbin/slurmctld", munged),
     ):
         path = bin_dir / name
-        path.write_text(_wrapper(release.root, command, munged))
+        path.write_text(_wrapper(release.root, command, with_munged))
         path.chmod(0o755)
     env["PATH"] = f"{bin_dir}:{os.environ['PATH']}"
     return env

@@ -270,3 +270,17 @@ async def test_a_list_with_binary_data_select_and_a_key_given_twice(tmp_path: Pa
     answer = loaded(out)
     assert (code, answer["verdict"]) == (1, "refused"), err
     assert "slurm.conf is in both configmap/slurm-config and configmap/other" in answer["reason"], answer
+
+
+@pytest.mark.releases("slurm24", "slurm26")  # 22.05's slurmctld starts without a munged
+async def test_a_runner_without_munged_is_told_so_not_only_refused(release: Release) -> None:
+    scratch = Path(tempfile.mkdtemp(prefix="plan-", dir="/tmp"))
+    try:
+        no_munged = local_slurm(release, scratch, munged=False)
+        code, out, err = await plan("-f", "-", "--output", "json", slurm=no_munged, stdin=manifests(CONF, {}))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    answer = loaded(out)
+    assert (code, answer["verdict"]) == (1, "refused"), err  # it could not pass: never "would apply"
+    assert answer["reason"].startswith("offline: no munged answers on this machine"), answer["reason"]
+    assert "Did you start munged?" in answer["reason"]  # and Slurm's own words after it
