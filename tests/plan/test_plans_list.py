@@ -4,7 +4,6 @@ one token for both viewer and operator (the page's credential would then start p
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +13,7 @@ from aiohttp import web
 
 from sidecars.cli import self_argv
 from sidecars.configsync.planapi import JOBS_LISTED, add_routes, summary
-from sidecars.runtime import http
-from sidecars.runtime.waits import within
+from sidecars.runtime import http, process
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -74,11 +72,6 @@ async def test_one_token_for_viewer_and_operator_is_refused(tmp_path: Path) -> N
         "--operator-token-file",
         str(token),
     )
-    proc = await asyncio.create_subprocess_exec(*argv, stderr=asyncio.subprocess.PIPE)
-    try:
-        _, err = await within(proc.communicate(), 30)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    assert proc.returncode == 2 and "must differ from --viewer-token-file" in err.decode(), err
+    done = await process.run(argv, timeout=30)
+    assert done.returncode == 2, done.stderr
+    assert b"must differ from --viewer-token-file" in done.stderr, done.stderr

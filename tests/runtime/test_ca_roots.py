@@ -4,7 +4,6 @@ server with them when it does: the exec probe against an https daemon with no --
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -14,8 +13,7 @@ import pytest
 from aiohttp import web
 
 from sidecars.cli import self_argv
-from sidecars.runtime import http
-from sidecars.runtime.waits import within
+from sidecars.runtime import http, process
 from tests.runtime.test_server_bounds import Certs, certs  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.timeout(60)
@@ -47,20 +45,11 @@ async def test_the_probe_verifies_an_https_daemon_with_the_system_roots(certs: C
     async with http.serve(app, "127.0.0.1", 0, tls=certs.server()) as port:
 
         async def probe(roots: Path) -> tuple[int, str]:
-            proc = await asyncio.create_subprocess_exec(
-                *self_argv("probe", "livez", "--url", f"https://127.0.0.1:{port}"),
-                env={**os.environ, "SSL_CERT_FILE": str(roots)},
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
+            argv = self_argv("probe", "livez", "--url", f"https://127.0.0.1:{port}")
+            done = await process.run(
+                argv, timeout=30, env={**os.environ, "SSL_CERT_FILE": str(roots)}, merge_stderr=True
             )
-            try:
-                out, _ = await within(proc.communicate(), 30)
-            finally:
-                if proc.returncode is None:
-                    proc.kill()
-                    await proc.wait()
-            assert proc.returncode is not None
-            return proc.returncode, out.decode()
+            return done.returncode, done.text()
 
         # its CA among the system's roots (no --ca-file): trusted; absent from them: refused
         assert await probe(certs.ca) == (0, "livez: ok\n")

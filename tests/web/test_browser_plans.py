@@ -24,8 +24,7 @@ from sidecars.cli import self_argv
 from sidecars.controlplane.http.config_feed import ConfigFeed
 from sidecars.demo.stack import DemoStack
 from sidecars.devcluster import Release
-from sidecars.runtime import http
-from sidecars.runtime.waits import within
+from sidecars.runtime import http, process
 from tests.web.cdp import Page, chromium
 from tests.web.fleet import VIEWER, node, served
 
@@ -55,17 +54,9 @@ async def _plan(stack: DemoStack, where: Path, files: dict[str, bytes]) -> dict[
         "--token-file",
         str(stack.token_file),
     )
-    proc = await asyncio.create_subprocess_exec(
-        *argv, "--output", "json", env=stack.cluster.env, stdout=asyncio.subprocess.PIPE
-    )
-    try:
-        out, _ = await within(proc.communicate(), 90)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    answer = json.loads(out)
-    assert isinstance(answer, dict) and answer["exit_code"] == proc.returncode, (proc.returncode, out)
+    done = await process.run([*argv, "--output", "json"], timeout=90, env=stack.cluster.env)
+    answer = json.loads(done.stdout)
+    assert isinstance(answer, dict) and answer["exit_code"] == done.returncode, (done.returncode, done.text())
     return answer
 
 
