@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sidecars.runtime import logs
+from sidecars.runtime import logs, tlsroots
 from sidecars.runtime.daemon import EXIT_CONFIG
 from sidecars.runtime.settings import ConfigError
 
@@ -24,6 +25,8 @@ class Command:
     name: str
     help: str
     module: str
+    # in every pod (thousands of processes): loads the system's CA roots only when it uses them
+    per_pod: bool = False
 
 
 COMMANDS = (
@@ -33,7 +36,7 @@ COMMANDS = (
         "before slurmctld starts: put the last verified set back if the one on disk was never verified",
         "sidecars.configsync.guard.main",
     ),
-    Command("worker", "the agent beside every slurmd", "sidecars.worker.main"),
+    Command("worker", "the agent beside every slurmd", "sidecars.worker.main", per_pod=True),
     Command("drain-hook", "preStop hook: drain this node and wait", "sidecars.drainhook.main"),
     Command(
         "control-plane",
@@ -50,7 +53,7 @@ COMMANDS = (
         "a rolling upgrade of the workers, paced by a drain budget",
         "sidecars.operator.upgrade.main",
     ),
-    Command("probe", "exec probe: GET /livez or /readyz", "sidecars.probe.main"),
+    Command("probe", "exec probe: GET /livez or /readyz", "sidecars.probe.main", per_pod=True),
     Command(
         "check-secret", "init step: refuse an empty, short or placeholder key", "sidecars.check_secret.main"
     ),
@@ -61,7 +64,8 @@ COMMANDS = (
 
 
 def _role(cmd: Command) -> Any:
-    return importlib.import_module(cmd.module)
+    with tlsroots.roots_deferred() if cmd.per_pod else contextlib.nullcontext():
+        return importlib.import_module(cmd.module)
 
 
 def build_parser(only: str | None = None) -> tuple[argparse.ArgumentParser, dict[str, Command]]:

@@ -8,8 +8,9 @@ never reconfigures, never writes the live state (the dry run reads a shadow of i
 
 The body: `{"files": [{"name": "slurm.conf", "data": "<base64>", "secret": false}, ...]}` — the
 whole candidate set. A `secret` file's contents are key material: never shown in the diff.
-`GET /v1/plans` lists the recent plans' verdicts (the viewer's credential, like /history), for the
-web page beside the generations. `GET /v1/openapi.json` describes it all.
+`GET /v1/plans` lists the recent plans' verdicts, never their diffs (the viewer's credential, like
+/history), for the web page beside the generations; without the operator's credential configured it
+answers `"served": false` and no plans, so the page can say why. `GET /v1/openapi.json` describes it all.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ KEY = re.compile(r"^[-._a-zA-Z0-9]+$")  # a ConfigMap or Secret key
 MAX_FILES = 256
 RETRY_AFTER_SECONDS = 5
 RECENT_PLANS = 20  # kept in memory for GET /v1/plans, newest first
+JOBS_LISTED = 50  # a plan's jobs named in GET /v1/plans (all counted): the page's document stays small
 SECRET_SOURCE = Path("plan/secret")  # where a request's secret files are said to come from
 CONFIG_SOURCE = Path("plan/config")
 
@@ -108,22 +110,34 @@ class PlanEndpoint:
                     allow_job_loss=self.service.settings.allow_job_loss,
                 )
             answer = self.redactor.json(plan.as_json())
-            self.recent.append(
-                {
-                    "at": now_rfc3339(),
-                    **{
-                        k: answer[k]
-                        for k in ("verdict", "sha256", "live_sha256", "reason", "dry_run_seconds")
-                    },
-                    "jobs": [j["job_id"] for j in answer["jobs"]],
-                }
-            )
+            self.recent.append(summary(answer))
             return web.json_response(answer)
         finally:
             self.running = False
 
     async def recent_plans(self, _: web.Request) -> web.Response:
-        return web.json_response({"plans": list(reversed(self.recent))})
+        return web.json_response(
+            {"served": True, "limit": RECENT_PLANS, "plans": list(reversed(self.recent))}
+        )
+
+
+def summary(answer: dict[str, Any]) -> dict[str, Any]:
+    """A plan as GET /v1/plans lists it: the verdict and why, never a diff (the answer is redacted)."""
+    jobs = [j["job_id"] for j in answer["jobs"]]
+    return {
+        "at": now_rfc3339(),
+        **{
+            k: answer[k] for k in ("verdict", "sha256", "live_sha256", "reason", "restart", "dry_run_seconds")
+        },
+        "files": [{"name": f["name"], "change": f["change"]} for f in answer["files"]],
+        "jobs": jobs[:JOBS_LISTED],
+        "jobs_total": len(jobs),
+    }
+
+
+async def no_plans(_: web.Request) -> web.Response:
+    """GET /v1/plans when plans are not served: the page says why rather than failing to read."""
+    return web.json_response({"served": False, "limit": 0, "plans": []})
 
 
 def openapi(served: bool) -> dict[str, Any]:
@@ -154,13 +168,42 @@ def openapi(served: bool) -> dict[str, Any]:
             "get": {"summary": "the last generations with diffs", "responses": {"200": {"description": "ok"}}}
         },
     }
-    if served:
-        paths["/v1/plans"] = {
-            "get": {
-                "summary": "the recent plans' verdicts, newest first (the viewer's credential)",
-                "responses": {"200": {"description": "ok"}, "401": {"description": "no viewer credential"}},
-            }
+    recent = {
+        "type": "object",
+        "required": ["served", "limit", "plans"],
+        "properties": {
+            "served": {"type": "boolean", "description": "false: started without --operator-token-file"},
+            "limit": {"type": "integer", "description": "how many plans are kept"},
+            "plans": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "at": {"type": "string", "format": "date-time"},
+                        "verdict": {"enum": list(EXIT_CODES)},
+                        "sha256": {"type": "string"},
+                        "live_sha256": {"type": ["string", "null"]},
+                        "reason": {"type": "string"},
+                        "restart": {"type": "array", "items": {"type": "string"}},
+                        "dry_run_seconds": {"type": ["number", "null"]},
+                        "files": {"type": "array", "items": {"type": "object"}},
+                        "jobs": {"type": "array", "items": {"type": "integer"}, "maxItems": JOBS_LISTED},
+                        "jobs_total": {"type": "integer"},
+                    },
+                },
+            },
+        },
+    }
+    paths["/v1/plans"] = {
+        "get": {
+            "summary": "the recent plans' verdicts, newest first, without diffs (the viewer's credential)",
+            "responses": {
+                "200": {"description": "ok", "content": {"application/json": {"schema": recent}}},
+                "401": {"description": "no viewer credential"},
+            },
         }
+    }
+    if served:
         paths["/v1/plan"] = {
             "post": {
                 "summary": "what a candidate set would do: the pipeline up to, not including, the swap",
@@ -230,9 +273,9 @@ def add_routes(app: web.Application, endpoint: PlanEndpoint | None) -> None:
         return web.json_response(document)
 
     app.router.add_get("/v1/openapi.json", spec)
+    app.router.add_get("/v1/plans", endpoint.recent_plans if endpoint is not None else no_plans)
     if endpoint is not None:
         app.router.add_post("/v1/plan", endpoint.post)
-        app.router.add_get("/v1/plans", endpoint.recent_plans)
 
 
 __all__ = ["PlanEndpoint", "add_routes"]

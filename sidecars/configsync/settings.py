@@ -184,6 +184,8 @@ def from_args(args: argparse.Namespace) -> Settings:
             f"--http {args.http}: /status and /history show the config: give --viewer-token-file, "
             "or serve on 127.0.0.1 only"
         )
+    if given.get("operator_token") is not None and given.get("operator_token") == given.get("viewer_token"):
+        raise ConfigError("--operator-token-file: must differ from --viewer-token-file (a viewer could plan)")
     main_file = str(given.get("main_file", "slurm.conf"))
     if "/" in main_file or main_file.startswith(".."):
         raise ConfigError(f"--main-file: a plain file name is expected, got {main_file!r}")

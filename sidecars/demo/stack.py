@@ -142,6 +142,8 @@ class DemoStack:
                 # chroot): the host's slurmctld would be another release, refusing every change
                 "--dry-run-slurmctld",
                 shlex.join(self.cluster.in_namespace("slurmctld")),
+                "--operator-token-file",  # plans served (POST /v1/plan), and listed on the page
+                str(self.token_file),
             ],
         )
         port = free_port()

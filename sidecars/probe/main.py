@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from sidecars.runtime import tlsroots
 from sidecars.runtime.http import CA_FILE
 from sidecars.runtime.settings import TEXT, URL, Flag, add_flags, convert, seconds
 from sidecars.slurm import SlurmClient, SlurmError, health, standby
@@ -61,7 +62,8 @@ async def check(url: str, which: str, timeout: float, tls: ssl.SSLContext | None
     try:
         async with (
             aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=timeout), connector=aiohttp.TCPConnector(ssl=tls or True)
+                timeout=aiohttp.ClientTimeout(total=timeout),
+                connector=aiohttp.TCPConnector(ssl=tlsroots.client_context(target, tls)),
             ) as s,
             s.get(target) as r,
         ):

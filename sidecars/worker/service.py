@@ -14,6 +14,7 @@ import aiohttp
 import structlog
 from prometheus_client import CollectorRegistry
 
+from sidecars.runtime import tlsroots
 from sidecars.runtime.events import EventSink, LogEventSink
 from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, serve, serve_unix
@@ -217,7 +218,8 @@ class Agent:
             if s.control_plane and s.token_file:
                 # idle connections dropped before the server's keep-alive bound (--http-header-seconds,
                 # 10 s) drops them: a request never goes out on one the server is closing
-                connector = aiohttp.TCPConnector(ssl=s.control_plane_tls or True, keepalive_timeout=5)
+                tls = tlsroots.client_context(s.control_plane, s.control_plane_tls)  # roots only if used
+                connector = aiohttp.TCPConnector(ssl=tls, keepalive_timeout=5)
                 session = await stack.enter_async_context(aiohttp.ClientSession(connector=connector))
                 cp = AgentClient(session, s.control_plane, TokenFile(s.token_file).value, s.node_name)
                 backoff = Backoff(first_seconds=s.drain_poll_seconds, max_seconds=s.fallback_max_seconds)

@@ -1,13 +1,17 @@
-"""config-sync's part of the web page: its `/status` and `/history`, read every few seconds.
+"""config-sync's part of the web page: its `/status`, `/history` and recent plans (`/v1/plans`),
+read every few seconds.
 
 config-sync runs in the same pod as the control plane (127.0.0.1), so the page has one origin and
-one credential, and config-sync keeps serving nothing but its probes, metrics and status. What was
-read last is kept; a failed read is said on the page and never blanks what was read before it.
+one credential (the viewer's: it can read plans, never start one), and config-sync keeps serving
+nothing but its probes, metrics and status. What was read last is kept; a failed read is said on
+the page and never blanks what was read before it. The plans are read apart: a config-sync that
+cannot list them (an older one, junk) still shows its generations.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -15,10 +19,13 @@ from typing import Any
 import aiohttp
 import structlog
 
+from sidecars.controlplane.http.plan_list import plans_of
+
 log = structlog.get_logger(__name__)
 
 POLL_SECONDS = 2.0  # a person waits for a rejection to show: cheap local reads, so often
 TIMEOUT_SECONDS = 5.0
+MAX_ANSWER_BYTES = 16 * 1024 * 1024  # history's diffs are the most; a runaway answer is refused, not held
 
 
 class ConfigFeed:
@@ -38,6 +45,9 @@ class ConfigFeed:
         self.history: list[dict[str, Any]] = []
         self.history_limit: int | None = None
         self.error: str | None = None if url else "no --config-sync URL given"
+        self.plans: list[dict[str, Any]] = []
+        self.plans_served: bool | None = None  # None: not read yet
+        self.plans_error: str | None = None
         self.read_at: float | None = None
         self.version = 0
 
@@ -50,13 +60,20 @@ class ConfigFeed:
             "status": self.status,
             "history": self.history,
             "history_limit": self.history_limit,
+            "plans": {"served": self.plans_served, "error": self.plans_error, "items": self.plans},
         }
 
     async def _get(self, session: aiohttp.ClientSession, path: str) -> Any:
         async with session.get(f"{self.url}{path}", headers=self._headers) as r:
             if r.status != 200:
                 raise ValueError(f"{path}: HTTP {r.status}")
-            return await r.json(content_type=None)
+            body = await r.content.read(MAX_ANSWER_BYTES + 1)
+            if len(body) > MAX_ANSWER_BYTES:
+                raise ValueError(f"{path}: answer larger than {MAX_ANSWER_BYTES} bytes")
+            try:
+                return json.loads(body)
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                raise ValueError(f"{path}: not JSON") from None
 
     async def read_once(self, session: aiohttp.ClientSession) -> None:
         error: str | None = None
@@ -71,7 +88,7 @@ class ConfigFeed:
                 raise ValueError("/history: no 'generations' list")
             history = gens
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-            error = f"config-sync at {self.url}: {exc or type(exc).__name__}"
+            error = f"config-sync at {self.url}: {str(exc) or type(exc).__name__}"
         if error is not None and error != self.error:
             log.warning("config_sync_unreadable", error=error)
         changed = error != self.error or (error is None and (status, history) != (self.status, self.history))
@@ -79,9 +96,23 @@ class ConfigFeed:
         if error is None:
             self.status, self.history, self.history_limit = status, history, limit
             self.read_at = time.time()
+            changed = await self._read_plans(session) or changed  # unreachable: not asked again
         if changed:
             self.version += 1
             self.on_change()
+
+    async def _read_plans(self, session: aiohttp.ClientSession) -> bool:
+        """Read the recent plans; whether what the page shows of them changed."""
+        before = (self.plans_served, self.plans_error, self.plans)
+        try:
+            self.plans_served, self.plans = plans_of(await self._get(session, "/v1/plans"))
+            self.plans_error = None
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:  # NotPlans is a ValueError
+            error = f"config-sync at {self.url}: {str(exc) or type(exc).__name__}"
+            if error != self.plans_error:
+                log.warning("config_sync_plans_unreadable", error=error)
+            self.plans_error = error
+        return (self.plans_served, self.plans_error, self.plans) != before
 
     async def run(self) -> None:
         if self.url is None:

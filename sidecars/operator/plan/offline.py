@@ -9,6 +9,7 @@ is not there.
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,22 @@ class Offline:
     isolation: IsolationSetting
     timeout_seconds: float
     max_file_bytes: int
+
+
+# what slurmctld 24.11+ says when auth/munge finds no munged: it encodes a credential at start, so the
+# throwaway dies of this machine, not of the set (22.05 starts without one)
+NO_MUNGED = "Did you start munged?"
+MUNGED_HINT = (
+    "offline: no munged answers on this machine, and this release's slurmctld needs one to start "
+    "(any key will do: docs/plan.md)"
+)
+
+
+def local_reason(plan: Plan) -> Plan:
+    """The plan, with a refusal that came from this machine rather than the set said to be so."""
+    if plan.verdict != "refused" or NO_MUNGED not in plan.reason:
+        return plan
+    return dataclasses.replace(plan, reason=f"{MUNGED_HINT}; {plan.reason}")
 
 
 def not_checked(live: FileSet | None, plugin_dir: Path | None) -> tuple[str, ...]:
@@ -79,10 +96,11 @@ async def plan_offline(
                 state_dir=empty,  # never a StateSaveLocation the set names on this machine
             ),
         )
-        return await make_plan(
+        plan = await make_plan(
             validator,
             candidate,
             live,
             not_checked=not_checked(live, plugin_dir),
             secret_sources=secret_sources,
         )
+    return local_reason(plan)

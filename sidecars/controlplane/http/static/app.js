@@ -10,7 +10,7 @@
   let last = null;
   let polling = false;
   const tiles = new Map();
-  const rendered = { config: null, order: null, maintenance: null, upgrade: null };
+  const rendered = { config: null, plans: null, order: null, maintenance: null, upgrade: null };
 
   function el(tag, props, ...children) {
     const e = document.createElement(tag);
@@ -133,6 +133,7 @@
     renderGrid(doc);
     renderDrains(doc);
     renderConfig(doc.config);
+    renderPlans(doc.config);
     renderOrder(doc.scale_in);
     renderSection("maintenance", doc.maintenance);
     renderSection("upgrade", doc.upgrade);
@@ -310,6 +311,46 @@
     });
     if (!items.length) items.push(el("li", { className: "muted", text: "no generation recorded since config-sync started" }));
     $("config-history").replaceChildren(...items);
+  }
+
+  const VERDICTS = ["would-apply", "no-change", "refused", "held-for-jobs", "restart-required"];
+
+  // config-sync's recent plans (read with the viewer's credential: this page can show, never start one)
+  function renderPlans(cfg) {
+    const plans = cfg.plans || { served: null, error: null, items: [] };
+    const key = JSON.stringify([cfg.source, cfg.error, plans]);
+    if (key === rendered.plans) return;
+    rendered.plans = key;
+    const items = plans.items || [];
+    let note = "";
+    if (!cfg.source) note = "config-sync is not connected";
+    else if (cfg.error) note = plans.served === null ? "config-sync did not answer" : "config-sync did not answer: the plans as last read";
+    else if (plans.error) note = `the plans could not be read: ${plans.error}` + (items.length ? " (showing the last read)" : "");
+    else if (plans.served === null) note = "not read yet";
+    else if (!plans.served) note = "config-sync serves no plans: it runs without --operator-token-file";
+    $("plans-note").textContent = note;
+    $("plans-note").hidden = !note;
+    const rows = items.map((p) => {
+      const known = VERDICTS.includes(p.verdict);
+      const against = p.live_sha256 ? `against ${String(p.live_sha256).slice(0, 12)}` : "against no live set";
+      const took = p.dry_run_seconds == null ? "no dry run" : `dry run ${Number(p.dry_run_seconds).toFixed(2)} s`;
+      const li = el(
+        "li",
+        { dataset: { verdict: p.verdict, sha: p.sha256 } },
+        el("span", { className: "badge " + (known ? "v-" + p.verdict : "v-other"), text: p.verdict.replaceAll("-", " ") }),
+        `${p.at} · ${String(p.sha256).slice(0, 12)} ${against} · ${p.files.length} file${p.files.length === 1 ? "" : "s"} changed · ${took}`,
+      );
+      if (p.reason) li.append(el("p", { className: "reason", text: p.reason }));
+      if (p.jobs_total) {
+        const more = p.jobs_total > p.jobs.length ? ` (+${p.jobs_total - p.jobs.length} more)` : "";
+        li.append(el("p", { className: "jobs", text: `jobs it would end, requeue or strand: ${p.jobs.join(", ")}${more}` }));
+      }
+      if (p.restart.length) li.append(el("p", { className: "restart", text: `slurmctld restart: ${p.restart.join("; ")}` }));
+      if (p.files.length) li.append(el("p", { className: "files muted", text: p.files.map((f) => `${f.name} (${f.change})`).join(", ") }));
+      return li;
+    });
+    if (!rows.length && plans.served) rows.push(el("li", { className: "muted", text: "no plan since config-sync started" }));
+    $("plans").replaceChildren(...rows);
   }
 
   const ORDER_SHOWN = 48; // the first to go matter; the rest folds away at fleet sizes
