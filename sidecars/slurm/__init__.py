@@ -22,12 +22,14 @@ from sidecars.slurm.models import (
     Reservation,
     Version,
 )
+from sidecars.slurm.primary import Controllers, Takeover
 from sidecars.slurm.runner import CommandResult, SlurmMetrics
 
 __all__ = [
     "REASON_PREFIX",
     "BootTime",
     "CommandResult",
+    "Controllers",
     "Job",
     "JobPlacement",
     "Node",
@@ -45,5 +47,6 @@ __all__ = [
     "SlurmParseError",
     "SlurmTimeout",
     "SlurmUnreachable",
+    "Takeover",
     "Version",
 ]
