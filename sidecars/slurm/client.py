@@ -23,7 +23,13 @@ from tenacity import (
 )
 
 from sidecars.slurm import hostlist, jsonformat, textformat
-from sidecars.slurm.errors import SlurmCommandError, SlurmError, SlurmFenced, SlurmParseError, SlurmUnreachable
+from sidecars.slurm.errors import (
+    SlurmCommandError,
+    SlurmError,
+    SlurmFenced,
+    SlurmParseError,
+    SlurmUnreachable,
+)
 from sidecars.slurm.models import BootTime, Job, JobPlacement, Node, Partition, Ping, Reservation, Version
 from sidecars.slurm.primary import Controllers, Takeover
 from sidecars.slurm.runner import CommandResult, SlurmMetrics, run
