@@ -15,7 +15,14 @@ from prometheus_client import CollectorRegistry
 from sidecars.controlplane import health
 from sidecars.controlplane.assembly import Caches, KubeSide, kube_side, writers
 from sidecars.controlplane.changes import Maintenance
-from sidecars.controlplane.fleet import ControlPlaneMetrics, DrainBatcher, DrainClock, FleetView, Workers
+from sidecars.controlplane.fleet import (
+    ControllerWatch,
+    ControlPlaneMetrics,
+    DrainBatcher,
+    DrainClock,
+    FleetView,
+    Workers,
+)
 from sidecars.controlplane.http import Face
 from sidecars.controlplane.leader import LeaderElector
 from sidecars.controlplane.reconcile import CordonSync, Round, TopologySync, View
@@ -24,9 +31,10 @@ from sidecars.kube import KubeClient
 from sidecars.kube.cache import WatchCache
 from sidecars.kube.nodename import NodeNaming
 from sidecars.runtime import http
+from sidecars.runtime.events import LogEventSink
 from sidecars.runtime.tasks import RootTasks
 from sidecars.runtime.waits import until_set
-from sidecars.slurm import SlurmClient, SlurmError, SlurmMetrics
+from sidecars.slurm import Controllers, SlurmClient, SlurmError, SlurmMetrics
 
 log = structlog.get_logger(__name__)
 STATUS = frozenset({"/status"})
@@ -47,6 +55,8 @@ class ControlPlaneService:
         self.registry = registry
         if slurm.metrics is None:
             slurm.metrics = SlurmMetrics(registry)
+        if slurm.controllers is None:  # several SlurmctldHost: reads and drains go to the primary
+            slurm.controllers = Controllers(slurm.env)
         self.slurm = slurm
         self.kube = kube
         self.metrics = ControlPlaneMetrics(registry)
@@ -109,6 +119,14 @@ class ControlPlaneService:
                 emit=self.k8s.event_on,
             )
             self.writers = Round(found, self.metrics)
+        self.slurmctld = ControllerWatch(
+            slurm,
+            self.metrics,
+            may_write=lambda: self.leader.is_leader,
+            # a takeover seen while following is told by this replica if it holds the Lease soon
+            hold_seconds=2 * settings.lease_seconds + settings.interval_seconds,
+            emit=self.k8s.events.emit if self.k8s is not None else LogEventSink().emit,
+        )
         self.face = Face(
             settings,
             slurm=slurm,
@@ -216,6 +234,9 @@ class ControlPlaneService:
             except Exception as exc:  # a Kubernetes hiccup must not end the loop
                 log.warning("upgrade_step_failed", error=str(exc))
 
+    async def slurmctld_loop(self) -> None:
+        await self.slurmctld.run(self.settings.interval_seconds)
+
     async def drain_loop(self) -> None:
         await self.drains.run()
 
@@ -235,6 +256,7 @@ class ControlPlaneService:
             "lease_holder": self.leader.holder,
             "identity": self.settings.identity,
             "kubernetes": self.kube is not None,
+            "slurmctld": self.slurmctld.status(),
             "drains_pending": sorted(self.drains.pending),
             "draining": sorted(self.drain_clock.ours),
             "maintenance": {
@@ -274,6 +296,7 @@ class ControlPlaneService:
         self.fleet.last_attempt = time.monotonic()
         self.tasks.start("refresh_loop", self.refresh_loop())
         self.tasks.start("drain_loop", self.drain_loop())
+        self.tasks.start("slurmctld_loop", self.slurmctld_loop())
         self.tasks.start("act_loop", self.act_loop())
         self.tasks.start("leader", self.leader.run(stop))
         if self.k8s is not None:
@@ -307,3 +330,5 @@ class ControlPlaneService:
             await self.tasks.stop(keep=("leader",))
             stop.set()  # the elector hands the Lease back before it returns
             await self.tasks.stop(grace=3.0, first=("leader",))
+            if self.slurm.controllers is not None:
+                self.slurm.controllers.close()

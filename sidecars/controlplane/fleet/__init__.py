@@ -4,6 +4,7 @@ drains it batches and those in progress, the agents' slurmd releases, and its me
 
 from sidecars.controlplane.fleet.claims import Claims, RefusedClaim
 from sidecars.controlplane.fleet.compute_domains import ComputeDomainCache
+from sidecars.controlplane.fleet.controllers import ControllerWatch
 from sidecars.controlplane.fleet.drain_clock import DrainClock
 from sidecars.controlplane.fleet.drains import DrainBatcher
 from sidecars.controlplane.fleet.kube_nodes import NodeCache
@@ -18,6 +19,7 @@ __all__ = [
     "Claims",
     "ComputeDomainCache",
     "ControlPlaneMetrics",
+    "ControllerWatch",
     "DrainBatcher",
     "DrainClock",
     "FleetNode",

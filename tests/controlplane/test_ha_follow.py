@@ -1,0 +1,126 @@
+"""The control plane beside two controllers: it follows the one in control, reports a backup as a
+standby (not a failure), counts and tells each takeover once, and a drain asked around a takeover
+(a killed primary, `scontrol takeover`) is still written, once, and the job on the node lives on."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from sidecars.controlplane.service import ControlPlaneService
+from sidecars.devcluster import DevCluster
+from sidecars.slurm import Controllers, Node
+from tests.controlplane.conftest import Running, control_plane
+from tests.fakekube import FakeKube
+from tests.helpers import eventually
+
+HA = {"nodes": 1, "controllers": 2, "slurmctld_timeout_seconds": 5}
+pytestmark = [pytest.mark.releases("slurm24", "slurm26"), pytest.mark.cluster(**HA)]
+REASON = "slurm-sidecars: ha test"
+
+
+async def _slurmctld(cp: Running) -> dict[str, Any]:
+    status, body = await cp.get("/status")
+    assert status == 200, body
+    found: dict[str, Any] = body["slurmctld"]
+    return found
+
+
+def _follow(cluster: DevCluster) -> Callable[[ControlPlaneService], None]:
+    """Its copies of slurm.conf where the release's commands see them (a chroot sees only the
+    cluster's directory), as a pod's TMPDIR would be."""
+
+    def prepare(plane: ControlPlaneService) -> None:
+        plane.slurm.controllers = Controllers({**cluster.env, "TMPDIR": str(cluster.dir)})
+
+    return prepare
+
+
+async def _state_saved_since(c: DevCluster, since: float) -> None:
+    saved = c.dir / "state" / "job_state"
+    await eventually(lambda: saved.exists() and saved.stat().st_mtime > since, what="job state saved")
+
+
+def _roles(s: dict[str, Any]) -> dict[str, str]:
+    return {c["host"]: c["role"] for c in s["controllers"]}
+
+
+def _takeover_events(fake: FakeKube) -> list[dict[str, Any]]:
+    return [e for e in fake.events if e["reason"] == "SlurmctldTakeover"]
+
+
+async def _drain_across(
+    cluster: DevCluster, fake_kube: tuple[FakeKube, str], move: Callable[[], Awaitable[object]]
+) -> None:
+    fake, url = fake_kube
+    async with control_plane(cluster, url, prepare=_follow(cluster), pod_name="slurmctld-0") as cp:
+        # a healthy backup is a standby, not a failure: ready, and named as such
+        before = await eventually(
+            lambda: _slurmctld(cp), lambda s: s["primary"] == "ctld-a", what="ctld-a in control"
+        )
+        assert _roles(before) == {"ctld-a": "in control", "ctld-b": "standby"}, before
+        assert before["takeovers"] == 0 and before["last_takeover"] is None
+        assert (await cp.get("/readyz"))[0] == 200
+        assert cp.sample("slurm_sidecars_slurmctld_primary", host="ctld-b") == 0
+        assert cp.sample("slurm_sidecars_slurmctld_primary", host="ctld-a") == 1
+
+        job = await cluster.sbatch("-w", "n1", wrap="sleep 300")
+        await cluster.wait_job(job, "RUNNING")
+        await _state_saved_since(cluster, time.time())  # what a backup recovers is only what was saved
+        # the drain is asked, then control moves before (or while) it is written
+        status, text = await cp.post("/v1/nodes/n1/drain", {"reason": REASON})
+        assert status == 202, text
+        await move()
+        await cluster.wait_primary("ctld-b", timeout=60)
+
+        def ours(n: Node) -> bool:
+            return n.state.drain and n.reason is not None and n.reason.text == REASON
+
+        await cluster.wait_node("n1", ours, timeout=60)
+        after = await eventually(
+            lambda: _slurmctld(cp), lambda s: s["primary"] == "ctld-b", within=60, what="ctld-b in /status"
+        )
+        assert after["controllers"][0] == {"host": "ctld-a", "role": "down"}, after
+        assert after["last_takeover"]["from"] == "ctld-a" and after["last_takeover"]["to"] == "ctld-b"
+        await eventually(lambda: _takeover_events(fake), what="the takeover's Event")
+        # a few more checks of the controllers: still one takeover, one Event
+        await eventually(lambda: cp.plane.drains.pending, lambda p: not p, what="no drain pending")
+        for _ in range(3):
+            await cp.plane.slurmctld.check()
+        assert (await _slurmctld(cp))["takeovers"] == 1
+        assert cp.sample("slurm_sidecars_slurmctld_takeovers_total", host="ctld-b") == 1
+        assert cp.sample("slurm_sidecars_slurmctld_primary", host="ctld-b") == 1
+        assert cp.sample("slurm_sidecars_slurmctld_primary", host="ctld-a") == 0
+        events = _takeover_events(fake)
+        assert len(events) == 1, events
+        assert events[0]["involvedObject"]["name"] == "slurmctld-0"
+        assert "ctld-b took control from ctld-a" in events[0]["message"]
+        # written once (or found drained already after a lost answer): never failed, never dropped
+        assert cp.sample("slurm_sidecars_drain_requests_total", action="drain", result="failed") == 0
+        assert cp.sample("slurm_sidecars_drain_requests_total", action="drain", result="written") <= 1
+        # the drain waits for the job: it still runs on the new primary
+        assert (await cluster.wait_job(job, "RUNNING")).state == "RUNNING"
+        # and the commands now go to ctld-b first
+        env = cp.plane.slurm.controllers.env(cluster.env) if cp.plane.slurm.controllers else None
+        assert env is not None and env["SLURM_CONF"] != cluster.env["SLURM_CONF"]
+        with open(env["SLURM_CONF"]) as f:
+            hosts = [ln for ln in f.read().splitlines() if ln.startswith("SlurmctldHost=")]
+        assert [h.split("=", 1)[1].split("(")[0] for h in hosts] == ["ctld-b", "ctld-a"]
+        await cluster.scancel(job)
+
+
+@pytest.mark.timeout(240)
+async def test_a_drain_asked_as_the_primary_is_killed_is_written_on_the_backup(
+    cluster: DevCluster, fake_kube: tuple[FakeKube, str]
+) -> None:
+    await _drain_across(cluster, fake_kube, lambda: cluster.kill_controller("ctld-a"))
+
+
+@pytest.mark.timeout(240)
+async def test_a_drain_asked_at_a_takeover_is_written_and_the_move_told_once(
+    cluster: DevCluster, fake_kube: tuple[FakeKube, str]
+) -> None:
+    await _drain_across(cluster, fake_kube, cluster.takeover)
