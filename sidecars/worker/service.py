@@ -20,7 +20,7 @@ from sidecars.runtime.http import DaemonHTTP, serve, serve_unix
 from sidecars.runtime.tasks import RootTasks, until_stopped
 from sidecars.runtime.tokenfile import TokenFile
 from sidecars.runtime.waits import until_set
-from sidecars.slurm import RetryPolicy, SlurmClient, SlurmError, SlurmMetrics
+from sidecars.slurm import Controllers, RetryPolicy, SlurmClient, SlurmError, SlurmMetrics
 from sidecars.worker import api, naming, trusted
 from sidecars.worker.backoff import Backoff
 from sidecars.worker.claim import ClaimCheck
@@ -64,6 +64,9 @@ class Agent:
             retry=RetryPolicy(attempts=2, max_seconds=3.0),
             metrics=self.slurm_metrics,
             guard=trusted.conf_guard(os.environ if env is None else env),
+            # several SlurmctldHost: a slow or failed look learns who is in control, and the next
+            # ones go there first (no pings of its own otherwise: a fleet of agents must not ping)
+            controllers=Controllers(env),
         )
         self.metrics = WorkerMetrics(self.registry)
         self.events: EventSink = events or LogEventSink()
@@ -155,6 +158,7 @@ class Agent:
     def status(self) -> dict[str, Any]:
         obs = self.obs
         view = self.known.view if self.known else None
+        ctl = self.client.controllers
         return {
             "node": self.settings.node_name,
             "pod": self.settings.pod,
@@ -169,6 +173,8 @@ class Agent:
             "slurmd_health": self.slurmd_health.as_json(),  # which readiness source was used
             "claim_refused": self.claim.refused if self.claim is not None else None,
             "imex_channel": self.imex.check().as_json(),
+            # several controllers: the one its commands go to first, as last learnt
+            "slurmctld": None if ctl is None or len(ctl.hosts()) < 2 else ctl.as_json(),
             "slurmd_version": None
             if (v := self.slurmd_version.learnt) is None
             else {"version": str(v.version), "pid": v.pid},
@@ -254,6 +260,8 @@ class Agent:
                 # the loop ends by itself once it sees its stop: a step in progress (a drain
                 # written, a slurmd restarted) is finished, never cut in half
                 await self.tasks.stop(grace=None, first=("agent_loop",))
+                if self.client.controllers is not None:
+                    self.client.controllers.close()
         log.info("worker_stopped")
 
     async def _loop(self, stop: asyncio.Event, wake: asyncio.Event) -> None:
