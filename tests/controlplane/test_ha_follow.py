@@ -12,8 +12,10 @@ import pytest
 
 from sidecars.controlplane.service import ControlPlaneService
 from sidecars.devcluster import DevCluster
+from sidecars.operator.status import controllers
+from sidecars.operator.status.settings import StatusSettings
 from sidecars.slurm import Controllers, Node
-from tests.controlplane.conftest import Running, control_plane
+from tests.controlplane.conftest import TOKEN, Running, control_plane
 from tests.fakekube import FakeKube
 from tests.helpers import eventually
 
@@ -101,6 +103,9 @@ async def _drain_across(
         # written once (or found drained already after a lost answer): never failed, never dropped
         assert cp.sample("slurm_sidecars_drain_requests_total", action="drain", result="failed") == 0
         assert cp.sample("slurm_sidecars_drain_requests_total", action="drain", result="written") <= 1
+        # `slurm-sidecars status --control-plane` says the same
+        shown = await controllers.from_control_plane(StatusSettings(control_plane=cp.url, token=TOKEN))
+        assert shown is not None and shown["primary"] == "ctld-b" and shown["takeovers"] == 1, shown
         # the drain waits for the job: it still runs on the new primary
         assert (await cluster.wait_job(job, "RUNNING")).state == "RUNNING"
         # and the commands now go to ctld-b first
