@@ -65,8 +65,12 @@ class Agent:
             metrics=self.slurm_metrics,
             guard=trusted.conf_guard(os.environ if env is None else env),
             # several SlurmctldHost: a slow or failed look learns who is in control, and the next
-            # ones go there first (no pings of its own otherwise: a fleet of agents must not ping)
-            controllers=Controllers(env),
+            # ones go there first (no pings of its own otherwise: a fleet of agents must not ping).
+            # Its copies of slurm.conf lie in the state directory, which no job's uid can write
+            # (trusted.check_dirs), not in a TMPDIR one might share
+            controllers=Controllers(
+                {**(os.environ if env is None else env), "TMPDIR": str(settings.state_dir)}
+            ),
         )
         self.metrics = WorkerMetrics(self.registry)
         self.events: EventSink = events or LogEventSink()
