@@ -20,7 +20,7 @@ from tests.fakekube import FakeKube
 from tests.helpers import eventually
 
 HA = {"nodes": 1, "controllers": 2, "slurmctld_timeout_seconds": 5}
-pytestmark = [pytest.mark.releases("slurm24", "slurm26"), pytest.mark.cluster(**HA)]
+pytestmark = [pytest.mark.releases("slurm22", "slurm24", "slurm26"), pytest.mark.cluster(**HA)]
 REASON = "slurm-sidecars: ha test"
 
 

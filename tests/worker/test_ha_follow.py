@@ -16,7 +16,7 @@ from tests.helpers import RecordingEvents, eventually
 from tests.worker.agents import hook, running, settings_for
 
 HA = {"nodes": 1, "controllers": 2, "slurmctld_timeout_seconds": 5}
-pytestmark = [pytest.mark.releases("slurm24", "slurm26"), pytest.mark.cluster(**HA)]
+pytestmark = [pytest.mark.releases("slurm22", "slurm24", "slurm26"), pytest.mark.cluster(**HA)]
 
 
 async def silence(cluster: DevCluster, index: int) -> None:
