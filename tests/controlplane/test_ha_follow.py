@@ -129,3 +129,40 @@ async def test_a_drain_asked_at_a_takeover_is_written_and_the_move_told_once(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:
     await _drain_across(cluster, fake_kube, cluster.takeover)
+
+
+@pytest.mark.timeout(240)
+async def test_a_restarted_primary_is_a_standby_until_it_takes_control_back(
+    cluster: DevCluster, fake_kube: tuple[FakeKube, str]
+) -> None:
+    fake, url = fake_kube
+    async with control_plane(cluster, url, prepare=_follow(cluster), pod_name="slurmctld-0") as cp:
+        await eventually(lambda: _slurmctld(cp), lambda s: s["primary"] == "ctld-a", what="ctld-a in control")
+        await cluster.kill_controller("ctld-a")
+        await cluster.wait_primary("ctld-b", timeout=60)
+        await eventually(lambda: _slurmctld(cp), lambda s: s["primary"] == "ctld-b", within=60, what="ctld-b")
+        await cluster.start_controller("ctld-a")
+        # it answers pings at once, and serves only once it took control back (about 30 s on 24.11
+        # and 26.05, at once on 22.05): until then it is a standby, and ctld-b is still in control
+        seen: list[dict[str, Any]] = []
+
+        async def look() -> dict[str, Any]:
+            s = await _slurmctld(cp)
+            seen.append({"primary": s["primary"], "roles": _roles(s), "serving": await cluster.primary()})
+            return s
+
+        await eventually(look, lambda s: s["primary"] == "ctld-a", within=120, every=0.5, what="ctld-a back")
+        for view in seen[:-1]:
+            # never ahead of Slurm: while ctld-b served, /status said ctld-b (or none, in a gap)
+            if view["serving"] == "ctld-b":
+                assert view["primary"] in {"ctld-b", None}, seen
+        after = await _slurmctld(cp)
+        assert _roles(after) == {"ctld-a": "in control", "ctld-b": "standby"}, after
+        assert after["takeovers"] == 2 and after["last_takeover"]["to"] == "ctld-a", after
+        assert cp.sample("slurm_sidecars_slurmctld_takeovers_total", host="ctld-a") == 1
+        assert cp.sample("slurm_sidecars_slurmctld_takeovers_total", host="ctld-b") == 1
+        await eventually(lambda: len(_takeover_events(fake)) == 2, what="two Events, one per move")
+        await cluster.wait_primary("ctld-a")
+        for _ in range(3):
+            await cp.plane.slurmctld.check()
+        assert len(_takeover_events(fake)) == 2
