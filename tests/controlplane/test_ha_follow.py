@@ -166,3 +166,35 @@ async def test_a_restarted_primary_is_a_standby_until_it_takes_control_back(
         for _ in range(3):
             await cp.plane.slurmctld.check()
         assert len(_takeover_events(fake)) == 2
+
+
+@pytest.mark.timeout(240)
+async def test_two_control_planes_tell_a_takeover_once(
+    cluster: DevCluster, fake_kube: tuple[FakeKube, str]
+) -> None:
+    """One control plane per controller pod, one Lease: both see the move and count it, only the
+    holder writes the Event."""
+    fake, url = fake_kube
+    fake.tokens |= {"token-a", "token-b"}
+    lease = {"lease_name": "cp", "prepare": _follow(cluster)}
+    async with (
+        control_plane(cluster, url, "token-a", identity="cp-a", pod_name="slurmctld-0", **lease) as a,
+        control_plane(cluster, url, "token-b", identity="cp-b", pod_name="slurmctld-1", **lease) as b,
+    ):
+        await eventually(lambda: a.plane.leader.is_leader, what="cp-a holds the Lease")
+        for cp in (a, b):
+            await eventually(lambda cp=cp: _slurmctld(cp), lambda s: s["primary"] == "ctld-a", what="ctld-a")
+        await cluster.takeover()
+        for cp in (a, b):
+            await eventually(
+                lambda cp=cp: _slurmctld(cp), lambda s: s["takeovers"] == 1, within=60, what="the move seen"
+            )
+            assert cp.sample("slurm_sidecars_slurmctld_takeovers_total", host="ctld-b") == 1
+        events = await eventually(lambda: _takeover_events(fake), what="the Event")
+        for _ in range(3):
+            await a.plane.slurmctld.check()
+            await b.plane.slurmctld.check()
+        events = _takeover_events(fake)
+        assert len(events) == 1, events
+        assert events[0]["involvedObject"]["name"] == "slurmctld-0"  # the holder's pod
+        assert not b.plane.leader.is_leader
