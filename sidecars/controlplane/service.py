@@ -21,6 +21,7 @@ from sidecars.controlplane.fleet import (
     DrainBatcher,
     DrainClock,
     FleetView,
+    HolderLabel,
     Workers,
 )
 from sidecars.controlplane.http import Face
@@ -126,6 +127,11 @@ class ControlPlaneService:
             # a takeover seen while following is told by this replica if it holds the Lease soon
             hold_seconds=2 * settings.lease_seconds + settings.interval_seconds,
             emit=self.k8s.events.emit if self.k8s is not None else LogEventSink().emit,
+        )
+        self.holder_label = (
+            HolderLabel(kube, settings.namespace, settings.pod_name, lambda: self.leader.is_leader)
+            if kube is not None and settings.leader_label
+            else None
         )
         self.face = Face(
             settings,
@@ -237,6 +243,16 @@ class ControlPlaneService:
     async def slurmctld_loop(self) -> None:
         await self.slurmctld.run(self.settings.interval_seconds)
 
+    async def holder_label_loop(self) -> None:
+        """Every interval, the holder's pod labelled as such (the one Service the agents use)."""
+        assert self.holder_label is not None
+        while True:
+            try:
+                await self.holder_label.sync()
+            except Exception as exc:  # a Kubernetes hiccup must not end the loop
+                log.warning("holder_label_failed", error=str(exc))
+            await asyncio.sleep(self.settings.interval_seconds)
+
     async def drain_loop(self) -> None:
         await self.drains.run()
 
@@ -297,6 +313,8 @@ class ControlPlaneService:
         self.tasks.start("refresh_loop", self.refresh_loop())
         self.tasks.start("drain_loop", self.drain_loop())
         self.tasks.start("slurmctld_loop", self.slurmctld_loop())
+        if self.holder_label is not None:
+            self.tasks.start("holder_label_loop", self.holder_label_loop())
         self.tasks.start("act_loop", self.act_loop())
         self.tasks.start("leader", self.leader.run(stop))
         if self.k8s is not None:

@@ -198,3 +198,43 @@ async def test_two_control_planes_tell_a_takeover_once(
         assert len(events) == 1, events
         assert events[0]["involvedObject"]["name"] == "slurmctld-0"  # the holder's pod
         assert not b.plane.leader.is_leader
+
+
+def _labelled(fake: FakeKube) -> set[str]:
+    return {
+        p["metadata"]["name"]
+        for p in fake.pods.values()
+        if p["metadata"].get("labels", {}).get("slurm-sidecars.io/control-plane") == "leader"
+    }
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.releases("slurm26")  # Kubernetes' side only: one release shows it
+async def test_the_lease_holders_pod_alone_carries_the_leader_label(
+    cluster: DevCluster, fake_kube: tuple[FakeKube, str]
+) -> None:
+    """The agents' Service selects it: one control plane per controller pod, the one that writes."""
+    fake, url = fake_kube
+    fake.tokens |= {"token-a", "token-b"}
+    for name in ("slurmctld-0", "slurmctld-1"):
+        fake.add_pod(name, labels={"app.kubernetes.io/name": "slurmctld"}, owner_kind="StatefulSet")
+    both = {"lease_name": "cp", "lease_seconds": 3.0, "renew_seconds": 0.5, "leader_label": True}
+    async with control_plane(cluster, url, "token-a", identity="cp-a", pod_name="slurmctld-0", **both) as a:
+        await eventually(lambda: a.plane.leader.is_leader, what="cp-a holds the Lease")
+        async with control_plane(
+            cluster, url, "token-b", identity="cp-b", pod_name="slurmctld-1", **both
+        ) as b:
+            await eventually(lambda: _labelled(fake), lambda s: s == {"slurmctld-0"}, what="slurmctld-0")
+            assert a.plane.holder_label is not None and b.plane.holder_label is not None
+            patches = fake.calls()[("patch", "pods")]
+            for _ in range(3):  # as it should be: no write by the holder, none by the follower
+                await a.plane.holder_label.sync()
+                await b.plane.holder_label.sync()
+            assert fake.calls()[("patch", "pods")] == patches
+            assert _labelled(fake) == {"slurmctld-0"} and not b.plane.leader.is_leader
+        # cp-b gone: its label (none) stays none; cp-a keeps its own
+        assert _labelled(fake) == {"slurmctld-0"}
+    async with control_plane(cluster, url, "token-b", identity="cp-b", pod_name="slurmctld-1", **both) as b:
+        # cp-a stopped (and could not take its label off: it no longer held the Lease)
+        await eventually(lambda: b.plane.leader.is_leader, within=30, what="cp-b holds the Lease")
+        await eventually(lambda: _labelled(fake), lambda s: s == {"slurmctld-1"}, what="the label moved")

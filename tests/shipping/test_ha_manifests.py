@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sidecars.controlplane.fleet.holder_label import LABEL, VALUE
 from sidecars.slurm.standby import host_names
 from tests.shipping.kube import commands, containers, find, flag_value, render
 
@@ -89,3 +90,13 @@ def test_every_client_is_given_both_controllers() -> None:
     assert server == "slurmctld-0.slurmctld:6817,slurmctld-1.slurmctld:6817"
     base = next(c for c in containers("base") if c.spec["name"] == "slurmd")
     assert flag_value(base.spec["command"], "--conf-server") == "slurmctld-0.slurmctld:6817"
+
+
+def test_the_agents_service_reaches_the_control_plane_that_holds_the_lease() -> None:
+    plane = next(c for c in containers("ha") if c.spec["name"] == "control-plane")
+    assert flag_value(plane.spec["command"], "--leader-label") == "true"
+    svc = find(render("ha"), "Service", "slurm-sidecars-control-plane")
+    assert svc["spec"]["selector"] == {"app.kubernetes.io/name": "slurmctld", LABEL: VALUE}
+    # the agents are pointed at that Service
+    agent = next(c for c in containers("ha") if c.spec["name"] == "worker")
+    assert flag_value(agent.spec["command"], "--control-plane") == "http://slurm-sidecars-control-plane:9200"

@@ -7,6 +7,7 @@ from sidecars.controlplane.fleet.compute_domains import ComputeDomainCache
 from sidecars.controlplane.fleet.controllers import ControllerWatch
 from sidecars.controlplane.fleet.drain_clock import DrainClock
 from sidecars.controlplane.fleet.drains import DrainBatcher
+from sidecars.controlplane.fleet.holder_label import HolderLabel
 from sidecars.controlplane.fleet.kube_nodes import NodeCache
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.controlplane.fleet.pods import PodCache
@@ -25,6 +26,7 @@ __all__ = [
     "FleetNode",
     "FleetSnapshot",
     "FleetView",
+    "HolderLabel",
     "NodeCache",
     "PodCache",
     "RefusedClaim",
