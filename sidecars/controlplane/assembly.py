@@ -77,6 +77,7 @@ class KubeSide:
     recycler: Recycler
     upgrade: Upgrade
     node_windows: NodeWindows
+    events: EventSink  # on the control plane's own pod (a slurmctld takeover)
 
     async def event_on(self, pod: Pod, reason: str, message: str, type: EventType = "Normal") -> None:
         await pod_event(self.kube, pod, reason, message, type)
@@ -130,6 +131,7 @@ def kube_side(
             emit=functools.partial(pod_event, kube),
         ),
         NodeWindows(maintenance, caches.nodes, workers.held, workers.node_of),
+        events,
     )
 
 

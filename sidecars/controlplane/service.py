@@ -15,7 +15,15 @@ from prometheus_client import CollectorRegistry
 from sidecars.controlplane import health
 from sidecars.controlplane.assembly import Caches, KubeSide, kube_side, writers
 from sidecars.controlplane.changes import Maintenance
-from sidecars.controlplane.fleet import ControlPlaneMetrics, DrainBatcher, DrainClock, FleetView, Workers
+from sidecars.controlplane.fleet import (
+    ControllerWatch,
+    ControlPlaneMetrics,
+    DrainBatcher,
+    DrainClock,
+    FleetView,
+    HolderLabel,
+    Workers,
+)
 from sidecars.controlplane.http import Face
 from sidecars.controlplane.leader import LeaderElector
 from sidecars.controlplane.reconcile import CordonSync, HealthSync, Round, TopologySync, View
@@ -24,9 +32,10 @@ from sidecars.kube import KubeClient
 from sidecars.kube.cache import WatchCache
 from sidecars.kube.nodename import NodeNaming
 from sidecars.runtime import http
+from sidecars.runtime.events import LogEventSink
 from sidecars.runtime.tasks import RootTasks
 from sidecars.runtime.waits import until_set
-from sidecars.slurm import SlurmClient, SlurmError, SlurmMetrics
+from sidecars.slurm import Controllers, SlurmClient, SlurmError, SlurmMetrics
 
 log = structlog.get_logger(__name__)
 STATUS = frozenset({"/status"})
@@ -47,6 +56,8 @@ class ControlPlaneService:
         self.registry = registry
         if slurm.metrics is None:
             slurm.metrics = SlurmMetrics(registry)
+        if slurm.controllers is None:  # several SlurmctldHost: reads and drains go to the primary
+            slurm.controllers = Controllers(slurm.env)
         self.slurm = slurm
         self.kube = kube
         self.metrics = ControlPlaneMetrics(registry)
@@ -109,6 +120,19 @@ class ControlPlaneService:
                 emit=self.k8s.event_on,
             )
             self.writers = Round(found, self.metrics)
+        self.slurmctld = ControllerWatch(
+            slurm,
+            self.metrics,
+            may_write=lambda: self.leader.is_leader,
+            # a takeover seen while following is told by this replica if it holds the Lease soon
+            hold_seconds=2 * settings.lease_seconds + settings.interval_seconds,
+            emit=self.k8s.events.emit if self.k8s is not None else LogEventSink().emit,
+        )
+        self.holder_label = (
+            HolderLabel(kube, settings.namespace, settings.pod_name, lambda: self.leader.is_leader)
+            if kube is not None and settings.leader_label
+            else None
+        )
         self.face = Face(
             settings,
             slurm=slurm,
@@ -216,6 +240,19 @@ class ControlPlaneService:
             except Exception as exc:  # a Kubernetes hiccup must not end the loop
                 log.warning("upgrade_step_failed", error=str(exc))
 
+    async def slurmctld_loop(self) -> None:
+        await self.slurmctld.run(self.settings.interval_seconds)
+
+    async def holder_label_loop(self) -> None:
+        """Every interval, the holder's pod labelled as such (the one Service the agents use)."""
+        assert self.holder_label is not None
+        while True:
+            try:
+                await self.holder_label.sync()
+            except Exception as exc:  # a Kubernetes hiccup must not end the loop
+                log.warning("holder_label_failed", error=str(exc))
+            await asyncio.sleep(self.settings.interval_seconds)
+
     async def drain_loop(self) -> None:
         await self.drains.run()
 
@@ -236,6 +273,7 @@ class ControlPlaneService:
             "lease_holder": self.leader.holder,
             "identity": self.settings.identity,
             "kubernetes": self.kube is not None,
+            "controllers": self.slurmctld.status(),
             "drains_pending": sorted(self.drains.pending),
             "draining": sorted(self.drain_clock.ours),
             "maintenance": {
@@ -277,6 +315,9 @@ class ControlPlaneService:
         self.fleet.last_attempt = time.monotonic()
         self.tasks.start("refresh_loop", self.refresh_loop())
         self.tasks.start("drain_loop", self.drain_loop())
+        self.tasks.start("slurmctld_loop", self.slurmctld_loop())
+        if self.holder_label is not None:
+            self.tasks.start("holder_label_loop", self.holder_label_loop())
         self.tasks.start("act_loop", self.act_loop())
         self.tasks.start("leader", self.leader.run(stop))
         if self.k8s is not None:
@@ -310,3 +351,5 @@ class ControlPlaneService:
             await self.tasks.stop(keep=("leader",))
             stop.set()  # the elector hands the Lease back before it returns
             await self.tasks.stop(grace=3.0, first=("leader",))
+            if self.slurm.controllers is not None:
+                self.slurm.controllers.close()

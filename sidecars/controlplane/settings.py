@@ -277,6 +277,12 @@ class ControlPlaneSettings:
         conv=BOOL,
         help="also nvlink-domain-<name> for each resource.nvidia.com ComputeDomain its Node joined",
     )
+    leader_label: bool = setting(
+        default=False,
+        conv=BOOL,
+        help="the Lease holder's pod carries slurm-sidecars.io/control-plane=leader, no other pod does "
+        "(a Service for the agents selects it: one control plane per controller pod)",
+    )
     busy_label: bool = setting(
         default=True,
         conv=BOOL,

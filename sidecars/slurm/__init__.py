@@ -23,6 +23,7 @@ from sidecars.slurm.models import (
     Reservation,
     Version,
 )
+from sidecars.slurm.primary import Controllers, Takeover
 from sidecars.slurm.runner import CommandResult, SlurmMetrics
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "REASON_PREFIX",
     "BootTime",
     "CommandResult",
+    "Controllers",
     "Job",
     "JobPlacement",
     "Node",
@@ -47,5 +49,6 @@ __all__ = [
     "SlurmParseError",
     "SlurmTimeout",
     "SlurmUnreachable",
+    "Takeover",
     "Version",
 ]

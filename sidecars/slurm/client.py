@@ -8,6 +8,7 @@ are retried here, bounded; permanent ones are raised at once with Slurm's own me
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -22,8 +23,15 @@ from tenacity import (
 )
 
 from sidecars.slurm import hostlist, jsonformat, textformat
-from sidecars.slurm.errors import SlurmCommandError, SlurmFenced, SlurmParseError, SlurmUnreachable
+from sidecars.slurm.errors import (
+    SlurmCommandError,
+    SlurmError,
+    SlurmFenced,
+    SlurmParseError,
+    SlurmUnreachable,
+)
 from sidecars.slurm.models import BootTime, Job, JobPlacement, Node, Partition, Ping, Reservation, Version
+from sidecars.slurm.primary import Controllers, Takeover
 from sidecars.slurm.runner import CommandResult, SlurmMetrics, run
 
 log = structlog.get_logger(__name__)
@@ -54,6 +62,9 @@ class SlurmClient:
     guard: Callable[[Sequence[str]], None] | None = None
     # asked before each write command is sent (each attempt): None, not fenced
     fence: Callable[[], bool] | None = None
+    # several controllers: commands go to the one in control first (slurm.primary); None: as
+    # slurm.conf orders them
+    controllers: Controllers | None = None
     _version: Version | None = field(default=None, init=False, repr=False)
 
     def with_env(self, **overrides: str) -> SlurmClient:
@@ -68,7 +79,7 @@ class SlurmClient:
             output=self.output,
             guard=self.guard,
             fence=self.fence,
-        )
+        )  # not the controllers: they follow the file this client reads, not another one
         clone._version = self._version
         return clone
 
@@ -79,7 +90,7 @@ class SlurmClient:
             self.guard(argv)
         if not retry:
             self._check_fence(argv)
-            return await run(argv, env=self.env, timeout=timeout or self.timeout, metrics=self.metrics)
+            return await self._once(argv, timeout)
         policy = self.retry
         async for attempt in AsyncRetrying(
             retry=retry_if_exception_type(SlurmUnreachable),
@@ -89,8 +100,38 @@ class SlurmClient:
         ):
             with attempt:
                 self._check_fence(argv)
-                return await run(argv, env=self.env, timeout=timeout or self.timeout, metrics=self.metrics)
+                return await self._once(argv, timeout)
         raise AssertionError("unreachable")  # pragma: no cover - AsyncRetrying reraises
+
+    async def _once(self, argv: Sequence[str], timeout: float | None) -> CommandResult:
+        """One attempt, sent to the controller in control first. A slow or unreachable answer may
+        mean that control moved (or its first controller is gone): who is in control is learnt
+        again, at most once per `relearn_seconds`, so the next attempt goes the right way."""
+        ctl = self.controllers
+        env = self.env if ctl is None else ctl.env(self.env)
+        started = time.monotonic()
+        try:
+            result = await run(argv, env=env, timeout=timeout or self.timeout, metrics=self.metrics)
+        except SlurmUnreachable:
+            if ctl is not None and ctl.due():
+                await self._relearn()
+            raise
+        if ctl is not None and time.monotonic() - started >= ctl.slow_command_seconds and ctl.due():
+            await self._relearn()
+        return result
+
+    async def _relearn(self) -> None:
+        try:
+            await self.follow()
+        except SlurmError as exc:  # the command's own answer stands; the next one tries again
+            log.warning("slurmctld_follow_failed", error=exc.message)
+
+    async def follow(self) -> Takeover | None:
+        """Learn who is in control now (a ping, and a controller asked alone when the ping's answer
+        differs from the one known); the takeover when control moved. Nothing without controllers."""
+        if self.controllers is None:
+            return None
+        return await self.controllers.learn(await self.ping())
 
     def _check_fence(self, argv: Sequence[str]) -> None:
         if self.fence is None or argv[:1] != ("scontrol",) or not WRITES & set(argv[1:3]):

@@ -83,14 +83,15 @@ def naming_only(conf_text: str, name: str) -> str:
     return "\n".join(kept) + "\n"
 
 
-def _shadow(conf: Path, name: str, into: Path) -> Path:
-    """`into` as `conf`'s directory seen through a configuration naming only `name`."""
+def shadow(conf: Path, text: str, into: Path) -> Path:
+    """`into` as `conf`'s directory with `text` in place of slurm.conf: every other entry is a link
+    to the real one (keys, includes, gres.conf resolve as they would); returns the copy's path."""
     for entry in conf.parent.iterdir():
         if entry.name != conf.name:
             (into / entry.name).symlink_to(entry)
-    alone = into / conf.name
-    alone.write_text(naming_only(conf.read_text(), name))
-    return alone
+    copy = into / conf.name
+    copy.write_text(text)
+    return copy
 
 
 async def ask_alone(name: str, timeout: float, env: Mapping[str, str] | None = None) -> ControllerAnswer:
@@ -102,7 +103,7 @@ async def ask_alone(name: str, timeout: float, env: Mapping[str, str] | None = N
     deadline = time.monotonic() + timeout
     # in the commands' own TMPDIR: a Slurm in a chroot sees only what is mounted there
     with tempfile.TemporaryDirectory(prefix="slurm-sidecars-ask-", dir=environ.get("TMPDIR")) as tmp:
-        alone = {**environ, "SLURM_CONF": str(_shadow(conf, name, Path(tmp)))}
+        alone = {**environ, "SLURM_CONF": str(shadow(conf, naming_only(conf.read_text(), name), Path(tmp)))}
         try:
             ping = await run(["scontrol", "ping"], env=alone, timeout=timeout, check=False)
             said = (ping.stdout + ping.stderr).strip()

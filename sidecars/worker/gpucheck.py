@@ -57,36 +57,37 @@ def is_gpu_reason(reason: str | None) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class GpuVerdict:
     state: str  # healthy, faulty, unknown, absent (not checked)
     faults: tuple[str, ...] = ()
     detail: str = ""
     gpus: int = 0
 
 
-def judge(returncode: int, stdout: str, stderr: str) -> Verdict:
+def judge(returncode: int, stdout: str, stderr: str) -> GpuVerdict:
     """nvidia-smi's answer to QUERY, judged."""
     said = (stdout + "\n" + stderr).strip()
     lost = [line.strip() for line in said.splitlines() if any(m in line for m in LOST)]
     if lost and (returncode != 0 or not stdout.strip()):  # the tool itself failed on a lost GPU
-        return Verdict("faulty", tuple(lost[:4]), "nvidia-smi: " + lost[0])
+        return GpuVerdict("faulty", tuple(lost[:4]), "nvidia-smi: " + lost[0])
     if NO_DRIVER in said:
-        return Verdict("faulty", ("nvidia-smi cannot reach the NVIDIA driver",), said.splitlines()[0][:200])
+        first = said.splitlines()[0][:200]
+        return GpuVerdict("faulty", ("nvidia-smi cannot reach the NVIDIA driver",), first)
     if returncode != 0:
-        return Verdict("unknown", detail=f"nvidia-smi exited {returncode}: {said[:200]!r}")
+        return GpuVerdict("unknown", detail=f"nvidia-smi exited {returncode}: {said[:200]!r}")
     rows = [r for r in csv.reader(stdout.splitlines(), skipinitialspace=True) if r]
     if not rows:
-        return Verdict("unknown", detail="nvidia-smi listed no GPU")
+        return GpuVerdict("unknown", detail="nvidia-smi listed no GPU")
     faults: list[str] = []
     for row in rows:
         if len(row) != len(FIELDS):
-            return Verdict(
+            return GpuVerdict(
                 "unknown", detail=f"nvidia-smi printed what we cannot read: {','.join(row)[:120]!r}"
             )
         values = dict(zip(FIELDS, (v.strip() for v in row), strict=True))
         gpu = f"GPU {values['index']} ({values['pci.bus_id']})"
         if not values["index"].isdigit():
-            return Verdict(
+            return GpuVerdict(
                 "unknown", detail=f"nvidia-smi printed what we cannot read: {','.join(row)[:120]!r}"
             )
         for name, value in values.items():
@@ -96,7 +97,7 @@ def judge(returncode: int, stdout: str, stderr: str) -> Verdict:
         if ecc.isdigit() and int(ecc) > 0:
             faults.append(f"{gpu}: {ecc} uncorrectable ECC errors")
         elif ecc not in NOT_SUPPORTED and not ecc.startswith("[") and not ecc.isdigit():
-            return Verdict("unknown", detail=f"nvidia-smi printed what we cannot read: {ecc[:60]!r}")
+            return GpuVerdict("unknown", detail=f"nvidia-smi printed what we cannot read: {ecc[:60]!r}")
         for name, what in (
             ("retired_pages.pending", "pages waiting for retirement (reset needed)"),
             ("remapped_rows.pending", "rows waiting for remapping (reset needed)"),
@@ -105,8 +106,8 @@ def judge(returncode: int, stdout: str, stderr: str) -> Verdict:
             if values[name] == "Yes":
                 faults.append(f"{gpu}: {what}")
     if faults:
-        return Verdict("faulty", tuple(dict.fromkeys(faults)), faults[0], len(rows))
-    return Verdict("healthy", detail=f"{len(rows)} GPU{'s' * (len(rows) != 1)} healthy", gpus=len(rows))
+        return GpuVerdict("faulty", tuple(dict.fromkeys(faults)), faults[0], len(rows))
+    return GpuVerdict("healthy", detail=f"{len(rows)} GPU{'s' * (len(rows) != 1)} healthy", gpus=len(rows))
 
 
 @dataclass
@@ -116,28 +117,28 @@ class GpuCheck:
     mode: str
     timeout_seconds: float
     env: Mapping[str, str]
-    verdict: Verdict = field(default_factory=lambda: Verdict("absent", detail="not checked yet"))
+    verdict: GpuVerdict = field(default_factory=lambda: GpuVerdict("absent", detail="not checked yet"))
     unknown_in_a_row: int = 0
     checked_at: float | None = None
 
     def tool(self) -> str | None:
         return shutil.which("nvidia-smi", path=self.env.get("PATH")) if self.mode != "off" else None
 
-    async def once(self) -> Verdict:
+    async def once(self) -> GpuVerdict:
         tool = self.tool()
         if tool is None:
             why = "off" if self.mode == "off" else "no nvidia-smi on PATH"
-            verdict = Verdict("absent" if self.mode != "on" else "unknown", detail=why)
+            verdict = GpuVerdict("absent" if self.mode != "on" else "unknown", detail=why)
         else:
             try:
                 done = await run([tool, *QUERY], timeout=self.timeout_seconds, env=dict(self.env))
                 verdict = judge(done.returncode, done.text(), done.stderr.decode("utf-8", "replace"))
             except ProcessTimeout:
-                verdict = Verdict(
+                verdict = GpuVerdict(
                     "unknown", detail=f"nvidia-smi gave no answer within {self.timeout_seconds:g}s"
                 )
             except OSError as exc:
-                verdict = Verdict("unknown", detail=f"nvidia-smi could not be run: {exc.strerror}")
+                verdict = GpuVerdict("unknown", detail=f"nvidia-smi could not be run: {exc.strerror}")
         self.unknown_in_a_row = self.unknown_in_a_row + 1 if verdict.state == "unknown" else 0
         if verdict.state != self.verdict.state or verdict.faults != self.verdict.faults:
             log.info("gpu_check", state=verdict.state, detail=verdict.detail, faults=list(verdict.faults))

@@ -21,13 +21,14 @@ from sidecars.runtime.http import DaemonHTTP, serve, serve_unix
 from sidecars.runtime.tasks import RootTasks, until_stopped
 from sidecars.runtime.tokenfile import TokenFile
 from sidecars.runtime.waits import until_set
-from sidecars.slurm import RetryPolicy, SlurmClient, SlurmError, SlurmMetrics
+from sidecars.slurm import Controllers, RetryPolicy, SlurmClient, SlurmError, SlurmMetrics
 from sidecars.worker import api, naming, trusted
 from sidecars.worker.backoff import Backoff
 from sidecars.worker.claim import ClaimCheck
 from sidecars.worker.cp_client import AgentClient
 from sidecars.worker.drain import Drainer
-from sidecars.worker.gpucheck import GpuCheck, gpu_reason, is_gpu_reason
+from sidecars.worker.gpu_drain import GpuDrain
+from sidecars.worker.gpucheck import GpuCheck
 from sidecars.worker.imex import ImexCheck
 from sidecars.worker.jobmap import JobMapping, gpu_jobs
 from sidecars.worker.metrics import WorkerMetrics
@@ -66,6 +67,13 @@ class Agent:
             retry=RetryPolicy(attempts=2, max_seconds=3.0),
             metrics=self.slurm_metrics,
             guard=trusted.conf_guard(os.environ if env is None else env),
+            # several SlurmctldHost: a slow or failed look learns who is in control, and the next
+            # ones go there first (no pings of its own otherwise: a fleet of agents must not ping).
+            # Its copies of slurm.conf lie in the state directory, which no job's uid can write
+            # (trusted.check_dirs), not in a TMPDIR one might share
+            controllers=Controllers(
+                {**(os.environ if env is None else env), "TMPDIR": str(settings.state_dir)}
+            ),
         )
         self.metrics = WorkerMetrics(self.registry)
         self.events: EventSink = events or LogEventSink()
@@ -85,6 +93,9 @@ class Agent:
         self.imex = ImexCheck(settings.imex_channel, os.environ if env is None else env)
         self.gpu = GpuCheck(
             settings.gpu_check, settings.gpu_check_timeout_seconds, os.environ if env is None else env
+        )
+        self.gpu_drain = GpuDrain(
+            settings, self.gpu, self.source, self.drainer, self.metrics, self.events, lambda: self.known
         )
         self.slurmd_version = SlurmdVersion(self.client, self.slurmd)
         self.obs: Observation | None = None
@@ -160,6 +171,7 @@ class Agent:
     def status(self) -> dict[str, Any]:
         obs = self.obs
         view = self.known.view if self.known else None
+        ctl = self.client.controllers
         return {
             "node": self.settings.node_name,
             "pod": self.settings.pod,
@@ -175,6 +187,8 @@ class Agent:
             "claim_refused": self.claim.refused if self.claim is not None else None,
             "imex_channel": self.imex.check().as_json(),
             "gpu_check": self.gpu.as_json(),
+            # several controllers: the one its commands go to first, as last learnt
+            "controllers": None if ctl is None or len(ctl.hosts()) < 2 else ctl.as_json(),
             "slurmd_version": None
             if (v := self.slurmd_version.learnt) is None
             else {"version": str(v.version), "pid": v.pid},
@@ -255,7 +269,7 @@ class Agent:
             loop_stop = asyncio.Event()
             self.tasks.start("agent_loop", self._loop(loop_stop, wake))
             if s.gpu_check != "off":
-                self.tasks.start("gpu_check", self._gpu_loop())
+                self.tasks.start("gpu_check", self.gpu_drain.run())
             try:
                 await until_stopped(stop, self.tasks)
             finally:
@@ -264,6 +278,8 @@ class Agent:
                 # the loop ends by itself once it sees its stop: a step in progress (a drain
                 # written, a slurmd restarted) is finished, never cut in half
                 await self.tasks.stop(grace=None, first=("agent_loop",))
+                if self.client.controllers is not None:
+                    self.client.controllers.close()
         log.info("worker_stopped")
 
     async def _loop(self, stop: asyncio.Event, wake: asyncio.Event) -> None:
@@ -300,38 +316,6 @@ class Agent:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
-
-    async def _gpu_loop(self) -> None:
-        """Every interval: check the GPUs, then drain or give back this node by what was found."""
-        while True:
-            await self.gpu.once()
-            for state in ("healthy", "faulty", "unknown", "absent"):
-                self.metrics.gpu_health.labels(state).set(1 if self.gpu.verdict.state == state else 0)
-            try:
-                await self._gpu_act()
-            except Exception as exc:  # Slurm or the control plane: asked again after the next check
-                log.warning("gpu_drain_failed", error=str(exc))
-            await asyncio.sleep(self.settings.gpu_check_interval_seconds)
-
-    async def _gpu_act(self) -> None:
-        view = self.known.view if self.known is not None else None
-        if view is None or self.drainer.pod_terminating or self.drainer.active:
-            return  # no record to act on, or the pod's own drain owns the node now
-        verdict, drained = self.gpu.verdict, "DRAIN" in view.state.flags
-        if verdict.state == "faulty" and self.settings.gpu_check_drain and not drained:
-            reason = gpu_reason(verdict.faults[0])
-            if await self.source.drain(reason):
-                self.metrics.gpu_drains.labels("drain").inc()
-                await self.events.emit(
-                    "SlurmGpuCheckFailed", f"drained {view.name}: {'; '.join(verdict.faults)}", "Warning"
-                )
-        elif verdict.state in {"healthy", "absent"} and drained and is_gpu_reason(view.reason):
-            assert view.reason is not None
-            if await self.source.undrain(view.reason):  # the exact reason: only ours is lifted
-                self.metrics.gpu_drains.labels("undrain").inc()
-                await self.events.emit(
-                    "SlurmGpuCheckPassed", f"undrained {view.name}: {verdict.detail}", "Normal"
-                )
 
     async def _handle(self, obs: Observation) -> None:
         if not self._startup_done and obs.ok:

@@ -23,6 +23,7 @@ TARGETS = {
     "leader": lambda p: (p.leader, "run"),
     "pod_watch": lambda p: (p.workers.pods, "run"),
     "config_feed": lambda p: (p.face.config_feed, "run"),
+    "slurmctld_loop": lambda p: (p, "slurmctld_loop"),
 }
 
 

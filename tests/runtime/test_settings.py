@@ -162,6 +162,7 @@ def _roles(d: Path) -> list[Role]:
                 "--kubeconfig": ["/k"],
                 "--kubernetes": ["off"],
                 "--lease-name": ["ln"],
+                "--leader-label": ["true"],
                 "--lease-seconds": ["30"],
                 "--renew-seconds": ["9"],
                 "--identity": ["me"],

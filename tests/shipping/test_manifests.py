@@ -101,6 +101,7 @@ OVERLAY_FLAGS = {
         "control-plane": {"--node-name-from", "--worker-selector"},
     },
     "overlays/gpu": {"control-plane": {"--compute-domains"}},
+    "ha": {"control-plane": {"--leader-label"}},
 }
 
 
@@ -113,7 +114,7 @@ def test_manifests_run_only_existing_subcommands_with_stable_flags() -> None:
         allowed = known_flags(sub) | (OVERLAY_FLAGS.get(target, {}).get(sub, set()) & parser_flags(sub))
         words = argv[2:]
         if sub == "probe":
-            assert words[0] in {"livez", "readyz"}, f"{c.where} {what}: {words}"
+            assert words[0] in {"livez", "readyz", "controller"}, f"{c.where} {what}: {words}"
             words = words[1:]
         for i, word in enumerate(words):
             if word.startswith("--"):

@@ -4,8 +4,10 @@ drains it batches and those in progress, the agents' slurmd releases, and its me
 
 from sidecars.controlplane.fleet.claims import Claims, RefusedClaim
 from sidecars.controlplane.fleet.compute_domains import ComputeDomainCache
+from sidecars.controlplane.fleet.controllers import ControllerWatch
 from sidecars.controlplane.fleet.drain_clock import DrainClock
 from sidecars.controlplane.fleet.drains import DrainBatcher
+from sidecars.controlplane.fleet.holder_label import HolderLabel
 from sidecars.controlplane.fleet.kube_nodes import NodeCache
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.controlplane.fleet.pods import PodCache
@@ -18,11 +20,13 @@ __all__ = [
     "Claims",
     "ComputeDomainCache",
     "ControlPlaneMetrics",
+    "ControllerWatch",
     "DrainBatcher",
     "DrainClock",
     "FleetNode",
     "FleetSnapshot",
     "FleetView",
+    "HolderLabel",
     "NodeCache",
     "PodCache",
     "RefusedClaim",

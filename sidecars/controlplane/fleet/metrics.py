@@ -210,6 +210,18 @@ class ControlPlaneMetrics:
         )
         self.leader = Gauge(p + "leader", "1 when this replica holds the Lease", registry=registry)
         self.long_polls = Gauge(p + "long_polls", "Long polls waiting", registry=registry)
+        self.slurmctld_primary = Gauge(
+            p + "slurmctld_primary",
+            "1 for the slurmctld in control, 0 for the others (several SlurmctldHost only)",
+            ["host"],
+            registry=registry,
+        )
+        self.slurmctld_takeovers = Counter(
+            p + "slurmctld_takeovers",
+            "Moves of control from one slurmctld to another that this process saw, by the new one",
+            ["host"],
+            registry=registry,
+        )
         self.api_refusals = Counter(
             p + "api_refusals",
             "Requests under /v1/ refused by who called: identity (unknown, viewer, agent), status",

@@ -6,6 +6,7 @@ import asyncio
 from dataclasses import replace
 from typing import Any
 
+from sidecars.operator.status import controllers
 from sidecars.operator.status.config_sync import read_config_sync
 from sidecars.operator.status.control_plane import read_control_plane
 from sidecars.operator.status.direct import read_slurm
@@ -23,6 +24,13 @@ async def collect(settings: StatusSettings, client: SlurmClient | None = None) -
     if settings.config_sync:
         readers.append(read_config_sync(settings))
     results = await asyncio.gather(*readers, return_exceptions=True)
+    try:  # after the fleet: with one controller it is a file read, with several a ping
+        if settings.control_plane:
+            slurmctld = await controllers.from_control_plane(settings)
+        else:
+            slurmctld = await controllers.from_slurm(client or SlurmClient(timeout=settings.timeout_seconds))
+    except SourceError:
+        slurmctld = None  # the fleet's own error says what is wrong with the source
     for result in results:
         if isinstance(result, BaseException) and not isinstance(result, SourceError):
             raise result
@@ -39,4 +47,4 @@ async def collect(settings: StatusSettings, client: SlurmClient | None = None) -
         report = replace(report, nodes=nodes, jobs=jobs)
     if len(results) > 1 and isinstance(results[1], dict):
         report = replace(report, config=results[1])
-    return replace(report, errors=tuple(errors))
+    return replace(report, errors=tuple(errors), slurmctld=slurmctld)

@@ -6,6 +6,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from sidecars.operator.status import controllers
 from sidecars.operator.status.report import StatusReport
 from sidecars.slurm import REASON_PREFIX
 
@@ -125,6 +126,8 @@ def render(snap: StatusReport, now: float | None = None) -> str:
             else ["none"]
         )
         out.append("")
+    if snap.slurmctld is not None:
+        out += ["SLURMCTLD", *controllers.render(snap.slurmctld), ""]
     out.append("SCALE-IN ORDER (first to go first)")
     if snap.source != "slurm" and snap.scale_in is None:
         out.append("(unavailable: the control plane did not answer)")

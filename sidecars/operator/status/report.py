@@ -46,6 +46,7 @@ class StatusReport:
     planned: tuple[str, ...] | None = None  # maintenance windows and the upgrade, from the control plane
     config: dict[str, Any] | None = None
     config_asked: bool = False
+    slurmctld: dict[str, Any] | None = None  # several controllers: who is in control (controllers.py)
     errors: tuple[str, ...] = field(default=())
 
 

@@ -144,7 +144,9 @@
     const c = doc.cluster || {};
     const read = c.read_at ? `Slurm read ${span(doc.now - c.read_at)} ago` : "Slurm not read yet";
     const lead = c.leader ? "leader" : `standby (leader: ${c.lease_holder || "none"})`;
-    $("cluster-line").textContent = `${c.identity || ""} · ${read} · ${lead}`;
+    const ctld = c.controllers; // several controllers only: the one in control
+    const control = ctld ? ` · slurmctld: ${ctld.primary ? `${ctld.primary} in control` : "none in control"}` : "";
+    $("cluster-line").textContent = `${c.identity || ""} · ${read} · ${lead}${control}`;
     const problems = [];
     if (!doc.loaded) problems.push(`no fleet view yet: ${c.slurm_error || "Slurm has not been read"}`);
     else if (c.slurm_error) problems.push(`the last Slurm read failed: ${c.slurm_error} (showing the one before)`);
