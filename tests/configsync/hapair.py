@@ -1,0 +1,168 @@
+"""config-sync beside each controller of an HA dev cluster, as one runs in each controller pod: each
+stages into its own controller's configuration directory (`conf_per_controller`), all read the same
+ConfigMap volume, and each is given the others as `--peer`."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from sidecars.configsync.main import Running, running
+from sidecars.configsync.service import ConfigSync
+from sidecars.configsync.settings import Settings
+from sidecars.configsync.sources import FileSet, read_source
+from sidecars.devcluster import ClusterSpec, DevCluster, free_port
+from sidecars.devcluster.volume import AtomicVolume
+from sidecars.slurm import SlurmClient
+from sidecars.slurm.runner import SlurmMetrics
+from tests.configsync.harness import cluster_files
+from tests.helpers import RecordingEvents
+from tests.settings import build
+
+HA_SPEC = {"nodes": 1, "controllers": 2, "slurmctld_timeout_seconds": 5, "conf_per_controller": True}
+
+
+def ha_spec(**more: Any) -> ClusterSpec:
+    return ClusterSpec(**(HA_SPEC | more))
+
+
+@dataclass
+class Pod:
+    """One controller pod's config-sync."""
+
+    name: str
+    running: Running
+    settings: Settings
+    registry: CollectorRegistry
+    events: RecordingEvents
+
+    @property
+    def service(self) -> ConfigSync:
+        return self.running.service
+
+    def target_sha(self) -> str:
+        entries, _ = read_source(self.settings.target, self.settings.max_file_bytes)
+        return FileSet.build(entries).sha256
+
+    def commands(self, command: str) -> float:
+        """How many times this pod ran a Slurm command (its client's own count)."""
+        total = 0.0
+        for result in ("ok", "error", "timeout"):
+            got = self.registry.get_sample_value(
+                "slurm_sidecars_slurm_commands_total", {"command": command, "result": result}
+            )
+            total += got or 0.0
+        return total
+
+
+@dataclass
+class Pair:
+    cluster: DevCluster
+    config: AtomicVolume
+    base: dict[str, bytes]
+    pods: dict[str, Pod] = field(default_factory=dict)
+
+    def good(self) -> dict[str, bytes]:
+        return dict(self.base)
+
+    async def all_hold(self, sha: str, within: float) -> None:
+        """Every pod's config-sync reports `sha` as its set, nothing pending (a standby's: staged),
+        and has heard every peer say the same."""
+
+        def done(st: dict[str, Any]) -> bool:
+            held = st["applied"] and st["applied"]["sha256"] == sha and not st["pending"]
+            return bool(held and st["ha"]["in_step"])  # and its peers said they hold it too
+
+        for pod in self.pods.values():
+            await pod.service.wait_until(done, within)
+
+    async def one_set(self, within: float) -> str:
+        """Wait until every pod holds the same set, none pending, and every target is that set on
+        disk; returns its hash."""
+        first = next(iter(self.pods.values()))
+
+        def settled(st: dict[str, Any]) -> bool:
+            return bool(st["applied"]) and not st["pending"] and bool(st["ha"]["in_step"])
+
+        st = await first.service.wait_until(settled, within)
+        sha = str(st["applied"]["sha256"])
+        await self.all_hold(sha, within)
+        for pod in self.pods.values():
+            assert pod.target_sha() == sha, f"{pod.name}'s directory holds another set"
+        return sha
+
+
+def conf_value(files: dict[str, bytes], key: str) -> str:
+    for line in reversed(files["slurm.conf"].decode().splitlines()):
+        if line.lower().startswith(key.lower() + "="):
+            return line.split("=", 1)[1].strip()
+    raise KeyError(key)
+
+
+def with_min_job_age(files: dict[str, bytes], seconds: int) -> dict[str, bytes]:
+    """A change a reconfigure takes, that Slurm reports (`MinJobAge`), and that a controller taking
+    control reads from its own files (partition fields come back from the saved state instead)."""
+    lines = [ln for ln in files["slurm.conf"].decode().splitlines() if not ln.startswith("MinJobAge=")]
+    return {**files, "slurm.conf": ("\n".join([*lines, f"MinJobAge={seconds}"]) + "\n").encode()}
+
+
+def state_fingerprint(state: Path) -> dict[str, tuple[str, int]]:
+    """Every file under a StateSaveLocation: its content's hash and its mtime (ns)."""
+    out: dict[str, tuple[str, int]] = {}
+    for p in sorted(state.rglob("*")):
+        if p.is_file() and not p.is_symlink():
+            out[str(p.relative_to(state))] = (
+                hashlib.sha256(p.read_bytes()).hexdigest(),
+                p.stat().st_mtime_ns,
+            )
+    return out
+
+
+@contextlib.asynccontextmanager
+async def ha_pair(
+    cluster: DevCluster,
+    *,
+    checkpoints: dict[str, Callable[[str], None]] | None = None,
+    **overrides: Any,
+) -> AsyncIterator[Pair]:
+    base = cluster_files(cluster)
+    config = AtomicVolume(cluster.dir / "vol" / "config")  # one ConfigMap, mounted in every pod
+    config.write(base)
+    names = [c.name for c in cluster.controllers]
+    ports = {n: free_port() for n in names}
+    pair = Pair(cluster, config, base)
+    plugin_dir = await cluster.plugin_dir()
+    async with contextlib.AsyncExitStack() as stack:
+        for name in names:
+            defaults: dict[str, Any] = {
+                "sources": (config.path,),
+                "target": cluster.conf_dir(name),
+                "state_dir": cluster.dir / f"config-sync-{name}",
+                "plugin_dir": plugin_dir,
+                "dry_run_slurmctld": tuple(cluster.in_namespace("slurmctld")),
+                "http_port": ports[name],
+                "peers": tuple(f"http://127.0.0.1:{ports[n]}" for n in names if n != name),
+                "controller": name,
+                "ha_poll_seconds": 0.2,
+            }
+            settings = build(Settings, **(defaults | overrides))
+            registry = CollectorRegistry()
+            client = SlurmClient(env=cluster.controller_env(name), metrics=SlurmMetrics(registry))
+            events = RecordingEvents()
+            r = await stack.enter_async_context(
+                running(
+                    settings,
+                    client=client,
+                    events=events,
+                    registry=registry,
+                    checkpoint=(checkpoints or {}).get(name),
+                )
+            )
+            pair.pods[name] = Pod(name, r, settings, registry, events)
+        yield pair
