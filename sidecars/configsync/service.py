@@ -297,10 +297,12 @@ class ConfigSync:
             why = "restart required: " + "; ".join(str(r) for r in verdict.restart)
             await self._reject(files, why, "restart_required", seen, restart_required=True)
             return
-        if self.ha is not None and await self.ha.refresh_role() != "in control":
-            self._standby_verdict = (files.sha256, verdict)
-            await self._follow(files, seen)
-            return
+        if self.ha is not None:
+            if await self.ha.refresh_role() != "in control":
+                self._standby_verdict = (files.sha256, verdict)
+                await self._follow(files, seen)
+                return
+            self.ha.waiting_for = self.ha.waiting_why = None  # in control now: it applies, waits on no one
         if before is None:
             self._backoff = min(max(self._backoff * 2, 0.5), self.settings.retry_max_seconds)
             log.warning("slurmctld_unreachable_change_pending", retry_in=self._backoff)

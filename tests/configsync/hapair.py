@@ -4,8 +4,11 @@ ConfigMap volume, and each is given the others as `--peer`."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
+import subprocess
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,23 +82,35 @@ class Pair:
             held = st["applied"] and st["applied"]["sha256"] == sha and not st["pending"]
             return bool(held and st["ha"]["in_step"])  # and its peers said they hold it too
 
-        for pod in self.pods.values():
-            await pod.service.wait_until(done, within)
+        try:
+            for pod in self.pods.values():
+                await pod.service.wait_until(done, within)
+        except TimeoutError:
+            raise AssertionError(f"not every pod holds {sha[:12]} after {within}s: {self.said()}") from None
+
+    def said(self) -> str:
+        """Every pod's /status, for a failure's message."""
+        return "; ".join(f"{n}: {p.service.status()}" for n, p in self.pods.items())
 
     async def one_set(self, within: float) -> str:
-        """Wait until every pod holds the same set, none pending, and every target is that set on
-        disk; returns its hash."""
-        first = next(iter(self.pods.values()))
-
-        def settled(st: dict[str, Any]) -> bool:
-            return bool(st["applied"]) and not st["pending"] and bool(st["ha"]["in_step"])
-
-        st = await first.service.wait_until(settled, within)
-        sha = str(st["applied"]["sha256"])
-        await self.all_hold(sha, within)
-        for pod in self.pods.values():
-            assert pod.target_sha() == sha, f"{pod.name}'s directory holds another set"
-        return sha
+        """Poll until every pod holds the same set at once, none pending, each having heard its
+        peers say so, and every target is that set on disk; returns its hash. (One pod alone
+        can look settled on the old set for a moment, before its peer moves on.)"""
+        deadline = time.monotonic() + within
+        while True:
+            states = [p.service.status() for p in self.pods.values()]
+            shas = {st["applied"]["sha256"] if st["applied"] else None for st in states}
+            if (
+                len(shas) == 1
+                and None not in shas
+                and not any(st["pending"] or not st["ha"]["in_step"] for st in states)
+            ):
+                sha = str(next(iter(shas)))
+                if all(p.target_sha() == sha for p in self.pods.values()):
+                    return sha
+            if time.monotonic() > deadline:
+                raise AssertionError(f"never one set after {within}s: {self.said()}")
+            await asyncio.sleep(0.1)
 
 
 def conf_value(files: dict[str, bytes], key: str) -> str:
@@ -166,3 +181,24 @@ async def ha_pair(
             )
             pair.pods[name] = Pod(name, r, settings, registry, events)
         yield pair
+
+
+async def state_saved_since(cluster: DevCluster, since: float, within: float = 30) -> None:
+    """Poll until the controller in control saved its jobs after `since` (time.time()): a backup
+    recovers only what was saved, so a job started but not saved comes back requeued (Slurm's own
+    behaviour at a takeover, not ours)."""
+    saved = cluster.dir / "state" / "job_state"
+    deadline = time.monotonic() + within
+    while not (saved.exists() and saved.stat().st_mtime > since):
+        assert time.monotonic() < deadline, f"no job state saved since {since} in {within}s"
+        await asyncio.sleep(0.1)
+
+
+def takeover_now(cluster: DevCluster) -> None:
+    """`scontrol takeover 1` from inside a checkpoint of config-sync's staging (a plain function,
+    run between two steps): it blocks the step until Slurm has the request, so the apply goes on
+    while control moves."""
+    done = subprocess.run(
+        ["scontrol", "takeover", "1"], env=cluster.env, timeout=30, capture_output=True, check=False
+    )
+    assert done.returncode == 0, done.stderr.decode()
