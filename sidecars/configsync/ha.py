@@ -144,11 +144,13 @@ class Coordination:
             async with session.get(f"{url.rstrip('/')}/status", headers=headers) as r:
                 if r.status != 200:
                     return Peer(url, error=f"/status answered {r.status}")
-                raw = await r.content.read(PEER_BODY_BYTES + 1)
+                raw = bytearray()
+                async for chunk in r.content.iter_chunked(64 * 1024):
+                    raw += chunk
+                    if len(raw) > PEER_BODY_BYTES:
+                        return Peer(url, error=f"/status larger than {PEER_BODY_BYTES} bytes")
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             return Peer(url, error=f"unreachable: {exc or type(exc).__name__}")
-        if len(raw) > PEER_BODY_BYTES:
-            return Peer(url, error=f"/status larger than {PEER_BODY_BYTES} bytes")
         try:
             body = json.loads(raw)
         except ValueError:

@@ -102,7 +102,7 @@ class ConfigSync:
     def status(self) -> dict[str, Any]:
         a, r = self.applied, self.rejected
         runner = self.validator.dry_runner
-        return {
+        out: dict[str, Any] = {
             "applied": None
             if a is None
             else {"generation": a.generation, "sha256": a.files.sha256, "at": a.at, "forced": self.forced},
@@ -118,8 +118,10 @@ class ConfigSync:
             # the workers' side of the last reconfigure (configsync/workers.py), None before one
             "workers": None if self.applier.workers.last is None else self.applier.workers.last.as_json(),
             "restored": None if self.restored is None else asdict(self.restored),
-            "ha": None if self.ha is None else self.ha.status(None if a is None else a.files.sha256),
         }
+        if self.ha is not None:  # with --peer only (ha.py): this pod's place among the controller pods
+            out["ha"] = self.ha.status(None if a is None else a.files.sha256)
+        return out
 
     async def _notify(self) -> None:
         self.record.gauges(self.pending, self.rejected, self.applied)
