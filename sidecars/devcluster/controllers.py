@@ -29,9 +29,8 @@ from sidecars.devcluster.netblocks import AddressBlock
 from sidecars.runtime import process
 
 MOUNT_POINT = "ctld"  # DIR/ctld: what slurm.conf names; each controller sees its own DIR/<name> there
-OWN_ETC = (
-    "etc"  # DIR/<name>/etc: with `conf_per_controller`, this controller's DIR/etc (its pod's /etc/slurm)
-)
+# DIR/<name>/etc: with `conf_per_controller`, what this controller sees as DIR/etc (its pod's /etc/slurm)
+OWN_ETC = "etc"
 # the names HOLDER_SCRIPT uses
 HOLDER_PID_FILE = "holder.pid"
 HOLDER_LOG = "holder.log"
