@@ -10,7 +10,7 @@ from sidecars.slurm import SlurmClient
 from tests.configsync.hapair import HA_SPEC, ha_pair, with_min_job_age
 from tests.configsync.harness import set_sha
 
-pytestmark = [pytest.mark.releases("slurm24", "slurm26"), pytest.mark.cluster(**HA_SPEC)]
+pytestmark = [pytest.mark.releases("slurm22", "slurm24", "slurm26"), pytest.mark.cluster(**HA_SPEC)]
 
 
 async def _min_job_age(cluster: DevCluster) -> str:

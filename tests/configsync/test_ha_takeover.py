@@ -23,7 +23,7 @@ from tests.configsync.hapair import (
 from tests.configsync.harness import set_sha
 
 pytestmark = [
-    pytest.mark.releases("slurm24", "slurm26"),
+    pytest.mark.releases("slurm22", "slurm24", "slurm26"),
     pytest.mark.cluster(**HA_SPEC),
     pytest.mark.timeout(240),
 ]
