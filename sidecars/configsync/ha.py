@@ -183,6 +183,15 @@ class Coordination:
         self.metrics.in_step.set(1 if ok else 0)
         return ok
 
+    def readiness(self, sha: str | None) -> tuple[bool, str]:
+        """For /readyz: a standby is ready (its pod holds a verified set); the words say where it
+        stands, so a probe's answer tells a waiting standby from one in step."""
+        if self.in_step(sha):
+            where = "every peer holds this set"
+        else:
+            where = self.waiting_why or "not every peer said it holds this set"
+        return True, f"{self.role}{' (writes)' if self.writes else ''}; {where}"
+
     def status(self, sha: str | None) -> dict[str, Any]:
         return {
             "controller": self.controller,

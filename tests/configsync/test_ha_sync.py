@@ -3,6 +3,7 @@ applies, the other stages the set once the writer verified it, and a takeover th
 
 from __future__ import annotations
 
+import aiohttp
 import pytest
 
 from sidecars.devcluster import DevCluster
@@ -24,8 +25,12 @@ async def test_a_change_reaches_both_controllers(cluster: DevCluster) -> None:
         st_a, st_b = a.service.status(), b.service.status()
         assert st_a["ha"]["role"] == "in control" and st_a["ha"]["writer"]
         assert st_b["ha"]["role"] == "standby" and not st_b["ha"]["writer"]
-        # a backup in standby is healthy: ready, not a failure
+        # a backup in standby is healthy: ready, not a failure, and its readiness says what it is
         assert b.service.ready and st_b["rejected"] is None
+        async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{b.running.port}/readyz") as r:
+            assert r.status == 200
+            ready = await r.json()
+        assert ready["checks"]["ha"]["ok"] and ready["checks"]["ha"]["detail"].startswith("standby")
 
         files = with_min_job_age(pair.good(), 171)
         pair.config.write(files)
