@@ -75,6 +75,12 @@ async def move_control(cluster: DevCluster) -> None:
     if await cluster.primary() == "ctld-a":
         await cluster.takeover()
     else:
+        # the takeover shut ctld-a down; it may still be saving its state and holding its port
+        deadline = time.monotonic() + 60
+        while cluster.controller_pid("ctld-a") is not None:
+            if time.monotonic() > deadline:
+                raise RuntimeError("ctld-a did not end within 60 s of being shut down by a takeover")
+            await asyncio.sleep(0.1)
         await cluster.start_controller("ctld-a")
         await cluster.wait_primary("ctld-a", timeout=90)
 
