@@ -179,7 +179,12 @@ class Coordination:
     def in_step(self, sha: str | None) -> bool:
         """Every peer answered and holds `sha` (a down controller's pod included: its disk is what
         its slurmctld reads at its next start)."""
-        ok = sha is not None and all(p.error is None and p.applied_sha256 == sha for p in self.peers)
+        answered = len(self.peers) == len(self.peer_urls)  # none heard yet is not "all agree"
+        ok = (
+            answered
+            and sha is not None
+            and all(p.error is None and p.applied_sha256 == sha for p in self.peers)
+        )
         self.metrics.in_step.set(1 if ok else 0)
         return ok
 

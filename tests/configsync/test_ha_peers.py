@@ -59,6 +59,7 @@ def coordination(base: str, *kinds: str) -> Coordination:
 
 async def test_one_writer_is_followed(peers: str) -> None:
     c = coordination(peers, "writer", "standby")
+    assert not c.in_step(SHA) and c.writer()[0] is None  # nobody heard yet: nothing agreed
     await c.refresh_peers()
     writer, why = c.writer()
     assert writer is not None and writer.controller == "ctld-a" and writer.applied_sha256 == SHA and why == ""
