@@ -20,7 +20,8 @@ from sidecars.configsync.main import Running, running
 from sidecars.configsync.service import ConfigSync
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileSet, read_source
-from sidecars.devcluster import ClusterSpec, DevCluster, free_port
+from sidecars.devcluster import ClusterSpec, DevCluster
+from sidecars.devcluster.ports import lease_ports
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.slurm import SlurmClient
 from sidecars.slurm.runner import SlurmMetrics
@@ -150,10 +151,12 @@ async def ha_pair(
     config = AtomicVolume(cluster.dir / "vol" / "config")  # one ConfigMap, mounted in every pod
     config.write(base)
     names = [c.name for c in cluster.controllers]
-    ports = {n: free_port() for n in names}
     pair = Pair(cluster, config, base)
     plugin_dir = await cluster.plugin_dir()
     async with contextlib.AsyncExitStack() as stack:
+        # leased, not merely free: each pod must know the others' ports before any binds its own
+        lease = stack.enter_context(lease_ports(len(names)))
+        ports = dict(zip(names, lease.ports, strict=True))
         for name in names:
             defaults: dict[str, Any] = {
                 "sources": (config.path,),
