@@ -7,6 +7,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from sidecars.configsync.ha import HaMetrics
 from sidecars.configsync.metrics import ConfigSyncMetrics
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.slurm.runner import SlurmMetrics
@@ -49,6 +50,7 @@ def metric_rows() -> list[tuple[str, str, str, tuple[str, ...], str]]:
     rows = [
         *_rows("every role", SlurmMetrics),
         *_rows("config-sync", ConfigSyncMetrics),
+        *_rows("config-sync", HaMetrics),
         *_rows("worker", WorkerMetrics),
         *_rows("control plane", ControlPlaneMetrics),
         *KUBE,

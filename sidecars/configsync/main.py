@@ -80,6 +80,12 @@ async def running(
             service.ready, "the target holds a verified set" if service.ready else "no set synced yet"
         ),
     )
+    if service.ha is not None:  # a standby is ready too: the check says where this pod stands
+        ha = service.ha
+        readiness.add(
+            "ha",
+            lambda: CheckResult(*ha.readiness(service.applied.files.sha256 if service.applied else None)),
+        )
     runner = service.validator.dry_runner
     if runner is not None:
         dry_runner = runner

@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry
 
 from sidecars.configsync import conffile, jobs
 from sidecars.configsync.apply import Applier, ApplyOutcome
+from sidecars.configsync.ha import Coordination
 from sidecars.configsync.history import History
 from sidecars.configsync.metrics import ConfigSyncMetrics
 from sidecars.configsync.quiet import Debouncer, first_of
@@ -82,6 +83,16 @@ class ConfigSync:
         self._debouncer = Debouncer(
             self._wake, lone_seconds=settings.debounce_seconds, max_seconds=settings.debounce_max_seconds
         )
+        # HA (ha.py): with peers, only the config-sync beside the controller in control applies
+        self.ha = (
+            None
+            if not settings.peers or settings.controller is None
+            else Coordination(
+                settings.controller, settings.peers, registry, env=client.env, token=settings.viewer_token
+            )
+        )
+        self._rejected_moves = 0  # the HA role changes seen when the last rejection was made
+        self._standby_verdict: tuple[str, Verdict] | None = None  # a standby validates a set once
 
     # ------------------------------------------------------------------ reporting
     def history_view(self) -> dict[str, Any]:
@@ -91,7 +102,7 @@ class ConfigSync:
     def status(self) -> dict[str, Any]:
         a, r = self.applied, self.rejected
         runner = self.validator.dry_runner
-        return {
+        out: dict[str, Any] = {
             "applied": None
             if a is None
             else {"generation": a.generation, "sha256": a.files.sha256, "at": a.at, "forced": self.forced},
@@ -108,6 +119,9 @@ class ConfigSync:
             "workers": None if self.applier.workers.last is None else self.applier.workers.last.as_json(),
             "restored": None if self.restored is None else asdict(self.restored),
         }
+        if self.ha is not None:  # with --peer only (ha.py): this pod's place among the controller pods
+            out["ha"] = self.ha.status(None if a is None else a.files.sha256)
+        return out
 
     async def _notify(self) -> None:
         self.record.gauges(self.pending, self.rejected, self.applied)
@@ -165,6 +179,10 @@ class ConfigSync:
             await self.validator.dry_runner.warm(current)
         while not stop.is_set():
             timeout = self._backoff if self.pending and self._backoff else s.rehash_seconds
+            if self.ha is not None and not self.ha.in_step(
+                self.applied.files.sha256 if self.applied else None
+            ):
+                timeout = min(timeout, s.ha_poll_seconds)  # until every peer holds this set
             await first_of(self._wake.wait(), stop.wait(), within=timeout)
             if stop.is_set():
                 return
@@ -199,6 +217,9 @@ class ConfigSync:
             return
         current = self.applied.files if self.applied else None
         log.debug("sync_pass", sha256=files.short, startup=startup)
+        if self.ha is not None:  # who writes, and what the peers hold, as of this pass
+            await self.ha.refresh_role()
+            await self.ha.refresh_peers()
         if current is not None and files.sha256 == current.sha256:
             if startup and self.applied is not None and self.applied.generation == 0:
                 await self._adopt(files)  # same content: take over the layout, nothing for slurmctld to learn
@@ -209,7 +230,13 @@ class ConfigSync:
                 self.rejected = None
             await self._notify()
             return
-        if self.rejected is not None and files.sha256 == self.rejected.sha256 and not self.rejected.jobs:
+        moved = self.ha is not None and self.ha.moves != self._rejected_moves
+        if (
+            self.rejected is not None
+            and files.sha256 == self.rejected.sha256
+            and not self.rejected.jobs
+            and not moved  # judged under another controller in control (a takeover): judged again
+        ):
             self.pending = False  # judged already; a later fix is a new hash
             await self._notify()
             return
@@ -223,10 +250,17 @@ class ConfigSync:
         """Validate a new set, then install, apply or reject it."""
         self.pending = True
         await self._notify()
-        # what slurmctld reports now, read while the set is validated (it is the baseline to verify against)
-        before_task = asyncio.create_task(view_if_up(self.client)) if current is not None else None
+        standby = self.ha is not None and not self.ha.writes
+        # what slurmctld reports now, read while the set is validated (it is the baseline to verify
+        # against); a standby verifies nothing, so it reads it only at its start
+        need_view = current is not None and (not standby or startup)
+        before_task = asyncio.create_task(view_if_up(self.client)) if need_view else None
         try:
-            verdict = await self.validator.validate(files, current)
+            cached = self._standby_verdict if standby else None
+            if cached is not None and cached[0] == files.sha256:
+                verdict = cached[1]  # a standby waiting for the writer does not dry-run the set again
+            else:
+                verdict = await self.validator.validate(files, current)
             before = await before_task if before_task else None
             judged = time.monotonic()
         finally:
@@ -265,12 +299,43 @@ class ConfigSync:
             why = "restart required: " + "; ".join(str(r) for r in verdict.restart)
             await self._reject(files, why, "restart_required", seen, restart_required=True)
             return
+        if self.ha is not None:
+            if await self.ha.refresh_role() != "in control":
+                self._standby_verdict = (files.sha256, verdict)
+                await self._follow(files, seen)
+                return
+            self.ha.waiting_for = self.ha.waiting_why = None  # in control now: it applies, waits on no one
         if before is None:
             self._backoff = min(max(self._backoff * 2, 0.5), self.settings.retry_max_seconds)
             log.warning("slurmctld_unreachable_change_pending", retry_in=self._backoff)
             await self._notify()
             return
         await self._apply(files, verdict, before, seen=seen, judged=judged, forced=forced)
+
+    async def _follow(self, files: FileSet, seen: float) -> None:
+        """A standby's pod: stage the set once the writer reports it verified, else wait and ask again."""
+        assert self.ha is not None
+        writer, why = self.ha.writer()
+        if writer is not None and writer.applied_sha256 == files.sha256:
+            self.ha.waiting_for = self.ha.waiting_why = None
+            self._standby_verdict = None
+            self.ha.metrics.staged.inc()
+            await self._install(
+                files,
+                seen,
+                reason=f"staged beside a {self.ha.role} controller: {writer.controller}, in control, runs it",
+            )
+            return
+        if writer is not None:
+            held = writer.applied_sha256[:12] if writer.applied_sha256 else "no set"
+            why = f"{writer.controller}, in control, runs {held}" + (
+                " (its change pending)" if writer.pending else ""
+            )
+        self.ha.waiting_for, self.ha.waiting_why = files.sha256, why
+        log.info("ha_standby_waits_for_writer", why=why)
+        self.pending = True
+        self._backoff = self.settings.ha_poll_seconds
+        await self._notify()
 
     async def _adopt(self, files: FileSet) -> None:
         assert self.applied is not None
@@ -305,6 +370,7 @@ class ConfigSync:
         jobs: tuple[int, ...] = (),
     ) -> None:
         self.rejected = Rejection(files.sha256, reason, now_rfc3339(), restart_required, jobs)
+        self._rejected_moves = self.ha.moves if self.ha is not None else 0
         self.pending = False
         await self.record.not_applied(files, self.rejected, result, self.applied, seen=seen)
         await self._notify()

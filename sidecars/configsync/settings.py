@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import socket
 import ssl
 from pathlib import Path
 from typing import Literal
@@ -142,6 +143,20 @@ class Settings:
         conv=TOKEN_FILE,
         help="the operator's token that POST /v1/plan requires; without it plans are not served",
     )
+    # HA (configsync/ha.py): one config-sync per controller pod; the one beside the controller in
+    # control applies, the others stage what it verified
+    peers: tuple[str, ...] = setting(
+        default=(),
+        flag="--peer",
+        multiple=True,
+        help="URL of another controller pod's config-sync (repeat for each); asked with the viewer token",
+    )
+    controller: str | None = setting(  # None: this host's short name, as slurmctld finds its entry
+        default=None, help="with --peer: this pod's SlurmctldHost name (default: the host's short name)"
+    )
+    ha_poll_seconds: float = setting(
+        default=1.0, conv=seconds(), help="with --peer: how often a waiting standby asks its peers again"
+    )
     http_limits: http.ServerLimits = settings_of(default_factory=http.ServerLimits)
     tls: ssl.SSLContext | None = None  # --tls-cert-file, --tls-key-file
 
@@ -196,6 +211,11 @@ def from_args(args: argparse.Namespace) -> Settings:
             raise ConfigError(f"--plugin-dir: {plugin_dir} is not a directory")
     if not given.get("dry_run_slurmctld", SLURMCTLD):
         raise ConfigError("--dry-run-slurmctld: a command is required")
+    for peer in given.get("peers", ()):
+        if not peer.startswith(("http://", "https://")):
+            raise ConfigError(f"--peer: an http:// or https:// URL is expected, got {peer!r}")
+    if given.get("peers"):
+        given["controller"] = given.get("controller") or socket.gethostname().split(".", 1)[0]
     if given.get("dry_run_state_dir") is not None:
         given["dry_run_state_dir"] = given["dry_run_state_dir"].absolute()
     return Settings(http_host=host, http_port=port, tls=http.tls_from(args), **given)

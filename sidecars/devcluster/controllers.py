@@ -29,19 +29,23 @@ from sidecars.devcluster.netblocks import AddressBlock
 from sidecars.runtime import process
 
 MOUNT_POINT = "ctld"  # DIR/ctld: what slurm.conf names; each controller sees its own DIR/<name> there
+# DIR/<name>/etc: with `conf_per_controller`, what this controller sees as DIR/etc (its pod's /etc/slurm)
+OWN_ETC = "etc"
 # the names HOLDER_SCRIPT uses
 HOLDER_PID_FILE = "holder.pid"
 HOLDER_LOG = "holder.log"
 HOSTS_FILE = "hosts"
 RESOLV_FILE = "resolv.conf"
 PEER_LINK = "eth0"  # the controller's end of its veth, inside its namespace
-# in the holder: map the controller's dir, give it its own /etc/hosts (names of this cluster) and
+# in the holder: map the controller's dir (and, when asked, its own configuration directory over the
+# cluster's), give it its own /etc/hosts (names of this cluster) and
 # no name server (24.11 looks its own name up at start; a lookup must not wait on a server it
 # cannot reach), take its host name, say so by writing its pid (last, so a pid file means the namespaces
 # are ready), then wait forever for the cluster's end
 HOLDER_SCRIPT = (
     'exec >>"$1/holder.log" 2>&1; set -e; mount --bind "$1" "$2"; mount --bind "$1/hosts" /etc/hosts; '
-    'if [ -e /etc/resolv.conf ]; then mount --bind "$1/resolv.conf" /etc/resolv.conf; fi; hostname "$3"; '
+    'if [ -e /etc/resolv.conf ]; then mount --bind "$1/resolv.conf" /etc/resolv.conf; fi; '
+    'if [ -n "$4" ]; then mount --bind "$1/etc" "$4"; fi; hostname "$3"; '
     'echo $$ >"$1/holder.pid.tmp"; mv "$1/holder.pid.tmp" "$1/holder.pid"; '
     'trap "" HUP INT TERM; while :; do sleep 3600 & wait $!; done'
 )
@@ -68,6 +72,11 @@ class Controller:
     def log_file(self) -> Path:
         return self.dir / "slurmctld.log"
 
+    @property
+    def etc(self) -> Path:
+        """Its own configuration directory (used with `ClusterSpec.conf_per_controller`)."""
+        return self.dir / OWN_ETC
+
 
 def controllers(names: list[str], block: AddressBlock, cluster_dir: Path) -> list[Controller]:
     return [Controller(n, i, block.controller_address(i), cluster_dir / n) for i, n in enumerate(names)]
@@ -82,9 +91,10 @@ def write_name_files(cs: list[Controller], block: AddressBlock, host: str) -> No
         (c.dir / RESOLV_FILE).write_text("")
 
 
-def holder_argv(c: Controller, cluster_dir: Path) -> list[str]:
+def holder_argv(c: Controller, cluster_dir: Path, *, own_etc: bool = False) -> list[str]:
     """The command, run inside the cluster's namespace (and chroot), that makes the controller's
-    namespaces and holds them; `setsid -f` returns at once and leaves the holder running."""
+    namespaces and holds them; `setsid -f` returns at once and leaves the holder running. With
+    `own_etc`, the controller reads DIR/<name>/etc where the others read DIR/etc."""
     return [
         "setsid",
         "-f",
@@ -103,6 +113,7 @@ def holder_argv(c: Controller, cluster_dir: Path) -> list[str]:
         str(c.dir),
         str(cluster_dir / MOUNT_POINT),
         c.name,
+        str(cluster_dir / "etc") if own_etc else "",
     ]
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import signal
+from pathlib import Path
 
 import structlog
 
@@ -30,8 +32,11 @@ class ClusterControllers(ClusterBase):
     async def _start_controllers(self) -> None:
         """Each controller's namespaces and veth, then its slurmctld, primary first."""
         assert self._addresses is not None
+        own_etc = self.spec.conf_per_controller
         for c in self.controllers:
-            await self._exec(self.in_namespace(*controllers.holder_argv(c, self.dir)))
+            if own_etc:  # each pod's /etc/slurm: a copy now, each config-sync's target later
+                shutil.copytree(self.conf_path.parent, c.etc, symlinks=True, dirs_exist_ok=True)
+            await self._exec(self.in_namespace(*controllers.holder_argv(c, self.dir, own_etc=own_etc)))
             pid = await self._poll(
                 self._async(functools.partial(self._hostpid_from, c.dir / controllers.HOLDER_PID_FILE)),
                 lambda p: p is not None,
@@ -67,6 +72,19 @@ class ClusterControllers(ClusterBase):
             self._async(lambda: controllers.listening(pid, port)), bool, 30, f"{name} listening on {port}"
         )
         return pid
+
+    def conf_dir(self, name: str) -> Path:
+        """The configuration directory controller `name` reads: its own with `conf_per_controller`
+        (its pod's /etc/slurm, where its config-sync stages), else the cluster's."""
+        c = self._controller(name)
+        return c.etc if self.spec.conf_per_controller else self.conf_path.parent
+
+    def controller_env(self, name: str) -> dict[str, str]:
+        """A client's environment in controller `name`'s pod: its slurm.conf, which names every
+        controller, so its commands still reach whichever is in control."""
+        # TMPDIR in the cluster's dir: a chroot's Slurm sees that (a controller asked alone is asked
+        # through a copy of slurm.conf made there: sidecars/slurm/standby.py)
+        return {**self.env, "SLURM_CONF": str(self.conf_dir(name) / "slurm.conf"), "TMPDIR": str(self.dir)}
 
     @property
     def address_block(self) -> AddressBlock | None:

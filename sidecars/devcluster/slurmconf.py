@@ -54,6 +54,9 @@ class ClusterSpec:
     controllers: int = 1
     # how long a backup waits for a silent primary before it takes control
     slurmctld_timeout_seconds: int = 30
+    # with several controllers: each reads a configuration directory of its own (DIR/<name>/etc,
+    # a copy of DIR/etc at start), as each controller pod of Slinky's mounts its own /etc/slurm
+    conf_per_controller: bool = False
 
     def __post_init__(self) -> None:
         for state, count in self.node_records.items():

@@ -1,0 +1,108 @@
+"""What a config-sync takes from its peers' /status: only a well-formed answer counts, a writer is
+followed only when exactly one peer says its controller is in control, and every refusal says why."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+
+from sidecars.configsync.ha import PEER_BODY_BYTES, Coordination
+from sidecars.runtime.http import serve
+
+pytestmark = pytest.mark.timeout(30)
+
+SHA = "a" * 64
+
+
+def status(role: str = "in control", sha: str | None = SHA, controller: str = "ctld-a") -> dict[str, Any]:
+    return {
+        "applied": None if sha is None else {"generation": 3, "sha256": sha},
+        "pending": False,
+        "ha": {"controller": controller, "role": role},
+    }
+
+
+@pytest.fixture
+async def peers() -> AsyncIterator[str]:
+    """One server answering every kind of /status at its own path (`/<kind>/status`)."""
+    answers: dict[str, web.Response] = {
+        "writer": web.json_response(status()),
+        "standby": web.json_response(status("standby", controller="ctld-c")),
+        "second-writer": web.json_response(status(controller="ctld-c")),
+        "not-json": web.Response(text="<html>"),
+        "a-list": web.json_response([1, 2]),
+        "no-ha": web.json_response({"applied": {"sha256": SHA}, "pending": False}),
+        "bad-sha": web.json_response(status(sha="../etc")),
+        "bad-role": web.json_response(status(role="emperor")),
+        "refused": web.Response(status=401),
+        "huge": web.Response(body=json.dumps(status() | {"pad": "x" * PEER_BODY_BYTES}).encode()),
+    }
+
+    async def answer(request: web.Request) -> web.Response:
+        r = answers[request.match_info["kind"]]
+        return web.Response(body=r.body, status=r.status, content_type=r.content_type)
+
+    app = web.Application()
+    app.router.add_get("/{kind}/status", answer)
+    async with serve(app, "127.0.0.1", 0) as port:
+        yield f"http://127.0.0.1:{port}"
+
+
+def coordination(base: str, *kinds: str) -> Coordination:
+    return Coordination("ctld-b", tuple(f"{base}/{k}" for k in kinds), CollectorRegistry())
+
+
+async def test_one_writer_is_followed(peers: str) -> None:
+    c = coordination(peers, "writer", "standby")
+    assert not c.in_step(SHA) and c.writer()[0] is None  # nobody heard yet: nothing agreed
+    await c.refresh_peers()
+    writer, why = c.writer()
+    assert writer is not None and writer.controller == "ctld-a" and writer.applied_sha256 == SHA and why == ""
+    assert c.in_step(SHA)  # both answered, both hold it
+    assert not c.in_step("b" * 64)
+    assert [p.error for p in c.peers] == [None, None]
+
+
+async def test_two_writers_or_none_are_not_followed(peers: str) -> None:
+    c = coordination(peers, "writer", "second-writer")
+    await c.refresh_peers()
+    assert c.writer() == (None, "several peers say their controller is in control")
+    c = coordination(peers, "standby")
+    await c.refresh_peers()
+    writer, why = c.writer()
+    assert writer is None and why == "no peer's controller is in control"
+
+
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [
+        ("not-json", "/status is not JSON"),
+        ("a-list", "not a JSON object"),
+        ("no-ha", "without --peer"),
+        ("bad-sha", "expected shape"),
+        ("bad-role", "expected shape"),
+        ("refused", "answered 401"),
+        ("huge", f"larger than {PEER_BODY_BYTES} bytes"),
+        ("nothing-here", "answered 500"),
+    ],
+)
+async def test_a_bad_answer_is_an_error_never_a_writer(peers: str, kind: str, said: str) -> None:
+    c = coordination(peers, kind)
+    [peer] = await c.refresh_peers()
+    assert peer.error is not None and said in peer.error, peer
+    assert peer.applied_sha256 is None and peer.role is None
+    writer, why = c.writer()
+    assert writer is None and said in why
+    assert not c.in_step(SHA)
+
+
+async def test_an_unreachable_peer_says_so() -> None:
+    c = Coordination("ctld-b", ("http://127.0.0.1:9",), CollectorRegistry())
+    [peer] = await c.refresh_peers()
+    assert peer.error is not None and peer.error.startswith("unreachable")
+    assert not c.in_step(SHA)
