@@ -1,10 +1,15 @@
 """P1-scale: config-sync at the size our users run, on each release.
 
 Run: `.venv/bin/python bench/config_at_size.py [--release host|chroot|sid|both] [--changes 20]
-[--jobs 10000] [--records 1000]` (`--jobs 1000,10000,50000` adds points to see how the cost grows).
+[--jobs 10000] [--records 1000] [--reach unreachable,refused]` (`--jobs 1000,10000,50000` adds points
+to see how the cost grows).
 
 The cluster: 3 real nodes, 1,000 node records without a slurmd (DOWN, not provisioned) and 10,000
-pending held batch jobs in the state (individual jobs, not arrays). On it, in the same run:
+pending held batch jobs in the state (individual jobs, not arrays). slurmctld messages the records
+at each ping round. With `--reach unreachable` (first, the goal's) each message fails at once, as it
+ends at once when a slurmd answers; with `refused` (printed too, so that nothing is hidden) Slurm
+retries each for 10 s, and on 24.11+ a reconfigure in that window first waits up to 3 s for them
+(ClusterSpec.record_reach, docs/config-sync-dry-run.md). On each, in the same run:
 
 - the baseline: a bare `scontrol reconfigure` (timed to its return, as the field's loop runs it;
   24.11 and later re-execute slurmctld, which is waited for before the next one);
@@ -176,8 +181,12 @@ def cell(samples: list[float]) -> str:
     return f"{statistics.median(samples):.3f} s / {percentile(samples, 99):.3f} s"
 
 
-async def measure(release: Release, jobs: int, records: int, changes: int, baseline_n: int) -> None:
-    spec = ClusterSpec(nodes=3, node_records={"DOWN": records}, max_job_count=max(20000, jobs * 2))
+async def measure(
+    release: Release, jobs: int, records: int, reach: str, changes: int, baseline_n: int
+) -> None:
+    spec = ClusterSpec(
+        nodes=3, node_records={"DOWN": records}, record_reach=reach, max_job_count=max(20000, jobs * 2)
+    )
     async with DevCluster(release, spec) as cluster:
         started = time.monotonic()
         await cluster.submit_held(jobs)
@@ -190,7 +199,7 @@ async def measure(release: Release, jobs: int, records: int, changes: int, basel
         on = await changes_through_config_sync(cluster, vol, base, 200, changes, True)
     nodry, nodry_refused = off.samples, off.refused
     ours, refused, dry = on.samples, on.refused, on.dry
-    size = f"3 nodes + {records} records, {jobs} held jobs ({release.short})"
+    size = f"3 nodes + {records} records ({reach}), {jobs} held jobs ({release.short})"
     print(f"\nP1-scale on {release}: {size}; {jobs} held jobs submitted in {filled:.1f}s")
     for label, s in (("bare scontrol reconfigure", bare), ("dry run off", nodry), ("dry run on", ours)):
         print(f"  {label:<28} n={len(s):<3} p50/p99 {cell(s)}" + (f"  max {max(s):.3f} s" if s else ""))
@@ -207,8 +216,9 @@ async def measure(release: Release, jobs: int, records: int, changes: int, basel
         for line in phase_lines(on.dry_phases):
             print(f"    {line}")
     met = bool(ours) and not refused and percentile(ours, 99) <= 1.0
+    tag = "" if reach == "unreachable" else f"-{reach}"  # the goal's cluster has no tag
     result(
-        "P1-scale",
+        f"P1-scale{tag}",
         f"..data swap -> applied and verified, dry run on, p50/p99 of {changes} lone changes; {size}",
         cell(ours) + (f" ({len(refused)} refused)" if refused else ""),
         f"{cell(bare)} (bare scontrol reconfigure, unverified)",
@@ -216,7 +226,7 @@ async def measure(release: Release, jobs: int, records: int, changes: int, basel
         met,
     )
     result(
-        "P1-scale-verify",
+        f"P1-scale-verify{tag}",
         f"the same with the dry run off: the verification at size alone ({release.short}, {jobs} jobs)",
         cell(nodry) + (f" ({len(nodry_refused)} refused)" if nodry_refused else ""),
         f"{cell(bare)} (bare scontrol reconfigure)",
@@ -225,7 +235,7 @@ async def measure(release: Release, jobs: int, records: int, changes: int, basel
     )
     if dry:
         result(
-            "P1-scale-dry",
+            f"P1-scale-dry{tag}",
             f"the dry run's own cost at {jobs} jobs ({release.short})",
             cell(dry),
             "none (the field has no dry run)",
@@ -241,12 +251,16 @@ async def main() -> None:
     p.add_argument("--baseline", type=int, default=20, help="bare reconfigures")
     p.add_argument("--jobs", default="10000", help="comma-separated: one cluster per count")
     p.add_argument("--records", type=int, default=1000)
+    p.add_argument(
+        "--reach", default="unreachable,refused", help="comma-separated: how messages to the records end"
+    )
     args = p.parse_args()
     logs.configure(json=False, level="error")
     chosen = [await release_named("sid")] if args.release == "sid" else await releases(args.release)
     for release in chosen:
         for jobs in (int(j) for j in args.jobs.split(",")):
-            await measure(release, jobs, args.records, args.changes, args.baseline)
+            for reach in args.reach.split(","):
+                await measure(release, jobs, args.records, reach, args.changes, args.baseline)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,16 @@ from sidecars.devcluster.netblocks import AddressBlock
 RECORD_STATES = ("DOWN", "DRAIN", "FUTURE", "CLOUD")
 RECORD_PREFIX = "x"
 RECORD_REASON = "not_provisioned"
+# how slurmctld's messages to the records end (ClusterSpec.record_reach). slurmctld messages every
+# record that never registered at each ping round (REQUEST_NODE_REGISTRATION_STATUS, from a few
+# seconds after its start), and retries a refused connection once a second for up to MessageTimeout,
+# at most 10 s (`slurm_send_addr_recv_msgs`); no other error of connect() is retried:
+# - "unreachable" (the default): the limited broadcast address, to which the kernel refuses a TCP
+#   connect at once (ENETUNREACH). Each message ends within a millisecond, as it does when a slurmd
+#   answers: what a fleet whose slurmds run costs slurmctld's agent threads;
+# - "refused": a loopback port nobody listens on. Each message holds an agent thread for 10 s; on
+#   24.11+ a reconfigure in that window first waits up to 3 s for them (`agent_fini`)
+RECORD_REACHES = {"unreachable": "255.255.255.255", "refused": "127.0.0.1"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +57,7 @@ class ClusterSpec:
     node_records: Mapping[str, int] = field(default_factory=dict)
     record_cpus: int = 64
     record_memory_mb: int = 512000  # RealMemory, in MB
+    record_reach: str = "unreachable"  # how messages to the records fail: one of RECORD_REACHES
     max_job_count: int = 0  # > 0: MaxJobCount (Slurm's default is 10,000 jobs, held ones included)
 
     # more than 1: highly available, as Slinky runs it (`SlurmctldHost` once per controller, one
@@ -64,6 +75,10 @@ class ClusterSpec:
                 raise ValueError(f"node record state {state!r} is not one of {', '.join(RECORD_STATES)}")
             if count < 0:
                 raise ValueError(f"node record count for {state} is negative: {count}")
+        if self.record_reach not in RECORD_REACHES:
+            raise ValueError(
+                f"node record reach {self.record_reach!r} is not one of {', '.join(RECORD_REACHES)}"
+            )
 
     def node_names(self) -> list[str]:
         """The nodes that run a slurmd."""
@@ -223,13 +238,14 @@ def _span(names: list[str]) -> str:
 
 
 def _record_lines(spec: ClusterSpec) -> list[str]:
-    """One NodeName line per block of records. Their address is the loopback, where no slurmd
-    listens: slurmctld's pings to them fail at once instead of waiting on an unreachable host."""
+    """One NodeName line per block of records, at an address where no slurmd listens (RECORD_REACHES
+    says how slurmctld's messages to them end)."""
     lines = []
+    addr = RECORD_REACHES[spec.record_reach]
     for state, names in spec.record_blocks():
         reason = f" Reason={RECORD_REASON}" if state in ("DOWN", "DRAIN") else ""
         lines.append(
-            f"NodeName={_span(names)} NodeAddr=127.0.0.1 CPUs={spec.record_cpus} "
+            f"NodeName={_span(names)} NodeAddr={addr} CPUs={spec.record_cpus} "
             f"RealMemory={spec.record_memory_mb} State={state}{reason}"
         )
     return lines

@@ -10,6 +10,7 @@ import pytest
 from sidecars.devcluster import ClusterSpec, DevCluster, Release
 from sidecars.devcluster.slurmconf import Ports, render
 from sidecars.slurm import hostlist
+from tests.helpers import eventually
 
 PORTS = Ports(6817, 6818, {"n1": 7001, "n2": 7002, "n3": 7003})
 
@@ -22,7 +23,7 @@ def test_records_are_numbered_across_states_in_a_partition_of_their_own() -> Non
     spec = ClusterSpec(node_records={"DOWN": 1000, "FUTURE": 20, "CLOUD": 5}, max_job_count=20000)
     lines = _conf(spec)
     records = [line for line in lines if line.startswith("NodeName=x")]
-    common = "NodeAddr=127.0.0.1 CPUs=64 RealMemory=512000"
+    common = "NodeAddr=255.255.255.255 CPUs=64 RealMemory=512000"
     assert records == [
         f"NodeName=x[0001-1000] {common} State=DOWN Reason=not_provisioned",
         f"NodeName=x[1001-1020] {common} State=FUTURE",
@@ -53,6 +54,53 @@ def test_no_records_no_change() -> None:
 def test_bad_records_are_refused(records: dict[str, int]) -> None:
     with pytest.raises(ValueError, match="node record"):
         ClusterSpec(node_records=records)
+    with pytest.raises(ValueError, match="node record reach 'answering'"):
+        ClusterSpec(node_records={"DOWN": 1}, record_reach="answering")
+
+
+# slurmctld's own account of each connection it makes (DebugFlags=Network, logged at "verbose"), and
+# of what it waits for
+NET_CONF = "DebugFlags=Network\nSlurmctldDebug=verbose"
+NET_LINES = ("Failed to connect to", "retrying", "agent_fini")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    "retried",
+    [
+        pytest.param(False, marks=pytest.mark.cluster(node_records={"DOWN": 50}, extra_conf=NET_CONF)),
+        # the control: the same records on a loopback port nobody listens on
+        pytest.param(
+            True,
+            marks=pytest.mark.cluster(node_records={"DOWN": 50}, record_reach="refused", extra_conf=NET_CONF),
+        ),
+    ],
+    ids=["unreachable", "refused"],
+)
+async def test_slurmctld_gives_up_on_a_record_at_once(cluster: DevCluster, retried: bool) -> None:
+    """slurmctld messages every record that never registered at each ping round. By default a
+    record's connection fails in a way Slurm does not retry, so no message to it holds an agent
+    thread, as none does when a slurmd answers; and a reconfigure on 24.11+ (a re-exec) has no agent
+    thread to wait for. A refused one is retried once a second for 10 s, and that reconfigure waits."""
+    log = cluster.log_dir / "slurmctld.log"
+
+    def net() -> list[str]:
+        return [line for line in log.read_text().splitlines() if any(w in line for w in NET_LINES)]
+
+    # the first ping round: one line per connection Slurm tried and gave up on or retries
+    seen = await eventually(
+        net,
+        lambda lines: any(w in ln for ln in lines for w in NET_LINES[:2]),
+        within=60,
+        what="a record messaged",
+    )
+    assert any("retrying" in line for line in seen) == retried, seen[:5]
+    if cluster.release.short == "22.05":
+        return  # it reconfigures in place: nothing waits for the agent threads
+    await cluster.client(timeout=30.0).reconfigure()
+    await eventually(lambda: cluster.client().ping(), lambda p: p.up, within=30, what="slurmctld back")
+    waited = [line for line in net() if "agent_fini" in line]
+    assert bool(waited) == retried, waited
 
 
 @pytest.mark.timeout(300)
