@@ -45,6 +45,10 @@ class SwappableCluster(DevCluster):
         self.releases: dict[str, Release] = {}  # daemon ("slurmdbd", "slurmctld", "slurmd-n1") -> its release
         self._trees: set[Path] = set()  # release roots where the cluster dir was made, removed at stop
 
+    async def __aenter__(self) -> SwappableCluster:
+        await self.start()
+        return self
+
     def release_of(self, daemon: str) -> Release:
         """The release `daemon` runs (or will run at its next start)."""
         return self.releases.get(daemon, self.release)
@@ -102,6 +106,10 @@ class SwappableCluster(DevCluster):
     async def swap_slurmctld(self, release: Release, timeout: float = 60.0) -> None:
         """Stop slurmctld (saving its state) and start `release`'s on the same StateSaveLocation."""
         await self.stop_slurmctld()
+        await self.start_slurmctld_of(release, timeout=timeout)
+
+    async def start_slurmctld_of(self, release: Release, timeout: float = 60.0) -> None:
+        """Start `release`'s slurmctld on the state as it is (the controller stopped)."""
         self.releases["slurmctld"] = release
         self._write_shims()
         log.info("devcluster_swap", daemon="slurmctld", release=str(release))

@@ -1,6 +1,7 @@
 """The Slurm edge: commands, parsing and typed models. Nothing else in the package runs Slurm."""
 
 from sidecars.slurm.client import RetryPolicy, SlurmClient
+from sidecars.slurm.dbd_version import parse_dbd_version, slurmdbd_version
 from sidecars.slurm.errors import (
     SlurmCommandError,
     SlurmError,
@@ -46,4 +47,6 @@ __all__ = [
     "SlurmTimeout",
     "SlurmUnreachable",
     "Version",
+    "parse_dbd_version",
+    "slurmdbd_version",
 ]
