@@ -162,7 +162,9 @@ class DevClusterRoles:
         await self.cluster.start_slurmctld_of(self._release(image))
 
     async def restore_slurmctld(self, controller: str, saved: str) -> None:
-        await self.cluster.stop_slurmctld(crash=self.cluster.hostpid("slurmctld") is None)
+        # killed, not shut down: its state is replaced anyway, and a controller that lost jobs kills
+        # them as orphans when their nodes register: every second it lives may cost one
+        await self.cluster.stop_slurmctld(crash=True)
         state = self.cluster.dir / "state"
         await asyncio.to_thread(_replace_tree, Path(saved), state)
         await self.cluster.start_slurmctld_of(self._before.get("slurmctld", self.cluster.release))

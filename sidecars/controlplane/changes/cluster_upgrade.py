@@ -321,27 +321,33 @@ class ClusterUpgrade:
         *,
         expect_target: bool = True,
     ) -> None:
-        """Poll until the controller runs the release expected and lists every job and node it had
-        (a job that ended meanwhile may have aged out: only live jobs must be there)."""
+        """Poll until the controller answers, then judge its first answer: the release expected,
+        every live job and every node it had (a job that ended meanwhile may have aged out).
+
+        The first answer is final: slurmctld loads its whole state before it serves a request, so
+        a job missing then stays missing; and a controller without a job kills it as an orphan as
+        soon as its node registers (seconds after its start), so it must be stopped at once."""
         live = {j for j, s in jobs_before.items() if s in ("PENDING", "RUNNING", "SUSPENDED", "CONFIGURING")}
         deadline = time.monotonic() + self._verify_timeout
-        last = "nothing read yet"
         while True:
             try:
-                runs = (await self.roles.versions()).get(f"slurmctld:{controller}")
                 jobs, nodes = await self.roles.jobs(), await self.roles.nodes()
-                missing_jobs, missing_nodes = sorted(live - set(jobs)), sorted(nodes_before - nodes)
-                if expect_target and (runs is None or not _same(runs, self.target)):
-                    last = f"it runs {runs}, not {self.target}"
-                elif missing_jobs or missing_nodes:
-                    last = f"missing jobs {missing_jobs[:20]} and nodes {missing_nodes[:20]}"
-                else:
-                    return
+                runs = (await self.roles.versions()).get(f"slurmctld:{controller}")
+                break
             except Exception as e:  # not answering yet: polled again until the deadline
-                last = f"{type(e).__name__}: {e}"
-            if time.monotonic() >= deadline:
-                raise StageFailed(f"not verified within {self._verify_timeout:g}s: {last}")
+                if time.monotonic() >= deadline:
+                    raise StageFailed(
+                        f"it did not answer within {self._verify_timeout:g}s: {type(e).__name__}: {e}"
+                    ) from None
             await asyncio.sleep(self._verify_interval)
+        missing_jobs, missing_nodes = sorted(live - set(jobs)), sorted(nodes_before - nodes)
+        if expect_target and (runs is None or not _same(runs, self.target)):
+            raise StageFailed(f"it runs {runs}, not {self.target}")
+        if missing_jobs or missing_nodes:
+            raise StageFailed(
+                f"it came up missing jobs {missing_jobs[:20]} ({len(missing_jobs)}) and nodes "
+                f"{missing_nodes[:20]} ({len(missing_nodes)})"
+            )
 
     async def _workers(self, running: dict[str, Version]) -> tuple[str, str, dict[str, Version]]:
         old = [d for d, v in running.items() if d.startswith("slurmd:") and not _same(v, self.target)]
