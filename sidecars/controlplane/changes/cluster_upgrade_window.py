@@ -11,11 +11,30 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sidecars.controlplane.changes.upgrade import release_distance
 from sidecars.slurm import Version
 
+# Slurm's major releases in order (a release not listed is placed among them by its number)
+RELEASES = (
+    (20, 2),
+    (20, 11),
+    (21, 8),
+    (22, 5),
+    (23, 2),
+    (23, 11),
+    (24, 5),
+    (24, 11),
+    (25, 5),
+    (25, 11),
+    (26, 5),
+)
 WINDOW_RELEASES = 3  # since 24.11
 WINDOW_RELEASES_BEFORE_24_11 = 2
+
+
+def release_distance(newer: Version, older: Version) -> int:
+    """How many major releases `older` is behind `newer` (an unknown release is placed in order)."""
+    known = sorted({*RELEASES, (newer.major, newer.minor), (older.major, older.minor)})
+    return known.index((newer.major, newer.minor)) - known.index((older.major, older.minor))
 
 
 def window(target: Version) -> int:
