@@ -101,7 +101,25 @@ class SwappableCluster(DevCluster):
         self.releases["slurmdbd"] = release
         self._write_shims()
         log.info("devcluster_swap", daemon="slurmdbd", release=str(release))
-        await self.start_slurmdbd(timeout=timeout)
+        logged = self._slurmdbd_log.stat().st_size if self._slurmdbd_log.exists() else 0
+        await self.start_slurmdbd(wait=False)
+        await self._wait_slurmdbd(logged, timeout)
+
+    async def _wait_slurmdbd(self, logged: int, timeout: float) -> None:
+        """Until slurmdbd answers; a slurmdbd seen running and then gone ended: a failed
+        conversion ends it with an `error:` (no `fatal:`), so its death is told by its pid."""
+        client = self.client(timeout=10.0)
+        seen = False
+
+        async def answering() -> bool:
+            nonlocal seen
+            if self.hostpid("slurmdbd") is not None:
+                seen = True
+            elif seen:
+                raise ClusterError(f"slurmdbd exited at start: {self.slurmdbd_log_tail(since=logged)}")
+            return await client.accounting_ping()
+
+        await self._poll(answering, bool, timeout, "slurmdbd answering", interval=0.2)
 
     async def swap_slurmctld(self, release: Release, timeout: float = 60.0) -> None:
         """Stop slurmctld (saving its state) and start `release`'s on the same StateSaveLocation."""

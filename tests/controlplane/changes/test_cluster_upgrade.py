@@ -41,6 +41,7 @@ class Sabotaged(SwappableCluster):
 
     def in_release(self, release: Release, *argv: str) -> list[str]:
         extra = self.sabotage.get(argv[0], []) if argv and release != self.release else []
+        extra = [word.format(dir=self.dir) for word in extra]
         if extra and "-f" in argv and "-f" in extra:  # the foreground controller names its config
             argv = argv[: argv.index("-f")] + argv[argv.index("-f") + 2 :]
         return super().in_release(release, *argv, *extra)
@@ -168,10 +169,12 @@ async def test_a_target_outside_the_window_is_refused_before_anything_changes(ru
 
 
 @pytest.mark.parametrize(
-    "run", [{"slurmctld": ["-f", "/nonexistent/slurm.conf"]}], indirect=True, ids=["slurmctld"]
+    "run", [{"slurmctld": ["-f", "{dir}/etc/refused.conf"]}], indirect=True, ids=["slurmctld"]
 )
 async def test_a_new_slurmctld_that_refuses_to_start_is_rolled_back_with_every_job(run: Run) -> None:
     c = run.cluster
+    # a setting the new release does not know: it refuses the whole file at once
+    (c.dir / "etc" / "refused.conf").write_text(c.conf_path.read_text() + "NoSuchSetting=1\n")
     before = await run.submit()
     up = run.upgrade()
     assert await up.run() == "rolled_back"
@@ -246,10 +249,11 @@ async def test_a_slurmdbd_failing_its_conversion_halts_with_its_backup_and_loses
 
 
 @pytest.mark.parametrize(
-    "run", [{"slurmd": ["-f", "/nonexistent/slurm.conf"]}], indirect=True, ids=["slurmd"]
+    "run", [{"slurmd": ["-f", "{dir}/etc/refused.conf"]}], indirect=True, ids=["slurmd"]
 )
 async def test_a_worker_that_never_comes_back_stops_the_roll_left_drained(run: Run) -> None:
     c = run.cluster
+    (c.dir / "etc" / "refused.conf").write_text(c.conf_path.read_text() + "NoSuchSetting=1\n")
     before = await run.submit()
     run.go.touch()  # nothing to wait for on the workers: the failure is the slurmd's own
     await c.wait_job(run.spanning, "COMPLETED", timeout=60)
