@@ -99,7 +99,9 @@ async def lost(c: SwappableCluster, running: list[int], held: list[int]) -> int:
     """Jobs of before that did not end COMPLETED (the running ones) or vanished (the held ones)."""
     (c.out_dir / "go").touch()
     client = c.client(timeout=10.0)
-    deadline = time.monotonic() + 120
+    # a job alive ends within a second of "go"; a killed one may be listed RUNNING for minutes
+    # (until slurmctld notices its node lost it): 30 s, then whatever is not COMPLETED is lost
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         jobs = {j.job_id: j.state for j in await client.jobs()}
         if not any(jobs.get(j) in ("RUNNING", "COMPLETING", "PENDING") for j in running):
@@ -110,6 +112,13 @@ async def lost(c: SwappableCluster, running: list[int], held: list[int]) -> int:
     gone = [j for j in running if jobs.get(j) != "COMPLETED"]
     vanished = [j for j in held if j not in jobs]
     return len(gone) + len(vanished)
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""  # ended while looked at
 
 
 def _descendants(roots: set[int]) -> set[int]:
@@ -132,9 +141,7 @@ async def naive(c: SwappableCluster, new: Release) -> dict[str, float]:
     """Every role's image bumped at once: all stopped together (the worker pods' processes with
     them), then all of the new release started together."""
     began = time.monotonic()
-    pods = {
-        p for p in c.processes() if Path(f"/proc/{p}/comm").read_text().strip() in ("slurmd", "slurmstepd")
-    }
+    pods = {p for p in c.processes() if _comm(p) in ("slurmd", "slurmstepd")}
     for pid in _descendants(pods):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)

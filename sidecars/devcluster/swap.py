@@ -15,7 +15,9 @@ shims follow the daemon each command talks to (`client_release_of`).
 from __future__ import annotations
 
 import contextlib
+import os
 import shlex
+import signal
 from pathlib import Path
 
 import structlog
@@ -24,6 +26,7 @@ from sidecars.devcluster.base import IN_NS_PATH, ClusterError
 from sidecars.devcluster.cluster import DevCluster
 from sidecars.devcluster.files import CLIENT_COMMANDS
 from sidecars.devcluster.release import Release
+from sidecars.devcluster.slurmconf import ClusterSpec
 
 log = structlog.get_logger(__name__)
 
@@ -40,8 +43,15 @@ _ENTER_TREE = (
 class SwappableCluster(DevCluster):
     """A `DevCluster` whose slurmdbd, slurmctld, slurmd and clients each run a release of their own."""
 
-    def __init__(self, release: Release, *args: object, **kwargs: object) -> None:
-        super().__init__(release, *args, **kwargs)  # type: ignore[arg-type]
+    def __init__(
+        self,
+        release: Release,
+        spec: ClusterSpec | None = None,
+        *,
+        base_dir: Path | None = None,
+        keep_dir: bool = False,
+    ) -> None:
+        super().__init__(release, spec, base_dir=base_dir, keep_dir=keep_dir)
         self.releases: dict[str, Release] = {}  # daemon ("slurmdbd", "slurmctld", "slurmd-n1") -> its release
         self._trees: set[Path] = set()  # release roots where the cluster dir was made, removed at stop
 
@@ -144,7 +154,8 @@ class SwappableCluster(DevCluster):
         pid = self.hostpid(f"slurmd-{name}")
         if pid is None:
             return
-        await self._exec(["kill", "-TERM", str(pid)], check=False)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
         await self._poll(
             self._async(lambda: self.hostpid(f"slurmd-{name}") is None), bool, timeout, f"slurmd {name} gone"
         )
@@ -156,24 +167,37 @@ class SwappableCluster(DevCluster):
         return self.release_of("slurmdbd" if command in ACCOUNTING_COMMANDS else "slurmctld")
 
     def _write_shims(self) -> None:
-        super()._write_shims()
         if self.init_pid is None:
-            return  # before the namespace is made every daemon runs the first release
+            super()._write_shims()  # before the namespace is made every daemon runs the first release
+            return
+        # written aside, then each renamed over the old: a command run meanwhile (a probe, a
+        # poll) reads the old shim or the new one, never half of one
+        final, staging = self.bin_dir, self.dir / "run" / "shims.new"
+        staging.mkdir(exist_ok=True)
+        self.bin_dir = staging
+        try:
+            super()._write_shims()
+        finally:
+            self.bin_dir = final
+        enter_pid = str(self.init_pid)
         init = f'"$(cat {self.dir / "run" / "init.pid"})"'
         for cmd in CLIENT_COMMANDS:
             release = self.client_release_of(cmd)
-            if release == self.release:
-                continue
-            words = self.in_release(release, "/bin/sh", "-c", _CD_AND_RUN, "sh")
-            enter = " ".join(init if w == str(self.init_pid) else shlex.quote(w) for w in words)
-            body = (
-                f'conf="${{SLURM_CONF:-{self.conf_path}}}"\n'
-                f'exec {enter} "$PWD" {self.dir} '
-                f'env PATH={IN_NS_PATH} SLURM_CONF="$conf" /usr/bin/{cmd} "$@"\n'
-            )
-            (self.bin_dir / cmd).write_text(
-                f"#!/bin/sh\n# dev cluster {self.dir}: Slurm {release.version}\n{body}"
-            )
+            if release != self.release:
+                words = self.in_release(release, "/bin/sh", "-c", _CD_AND_RUN, "sh")
+                # the namespace's init read at each run, as the first release's shims do
+                enter = " ".join(init if w == enter_pid else shlex.quote(w) for w in words[:4])
+                enter += " " + " ".join(shlex.quote(w) for w in words[4:])
+                body = (
+                    f'conf="${{SLURM_CONF:-{self.conf_path}}}"\n'
+                    f'exec {enter} "$PWD" {self.dir} '
+                    f'env PATH={IN_NS_PATH} SLURM_CONF="$conf" /usr/bin/{cmd} "$@"\n'
+                )
+                (staging / cmd).write_text(
+                    f"#!/bin/sh\n# dev cluster {self.dir}: Slurm {release.version}\n{body}"
+                )
+                (staging / cmd).chmod(0o755)
+            os.replace(staging / cmd, final / cmd)
 
     async def stop(self) -> None:
         await super().stop()

@@ -81,6 +81,11 @@ class DevClusterRoles:
         for node in await client.nodes():
             if node.version:
                 found[f"slurmd:{node.name}"] = Version.parse(node.version)
+        for name in self.cluster.node_names:
+            # a running slurmd's own binary, as a worker agent reports it (`slurmd -V`): a node
+            # record has no release until its slurmd registered with this controller
+            if self.cluster.hostpid(f"slurmd-{name}") is not None:
+                found[f"slurmd:{name}"] = Version.parse(self.cluster.release_of(f"slurmd-{name}").version)
         return found
 
     async def jobs(self) -> dict[int, str]:

@@ -4,25 +4,13 @@ after, and a job that spans the whole move completes and is in `sacct` afterward
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import pytest
 
 from sidecars.devcluster import ClusterSpec, Release
 from sidecars.devcluster.release import build_chroot
 from sidecars.devcluster.swap import SwappableCluster
 from sidecars.slurm import Version
-
-
-async def _finished_record(c: SwappableCluster, job: int, timeout: float = 60.0) -> tuple[str, str]:
-    deadline = time.monotonic() + timeout
-    while True:
-        record = (await c.sacct(job)).get(job)
-        if record and record[0] not in ("PENDING", "RUNNING"):
-            return record
-        assert time.monotonic() < deadline, f"no finished record of job {job} in sacct: {record}"
-        await asyncio.sleep(0.2)
+from tests.controlplane.changes.upgrade_records import finished_record
 
 
 @pytest.mark.timeout(300)
@@ -53,8 +41,8 @@ async def test_jobs_survive_every_daemon_moving_to_the_next_release(release: Rel
 
         go.touch()
         await c.wait_job(spanning, "COMPLETED", timeout=60)
-        assert await _finished_record(c, spanning) == ("COMPLETED", "0:0")
+        assert await finished_record(c, spanning) == ("COMPLETED", "0:0")
         # the held job was kept, and runs on the new release once released
         await c.client().run("scontrol", "release", str(pending))
         await c.wait_job(pending, "COMPLETED", timeout=60)
-        assert await _finished_record(c, pending) == ("COMPLETED", "0:0")
+        assert await finished_record(c, pending) == ("COMPLETED", "0:0")

@@ -231,8 +231,15 @@ class ClusterUpgrade:
                 self._log.warning("cluster_upgrade_emit_failed", stage=stage, error=str(e))
 
     async def _preflight(self) -> tuple[str, str, dict[str, Version]]:
-        running = await self.roles.versions()
+        try:
+            running = await self.roles.versions()
+        except Exception as e:  # a daemon not answering: its release is unknown, so nothing moves
+            unread = f"{type(e).__name__}: {e}"
+            return "refused", f"refused, nothing changed: a daemon's release could not be read: {unread}", {}
         why = refusal(self.target, running)
+        if why is None and len(self.roles.controllers()) > 1:
+            # the rollback restores one controller's state under the others: not safe with several yet
+            why = "several controllers (HA): this upgrade moves one slurmctld only, for now"
         if why is not None:
             return "refused", f"refused, nothing changed: {why}", running
         room = await self.roles.room()

@@ -11,8 +11,7 @@ outside 26.05's window, and is refused by the preflight test below)."""
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from sidecars.devcluster.swap_roles import DevClusterRoles
 from sidecars.runtime import process
 from sidecars.runtime.waits import within
 from sidecars.slurm import Version
+from tests.controlplane.changes.upgrade_records import finished_record
 
 pytestmark = [pytest.mark.releases("slurm24"), pytest.mark.timeout(300)]
 
@@ -56,9 +56,12 @@ class Run:
         self.go = cluster.out_dir / "go"
         self.spanning = 0
         self.held = 0
+        self.on_event: Callable[[str, str, str], None] | None = None  # a test's own step on an event
 
     async def emit(self, stage: str, state: str, message: str) -> None:
         self.events.append((stage, state, message))
+        if self.on_event is not None:
+            self.on_event(stage, state, message)
 
     async def submit(self) -> dict[int, str]:
         c = self.cluster
@@ -67,25 +70,8 @@ class Run:
         self.held = await c.sbatch("--hold", wrap="true")
         return await self.roles.jobs()
 
-    def upgrade(self, **kwargs: object) -> ClusterUpgrade:
-        return ClusterUpgrade(
-            self.roles,
-            self.target,
-            IMAGES,
-            emit=self.emit,
-            verify_timeout_seconds=30,
-            **kwargs,  # type: ignore[arg-type]
-        )
-
-
-async def _finished_record(c: SwappableCluster, job: int, timeout: float = 60.0) -> tuple[str, str]:
-    deadline = time.monotonic() + timeout
-    while True:
-        record = (await c.sacct(job)).get(job)
-        if record and record[0] not in ("PENDING", "RUNNING"):
-            return record
-        assert time.monotonic() < deadline, f"no finished record of job {job} in sacct: {record}"
-        await asyncio.sleep(0.2)
+    def upgrade(self) -> ClusterUpgrade:
+        return ClusterUpgrade(self.roles, self.target, IMAGES, emit=self.emit, verify_timeout_seconds=30)
 
 
 @pytest.fixture
@@ -117,12 +103,11 @@ async def test_every_job_survives_the_whole_upgrade_and_the_spanning_one_reaches
     before = await run.submit()
     up = run.upgrade()
 
-    async def end_the_job_once_the_workers_roll(stage: str, state: str, message: str) -> None:
-        await run.emit(stage, state, message)
+    def end_the_job_once_the_workers_roll(stage: str, state: str, message: str) -> None:
         if (stage, state) == ("workers", "running"):
             run.go.touch()  # the roll waits for the job on its worker: it ends now, as jobs do
 
-    up._emit = end_the_job_once_the_workers_roll
+    run.on_event = end_the_job_once_the_workers_roll
     assert await up.run() == "complete", up.status.report()
     assert _states(up) == dict.fromkeys(("preflight", "slurmdbd", "slurmctld", "workers"), "done")
     versions = await run.roles.versions()
@@ -132,7 +117,7 @@ async def test_every_job_survives_the_whole_upgrade_and_the_spanning_one_reaches
     after = await run.roles.jobs()
     assert set(before) <= set(after)
     assert after[run.held] == "PENDING"
-    assert await _finished_record(c, run.spanning) == ("COMPLETED", "0:0")
+    assert await finished_record(c, run.spanning) == ("COMPLETED", "0:0")
     assert Path(up.status.backup).stat().st_size > 0
     assert up.status.slurmctld_unanswered_seconds is not None
     # each stage said when it started and how it ended
@@ -166,6 +151,12 @@ async def test_a_target_outside_the_window_is_refused_before_anything_changes(ru
     down = ClusterUpgrade(run.roles, Version(24, 5, 0), IMAGES)
     assert await down.run() == "refused"
     assert "downgrade" in down.status.stage("preflight").detail
+    # a release that cannot be read (slurmdbd down) is not taken as fine: refused too
+    await c.stop_slurmdbd()
+    unread = ClusterUpgrade(run.roles, run.target, IMAGES)
+    assert await unread.run() == "refused"
+    assert "could not be read" in unread.status.stage("preflight").detail
+    assert not (c.dir / "upgrade").exists()
 
 
 @pytest.mark.parametrize(
@@ -193,7 +184,7 @@ async def test_a_new_slurmctld_that_refuses_to_start_is_rolled_back_with_every_j
     assert await run.roles.jobs() == before
     run.go.touch()
     await c.wait_job(run.spanning, "COMPLETED", timeout=60)
-    assert await _finished_record(c, run.spanning) == ("COMPLETED", "0:0")
+    assert await finished_record(c, run.spanning) == ("COMPLETED", "0:0")
 
 
 @pytest.mark.parametrize(
@@ -209,7 +200,7 @@ async def test_a_new_slurmctld_that_comes_up_without_its_jobs_is_rolled_back(run
     assert await run.roles.jobs() == before  # the saved state, with its running job
     run.go.touch()
     await c.wait_job(run.spanning, "COMPLETED", timeout=60)
-    assert await _finished_record(c, run.spanning) == ("COMPLETED", "0:0")
+    assert await finished_record(c, run.spanning) == ("COMPLETED", "0:0")
 
 
 async def test_a_slurmdbd_failing_its_conversion_halts_with_its_backup_and_loses_no_record(run: Run) -> None:
@@ -245,12 +236,10 @@ async def test_a_slurmdbd_failing_its_conversion_halts_with_its_backup_and_loses
     await run.roles.restore_database(up.status.backup)
     assert (await run.roles.versions())["slurmdbd"].at_least(24, 11)
     assert not (await run.roles.versions())["slurmdbd"].at_least(25)
-    assert await _finished_record(c, run.spanning) == ("COMPLETED", "0:0")
+    assert await finished_record(c, run.spanning) == ("COMPLETED", "0:0")
 
 
-@pytest.mark.parametrize(
-    "run", [{"slurmd": ["-f", "{dir}/etc/refused.conf"]}], indirect=True, ids=["slurmd"]
-)
+@pytest.mark.parametrize("run", [{"slurmd": ["-f", "{dir}/etc/refused.conf"]}], indirect=True, ids=["slurmd"])
 async def test_a_worker_that_never_comes_back_stops_the_roll_left_drained(run: Run) -> None:
     c = run.cluster
     (c.dir / "etc" / "refused.conf").write_text(c.conf_path.read_text() + "NoSuchSetting=1\n")
@@ -268,7 +257,7 @@ async def test_a_worker_that_never_comes_back_stops_the_roll_left_drained(run: R
     assert n2 is not None and not n2.state.drain  # the budget of one: the roll stopped at n1
     after = await run.roles.jobs()
     assert set(before) <= set(after) and after[run.held] == "PENDING"
-    assert await _finished_record(c, run.spanning) == ("COMPLETED", "0:0")
+    assert await finished_record(c, run.spanning) == ("COMPLETED", "0:0")
 
 
 async def test_pause_holds_the_upgrade_between_stages_and_resume_goes_on(run: Run) -> None:
@@ -278,14 +267,13 @@ async def test_pause_holds_the_upgrade_between_stages_and_resume_goes_on(run: Ru
     up = run.upgrade()
     paused_at: asyncio.Future[dict[str, str]] = asyncio.get_running_loop().create_future()
 
-    async def pause_after_preflight(stage: str, state: str, message: str) -> None:
-        await run.emit(stage, state, message)
+    def pause_after_preflight(stage: str, state: str, message: str) -> None:
         if (stage, state) == ("preflight", "done"):
             up.pause()
         if stage == "slurmdbd" and "paused" in message and not paused_at.done():
             paused_at.set_result(_states(up))
 
-    up._emit = pause_after_preflight
+    run.on_event = pause_after_preflight
     task = asyncio.create_task(up.run(), name="cluster-upgrade-test")
     states = await within(paused_at, 60)
     assert states == {
