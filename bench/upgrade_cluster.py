@@ -13,9 +13,10 @@ CPUs, 6 running jobs (each runs until the bench says "go") and 10 held pending j
 
 Measured in each: seconds per stage, the longest time slurmctld did not answer `scontrol ping`
 (polled every 50 ms), and the jobs lost (a job of before that did not end COMPLETED, or vanished).
-Slurm's own restart time, the reference of the goal, is a restart of the 24.11 slurmctld on the
-same cluster in the same run, seen by the same poll. Goal: 0 jobs lost; slurmctld unanswered for
-less than 2x Slurm's own restart.
+Slurm's own restart time, the reference of the goal, is the median of three restarts of the
+26.05 slurmctld (the release the upgrade starts) on the upgraded cluster, seen by the same poll;
+the median of three restarts of the 24.11 one before the upgrade is printed beside it. Goal: 0 jobs
+lost; slurmctld unanswered for less than 2x Slurm's own restart.
 """
 
 from __future__ import annotations
@@ -86,13 +87,17 @@ async def prepare(c: SwappableCluster, running: int, pending: int) -> tuple[list
     return jobs, held
 
 
-async def restart_reference(c: SwappableCluster) -> float:
-    """Slurm's own restart: the controller stopped and started again on the same release."""
-    watch = Unanswered(c)
-    async with watch.watching():
-        await c.restart_slurmctld()
-        await asyncio.sleep(POLL_SECONDS * 4)  # the poll's next answer closes the stretch
-    return watch.longest
+async def restart_reference(c: SwappableCluster, times: int = 3) -> float:
+    """Slurm's own restart: the controller stopped and started again on the release it runs (the
+    median of `times`: one restart on a shared machine is noise)."""
+    gaps = []
+    for _ in range(times):
+        watch = Unanswered(c)
+        async with watch.watching():
+            await c.restart_slurmctld()
+            await asyncio.sleep(POLL_SECONDS * 4)  # the poll's next answer closes the stretch
+        gaps.append(watch.longest)
+    return sorted(gaps)[len(gaps) // 2]
 
 
 async def lost(c: SwappableCluster, running: list[int], held: list[int]) -> int:
@@ -179,6 +184,7 @@ async def run(old: Release, new: Release, running: int, pending: int) -> None:
             final = await up.run()
             total = time.monotonic() - began
         ours_lost = await lost(c, jobs, held)
+        new_reference = await restart_reference(c)  # 26.05's own restart, on the upgraded cluster
         stages = {s.name: s.seconds or 0.0 for s in up.status.stages}
         ours_gap = watch.longest
     print(
@@ -190,7 +196,6 @@ async def run(old: Release, new: Release, running: int, pending: int) -> None:
 
     async with SwappableCluster(old, spec) as c:
         jobs, held = await prepare(c, running, pending)
-        base_reference = await restart_reference(c)
         watch = Unanswered(c)
         async with watch.watching():
             began = time.monotonic()
@@ -202,9 +207,9 @@ async def run(old: Release, new: Release, running: int, pending: int) -> None:
         f"baseline: {base_total:.1f} s (stop {phases['stop']:.1f} s, start {phases['start']:.1f} s); "
         f"slurmctld unanswered {base_gap:.2f} s; {base_lost} jobs lost"
     )
-    slurm_restart = max(reference, base_reference)
     print(
-        f"Slurm's own restart of slurmctld (24.11, same clusters): {reference:.2f} s, {base_reference:.2f} s"
+        f"Slurm's own restart of slurmctld (median of 3): 24.11 {reference:.2f} s, "
+        f"26.05 {new_reference:.2f} s"
     )
     result(
         "U1",
@@ -214,8 +219,8 @@ async def run(old: Release, new: Release, running: int, pending: int) -> None:
         + ", ".join(f"{k} {v:.1f} s" for k, v in stages.items()),
         f"{base_lost} lost, unanswered {base_gap:.2f} s, {base_total:.1f} s "
         "(everything stopped, then started)",
-        f"0 lost, unanswered < 2x Slurm's own restart ({slurm_restart:.2f} s)",
-        final == "complete" and ours_lost == 0 and ours_gap < 2 * slurm_restart,
+        f"0 lost, unanswered < 2x Slurm's own restart (26.05: {new_reference:.2f} s)",
+        final == "complete" and ours_lost == 0 and ours_gap < 2 * new_reference,
     )
 
 
