@@ -78,12 +78,15 @@ class Unanswered:
                 await task
 
 
-async def prepare(c: SwappableCluster, running: int, pending: int) -> tuple[list[int], list[int]]:
+async def prepare(
+    c: SwappableCluster, running: int, pending: int, bulk: int = 0
+) -> tuple[list[int], list[int]]:
     go = c.out_dir / "go"
     jobs = [await c.sbatch(wrap=f"while [ ! -e {go} ]; do sleep 0.2; done") for _ in range(running)]
     for j in jobs:
         await c.wait_job(j, "RUNNING", timeout=60)
     held = [await c.sbatch("--hold", wrap="true") for _ in range(pending)]
+    held += await c.submit_held(bulk)  # a larger state: a busy cluster's queue
     return jobs, held
 
 
@@ -103,7 +106,7 @@ async def restart_reference(c: SwappableCluster, times: int = 3) -> float:
 async def lost(c: SwappableCluster, running: list[int], held: list[int]) -> int:
     """Jobs of before that did not end COMPLETED (the running ones) or vanished (the held ones)."""
     (c.out_dir / "go").touch()
-    client = c.client(timeout=10.0)
+    client = c.client(timeout=60.0)  # thousands of jobs listed on a loaded machine
     # a job alive ends within a second of "go"; a killed one may be listed RUNNING for minutes
     # (until slurmctld notices its node lost it): 30 s, then whatever is not COMPLETED is lost
     deadline = time.monotonic() + 30
@@ -164,12 +167,14 @@ async def naive(c: SwappableCluster, new: Release) -> dict[str, float]:
     return {"stop": stopped - began, "start": time.monotonic() - stopped}
 
 
-async def run(old: Release, new: Release, running: int, pending: int) -> None:
-    spec = ClusterSpec(nodes=3, cpus=2, accounting=True, foreground_ctld=True)
+async def run(old: Release, new: Release, running: int, pending: int, bulk: int) -> None:
+    spec = ClusterSpec(
+        nodes=3, cpus=2, accounting=True, foreground_ctld=True, max_job_count=max(10_000, 2 * bulk)
+    )
     target = Version.parse(new.version)
 
     async with SwappableCluster(old, spec) as c:
-        jobs, held = await prepare(c, running, pending)
+        jobs, held = await prepare(c, running, pending, bulk)
         reference = await restart_reference(c)
         roles = DevClusterRoles(c, {"chroot": old, "sid": new})
 
@@ -195,7 +200,7 @@ async def run(old: Release, new: Release, running: int, pending: int) -> None:
     )
 
     async with SwappableCluster(old, spec) as c:
-        jobs, held = await prepare(c, running, pending)
+        jobs, held = await prepare(c, running, pending, bulk)
         watch = Unanswered(c)
         async with watch.watching():
             began = time.monotonic()
@@ -213,7 +218,7 @@ async def run(old: Release, new: Release, running: int, pending: int) -> None:
     )
     result(
         "U1",
-        f"upgrade 24.11 -> 26.05, {running} running + {pending} pending jobs: "
+        f"upgrade 24.11 -> 26.05, {running} running + {pending + bulk} pending jobs: "
         "jobs lost, slurmctld unanswered",
         f"{ours_lost} lost, unanswered {ours_gap:.2f} s; stages "
         + ", ".join(f"{k} {v:.1f} s" for k, v in stages.items()),
@@ -228,12 +233,15 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--running", type=int, default=6, help="running jobs (the cluster has 6 CPUs)")
     p.add_argument("--pending", type=int, default=10, help="held pending jobs")
+    p.add_argument(
+        "--bulk-held", type=int, default=0, help="more held jobs, submitted in bulk (a larger state)"
+    )
     args = p.parse_args()
     logs.configure(json=False, level="warning")
 
     async def go() -> None:
         old, new = await build_chroot(name="chroot"), await build_chroot(name="sid")
-        await run(old, new, args.running, args.pending)
+        await run(old, new, args.running, args.pending, args.bulk_held)
 
     asyncio.run(go())
 
