@@ -1,8 +1,9 @@
 """A whole-cluster Slurm upgrade in Slurm's order, as stages: preflight, slurmdbd, slurmctld, workers.
 
 Each stage acts through a `ClusterRoles` (the seam): in Kubernetes an image or revision change of
-that role's workload, in the dev cluster and the demo the release swap of one daemon
-(`sidecars/devcluster/swap_roles.py`). The machine itself decides order, verification and rollback:
+that role's workload (not written yet: docs/upgrades.md), in the dev cluster (the tests, U1) the
+release swap of one daemon (`sidecars/devcluster/swap_roles.py`). The machine itself decides order,
+verification and rollback:
 
 - preflight: every daemon's release read (slurmdbd's included); the target within Slurm's window
   from each; room for the database backup and the state copy. A refusal changes nothing.
@@ -14,9 +15,11 @@ that role's workload, in the dev cluster and the demo the release swap of one da
 - slurmctld: the controller stopped (it saves its state), the StateSaveLocation copied, the new
   controller started on the same state, verified by its release, every job and every node read
   back. When it does not come up, or comes up missing a job or a node, the old controller goes back
-  on the saved copy, automatically: the stage ends `rolled_back`. HA controllers one at a time.
-- workers: the budgeted roll (drain, replace, undrain); a worker that never comes back stops the
-  roll with that worker left drained, its reason ours.
+  on the saved copy, automatically: the stage ends `rolled_back`. Several controllers (HA) are refused
+  by the preflight for now: the rollback restores one controller under the others.
+- workers: a budgeted roll (drain, replace, undrain: in Kubernetes the control plane's own roll,
+  upgrade.py; in the dev cluster the roles' drain-first swap); a worker that never comes back
+  stops the roll with that worker left drained, its reason ours.
 
 Between stages the upgrade can be paused; it then waits before the next stage starts.
 """
