@@ -1,6 +1,7 @@
 """The Slurm edge: commands, parsing and typed models. Nothing else in the package runs Slurm."""
 
 from sidecars.slurm.client import RetryPolicy, SlurmClient
+from sidecars.slurm.dbd_version import parse_dbd_version, slurmdbd_version
 from sidecars.slurm.errors import (
     SlurmCommandError,
     SlurmError,
@@ -51,4 +52,6 @@ __all__ = [
     "SlurmUnreachable",
     "Takeover",
     "Version",
+    "parse_dbd_version",
+    "slurmdbd_version",
 ]

@@ -22,6 +22,7 @@ from typing import Any
 import structlog
 
 from sidecars.controlplane.changes.budget import REASON_PREFIX, UpgradeError, parse_budget
+from sidecars.controlplane.changes.cluster_upgrade_window import release_distance, window
 from sidecars.controlplane.changes.deploy_roll import DeploymentRoll, Refused
 from sidecars.controlplane.fleet.drains import DrainBatcher
 from sidecars.controlplane.fleet.snapshot import FleetNode
@@ -33,49 +34,35 @@ log = structlog.get_logger(__name__)
 CONFIG_MAP = "slurm-sidecars-upgrade"
 # the label carrying a pod's template revision: StatefulSet's, then a Deployment's ReplicaSet's
 REVISION_LABELS = ("controller-revision-hash", "pod-template-hash")
-# Slurm's major releases in order: slurmctld supports slurmd (and slurmdbd, clients) up to two back
-RELEASES = (
-    (20, 2),
-    (20, 11),
-    (21, 8),
-    (22, 5),
-    (23, 2),
-    (23, 11),
-    (24, 5),
-    (24, 11),
-    (25, 5),
-    (25, 11),
-    (26, 5),
-)
-MAX_SKEW = 2
 
 
 def revision(pod: Pod) -> str:
     return next((pod.labels[k] for k in REVISION_LABELS if pod.labels.get(k)), "")
 
 
-def release_distance(newer: Version, older: Version) -> int:
-    """How many major releases `older` is behind `newer` (an unknown release is placed in order)."""
-    known = sorted({*RELEASES, (newer.major, newer.minor), (older.major, older.minor)})
-    return known.index((newer.major, newer.minor)) - known.index((older.major, older.minor))
-
-
-def skew_error(controller: Version, slurmds: Mapping[str, Version], target: Version | None) -> str | None:
-    """Why the roll would break Slurm's version rules, or None. Order: slurmdbd, slurmctld, slurmd."""
+def skew_error(
+    controller: Version,
+    slurmds: Mapping[str, Version],
+    target: Version | None,
+    slurmdbd: Version | None = None,
+) -> str | None:
+    """Why the roll would break Slurm's version rules, or None. Order: slurmdbd, slurmctld, slurmd;
+    each accepts the releases of Slurm's window behind it (3 since 24.11, else 2)."""
     order = "upgrade slurmdbd first, then slurmctld, then the slurmd workers"
+    if slurmdbd is not None and (slurmdbd.major, slurmdbd.minor) < (controller.major, controller.minor):
+        return f"slurmdbd {slurmdbd} is older than slurmctld {controller}: {order}"
     for name, v in sorted(slurmds.items()):
         if (v.major, v.minor) > (controller.major, controller.minor):
             return f"the controller, slurmctld {controller}, is older than slurmd {v} on {name}: {order}"
+    most = window(controller)
     if target is not None:
         if (target.major, target.minor) > (controller.major, controller.minor):
             return f"target slurmd {target} is newer than slurmctld {controller}: {order}"
-        if release_distance(controller, target) > MAX_SKEW:
-            return f"target slurmd {target} is more than {MAX_SKEW} releases behind slurmctld {controller}"
+        if release_distance(controller, target) > most:
+            return f"target slurmd {target} is more than {most} releases behind slurmctld {controller}"
     for name, v in sorted(slurmds.items()):
-        if release_distance(controller, v) > MAX_SKEW:
-            return (
-                f"the slurmd on {name} ({v}) is more than {MAX_SKEW} releases behind slurmctld {controller}"
-            )
+        if release_distance(controller, v) > most:
+            return f"the slurmd on {name} ({v}) is more than {most} releases behind slurmctld {controller}"
     return None
 
 
@@ -182,10 +169,11 @@ class Upgrade:
         slurmds: Mapping[str, Version],
         target: Version | None,
         deployment: str = "",
+        slurmdbd: Version | None = None,
     ) -> UpgradePlan:
         workers = list(self._pods())
         parse_budget(budget, len(workers))  # refused before anything is written
-        why = skew_error(controller, slurmds, target)
+        why = skew_error(controller, slurmds, target, slurmdbd)
         if why is not None:
             raise UpgradeError(409, f"version skew: {why}")
         current = await self.load()

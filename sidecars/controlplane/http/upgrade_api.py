@@ -16,7 +16,7 @@ from sidecars.controlplane.http import openapi_upgrade
 from sidecars.controlplane.http.bodies import read_body
 from sidecars.controlplane.http.errors import Leadership, error, not_leader
 from sidecars.kube import KubeError
-from sidecars.slurm import SlurmClient, SlurmError, Version
+from sidecars.slurm import SlurmClient, SlurmError, Version, slurmdbd_version
 
 LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
 VERSION = re.compile(r"^\d{2}\.\d{2}(\.\d+)?$")
@@ -67,12 +67,23 @@ class UpgradeAPI:
             return error(409, self.why_unavailable)
         return not_leader(self._leader)
 
-    async def _slurm_versions(self) -> tuple[Version, dict[str, Version]]:
-        """slurmctld's release and each node record's (what its slurmd registered with), now."""
-        controller = Version.parse((await self._slurm.show_config()).get("SLURM_VERSION", ""))
+    async def _slurm_versions(self) -> tuple[Version, dict[str, Version], Version | None]:
+        """slurmctld's release, each node record's (what its slurmd registered with) and, where
+        slurmctld sends its records to a slurmdbd, slurmdbd's (asked of slurmdbd itself), now."""
+        config = await self._slurm.show_config()
+        controller = Version.parse(config.get("SLURM_VERSION", ""))
         records = {n.name: Version.parse(n.version) for n in await self._slurm.nodes() if n.version}
         self._controller = (controller, time.monotonic())
-        return controller, records
+        slurmdbd = None
+        if config.get("AccountingStorageType", "") == "accounting_storage/slurmdbd":
+            try:
+                slurmdbd = await slurmdbd_version(self._slurm)
+            except SlurmError as exc:
+                # unknown is not "fine": slurmdbd must be the newest, so a roll waits until it is read
+                raise UpgradeError(
+                    409, f"version skew: slurmdbd's release could not be read ({exc.message}); slurmdbd first"
+                ) from None
+        return controller, records, slurmdbd
 
     async def show(self, _: web.Request) -> web.Response:
         # a read costs Slurm nothing of its own: the records from the fleet view, slurmctld's
@@ -119,7 +130,7 @@ class UpgradeAPI:
             return refused
         assert self._upgrade is not None
         try:
-            controller, records = await self._slurm_versions()
+            controller, records, slurmdbd = await self._slurm_versions()
             slurmds = guard_inputs(self._versions.fresh(), records)
             plan = await self._upgrade.start(
                 rev or "",
@@ -128,6 +139,7 @@ class UpgradeAPI:
                 slurmds=slurmds,
                 target=Version.parse(target) if target else None,
                 deployment=deployment or "",
+                slurmdbd=slurmdbd,
             )
         except UpgradeError as exc:
             return error(exc.status, exc.message)

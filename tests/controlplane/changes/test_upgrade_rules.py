@@ -54,14 +54,21 @@ def test_version_skew() -> None:
     ctld = v("24.11.5")
     assert skew_error(ctld, {"n1": v("24.11.5"), "n2": v("24.05.2")}, v("24.11.6")) is None
     assert skew_error(ctld, {}, v("23.11.1")) is None  # two releases back: supported
+    assert skew_error(ctld, {}, v("23.02.7")) is None  # three: supported since 24.11
     newer = skew_error(ctld, {"n1": v("25.05.0")}, None)
     assert newer is not None and "older than slurmd 25.05.0 on n1" in newer and "slurmdbd first" in newer
     target = skew_error(ctld, {}, v("25.05.0"))
     assert target is not None and "newer than slurmctld" in target
-    far = skew_error(ctld, {}, v("23.02.7"))
-    assert far is not None and "more than 2 releases behind" in far
+    far = skew_error(ctld, {}, v("22.05.8"))
+    assert far is not None and "more than 3 releases behind" in far
+    before = skew_error(v("24.05.1"), {}, v("22.05.8"))  # before 24.11 the window was two releases
+    assert before is not None and "more than 2 releases behind" in before
     stale = skew_error(v("26.05.0"), {"n9": v("24.05.0")}, None)
     assert stale is not None and "n9" in stale
+    # slurmdbd goes first: a slurmdbd older than slurmctld refuses the roll, whatever the slurmds
+    dbd = skew_error(ctld, {"n1": v("24.11.5")}, v("24.11.5"), slurmdbd=v("24.05.3"))
+    assert dbd is not None and "slurmdbd 24.05.3 is older than slurmctld 24.11.5" in dbd
+    assert skew_error(ctld, {}, v("24.11.5"), slurmdbd=v("25.05.0")) is None
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("90m", 5400), ("2h", 7200), ("1h30m", 5400), ("1d", 86400)])

@@ -1,0 +1,273 @@
+"""The dev cluster as a whole-cluster upgrade's roles: each stage's action is a release swap of
+`swap.py` (an "image" is a release's name: "chroot" for 24.11, "sid" for 26.05).
+
+It has the shape of the control plane's `ClusterRoles` (sidecars/controlplane/changes/
+cluster_upgrade.py) without importing it: the dev cluster is dev tooling beside the roles, and the
+tests, the demo and the U1 benchmark hand it to the stage machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import shutil
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+
+import structlog
+
+from sidecars.devcluster.base import ClusterError
+from sidecars.devcluster.release import Release
+from sidecars.devcluster.swap import SwappableCluster
+from sidecars.runtime import process
+from sidecars.slurm import Version, slurmdbd_version
+
+log = structlog.get_logger(__name__)
+
+UPGRADE_REASON = "slurm-sidecars: upgrade "
+LIVE_JOB_STATES = {"RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING"}
+
+
+def _size_bytes(path: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += (Path(root) / name).lstat().st_size
+            except OSError:
+                continue  # gone while walked
+    return total
+
+
+class DevClusterRoles:
+    """A `SwappableCluster`'s daemons as an upgrade's roles. Backups and state copies go to
+    DIR/upgrade (removed with the cluster)."""
+
+    def __init__(
+        self,
+        cluster: SwappableCluster,
+        releases: Mapping[str, Release],
+        *,
+        budget_workers: int = 1,
+        worker_timeout_seconds: float = 60.0,
+    ) -> None:
+        if budget_workers < 1:
+            raise ValueError("a budget of 0 workers would never move one")
+        self.cluster = cluster
+        self.releases = dict(releases)
+        self.budget_workers = budget_workers
+        self.worker_timeout_seconds = worker_timeout_seconds
+        self.backup_dir = cluster.dir / "upgrade"
+        self._before: dict[str, Release] = {}  # what a role ran before the upgrade moved it
+        self._precopy: Path | None = None  # the state copied while slurmctld still ran
+
+    def _release(self, image: str) -> Release:
+        try:
+            return self.releases[image]
+        except KeyError:
+            raise ClusterError(f"no release named {image!r} (known: {', '.join(self.releases)})") from None
+
+    def _stamp(self) -> str:
+        self.backup_dir.mkdir(mode=0o700, exist_ok=True)
+        return time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+
+    # ------------------------------------------------------------------ reads
+    async def versions(self) -> dict[str, Version]:
+        client = self.cluster.client(timeout=10.0)
+        found = {"slurmdbd": await slurmdbd_version(client)}
+        controller = Version.parse((await client.show_config()).get("SLURM_VERSION", ""))
+        found[f"slurmctld:{self.cluster.host}"] = controller
+        for node in await client.nodes():
+            if node.version:
+                found[f"slurmd:{node.name}"] = Version.parse(node.version)
+        for name in self.cluster.node_names:
+            # a running slurmd's own binary, as a worker agent reports it (`slurmd -V`): a node
+            # record has no release until its slurmd registered with this controller
+            if self.cluster.hostpid(f"slurmd-{name}") is not None:
+                found[f"slurmd:{name}"] = Version.parse(self.cluster.release_of(f"slurmd-{name}").version)
+        return found
+
+    async def jobs(self) -> dict[int, str]:
+        return {j.job_id: j.state for j in await self.cluster.client(timeout=10.0).jobs()}
+
+    async def nodes(self) -> set[str]:
+        return {n.name for n in await self.cluster.client(timeout=10.0).nodes()}
+
+    def controllers(self) -> list[str]:
+        return [self.cluster.host]
+
+    async def room(self) -> list[tuple[str, int, int]]:
+        free = shutil.disk_usage(self.cluster.dir).free
+        db = self.cluster.database
+        database = await asyncio.to_thread(_size_bytes, db.dir / "data") if db else 0
+        state = await asyncio.to_thread(_size_bytes, self.cluster.dir / "state")
+        # both land on the same file system: each needs room with the other taken
+        return [("the database backup", database, free - state), ("the state copy", state, free - database)]
+
+    # ------------------------------------------------------------------ slurmdbd
+    async def backup_database(self) -> str:
+        db = self.cluster.database
+        if db is None:
+            raise ClusterError("this cluster has no accounting database")
+        path = self.backup_dir / f"{db.name}-{self._stamp()}.sql"
+        done = await process.run(
+            [
+                "mariadb-dump",
+                "--no-defaults",
+                f"--socket={db.socket}",
+                "-u",
+                "root",
+                "--single-transaction",  # a consistent dump while slurmdbd still writes
+                "--routines",
+                f"--result-file={path}",
+                "--databases",
+                db.name,
+            ],
+            timeout=300,
+            merge_stderr=True,
+        )
+        if done.returncode != 0:
+            raise ClusterError(f"mariadb-dump failed (exit {done.returncode}): {done.text(1500).strip()}")
+        path.chmod(0o600)  # accounting records are not every local user's to read
+        log.info("devcluster_database_backup", path=str(path), bytes=path.stat().st_size)
+        return str(path)
+
+    async def replace_slurmdbd(self, image: str) -> None:
+        self._before.setdefault("slurmdbd", self.cluster.release_of("slurmdbd"))
+        await self.cluster.swap_slurmdbd(self._release(image))
+
+    async def restore_database(self, backup: str) -> None:
+        """What the operator does after a failed conversion (docs/upgrades.md): slurmdbd stopped,
+        the dump loaded back, then the slurmdbd the cluster ran before started on it."""
+        db = self.cluster.database
+        if db is None:
+            raise ClusterError("this cluster has no accounting database")
+        await self.cluster.stop_slurmdbd()
+        done = await process.run(
+            ["mariadb", "--no-defaults", f"--socket={db.socket}", "-u", "root", "-e", f"source {backup}"],
+            timeout=300,
+            merge_stderr=True,
+        )
+        if done.returncode != 0:
+            raise ClusterError(f"restoring {backup} failed: {done.text(1500).strip()}")
+        await self.cluster.swap_slurmdbd(self._before.get("slurmdbd", self.cluster.release))
+
+    # ------------------------------------------------------------------ slurmctld
+    async def stop_slurmctld(self, controller: str) -> None:
+        self._before.setdefault("slurmctld", self.cluster.release_of("slurmctld"))
+        # most of the copy is made while the controller still runs (a state of 10,000 jobs is
+        # about 20,000 files: seconds to copy); copy_state, once it stopped, brings over what
+        # changed since, so the time slurmctld does not answer grows with the change, not the size
+        self._precopy = self.backup_dir / f"state-{self._stamp()}"
+        await asyncio.to_thread(_sync_tree, self.cluster.dir / "state", self._precopy)
+        await self.cluster.stop_slurmctld()
+
+    async def copy_state(self) -> str:
+        """The StateSaveLocation as the stopped controller left it (the pre-copy brought up to date)."""
+        dest = self._precopy or self.backup_dir / f"state-{self._stamp()}"
+        await asyncio.to_thread(_sync_tree, self.cluster.dir / "state", dest)
+        self._precopy = None
+        return str(dest)
+
+    async def start_slurmctld(self, controller: str, image: str) -> None:
+        await self.cluster.start_slurmctld_of(self._release(image))
+
+    async def restore_slurmctld(self, controller: str, saved: str) -> None:
+        # killed, not shut down: its state is replaced anyway, and a controller that lost jobs kills
+        # them as orphans when their nodes register: every second it lives may cost one
+        await self.cluster.stop_slurmctld(crash=True)
+        state = self.cluster.dir / "state"
+        await asyncio.to_thread(_replace_tree, Path(saved), state)
+        await self.cluster.start_slurmctld_of(self._before.get("slurmctld", self.cluster.release))
+
+    # ------------------------------------------------------------------ the workers
+    async def roll_workers(self, image: str, version: Version) -> None:
+        """Drain up to `budget_workers` at once, wait until their jobs end, move their slurmd,
+        undrain once each registered on the new release; a worker that does not come back stops
+        the roll, left drained (its reason ours) for the operator."""
+        release = self._release(image)
+        reason = f"{UPGRADE_REASON}{version}"
+        client = self.cluster.client(timeout=10.0)
+        names = [n for n in self.cluster.node_names if self.cluster.release_of(f"slurmd-{n}") != release]
+        for i in range(0, len(names), self.budget_workers):
+            batch = names[i : i + self.budget_workers]
+            await client.drain(batch, reason)
+            await self._wait(
+                functools.partial(self._idle, batch), f"{', '.join(batch)} without a running job"
+            )
+            for name in batch:
+                try:
+                    await self.cluster.swap_slurmd(name, release)
+                    await self.cluster.wait_node(
+                        name,
+                        lambda n: n.state.registered and Version.parse(n.version or "0") == version,
+                        timeout=self.worker_timeout_seconds,
+                        what=f"slurmd {name} registered on {version}",
+                    )
+                except ClusterError as e:
+                    raise ClusterError(
+                        f"worker {name} did not come back on {version}, left drained: {e}"
+                    ) from e
+            await client.undrain(batch)
+
+    async def _idle(self, names: list[str]) -> bool:
+        jobs = await self.cluster.client(timeout=10.0).jobs()
+        busy = {n for j in jobs if j.state in LIVE_JOB_STATES for n in j.nodes}
+        return not busy & set(names)
+
+    async def _wait(self, check: Callable[[], Awaitable[bool]], what: str) -> None:
+        deadline = time.monotonic() + 24 * 3600  # a job runs its course: the roll never kills one
+        while not await check():
+            if time.monotonic() >= deadline:
+                raise ClusterError(f"gave up waiting for {what}")
+            await asyncio.sleep(0.5)
+
+
+def _replace_tree(src: Path, dest: Path) -> None:
+    """dest's content made src's (dest itself kept: it is the directory slurm.conf names)."""
+    for entry in dest.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)
+
+
+def _sync_tree(src: Path, dest: Path) -> None:
+    """Make dest a copy of src: files whose size or modification time differ copied (times kept, so
+    the next pass compares them), those src no longer has removed. Slurm replaces a state file by
+    writing a new one and renaming it, so a file's time tells every change."""
+    dest.mkdir(parents=True, exist_ok=True)
+    wanted: set[Path] = set()
+    for root, dirs, files in os.walk(src):
+        here = Path(root)
+        there = dest / here.relative_to(src)
+        for name in dirs:
+            (there / name).mkdir(exist_ok=True)
+            wanted.add(there / name)
+        for name in files:
+            a, b = here / name, there / name
+            wanted.add(b)
+            try:
+                sa = a.lstat()
+            except FileNotFoundError:
+                continue  # removed while walked (the live pass): the pass after the stop settles it
+            try:
+                sb = b.lstat()
+                same = sa.st_size == sb.st_size and sa.st_mtime_ns == sb.st_mtime_ns
+            except FileNotFoundError:
+                same = False
+            if not same:
+                with contextlib.suppress(FileNotFoundError):
+                    shutil.copy2(a, b, follow_symlinks=False)
+    for root, dirs, files in os.walk(dest, topdown=False):
+        for name in [*files, *dirs]:
+            path = Path(root) / name
+            if path not in wanted:
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
