@@ -28,8 +28,10 @@ from sidecars.runtime.settings import (
     settings_of,
     values,
 )
+from sidecars.slurm.dbd_throwaway import SLURMDBD
 from sidecars.slurm.throwaway import SLURMCTLD
 
+Daemon = Literal["slurmctld", "slurmdbd"]
 RestartPolicy = Literal["hold", "restart"]
 DryRunIsolation = Literal["auto", "netns", "ports"]
 
@@ -75,7 +77,7 @@ class Settings:
         help="restart-required changes: hold the last known good, or restart slurmctld",
     )
     restart_timeout_seconds: float = setting(
-        default=60.0, conv=seconds(), help="how long slurmctld may take to come back"
+        default=60.0, conv=seconds(), help="how long slurmctld (or slurmdbd) may take to come back"
     )
     retry_max_seconds: float = 10.0  # backoff ceiling while the controller is unreachable
     parse_timeout_seconds: float = 10.0
@@ -84,7 +86,20 @@ class Settings:
         conv=DIR,
         help="slurmctld's plugins as seen here (default: its PluginDir); unknown plugin names are refused",
     )
-    main_file: str = setting(default="slurm.conf", help="the file the Slurm daemon reads (SLURM_CONF)")
+    # slurmdbd: the set is slurmdbd.conf from its Secret (configsync/dbdsync.py)
+    daemon: Daemon = setting(
+        default="slurmctld",
+        conv=choice("slurmctld", "slurmdbd"),
+        help="the Slurm daemon the files are for: slurmctld (slurm.conf...) or slurmdbd (slurmdbd.conf)",
+    )
+    main_file: str = setting(
+        default="slurm.conf", help="the file the Slurm daemon reads (SLURM_CONF; slurmdbd.conf for slurmdbd)"
+    )
+    slurmdbd_command: tuple[str, ...] = setting(
+        default=SLURMDBD,
+        conv=SHELL_WORDS,
+        help="the command that runs this release's slurmdbd, for its own reading of a candidate file",
+    )
     dry_run: bool = setting(
         default=True,
         conv=BOOL,
@@ -184,6 +199,14 @@ def from_args(args: argparse.Namespace) -> Settings:
             f"--http {args.http}: /status and /history show the config: give --viewer-token-file, "
             "or serve on 127.0.0.1 only"
         )
+    if given.get("daemon") == "slurmdbd":
+        # one file, stated once: slurmdbd reads slurmdbd.conf, whatever else is in the set
+        if given.get("main_file", "slurmdbd.conf") != "slurmdbd.conf":
+            raise ConfigError(
+                "--main-file: slurmdbd reads slurmdbd.conf; leave it out with --daemon slurmdbd"
+            )
+        given["main_file"] = "slurmdbd.conf"
+        given["dry_run"] = False  # the dry run is slurmctld's; slurmdbd's own reading is dbdcheck's
     main_file = str(given.get("main_file", "slurm.conf"))
     if "/" in main_file or main_file.startswith(".."):
         raise ConfigError(f"--main-file: a plain file name is expected, got {main_file!r}")

@@ -1,0 +1,330 @@
+"""config-sync for slurmdbd (`--daemon slurmdbd`) on a real slurmdbd and MariaDB, on every release:
+slurmdbd.conf from its Secret volume into the directory slurmdbd reads; a reload-only change applied
+by `sacctmgr reconfigure` and a restart-needing one by a restart (or held, by policy); a bad file
+refused by slurmdbd's own reading before the swap; a file slurmdbd cannot run on rolled back with
+slurmdbd back and `sacct` answering; a database that is away during a change waited for, not
+blamed; and the storage password in none of what config-sync says or serves."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from prometheus_client import CollectorRegistry
+
+from sidecars.configsync.dbdcheck import PARSE_DIR
+from sidecars.configsync.main import Running, running
+from sidecars.configsync.settings import Settings
+from sidecars.devcluster import ClusterError, DevCluster, free_port
+from sidecars.devcluster.volume import AtomicVolume
+from sidecars.runtime import process
+from sidecars.slurm.dbd_throwaway import said
+from sidecars.slurm.runner import SlurmMetrics
+from tests.configsync.harness import set_sha
+from tests.helpers import RecordingEvents
+from tests.settings import build
+
+CONF = "slurmdbd.conf"
+
+
+@dataclass
+class DbdSyncHarness:
+    cluster: DevCluster
+    secret: AtomicVolume
+    running: Running
+    events: RecordingEvents
+    original: bytes
+    starts: list[int]  # slurmdbd starts by the stand-in container runtime
+
+    @property
+    def service(self) -> Any:
+        return self.running.service
+
+    @property
+    def live(self) -> Path:
+        return self.cluster.dir / "etc" / CONF
+
+    async def get(self, path: str) -> str:
+        async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{self.running.port}{path}") as r:
+            return await r.text()
+
+    async def outcome(self, files: dict[str, bytes], key: str, within: float) -> dict[str, Any]:
+        """/status once the set `files` is judged (applied or rejected) and nothing is pending."""
+        sha = set_sha({}, files)
+
+        def done(st: dict[str, Any]) -> bool:
+            return bool(st[key] and st[key]["sha256"] == sha and not st["pending"])
+
+        return dict(await self.service.wait_until(done, within))
+
+
+@contextlib.asynccontextmanager
+async def slurmdbd_container(c: DevCluster) -> AsyncIterator[list[int]]:
+    """Stand in for slurmdbd's container: when slurmdbd has exited, start it again (without waiting
+    for it to answer, as a container runtime does); a start that fails is tried again."""
+    starts: list[int] = []
+
+    async def loop() -> None:
+        while True:
+            if c.hostpid("slurmdbd") is None:
+                with contextlib.suppress(ClusterError):
+                    await c.start_slurmdbd(wait=False)
+                    starts.append(c.hostpid("slurmdbd") or 0)
+            await asyncio.sleep(0.1)
+
+    task = asyncio.create_task(loop())
+    try:
+        yield starts
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+@contextlib.asynccontextmanager
+async def dbd_sync(c: DevCluster, **overrides: Any) -> AsyncIterator[DbdSyncHarness]:
+    live = c.dir / "etc" / CONF
+    original = live.read_bytes()
+    secret = AtomicVolume(c.dir / "vol" / "dbd-secret", mode=0o600)
+    secret.write({CONF: original})
+    target, state = c.dir / "dbd-etc", c.dir / "dbd-sync"
+    settings = build(
+        Settings,
+        **{
+            "sources": (secret.path,),
+            "secret_sources": (secret.path,),
+            "target": target,
+            "state_dir": state,
+            "daemon": "slurmdbd",
+            "main_file": CONF,
+            "dry_run": False,
+            # the cluster's release, in its namespace (and chroot), reading the copy config-sync makes
+            "slurmdbd_command": tuple(
+                c.in_namespace("env", f"SLURM_CONF={state / PARSE_DIR / 'slurm.conf'}", "slurmdbd")
+            ),
+            "restart_timeout_seconds": 20.0,
+        }
+        | overrides,
+    )
+    registry = CollectorRegistry()
+    client = c.client(metrics=SlurmMetrics(registry), timeout=10.0)
+
+    async def stop() -> None:
+        # production's stop (dbdapply.stop_slurmdbd), with the dev cluster's own kill for a slurmdbd
+        # that does not answer: its pid file holds a pid of the cluster's namespace, not ours
+        if await client.accounting_ping():
+            await client.shutdown_accounting()
+        else:
+            await c.stop_slurmdbd()
+
+    events = RecordingEvents()
+    async with (
+        slurmdbd_container(c) as starts,
+        running(settings, client=client, events=events, registry=registry, dbd_stop=stop) as r,
+    ):
+        # slurmdbd reads the directory config-sync stages into, as in its pod
+        live.unlink()
+        live.symlink_to(target / CONF)
+        yield DbdSyncHarness(c, secret, r, events, original, starts)
+
+
+def _with(text: bytes, *lines: str) -> bytes:
+    return text + "".join(f"{line}\n" for line in lines).encode()
+
+
+async def _recorded(c: DevCluster, job: int, timeout: float = 60.0) -> str:
+    deadline = time.monotonic() + timeout
+    while (state := (await c.sacct(job)).get(job, ("", ""))[0]) in ("", "PENDING", "RUNNING"):
+        assert time.monotonic() < deadline, f"job {job} not in sacct: {state!r}"
+        await asyncio.sleep(0.2)
+    return state
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.cluster(nodes=1, accounting=True)
+async def test_changes_are_applied_and_verified(cluster: DevCluster) -> None:
+    c = cluster
+    async with dbd_sync(c, restart_policy="restart") as h:
+        assert (await h.service.wait_until(lambda st: st["applied"] is not None, 30.0))["applied"]
+        pid = c.hostpid("slurmdbd")
+        # a key slurmdbd re-reads: `sacctmgr reconfigure`, the same daemon
+        reload = {CONF: _with(h.original, "PurgeStepAfter=12months")}
+        h.secret.write(reload)
+        st = await h.outcome(reload, "applied", 60.0)
+        assert st["rejected"] is None and c.hostpid("slurmdbd") == pid
+        assert h.live.read_bytes() == reload[CONF] and (h.live.stat().st_mode & 0o777) == 0o600
+        # a key read at start: a restart, verified by slurmdbd answering
+        restart = {CONF: _with(reload[CONF], "CommitDelay=1")}
+        h.secret.write(restart)
+        st = await h.outcome(restart, "applied", 90.0)
+        assert c.hostpid("slurmdbd") not in (None, pid) and h.starts
+        assert h.live.read_bytes() == restart[CONF]
+        assert await c.client().accounting_ping()
+        job = await c.sbatch(wrap="true")
+        assert await _recorded(c, job) == "COMPLETED"
+        history = await h.get("/history")
+        assert '"outcome": "applied"' in history and "restarting slurmdbd" in str(h.events.events)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.cluster(nodes=1, accounting=True)
+async def test_a_restart_is_held_by_policy(cluster: DevCluster) -> None:
+    c = cluster
+    async with dbd_sync(c) as h:  # the default policy: hold
+        await h.service.wait_until(lambda st: st["applied"] is not None, 30.0)
+        pid, on_disk = c.hostpid("slurmdbd"), h.live.read_bytes()
+        held = {CONF: _with(h.original, "CommitDelay=1")}
+        h.secret.write(held)
+        st = await h.outcome(held, "rejected", 60.0)
+        assert st["restart_required"] and "commitdelay changed" in st["rejected"]["reason"]
+        assert h.live.read_bytes() == on_disk and c.hostpid("slurmdbd") == pid
+        assert "ConfigRestartRequired" in str(h.events.events)
+
+
+# lines our own checks let through (well-formed Key=Value, known to be no number or port), which
+# slurmdbd itself refuses at start
+UNREADABLE = {
+    "DebugLevel=loud": "Invalid DebugLevel",
+    "PurgeJobAfter=someday": "PurgeJobAfter",
+    "NoSuchKey=1": "Could not open/read/parse",
+}
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.cluster(nodes=1, accounting=True)
+async def test_what_slurmdbd_cannot_read_is_refused_before_the_swap(cluster: DevCluster) -> None:
+    c = cluster
+    async with dbd_sync(c, restart_policy="restart") as h:
+        await h.service.wait_until(lambda st: st["applied"] is not None, 30.0)
+        pid, on_disk = c.hostpid("slurmdbd"), h.live.read_bytes()
+        for line, said in UNREADABLE.items():
+            bad = {CONF: _with(h.original, line)}
+            h.secret.write(bad)
+            st = await h.outcome(bad, "rejected", 60.0)
+            reason = st["rejected"]["reason"]
+            assert said in reason and "slurmdbd refused it" in reason, (line, reason)
+            assert h.live.read_bytes() == on_disk and c.hostpid("slurmdbd") == pid  # never staged
+        assert not (c.dir / "dbd-sync" / PARSE_DIR).exists()  # the throwaway's copy is gone
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.cluster(nodes=1, accounting=True)
+async def test_a_file_slurmdbd_cannot_run_on_is_rolled_back(cluster: DevCluster) -> None:
+    c = cluster
+    assert c.database is not None
+    async with dbd_sync(c, restart_policy="restart", restart_timeout_seconds=15.0) as h:
+        await h.service.wait_until(lambda st: st["applied"] is not None, 30.0)
+        # a password the database refuses: every check without the database passes
+        wrong = {CONF: h.original.replace(c.database.password.encode(), b"Wr0ng-pw-7Zq4kX")}
+        h.secret.write(wrong)
+        # a job that ends while slurmdbd is away: slurmctld keeps its record until slurmdbd is back
+        job = await c.sbatch(wrap="true")
+        await c.wait_job(job, "COMPLETED", timeout=60)
+        st = await h.outcome(wrong, "rejected", 120.0)
+        reason = st["rejected"]["reason"]
+        assert "did not answer" in reason and "previous file is back and slurmdbd answers" in reason, reason
+        assert f"database at 127.0.0.1:{c.database.port} answers" in reason
+        assert h.live.read_bytes() == h.original
+        assert await c.client().accounting_ping()
+        assert await _recorded(c, job) == "COMPLETED"
+        # a database address nothing listens on: said so, and rolled back too
+        nowhere = {CONF: re.sub(rb"StoragePort=\d+", f"StoragePort={free_port()}".encode(), h.original)}
+        h.secret.write(nowhere)
+        st = await h.outcome(nowhere, "rejected", 120.0)
+        assert "nothing answers at the database address it names" in st["rejected"]["reason"]
+        assert h.live.read_bytes() == h.original and await c.client().accounting_ping()
+        assert "ConfigRolledBack" in str(h.events.events)
+
+
+async def _sql(c: DevCluster, sql: str) -> None:
+    assert c.database is not None
+    done = await process.run(
+        ["mariadb", "--no-defaults", f"--socket={c.database.socket}", "-u", "root"],
+        timeout=30.0,
+        stdin=sql.encode(),
+        merge_stderr=True,
+    )
+    assert done.returncode == 0, done.text()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.cluster(nodes=1, accounting=True)
+async def test_the_password_is_never_shown(cluster: DevCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    c = cluster
+    assert c.database is not None
+    old, new, wrong = c.database.password, "N3w-st0rage-pw-8hQ2", "Wr0ng-st0rage-pw-3kV9"
+    async with dbd_sync(c, restart_policy="restart", restart_timeout_seconds=15.0) as h:
+        await h.service.wait_until(lambda st: st["applied"] is not None, 30.0)
+        # the password rotated: the database first, then the Secret
+        await _sql(c, f"ALTER USER '{c.database.user}'@'127.0.0.1' IDENTIFIED BY '{new}';")
+        rotated = {CONF: h.original.replace(old.encode(), new.encode())}
+        h.secret.write(rotated)
+        await h.outcome(rotated, "applied", 90.0)
+        assert await c.client().accounting_ping()
+        # a wrong one: rolled back
+        bad = {CONF: rotated[CONF].replace(new.encode(), wrong.encode())}
+        h.secret.write(bad)
+        await h.outcome(bad, "rejected", 120.0)
+        # and a line that is no Key=Value, the password in it: named by its number alone
+        unreadable = {CONF: _with(rotated[CONF], f"StoragePass {wrong}")}
+        h.secret.write(unreadable)
+        st = await h.outcome(unreadable, "rejected", 60.0)
+        assert "not a Key=Value line" in st["rejected"]["reason"]
+        said = [await h.get("/status"), await h.get("/history"), await h.get("/metrics")]
+        out, err = capsys.readouterr()
+        said += [str(h.events.events), out, err]
+        for text in said:
+            for pw in (old, new, wrong):
+                assert pw not in text
+        assert "slurmdbd.conf" in said[1]  # named, never shown
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.cluster(nodes=1, accounting=True)
+async def test_a_database_that_is_away_is_waited_for_not_blamed(cluster: DevCluster) -> None:
+    c = cluster
+    assert c.database is not None
+    async with dbd_sync(c, restart_policy="restart", restart_timeout_seconds=10.0) as h:
+        await h.service.wait_until(lambda st: st["applied"] is not None, 30.0)
+        await _sql(c, "SHUTDOWN;")
+        change = {CONF: _with(h.original, "CommitDelay=1")}
+        h.secret.write(change)
+        # either slurmdbd still answered and was restarted on the change (24.11 on: `sacctmgr ping`
+        # needs no database), or it did not (22.05's round trip does): the change waits, either way
+        st = await h.service.wait_until(lambda st: st["waiting_for_database"] is not None, 90.0)
+        said = st["waiting_for_database"]
+        assert st["pending"] and st["rejected"] is None and f"127.0.0.1:{c.database.port}" in said
+        if "kept" in said:  # restarted on it: kept, not rolled back
+            assert "does not answer either" in said and h.live.read_bytes() == change[CONF]
+        else:
+            assert "the change waits for them" in said and h.live.read_bytes() == h.original
+        from sidecars.devcluster import mariadb
+
+        await mariadb.start(c.database, ["nsenter", "-t", str(c.init_pid), "-p", "--"])
+        st = await h.outcome(change, "applied", 120.0)
+        assert st["waiting_for_database"] is None and await c.client().accounting_ping()
+        assert h.live.read_bytes() == change[CONF]
+        events = str(h.events.events)
+        assert "ConfigWaitsForDatabase" in events and "ConfigRolledBack" not in events
+
+
+def test_slurmdbd_s_words_never_quote_a_line() -> None:
+    """slurmdbd quotes a line it cannot parse, the StoragePass line as any other: the line goes."""
+    out = (
+        "slurmdbd: error: If munged is up, restart with --num-threads=10\n"
+        'slurmdbd: error: Parse error in file /x/slurmdbd.conf line 15: "StoragePass pw-Zq8rT3vN7x"\n'
+        "slurmdbd: fatal: Could not open/read/parse slurmdbd.conf file /x/slurmdbd.conf\n"
+    )
+    assert said(out) == "fatal: Could not open/read/parse slurmdbd.conf file /x/slurmdbd.conf"
+    assert said(out.replace("slurmdbd: fatal", "slurmdbd: nothing")) == (
+        "error: If munged is up, restart with --num-threads=10; "
+        "error: Parse error in file /x/slurmdbd.conf line 15"
+    )
