@@ -18,6 +18,7 @@ so that a fix can reach a slurmdbd that cannot start.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,17 @@ log = structlog.get_logger(__name__)
 def _endpoint(files: FileSet | None) -> dbdconf.Endpoint | None:
     entry = files.files.get(dbdconf.CONF_NAME) if files is not None else None
     return dbdconf.storage_endpoint(entry.data) if entry is not None else None
+
+
+def owner_only(files: FileSet, secret_sources: frozenset[Path]) -> FileSet:
+    """The files of a Secret volume as they are staged: for their owner alone. The kubelet gives a
+    Secret's files the pod's fsGroup and group read (defaultMode 0400 becomes 0440), which the
+    sidecar needs to read them as SlurmUser; slurmdbd needs its file 0600 and would refuse that
+    mode. A file from a ConfigMap keeps its mode, and is refused for it (dbdconf.check)."""
+    entries = [
+        replace(e, mode=e.mode & 0o700) if e.source in secret_sources else e for e in files.files.values()
+    ]
+    return FileSet.build(entries, files.problems)
 
 
 def _pid_file(files: FileSet | None) -> Path:
@@ -89,6 +101,10 @@ class DbdSync(ConfigSync):
     async def _stop(self) -> None:
         # the PidFile the running slurmdbd was started with: the applied set's
         await stop_slurmdbd(self.client, _pid_file(self.applied.files if self.applied else None))
+
+    def _read(self) -> FileSet | None:
+        files = super()._read()
+        return None if files is None else owner_only(files, frozenset(self.settings.secret_sources))
 
     def status(self) -> dict[str, Any]:
         return {**super().status(), "daemon": "slurmdbd", "waiting_for_database": self.waiting_for_database}

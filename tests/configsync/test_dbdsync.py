@@ -90,10 +90,12 @@ async def slurmdbd_container(c: DevCluster) -> AsyncIterator[list[int]]:
 
 
 @contextlib.asynccontextmanager
-async def dbd_sync(c: DevCluster, **overrides: Any) -> AsyncIterator[DbdSyncHarness]:
+async def dbd_sync(
+    c: DevCluster, secret_mode: int = 0o600, **overrides: Any
+) -> AsyncIterator[DbdSyncHarness]:
     live = c.dir / "etc" / CONF
     original = live.read_bytes()
-    secret = AtomicVolume(c.dir / "vol" / "dbd-secret", mode=0o600)
+    secret = AtomicVolume(c.dir / "vol" / "dbd-secret", mode=secret_mode)
     secret.write({CONF: original})
     target, state = c.dir / "dbd-etc", c.dir / "dbd-sync"
     settings = build(
@@ -152,8 +154,10 @@ async def _recorded(c: DevCluster, job: int, timeout: float = 60.0) -> str:
 @pytest.mark.cluster(nodes=1, accounting=True)
 async def test_changes_are_applied_and_verified(cluster: DevCluster) -> None:
     c = cluster
-    async with dbd_sync(c, restart_policy="restart") as h:
+    # a Secret's file as the kubelet gives it to a pod with an fsGroup (defaultMode 0400 + group read)
+    async with dbd_sync(c, secret_mode=0o440, restart_policy="restart") as h:
         assert (await h.service.wait_until(lambda st: st["applied"] is not None, 30.0))["applied"]
+        assert (h.live.stat().st_mode & 0o777) == 0o600  # as slurmdbd wants it
         pid = c.hostpid("slurmdbd")
         # a key slurmdbd re-reads: `sacctmgr reconfigure`, the same daemon
         reload = {CONF: _with(h.original, "PurgeStepAfter=12months")}
