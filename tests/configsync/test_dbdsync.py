@@ -8,6 +8,7 @@ blamed; and the storage password in none of what config-sync says or serves."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import re
 import time
@@ -30,7 +31,7 @@ from sidecars.slurm.dbd_throwaway import said
 from sidecars.slurm.runner import SlurmMetrics
 from tests.configsync.harness import set_sha
 from tests.helpers import RecordingEvents
-from tests.settings import build
+from tests.settings import TOKEN, build
 
 CONF = "slurmdbd.conf"
 
@@ -265,7 +266,7 @@ async def test_the_password_is_never_shown(cluster: DevCluster, capsys: pytest.C
     c = cluster
     assert c.database is not None
     old, new, wrong = c.database.password, "N3w-st0rage-pw-8hQ2", "Wr0ng-st0rage-pw-3kV9"
-    async with dbd_sync(c, restart_policy="restart", restart_timeout_seconds=15.0) as h:
+    async with dbd_sync(c, restart_policy="restart", restart_timeout_seconds=15.0, operator_token=TOKEN) as h:
         await h.service.wait_until(lambda st: st["applied"] is not None, 30.0)
         # the password rotated: the database first, then the Secret
         await _sql(c, f"ALTER USER '{c.database.user}'@'127.0.0.1' IDENTIFIED BY '{new}';")
@@ -283,6 +284,16 @@ async def test_the_password_is_never_shown(cluster: DevCluster, capsys: pytest.C
         st = await h.outcome(unreadable, "rejected", 60.0)
         assert "not a Key=Value line" in st["rejected"]["reason"]
         said = [await h.get("/status"), await h.get("/history"), await h.get("/metrics")]
+        # an operator's plan of a candidate with yet another password, and one slurmdbd refuses
+        for candidate in (bad[CONF], _with(bad[CONF], "DebugLevel=loud")):
+            body = {"files": [{"name": CONF, "data": base64.b64encode(candidate).decode(), "secret": True}]}
+            async with (
+                aiohttp.ClientSession(headers={"Authorization": f"Bearer {TOKEN}"}) as s,
+                s.post(f"http://127.0.0.1:{h.running.port}/v1/plan", json=body) as r,
+            ):
+                said.append(await r.text())
+                assert r.status == 200, said[-1]
+        assert "restart" in said[-2] and "Invalid DebugLevel" in said[-1]
         out, err = capsys.readouterr()
         said += [str(h.events.events), out, err]
         for text in said:
