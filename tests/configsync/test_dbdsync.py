@@ -12,7 +12,7 @@ import base64
 import contextlib
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry
 from sidecars.configsync.dbdcheck import PARSE_DIR
 from sidecars.configsync.main import Running, running
 from sidecars.configsync.settings import Settings
-from sidecars.devcluster import ClusterError, DevCluster, free_port
+from sidecars.devcluster import ClusterError, DevCluster, free_port, mariadb
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime import process
 from sidecars.slurm.dbd_throwaway import said
@@ -44,6 +44,7 @@ class DbdSyncHarness:
     events: RecordingEvents
     original: bytes
     starts: list[int]  # slurmdbd starts by the stand-in container runtime
+    after_stop: list[Callable[[], Awaitable[None]]]  # run once each, right after slurmdbd's next stop
 
     @property
     def service(self) -> Any:
@@ -127,6 +128,10 @@ async def dbd_sync(
             await client.shutdown_accounting()
         else:
             await c.stop_slurmdbd()
+        while after_stop:
+            await after_stop.pop(0)()
+
+    after_stop: list[Callable[[], Awaitable[None]]] = []
 
     events = RecordingEvents()
     async with (
@@ -136,7 +141,7 @@ async def dbd_sync(
         # slurmdbd reads the directory config-sync stages into, as in its pod
         live.unlink()
         live.symlink_to(target / CONF)
-        yield DbdSyncHarness(c, secret, r, events, original, starts)
+        yield DbdSyncHarness(c, secret, r, events, original, starts, after_stop)
 
 
 def _with(text: bytes, *lines: str) -> bytes:
@@ -321,14 +326,24 @@ async def test_a_database_that_is_away_is_waited_for_not_blamed(cluster: DevClus
             assert "does not answer either" in said and h.live.read_bytes() == change[CONF]
         else:
             assert "the change waits for them" in said and h.live.read_bytes() == h.original
-        from sidecars.devcluster import mariadb
-
         await mariadb.start(c.database, ["nsenter", "-t", str(c.init_pid), "-p", "--"])
         st = await h.outcome(change, "applied", 120.0)
         assert st["waiting_for_database"] is None and await c.client().accounting_ping()
         assert h.live.read_bytes() == change[CONF]
+        # the database goes away while slurmdbd restarts on a change: kept, and waited for
+        h.after_stop.append(lambda: _sql(c, "SHUTDOWN;"))
+        second = {CONF: _with(h.original, "CommitDelay=2")}
+        h.secret.write(second)
+        st = await h.service.wait_until(lambda st: st["waiting_for_database"] is not None, 90.0)
+        assert "does not answer either: the change is kept" in st["waiting_for_database"]
+        assert st["pending"] and st["rejected"] is None and h.live.read_bytes() == second[CONF]
+        await mariadb.start(c.database, ["nsenter", "-t", str(c.init_pid), "-p", "--"])
+        st = await h.outcome(second, "applied", 120.0)
+        assert st["waiting_for_database"] is None and await c.client().accounting_ping()
         events = str(h.events.events)
         assert "ConfigWaitsForDatabase" in events and "ConfigRolledBack" not in events
+        job = await c.sbatch(wrap="true")
+        assert await _recorded(c, job) == "COMPLETED"
 
 
 def test_slurmdbd_s_words_never_quote_a_line() -> None:
