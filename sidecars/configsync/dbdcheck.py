@@ -104,7 +104,10 @@ class DbdValidator(Validator):
         if result.ok is None:
             log.warning("slurmdbd_parse_no_verdict", said=result.said)
             return None
-        return None if result.ok else result.said or "slurmdbd refused it"
+        # slurmdbd names the file it read: say the target's name, not the throwaway's copy's
+        return (
+            None if result.ok else result.said.replace(str(where), str(self.target)) or "slurmdbd refused it"
+        )
 
     async def validate(self, files: FileSet, current: FileSet | None) -> Verdict:
         problems = self.file_problems(files)

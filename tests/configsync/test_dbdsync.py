@@ -222,6 +222,7 @@ async def test_what_slurmdbd_cannot_read_is_refused_before_the_swap(cluster: Dev
             reason = st["rejected"]["reason"]
             assert said in reason and "slurmdbd refused it" in reason, (line, reason)
             assert h.live.read_bytes() == on_disk and c.hostpid("slurmdbd") == pid  # never staged
+            assert PARSE_DIR not in reason  # the file named is the target's, not the copy's
         assert not (c.dir / "dbd-sync" / PARSE_DIR).exists()  # the throwaway's copy is gone
 
 
