@@ -42,7 +42,7 @@ from sidecars.configsync.sources import FileSet
 from sidecars.configsync.stage import Applied
 from sidecars.configsync.validate import Verdict
 from sidecars.runtime.events import EventSink
-from sidecars.slurm import SlurmClient
+from sidecars.slurm import SlurmClient, daemons
 
 log = structlog.get_logger(__name__)
 
@@ -107,7 +107,11 @@ class DbdSync(ConfigSync):
         return None if files is None else owner_only(files, frozenset(self.settings.secret_sources))
 
     def status(self) -> dict[str, Any]:
-        return {**super().status(), "daemon": "slurmdbd", "waiting_for_database": self.waiting_for_database}
+        return {
+            **super().status(),
+            "daemon": daemons.SLURMDBD,
+            "waiting_for_database": self.waiting_for_database,
+        }
 
     async def _waiting(self, why: str) -> None:
         self.waiting_for_database = why

@@ -30,7 +30,7 @@ from sidecars.runtime.http import DaemonHTTP, bearer_required, serve
 from sidecars.runtime.redact import BOUND, Redactor
 from sidecars.runtime.tasks import RootTasks, until_stopped
 from sidecars.runtime.waits import until_set, within
-from sidecars.slurm import SlurmClient
+from sidecars.slurm import SlurmClient, daemons
 from sidecars.slurm.runner import SlurmMetrics
 
 configure = settings_mod.configure
@@ -72,7 +72,7 @@ async def running(
     redactor = Redactor(SecretValues(settings.sources, settings.secret_sources, settings.max_file_bytes))
     bound = structlog.contextvars.bind_contextvars(**{BOUND: redactor})
     sink = RedactingEventSink(events or LogEventSink(), redactor)
-    if settings.daemon == "slurmdbd":
+    if settings.daemon == daemons.SLURMDBD:
         service: ConfigSync = DbdSync(settings, client, registry, sink, stop=dbd_stop, checkpoint=checkpoint)
     else:
         service = ConfigSync(settings, client, registry, sink, validator=validator, checkpoint=checkpoint)

@@ -28,10 +28,11 @@ from sidecars.runtime.settings import (
     settings_of,
     values,
 )
+from sidecars.slurm import daemons
 from sidecars.slurm.dbd_throwaway import SLURMDBD
 from sidecars.slurm.throwaway import SLURMCTLD
 
-Daemon = Literal["slurmctld", "slurmdbd"]
+Daemon = str  # one of daemons.DAEMONS
 RestartPolicy = Literal["hold", "restart"]
 DryRunIsolation = Literal["auto", "netns", "ports"]
 
@@ -88,8 +89,8 @@ class Settings:
     )
     # slurmdbd: the set is slurmdbd.conf from its Secret (configsync/dbdsync.py)
     daemon: Daemon = setting(
-        default="slurmctld",
-        conv=choice("slurmctld", "slurmdbd"),
+        default=daemons.SLURMCTLD,
+        conv=choice(*daemons.DAEMONS),
         help="the Slurm daemon the files are for: slurmctld (slurm.conf...) or slurmdbd (slurmdbd.conf)",
     )
     main_file: str = setting(
@@ -199,7 +200,7 @@ def from_args(args: argparse.Namespace) -> Settings:
             f"--http {args.http}: /status and /history show the config: give --viewer-token-file, "
             "or serve on 127.0.0.1 only"
         )
-    if given.get("daemon") == "slurmdbd":
+    if given.get("daemon") == daemons.SLURMDBD:
         # one file, stated once: slurmdbd reads slurmdbd.conf, whatever else is in the set
         if given.get("main_file", "slurmdbd.conf") != "slurmdbd.conf":
             raise ConfigError(

@@ -7,6 +7,7 @@ blamed; and the storage password in none of what config-sync says or serves."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import base64
 import contextlib
@@ -23,10 +24,11 @@ from prometheus_client import CollectorRegistry
 
 from sidecars.configsync.dbdcheck import PARSE_DIR
 from sidecars.configsync.main import Running, running
-from sidecars.configsync.settings import Settings
+from sidecars.configsync.settings import Settings, configure, from_args
 from sidecars.devcluster import ClusterError, DevCluster, free_port, mariadb
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime import process
+from sidecars.runtime.settings import ConfigError
 from sidecars.slurm.dbd_throwaway import said
 from sidecars.slurm.runner import SlurmMetrics
 from tests.configsync.harness import set_sha
@@ -359,3 +361,21 @@ def test_slurmdbd_s_words_never_quote_a_line() -> None:
         "error: If munged is up, restart with --num-threads=10; "
         "error: Parse error in file /x/slurmdbd.conf line 15"
     )
+
+
+def test_daemon_slurmdbd_settings(tmp_path: Path) -> None:
+    """slurmdbd reads slurmdbd.conf: that is the main file, stated once; the dry run is slurmctld's."""
+    (tmp_path / "src").mkdir()
+    base = ["--source", str(tmp_path / "src"), "--target", str(tmp_path / "etc"), "--http", "127.0.0.1:0"]
+
+    def parse(*argv: str) -> Settings:
+        p = argparse.ArgumentParser()
+        configure(p)
+        return from_args(p.parse_args([*base, *argv]))
+
+    s = parse("--daemon", "slurmdbd")
+    assert (s.daemon, s.main_file, s.dry_run) == ("slurmdbd", CONF, False)
+    assert parse("--daemon", "slurmdbd", "--main-file", CONF).main_file == CONF
+    with pytest.raises(ConfigError, match=r"slurmdbd reads slurmdbd\.conf"):
+        parse("--daemon", "slurmdbd", "--main-file", "slurm.conf")
+    assert (parse().daemon, parse().main_file) == ("slurmctld", "slurm.conf")
