@@ -93,7 +93,11 @@ class DbdValidator(Validator):
                     with os.fdopen(fd, "wb") as f:
                         f.write(text)
                     result = await read_conf(
-                        self.command, where, timeout=self.parse_timeout, env=self.client.env
+                        self.command,
+                        where,
+                        timeout=self.parse_timeout,
+                        env=self.client.env,
+                        metrics=self.client.metrics,
                     )
             except OSError as exc:  # no slurmdbd here: said, and the restart remains the test
                 log.warning("slurmdbd_parse_not_run", error=str(exc))

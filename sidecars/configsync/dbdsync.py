@@ -91,10 +91,9 @@ class DbdSync(ConfigSync):
         self.waiting_for_database: str | None = None  # what was said while a change waits for it
         self.dbd = DbdApplier(
             client,
-            # the PidFile the running slurmdbd was started with: the applied set's
             stop=stop or self._stop,
             restart_timeout_seconds=settings.restart_timeout_seconds,
-            settle_seconds=min(settings.settle_seconds, 2.0),
+            settle_seconds=settings.settle_seconds,
             on_waiting=self._waiting,
         )
 
@@ -121,6 +120,8 @@ class DbdSync(ConfigSync):
 
     async def _judge(self, files: FileSet, current: FileSet | None, seen: float, *, startup: bool) -> None:
         self.pending = True
+        # said again only by the branch that still waits: any other outcome ends the wait
+        waiting, self.waiting_for_database = self.waiting_for_database, None
         await self._notify()
         verdict = await self.validator.validate(files, current)
         if not verdict.ok:
@@ -138,10 +139,12 @@ class DbdSync(ConfigSync):
         if not await self.client.accounting_ping() and live and await database_answers(live) is False:
             # nothing to verify against: the change waits for them, judged again at every retry
             self._backoff = min(max(self._backoff * 2, 0.5), self.settings.retry_max_seconds)
-            if self.waiting_for_database is None:
+            if waiting is None:
                 await self._waiting(
                     f"slurmdbd and its database at {live} do not answer: the change waits for them"
                 )
+            else:
+                self.waiting_for_database = waiting
             return
         await self._apply_dbd(files, current, verdict, seen)
 
