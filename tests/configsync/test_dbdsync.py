@@ -302,6 +302,7 @@ async def test_the_password_is_never_shown(cluster: DevCluster, capsys: pytest.C
                 said.append(await r.text())
                 assert r.status == 200, said[-1]
         assert "restart" in said[-2] and "Invalid DebugLevel" in said[-1]
+        said.append(await h.get("/v1/plans"))
         out, err = capsys.readouterr()
         said += [str(h.events.events), out, err]
         for text in said:
