@@ -22,6 +22,7 @@ import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
 
+from sidecars.configsync import dbdconf
 from sidecars.configsync.dbdcheck import PARSE_DIR
 from sidecars.configsync.main import Running, running
 from sidecars.configsync.settings import Settings, configure, from_args
@@ -71,14 +72,16 @@ class DbdSyncHarness:
 
 
 @contextlib.asynccontextmanager
-async def slurmdbd_container(c: DevCluster) -> AsyncIterator[list[int]]:
+async def slurmdbd_container(c: DevCluster, delay_seconds: float = 0.0) -> AsyncIterator[list[int]]:
     """Stand in for slurmdbd's container: when slurmdbd has exited, start it again (without waiting
-    for it to answer, as a container runtime does); a start that fails is tried again."""
+    for it to answer, as a container runtime does; after `delay_seconds`, as a kubelet's back-off
+    does); a start that fails is tried again."""
     starts: list[int] = []
 
     async def loop() -> None:
         while True:
             if c.hostpid("slurmdbd") is None:
+                await asyncio.sleep(delay_seconds)
                 with contextlib.suppress(ClusterError):
                     await c.start_slurmdbd(wait=False)
                     starts.append(c.hostpid("slurmdbd") or 0)
@@ -95,7 +98,7 @@ async def slurmdbd_container(c: DevCluster) -> AsyncIterator[list[int]]:
 
 @contextlib.asynccontextmanager
 async def dbd_sync(
-    c: DevCluster, secret_mode: int = 0o600, **overrides: Any
+    c: DevCluster, secret_mode: int = 0o600, restart_delay_seconds: float = 0.0, **overrides: Any
 ) -> AsyncIterator[DbdSyncHarness]:
     live = c.dir / "etc" / CONF
     original = live.read_bytes()
@@ -137,7 +140,7 @@ async def dbd_sync(
 
     events = RecordingEvents()
     async with (
-        slurmdbd_container(c) as starts,
+        slurmdbd_container(c, restart_delay_seconds) as starts,
         running(settings, client=client, events=events, registry=registry, dbd_stop=stop) as r,
     ):
         # slurmdbd reads the directory config-sync stages into, as in its pod
@@ -184,6 +187,23 @@ async def test_changes_are_applied_and_verified(cluster: DevCluster) -> None:
         assert await _recorded(c, job) == "COMPLETED"
         history = await h.get("/history")
         assert '"outcome": "applied"' in history and "restarting slurmdbd" in str(h.events.events)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.cluster(nodes=1, accounting=True)
+async def test_a_slow_restart_is_waited_for(cluster: DevCluster) -> None:
+    """slurmdbd started again only after a back-off, within the restart timeout: applied, not rolled back."""
+    c = cluster
+    async with dbd_sync(
+        c, restart_delay_seconds=6.0, restart_policy="restart", restart_timeout_seconds=25.0
+    ) as h:
+        await h.service.wait_until(lambda st: st["applied"] is not None, 30.0)
+        change = {CONF: _with(h.original, "CommitDelay=1")}
+        started = time.monotonic()
+        h.secret.write(change)
+        st = await h.outcome(change, "applied", 90.0)
+        assert time.monotonic() - started >= 6.0 and st["rejected"] is None
+        assert h.live.read_bytes() == change[CONF] and await c.client().accounting_ping()
 
 
 @pytest.mark.timeout(180)
@@ -380,3 +400,27 @@ def test_daemon_slurmdbd_settings(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"slurmdbd reads slurmdbd\.conf"):
         parse("--daemon", "slurmdbd", "--main-file", "slurm.conf")
     assert (parse().daemon, parse().main_file) == ("slurmctld", "slurm.conf")
+
+
+def test_the_staged_file_must_belong_to_slurmuser() -> None:
+    text = b"StorageType=accounting_storage/mysql\nSlurmUser=nobody\n"
+    (problem,) = dbdconf.owner_problems(text, 0)
+    assert "SlurmUser is nobody" in problem and "run config-sync as SlurmUser" in problem
+    assert dbdconf.owner_problems(text.replace(b"nobody", b"root"), 0) == []
+    assert dbdconf.owner_problems(b"StorageType=accounting_storage/mysql\n", 0) == []  # root by default
+    assert dbdconf.owner_problems(text.replace(b"nobody", b"no-such-user-x"), 0) == []  # slurmdbd says
+
+
+def test_the_throwaway_reads_every_line_but_where_the_database_and_pid_are() -> None:
+    text = (
+        b"StorageHost=db.example\nstorageport = 3306\nPidFile=/run/slurmdbd.pid\nLogFile=/var/log/x\n"
+        b"ArchiveDir=/archive\nStoragePass secret-line\nDebugLevel=info # StorageHost=not-a-key\n"
+    )
+    out = dbdconf.throwaway_text(text, 4242, "/scratch/p.pid").decode().splitlines()
+    assert out == [
+        "StoragePass secret-line",  # malformed: kept, for slurmdbd to refuse
+        "DebugLevel=info # StorageHost=not-a-key",
+        "StorageHost=127.0.0.1",
+        "StoragePort=4242",
+        "PidFile=/scratch/p.pid",
+    ]
