@@ -53,11 +53,11 @@ def closed_port() -> Iterator[int]:
 
 
 def said(output: str) -> str:
-    """slurmdbd's fatal lines (else its error lines), without its prefix or any quoted file line."""
-    lines = [m.group(0) for m in SAID.finditer(output)]
-    fatal = [line for line in lines if line.startswith("fatal:")]
-    text = "; ".join(QUOTED_LINE.sub(r"\1", line) for line in (fatal or lines))
-    return text[-MAX_SAID:]
+    """slurmdbd's error and fatal lines, without its prefix or any quoted file line, and without
+    what it says of munge (the throwaway's authentication is not what is judged) unless that is all."""
+    lines = [QUOTED_LINE.sub(r"\1", m.group(0)) for m in SAID.finditer(output)]
+    judged = [line for line in lines if "munge" not in line.lower()]
+    return "; ".join(judged or lines)[-MAX_SAID:]
 
 
 async def read_conf(

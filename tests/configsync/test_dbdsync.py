@@ -226,7 +226,7 @@ async def test_a_restart_is_held_by_policy(cluster: DevCluster) -> None:
 UNREADABLE = {
     "DebugLevel=loud": "Invalid DebugLevel",
     "PurgeJobAfter=someday": "PurgeJobAfter",
-    "NoSuchKey=1": "Could not open/read/parse",
+    "NoSuchKey=1": "unrecognized key: NoSuchKey",
 }
 
 
@@ -377,11 +377,17 @@ def test_slurmdbd_s_words_never_quote_a_line() -> None:
         'slurmdbd: error: Parse error in file /x/slurmdbd.conf line 15: "StoragePass pw-Zq8rT3vN7x"\n'
         "slurmdbd: fatal: Could not open/read/parse slurmdbd.conf file /x/slurmdbd.conf\n"
     )
-    assert said(out) == "fatal: Could not open/read/parse slurmdbd.conf file /x/slurmdbd.conf"
-    assert said(out.replace("slurmdbd: fatal", "slurmdbd: nothing")) == (
-        "error: If munged is up, restart with --num-threads=10; "
-        "error: Parse error in file /x/slurmdbd.conf line 15"
+    assert said(out) == (
+        "error: Parse error in file /x/slurmdbd.conf line 15; "
+        "fatal: Could not open/read/parse slurmdbd.conf file /x/slurmdbd.conf"
     )
+    unknown = (
+        "slurmdbd: error: _parse_next_key: Parsing error at unrecognized key: NoSuchKey\n"
+        "slurmdbd: fatal: Could not open/read/parse slurmdbd.conf file /x/slurmdbd.conf\n"
+    )
+    assert "unrecognized key: NoSuchKey" in said(unknown)
+    only_munge = "slurmdbd: error: Munge encode failed: Failed to access the socket\n"
+    assert said(only_munge) == "error: Munge encode failed: Failed to access the socket"
 
 
 def test_daemon_slurmdbd_settings(tmp_path: Path) -> None:
