@@ -9,10 +9,11 @@ marker, the last known good set under --state-dir, history, metrics, Events, /st
 container runs no config-guard: a restart is how a change is applied, so the marker is resolved by
 config-sync itself (at its start, a set left unverified goes back to the good one).
 
-When slurmdbd does not answer before a change: if its database does not answer either, the change
-waits (pending, retried with a backoff) rather than be judged against a database that is away; if
-the database answers, slurmdbd is down on its own account and the change is applied the same way,
-so that a fix can reach a slurmdbd that cannot start.
+When slurmdbd does not answer before a change: at config-sync's own start (the pod's, where slurmdbd
+waits for config-sync to be ready) the set is installed and slurmdbd starts on it; later, if its
+database does not answer either, the change waits (pending, retried with a backoff) rather than be
+judged against a database that is away; if the database answers, slurmdbd is down on its own
+account and the change is applied the same way, so that a fix can reach a slurmdbd that cannot start.
 """
 
 from __future__ import annotations
@@ -131,12 +132,17 @@ class DbdSync(ConfigSync):
             # nothing staged yet: slurmdbd (re)starts on this set (its container waits for config-sync)
             await self._install(files, seen, reason="nothing was staged before: slurmdbd starts on this set")
             return
+        answering = await self.client.accounting_ping()
+        if startup and not answering:
+            # the pod's start: slurmdbd waits for config-sync to be ready, so it starts on this set
+            await self._install(files, seen, reason="slurmdbd is not running yet: it starts on this set")
+            return
         if verdict.restart_required and self.settings.restart_policy == "hold":
             why = "restart of slurmdbd required: " + "; ".join(str(r) for r in verdict.restart)
             await self._reject(files, why, "restart_required", seen, restart_required=True)
             return
         live = _endpoint(current)
-        if not await self.client.accounting_ping() and live and await database_answers(live) is False:
+        if not answering and live and await database_answers(live) is False:
             # nothing to verify against: the change waits for them, judged again at every retry
             self._backoff = min(max(self._backoff * 2, 0.5), self.settings.retry_max_seconds)
             if waiting is None:

@@ -72,11 +72,16 @@ class DbdSyncHarness:
 
 
 @contextlib.asynccontextmanager
-async def slurmdbd_container(c: DevCluster, delay_seconds: float = 0.0) -> AsyncIterator[list[int]]:
+async def slurmdbd_container(
+    c: DevCluster, delay_seconds: float = 0.0, *, enabled: bool = True
+) -> AsyncIterator[list[int]]:
     """Stand in for slurmdbd's container: when slurmdbd has exited, start it again (without waiting
     for it to answer, as a container runtime does; after `delay_seconds`, as a kubelet's back-off
-    does); a start that fails is tried again."""
+    does); a start that fails is tried again. Not `enabled`: nothing starts it."""
     starts: list[int] = []
+    if not enabled:
+        yield starts
+        return
 
     async def loop() -> None:
         while True:
@@ -98,31 +103,33 @@ async def slurmdbd_container(c: DevCluster, delay_seconds: float = 0.0) -> Async
 
 @contextlib.asynccontextmanager
 async def dbd_sync(
-    c: DevCluster, secret_mode: int = 0o600, restart_delay_seconds: float = 0.0, **overrides: Any
+    c: DevCluster,
+    secret_mode: int = 0o600,
+    restart_delay_seconds: float = 0.0,
+    initial: bytes | None = None,
+    supervise: bool = True,
+    **overrides: Any,
 ) -> AsyncIterator[DbdSyncHarness]:
     live = c.dir / "etc" / CONF
     original = live.read_bytes()
     secret = AtomicVolume(c.dir / "vol" / "dbd-secret", mode=secret_mode)
-    secret.write({CONF: original})
+    secret.write({CONF: initial or original})
     target, state = c.dir / "dbd-etc", c.dir / "dbd-sync"
-    settings = build(
-        Settings,
-        **{
-            "sources": (secret.path,),
-            "secret_sources": (secret.path,),
-            "target": target,
-            "state_dir": state,
-            "daemon": "slurmdbd",
-            "main_file": CONF,
-            "dry_run": False,
-            # the cluster's release, in its namespace (and chroot), reading the copy config-sync makes
-            "slurmdbd_command": tuple(
-                c.in_namespace("env", f"SLURM_CONF={state / PARSE_DIR / 'slurm.conf'}", "slurmdbd")
-            ),
-            "restart_timeout_seconds": 20.0,
-        }
-        | overrides,
-    )
+    defaults: dict[str, Any] = {
+        "sources": (secret.path,),
+        "secret_sources": (secret.path,),
+        "target": target,
+        "state_dir": state,
+        "daemon": "slurmdbd",
+        "main_file": CONF,
+        "dry_run": False,
+        # the cluster's release, in its namespace (and chroot), reading the copy config-sync makes
+        "slurmdbd_command": tuple(
+            c.in_namespace("env", f"SLURM_CONF={state / PARSE_DIR / 'slurm.conf'}", "slurmdbd")
+        ),
+        "restart_timeout_seconds": 20.0,
+    }
+    settings = build(Settings, **(defaults | overrides))
     registry = CollectorRegistry()
     client = c.client(metrics=SlurmMetrics(registry), timeout=10.0)
 
@@ -140,7 +147,7 @@ async def dbd_sync(
 
     events = RecordingEvents()
     async with (
-        slurmdbd_container(c, restart_delay_seconds) as starts,
+        slurmdbd_container(c, restart_delay_seconds, enabled=supervise) as starts,
         running(settings, client=client, events=events, registry=registry, dbd_stop=stop) as r,
     ):
         # slurmdbd reads the directory config-sync stages into, as in its pod
@@ -204,6 +211,28 @@ async def test_a_slow_restart_is_waited_for(cluster: DevCluster) -> None:
         st = await h.outcome(change, "applied", 90.0)
         assert time.monotonic() - started >= 6.0 and st["rejected"] is None
         assert h.live.read_bytes() == change[CONF] and await c.client().accounting_ping()
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.cluster(nodes=1, accounting=True)
+async def test_at_the_pods_start_a_changed_secret_is_what_slurmdbd_starts_on(cluster: DevCluster) -> None:
+    """slurmdbd's container waits for config-sync to be ready: a change found at config-sync's start,
+    slurmdbd not running, is installed at once (not restarted, verified and rolled back against a
+    slurmdbd that cannot start before it)."""
+    c = cluster
+    async with dbd_sync(c, restart_policy="restart") as h:
+        await h.service.wait_until(lambda st: st["applied"] is not None, 30.0)
+        original = h.original
+    await c.stop_slurmdbd()
+    changed = {CONF: _with(original, "CommitDelay=1")}
+    # no container runtime yet: slurmdbd's container waits for config-sync's startup probe
+    async with dbd_sync(c, restart_policy="restart", initial=changed[CONF], supervise=False) as h:
+        st = await h.outcome(changed, "applied", 15.0)
+        assert st["applied"]["generation"] == 2 and st["rejected"] is None
+        assert h.live.read_bytes() == changed[CONF]
+        # and slurmdbd, started by its container once config-sync is ready, runs on it
+        await c.start_slurmdbd()
+        assert await c.client().accounting_ping()
 
 
 @pytest.mark.timeout(180)
