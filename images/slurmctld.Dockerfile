@@ -18,7 +18,9 @@ ARG BASE_IMAGE=slurmctld-debian
 
 # ---------------------------------------------------------------------------------------------
 # The default base: Debian's Slurm, with fixed ids for slurm (401) and munge (402) so that files on
-# shared volumes mean the same in every container, and the python3 the sidecars run on.
+# shared volumes mean the same in every container, and the python3 the sidecars run on. slurmdbd is
+# there for config-sync in slurmdbd's pod (manifests/overlays/accounting): a throwaway slurmdbd reads
+# each candidate slurmdbd.conf before it is staged.
 FROM ${DEBIAN_IMAGE} AS slurmctld-debian
 RUN groupadd --system --gid 401 slurm \
  && useradd --system --uid 401 --gid 401 --home-dir /var/lib/slurm --shell /usr/sbin/nologin slurm \
@@ -27,6 +29,7 @@ RUN groupadd --system --gid 401 slurm \
  && apt-get update \
  && apt-get install -y --no-install-recommends \
       slurmctld=26.05.5-1 \
+      slurmdbd=26.05.5-1 \
       slurm-client=26.05.5-1 \
       munge=0.5.18-1 \
       python3=3.14.8-1 \

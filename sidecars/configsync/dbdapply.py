@@ -1,18 +1,29 @@
-"""Applying a new slurmdbd.conf: slurmdbd reads its storage, address and authentication settings only
-at start (dbdconf.RELOADABLE is the exception), so a change is a restart, verified by slurmdbd
-answering (`sacctmgr ping`, or a round trip on 22.05). When it does not come back in time, the
-previous file goes back and slurmdbd is restarted on it: accounting records wait in slurmctld's
-queue meanwhile (it holds them while slurmdbd is away), so a short outage loses none.
+"""Applying a new slurmdbd.conf that is already on disk, and telling whether slurmdbd took it.
 
-The restart itself is the deployment's: by default `sacctmgr shutdown`, after which the container
-runtime starts slurmdbd again on whatever file is in place; `restart` returns once the old daemon
-is gone.
+A change of the keys slurmdbd re-reads (dbdconf.RELOADABLE) is a `sacctmgr reconfigure`; any other
+is a restart: slurmdbd reads its storage, address and authentication settings only at start. The
+restart is the deployment's: slurmdbd is stopped (`sacctmgr shutdown`, or SIGTERM to the pid its
+PidFile names when it no longer answers), and its container runtime starts it again on whatever file
+is in place. Either way the change counts only once slurmdbd answers (`sacctmgr ping`, or a round
+trip on 22.05, which has no ping); accounting records wait in slurmctld's queue meanwhile, so a
+short outage loses none.
+
+When slurmdbd does not come back, the database is asked whether it is there (its server speaks
+first on connect: the greeting is read, no login is tried). A database that does not answer at the
+address the previous file names too is not this change's fault: rolling back would not bring
+slurmdbd back, so the change is kept and waited on, said once (log, Event), until the database is
+back; then slurmdbd, which retries it every 5 s by itself, must answer within the restart timeout
+or the change is rolled back after all. Each such probe is one connection that ends before any
+login: MariaDB counts it towards the host's max_connect_errors, which the next successful login of
+slurmdbd resets.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -20,66 +31,132 @@ from pathlib import Path
 
 import structlog
 
-from sidecars.configsync.dbdconf import CONF_NAME
-from sidecars.slurm import SlurmClient
+from sidecars.configsync.dbdconf import Endpoint
+from sidecars.slurm import SlurmClient, SlurmError
 
 log = structlog.get_logger(__name__)
+
+Stop = Callable[[], Awaitable[None]]
+DEFAULT_PID_FILE = Path("/run/slurmdbd.pid")  # slurmdbd's own default (PidFile)
+GREETING_SECONDS = 3.0
 
 
 @dataclass(frozen=True, slots=True)
 class DbdOutcome:
-    applied: bool
+    ok: bool
     reason: str
-    rolled_back: bool = False
+    restarted: bool = False  # slurmdbd was stopped: it runs (or will) on whatever file is in place
 
 
-def write_conf(path: Path, data: bytes) -> None:
-    """Replace the file in one rename, 0600 from its first byte (it holds StoragePass)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+async def database_answers(endpoint: Endpoint) -> bool | None:
+    """Whether a MySQL or MariaDB server greets at `endpoint`; None when that cannot be told from
+    here (StorageHost=localhost: the client library then uses a Unix socket, not TCP)."""
+    if endpoint.host == "localhost":
+        return None
     try:
-        os.fchmod(fd, 0o600)  # whatever the umask
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        async with asyncio.timeout(GREETING_SECONDS):
+            reader, writer = await asyncio.open_connection(endpoint.host, endpoint.port)
+            try:
+                first = await reader.read(4)
+            finally:
+                writer.close()
+                with contextlib.suppress(OSError):
+                    await writer.wait_closed()
+    except (OSError, TimeoutError):
+        return False
+    return bool(first)
+
+
+async def stop_slurmdbd(client: SlurmClient, pid_file: Path) -> None:
+    """The deployment's stop: `sacctmgr shutdown` while slurmdbd answers (it finishes what it was
+    writing); else SIGTERM to the pid its PidFile names, for a slurmdbd that waits on a database it
+    cannot reach (it answers nothing then). That pid is visible only where the pod shares its
+    process namespace (manifests/overlays/accounting)."""
+    if await client.accounting_ping():
+        await client.shutdown_accounting()
+        return
+    try:
+        pid = int(pid_file.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        log.warning("slurmdbd_pid_unknown", pid_file=str(pid_file))
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGTERM)
 
 
 class DbdApplier:
     def __init__(
         self,
-        path: Path,
         client: SlurmClient,
         *,
-        restart: Callable[[], Awaitable[None]],
+        stop: Stop,
         restart_timeout_seconds: float,
+        settle_seconds: float,
+        on_waiting: Callable[[str], Awaitable[None]],
+        poll_seconds: float = 0.2,
+        database_poll_seconds: float = 5.0,
     ) -> None:
-        self.path = path
         self.client = client
-        self.restart = restart
+        self.stop = stop
         self.restart_timeout_seconds = restart_timeout_seconds
+        self.settle_seconds = settle_seconds
+        self.on_waiting = on_waiting
+        self.poll_seconds = poll_seconds
+        self.database_poll_seconds = database_poll_seconds
 
-    async def _back(self) -> bool:
-        deadline = time.monotonic() + self.restart_timeout_seconds
-        while not await self.client.accounting_ping(timeout=5.0):
+    async def _until(self, up: bool, seconds: float) -> bool:
+        """Poll until slurmdbd answers (`up`) or does not (`not up`); False when `seconds` ran out."""
+        deadline = time.monotonic() + seconds
+        while await self.client.accounting_ping(timeout=5.0) != up:
             if time.monotonic() >= deadline:
                 return False
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(self.poll_seconds)
         return True
 
-    async def apply(self, new: bytes) -> DbdOutcome:
-        """Put `new` in place, restart slurmdbd and verify it answers; else roll back."""
-        old = self.path.read_bytes()
-        write_conf(self.path, new)
-        await self.restart()
-        if await self._back():
-            log.info("slurmdbd_conf_applied", file=CONF_NAME)
-            return DbdOutcome(True, "slurmdbd restarted on the new file and answers")
-        why = f"slurmdbd did not answer within {self.restart_timeout_seconds:g}s of its restart"
-        log.warning("slurmdbd_conf_rolling_back", file=CONF_NAME, reason=why)
-        write_conf(self.path, old)
-        await self.restart()
-        if await self._back():
-            return DbdOutcome(False, f"{why}; the previous file is back and slurmdbd answers", True)
-        return DbdOutcome(False, f"{why}; it did not answer on the previous file either", True)
+    async def _settled(self) -> bool:
+        """Still answering `settle_seconds` later (a daemon that died of the file answers no more)."""
+        await asyncio.sleep(self.settle_seconds)
+        return await self.client.accounting_ping(timeout=5.0)
+
+    async def reload(self) -> DbdOutcome:
+        """`sacctmgr reconfigure`: slurmdbd re-reads its file in place."""
+        try:
+            await self.client.reconfigure_accounting()
+        except SlurmError as exc:
+            return DbdOutcome(False, f"sacctmgr reconfigure failed: {exc.message}")
+        if await self._settled():
+            return DbdOutcome(True, "slurmdbd re-read the file and answers")
+        return DbdOutcome(
+            False, f"slurmdbd stopped answering within {self.settle_seconds:g}s of re-reading it"
+        )
+
+    async def restart(self, new: Endpoint, old: Endpoint | None) -> DbdOutcome:
+        """Stop slurmdbd, wait for it to be started again on the file in place and to answer."""
+        t = self.restart_timeout_seconds
+        try:
+            await self.stop()
+        except SlurmError as exc:
+            return DbdOutcome(False, f"slurmdbd could not be stopped: {exc.message}")
+        if not await self._until(False, t):
+            return DbdOutcome(False, f"slurmdbd still answered {t:g}s after it was told to stop")
+        if await self._until(True, t) and await self._settled():
+            return DbdOutcome(True, "slurmdbd restarted on it and answers", restarted=True)
+        why = f"slurmdbd did not answer within {t:g}s of its restart"
+        db = await database_answers(new)
+        if db is False and new == old:
+            await self.on_waiting(
+                f"{why}, and its database at {new} does not answer either: the change is kept and "
+                "waits for the database (the previous file names the same one, so a rollback would not help)"
+            )
+            while await database_answers(new) is False:
+                await asyncio.sleep(self.database_poll_seconds)
+            if await self._until(True, t) and await self._settled():
+                return DbdOutcome(True, "slurmdbd answers on it since its database came back", restarted=True)
+            why += f"; its database came back, and slurmdbd did not answer within {t:g}s of that"
+        elif db is False:
+            why += f"; nothing answers at the database address it names ({new})"
+        elif db is None:
+            why += "; whether its database answers cannot be told from here (StorageHost=localhost)"
+        else:
+            why += f"; its database at {new} answers"
+        return DbdOutcome(False, why, restarted=True)

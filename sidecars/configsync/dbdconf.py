@@ -18,6 +18,7 @@ No message here carries a value from the file: StoragePass is one.
 
 from __future__ import annotations
 
+import pwd
 import re
 import stat
 from dataclasses import dataclass, field
@@ -44,6 +45,16 @@ RELOADABLE = frozenset(
     }
 )
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
+# slurmdbd's defaults (read_config.c): the database on localhost, MySQL's port
+DEFAULT_STORAGE_HOST = "localhost"
+DEFAULT_STORAGE_PORT = 3306
+# what a throwaway slurmdbd (slurm/dbd_throwaway.py) must not take from the candidate: where the
+# database is (it gets a port held closed), the live daemon's pid file (slurmdbd signals the pid it
+# names), its log (the verdict is read from stderr), and archive paths that live in slurmdbd's
+# container rather than config-sync's
+THROWAWAY_DROPS = frozenset(
+    {"storagehost", "storagebackuphost", "storageport", "pidfile", "logfile", "archivedir", "archivescript"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,3 +121,54 @@ def restart_reasons(old: bytes, new: bytes) -> list[str]:
     b = parse(new.decode("utf-8", "replace")).options
     changed = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
     return [f"{key} changed (read by slurmdbd at start)" for key in changed if key not in RELOADABLE]
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where slurmdbd finds its database (StorageHost/StoragePort, with slurmdbd's defaults)."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def storage_endpoint(data: bytes) -> Endpoint:
+    options = parse(data.decode("utf-8", "replace")).options
+    port = options.get("storageport", "")
+    return Endpoint(
+        options.get("storagehost", DEFAULT_STORAGE_HOST),
+        int(port) if port.isdigit() else DEFAULT_STORAGE_PORT,
+    )
+
+
+def owner_problems(data: bytes, owner_uid: int) -> list[str]:
+    """slurmdbd refuses a slurmdbd.conf whose owner is not SlurmUser ("slurmdbd.conf not owned by
+    SlurmUser"). The file config-sync stages is owned by config-sync's own user: that user must be
+    SlurmUser. Not judged (empty) when SlurmUser has no entry here: the throwaway slurmdbd says."""
+    user = parse(data.decode("utf-8", "replace")).options.get("slurmuser", "root")
+    try:
+        want = pwd.getpwnam(user).pw_uid
+    except KeyError:
+        return []
+    if want == owner_uid:
+        return []
+    return [
+        f"{CONF_NAME} would be owned by uid {owner_uid} (config-sync's user), but SlurmUser is {user} "
+        f"(uid {want}): slurmdbd refuses a file SlurmUser does not own; run config-sync as SlurmUser"
+    ]
+
+
+def throwaway_text(data: bytes, storage_port: int, pid_file: str) -> bytes:
+    """The candidate as a throwaway slurmdbd reads it: every line kept as written (a malformed one
+    must be refused as slurmdbd would), but the database pointed at `127.0.0.1:storage_port` and
+    the keys in THROWAWAY_DROPS left out."""
+    kept = []
+    for raw in data.decode("utf-8", "replace").splitlines():
+        key = raw.split("#", 1)[0].partition("=")[0].strip().lower()
+        if "=" in raw.split("#", 1)[0] and key in THROWAWAY_DROPS:
+            continue
+        kept.append(raw)
+    kept += ["StorageHost=127.0.0.1", f"StoragePort={storage_port}", f"PidFile={pid_file}"]
+    return ("\n".join(kept) + "\n").encode()

@@ -14,6 +14,8 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from sidecars.configsync import settings as settings_mod
+from sidecars.configsync.dbdapply import Stop
+from sidecars.configsync.dbdsync import DbdSync
 from sidecars.configsync.planapi import PlanEndpoint, add_routes
 from sidecars.configsync.secretvalues import SecretValues
 from sidecars.configsync.service import ConfigSync
@@ -28,7 +30,7 @@ from sidecars.runtime.http import DaemonHTTP, bearer_required, serve
 from sidecars.runtime.redact import BOUND, Redactor
 from sidecars.runtime.tasks import RootTasks, until_stopped
 from sidecars.runtime.waits import until_set, within
-from sidecars.slurm import SlurmClient
+from sidecars.slurm import SlurmClient, daemons
 from sidecars.slurm.runner import SlurmMetrics
 
 configure = settings_mod.configure
@@ -59,6 +61,7 @@ async def running(
     validator: Validator | None = None,
     checkpoint: Callable[[str], None] | None = None,
     watch_files: bool = True,
+    dbd_stop: Stop | None = None,
 ) -> AsyncIterator[Running]:
     """The whole daemon for the duration of the block: HTTP first (probes say "not ready" until the
     target holds a set), then the start-up sync, then watching and syncing until the block ends."""
@@ -69,7 +72,10 @@ async def running(
     redactor = Redactor(SecretValues(settings.sources, settings.secret_sources, settings.max_file_bytes))
     bound = structlog.contextvars.bind_contextvars(**{BOUND: redactor})
     sink = RedactingEventSink(events or LogEventSink(), redactor)
-    service = ConfigSync(settings, client, registry, sink, validator=validator, checkpoint=checkpoint)
+    if settings.daemon == daemons.SLURMDBD:
+        service: ConfigSync = DbdSync(settings, client, registry, sink, stop=dbd_stop, checkpoint=checkpoint)
+    else:
+        service = ConfigSync(settings, client, registry, sink, validator=validator, checkpoint=checkpoint)
     stop = asyncio.Event()
     tasks = RootTasks()
     liveness, readiness = Checks(), Checks()

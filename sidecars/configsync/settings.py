@@ -29,8 +29,11 @@ from sidecars.runtime.settings import (
     settings_of,
     values,
 )
+from sidecars.slurm import daemons
+from sidecars.slurm.dbd_throwaway import SLURMDBD
 from sidecars.slurm.throwaway import SLURMCTLD
 
+Daemon = str  # one of daemons.DAEMONS
 RestartPolicy = Literal["hold", "restart"]
 DryRunIsolation = Literal["auto", "netns", "ports"]
 
@@ -76,7 +79,7 @@ class Settings:
         help="restart-required changes: hold the last known good, or restart slurmctld",
     )
     restart_timeout_seconds: float = setting(
-        default=60.0, conv=seconds(), help="how long slurmctld may take to come back"
+        default=60.0, conv=seconds(), help="how long slurmctld (or slurmdbd) may take to come back"
     )
     retry_max_seconds: float = 10.0  # backoff ceiling while the controller is unreachable
     parse_timeout_seconds: float = 10.0
@@ -85,7 +88,20 @@ class Settings:
         conv=DIR,
         help="slurmctld's plugins as seen here (default: its PluginDir); unknown plugin names are refused",
     )
-    main_file: str = setting(default="slurm.conf", help="the file the Slurm daemon reads (SLURM_CONF)")
+    # slurmdbd: the set is slurmdbd.conf from its Secret (configsync/dbdsync.py)
+    daemon: Daemon = setting(
+        default=daemons.SLURMCTLD,
+        conv=choice(*daemons.DAEMONS),
+        help="the Slurm daemon the files are for: slurmctld (slurm.conf...) or slurmdbd (slurmdbd.conf)",
+    )
+    main_file: str = setting(
+        default="slurm.conf", help="the file the Slurm daemon reads (SLURM_CONF; slurmdbd.conf for slurmdbd)"
+    )
+    slurmdbd_command: tuple[str, ...] = setting(
+        default=SLURMDBD,
+        conv=SHELL_WORDS,
+        help="the command that runs this release's slurmdbd, for its own reading of a candidate file",
+    )
     dry_run: bool = setting(
         default=True,
         conv=BOOL,
@@ -201,6 +217,14 @@ def from_args(args: argparse.Namespace) -> Settings:
         )
     if given.get("operator_token") is not None and given.get("operator_token") == given.get("viewer_token"):
         raise ConfigError("--operator-token-file: must differ from --viewer-token-file (a viewer could plan)")
+    if given.get("daemon") == daemons.SLURMDBD:
+        # one file, stated once: slurmdbd reads slurmdbd.conf, whatever else is in the set
+        if given.get("main_file", "slurmdbd.conf") != "slurmdbd.conf":
+            raise ConfigError(
+                "--main-file: slurmdbd reads slurmdbd.conf; leave it out with --daemon slurmdbd"
+            )
+        given["main_file"] = "slurmdbd.conf"
+        given["dry_run"] = False  # the dry run is slurmctld's; slurmdbd's own reading is dbdcheck's
     main_file = str(given.get("main_file", "slurm.conf"))
     if "/" in main_file or main_file.startswith(".."):
         raise ConfigError(f"--main-file: a plain file name is expected, got {main_file!r}")

@@ -306,6 +306,10 @@ class SlurmClient:
         starts it again). Not retried: a second request could stop the new one."""
         await self.run("sacctmgr", "-i", "shutdown", retry=False)
 
+    async def reconfigure_accounting(self) -> None:
+        """`sacctmgr reconfigure`: slurmdbd re-reads slurmdbd.conf in place (as on SIGHUP)."""
+        await self.run("sacctmgr", "-i", "reconfigure", retry=False)
+
     async def sdiag_rpcs(self) -> dict[str, int]:
         r = await self.run("sdiag")
         return textformat.sdiag_rpcs(r.stdout)

@@ -86,6 +86,8 @@ def _roles(d: Path) -> list[Role]:
                 "--restart-timeout-seconds": ["9"],
                 "--history-limit": ["3"],
                 "--main-file": ["other.conf"],
+                "--daemon": ["slurmdbd"],
+                "--slurmdbd-command": ["/x/slurmdbd"],
                 "--plugin-dir": [f"{d}/plug"],
                 "--dry-run": ["false"],
                 "--dry-run-slurmctld": ["/x/slurmctld -D"],
