@@ -11,10 +11,8 @@ unless forced (--allow-job-loss, or a `slurm-sidecars.force` key in the set nami
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -22,24 +20,25 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from sidecars.configsync import conffile, jobs
-from sidecars.configsync.apply import Applier, ApplyOutcome
+from sidecars.configsync.apply import Applier
 from sidecars.configsync.ha import Coordination
 from sidecars.configsync.history import History
+from sidecars.configsync.installing import Installing
 from sidecars.configsync.metrics import ConfigSyncMetrics
 from sidecars.configsync.quiet import Debouncer, first_of
-from sidecars.configsync.record import Recorder, Rejection, change_phases, now_rfc3339
+from sidecars.configsync.record import Recorder, Rejection, now_rfc3339
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileSet, SourceChanged, read_sources
 from sidecars.configsync.stage import Applied, LastKnownGood, Restored, Target
 from sidecars.configsync.validate import Validator, Verdict
-from sidecars.configsync.views import SlurmView, view_if_up
+from sidecars.configsync.views import view_if_up
 from sidecars.runtime.events import EventSink
-from sidecars.slurm import SlurmClient, SlurmError
+from sidecars.slurm import SlurmClient
 
 log = structlog.get_logger(__name__)
 
 
-class ConfigSync:
+class ConfigSync(Installing):
     def __init__(
         self,
         settings: Settings,
@@ -93,50 +92,6 @@ class ConfigSync:
         )
         self._rejected_moves = 0  # the HA role changes seen when the last rejection was made
         self._standby_verdict: tuple[str, Verdict] | None = None  # a standby validates a set once
-
-    # ------------------------------------------------------------------ reporting
-    def history_view(self) -> dict[str, Any]:
-        """`GET /history`: the last generations, newest first, with their diffs."""
-        return self.history.as_json()
-
-    def status(self) -> dict[str, Any]:
-        a, r = self.applied, self.rejected
-        runner = self.validator.dry_runner
-        out: dict[str, Any] = {
-            "applied": None
-            if a is None
-            else {"generation": a.generation, "sha256": a.files.sha256, "at": a.at, "forced": self.forced},
-            "rejected": None
-            if r is None
-            else {"sha256": r.sha256, "reason": r.reason, "at": r.at, "jobs": list(r.jobs)},
-            "restart_required": bool(r and r.restart_required),
-            "held_for_jobs": list(r.jobs) if r else [],
-            "pending": self.pending,
-            "dry_run": None
-            if runner is None
-            else {"isolation": runner.current_isolation, "release_mismatch": runner.release_mismatch},
-            # the workers' side of the last reconfigure (configsync/workers.py), None before one
-            "workers": None if self.applier.workers.last is None else self.applier.workers.last.as_json(),
-            "restored": None if self.restored is None else asdict(self.restored),
-        }
-        if self.ha is not None:  # with --peer only (ha.py): this pod's place among the controller pods
-            out["ha"] = self.ha.status(None if a is None else a.files.sha256)
-        return out
-
-    async def _notify(self) -> None:
-        self.record.gauges(self.pending, self.rejected, self.applied)
-        async with self._changed:
-            self._changed.notify_all()
-
-    async def wait_until(self, pred: Callable[[dict[str, Any]], bool], within: float) -> dict[str, Any]:
-        """Wait until /status satisfies `pred` (tests and the benchmark await outcomes, never sleep)."""
-        async with asyncio.timeout(within), self._changed:
-            while not pred(self.status()):
-                await self._changed.wait()
-        return self.status()
-
-    def wake(self) -> None:
-        self._wake.set()
 
     # ------------------------------------------------------------------ start-up
     async def start(self) -> None:
@@ -336,131 +291,3 @@ class ConfigSync:
         self.pending = True
         self._backoff = self.settings.ha_poll_seconds
         await self._notify()
-
-    async def _adopt(self, files: FileSet) -> None:
-        assert self.applied is not None
-        self.target.swap(files, 1)
-        self.applied = Applied(1, now_rfc3339(), files)
-        self.lkg.save(self.applied)
-        self.ready = True
-
-    async def _install(self, files: FileSet, seen: float, reason: str) -> None:
-        generation = (self.applied.generation if self.applied else 0) + 1
-        self.target.swap(files, generation)
-        old, self.applied = self.applied, Applied(generation, now_rfc3339(), files)
-        self.forced = None
-        self.lkg.save(self.applied)
-        self.ready = True
-        self.pending = False
-        self.rejected = None
-        message = f"generation {generation} ({files.short}) installed: {reason}"
-        await self.record.applied(
-            self.applied, old, seen=seen, reason=reason, message=message, installed=True
-        )
-        await self._notify()
-
-    async def _reject(
-        self,
-        files: FileSet,
-        reason: str,
-        result: str,
-        seen: float,
-        *,
-        restart_required: bool = False,
-        jobs: tuple[int, ...] = (),
-    ) -> None:
-        self.rejected = Rejection(files.sha256, reason, now_rfc3339(), restart_required, jobs)
-        self._rejected_moves = self.ha.moves if self.ha is not None else 0
-        self.pending = False
-        await self.record.not_applied(files, self.rejected, result, self.applied, seen=seen)
-        await self._notify()
-
-    async def _apply(
-        self,
-        files: FileSet,
-        verdict: Verdict,
-        before: SlurmView,
-        *,
-        seen: float,
-        judged: float,
-        forced: dict[str, Any] | None = None,
-    ) -> None:
-        assert self.applied is not None and verdict.conf is not None
-        old_conf = conffile.parse(self.applied.files, self.settings.main_file, self.settings.target)
-        if not self._fixed_log_path:  # slurmctld's own words for a refusal, when its log is visible here
-            logfile = old_conf.options.get("slurmctldlogfile")
-            self.applier.tail.path = Path(logfile) if logfile else None
-        generation = self.applied.generation + 1
-        # unverified until the outcome: a slurmctld restarted meanwhile gets the good set (stage.py)
-        self.target.swap(files, generation, unverified=True)
-        swapped = time.monotonic()
-        try:
-            if verdict.restart_required:
-                log.info("restarting_slurmctld", reasons=[str(r) for r in verdict.restart])
-                outcome = await self.applier.restart(old_conf, verdict.conf, before)
-            else:
-                # a later change cuts this one's settle period short: its own verification goes on watching
-                outcome = await self.applier.reconfigure(old_conf, verdict.conf, before, interrupt=self._wake)
-        except BaseException:
-            # cancelled or broken mid-apply: never leave an unverified set on disk
-            self._back_to_good("config-sync")
-            raise
-        # the set stays only if it is still the one on disk: slurmctld may have (re)started meanwhile,
-        # and config-guard then put the good set back, which is what slurmctld runs on now
-        kept = outcome.ok and self.target.verified()
-        restored = self.target.take_restored()
-        if not kept and (outcome.ok or restored is not None):
-            outcome.ok = False
-            why = "slurmctld restarted before the change was verified"
-            if restored is not None:
-                why += f"; config-guard put generation {restored.restored_generation} back"
-            outcome.reason = "; ".join(w for w in (outcome.reason, why) if w)
-        if restored is not None:
-            await self._report_restored(restored)
-        if outcome.ok:
-            old, self.applied = self.applied, Applied(generation, now_rfc3339(), files)
-            self.forced = forced
-            self.lkg.save(self.applied)
-            self.rejected = None
-            self.pending = False
-            self._backoff = 0.0
-            await self.record.applied(
-                self.applied,
-                old,
-                seen=seen,
-                phases=change_phases(seen, judged, swapped, verdict.dry_run, outcome.reconfigure_seconds),
-                reason="slurmctld restarted on it" if verdict.restart_required else None,
-                message=f"generation {generation} ({files.short}) applied"
-                + (" by restarting slurmctld" if verdict.restart_required else "")
-                + (f", forced by {forced['by']}: it {forced['why']}" if forced else ""),
-                forced=forced is not None,
-            )
-            await self._notify()
-            return
-        await self._rollback(files, outcome, verdict, seen)
-
-    def _back_to_good(self, by: str) -> Restored | None:
-        """Put the good generation kept beside an unverified set back (None when none was pending).
-        Should that fail, the last known good set is written anew: never leave the unverified one."""
-        try:
-            return self.target.restore(by)
-        except OSError as exc:
-            log.error("restore_failed", error=str(exc))
-            if self.applied is None:
-                raise
-            self.target.swap(self.applied.files, self.applied.generation)
-            return None
-
-    async def _report_restored(self, restored: Restored) -> None:
-        self.restored = restored
-        await self.record.restored(restored)
-
-    async def _rollback(self, files: FileSet, outcome: ApplyOutcome, verdict: Verdict, seen: float) -> None:
-        assert self.applied is not None
-        self._back_to_good("config-sync")
-        log.warning("config_rolled_back_on_disk", reason=outcome.reason)
-        if outcome.took_request and not outcome.controller_died:
-            # slurmctld may have taken part of the set: have it read the good one again
-            with contextlib.suppress(SlurmError):
-                await self.client.reconfigure()
-        await self._reject(files, outcome.reason, "rolled_back", seen)

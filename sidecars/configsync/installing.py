@@ -1,0 +1,167 @@
+"""How a judged set reaches the target: installed as it is, applied to slurmctld and verified, or
+refused; and the way back to the last known good set when the live slurmctld refuses it."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from sidecars.configsync import conffile
+from sidecars.configsync.apply import ApplyOutcome
+from sidecars.configsync.record import Rejection, change_phases, now_rfc3339
+from sidecars.configsync.reporting import Reporting
+from sidecars.configsync.settings import Settings
+from sidecars.configsync.sources import FileSet
+from sidecars.configsync.stage import Applied, LastKnownGood, Restored, Target
+from sidecars.configsync.validate import Verdict
+from sidecars.configsync.views import SlurmView
+from sidecars.slurm import SlurmClient, SlurmError
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["Installing"]
+
+
+class Installing(Reporting):
+    """The part of the daemon that writes the target; the attributes are set by ConfigSync.__init__."""
+
+    settings: Settings
+    client: SlurmClient
+    target: Target
+    lkg: LastKnownGood
+    ready: bool
+    _fixed_log_path: bool
+    _backoff: float
+    _rejected_moves: int
+
+    async def _adopt(self, files: FileSet) -> None:
+        assert self.applied is not None
+        self.target.swap(files, 1)
+        self.applied = Applied(1, now_rfc3339(), files)
+        self.lkg.save(self.applied)
+        self.ready = True
+
+    async def _install(self, files: FileSet, seen: float, reason: str) -> None:
+        generation = (self.applied.generation if self.applied else 0) + 1
+        self.target.swap(files, generation)
+        old, self.applied = self.applied, Applied(generation, now_rfc3339(), files)
+        self.forced = None
+        self.lkg.save(self.applied)
+        self.ready = True
+        self.pending = False
+        self.rejected = None
+        message = f"generation {generation} ({files.short}) installed: {reason}"
+        await self.record.applied(
+            self.applied, old, seen=seen, reason=reason, message=message, installed=True
+        )
+        await self._notify()
+
+    async def _reject(
+        self,
+        files: FileSet,
+        reason: str,
+        result: str,
+        seen: float,
+        *,
+        restart_required: bool = False,
+        jobs: tuple[int, ...] = (),
+    ) -> None:
+        self.rejected = Rejection(files.sha256, reason, now_rfc3339(), restart_required, jobs)
+        self._rejected_moves = self.ha.moves if self.ha is not None else 0
+        self.pending = False
+        await self.record.not_applied(files, self.rejected, result, self.applied, seen=seen)
+        await self._notify()
+
+    async def _apply(
+        self,
+        files: FileSet,
+        verdict: Verdict,
+        before: SlurmView,
+        *,
+        seen: float,
+        judged: float,
+        forced: dict[str, Any] | None = None,
+    ) -> None:
+        assert self.applied is not None and verdict.conf is not None
+        old_conf = conffile.parse(self.applied.files, self.settings.main_file, self.settings.target)
+        if not self._fixed_log_path:  # slurmctld's own words for a refusal, when its log is visible here
+            logfile = old_conf.options.get("slurmctldlogfile")
+            self.applier.tail.path = Path(logfile) if logfile else None
+        generation = self.applied.generation + 1
+        # unverified until the outcome: a slurmctld restarted meanwhile gets the good set (stage.py)
+        self.target.swap(files, generation, unverified=True)
+        swapped = time.monotonic()
+        try:
+            if verdict.restart_required:
+                log.info("restarting_slurmctld", reasons=[str(r) for r in verdict.restart])
+                outcome = await self.applier.restart(old_conf, verdict.conf, before)
+            else:
+                # a later change cuts this one's settle period short: its own verification goes on watching
+                outcome = await self.applier.reconfigure(old_conf, verdict.conf, before, interrupt=self._wake)
+        except BaseException:
+            # cancelled or broken mid-apply: never leave an unverified set on disk
+            self._back_to_good("config-sync")
+            raise
+        # the set stays only if it is still the one on disk: slurmctld may have (re)started meanwhile,
+        # and config-guard then put the good set back, which is what slurmctld runs on now
+        kept = outcome.ok and self.target.verified()
+        restored = self.target.take_restored()
+        if not kept and (outcome.ok or restored is not None):
+            outcome.ok = False
+            why = "slurmctld restarted before the change was verified"
+            if restored is not None:
+                why += f"; config-guard put generation {restored.restored_generation} back"
+            outcome.reason = "; ".join(w for w in (outcome.reason, why) if w)
+        if restored is not None:
+            await self._report_restored(restored)
+        if outcome.ok:
+            old, self.applied = self.applied, Applied(generation, now_rfc3339(), files)
+            self.forced = forced
+            self.lkg.save(self.applied)
+            self.rejected = None
+            self.pending = False
+            self._backoff = 0.0
+            await self.record.applied(
+                self.applied,
+                old,
+                seen=seen,
+                phases=change_phases(seen, judged, swapped, verdict.dry_run, outcome.reconfigure_seconds),
+                reason="slurmctld restarted on it" if verdict.restart_required else None,
+                message=f"generation {generation} ({files.short}) applied"
+                + (" by restarting slurmctld" if verdict.restart_required else "")
+                + (f", forced by {forced['by']}: it {forced['why']}" if forced else ""),
+                forced=forced is not None,
+            )
+            await self._notify()
+            return
+        await self._rollback(files, outcome, verdict, seen)
+
+    def _back_to_good(self, by: str) -> Restored | None:
+        """Put the good generation kept beside an unverified set back (None when none was pending).
+        Should that fail, the last known good set is written anew: never leave the unverified one."""
+        try:
+            return self.target.restore(by)
+        except OSError as exc:
+            log.error("restore_failed", error=str(exc))
+            if self.applied is None:
+                raise
+            self.target.swap(self.applied.files, self.applied.generation)
+            return None
+
+    async def _report_restored(self, restored: Restored) -> None:
+        self.restored = restored
+        await self.record.restored(restored)
+
+    async def _rollback(self, files: FileSet, outcome: ApplyOutcome, verdict: Verdict, seen: float) -> None:
+        assert self.applied is not None
+        self._back_to_good("config-sync")
+        log.warning("config_rolled_back_on_disk", reason=outcome.reason)
+        if outcome.took_request and not outcome.controller_died:
+            # slurmctld may have taken part of the set: have it read the good one again
+            with contextlib.suppress(SlurmError):
+                await self.client.reconfigure()
+        await self._reject(files, outcome.reason, "rolled_back", seen)

@@ -1,0 +1,78 @@
+"""What config-sync tells: `/status`, `/history`, the gauges, and the wait tests and the benchmark use
+for an outcome. The daemon (service.py) holds the state; this is how it is shown."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from sidecars.configsync.apply import Applier
+from sidecars.configsync.ha import Coordination
+from sidecars.configsync.history import History
+from sidecars.configsync.record import Recorder, Rejection
+from sidecars.configsync.stage import Applied, Restored
+from sidecars.configsync.validate import Validator
+
+__all__ = ["Reporting"]
+
+
+class Reporting:
+    """The part of the daemon that reports; the attributes are set by ConfigSync.__init__."""
+
+    applied: Applied | None
+    rejected: Rejection | None
+    forced: dict[str, Any] | None
+    restored: Restored | None
+    pending: bool
+    validator: Validator
+    applier: Applier
+    history: History
+    record: Recorder
+    ha: Coordination | None
+    _changed: asyncio.Condition
+    _wake: asyncio.Event
+
+    def history_view(self) -> dict[str, Any]:
+        """`GET /history`: the last generations, newest first, with their diffs."""
+        return self.history.as_json()
+
+    def status(self) -> dict[str, Any]:
+        a, r = self.applied, self.rejected
+        runner = self.validator.dry_runner
+        out: dict[str, Any] = {
+            "applied": None
+            if a is None
+            else {"generation": a.generation, "sha256": a.files.sha256, "at": a.at, "forced": self.forced},
+            "rejected": None
+            if r is None
+            else {"sha256": r.sha256, "reason": r.reason, "at": r.at, "jobs": list(r.jobs)},
+            "restart_required": bool(r and r.restart_required),
+            "held_for_jobs": list(r.jobs) if r else [],
+            "pending": self.pending,
+            "dry_run": None
+            if runner is None
+            else {"isolation": runner.current_isolation, "release_mismatch": runner.release_mismatch},
+            # the workers' side of the last reconfigure (configsync/workers.py), None before one
+            "workers": None if self.applier.workers.last is None else self.applier.workers.last.as_json(),
+            "restored": None if self.restored is None else asdict(self.restored),
+        }
+        if self.ha is not None:  # with --peer only (ha.py): this pod's place among the controller pods
+            out["ha"] = self.ha.status(None if a is None else a.files.sha256)
+        return out
+
+    async def _notify(self) -> None:
+        self.record.gauges(self.pending, self.rejected, self.applied)
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def wait_until(self, pred: Callable[[dict[str, Any]], bool], within: float) -> dict[str, Any]:
+        """Wait until /status satisfies `pred` (tests and the benchmark await outcomes, never sleep)."""
+        async with asyncio.timeout(within), self._changed:
+            while not pred(self.status()):
+                await self._changed.wait()
+        return self.status()
+
+    def wake(self) -> None:
+        self._wake.set()
