@@ -28,6 +28,8 @@ from sidecars.controlplane.reconcile import (
     GpuFeatureSync,
     HealthSync,
     Reconciler,
+    RecordKeeper,
+    RecordPolicy,
     RecyclePolicy,
     Recycler,
     Signals,
@@ -77,6 +79,7 @@ class KubeSide:
     recycler: Recycler
     upgrade: Upgrade
     node_windows: NodeWindows
+    events: EventSink  # the control plane's own (on its pod): what concerns no live worker pod
 
     async def event_on(self, pod: Pod, reason: str, message: str, type: EventType = "Normal") -> None:
         await pod_event(self.kube, pod, reason, message, type)
@@ -130,6 +133,7 @@ def kube_side(
             emit=functools.partial(pod_event, kube),
         ),
         NodeWindows(maintenance, caches.nodes, workers.held, workers.node_of),
+        events,
     )
 
 
@@ -163,6 +167,13 @@ def writers(
         )
     )
     out.append(side.recycler)
+    if s.record_cleanup:
+        records = RecordPolicy(grace_seconds=s.record_grace_seconds, per_pass=s.record_deletes_per_pass)
+        out.append(
+            RecordKeeper(
+                slurm, drains, node_of, metrics, side.events, emit, namespace=s.namespace, policy=records
+            )
+        )
     if s.cordon_sync:
         out.append(
             CordonSync(

@@ -23,7 +23,17 @@ from tenacity import (
 
 from sidecars.slurm import hostlist, jsonformat, textformat
 from sidecars.slurm.errors import SlurmCommandError, SlurmFenced, SlurmParseError, SlurmUnreachable
-from sidecars.slurm.models import BootTime, Job, JobPlacement, Node, Partition, Ping, Reservation, Version
+from sidecars.slurm.models import (
+    BootTime,
+    Job,
+    JobNodes,
+    JobPlacement,
+    Node,
+    Partition,
+    Ping,
+    Reservation,
+    Version,
+)
 from sidecars.slurm.runner import CommandResult, SlurmMetrics, run
 
 log = structlog.get_logger(__name__)
@@ -214,6 +224,13 @@ class SlurmClient:
             "squeue", "--noheader", "--states=PD,R,S,CG,CF", "--format", textformat.PLACEMENT_FORMAT
         )
         return textformat.job_placements(r.stdout)
+
+    async def job_nodes(self) -> list[JobNodes]:
+        """Pending and running jobs with the nodes they hold and those they asked for by name."""
+        r = await self.run(
+            "squeue", "--noheader", "--states=PD,R,S,CG,CF", "--format", textformat.JOB_NODES_FORMAT
+        )
+        return textformat.job_nodes(r.stdout)
 
     async def partitions(self) -> list[Partition]:
         if await self._json("partitions"):

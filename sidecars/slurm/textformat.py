@@ -15,6 +15,7 @@ from sidecars.slurm import hostlist
 from sidecars.slurm.models import (
     BootTime,
     Job,
+    JobNodes,
     JobPlacement,
     Node,
     NodeState,
@@ -376,6 +377,28 @@ def job_placements(text: str) -> list[JobPlacement]:
                 nodes=tuple(hostlist.expand(_null(nodes) or "")),
                 reservation=_null(resv) or "",
                 qos=_null(qos) or "",
+            )
+        )
+    return out
+
+
+JOB_NODES_FORMAT = "%A|%T|%N|%n"
+
+
+def job_nodes(text: str) -> list[JobNodes]:
+    """`squeue -h -o JOB_NODES_FORMAT` lines."""
+    out: list[JobNodes] = []
+    for line in text.splitlines():
+        parts = line.split("|", 3)
+        if len(parts) != 4 or not parts[0].isdigit():
+            continue
+        job_id, state, nodes, requested = parts
+        out.append(
+            JobNodes(
+                job_id=int(job_id),
+                state=state.split("+")[0].upper(),
+                nodes=tuple(hostlist.expand(_null(nodes) or "")),
+                requested=tuple(hostlist.expand(_null(requested) or "")),
             )
         )
     return out

@@ -8,6 +8,7 @@ from sidecars.controlplane.reconcile.deletion_cost import DeletionCostWriter
 from sidecars.controlplane.reconcile.gpu_features import GpuFeatureSync
 from sidecars.controlplane.reconcile.health import HealthSync, Signals
 from sidecars.controlplane.reconcile.pod_conditions import ConditionWriter
+from sidecars.controlplane.reconcile.records import RecordKeeper, RecordPolicy
 from sidecars.controlplane.reconcile.recycle import RecyclePolicy, Recycler
 from sidecars.controlplane.reconcile.round import Outcome, Reconciler, Round, View
 from sidecars.controlplane.reconcile.topology_sync import TopologySync
@@ -22,6 +23,8 @@ __all__ = [
     "HealthSync",
     "Outcome",
     "Reconciler",
+    "RecordKeeper",
+    "RecordPolicy",
     "RecyclePolicy",
     "Recycler",
     "Round",
