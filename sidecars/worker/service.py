@@ -26,6 +26,7 @@ from sidecars.worker.backoff import Backoff
 from sidecars.worker.claim import ClaimCheck
 from sidecars.worker.cp_client import AgentClient
 from sidecars.worker.drain import Drainer
+from sidecars.worker.gpu_attribution import GpuAttribution
 from sidecars.worker.gpucheck import GpuCheck, gpu_reason, is_gpu_reason
 from sidecars.worker.imex import ImexCheck
 from sidecars.worker.jobmap import JobMapping, gpu_jobs
@@ -74,6 +75,10 @@ class Agent:
         self.drainer = Drainer(settings, self.source, self.metrics, self.events, self._dynamic)
         self.registration = Registration(settings, self.slurmd, self.events, self.metrics, self._report)
         self.mapping = JobMapping(settings.job_mapping_dir) if settings.job_mapping_dir else None
+        # beside the files: the same GPU -> job map as a bounded metric, for joins on DCGM's series
+        self.attribution = (
+            GpuAttribution(settings.node_name).register(self.registry) if self.mapping else None
+        )
         self.slurmd_health = SlurmdHealth(
             self.client,
             settings.node_name,
@@ -405,6 +410,8 @@ class Agent:
             log.warning("gpu_mapping_not_refreshed", error=str(exc))
             return
         self._wanted = wanted
+        if self.attribution is not None:
+            self.attribution.update(wanted)
         try:
             self.mapping.reconcile(wanted)
         except OSError as exc:  # a full or read-only volume must not stop drains and healing
