@@ -33,6 +33,7 @@ from sidecars.controlplane.reconcile import (
     RecyclePolicy,
     Recycler,
     Signals,
+    SlinkySpecs,
     TopologySync,
 )
 from sidecars.controlplane.settings import ControlPlaneSettings
@@ -210,7 +211,11 @@ def writers(
             )
         )
     if s.gpu_domain_features:
-        out.append(GpuFeatureSync(slurm, side.caches.nodes, node_of, side.caches.compute_domains))
+        out.append(
+            GpuFeatureSync(
+                slurm, side.caches.nodes, node_of, side.caches.compute_domains, slinky_mode=s.slinky_mode
+            )
+        )
     if s.topology is not None:
         out.append(
             TopologySync(
@@ -222,6 +227,18 @@ def writers(
                 namespace=s.namespace,
                 configmap=s.topology_configmap,
                 settle_seconds=s.topology_settle_seconds,
+                slinky_mode=s.slinky_mode,
+            )
+        )
+    if (s.topology is not None or s.gpu_domain_features) and s.slinky_mode is not False:
+        out.append(
+            SlinkySpecs(
+                kube,
+                side.caches.nodes,
+                slinky_mode=s.slinky_mode,
+                topology=s.topology,
+                gpu_features=s.gpu_domain_features,
+                domains=side.caches.compute_domains,
             )
         )
     return out

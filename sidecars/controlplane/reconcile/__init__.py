@@ -11,6 +11,7 @@ from sidecars.controlplane.reconcile.pod_conditions import ConditionWriter
 from sidecars.controlplane.reconcile.records import RecordKeeper, RecordPolicy
 from sidecars.controlplane.reconcile.recycle import RecyclePolicy, Recycler
 from sidecars.controlplane.reconcile.round import Outcome, Reconciler, Round, View
+from sidecars.controlplane.reconcile.slinky_specs import SlinkySpecs
 from sidecars.controlplane.reconcile.topology_sync import TopologySync
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "Recycler",
     "Round",
     "Signals",
+    "SlinkySpecs",
     "TopologySync",
     "View",
 ]
