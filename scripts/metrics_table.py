@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry
 from sidecars.configsync.metrics import ConfigSyncMetrics
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.slurm.runner import SlurmMetrics
+from sidecars.worker import gpu_attribution
 from sidecars.worker.metrics import WorkerMetrics
 
 BEGIN, END = "<!-- metrics:begin (scripts/metrics_table.py) -->", "<!-- metrics:end -->"
@@ -50,6 +51,7 @@ def metric_rows() -> list[tuple[str, str, str, tuple[str, ...], str]]:
         *_rows("every role", SlurmMetrics),
         *_rows("config-sync", ConfigSyncMetrics),
         *_rows("worker", WorkerMetrics),
+        *[(name, "gauge", doc, labels, "worker") for name, doc, labels in gpu_attribution.FAMILIES],
         *_rows("control plane", ControlPlaneMetrics),
         *KUBE,
     ]

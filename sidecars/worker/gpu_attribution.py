@@ -27,6 +27,14 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 JOBS_PER_GPU = 4  # a GPU's job_id series, at most: the lowest job ids (the longest holders) first
+# (name, help, labels) of the two gauges: one place for the collector and the metrics table
+HELD = (
+    "slurm_sidecars_gpu_job",
+    "1 for each job holding a GPU now (at most 4 a GPU): join DCGM's series on node and gpu",
+    ("node", "gpu", "job_id"),
+)
+COUNT = ("slurm_sidecars_gpu_jobs", "Jobs holding each GPU now (all of them)", ("node", "gpu"))
+FAMILIES = (HELD, COUNT)
 
 
 class GpuAttribution(Collector):
@@ -48,14 +56,7 @@ class GpuAttribution(Collector):
         self._mapping = {gpu: tuple(sorted(ids)) for gpu, ids in mapping.items() if ids}
 
     def collect(self) -> Iterator[Metric]:
-        held = GaugeMetricFamily(
-            "slurm_sidecars_gpu_job",
-            "1 for each job holding a GPU now (at most jobs_per_gpu a GPU): join DCGM's series on gpu",
-            labels=["node", "gpu", "job_id"],
-        )
-        count = GaugeMetricFamily(
-            "slurm_sidecars_gpu_jobs", "Jobs holding each GPU now (all of them)", labels=["node", "gpu"]
-        )
+        held, count = (GaugeMetricFamily(name, doc, labels=list(labels)) for name, doc, labels in FAMILIES)
         for gpu, ids in sorted(self._mapping.items()):
             count.add_metric([self.node, str(gpu)], len(ids))
             for job in ids[: self.jobs_per_gpu]:
@@ -64,4 +65,6 @@ class GpuAttribution(Collector):
         yield count
 
     def describe(self) -> Iterator[Metric]:
-        return iter(())  # built at each scrape; nothing to check at registration
+        """The families, empty: what the registry checks its names against."""
+        for name, doc, labels in FAMILIES:
+            yield GaugeMetricFamily(name, doc, labels=list(labels))
