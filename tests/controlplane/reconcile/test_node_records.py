@@ -89,13 +89,14 @@ async def test_a_node_registered_without_its_gpus_is_held_out_then_remade_and_gi
     async with control_plane(cluster, url, **RECORDS) as cp:
         await eventually(lambda: cp.leading("records"), what="leader with its pods")
         # held out at once with the GRES in its reason; then, idle and drained, its record is remade
-        (short,) = await eventually(lambda: events(fake, "SlurmGresShort"), what="the GRES event")
-        assert short["involvedObject"]["name"] == "w2" and "gpu:0" in short["message"]
+        short = await eventually(lambda: events(fake, "SlurmGresShort"), what="the GRES event")
+        assert {(e["involvedObject"]["name"], "gpu:0" in e["message"]) for e in short} == {("w2", True)}
         await eventually(lambda: names(cluster), lambda ns: "n2" not in ns, what="n2's record deleted")
         assert cp.sample("slurm_sidecars_node_record_actions_total", action="gres_drain") == 1
         assert not drains(await client.nodes())  # n1 and n3 registered theirs
-        deleted = [e["message"] for e in events(fake, "SlurmRecordDeleted")]
-        assert deleted == ["Slurm node n2's record deleted: its pod asks for GPUs it did not register"]
+        # (the bare slurmd may register again before it is restarted, and be remade again: same words)
+        deleted = {e["message"] for e in events(fake, "SlurmRecordDeleted")}
+        assert deleted == {"Slurm node n2's record deleted: its pod asks for GPUs it did not register"}
 
         # as the agent does for a node gone from Slurm: its slurmd restarted, now with its GPUs
         await cluster.kill_slurmd("n2")
