@@ -1,7 +1,7 @@
 """GPU -> job attribution as a bounded metric: on real Slurm the agent shows each job on the GPUs it
 holds and drops the series when the job ends; through 2,000 jobs the live series stay within GPUs x
 (jobs_per_gpu + 1) and each job adds one series per GPU it held; the documented Grafana panel uses the
-metrics the agent serves."""
+metrics the agent serves, and ships in the dashboard."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ from sidecars.worker.gpu_attribution import JOBS_PER_GPU, GpuAttribution
 from tests.helpers import eventually
 from tests.worker.agents import running_agent, settings_for
 
-DOC = Path(__file__).parents[2] / "docs" / "gpu-attribution.md"
+ROOT = Path(__file__).parents[2]
+DOC = ROOT / "docs" / "gpu-attribution.md"
+DASHBOARD = ROOT / "manifests" / "grafana" / "slurm-sidecars.json"
 
 
 def held(registry: CollectorRegistry) -> set[tuple[str, str, str]]:
@@ -108,3 +110,5 @@ def test_the_documented_panel_queries_the_served_metrics() -> None:
     used = {name for e in exprs for name in re.findall(r"slurm_sidecars_\w+", e)}
     assert used and used <= served
     assert all("job_id" in e for e in exprs)
+    shipped = json.loads(DASHBOARD.read_text())  # the same panel ships in the dashboard
+    assert any(p.get("targets") == panel["targets"] for p in shipped["panels"])
