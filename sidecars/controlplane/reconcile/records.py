@@ -109,6 +109,8 @@ class RecordKeeper:
         if self._wall() - snap.taken_at > self.policy.stale_seconds:
             return Outcome(skipped="the fleet read is stale")
         held = {self._node_of(p): p for p in view.pods}
+        for gone in [n for n in self._asked if n not in snap.nodes]:
+            del self._asked[gone]
         writes = await self._gres(held, snap)
         writes += await self._ghosts(held, snap)
         self._metrics.node_records.labels("orphaned").set(len(self.orphaned))
@@ -175,7 +177,8 @@ class RecordKeeper:
         remakes = set()
         for name in self.short:
             node = snap.nodes.get(name)
-            if node is not None and node.drain and (node.reason or "").startswith(GRES_PREFIX):
+            ours = node is not None and node.drain and (node.reason or "").startswith(GRES_PREFIX)
+            if ours and node is not None and DYNAMIC in node.flags:  # a static record stays: it is the config
                 remakes.add(name)
         for name in [n for n in self.orphaned if n not in ghosts | remakes]:
             del self.orphaned[name]
