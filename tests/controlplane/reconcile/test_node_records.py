@@ -1,4 +1,4 @@
-"""Node records kept clean, on real dynamic nodes (the Slinky shape, 26.05) and the fake API server:
+"""Node records kept clean, on real dynamic nodes (the Slinky shape, 24.11 and 26.05) and the fake API server:
 a ghost's record (its pod gone, its slurmd dead) is deleted; a delete is refused while a pending job
 names the node (Slurm itself would take the delete, and kill the job at the next reconfigure); a node
 registered without the GPUs its pod asks for is drained with a reason naming the GRES, and is given
@@ -17,8 +17,9 @@ from tests.controlplane.reconcile.settle import drains, settled
 from tests.fakekube import FakeKube
 from tests.helpers import eventually
 
-# dynamic nodes need the Slinky shape (23.11+); the rules are ours, Slurm's answers are 26.05's
-pytestmark = [pytest.mark.releases("slurm26")]
+# dynamic nodes need the Slinky shape (23.11+, so not 22.05); what Slurm answers (squeue's ReqNodeList,
+# the delete, a bare registration) is shown on both releases that have it
+pytestmark = [pytest.mark.releases("slurm24", "slurm26")]
 RECORDS: dict[str, Any] = {"record_grace_seconds": 1.0, "pod_name": "cp-0"}
 
 
