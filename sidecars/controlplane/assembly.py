@@ -149,8 +149,9 @@ def writers(
     emit: Callable[[Pod, str, str, EventType], Awaitable[None]],
 ) -> list[Reconciler]:
     """The writers the settings turn on, in the order they run: the busy label first (it is what
-    keeps jobs from eviction), then the claims' Events, deletion costs, recycling, cordons, health
-    signals, pod conditions, GPU features and topology."""
+    keeps jobs from eviction), then the claims' Events, deletion costs, recycling, node records,
+    cordons, health signals, pod conditions, GPU features, topology, and in Slinky mode the operator's
+    topology and features annotations."""
     s, kube, node_of = settings, side.kube, workers.node_of
     out: list[Reconciler] = []
     if s.busy_label:
