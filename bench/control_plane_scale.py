@@ -39,7 +39,7 @@ from sidecars.controlplane.fleet.snapshot import FleetView
 from sidecars.controlplane.http.access import Access
 from sidecars.controlplane.http.api import ControlPlaneAPI
 from sidecars.runtime import http
-from sidecars.slurm import Job, SlurmClient, jsonformat, textformat
+from sidecars.slurm import Job, SlurmClient, jsonformat, squeueformat
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "slurm-24.11"
 TOKEN = "bench"
@@ -184,7 +184,7 @@ async def long_polls(
                 await asyncio.sleep(0.05)
             # the change: job number `drop` has ended (the same documents, re-read, without it)
             nodes = [jsonformat.node(o) for o in jsonformat.load(["scontrol"], node_text, "nodes")]
-            jobs = textformat.job_summaries(job_text)
+            jobs = squeueformat.job_summaries(job_text)
             del jobs[drop]
             snap = fleet.assemble(nodes, jobs)
             t0 = time.perf_counter()
@@ -222,7 +222,7 @@ async def main() -> None:
         runs = [cycle(fleet, metrics, node_text, text, read) for _ in range(args.cycles)]
         return fleet, min(runs, key=lambda r: r["total"]), runs
 
-    fleet, best, runs = run(textformat.job_summaries, job_brief)
+    fleet, best, runs = run(squeueformat.job_summaries, job_brief)
     worst = max(r["total"] for r in runs)
     print(
         f"refresh + ranking cycle on one core, as the control plane runs it (best of {args.cycles}): "

@@ -30,7 +30,7 @@ from sidecars.controlplane.http.config_feed import ConfigFeed
 from sidecars.controlplane.http.page import PageState
 from sidecars.controlplane.http.web import WebUI
 from sidecars.runtime import http
-from sidecars.slurm import SlurmClient, jsonformat, textformat
+from sidecars.slurm import SlurmClient, jsonformat, squeueformat
 
 GOAL = 0.200
 
@@ -45,7 +45,7 @@ async def main() -> None:
 
     node_text, _, job_brief = synthetic(args.nodes, args.jobs, int(time.time()))
     nodes = [jsonformat.node(o) for o in jsonformat.load(["scontrol"], node_text, "nodes")]
-    jobs = textformat.job_summaries(job_brief)
+    jobs = squeueformat.job_summaries(job_brief)
     fleet = FleetView(SlurmClient())
     drains = DrainClock()
     page = PageState(fleet, config=ConfigFeed(None), drains=drains)

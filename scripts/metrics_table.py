@@ -11,6 +11,7 @@ from sidecars.configsync.ha import HaMetrics
 from sidecars.configsync.metrics import ConfigSyncMetrics
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.slurm.runner import SlurmMetrics
+from sidecars.worker import gpu_attribution
 from sidecars.worker.metrics import WorkerMetrics
 
 BEGIN, END = "<!-- metrics:begin (scripts/metrics_table.py) -->", "<!-- metrics:end -->"
@@ -52,6 +53,7 @@ def metric_rows() -> list[tuple[str, str, str, tuple[str, ...], str]]:
         *_rows("config-sync", ConfigSyncMetrics),
         *_rows("config-sync", HaMetrics),
         *_rows("worker", WorkerMetrics),
+        *[(name, "gauge", doc, labels, "worker") for name, doc, labels in gpu_attribution.FAMILIES],
         *_rows("control plane", ControlPlaneMetrics),
         *KUBE,
     ]

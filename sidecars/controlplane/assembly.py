@@ -28,9 +28,12 @@ from sidecars.controlplane.reconcile import (
     GpuFeatureSync,
     HealthSync,
     Reconciler,
+    RecordKeeper,
+    RecordPolicy,
     RecyclePolicy,
     Recycler,
     Signals,
+    SlinkySpecs,
     TopologySync,
 )
 from sidecars.controlplane.settings import ControlPlaneSettings
@@ -77,7 +80,8 @@ class KubeSide:
     recycler: Recycler
     upgrade: Upgrade
     node_windows: NodeWindows
-    events: EventSink  # on the control plane's own pod (a slurmctld takeover)
+    # the control plane's own (on its pod): a slurmctld takeover, what concerns no live worker pod
+    events: EventSink
 
     async def event_on(self, pod: Pod, reason: str, message: str, type: EventType = "Normal") -> None:
         await pod_event(self.kube, pod, reason, message, type)
@@ -146,8 +150,9 @@ def writers(
     emit: Callable[[Pod, str, str, EventType], Awaitable[None]],
 ) -> list[Reconciler]:
     """The writers the settings turn on, in the order they run: the busy label first (it is what
-    keeps jobs from eviction), then the claims' Events, deletion costs, recycling, cordons, health
-    signals, pod conditions, GPU features and topology."""
+    keeps jobs from eviction), then the claims' Events, deletion costs, recycling, node records,
+    cordons, health signals, pod conditions, GPU features, topology, and in Slinky mode the operator's
+    topology and features annotations."""
     s, kube, node_of = settings, side.kube, workers.node_of
     out: list[Reconciler] = []
     if s.busy_label:
@@ -165,6 +170,13 @@ def writers(
         )
     )
     out.append(side.recycler)
+    if s.record_cleanup:
+        records = RecordPolicy(grace_seconds=s.record_grace_seconds, per_pass=s.record_deletes_per_pass)
+        out.append(
+            RecordKeeper(
+                slurm, drains, node_of, metrics, side.events, emit, namespace=s.namespace, policy=records
+            )
+        )
     if s.cordon_sync:
         out.append(
             CordonSync(
@@ -201,7 +213,11 @@ def writers(
             )
         )
     if s.gpu_domain_features:
-        out.append(GpuFeatureSync(slurm, side.caches.nodes, node_of, side.caches.compute_domains))
+        out.append(
+            GpuFeatureSync(
+                slurm, side.caches.nodes, node_of, side.caches.compute_domains, slinky_mode=s.slinky_mode
+            )
+        )
     if s.topology is not None:
         out.append(
             TopologySync(
@@ -213,6 +229,18 @@ def writers(
                 namespace=s.namespace,
                 configmap=s.topology_configmap,
                 settle_seconds=s.topology_settle_seconds,
+                slinky_mode=s.slinky_mode,
+            )
+        )
+    if (s.topology is not None or s.gpu_domain_features) and s.slinky_mode is not False:
+        out.append(
+            SlinkySpecs(
+                kube,
+                side.caches.nodes,
+                slinky_mode=s.slinky_mode,
+                topology=s.topology,
+                gpu_features=s.gpu_domain_features,
+                domains=side.caches.compute_domains,
             )
         )
     return out

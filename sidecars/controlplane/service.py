@@ -26,7 +26,7 @@ from sidecars.controlplane.fleet import (
 )
 from sidecars.controlplane.http import Face
 from sidecars.controlplane.leader import LeaderElector
-from sidecars.controlplane.reconcile import CordonSync, HealthSync, Round, TopologySync, View
+from sidecars.controlplane.reconcile import CordonSync, HealthSync, RecordKeeper, Round, TopologySync, View
 from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.kube import KubeClient
 from sidecars.kube.cache import WatchCache
@@ -262,6 +262,7 @@ class ControlPlaneService:
         rec = self.k8s.recycler if self.k8s else None
         topology = next((w for w in self.writers.writers if isinstance(w, TopologySync)), None)
         signals = next((w for w in self.writers.writers if isinstance(w, HealthSync)), None)
+        records = next((w for w in self.writers.writers if isinstance(w, RecordKeeper)), None)
         return {
             "version": snap.version,
             "nodes": len(snap.nodes),
@@ -288,6 +289,7 @@ class ControlPlaneService:
             "topology": None if topology is None else topology.status(),
             # decided by the leader only: a follower's would be what it saw when it last led
             "health": signals.status() if signals is not None and self.leader.is_leader else None,
+            "records": records.status() if records is not None and self.leader.is_leader else None,
             "recycling": None
             if rec is None
             else {"suspended": rec.suspended, "recent": list(rec.recent), "in_window": len(rec.deleted_at)},

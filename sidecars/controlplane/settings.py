@@ -188,6 +188,21 @@ class ControlPlaneSettings:
         conv=seconds(zero_ok=True),
         help="a Ready worker absent from Slurm this long is recycled",
     )
+    record_cleanup: bool = setting(
+        default=True,
+        conv=BOOL,
+        help="delete the record of a dynamic Slurm node whose worker pod is gone, and drain (then remake) "
+        "one registered with fewer GPUs than its pod's nvidia.com/gpu limit",
+    )
+    record_grace_seconds: float = setting(
+        default=600.0,
+        conv=seconds(zero_ok=True),
+        help="a dynamic node held by no worker pod this long, with no job holding or naming it, "
+        "loses its record",
+    )
+    record_deletes_per_pass: int = setting(
+        default=2, conv=number(unit="records"), help="at most this many node records deleted a pass"
+    )
     recycle_window_seconds: float = setting(
         default=600.0, conv=seconds(), help="the window of the recycling cap"
     )

@@ -164,6 +164,12 @@ class KubeClient(KubeConnection):
             lambda rv: KubeNode(name="", annotations={}, unschedulable=False, taints=(), resource_version=rv),
         )
 
+    async def annotate_node(self, name: str, annotations: Mapping[str, str | None]) -> KubeNode:
+        """Strategic-merge patch of a Node's annotations (None removes one); the others are kept."""
+        body = {"metadata": {"annotations": dict(annotations)}}
+        node = await self.call("annotate_node", lambda: self.core.patch_node(name, body), conflict_too=True)
+        return KubeNode.from_model(node)
+
     async def get_node(self, name: str) -> KubeNode | None:
         node = await self._found("get_node", lambda: self.core.read_node(name))
         if node is None:

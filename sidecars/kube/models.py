@@ -31,6 +31,7 @@ class Pod:
     conditions: tuple[tuple[str, str, str], ...] = ()  # status.conditions as (type, status, message)
     created: str = ""  # metadata.creationTimestamp (RFC 3339, UTC): which of two claimants came first
     owner_api_version: str = ""  # apiVersion of the controller owner ("slinky.slurm.net/v1beta1", ...)
+    gpus: int = 0  # the GPUs its containers' limits ask for (`nvidia.com/gpu`): what its node should register
 
     @classmethod
     def from_model(cls, pod: Any) -> Pod:
@@ -55,6 +56,7 @@ class Pod:
             ),
             created=_stamp(meta.creation_timestamp),
             owner_api_version=(owner.api_version or "") if owner else "",
+            gpus=_gpus(spec),
         )
 
 
@@ -231,6 +233,20 @@ class LeaseRecord:
             transitions=int((spec and spec.lease_transitions) or 0),
             resource_version=meta.resource_version or "",
         )
+
+
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def _gpus(spec: Any) -> int:
+    """The GPUs a pod's containers are limited to (a device plugin gives exactly that many); a
+    quantity that is no whole number counts as none."""
+    total = 0
+    for container in (spec and spec.containers) or []:
+        limits = (container.resources and container.resources.limits) or {}
+        value = str(limits.get(GPU_RESOURCE, "0")).strip()
+        total += int(value) if value.isdigit() else 0
+    return total
 
 
 def _stamp(when: dt.datetime | None) -> str:

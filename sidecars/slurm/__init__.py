@@ -1,6 +1,7 @@
 """The Slurm edge: commands, parsing and typed models. Nothing else in the package runs Slurm."""
 
-from sidecars.slurm.client import RetryPolicy, SlurmClient
+from sidecars.slurm.client import SlurmClient
+from sidecars.slurm.commands import RetryPolicy
 from sidecars.slurm.dbd_version import parse_dbd_version, slurmdbd_version
 from sidecars.slurm.errors import (
     SlurmCommandError,
@@ -15,6 +16,7 @@ from sidecars.slurm.models import (
     REASON_PREFIX,
     BootTime,
     Job,
+    JobNodes,
     JobPlacement,
     Node,
     NodeState,
@@ -34,6 +36,7 @@ __all__ = [
     "CommandResult",
     "Controllers",
     "Job",
+    "JobNodes",
     "JobPlacement",
     "Node",
     "NodeState",

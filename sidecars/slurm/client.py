@@ -2,142 +2,42 @@
 
 Reads use JSON where the installed release prints per-record JSON and `scontrol -o` text where it
 does not; both paths give the same models. Transient failures (controller unreachable, time-outs)
-are retried here, bounded; permanent ones are raised at once with Slurm's own message.
+are retried, bounded (commands.py); permanent ones are raised at once with Slurm's own message.
 """
 
 from __future__ import annotations
 
-import os
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import structlog
-from tenacity import (
-    AsyncRetrying,
-    retry_if_exception_type,
-    stop_after_attempt,
-    stop_after_delay,
-    wait_random_exponential,
-)
 
-from sidecars.slurm import hostlist, jsonformat, textformat
+from sidecars.slurm import hostlist, jsonformat, squeueformat, textformat
+from sidecars.slurm.commands import SlurmCommands
 from sidecars.slurm.errors import (
     SlurmCommandError,
-    SlurmError,
-    SlurmFenced,
     SlurmParseError,
-    SlurmUnreachable,
 )
-from sidecars.slurm.models import BootTime, Job, JobPlacement, Node, Partition, Ping, Reservation, Version
-from sidecars.slurm.primary import Controllers, Takeover
-from sidecars.slurm.runner import CommandResult, SlurmMetrics, run
+from sidecars.slurm.models import (
+    BootTime,
+    Job,
+    JobNodes,
+    JobPlacement,
+    Node,
+    Partition,
+    Reservation,
+    Version,
+)
+from sidecars.slurm.runner import CommandResult, run
 
 log = structlog.get_logger(__name__)
 
-Output = Literal["auto", "json", "text"]
-WRITES = frozenset({"update", "create", "delete", "reconfigure", "shutdown"})  # scontrol's writes
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    attempts: int = 5
-    max_seconds: float = 15.0  # give up after this long, whatever the attempts left
-    initial_wait: float = 0.1
-    max_wait: float = 2.0
-
 
 @dataclass
-class SlurmClient:
-    """Async access to one Slurm cluster through its commands on PATH (`SLURM_CONF` honoured)."""
-
-    env: Mapping[str, str] | None = None  # None: this process's environment
-    timeout: float = 10.0
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    metrics: SlurmMetrics | None = None
-    output: Output = "auto"
-    # called with the argv before every command; raises (a SlurmCommandError) to refuse it, e.g.
-    # when SLURM_CONF lies where a job's user could have planted it
-    guard: Callable[[Sequence[str]], None] | None = None
-    # asked before each write command is sent (each attempt): None, not fenced
-    fence: Callable[[], bool] | None = None
-    # several controllers: commands go to the one in control first (slurm.primary); None: as
-    # slurm.conf orders them
-    controllers: Controllers | None = None
-    _version: Version | None = field(default=None, init=False, repr=False)
-
-    def with_env(self, **overrides: str) -> SlurmClient:
-        """The same client with some environment changed (e.g. `SLURM_CONF` of a staged candidate)."""
-        env = dict(os.environ if self.env is None else self.env)
-        env.update(overrides)
-        clone = SlurmClient(
-            env=env,
-            timeout=self.timeout,
-            retry=self.retry,
-            metrics=self.metrics,
-            output=self.output,
-            guard=self.guard,
-            fence=self.fence,
-        )  # not the controllers: they follow the file this client reads, not another one
-        clone._version = self._version
-        return clone
-
-    # ------------------------------------------------------------------ plumbing
-    async def run(self, *argv: str, retry: bool = True, timeout: float | None = None) -> CommandResult:
-        """Run a Slurm command; retry transient failures when `retry`."""
-        if self.guard is not None:
-            self.guard(argv)
-        if not retry:
-            self._check_fence(argv)
-            return await self._once(argv, timeout)
-        policy = self.retry
-        async for attempt in AsyncRetrying(
-            retry=retry_if_exception_type(SlurmUnreachable),
-            stop=stop_after_attempt(policy.attempts) | stop_after_delay(policy.max_seconds),
-            wait=wait_random_exponential(multiplier=policy.initial_wait, max=policy.max_wait),
-            reraise=True,
-        ):
-            with attempt:
-                self._check_fence(argv)
-                return await self._once(argv, timeout)
-        raise AssertionError("unreachable")  # pragma: no cover - AsyncRetrying reraises
-
-    async def _once(self, argv: Sequence[str], timeout: float | None) -> CommandResult:
-        """One attempt, sent to the controller in control first. A slow or unreachable answer may
-        mean that control moved (or its first controller is gone): who is in control is learnt
-        again, at most once per `relearn_seconds`, so the next attempt goes the right way."""
-        ctl = self.controllers
-        env = self.env if ctl is None else ctl.env(self.env)
-        started = time.monotonic()
-        try:
-            result = await run(argv, env=env, timeout=timeout or self.timeout, metrics=self.metrics)
-        except SlurmUnreachable:
-            if ctl is not None and ctl.due():
-                await self._relearn()
-            raise
-        if ctl is not None and time.monotonic() - started >= ctl.slow_command_seconds and ctl.due():
-            await self._relearn()
-        return result
-
-    async def _relearn(self) -> None:
-        try:
-            await self.follow()
-        except SlurmError as exc:  # the command's own answer stands; the next one tries again
-            log.warning("slurmctld_follow_failed", error=exc.message)
-
-    async def follow(self) -> Takeover | None:
-        """Learn who is in control now (a ping, and a controller asked alone when the ping's answer
-        differs from the one known); the takeover when control moved. Nothing without controllers."""
-        if self.controllers is None:
-            return None
-        return await self.controllers.learn(await self.ping())
-
-    def _check_fence(self, argv: Sequence[str]) -> None:
-        if self.fence is None or argv[:1] != ("scontrol",) or not WRITES & set(argv[1:3]):
-            return
-        if not self.fence():
-            raise SlurmFenced(argv, "not sent: this process may not write now (the Lease is not held)")
+class SlurmClient(SlurmCommands):
+    """Async access to one Slurm cluster through its commands on PATH (`SLURM_CONF` honoured): the
+    reads and writes the sidecars use, each one command, parsed into the models."""
 
     async def version(self) -> Version:
         """The installed client release, detected once."""
@@ -245,16 +145,23 @@ class SlurmClient:
         """Pending and running jobs in brief (no names, users or GPU indices): one `squeue` call whose
         output stays small at any fleet size. For readers that poll the whole cluster often."""
         r = await self.run(
-            "squeue", "--noheader", "--states=PD,R,S,CG,CF", "--format", textformat.SUMMARY_FORMAT
+            "squeue", "--noheader", "--states=PD,R,S,CG,CF", "--format", squeueformat.SUMMARY_FORMAT
         )
-        return textformat.job_summaries(r.stdout)
+        return squeueformat.job_summaries(r.stdout)
 
     async def job_placements(self) -> list[JobPlacement]:
         """Pending and running jobs with what they depend on (partitions, nodes, reservation, QOS)."""
         r = await self.run(
-            "squeue", "--noheader", "--states=PD,R,S,CG,CF", "--format", textformat.PLACEMENT_FORMAT
+            "squeue", "--noheader", "--states=PD,R,S,CG,CF", "--format", squeueformat.PLACEMENT_FORMAT
         )
-        return textformat.job_placements(r.stdout)
+        return squeueformat.job_placements(r.stdout)
+
+    async def job_nodes(self) -> list[JobNodes]:
+        """Pending and running jobs with the nodes they hold and those they asked for by name."""
+        r = await self.run(
+            "squeue", "--noheader", "--states=PD,R,S,CG,CF", "--format", squeueformat.JOB_NODES_FORMAT
+        )
+        return squeueformat.job_nodes(r.stdout)
 
     async def partitions(self) -> list[Partition]:
         if await self._json("partitions"):
@@ -278,15 +185,6 @@ class SlurmClient:
         retried: a caller waiting for a restart keeps its own deadline, not the client's retry budget."""
         r = await self.run("scontrol", "show", "config", retry=False, timeout=timeout)
         return textformat.boot_time(r.stdout)
-
-    async def ping(self) -> Ping:
-        """Which controllers answer. Never raises for a down controller: that is the answer."""
-        if self.guard is not None:
-            self.guard(("scontrol", "ping"))
-        r = await run(
-            ["scontrol", "ping"], env=self.env, timeout=self.timeout, metrics=self.metrics, check=False
-        )
-        return textformat.ping(r.stdout)
 
     async def accounting_ping(self, timeout: float | None = None) -> bool:
         """Whether slurmdbd answers. `sacctmgr ping` where the release has it (it names slurmdbd

@@ -242,3 +242,18 @@ class JobPlacement:
     @property
     def running(self) -> bool:
         return self.state in {"RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING"}
+
+
+@dataclass(frozen=True, slots=True)
+class JobNodes:
+    """The nodes a pending or running job holds or names: what a node record's delete must wait for.
+    A pending job that names a node (`--nodelist`, ReqNodeList) is not found by `squeue --nodelist`
+    (measured on 26.05), and deleting the node kills it at the next reconfigure (slurm-bridge#43)."""
+
+    job_id: int
+    state: str  # RUNNING, PENDING, ...
+    nodes: tuple[str, ...]  # expanded: allocated ones; empty while pending
+    requested: tuple[str, ...]  # expanded: ReqNodeList, the nodes it asked for by name
+
+    def names(self, node: str) -> bool:
+        return node in self.nodes or node in self.requested

@@ -15,7 +15,6 @@ from sidecars.slurm import hostlist
 from sidecars.slurm.models import (
     BootTime,
     Job,
-    JobPlacement,
     Node,
     NodeState,
     Partition,
@@ -69,13 +68,13 @@ def records(text: str) -> Iterator[list[tuple[str, str]]]:
             yield pairs(line)
 
 
-def _null(value: str | None) -> str | None:
+def nullable(value: str | None) -> str | None:
     return None if value is None or value.strip() in _NULL else value.strip()
 
 
 def parse_time(value: str | None) -> int | None:
     """`2026-11-30T03:04:53` (the controller's local time, as the client prints it) -> epoch."""
-    v = _null(value)
+    v = nullable(value)
     if v is None:
         return None
     try:
@@ -86,7 +85,7 @@ def parse_time(value: str | None) -> int | None:
 
 def parse_minutes(value: str | None) -> int | None:
     """A Slurm duration (`UNLIMITED`, `1-02:03:04`, `02:03:04`, `03:04`, `5`) in whole minutes."""
-    v = _null(value)
+    v = nullable(value)
     if v is None or v.upper() in {"UNLIMITED", "INFINITE"}:
         return None
     days = 0
@@ -103,8 +102,8 @@ def parse_minutes(value: str | None) -> int | None:
     return days * 1440 + h * 60 + m + (1 if s else 0)
 
 
-def _int(value: str | None, default: int = 0) -> int:
-    v = _null(value)
+def int_or(value: str | None, default: int = 0) -> int:
+    v = nullable(value)
     try:
         return int(v) if v is not None else default
     except ValueError:
@@ -112,12 +111,12 @@ def _int(value: str | None, default: int = 0) -> int:
 
 
 def _words(value: str | None) -> tuple[str, ...]:
-    v = _null(value)
+    v = nullable(value)
     return tuple(w for w in v.split(",") if w) if v else ()
 
 
 def parse_reason(value: str | None, user: str | None = None, when: int | None = None) -> Reason | None:
-    v = _null(value)
+    v = nullable(value)
     if v is None:
         return None
     m = _REASON_TAIL.match(v)
@@ -140,7 +139,7 @@ def gpu_indices(gres: str | None) -> tuple[int, ...]:
 
 def _gres(value: str | None) -> str:
     """Drop the `(IDX:...)` detail, which only `-d` prints: `gpu:2(IDX:0-1)` -> `gpu:2`."""
-    v = _null(value) or ""
+    v = nullable(value) or ""
     return re.sub(r"\(IDX:[^)]*\)|\(S:[^)]*\)", "", v)
 
 
@@ -150,22 +149,22 @@ def node_from_pairs(p: list[tuple[str, str]]) -> Node:
         name=d["NodeName"],
         state=NodeState.parse(d.get("State", "UNKNOWN")),
         reason=parse_reason(d.get("Reason")),
-        cpus=_int(d.get("CPUTot")),
-        alloc_cpus=_int(d.get("CPUAlloc")),
-        real_memory=_int(d.get("RealMemory")),
+        cpus=int_or(d.get("CPUTot")),
+        alloc_cpus=int_or(d.get("CPUAlloc")),
+        real_memory=int_or(d.get("RealMemory")),
         features=_words(d.get("AvailableFeatures")),
         active_features=_words(d.get("ActiveFeatures")),
         gres=_gres(d.get("Gres")),
         gres_used=_gres(d.get("GresUsed")),
-        address=_null(d.get("NodeAddr")) or "",
-        hostname=_null(d.get("NodeHostName")) or "",
+        address=nullable(d.get("NodeAddr")) or "",
+        hostname=nullable(d.get("NodeHostName")) or "",
         partitions=_words(d.get("Partitions")),
         boot_time=parse_time(d.get("BootTime")),
         slurmd_start_time=parse_time(d.get("SlurmdStartTime")),
-        version=_null(d.get("Version")),
-        port=_int(d["Port"]) if (d.get("Port") or "").isdigit() else None,
-        comment=_null(d.get("Comment")) or "",
-        topology=_null(d.get("Topology")) or "",
+        version=nullable(d.get("Version")),
+        port=int_or(d["Port"]) if (d.get("Port") or "").isdigit() else None,
+        comment=nullable(d.get("Comment")) or "",
+        topology=nullable(d.get("Topology")) or "",
     )
 
 
@@ -199,15 +198,15 @@ def job_from_pairs(p: list[tuple[str, str]]) -> Job:
         state=state,
         state_reason=d.get("Reason", "None"),
         partition=d.get("Partition", ""),
-        nodes=tuple(hostlist.expand(_null(d.get("NodeList")) or "")),
+        nodes=tuple(hostlist.expand(nullable(d.get("NodeList")) or "")),
         submit_time=parse_time(d.get("SubmitTime")),
         start_time=start,
         end_time=end,
         time_limit_minutes=parse_minutes(d.get("TimeLimit")),
-        cpus=_int(d.get("NumCPUs")),
+        cpus=int_or(d.get("NumCPUs")),
         gpu_indices=gpus,
-        node_count=_int(d.get("NumNodes", "0").split("-")[0]),
-        gpus_per_node=gpus_per_node(_null(d.get("TresPerNode")) or ""),
+        node_count=int_or(d.get("NumNodes", "0").split("-")[0]),
+        gpus_per_node=gpus_per_node(nullable(d.get("TresPerNode")) or ""),
     )
 
 
@@ -219,56 +218,6 @@ def gpus_per_node(tres: str) -> int:
             last = parts[-1]
             return int(last) if last.isdigit() and len(parts) > 2 else 1
     return 0
-
-
-# `squeue -o` fields of a job summary, in this order; the reason (free text) last
-SUMMARY_FORMAT = "%A|%T|%P|%C|%D|%l|%S|%b|%N|%r"
-
-
-def job_summaries(text: str) -> list[Job]:
-    """`squeue -h -o SUMMARY_FORMAT` lines: what scheduling and ranking need, ~60 bytes a job instead
-    of the ~5 KB of a JSON record (the difference between 0.2 s and 5 s at 50,000 jobs)."""
-    out: list[Job] = []
-    # few distinct values repeat over many jobs: parse each once (strptime is the slow part)
-    times: dict[str, int | None] = {}
-    limits: dict[str, int | None] = {}
-    gres: dict[str, int] = {}
-    for line in text.splitlines():
-        parts = line.split("|", 9)
-        if len(parts) != 10 or not parts[0].isdigit():
-            continue
-        job_id, state, part, cpus, count, limit, start_s, tres, nodes, reason = parts
-        state = state.split("+")[0].upper()
-        start = None
-        if state != "PENDING":
-            if start_s not in times:
-                times[start_s] = parse_time(start_s)
-            start = times[start_s]
-        if limit not in limits:
-            limits[limit] = parse_minutes(limit)
-        minutes = limits[limit]
-        if tres not in gres:
-            gres[tres] = gpus_per_node(_null(tres) or "")
-        plain = nodes and "[" not in nodes and "," not in nodes
-        out.append(
-            Job(
-                job_id=int(job_id),
-                name="",
-                user="",
-                state=state,
-                state_reason=reason or "None",
-                partition=part,
-                nodes=(nodes,) if plain else tuple(hostlist.expand(_null(nodes) or "")),
-                submit_time=None,
-                start_time=start,
-                end_time=start + 60 * minutes if start is not None and minutes is not None else None,
-                time_limit_minutes=minutes,
-                cpus=_int(cpus),
-                node_count=_int(count),
-                gpus_per_node=gres[tres],
-            )
-        )
-    return out
 
 
 def jobs(text: str) -> list[Job]:
@@ -284,10 +233,10 @@ def partitions(text: str) -> list[Partition]:
         out.append(
             Partition(
                 name=d["PartitionName"],
-                nodes=tuple(hostlist.expand(_null(d.get("Nodes")) or "")),
+                nodes=tuple(hostlist.expand(nullable(d.get("Nodes")) or "")),
                 state=d.get("State", "UNKNOWN").upper(),
                 max_time_minutes=parse_minutes(d.get("MaxTime")),
-                total_cpus=_int(d.get("TotalCPUs")),
+                total_cpus=int_or(d.get("TotalCPUs")),
             )
         )
     return out
@@ -305,11 +254,11 @@ def reservations(text: str) -> list[Reservation]:
                 name=d["ReservationName"],
                 start=parse_time(d.get("StartTime")),
                 end=parse_time(d.get("EndTime")),
-                nodes=tuple(hostlist.expand(_null(d.get("Nodes")) or "")),
-                flags=frozenset(w for w in (_null(d.get("Flags")) or "").split(",") if w),
+                nodes=tuple(hostlist.expand(nullable(d.get("Nodes")) or "")),
+                flags=frozenset(w for w in (nullable(d.get("Flags")) or "").split(",") if w),
                 state=d.get("State", "").strip().upper(),
-                comment=_null(d.get("Comment")),
-                users=_null(d.get("Users")),
+                comment=nullable(d.get("Comment")),
+                users=nullable(d.get("Users")),
             )
         )
     return out
@@ -353,31 +302,6 @@ def sdiag_rpcs(text: str) -> dict[str, int]:
         m = re.match(r"\s*(\w+)\s*\(\s*\d+\)\s*count:(\d+)", line)
         if section and m:
             out[m[1]] = int(m[2])
-    return out
-
-
-# `squeue -o` fields of a job's placement, in this order
-PLACEMENT_FORMAT = "%A|%T|%P|%N|%v|%q"
-
-
-def job_placements(text: str) -> list[JobPlacement]:
-    """`squeue -h -o PLACEMENT_FORMAT` lines."""
-    out: list[JobPlacement] = []
-    for line in text.splitlines():
-        parts = line.split("|", 5)
-        if len(parts) != 6 or not parts[0].isdigit():
-            continue
-        job_id, state, part, nodes, resv, qos = parts
-        out.append(
-            JobPlacement(
-                job_id=int(job_id),
-                state=state.split("+")[0].upper(),
-                partitions=tuple(p for p in part.split(",") if p),
-                nodes=tuple(hostlist.expand(_null(nodes) or "")),
-                reservation=_null(resv) or "",
-                qos=_null(qos) or "",
-            )
-        )
     return out
 
 

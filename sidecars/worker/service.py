@@ -27,10 +27,12 @@ from sidecars.worker.backoff import Backoff
 from sidecars.worker.claim import ClaimCheck
 from sidecars.worker.cp_client import AgentClient
 from sidecars.worker.drain import Drainer
+from sidecars.worker.gpu_attribution import GpuAttribution
 from sidecars.worker.gpu_drain import GpuDrain
+from sidecars.worker.gpu_map_step import GpuMapStep
 from sidecars.worker.gpucheck import GpuCheck
 from sidecars.worker.imex import ImexCheck
-from sidecars.worker.jobmap import JobMapping, gpu_jobs
+from sidecars.worker.jobmap import JobMapping
 from sidecars.worker.metrics import WorkerMetrics
 from sidecars.worker.observation import Observation
 from sidecars.worker.registration import Registration
@@ -83,6 +85,15 @@ class Agent:
         self.drainer = Drainer(settings, self.source, self.metrics, self.events, self._dynamic)
         self.registration = Registration(settings, self.slurmd, self.events, self.metrics, self._report)
         self.mapping = JobMapping(settings.job_mapping_dir) if settings.job_mapping_dir else None
+        # beside the files: the same GPU -> job map as a bounded metric, for joins on DCGM's series
+        self.attribution = (
+            GpuAttribution(settings.node_name).register(self.registry) if self.mapping else None
+        )
+        self.gpu_map = (
+            None
+            if self.mapping is None
+            else GpuMapStep(settings, self.mapping, self.attribution, self.slurm, self.metrics)
+        )
         self.slurmd_health = SlurmdHealth(
             self.client,
             settings.node_name,
@@ -105,10 +116,6 @@ class Agent:
         self.last_tick: float | None = None
         self.http_port: int | None = None
         self._startup_done = False
-        self._mapped_for: frozenset[int] | None = None
-        self._wanted: dict[int, list[int]] = {}
-        self._mapped_state = ""
-        self._mapped_at = 0.0
 
     def _dynamic(self) -> bool:
         """A dynamic node (`slurmd -Z`): its record goes after the drain."""
@@ -324,8 +331,8 @@ class Agent:
         if not self.drainer.pod_terminating:
             # once the pod is terminating slurmd is stopped on purpose after the hook: never heal it
             await self.registration.step(obs, self._confirm)
-        if self.mapping is not None:
-            await self._map(obs)
+        if self.gpu_map is not None:
+            await self.gpu_map.step(obs)
         if not self.drainer.pod_terminating:
             await self.slurmd_health.step()
             await self._report_version()
@@ -364,36 +371,3 @@ class Agent:
                 "Undrained", f"node {view.name} was drained by us ({view.reason}); a new agent took it back"
             )
         self._startup_done = True
-
-    async def _map(self, obs: Observation) -> None:
-        assert self.mapping is not None
-        if not obs.ok:
-            return
-        view = obs.view
-        try:
-            if view is None or (view.jobs is None and not view.state.busy) or view.jobs == ():
-                wanted: dict[int, list[int]] = {}
-                self._mapped_for = frozenset()
-            elif view.jobs is not None and frozenset(view.jobs) == self._mapped_for:
-                wanted = self._wanted  # coordinated and unchanged: no Slurm query of our own
-            elif (
-                view.jobs is None
-                and str(view.state) == self._mapped_state
-                and time.monotonic() - self._mapped_at < self.settings.poll_seconds
-            ):
-                wanted = self._wanted  # alone: re-read jobs on a state change or once per poll
-            else:
-                jobs = await self.slurm.jobs_here()
-                wanted = gpu_jobs(jobs, self.settings.node_name)
-                self._mapped_for = frozenset(view.jobs) if view.jobs is not None else None
-                self._mapped_state, self._mapped_at = str(view.state), time.monotonic()
-        except SlurmError as exc:
-            log.warning("gpu_mapping_not_refreshed", error=str(exc))
-            return
-        self._wanted = wanted
-        try:
-            self.mapping.reconcile(wanted)
-        except OSError as exc:  # a full or read-only volume must not stop drains and healing
-            log.error("gpu_mapping_not_written", error=str(exc), dir=str(self.mapping.dir))
-            return
-        self.metrics.gpu_files.set(len(wanted))

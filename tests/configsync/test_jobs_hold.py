@@ -175,9 +175,9 @@ async def test_a_held_change_applies_once_its_jobs_ended(cluster: DevCluster) ->
 
 
 def test_placements_and_reservations_as_squeue_and_scontrol_print_them() -> None:
-    from sidecars.slurm import textformat
+    from sidecars.slurm import squeueformat, textformat
 
-    out = textformat.job_placements(
+    out = squeueformat.job_placements(
         "7|RUNNING|p2|n[2-3]|(null)|normal\n8|PENDING|p2,debug||r1|normal\n9|COMPLETING|debug|n1|(null)|(null)\n"
     )
     assert out == [

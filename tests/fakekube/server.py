@@ -525,6 +525,7 @@ class FakeKube:
         app.router.add_get(apps + "/replicasets", self.list_replica_sets)
         app.router.add_get("/api/v1/nodes", self.list_nodes)
         app.router.add_get("/api/v1/nodes/{name}", self.get_node)
+        app.router.add_patch("/api/v1/nodes/{name}", self.patch_node)
         app.router.add_get(leases + "/{name}", self.get_lease)
         app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", self.create_token_review)
         app.router.add_post(leases, self.create_lease)
@@ -794,6 +795,23 @@ class FakeKube:
         node = self.nodes.get(request.match_info["name"])
         if node is None:
             return _status(404, "NotFound", f'nodes "{request.match_info["name"]}" not found')
+        return web.json_response(node)
+
+    async def patch_node(self, request: web.Request) -> web.StreamResponse:
+        """Only metadata (annotations, labels) is taken from the patch: spec and status are the
+        tests' to set (`set_node_spec`, `set_node_condition`), as a kubelet or an admin would."""
+        if (refused := _not_a_merge_patch(request)) is not None:
+            return refused
+        node = self.nodes.get(request.match_info["name"])
+        if node is None:
+            return _status(404, "NotFound", f'nodes "{request.match_info["name"]}" not found')
+        patch = request[BODY]
+        if not isinstance(patch, dict) or not isinstance(patch.get("metadata", {}), dict):
+            return _status(400, "BadRequest", "patch is not an object")
+        meta = {k: v for k, v in (patch.get("metadata") or {}).items() if k in ("annotations", "labels")}
+        _merge(node["metadata"], meta)
+        node["metadata"]["resourceVersion"] = self._bump()
+        self._record("MODIFIED", node, self.node_history)
         return web.json_response(node)
 
     def _pod(self, request: web.Request) -> Obj | None:

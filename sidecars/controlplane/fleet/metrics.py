@@ -187,6 +187,20 @@ class ControlPlaneMetrics:
             ["action"],
             registry=registry,
         )
+        self.node_records = Gauge(
+            p + "node_records",
+            "Slurm node records by what the record keeper sees: orphaned (no worker pod holds it) "
+            "and gres_short (fewer GPUs registered than its pod asks for)",
+            ["state"],
+            registry=registry,
+        )
+        self.node_record_actions = Counter(
+            p + "node_record_actions",
+            "What the record keeper did: deleted, kept (a job holds or names it), capped, held (too "
+            "many at once), failed, gres_drain, gres_undrain",
+            ["action"],
+            registry=registry,
+        )
         self.reconcile_passes = Counter(
             p + "reconcile_passes",
             "Passes of each writer run after a refresh (ok, skipped, error)",

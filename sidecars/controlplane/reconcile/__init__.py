@@ -8,8 +8,10 @@ from sidecars.controlplane.reconcile.deletion_cost import DeletionCostWriter
 from sidecars.controlplane.reconcile.gpu_features import GpuFeatureSync
 from sidecars.controlplane.reconcile.health import HealthSync, Signals
 from sidecars.controlplane.reconcile.pod_conditions import ConditionWriter
+from sidecars.controlplane.reconcile.records import RecordKeeper, RecordPolicy
 from sidecars.controlplane.reconcile.recycle import RecyclePolicy, Recycler
 from sidecars.controlplane.reconcile.round import Outcome, Reconciler, Round, View
+from sidecars.controlplane.reconcile.slinky_specs import SlinkySpecs
 from sidecars.controlplane.reconcile.topology_sync import TopologySync
 
 __all__ = [
@@ -22,10 +24,13 @@ __all__ = [
     "HealthSync",
     "Outcome",
     "Reconciler",
+    "RecordKeeper",
+    "RecordPolicy",
     "RecyclePolicy",
     "Recycler",
     "Round",
     "Signals",
+    "SlinkySpecs",
     "TopologySync",
     "View",
 ]

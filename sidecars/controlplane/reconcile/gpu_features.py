@@ -17,6 +17,7 @@ import structlog
 
 from sidecars.controlplane.fleet.compute_domains import ComputeDomainCache
 from sidecars.controlplane.fleet.kube_nodes import NodeCache
+from sidecars.controlplane.fleet.slinky import slinky_pod
 from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.kube import Pod
 from sidecars.kube.gpudomain import is_ours, merged, wanted
@@ -34,11 +35,14 @@ class GpuFeatureSync:
         nodes: NodeCache,
         node_of: Callable[[Pod], str],
         domains: ComputeDomainCache | None = None,
+        *,
+        slinky_mode: bool | None = False,
     ) -> None:
         self._slurm = slurm
         self._nodes = nodes
         self._node_of = node_of
         self._domains = domains
+        self._slinky_mode = slinky_mode  # Slinky's pods get their features from the operator (slinky_specs)
         self._said: dict[str, tuple[str, ...]] = {}  # Slurm node -> problems logged
         self.writes = 0
 
@@ -59,6 +63,8 @@ class GpuFeatureSync:
             host = self._nodes.nodes.get(pod.node_name) if pod.node_name else None
             if node is None or host is None or pod.deleting:
                 continue  # nothing known of its domain: leave its features as they are
+            if slinky_pod(pod, self._slinky_mode):
+                continue  # the operator sets them, as k8s/<feature>, from the Node's annotation
             want = wanted(host.name, host.labels, domains)
             if want.problems:
                 if self._said.get(name) != want.problems:

@@ -23,6 +23,7 @@ from typing import Any
 import structlog
 
 from sidecars.controlplane.fleet.kube_nodes import NodeCache
+from sidecars.controlplane.fleet.slinky import slinky_pod
 from sidecars.controlplane.fleet.snapshot import FleetSnapshot
 from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.controlplane.reconcile.topology_files import group, render_conf, render_yaml
@@ -50,6 +51,7 @@ class TopologySync:
         configmap: str = "",
         settle_seconds: float = 10.0,
         retry_seconds: float = 60.0,
+        slinky_mode: bool | None = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._kube = kube
@@ -62,6 +64,10 @@ class TopologySync:
         self._settle_seconds = settle_seconds
         self._retry = retry_seconds
         self._clock = clock
+        # Slinky's pods are placed by the operator from the Node's annotation (slinky_specs): kept
+        # in the rendered file (the operator needs one), never moved in place by us
+        self._slinky_mode = slinky_mode
+        self._operators: set[str] = set()
         self.placed: dict[str, Placement] = {}  # Slurm node -> its last good place
         self.refused: dict[str, str] = {}  # Slurm node -> why its labels were refused (reported once)
         self._seen: dict[str, tuple[Placement, float]] = {}  # a new place, and since when
@@ -118,6 +124,7 @@ class TopologySync:
         await self._release()
         now = self._clock()
         live: set[str] = set()
+        self._operators = {self._node_of(p) for p in pods if slinky_pod(p, self._slinky_mode)}
         for pod in pods:
             host = self._nodes.nodes.get(pod.node_name) if pod.node_name else None
             name = self._node_of(pod)
@@ -157,6 +164,8 @@ class TopologySync:
         now = self._clock()
         wanted: list[tuple[str, str]] = []
         for name, place in self.placed.items():
+            if name in self._operators:
+                continue
             value = place.in_place(self.spec)
             if snap.nodes[name].topology == value:
                 self._failed.pop(name, None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sidecars.devcluster import DevCluster
-from sidecars.slurm import textformat
+from sidecars.slurm import squeueformat
 from tests.conftest import DATA
 
 
@@ -13,7 +13,7 @@ from tests.conftest import DATA
 def test_captured_summaries(release: str) -> None:
     jobs = {
         j.job_id: j
-        for j in textformat.job_summaries((DATA / f"slurm-{release}" / "squeue--summary.txt").read_text())
+        for j in squeueformat.job_summaries((DATA / f"slurm-{release}" / "squeue--summary.txt").read_text())
     }
     assert jobs[1].running and jobs[1].nodes == ("n1",) and jobs[1].time_limit_minutes == 5
     assert jobs[1].start_time is not None and jobs[1].end_time == jobs[1].start_time + 300
@@ -21,7 +21,7 @@ def test_captured_summaries(release: str) -> None:
     assert jobs[2].time_limit_minutes is None and jobs[2].end_time is None
     assert jobs[3].state == "PENDING" and jobs[3].node_count == 2 and jobs[3].gpus_per_node == 1
     assert jobs[3].start_time is None and jobs[3].time_limit_minutes == 1440
-    assert textformat.job_summaries("garbage\n\n12|RUNNING\n") == []
+    assert squeueformat.job_summaries("garbage\n\n12|RUNNING\n") == []
 
 
 @pytest.mark.cluster(nodes=2, gpus=2)
