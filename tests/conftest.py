@@ -49,6 +49,10 @@ RELEASE_IDS = {"slurm22": "host", "slurm24": "chroot", "slurm26": "sid"}
 RELEASES_KEY = pytest.StashKey[dict[str, Release]]()
 MISSING_KEY = pytest.StashKey[list[str]]()
 WORKERINPUT = "sidecars_releases"
+# the run's MariaDB datadir template (sidecars.devcluster.mariadb.template): made in this directory by
+# the first accounting cluster of the run, copied by every other one, removed when the run ends
+DB_TEMPLATE_KEY = pytest.StashKey[Path]()
+DB_TEMPLATE_INPUT = "sidecars_db_template"
 DATA = Path(__file__).parent / "data"
 
 
@@ -61,6 +65,14 @@ def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):
         # an xdist worker outlives a controller stopped by SIGTERM, holding its clusters: it must not
         tie_to_parent()
+        config.stash[DB_TEMPLATE_KEY] = Path(config.workerinput[DB_TEMPLATE_INPUT])
+    else:  # the run's own process (xdist's controller, or the only one)
+        config.stash[DB_TEMPLATE_KEY] = Path(tempfile.mkdtemp(prefix="slc-dbt-", dir="/tmp"))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput") and DB_TEMPLATE_KEY in config.stash:
+        shutil.rmtree(config.stash[DB_TEMPLATE_KEY], ignore_errors=True)
 
 
 def _releases(config: pytest.Config) -> dict[str, Release]:
@@ -81,6 +93,7 @@ def _releases(config: pytest.Config) -> dict[str, Release]:
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     """xdist's controller, once per worker: build the releases here, once, and pass them on."""
+    node.workerinput[DB_TEMPLATE_INPUT] = str(node.config.stash[DB_TEMPLATE_KEY])
     if os.environ.get("SIDECARS_NO_SLURM") == "1":
         return
     releases = _releases(node.config)
@@ -161,7 +174,7 @@ async def fake_kube() -> AsyncIterator[tuple[FakeKube, str]]:
 async def cluster(release: Release, request: pytest.FixtureRequest) -> AsyncIterator[DevCluster]:
     marker = request.node.get_closest_marker("cluster")
     spec = ClusterSpec(**marker.kwargs) if marker else ClusterSpec()
-    c = DevCluster(release, spec)
+    c = DevCluster(release, spec, db_template=request.config.stash[DB_TEMPLATE_KEY])
     await c.start()
     try:
         yield c
