@@ -197,27 +197,31 @@ def _describe(pid: int) -> str:
 
 
 def descendants(root: int) -> list[tuple[int, str]]:
-    children: dict[int, list[int]] = {}
-    names: dict[int, str] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if fields[0] == "Z":
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
-        names[int(entry)] = name
+    """Every live process under `root` (zombies left out), with its name. Read from the kernel's
+    per-thread children lists: the cost is that of the tree (a few processes), not of every
+    process on this shared machine, for the guard below runs twice per test."""
     out: list[tuple[int, str]] = []
     todo = [root]
     while todo:
-        for kid in children.get(todo.pop(), []):
-            out.append((kid, names[kid]))
-            todo.append(kid)
+        pid = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue  # gone meanwhile: its children went to a reaper, as with any exit
+        for tid in tasks:
+            try:
+                kids = Path(f"/proc/{pid}/task/{tid}/children").read_text().split()
+            except OSError:
+                continue
+            for kid in kids:
+                try:
+                    stat = Path(f"/proc/{kid}/stat").read_text()
+                except OSError:
+                    continue
+                if stat[stat.rindex(")") + 2 :].split()[0] == "Z":
+                    continue
+                out.append((int(kid), stat[stat.index("(") + 1 : stat.rindex(")")]))
+                todo.append(int(kid))
     return out
 
 
