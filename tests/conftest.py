@@ -44,6 +44,9 @@ from sidecars.runtime import logs
 from sidecars.runtime.pdeathsig import tie_to_parent
 from tests.fakekube import FakeKube
 
+# pytest-timeout's alarm held off while a report is made (why: in the module)
+pytest_plugins = ["tests.timeouts"]
+
 # test id -> release name, in the order tests run
 RELEASE_IDS = {"slurm22": "host", "slurm24": "chroot", "slurm26": "sid"}
 RELEASES_KEY = pytest.StashKey[dict[str, Release]]()
