@@ -122,7 +122,10 @@ async def start(
     (db.dir / "tmp").mkdir(mode=0o700, parents=True, exist_ok=True)
     if template is not None:
         # a copy, never the template itself: the server writes into its datadir
-        await asyncio.to_thread(shutil.copytree, template, db.dir / "data", symlinks=True)
+        try:
+            await asyncio.to_thread(shutil.copytree, template, db.dir / "data", symlinks=True)
+        except OSError as e:
+            raise DatabaseError(f"could not copy the datadir template {template}: {e}") from None
     else:
         (db.dir / "data").mkdir(parents=True, exist_ok=True)
         await _run(_install(db, enter), timeout)

@@ -13,16 +13,16 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-SLOW_REPORT = '''
+SLOW_REPORT = """
 import time
 
 
 def pytest_runtest_makereport(item, call):
     if call.when == "call" and call.excinfo is not None:
         time.sleep(2)  # a slow failure report (a long traceback on a loaded machine): the alarm comes now
-'''
+"""
 
-TESTS = '''
+TESTS = """
 import time
 
 import pytest
@@ -36,7 +36,7 @@ def test_fails_just_before_its_time_is_up():
 
 def test_the_run_goes_on():
     pass
-'''
+"""
 
 
 def _run(tmp_path: Path, *plugins: str) -> subprocess.CompletedProcess[str]:
