@@ -63,3 +63,11 @@ async def test_made_once_then_copied_never_written(release: Release, template_di
     # the server wrote to its copy only: the template is as it was, for the next cluster
     assert _listing(first) == before
     assert not (first / "slurm_acct_db").exists()
+
+
+async def test_a_template_that_cannot_be_copied_is_named(template_dir: Path) -> None:
+    db = mariadb.Database(template_dir / "cluster", port=1)
+    gone = template_dir / "gone" / "data"
+    with pytest.raises(mariadb.DatabaseError, match=f"could not copy the datadir template {gone}"):
+        await mariadb.start(db, [], template=gone)
+    assert not (db.dir / "data").exists()
