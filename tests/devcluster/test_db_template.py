@@ -5,9 +5,6 @@ half-made by a killed run is made again rather than copied."""
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,15 +17,6 @@ from sidecars.devcluster import ClusterSpec, DevCluster, Release, mariadb
 pytestmark = pytest.mark.releases("slurm22")
 
 
-@pytest.fixture
-def template_dir() -> Iterator[Path]:
-    d = Path(tempfile.mkdtemp(prefix="slc-dbt-", dir="/tmp"))
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
-
-
 def _listing(root: Path) -> dict[str, tuple[int, int]]:
     return {
         str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
@@ -38,7 +26,9 @@ def _listing(root: Path) -> dict[str, tuple[int, int]]:
 
 
 @pytest.mark.timeout(180)
-async def test_made_once_then_copied_never_written(release: Release, template_dir: Path) -> None:
+async def test_made_once_then_copied_never_written(release: Release, tmp_path: Path) -> None:
+    template_dir = tmp_path / "template"
+    template_dir.mkdir()
     # what a run killed during mariadb-install-db leaves: a datadir without the mark
     (template_dir / "data").mkdir()
     (template_dir / "data" / "half-written").write_text("partial\n")
@@ -65,9 +55,9 @@ async def test_made_once_then_copied_never_written(release: Release, template_di
     assert not (first / "slurm_acct_db").exists()
 
 
-async def test_a_template_that_cannot_be_copied_is_named(template_dir: Path) -> None:
-    db = mariadb.Database(template_dir / "cluster", port=1)
-    gone = template_dir / "gone" / "data"
+async def test_a_template_that_cannot_be_copied_is_named(tmp_path: Path) -> None:
+    db = mariadb.Database(tmp_path / "cluster", port=1)
+    gone = tmp_path / "gone" / "data"
     with pytest.raises(mariadb.DatabaseError, match=f"could not copy the datadir template {gone}"):
         await mariadb.start(db, [], template=gone)
     assert not (db.dir / "data").exists()
