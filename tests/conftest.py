@@ -53,7 +53,7 @@ RELEASES_KEY = pytest.StashKey[dict[str, Release]]()
 MISSING_KEY = pytest.StashKey[list[str]]()
 WORKERINPUT = "sidecars_releases"
 # the run's MariaDB datadir template (sidecars.devcluster.mariadb.template): made in this directory by
-# the first accounting cluster of the run, copied by every other one, removed when the run ends
+# the first accounting cluster of the run, copied by every other one (_db_template below)
 DB_TEMPLATE_KEY = pytest.StashKey[Path]()
 DB_TEMPLATE_INPUT = "sidecars_db_template"
 DATA = Path(__file__).parent / "data"
@@ -68,9 +68,17 @@ def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):
         # an xdist worker outlives a controller stopped by SIGTERM, holding its clusters: it must not
         tie_to_parent()
-        config.stash[DB_TEMPLATE_KEY] = Path(config.workerinput[DB_TEMPLATE_INPUT])
-    else:  # the run's own process (xdist's controller, or the only one)
-        config.stash[DB_TEMPLATE_KEY] = Path(tempfile.mkdtemp(prefix="slc-dbt-", dir="/tmp"))
+
+
+def _db_template(config: pytest.Config) -> Path:
+    """The run's template directory: an xdist worker's is its controller's; the run's own process
+    (the controller, or the only one) makes it when first asked (a run starting no cluster, such as
+    `--collect-only`, makes none) and removes it at its end."""
+    if DB_TEMPLATE_KEY not in config.stash:
+        given = getattr(config, "workerinput", {}).get(DB_TEMPLATE_INPUT)
+        made = Path(given) if given else Path(tempfile.mkdtemp(prefix="slc-dbt-", dir="/tmp"))
+        config.stash[DB_TEMPLATE_KEY] = made
+    return config.stash[DB_TEMPLATE_KEY]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -96,7 +104,7 @@ def _releases(config: pytest.Config) -> dict[str, Release]:
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     """xdist's controller, once per worker: build the releases here, once, and pass them on."""
-    node.workerinput[DB_TEMPLATE_INPUT] = str(node.config.stash[DB_TEMPLATE_KEY])
+    node.workerinput[DB_TEMPLATE_INPUT] = str(_db_template(node.config))
     if os.environ.get("SIDECARS_NO_SLURM") == "1":
         return
     releases = _releases(node.config)
@@ -177,7 +185,7 @@ async def fake_kube() -> AsyncIterator[tuple[FakeKube, str]]:
 async def cluster(release: Release, request: pytest.FixtureRequest) -> AsyncIterator[DevCluster]:
     marker = request.node.get_closest_marker("cluster")
     spec = ClusterSpec(**marker.kwargs) if marker else ClusterSpec()
-    c = DevCluster(release, spec, db_template=request.config.stash[DB_TEMPLATE_KEY])
+    c = DevCluster(release, spec, db_template=_db_template(request.config))
     await c.start()
     try:
         yield c
