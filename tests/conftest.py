@@ -44,11 +44,18 @@ from sidecars.runtime import logs
 from sidecars.runtime.pdeathsig import tie_to_parent
 from tests.fakekube import FakeKube
 
+# pytest-timeout's alarm held off while a report is made (why: in the module)
+pytest_plugins = ["tests.timeouts"]
+
 # test id -> release name, in the order tests run
 RELEASE_IDS = {"slurm22": "host", "slurm24": "chroot", "slurm26": "sid"}
 RELEASES_KEY = pytest.StashKey[dict[str, Release]]()
 MISSING_KEY = pytest.StashKey[list[str]]()
 WORKERINPUT = "sidecars_releases"
+# the run's MariaDB datadir template (sidecars.devcluster.mariadb.template): made in this directory by
+# the first accounting cluster of the run, copied by every other one (_db_template below)
+DB_TEMPLATE_KEY = pytest.StashKey[Path]()
+DB_TEMPLATE_INPUT = "sidecars_db_template"
 DATA = Path(__file__).parent / "data"
 
 
@@ -61,6 +68,22 @@ def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):
         # an xdist worker outlives a controller stopped by SIGTERM, holding its clusters: it must not
         tie_to_parent()
+
+
+def _db_template(config: pytest.Config) -> Path:
+    """The run's template directory: an xdist worker's is its controller's; the run's own process
+    (the controller, or the only one) makes it when first asked (a run starting no cluster, such as
+    `--collect-only`, makes none) and removes it at its end."""
+    if DB_TEMPLATE_KEY not in config.stash:
+        given = getattr(config, "workerinput", {}).get(DB_TEMPLATE_INPUT)
+        made = Path(given) if given else Path(tempfile.mkdtemp(prefix="slc-dbt-", dir="/tmp"))
+        config.stash[DB_TEMPLATE_KEY] = made
+    return config.stash[DB_TEMPLATE_KEY]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput") and DB_TEMPLATE_KEY in config.stash:
+        shutil.rmtree(config.stash[DB_TEMPLATE_KEY], ignore_errors=True)
 
 
 def _releases(config: pytest.Config) -> dict[str, Release]:
@@ -81,6 +104,7 @@ def _releases(config: pytest.Config) -> dict[str, Release]:
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     """xdist's controller, once per worker: build the releases here, once, and pass them on."""
+    node.workerinput[DB_TEMPLATE_INPUT] = str(_db_template(node.config))
     if os.environ.get("SIDECARS_NO_SLURM") == "1":
         return
     releases = _releases(node.config)
@@ -161,7 +185,7 @@ async def fake_kube() -> AsyncIterator[tuple[FakeKube, str]]:
 async def cluster(release: Release, request: pytest.FixtureRequest) -> AsyncIterator[DevCluster]:
     marker = request.node.get_closest_marker("cluster")
     spec = ClusterSpec(**marker.kwargs) if marker else ClusterSpec()
-    c = DevCluster(release, spec)
+    c = DevCluster(release, spec, db_template=_db_template(request.config))
     await c.start()
     try:
         yield c
@@ -184,27 +208,31 @@ def _describe(pid: int) -> str:
 
 
 def descendants(root: int) -> list[tuple[int, str]]:
-    children: dict[int, list[int]] = {}
-    names: dict[int, str] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if fields[0] == "Z":
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
-        names[int(entry)] = name
+    """Every live process under `root` (zombies left out), with its name. Read from the kernel's
+    per-thread children lists: the cost is that of the tree (a few processes), not of every
+    process on this shared machine, for the guard below runs twice per test."""
     out: list[tuple[int, str]] = []
     todo = [root]
     while todo:
-        for kid in children.get(todo.pop(), []):
-            out.append((kid, names[kid]))
-            todo.append(kid)
+        pid = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue  # gone meanwhile: its children went to a reaper, as with any exit
+        for tid in tasks:
+            try:
+                kids = Path(f"/proc/{pid}/task/{tid}/children").read_text().split()
+            except OSError:
+                continue
+            for kid in kids:
+                try:
+                    stat = Path(f"/proc/{kid}/stat").read_text()
+                except OSError:
+                    continue
+                if stat[stat.rindex(")") + 2 :].split()[0] == "Z":
+                    continue
+                out.append((int(kid), stat[stat.index("(") + 1 : stat.rindex(")")]))
+                todo.append(int(kid))
     return out
 
 

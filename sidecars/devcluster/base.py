@@ -69,6 +69,7 @@ class ClusterBase:
         *,
         base_dir: Path | None = None,
         keep_dir: bool = False,
+        db_template: Path | None = None,
     ) -> None:
         self.release = release
         self.spec = spec or ClusterSpec()
@@ -112,6 +113,9 @@ class ClusterBase:
         self.controllers: list[Controller] = []
         self._holders: dict[str, int] = {}
         self.database: mariadb.Database | None = None  # with spec.accounting, once its port is leased
+        # with spec.accounting: where the database's datadir is made once (mariadb.template) and
+        # copied from, shared with other clusters (a test run's); None makes a new one per cluster
+        self.db_template = db_template
 
     @property
     def env(self) -> dict[str, str]:

@@ -72,7 +72,9 @@ class DevCluster(ClusterFiles, ClusterDaemons, ClusterControllers, ClusterJobs):
                 await self._start_munge()
             if self.database is not None:
                 try:
-                    await mariadb.start(self.database, ["nsenter", "-t", str(self.init_pid), "-p", "--"])
+                    made = await mariadb.template(self.db_template) if self.db_template else None
+                    enter = ["nsenter", "-t", str(self.init_pid), "-p", "--"]
+                    await mariadb.start(self.database, enter, template=made)
                 except mariadb.DatabaseError as e:
                     raise ClusterError(str(e)) from None
                 await self.start_slurmdbd()

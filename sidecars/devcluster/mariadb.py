@@ -5,12 +5,17 @@ Its datadir, socket, pid file and log live under DIR/mariadb and it listens on a
 chroot releases use the host's server too), so it dies with the cluster however the cluster ends;
 its files go with DIR. Root logs in over the socket only (unix_socket authentication); slurmdbd
 uses a user of its own with a password made for this cluster.
+
+`mariadb-install-db` costs seconds (it syncs every file it writes), the same for every cluster: a
+run that starts many clusters makes one datadir with `template()` and each cluster copies it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import secrets
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -73,21 +78,57 @@ async def _run(argv: Sequence[str], timeout: float) -> str:
     return done.text()
 
 
-async def start(db: Database, enter: Sequence[str], timeout: float = 60.0) -> None:
-    """Create the datadir, start the server through `enter` (the namespace prefix) and create
-    slurmdbd's user; returns once that user's grant is in."""
-    (db.dir / "data").mkdir(parents=True, exist_ok=True)
-    (db.dir / "tmp").mkdir(mode=0o700, exist_ok=True)
-    await _run(
-        [
-            *enter,
-            "mariadb-install-db",
-            *_server_options(db),
-            "--auth-root-authentication-method=socket",
-            "--skip-test-db",
-        ],
-        timeout,
-    )
+def _install(db: Database, enter: Sequence[str]) -> list[str]:
+    return [
+        *enter,
+        "mariadb-install-db",
+        *_server_options(db),
+        "--auth-root-authentication-method=socket",
+        "--skip-test-db",
+    ]
+
+
+TEMPLATE_MADE = "made"  # written last: a datadir without it is a partial one (a run killed mid-way)
+
+
+async def template(dir: Path, timeout: float = 120.0) -> Path:
+    """The datadir `mariadb-install-db` makes, made once in `dir` for `start(template=...)` to copy
+    (it holds no password: root logs in over the socket, slurmdbd's user is made per cluster).
+    Processes sharing `dir` (test workers) wait on a lock for the first one's; a partial one is
+    made again. Returns the datadir."""
+    dir.mkdir(parents=True, exist_ok=True)
+    made = Database(dir, port=0)
+    with open(dir / "lock", "w") as lock:
+        await asyncio.to_thread(fcntl.flock, lock, fcntl.LOCK_EX)
+        try:
+            if not (dir / TEMPLATE_MADE).exists():
+                shutil.rmtree(dir / "data", ignore_errors=True)
+                shutil.rmtree(dir / "tmp", ignore_errors=True)
+                (dir / "data").mkdir()
+                (dir / "tmp").mkdir(mode=0o700)
+                await _run(_install(made, []), timeout)  # no server runs on it: no namespace needed
+                (dir / TEMPLATE_MADE).write_text("mariadb-install-db\n")
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return dir / "data"
+
+
+async def start(
+    db: Database, enter: Sequence[str], timeout: float = 60.0, *, template: Path | None = None
+) -> None:
+    """Create the datadir (a copy of `template`, a datadir `template()` made, else a new one), start
+    the server through `enter` (the namespace prefix) and create slurmdbd's user; returns once
+    that user's grant is in."""
+    (db.dir / "tmp").mkdir(mode=0o700, parents=True, exist_ok=True)
+    if template is not None:
+        # a copy, never the template itself: the server writes into its datadir
+        try:
+            await asyncio.to_thread(shutil.copytree, template, db.dir / "data", symlinks=True)
+        except OSError as e:
+            raise DatabaseError(f"could not copy the datadir template {template}: {e}") from None
+    else:
+        (db.dir / "data").mkdir(parents=True, exist_ok=True)
+        await _run(_install(db, enter), timeout)
     server = [
         "mariadbd",
         *_server_options(db),
