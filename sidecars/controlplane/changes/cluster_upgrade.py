@@ -36,11 +36,11 @@ from typing import Any, Protocol
 import structlog
 
 from sidecars.controlplane.changes.cluster_upgrade_window import refusal
-from sidecars.slurm import Version
+from sidecars.slurm import Version, daemons
 
 log = structlog.get_logger(__name__)
 
-STAGES = ("preflight", "slurmdbd", "slurmctld", "workers")
+STAGES = ("preflight", daemons.SLURMDBD, daemons.SLURMCTLD, "workers")
 # a stage's states; the upgrade's own state is the last stage's that is not `pending`
 STATES = ("pending", "running", "done", "skipped", "refused", "failed", "rolled_back")
 ENDINGS = {"refused", "failed", "rolled_back"}  # the upgrade halts here
@@ -165,7 +165,7 @@ class ClusterUpgrade:
         verify_timeout_seconds: float = 60.0,
         verify_interval_seconds: float = 0.5,
     ) -> None:
-        missing = [r for r in ("slurmdbd", "slurmctld", "slurmd") if not images.get(r)]
+        missing = [r for r in daemons.UPGRADE_ORDER if not images.get(r)]
         if missing:
             raise ValueError(f"no image (or release) given for {', '.join(missing)}")
         self.roles = roles
@@ -194,8 +194,8 @@ class ClusterUpgrade:
         if running is None:
             return self.status.state
         for name, act in (
-            ("slurmdbd", self._slurmdbd),
-            ("slurmctld", self._slurmctld),
+            (daemons.SLURMDBD, self._slurmdbd),
+            (daemons.SLURMCTLD, self._slurmctld),
             ("workers", self._workers),
         ):
             await self._between_stages(name)
@@ -253,12 +253,12 @@ class ClusterUpgrade:
         return "done", f"target {self.target} within Slurm's window from: {seen}", running
 
     async def _slurmdbd(self, running: dict[str, Version]) -> tuple[str, str, dict[str, Version]]:
-        if _same(running["slurmdbd"], self.target):
-            return "skipped", f"slurmdbd already runs {running['slurmdbd']}", running
+        if _same(running[daemons.SLURMDBD], self.target):
+            return "skipped", f"slurmdbd already runs {running[daemons.SLURMDBD]}", running
         self.status.backup = await self.roles.backup_database()
         try:
-            await self.roles.replace_slurmdbd(self.status.images["slurmdbd"])
-            now = (await self.roles.versions()).get("slurmdbd")
+            await self.roles.replace_slurmdbd(self.status.images[daemons.SLURMDBD])
+            now = (await self.roles.versions()).get(daemons.SLURMDBD)
         except Exception as e:  # said in the stage's words below
             return (
                 "failed",
@@ -285,7 +285,7 @@ class ClusterUpgrade:
             if i == 0:
                 self.status.state_copy = await self.roles.copy_state()
             try:
-                await self.roles.start_slurmctld(controller, self.status.images["slurmctld"])
+                await self.roles.start_slurmctld(controller, self.status.images[daemons.SLURMCTLD])
                 await self._verify_controller(controller, jobs_before, nodes_before)
             except Exception as e:  # the rollback says what happened
                 state, detail = await self._roll_back(controller, e, jobs_before, nodes_before, stopped)
@@ -308,7 +308,7 @@ class ClusterUpgrade:
     ) -> tuple[str, str]:
         """Put the old slurmctld back on the saved state; the stage's state and detail after it."""
         why = f"the new slurmctld on {controller} failed: {cause}"
-        await self._say("slurmctld", "running", f"{why}; rolling back to the saved state")
+        await self._say(daemons.SLURMCTLD, "running", f"{why}; rolling back to the saved state")
         try:
             await self.roles.restore_slurmctld(controller, self.status.state_copy)
             await self._verify_controller(controller, jobs_before, nodes_before, expect_target=False)
@@ -363,7 +363,7 @@ class ClusterUpgrade:
         old = [d for d, v in running.items() if d.startswith("slurmd:") and not _same(v, self.target)]
         if not old:
             return "skipped", "every slurmd already runs the target", running
-        await self.roles.roll_workers(self.status.images["slurmd"], self.target)
+        await self.roles.roll_workers(self.status.images[daemons.SLURMD], self.target)
         now = await self.roles.versions()
         behind = sorted(d for d, v in now.items() if d.startswith("slurmd:") and not _same(v, self.target))
         if behind:

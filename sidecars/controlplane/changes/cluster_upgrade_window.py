@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sidecars.slurm import Version
+from sidecars.slurm import Version, daemons
 
 # Slurm's major releases in order (a release not listed is placed among them by its number)
 RELEASES = (
@@ -44,7 +44,7 @@ def window(target: Version) -> int:
 
 def _rank(daemon: str) -> int:
     """Slurm's order: slurmdbd newest, then the controllers, then the workers."""
-    return 0 if daemon == "slurmdbd" else 1 if daemon.startswith("slurmctld") else 2
+    return 0 if daemon == daemons.SLURMDBD else 1 if daemon.startswith(daemons.SLURMCTLD) else 2
 
 
 def refusal(target: Version, running: Mapping[str, Version]) -> str | None:

@@ -16,7 +16,7 @@ from sidecars.controlplane.http import openapi_upgrade
 from sidecars.controlplane.http.bodies import read_body
 from sidecars.controlplane.http.errors import Leadership, error, not_leader
 from sidecars.kube import KubeError
-from sidecars.slurm import SlurmClient, SlurmError, Version, slurmdbd_version
+from sidecars.slurm import SlurmClient, SlurmError, Version, daemons, slurmdbd_version
 
 LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
 VERSION = re.compile(r"^\d{2}\.\d{2}(\.\d+)?$")
@@ -75,7 +75,7 @@ class UpgradeAPI:
         records = {n.name: Version.parse(n.version) for n in await self._slurm.nodes() if n.version}
         self._controller = (controller, time.monotonic())
         slurmdbd = None
-        if config.get("AccountingStorageType", "") == "accounting_storage/slurmdbd":
+        if config.get("AccountingStorageType", "") == daemons.ACCOUNTING_SLURMDBD:
             try:
                 slurmdbd = await slurmdbd_version(self._slurm)
             except SlurmError as exc:
