@@ -1,6 +1,6 @@
 """Private names stay private: no module of the package imports another's `_name` or reaches into an
-object's `_attribute` from outside its class (self, cls and a subclass's `super()` excepted). What a caller needs is given a
-public name where it is defined."""
+object's `_attribute` from outside its class (self, cls and a subclass's `super()` excepted). What a
+caller needs is given a public name where it is defined."""
 
 from __future__ import annotations
 
