@@ -208,10 +208,12 @@ class SlurmClient:
         )
         return textformat.job_summaries(r.stdout)
 
-    async def job_placements(self) -> list[JobPlacement]:
-        """Pending and running jobs with what they depend on (partitions, nodes, reservation, QOS)."""
+    async def job_placements(self, *, pending: bool = True) -> list[JobPlacement]:
+        """Pending and running jobs with what they depend on (partitions, nodes, reservation, QOS);
+        the running ones alone with `pending=False` (a cluster's queue is mostly pending jobs)."""
+        states = "PD,R,S,CG,CF" if pending else "R,S,CG,CF"
         r = await self.run(
-            "squeue", "--noheader", "--states=PD,R,S,CG,CF", "--format", textformat.PLACEMENT_FORMAT
+            "squeue", "--noheader", f"--states={states}", "--format", textformat.PLACEMENT_FORMAT
         )
         return textformat.job_placements(r.stdout)
 
