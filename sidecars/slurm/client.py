@@ -24,6 +24,7 @@ from tenacity import (
 from sidecars.slurm import hostlist, jsonformat, textformat
 from sidecars.slurm.errors import SlurmCommandError, SlurmFenced, SlurmParseError, SlurmUnreachable
 from sidecars.slurm.models import BootTime, Job, JobPlacement, Node, Partition, Ping, Reservation, Version
+from sidecars.slurm.nodelines import NodeLines
 from sidecars.slurm.runner import CommandResult, SlurmMetrics, run
 
 log = structlog.get_logger(__name__)
@@ -55,6 +56,8 @@ class SlurmClient:
     # asked before each write command is sent (each attempt): None, not fenced
     fence: Callable[[], bool] | None = None
     _version: Version | None = field(default=None, init=False, repr=False)
+    # the fleet's listing, read before and after each change, parses only the lines that changed
+    _node_lines: NodeLines = field(default_factory=NodeLines, init=False, repr=False)
 
     def with_env(self, **overrides: str) -> SlurmClient:
         """The same client with some environment changed (e.g. `SLURM_CONF` of a staged candidate)."""
@@ -143,7 +146,7 @@ class SlurmClient:
         a reader of the whole fleet at each change: at 1,003 nodes it took 0.05 s to run and parse
         here, the JSON listing 0.2 s (24.11 and 26.05, measured), and FUTURE nodes are in it."""
         r = await self.run("scontrol", "--future", "-o", "-d", "show", "node")
-        return textformat.nodes(r.stdout)
+        return self._node_lines.parse(r.stdout)
 
     async def node(self, name: str) -> Node | None:
         """One node, or None when Slurm has no record of it."""
