@@ -25,7 +25,7 @@ from sidecars.configsync.ha import Coordination
 from sidecars.configsync.history import History
 from sidecars.configsync.installing import Installing
 from sidecars.configsync.metrics import ConfigSyncMetrics
-from sidecars.configsync.quiet import Debouncer, first_of
+from sidecars.configsync.quiet import Debouncer, first_of, swapped_whole
 from sidecars.configsync.record import Recorder, Rejection, now_rfc3339
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileSet, SourceChanged, read_sources
@@ -80,7 +80,10 @@ class ConfigSync(Installing):
         self._changed = asyncio.Condition()
         self._backoff = 0.0
         self._debouncer = Debouncer(
-            self._wake, lone_seconds=settings.debounce_seconds, max_seconds=settings.debounce_max_seconds
+            self._wake,
+            lone_seconds=settings.debounce_seconds,
+            max_seconds=settings.debounce_max_seconds,
+            whole=lambda: swapped_whole(settings.sources),
         )
         # HA (ha.py): with peers, only the config-sync beside the controller in control applies
         self.ha = (

@@ -252,7 +252,8 @@ class Validator:
         if self.dry_runner is not None:
             tasks.append(asyncio.create_task(self.dry_runner.run(files, old)))
             if old is not None:
-                tasks.append(asyncio.create_task(self._placements(set(old.node_names()))))
+                pending = jobs.pending_at_risk(old, conf)
+                tasks.append(asyncio.create_task(self._placements(set(old.node_names()), pending=pending)))
         try:
             return await self._judge(files, current, old, conf, tasks)
         finally:
@@ -286,16 +287,22 @@ class Validator:
             return Verdict(True, "", tuple(reasons), conf)
         result: DryRunResult = await tasks[0]
         placed, resv, dynamic = await tasks[1] if len(tasks) > 1 else ([], {}, {})
+        if result.ok and old is not None and set(result.jobs) - {p.job_id for p in placed}:
+            # the dry run names jobs the read of the running ones did not hold: which of them are
+            # still queued is read now, all of it (a change that hurts jobs, not every change)
+            placed, resv, dynamic = await self._placements(set(old.node_names()), pending=True)
         return self._dry_run_verdict(result, placed, resv, dynamic, old, conf, version, tuple(reasons))
 
     async def _placements(
-        self, static: set[str]
+        self, static: set[str], *, pending: bool
     ) -> tuple[list[JobPlacement], dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
-        """The live controller's pending and running jobs, its reservations, and the dynamic nodes
-        that run jobs with their features (those the files do not define: read by name, a few
-        nodes, not the fleet). Empty when it does not answer."""
+        """The live controller's running jobs (and its pending ones when `pending`), its
+        reservations, and the dynamic nodes that run jobs with their features (those the files do
+        not define: read by name, a few nodes, not the fleet). Empty when it does not answer."""
         try:
-            placed, resv = await asyncio.gather(self.client.job_placements(), self.client.reservations())
+            placed, resv = await asyncio.gather(
+                self.client.job_placements(pending=pending), self.client.reservations()
+            )
             busy = {n for p in placed if p.running for n in p.nodes} - static
             nodes = await self.client.nodes_named(busy) if busy else {}
             dynamic = {n.name: n.features for n in nodes.values()}
