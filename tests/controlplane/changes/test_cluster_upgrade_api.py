@@ -13,6 +13,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from sidecars.controlplane.changes import NOT_IN_KUBERNETES
 from sidecars.controlplane.service import NO_ROLES, ControlPlaneService
 from sidecars.devcluster import ClusterSpec, Release
 from sidecars.devcluster.release import build_chroot
@@ -22,6 +23,7 @@ from sidecars.operator.upgrade import UpgradeSettings, configure, render
 from sidecars.runtime.settings import ConfigError
 from tests.controlplane.changes.upgrade_records import finished_record
 from tests.controlplane.conftest import Running, control_plane
+from tests.fakekube import FakeKube
 from tests.helpers import eventually
 from tests.settings import VIEWER
 
@@ -171,7 +173,7 @@ BAD = [
 
 
 async def test_refusals_say_why_in_one_line_and_start_nothing(
-    plane: Running, cluster: SwappableCluster
+    plane: Running, cluster: SwappableCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:
     # one cluster for every refusal: each leaves nothing started, which the next one checks
     for body, words in BAD:
@@ -191,6 +193,11 @@ async def test_refusals_say_why_in_one_line_and_start_nothing(
         assert status == 409 and NO_ROLES in text, text
         report = await _cluster(bare)
         assert report["cluster"] is None and report["cluster_unavailable"] == NO_ROLES
+    # in Kubernetes: refused, naming the seam that is not written (never a silent no-op)
+    async with control_plane(cluster, kube_url=fake_kube[1]) as in_kube:
+        status, text = await in_kube.post("/v1/upgrade/cluster", {"slurm_version": "26.05", "images": IMAGES})
+        assert status == 409 and NOT_IN_KUBERNETES in text, text
+        assert (await _cluster(in_kube))["cluster_unavailable"] == NOT_IN_KUBERNETES
     # a target outside Slurm's window starts, and its preflight refuses it: nothing moved
     status, text = await plane.post("/v1/upgrade/cluster", {"slurm_version": "27.11", "images": IMAGES})
     assert status == 201, text
