@@ -1,6 +1,7 @@
 """The control plane's one whole-cluster upgrade at a time: started from the API, run as a named
-task, paused and resumed between stages, reported per stage, each stage's start and end said as an
-Event (through `emit`), a log line and metrics.
+task, paused and resumed between stages, reported per stage; each stage's start and end is a log
+line, metrics, a wake-up of the page, and is handed to `emit` when one is given (Kubernetes Events
+come with the Kubernetes seam: none is wired yet).
 
 The roles (where the daemons run) are handed in: the dev cluster's release swap in the demo and the
 tests. Without them the start is refused with `why_unavailable`, one line that names what is missing

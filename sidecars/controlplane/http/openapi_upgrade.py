@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from sidecars.controlplane.changes.cluster_upgrade_run import ROLES
 from sidecars.controlplane.http.openapi_shared import DONE, refusals
 
-ROLES = ("slurmdbd", "slurmctld", "slurmd")
 CLUSTER_VERSION = "^[0-9]{2}\\.[0-9]{2}(\\.[0-9]+)?$"
 # an image reference (registry/name:tag@digest), a revision or, in the dev cluster, a release's name
 IMAGE = "^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,254}$"

@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from sidecars.controlplane.changes.budget import UpgradeError
-from sidecars.controlplane.changes.cluster_upgrade_run import ClusterUpgrades
+from sidecars.controlplane.changes.cluster_upgrade_run import ROLES, ClusterUpgrades
 from sidecars.controlplane.changes.upgrade import Upgrade
 from sidecars.controlplane.fleet.snapshot import FleetNode
 from sidecars.controlplane.fleet.versions import AgentVersions, describe, guard_inputs
@@ -145,10 +145,10 @@ class UpgradeAPI:
         target, images = body.get("slurm_version"), body.get("images")
         if not isinstance(target, str) or not CLUSTER_VERSION.fullmatch(target):
             return error(400, "slurm_version must be a Slurm release such as 26.05 or 26.05.1")
-        if not isinstance(images, dict) or sorted(images) != sorted(openapi_upgrade.ROLES):
+        if not isinstance(images, dict) or sorted(images) != sorted(ROLES):
             return error(
                 400,
-                f"images must name exactly {', '.join(openapi_upgrade.ROLES)}: each role's image or revision",
+                f"images must name exactly {', '.join(ROLES)}: each role's image or revision",
             )
         bad = sorted(r for r, v in images.items() if not isinstance(v, str) or not IMAGE.fullmatch(v))
         if bad:
