@@ -6,6 +6,7 @@ document, the metrics, the operator's `upgrade status`), and refused with one li
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from tests.controlplane.conftest import Running, control_plane
 from tests.fakekube import FakeKube
 from tests.helpers import eventually
 from tests.settings import VIEWER
+from tests.web.cdp import chromium
 
 pytestmark = [pytest.mark.releases("slurm24"), pytest.mark.timeout(300)]
 
@@ -83,8 +85,27 @@ async def _page_rows(plane: Running) -> list[dict[str, Any]]:
     return list(doc["upgrade"])
 
 
+async def _the_browser_shows_every_stage_done(plane: Running, tmp_path: Path) -> None:
+    """The page itself (headless Chromium), logged in with the viewer token: the Upgrades section
+    has a row per stage, each done."""
+    async with chromium(tmp_path / "profile") as page:
+        await page.navigate(plane.url + "/ui/")
+        await page.wait_for("!document.getElementById('login').hidden", what="the login form")
+        await page.evaluate(
+            f"document.getElementById('token').value = {json.dumps(VIEWER)};"
+            "document.getElementById('login-form').requestSubmit()"
+        )
+        rows = "[...document.querySelectorAll('#upgrade-body tbody tr')].map(r => r.textContent)"
+        shown = await page.wait_for(
+            f"(({rows}).filter(t => t.includes('to 26.05.0: complete')).length === 4) && {rows}",
+            what="four stage rows, the upgrade complete",
+        )
+    for stage, text in zip(("preflight", "slurmdbd", "slurmctld", "workers"), shown, strict=False):
+        assert stage in text and "done" in text, shown
+
+
 async def test_start_pause_resume_and_status_through_the_api(
-    plane: Running, cluster: SwappableCluster
+    plane: Running, cluster: SwappableCluster, tmp_path: Path
 ) -> None:
     go = cluster.out_dir / "go"
     spanning = await cluster.sbatch(wrap=f"while [ ! -e {go} ]; do sleep 0.2; done")
@@ -154,6 +175,7 @@ async def test_start_pause_resume_and_status_through_the_api(
     for stage in ("preflight", "slurmdbd", "slurmctld", "workers"):
         assert plane.sample("slurm_sidecars_cluster_upgrade_stage_state", stage=stage) == 2
         assert plane.sample("slurm_sidecars_cluster_upgrade_stage_seconds", stage=stage) > 0
+    await _the_browser_shows_every_stage_done(plane, tmp_path)
     said = render(report)
     assert said[0] == "cluster upgrade to 26.05.0: complete"
     assert any(line.split()[:2] == ["slurmctld", "done"] for line in said[1:5])
