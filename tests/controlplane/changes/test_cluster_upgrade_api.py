@@ -1,7 +1,8 @@
 """A whole-cluster upgrade 24.11 -> 26.05 through the control plane's API, on real daemons with
 MariaDB: started, paused between stages, resumed, read per stage (`/v1/upgrade`, the page's
 document, the metrics, the operator's `upgrade status`), and refused with one line where it must be
-(a bad version, an image missing, no token, one already running, no roles to act through)."""
+(a bad version, an image missing, no token, one already running, no roles to act through, the
+Kubernetes seam not written); a new slurmctld refusing to start ends `rolled_back` there too."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from sidecars.devcluster.swap import SwappableCluster
 from sidecars.devcluster.swap_roles import DevClusterRoles
 from sidecars.operator.upgrade import UpgradeSettings, configure, render
 from sidecars.runtime.settings import ConfigError
+from tests.controlplane.changes.test_cluster_upgrade import Sabotaged
 from tests.controlplane.changes.upgrade_records import finished_record
 from tests.controlplane.conftest import Running, control_plane
 from tests.fakekube import FakeKube
@@ -257,3 +259,33 @@ def test_the_command_asks_for_a_whole_cluster_upgrade_with_every_role(tmp_path: 
         _settings(token, "start", "--slurm-version", "26.05", *images, "--image", "slurmd=y")
     # pause, resume and status are the same calls for either kind of upgrade
     assert _settings(token, "pause").request().path == "/v1/upgrade/pause"
+
+
+async def test_a_rollback_is_in_the_status_and_the_metrics(release: Release, newer: Release) -> None:
+    # the new slurmctld refuses its config (a setting it does not know): rolled back automatically
+    spec = ClusterSpec(nodes=2, accounting=True, foreground_ctld=True)
+    async with Sabotaged(release, spec, {"slurmctld": ["-f", "{dir}/etc/refused.conf"]}) as c:
+        (c.dir / "etc" / "refused.conf").write_text(c.conf_path.read_text() + "NoSuchSetting=1\n")
+        job = await c.sbatch("--hold", wrap="true")
+
+        def hand_roles(p: ControlPlaneService) -> None:
+            p.cluster_upgrades.roles = DevClusterRoles(c, {"chroot": release, "sid": newer})
+
+        async with control_plane(c, prepare=hand_roles) as plane:
+            status, text = await plane.post(
+                "/v1/upgrade/cluster", {"slurm_version": "26.05", "images": IMAGES}
+            )
+            assert status == 201, text
+            report = await _until(
+                plane,
+                lambda r: r["cluster"]["state"] not in ("running", "paused"),
+                within=180,
+                what="its end",
+            )
+            assert report["cluster"]["state"] == "rolled_back", report["cluster"]["stages"]
+            assert _stages(report)["slurmctld"] == "rolled_back" and _stages(report)["workers"] == "pending"
+            assert "rolled back" in report["cluster"]["stages"][2]["detail"]
+            assert plane.sample("slurm_sidecars_cluster_upgrade_stage_state", stage="slurmctld") == 6
+            assert plane.sample("slurm_sidecars_cluster_upgrade_slurmctld_unanswered_seconds") > 0
+            assert (await c.client().show_config())["SLURM_VERSION"].startswith("24.11")
+            assert job in {j.job_id for j in await c.client().jobs()}
