@@ -14,7 +14,12 @@ from prometheus_client import CollectorRegistry
 
 from sidecars.controlplane import health
 from sidecars.controlplane.assembly import Caches, KubeSide, kube_side, writers
-from sidecars.controlplane.changes import Maintenance
+from sidecars.controlplane.changes import (
+    NOT_IN_KUBERNETES,
+    ClusterUpgradeMetrics,
+    ClusterUpgrades,
+    Maintenance,
+)
 from sidecars.controlplane.fleet import (
     ControllerWatch,
     ControlPlaneMetrics,
@@ -38,6 +43,11 @@ from sidecars.runtime.waits import until_set
 from sidecars.slurm import Controllers, SlurmClient, SlurmError, SlurmMetrics
 
 log = structlog.get_logger(__name__)
+
+NO_ROLES = (
+    "a whole-cluster upgrade cannot run here: this control plane runs without Kubernetes and was handed "
+    "no dev cluster to swap releases in (the demo and the tests hand it one)"
+)
 STATUS = frozenset({"/status"})
 
 
@@ -133,6 +143,12 @@ class ControlPlaneService:
             if kube is not None and settings.leader_label
             else None
         )
+        # its roles: the dev cluster's release swap, handed in by the demo and the tests
+        self.cluster_upgrades = ClusterUpgrades(
+            None,
+            NOT_IN_KUBERNETES if kube is not None else NO_ROLES,
+            ClusterUpgradeMetrics(registry),
+        )
         self.face = Face(
             settings,
             slurm=slurm,
@@ -146,6 +162,7 @@ class ControlPlaneService:
             review=kube.review_token if kube is not None else None,
             recycler=self.k8s.recycler if self.k8s else None,
             upgrade=self.k8s.upgrade if self.k8s else None,
+            cluster_upgrades=self.cluster_upgrades,
             cluster=self._page_cluster,
         )
 
@@ -346,6 +363,7 @@ class ControlPlaneService:
                 finally:
                     self.face.page.close()  # parked page polls answer now, not at the server's shutdown
         finally:
+            await self.cluster_upgrades.close()
             self.tasks.stopping()
             # writers first: no write may leave once the Lease is handed back (another replica
             # may be writing by then); the fence closes before they are even told to stop

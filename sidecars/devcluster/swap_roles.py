@@ -203,7 +203,8 @@ class DevClusterRoles:
                     await self.cluster.swap_slurmd(name, release)
                     await self.cluster.wait_node(
                         name,
-                        lambda n: n.state.registered and Version.parse(n.version or "0") == version,
+                        # the same major release: a target named "26.05" is met by 26.05.5
+                        lambda n: n.state.registered and _same_major(n.version, version),
                         timeout=self.worker_timeout_seconds,
                         what=f"slurmd {name} registered on {version}",
                     )
@@ -224,6 +225,11 @@ class DevClusterRoles:
             if time.monotonic() >= deadline:
                 raise ClusterError(f"gave up waiting for {what}")
             await asyncio.sleep(0.5)
+
+
+def _same_major(seen: str | None, version: Version) -> bool:
+    v = Version.parse(seen or "0")
+    return (v.major, v.minor) == (version.major, version.minor)
 
 
 def _replace_tree(src: Path, dest: Path) -> None:

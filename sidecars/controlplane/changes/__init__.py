@@ -1,8 +1,22 @@
 """The operator-started long work: maintenance windows (from the API or Node annotations) and
-rolling upgrades (a StatefulSet's revision or a Deployment's paced roll), each draining first."""
+rolling upgrades (a StatefulSet's revision or a Deployment's paced roll), each draining first, and
+a whole-cluster upgrade in Slurm's order."""
 
+from sidecars.controlplane.changes.cluster_upgrade_run import (
+    NOT_IN_KUBERNETES,
+    ClusterUpgradeMetrics,
+    ClusterUpgrades,
+)
 from sidecars.controlplane.changes.maintenance import Maintenance, WindowError
 from sidecars.controlplane.changes.node_windows import NodeWindows
 from sidecars.controlplane.changes.upgrade import Upgrade
 
-__all__ = ["Maintenance", "NodeWindows", "Upgrade", "WindowError"]
+__all__ = [
+    "NOT_IN_KUBERNETES",
+    "ClusterUpgradeMetrics",
+    "ClusterUpgrades",
+    "Maintenance",
+    "NodeWindows",
+    "Upgrade",
+    "WindowError",
+]

@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from sidecars.controlplane.changes import Maintenance, Upgrade
+from sidecars.controlplane.changes import ClusterUpgrades, Maintenance, Upgrade
 from sidecars.controlplane.fleet import (
     AgentVersions,
     ControlPlaneMetrics,
@@ -47,6 +47,7 @@ class Face:
         review: Reviewer | None,
         recycler: Recycler | None,
         upgrade: Upgrade | None,
+        cluster_upgrades: ClusterUpgrades,
         cluster: Callable[[], Mapping[str, Any]],
     ) -> None:
         self.versions = AgentVersions()  # the slurmd releases the agents report
@@ -71,7 +72,13 @@ class Face:
         self.maintenance_api = MaintenanceAPI(maintenance, leader)
         why_no_upgrade = unavailable(settings.kubernetes)
         self.upgrade_api = UpgradeAPI(
-            upgrade, slurm, leader, self.versions, lambda: fleet.snapshot.nodes, why_no_upgrade
+            upgrade,
+            slurm,
+            leader,
+            self.versions,
+            lambda: fleet.snapshot.nodes,
+            why_no_upgrade,
+            cluster=cluster_upgrades,
         )
         # the operator's page (/ui/): its own read-only credential, config-sync's part read from it
         self.config_feed = ConfigFeed(settings.config_sync, token=settings.viewer_token)
@@ -83,10 +90,14 @@ class Face:
             unregistered_pods=lambda: _unregistered(recycler),
             sections={
                 "maintenance": lambda: planned.maintenance_rows(maintenance),
-                "upgrade": lambda: planned.upgrade_rows(upgrade, why_no_upgrade),
+                "upgrade": lambda: [
+                    *planned.cluster_upgrade_rows(cluster_upgrades),
+                    *planned.upgrade_rows(upgrade, why_no_upgrade),
+                ],
             },
         )
         self.config_feed.on_change = self.page.touch
+        cluster_upgrades.on_change = self.page.touch  # each stage's start and end: the page now
         self.web = WebUI(settings.viewer_token, self.page)
 
     def install(self, app: web.Application) -> None:

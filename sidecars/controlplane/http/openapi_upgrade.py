@@ -4,11 +4,40 @@ from __future__ import annotations
 
 from typing import Any
 
+from sidecars.controlplane.changes.cluster_upgrade_run import ROLES
 from sidecars.controlplane.http.openapi_shared import DONE, refusals
+
+CLUSTER_VERSION = "^[0-9]{2}\\.[0-9]{2}(\\.[0-9]+)?$"
+# an image reference (registry/name:tag@digest), a revision or, in the dev cluster, a release's name
+IMAGE = "^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,254}$"
 
 
 def schemas() -> dict[str, Any]:
     return {
+        # the handler checks exactly this itself, so that a bad field is a 400 naming it
+        "ClusterUpgradeRequest": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["slurm_version", "images"],
+            "properties": {
+                "slurm_version": {
+                    "type": "string",
+                    "pattern": CLUSTER_VERSION,
+                    "description": "the release every daemon moves to, such as 26.05; refused when "
+                    "outside Slurm's window from any daemon running now",
+                },
+                "images": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": list(ROLES),
+                    "description": "each role's new image or revision (in the dev cluster: a release's name)",
+                    "properties": {
+                        role: {"type": "string", "pattern": IMAGE, "description": f"{role}'s new image"}
+                        for role in ROLES
+                    },
+                },
+            },
+        },
         "UpgradeRequest": {
             "type": "object",
             "additionalProperties": False,
@@ -62,9 +91,22 @@ def paths() -> dict[str, Any]:
                 "responses": {"201": DONE, **refusals(400, 401, 409, 413, 422, 503)},
             },
         },
+        "/v1/upgrade/cluster": {
+            "post": {
+                "summary": "start a whole-cluster upgrade in Slurm's order: preflight, slurmdbd (a database "
+                "backup first), slurmctld (a state copy first, rolled back automatically when it comes up "
+                "without its jobs), the workers; its stages are in GET /v1/upgrade's `cluster`",
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": schemas()["ClusterUpgradeRequest"]}},
+                },
+                "responses": {"201": DONE, **refusals(400, 401, 409, 413, 422, 503)},
+            }
+        },
         "/v1/upgrade/pause": {
             "post": {
-                "summary": "drain no further worker (those out of service finish)",
+                "summary": "drain no further worker (those out of service finish); a whole-cluster "
+                "upgrade waits before its next stage",
                 "responses": {"200": DONE, **refusals(401, 404, 409, 503)},
             }
         },

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from sidecars.controlplane.changes.cluster_upgrade_run import ClusterUpgrades
 from sidecars.controlplane.changes.maintenance import Maintenance
 from sidecars.controlplane.changes.upgrade import Upgrade
 from sidecars.slurm.hostlist import compress
@@ -48,4 +49,22 @@ def upgrade_rows(upgrade: Upgrade | None, why_unavailable: str) -> list[dict[str
             "budget": f"{up['budget']} ({up['out_of_service']} out of service)",
             "nodes": "; ".join(f"{n}: {what}" for n, what in up["nodes"].items()),
         }
+    ]
+
+
+def cluster_upgrade_rows(upgrades: ClusterUpgrades) -> list[dict[str, Any]]:
+    """The whole-cluster upgrade under way or the last: one row per stage, in Slurm's order."""
+    up = upgrades.report()
+    if up is None:
+        return []
+    whole = f"to {up['target']}: {up['state']}"
+    return [
+        {
+            "cluster upgrade": whole,
+            "stage": stage["name"],
+            "state": stage["state"],
+            "seconds": stage["seconds"],
+            "detail": stage["detail"],
+        }
+        for stage in up["stages"]
     ]

@@ -1,14 +1,17 @@
-"""`/v1/upgrade`: start, read, pause and resume a paced roll of the worker pods (writes: leader only)."""
+"""`/v1/upgrade`: start, read, pause and resume a paced roll of the worker pods, or (`/v1/upgrade/cluster`)
+a whole-cluster upgrade in Slurm's order; one of them at a time (writes: leader only)."""
 
 from __future__ import annotations
 
 import re
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from aiohttp import web
 
 from sidecars.controlplane.changes.budget import UpgradeError
+from sidecars.controlplane.changes.cluster_upgrade_run import ROLES, ClusterUpgrades
 from sidecars.controlplane.changes.upgrade import Upgrade
 from sidecars.controlplane.fleet.snapshot import FleetNode
 from sidecars.controlplane.fleet.versions import AgentVersions, describe, guard_inputs
@@ -20,6 +23,9 @@ from sidecars.slurm import SlurmClient, SlurmError, Version, daemons, slurmdbd_v
 
 LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
 VERSION = re.compile(r"^\d{2}\.\d{2}(\.\d+)?$")
+# the document's patterns, matched whole (`$` alone lets a trailing newline through)
+CLUSTER_VERSION = re.compile(openapi_upgrade.CLUSTER_VERSION.strip("^$"))
+IMAGE = re.compile(openapi_upgrade.IMAGE.strip("^$"))
 FIELDS = {"revision", "deployment", "budget", "slurm_version"}
 
 
@@ -46,7 +52,9 @@ class UpgradeAPI:
         versions: AgentVersions | None = None,
         records: Callable[[], Mapping[str, FleetNode]] = dict,
         why_unavailable: str = "upgrades need the Kubernetes API",
+        cluster: ClusterUpgrades | None = None,
     ) -> None:
+        self._cluster = cluster
         self.why_unavailable = why_unavailable  # said, when `upgrade` is None, by every answer
         self._versions = versions or AgentVersions()
         self._records = records  # the fleet view's nodes: their registered Version
@@ -59,6 +67,7 @@ class UpgradeAPI:
         r = app.router
         r.add_get("/v1/upgrade", self.show)
         r.add_post("/v1/upgrade", self.start)
+        r.add_post("/v1/upgrade/cluster", self.start_cluster)
         r.add_post("/v1/upgrade/pause", self.pause)
         r.add_post("/v1/upgrade/resume", self.resume)
 
@@ -96,15 +105,70 @@ class UpgradeAPI:
             versions = describe(self._controller[0], self._versions.fresh(), records)
         except SlurmError as exc:
             versions = {**describe(None, self._versions.fresh(), records), "error": exc.message}
+        cluster = self._cluster_report()
         if self._upgrade is None:
-            body = {"upgrade": None, "unavailable": self.why_unavailable, "versions": versions}
+            body = {"upgrade": None, "unavailable": self.why_unavailable, "versions": versions, **cluster}
             return web.json_response(body)
         try:
             # the leader holds the plan it wrote; a follower's may be stale: it reads the ConfigMap
             await (self._upgrade.current() if self._leader.is_leader else self._upgrade.load())
         except Exception as exc:  # the Kubernetes API after the edge's retries
             return error(503, f"cannot read the upgrade plan: {exc}")
-        return web.json_response({**self._upgrade.report(), "versions": versions})
+        return web.json_response({**self._upgrade.report(), "versions": versions, **cluster})
+
+    def _cluster_report(self) -> dict[str, Any]:
+        """`cluster`: the whole-cluster upgrade under way or the last, per stage (null when none);
+        `cluster_unavailable`: why none can start here, when none can."""
+        if self._cluster is None:
+            return {"cluster": None, "cluster_unavailable": "this control plane has no whole-cluster upgrade"}
+        out: dict[str, Any] = {"cluster": self._cluster.report()}
+        if self._cluster.roles is None:
+            out["cluster_unavailable"] = self._cluster.why_unavailable
+        return out
+
+    async def _roll_under_way(self) -> str | None:
+        """The worker roll's revision while one is not complete (a cluster upgrade waits for it)."""
+        if self._upgrade is None:
+            return None
+        await self._upgrade.current()
+        up = self._upgrade.report()["upgrade"]
+        return None if up is None or up["complete"] else str(up["revision"])
+
+    async def start_cluster(self, request: web.Request) -> web.Response:
+        # checked here, field by field, against the document's schema: a bad field is a 400 naming it
+        body = await read_body(request, {"type": "object"})
+        if isinstance(body, web.Response):
+            return body
+        extra = sorted(set(body) - {"slurm_version", "images"})
+        if extra:
+            return error(400, f"unknown fields: {', '.join(extra)}")
+        target, images = body.get("slurm_version"), body.get("images")
+        if not isinstance(target, str) or not CLUSTER_VERSION.fullmatch(target):
+            return error(400, "slurm_version must be a Slurm release such as 26.05 or 26.05.1")
+        if not isinstance(images, dict) or sorted(images) != sorted(ROLES):
+            return error(
+                400,
+                f"images must name exactly {', '.join(ROLES)}: each role's image or revision",
+            )
+        bad = sorted(r for r, v in images.items() if not isinstance(v, str) or not IMAGE.fullmatch(v))
+        if bad:
+            return error(400, f"the image of {', '.join(bad)} must be an image reference or a revision")
+        if self._cluster is None:
+            return error(409, "this control plane has no whole-cluster upgrade")
+        refused = not_leader(self._leader)
+        if refused is not None:
+            return refused
+        try:
+            rolling = await self._roll_under_way()
+        except Exception as exc:  # the Kubernetes API after the edge's retries
+            return error(503, f"cannot read the upgrade plan: {exc}")
+        if rolling is not None:
+            return error(409, f"a roll of the workers to {rolling} runs: wait for its end")
+        try:
+            up = self._cluster.start(Version.parse(target), images)
+        except UpgradeError as exc:
+            return error(exc.status, exc.message)
+        return web.json_response({"started": str(up.target), "images": up.status.images}, status=201)
 
     async def start(self, request: web.Request) -> web.Response:
         body = await read_body(request, openapi_upgrade.schemas()["UpgradeRequest"])
@@ -129,6 +193,8 @@ class UpgradeAPI:
         if refused is not None:
             return refused
         assert self._upgrade is not None
+        if self._cluster is not None and self._cluster.running:
+            return error(409, "a whole-cluster upgrade runs (it rolls the workers itself): wait for its end")
         try:
             controller, records, slurmdbd = await self._slurm_versions()
             slurmds = guard_inputs(self._versions.fresh(), records)
@@ -150,6 +216,19 @@ class UpgradeAPI:
         return web.json_response({"started": plan.revision, "budget": plan.budget}, status=201)
 
     async def _pause(self, paused: bool) -> web.Response:
+        cluster_here = self._cluster is not None and self._cluster.roles is not None
+        if self._cluster is not None and (self._cluster.running or (cluster_here and self._upgrade is None)):
+            # one upgrade at a time: that one (none running where only it can run: a 404 says so)
+            refused = not_leader(self._leader)
+            if refused is not None:
+                return refused
+            try:
+                up = self._cluster.set_paused(paused)
+            except UpgradeError as exc:
+                return error(exc.status, exc.message)
+            return web.json_response(
+                {"target": str(up.target), "paused": up.status.paused, "state": up.status.state}
+            )
         refused = self._refused()
         if refused is not None:
             return refused

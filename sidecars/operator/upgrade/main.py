@@ -1,5 +1,6 @@
-"""`slurm-sidecars upgrade start|status|pause|resume`: a paced roll of the workers, through the
-control plane's `/v1/upgrade`. Exit 0 when done, 2 when refused (one line on stderr, nothing
+"""`slurm-sidecars upgrade start|status|pause|resume`: a paced roll of the workers, or with `--image`
+per role a whole-cluster upgrade (slurmdbd, slurmctld, then the workers), through the control plane's
+`/v1/upgrade`. Exit 0 when done, 2 when refused (one line on stderr, nothing
 changed), 1 when the control plane cannot be reached or fails."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from sidecars.operator.client import ControlPlaneClient, Request, control_plane_
 from sidecars.runtime.settings import ConfigError, flag
 
 ACTIONS = ("start", "status", "pause", "resume")
+ROLES = ("slurmdbd", "slurmctld", "slurmd")
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -20,19 +22,40 @@ def configure(p: argparse.ArgumentParser) -> None:
     flag(p, "--revision", help="start: the new pods' revision label (StatefulSet updateRevision)")
     flag(p, "--deployment", help="start: a Deployment's name, paused now; change its template after")
     flag(p, "--upgrade-budget", help="start: workers out of service at once, a number or a percentage")
-    flag(p, "--slurm-version", help="start: the new image's slurmd release, checked against slurmctld")
+    flag(
+        p,
+        "--slurm-version",
+        help="start: the new image's slurmd release, checked against slurmctld; with --image, the release "
+        "the whole cluster moves to",
+    )
+    flag(
+        p,
+        "--image",
+        multiple=True,
+        metavar="ROLE=IMAGE",
+        help="start a whole-cluster upgrade: slurmdbd=, slurmctld= and slurmd= each role's new image or "
+        "revision (in the dev cluster, a release's name)",
+    )
 
 
 @dataclass(frozen=True)
 class UpgradeSettings:
     action: str
     control_plane: ControlPlaneClient
-    body: dict[str, str]
+    body: dict[str, Any]
+    path: str = "/v1/upgrade"
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> UpgradeSettings:
         control_plane = ControlPlaneClient.from_args(args)
-        body: dict[str, str] = {}
+        body: dict[str, Any] = {}
+        if args.action == "start" and args.image:
+            return cls(
+                args.action,
+                control_plane,
+                cluster_body(args.slurm_version, args.image),
+                "/v1/upgrade/cluster",
+            )
         if args.action == "start":
             if not (args.revision or args.deployment) or not args.upgrade_budget:
                 raise ConfigError("start needs --revision (or --deployment) and --upgrade-budget")
@@ -48,8 +71,40 @@ class UpgradeSettings:
         if self.action == "status":
             return Request(method="GET", path="/v1/upgrade")
         if self.action == "start":
-            return Request(method="POST", path="/v1/upgrade", body=self.body)
+            return Request(method="POST", path=self.path, body=self.body)
         return Request(method="POST", path=f"/v1/upgrade/{self.action}")
+
+
+def cluster_body(version: str | None, images: list[str]) -> dict[str, Any]:
+    """The whole-cluster request: the release and each role's image, every role once."""
+    if not version:
+        raise ConfigError("a whole-cluster upgrade (--image) needs --slurm-version, the release to move to")
+    given: dict[str, str] = {}
+    for item in images:
+        role, sep, image = item.partition("=")
+        if not sep or not image or role not in ROLES:
+            raise ConfigError(f"--image {item!r}: give ROLE=IMAGE, ROLE one of {', '.join(ROLES)}")
+        if role in given:
+            raise ConfigError(f"--image {role}= given twice")
+        given[role] = image
+    missing = [r for r in ROLES if r not in given]
+    if missing:
+        raise ConfigError(f"a whole-cluster upgrade needs --image for {', '.join(missing)} too")
+    return {"slurm_version": version, "images": given}
+
+
+def render_cluster(up: dict[str, Any] | None) -> list[str]:
+    """The whole-cluster upgrade: its state, then each stage's state, time and words."""
+    if not up:
+        return []
+    lines = [f"cluster upgrade to {up['target']}: {up['state']}" + (" (paused)" if up.get("paused") else "")]
+    for stage in up["stages"]:
+        took = f" {stage['seconds']:.1f}s" if stage.get("seconds") is not None else ""
+        detail = f": {stage['detail']}" if stage.get("detail") else ""
+        lines.append(f"  {stage['name']:<10} {stage['state']}{took}{detail}")
+    if up.get("slurmctld_unanswered_seconds") is not None:
+        lines.append(f"  slurmctld did not answer for {up['slurmctld_unanswered_seconds']:.1f}s")
+    return lines
 
 
 def render_versions(versions: dict[str, Any] | None) -> list[str]:
@@ -69,6 +124,10 @@ def render_versions(versions: dict[str, Any] | None) -> list[str]:
 
 
 def render(report: dict[str, Any]) -> list[str]:
+    return render_cluster(report.get("cluster")) + render_roll(report)
+
+
+def render_roll(report: dict[str, Any]) -> list[str]:
     up = report.get("upgrade")
     if not up and report.get("unavailable"):
         return [f"upgrades unavailable: {report['unavailable']}", *render_versions(report.get("versions"))]
@@ -91,9 +150,12 @@ def main(args: argparse.Namespace) -> int:
     def show(body: Any) -> None:
         if settings.action == "status":
             print("\n".join(render(body)))
+        elif settings.action == "start" and "images" in body:
+            print(f"cluster upgrade to {body['started']} started: `upgrade status` shows its stages")
         elif settings.action == "start":
             print(f"upgrade to {body['started']} started, budget {body['budget']}")
         else:
-            print(f"upgrade to {body['revision']} {'paused' if body['paused'] else 'resumed'}")
+            name = body.get("revision") or body.get("target")
+            print(f"upgrade to {name} {'paused' if body['paused'] else 'resumed'}")
 
     return run("upgrade", settings.control_plane, settings.request(), show)
