@@ -59,7 +59,8 @@ class Settings:
     debounce_seconds: float = setting(  # a lone change; a burst's quiet time grows from here
         default=0.1,
         conv=seconds(zero_ok=True),
-        help="quiet time that ends a lone change; doubled by each further change of a burst, up to 1 s",
+        help="quiet time that ends a lone change of files written one by one (a kubelet volume's atomic "
+        "swap needs none); doubled by each further change of a burst, up to 1 s",
     )
     debounce_max_seconds: float = setting(
         default=5.0, conv=seconds(), help="apply a change storm after at most this long"
