@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry
 
 from sidecars.configsync.ha import HaMetrics
 from sidecars.configsync.metrics import ConfigSyncMetrics
+from sidecars.controlplane.changes import ClusterUpgradeMetrics
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.slurm.runner import SlurmMetrics
 from sidecars.worker import gpu_attribution
@@ -55,6 +56,7 @@ def metric_rows() -> list[tuple[str, str, str, tuple[str, ...], str]]:
         *_rows("worker", WorkerMetrics),
         *[(name, "gauge", doc, labels, "worker") for name, doc, labels in gpu_attribution.FAMILIES],
         *_rows("control plane", ControlPlaneMetrics),
+        *_rows("control plane", ClusterUpgradeMetrics),
         *KUBE,
     ]
     return sorted(set(rows), key=lambda r: (r[4] != "every role", r[4], r[0]))

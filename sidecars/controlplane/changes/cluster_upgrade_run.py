@@ -25,11 +25,11 @@ from sidecars.controlplane.changes.cluster_upgrade import (
     ClusterUpgrade,
     Emit,
 )
-from sidecars.slurm import Version
+from sidecars.slurm import Version, daemons
 
 log = structlog.get_logger(__name__)
 
-ROLES = ("slurmdbd", "slurmctld", "slurmd")
+ROLES = daemons.UPGRADE_ORDER
 NOT_IN_KUBERNETES = (
     "a whole-cluster upgrade cannot run here: changing the slurmdbd and slurmctld workloads' images "
     "through Kubernetes is not written yet (docs/upgrades.md); roll the workers with "

@@ -11,9 +11,10 @@ from typing import Any
 
 from sidecars.operator.client import ControlPlaneClient, Request, control_plane_flags, run
 from sidecars.runtime.settings import ConfigError, flag
+from sidecars.slurm import daemons
 
 ACTIONS = ("start", "status", "pause", "resume")
-ROLES = ("slurmdbd", "slurmctld", "slurmd")
+ROLES = daemons.UPGRADE_ORDER
 
 
 def configure(p: argparse.ArgumentParser) -> None:
