@@ -4,8 +4,6 @@ database and slurmdbd end with the cluster (test_killed_owner.py kills an owner 
 
 from __future__ import annotations
 
-import asyncio
-import time
 from pathlib import Path
 
 import pytest
@@ -13,19 +11,9 @@ import pytest
 from sidecars.devcluster import ClusterError, ClusterSpec, DevCluster, Release
 from sidecars.devcluster.slurmconf import Ports, render
 from sidecars.runtime import process
+from tests.controlplane.changes.upgrade_records import finished_record
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-async def _recorded(c: DevCluster, job: int, timeout: float = 60.0) -> tuple[str, str]:
-    """The job's (state, exit code) once slurmdbd has its end (records arrive asynchronously)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        record = (await c.sacct(job)).get(job)
-        if record and record[0] not in ("PENDING", "RUNNING"):
-            return record
-        assert time.monotonic() < deadline, f"no finished record of job {job} in sacct: {record}"
-        await asyncio.sleep(0.2)
 
 
 def test_slurm_conf_points_at_slurmdbd() -> None:
@@ -52,8 +40,8 @@ async def test_jobs_are_recorded_in_sacct(cluster: DevCluster) -> None:
     failed = await c.sbatch(wrap="exit 3")
     await c.wait_job(ok, "COMPLETED", timeout=60)
     await c.wait_job(failed, "FAILED", timeout=60)
-    assert await _recorded(c, ok) == ("COMPLETED", "0:0")
-    assert await _recorded(c, failed) == ("FAILED", "3:0")
+    assert await finished_record(c, ok) == ("COMPLETED", "0:0")
+    assert await finished_record(c, failed) == ("FAILED", "3:0")
     # the controller registered its cluster with slurmdbd by itself
     clusters = await process.run(
         ["sacctmgr", "-n", "-P", "list", "cluster", "format=cluster"], timeout=20, env=c.env
