@@ -13,9 +13,8 @@ demo: setup
 
 # The suite mostly waits on Slurm (scheduling passes, client retries, restarts): pytest-xdist runs it
 # in TEST_WORKERS processes, each with its own clusters; worksteal evens out the slow tests at the end.
-# 8 on 2 cores, measured: the whole run takes about 10.5 min of wall time on a quiet machine (10: no
-# faster); at 1,306 tests it needs about 13 min of CPU (773 s, user+sys of every process it starts,
-# read from a cgroup), and took 16 min of wall beside other runs (load average about 20).
+# 8 on 2 cores, measured: the whole run takes about 12 min of wall time on a quiet machine at 1,483
+# tests (10: no faster), and about 13 min of CPU (user+sys of every process it starts).
 # TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 8
 
