@@ -12,7 +12,8 @@ Only a fault the tool states is one: a tool that is missing (auto: no GPUs here 
 (killed at the timeout), or prints what we cannot read is "unknown". Unknown never drains (a broken
 tool fleet-wide, after a driver roll, must not drain the fleet) and fails readiness only after
 `UNKNOWN_LIMIT` checks in a row, saying so. The command runs with the agent's environment, found on
-its PATH; a job's uid cannot write there (the image's directories).
+its PATH, and only when no uid but root and the agent's own could have put it there or changed it
+(runtime/trustedpath.py): a tool a job could plant is never run, and the check says "unknown".
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import structlog
 
 from sidecars.runtime.health import CheckResult
 from sidecars.runtime.process import ProcessTimeout, run
+from sidecars.runtime.trustedpath import Trust, UntrustedPath
 from sidecars.slurm import GPU_CHECK_REASON
 
 log = structlog.get_logger(__name__)
@@ -131,8 +133,11 @@ class GpuCheck:
             verdict = GpuVerdict("absent" if self.mode != "on" else "unknown", detail=why)
         else:
             try:
+                Trust.ours().check_file(tool)  # the agent's powers must not run a job's planted tool
                 done = await run([tool, *QUERY], timeout=self.timeout_seconds, env=dict(self.env))
                 verdict = judge(done.returncode, done.text(), done.stderr.decode("utf-8", "replace"))
+            except UntrustedPath as exc:
+                verdict = GpuVerdict("unknown", detail=f"nvidia-smi not run: {exc}")
             except ProcessTimeout:
                 verdict = GpuVerdict(
                     "unknown", detail=f"nvidia-smi gave no answer within {self.timeout_seconds:g}s"

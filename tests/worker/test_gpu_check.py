@@ -112,6 +112,25 @@ async def test_a_hang_junk_or_no_tool_is_unknown_and_fails_readiness_only_in_a_r
     assert not on.check().ok and "no nvidia-smi on PATH" in on.check().detail
 
 
+async def test_a_tool_a_job_could_have_planted_is_never_run(tmp_path: Path) -> None:
+    """A PATH directory any uid may write (an emptyDir the kubelet made 0777): the agent, with its
+    powers, must not run what a job's user could put there."""
+    bin_dir = fake_tool(tmp_path)
+    answer(bin_dir, "healthy-8")
+    bin_dir.chmod(0o777)
+    gpu = GpuCheck("auto", 5, {"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    verdict = await gpu.once()
+    assert verdict.state == "unknown" and "nvidia-smi not run" in verdict.detail, verdict
+    assert "writable" in verdict.detail or "0777" in verdict.detail, verdict.detail
+    assert not (bin_dir / "asked").exists()  # never run
+    bin_dir.chmod(0o755)
+    (bin_dir / "nvidia-smi").chmod(0o777)  # the tool itself writable by anyone
+    assert "nvidia-smi not run" in (await gpu.once()).detail
+    assert not (bin_dir / "asked").exists()
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    assert (await gpu.once()).state == "healthy"  # the same tool, safe again, is run
+
+
 @pytest.mark.releases("slurm26")
 @pytest.mark.cluster(nodes=1)
 async def test_a_gpu_fault_drains_the_node_clearing_undrains_and_an_admins_drain_stays(
