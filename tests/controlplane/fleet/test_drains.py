@@ -143,6 +143,14 @@ async def test_a_drain_asked_while_slurmctld_is_down_is_written_once_it_is_back(
         await cluster.start_slurmctld()
         node = await cluster.wait_node("n1", lambda n: n.state.drain)
         assert node.reason is not None and node.reason.text == REASON
+        # Slurm shows the drain before our write's command has returned and been counted
+        await eventually(
+            lambda: asyncio.sleep(
+                0.05, cp.sample("slurm_sidecars_drain_batches_total", action="drain", result="ok")
+            ),
+            lambda n: n >= 1,
+            what="the batch counted",
+        )
         assert cp.sample("slurm_sidecars_drain_batches_total", action="drain", result="ok") == 1
 
 

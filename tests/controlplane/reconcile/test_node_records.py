@@ -133,6 +133,7 @@ async def test_a_gpu_short_node_that_a_job_names_stays_drained_with_the_gres_in_
             obj["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "2"}}
             fake.touch_pod(obj)
         await cluster.wait_nodes(lambda ns: not drains(ns), what="undrained")
+        await settled(cp)  # the Events and counts follow the writes Slurm already shows
         assert len(events(fake, "SlurmGresHealed")) == 2
         assert cp.sample("slurm_sidecars_node_record_actions_total", action="gres_undrain") == 2
         await cluster.scancel(pending)
