@@ -131,7 +131,7 @@ class DryRunner:
         return cls(
             command=settings.dry_run_slurmctld,
             work_dir=settings.state_dir / "dry-run",
-            target=settings.target,
+            target=settings.conf_dir,
             main=settings.main_file,
             isolation=settings.dry_run_isolation,
             stay_seconds=settings.dry_run_stay_seconds,

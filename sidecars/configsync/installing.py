@@ -87,7 +87,7 @@ class Installing(Reporting):
         forced: dict[str, Any] | None = None,
     ) -> None:
         assert self.applied is not None and verdict.conf is not None
-        old_conf = conffile.parse(self.applied.files, self.settings.main_file, self.settings.target)
+        old_conf = conffile.parse(self.applied.files, self.settings.main_file, self.settings.conf_dir)
         if not self._fixed_log_path:  # slurmctld's own words for a refusal, when its log is visible here
             logfile = old_conf.options.get("slurmctldlogfile")
             self.applier.tail.path = Path(logfile) if logfile else None

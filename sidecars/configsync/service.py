@@ -133,7 +133,7 @@ class ConfigSync(Installing):
         if self.validator.dry_runner is not None and self.applied is not None:
             # the dry run's shadow of the state built now, once, not by the first change (seconds
             # at 10,000 jobs); ready already: a change arriving meanwhile waits as it would have
-            current = conffile.parse(self.applied.files, s.main_file, s.target)
+            current = conffile.parse(self.applied.files, s.main_file, s.conf_dir)
             await self.validator.dry_runner.warm(current)
         while not stop.is_set():
             timeout = self._backoff if self.pending and self._backoff else s.rehash_seconds

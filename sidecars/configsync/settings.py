@@ -54,6 +54,14 @@ class Settings:
     state_dir: Path = setting(
         conv=DIR, help="where the last known good set is kept (default: TARGET/../.config-sync)"
     )
+    # an absolute Include names the target as slurmctld's container mounts it; where this container
+    # mounts the same volume elsewhere, such an Include must still count as a file of the set
+    target_read_at: Path | None = setting(
+        default=None,
+        conv=DIR,
+        help="the path at which slurmctld reads --target, where its container mounts that volume "
+        "elsewhere (default: --target); an absolute Include of the set names this path",
+    )
     http_host: str = "127.0.0.1"  # --http
     http_port: int = 0
     debounce_seconds: float = setting(  # a lone change; a burst's quiet time grows from here
@@ -177,6 +185,11 @@ class Settings:
     http_limits: http.ServerLimits = settings_of(default_factory=http.ServerLimits)
     tls: ssl.SSLContext | None = None  # --tls-cert-file, --tls-key-file
 
+    @property
+    def conf_dir(self) -> Path:
+        """The target as slurmctld names it (its absolute Includes, its own messages)."""
+        return self.target_read_at or self.target
+
 
 def configure(p: argparse.ArgumentParser) -> None:
     add_flags(p, HTTP, Settings)
@@ -206,6 +219,8 @@ def from_args(args: argparse.Namespace) -> Settings:
         raise ConfigError(f"--target: {target} is not a directory")
     if not target.exists() and not target.parent.is_dir():
         raise ConfigError(f"--target: neither {target} nor its parent {target.parent} is a directory")
+    if given.get("target_read_at") is not None:
+        given["target_read_at"] = given["target_read_at"].absolute()
     state_dir = given.get("state_dir")
     state_dir = given["state_dir"] = state_dir.absolute() if state_dir else target.parent / ".config-sync"
     if state_dir == target or target in state_dir.parents:

@@ -191,7 +191,7 @@ class Validator:
     def from_settings(cls, settings: Settings, client: SlurmClient) -> Validator:
         return cls(
             client,
-            settings.target,
+            settings.conf_dir,
             settings.state_dir,
             main=settings.main_file,
             max_bytes=settings.max_file_bytes,

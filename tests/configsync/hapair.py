@@ -69,6 +69,7 @@ class Pod:
 class Pair:
     cluster: DevCluster
     config: AtomicVolume
+    secret: AtomicVolume
     base: dict[str, bytes]
     pods: dict[str, Pod] = field(default_factory=dict)
 
@@ -145,13 +146,22 @@ async def ha_pair(
     cluster: DevCluster,
     *,
     checkpoints: dict[str, Callable[[str], None]] | None = None,
+    secrets: dict[str, bytes] | None = None,
+    initial: dict[str, bytes] | None = None,
     **overrides: Any,
 ) -> AsyncIterator[Pair]:
-    base = cluster_files(cluster)
+    base = initial or cluster_files(cluster)
+    names = [c.name for c in cluster.controllers]
+    for name in names:  # key files deployed with the cluster, as each slurmctld found them
+        for file, data in (secrets or {}).items():
+            path = cluster.conf_dir(name) / file
+            path.write_bytes(data)
+            path.chmod(0o600)
     config = AtomicVolume(cluster.dir / "vol" / "config")  # one ConfigMap, mounted in every pod
     config.write(base)
-    names = [c.name for c in cluster.controllers]
-    pair = Pair(cluster, config, base)
+    secret = AtomicVolume(cluster.dir / "vol" / "secret", mode=0o600)  # and one Secret
+    secret.write(secrets or {})
+    pair = Pair(cluster, config, secret, base)
     plugin_dir = await cluster.plugin_dir()
     async with contextlib.AsyncExitStack() as stack:
         # leased, not merely free: each pod must know the others' ports before any binds its own
@@ -159,8 +169,11 @@ async def ha_pair(
         ports = dict(zip(names, lease.ports, strict=True))
         for name in names:
             defaults: dict[str, Any] = {
-                "sources": (config.path,),
+                "sources": (config.path, secret.path),
                 "target": cluster.conf_dir(name),
+                # each controller reads its own directory as DIR/etc (its pod's /etc/slurm, the same
+                # path in every pod), while this pod's config-sync writes it at DIR/<name>/etc
+                "target_read_at": cluster.conf_path.parent,
                 "state_dir": cluster.dir / f"config-sync-{name}",
                 "plugin_dir": plugin_dir,
                 "dry_run_slurmctld": tuple(cluster.in_namespace("slurmctld")),

@@ -69,6 +69,7 @@ def _roles(d: Path) -> list[Role]:
             {
                 "--source": [f"{d}/other"],
                 "--target": [f"{d}/other/etc"],
+                "--target-read-at": [f"{d}/seen"],
                 "--http": ["127.0.0.1:9"],
                 "--state-dir": [f"{d}/state"],
                 "--secret-source": [f"{d}/secret"],
