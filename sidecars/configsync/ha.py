@@ -176,6 +176,23 @@ class Coordination:
             why += "; " + "; ".join(f"{p.url}: {p.error}" for p in silent)
         return None, why
 
+    def behind(self, sha: str) -> list[str]:
+        """Each peer that does not hold `sha` (as last asked), with why: what it holds instead, or
+        why its answer did not count."""
+        heard = {p.url: p for p in self.peers}
+        out: list[str] = []
+        for url in self.peer_urls:
+            p = heard.get(url)
+            if p is None:
+                out.append(f"{url}: not asked yet")
+            elif p.error is not None:
+                out.append(f"{url}: {p.error}")
+            elif p.applied_sha256 != sha:
+                held = p.applied_sha256[:12] if p.applied_sha256 else "no set"
+                pending = ", a change pending" if p.pending else ""
+                out.append(f"{p.controller} ({p.role}): holds {held}{pending}")
+        return out
+
     def in_step(self, sha: str | None) -> bool:
         """Every peer answered and holds `sha` (a down controller's pod included: its disk is what
         its slurmctld reads at its next start)."""

@@ -12,6 +12,7 @@ sidecar starts a new one.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections import deque
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ class FileChange:
 
 @dataclass(frozen=True, slots=True)
 class Generation:
-    outcome: str  # applied, rejected, rolled_back, restart_required
+    outcome: str  # applied, rejected, rolled_back, restart_required; with HA peers staging, not_everywhere
     generation: int | None  # the number an applied set got; None for one that never ran
     based_on: int | None  # the generation it was compared with (what ran when it was judged)
     sha256: str
@@ -151,6 +152,16 @@ class History:
         self._items.append(entry)
         self.version += 1
         return entry
+
+    def settle(self, generation: int, outcome: str, reason: str) -> bool:
+        """The outcome of a generation recorded before it was known (with HA peers: applied here,
+        staging on the others), now known; False when it is no longer kept."""
+        for i, g in enumerate(self._items):
+            if g.generation == generation:
+                self._items[i] = dataclasses.replace(g, outcome=outcome, reason=redact(reason))
+                self.version += 1
+                return True
+        return False
 
     def __len__(self) -> int:
         return len(self._items)

@@ -55,7 +55,7 @@ class Installing(Reporting):
         self.pending = False
         self.rejected = None
         message = f"generation {generation} ({files.short}) installed: {reason}"
-        await self.record.applied(
+        await self._record_applied(
             self.applied, old, seen=seen, reason=reason, message=message, installed=True
         )
         await self._notify()
@@ -125,7 +125,7 @@ class Installing(Reporting):
             self.rejected = None
             self.pending = False
             self._backoff = 0.0
-            await self.record.applied(
+            await self._record_applied(
                 self.applied,
                 old,
                 seen=seen,

@@ -86,10 +86,14 @@ class Recorder:
         forced: bool = False,
         installed: bool = False,
         phases: Phases | None = None,
+        outcome: str = "applied",
+        event: str = "ConfigApplied",
     ) -> None:
-        """`new` is on disk and what slurmctld runs on (or will start on, when `installed`)."""
+        """`new` is on disk and what slurmctld runs on (or will start on, when `installed`). With HA
+        peers the outcome may be `staging` until every controller pod holds it (ha_rollout.py): it
+        is counted as applied only then."""
         self.history.record(
-            "applied",
+            outcome,
             new.files,
             old.files if old else None,
             at=new.at,
@@ -98,8 +102,8 @@ class Recorder:
             reason=reason,
         )
         seconds = time.monotonic() - seen
-        self.metrics.applies.labels(result="applied").inc()
-        self.metrics.seconds.labels(result="applied").observe(seconds)
+        if outcome == "applied":
+            self.counted(outcome, seconds)
         if installed:
             log.info("config_installed", generation=new.generation, why=reason)
         else:
@@ -113,7 +117,11 @@ class Recorder:
                 seconds=round(seconds, 3),
                 **(phases or {}),
             )
-        await self.events.emit("ConfigApplied", message, "Warning" if forced else "Normal")
+        await self.events.emit(event, message, "Warning" if forced else "Normal")
+
+    def counted(self, result: str, seconds: float) -> None:
+        self.metrics.applies.labels(result=result).inc()
+        self.metrics.seconds.labels(result=result).observe(seconds)
 
     async def not_applied(
         self, files: FileSet, rejection: Rejection, result: str, applied: Applied | None, *, seen: float
@@ -127,8 +135,7 @@ class Recorder:
             based_on=applied.generation if applied else None,
             reason=rejection.reason,
         )
-        self.metrics.applies.labels(result=result).inc()
-        self.metrics.seconds.labels(result=result).observe(time.monotonic() - seen)
+        self.counted(result, time.monotonic() - seen)
         log.warning("config_not_applied", result=result, reason=rejection.reason)
         await self.events.emit(NOT_APPLIED_EVENTS[result], f"{files.short}: {rejection.reason}", "Warning")
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from sidecars.configsync.apply import Applier
 from sidecars.configsync.ha import Coordination
+from sidecars.configsync.ha_rollout import OUTCOMES, Rollout
 from sidecars.configsync.history import History
 from sidecars.configsync.record import Recorder, Rejection
 from sidecars.configsync.stage import Applied, Restored
@@ -31,6 +32,7 @@ class Reporting:
     history: History
     record: Recorder
     ha: Coordination | None
+    rollout: Rollout | None
     _changed: asyncio.Condition
     _wake: asyncio.Event
 
@@ -60,7 +62,18 @@ class Reporting:
         }
         if self.ha is not None:  # with --peer only (ha.py): this pod's place among the controller pods
             out["ha"] = self.ha.status(None if a is None else a.files.sha256)
+        if self.rollout is not None:  # applied only once every controller pod holds it (ha_rollout.py)
+            rollout = out["ha"]["rollout"] = self.rollout.status(a)
+            if out["applied"] is not None:
+                out["applied"]["outcome"] = OUTCOMES[rollout["state"]]
         return out
+
+    async def _record_applied(self, new: Applied, old: Applied | None, **said: Any) -> None:
+        """An applied or installed set; with peers, counted as applied once every pod holds it."""
+        if self.rollout is None:
+            await self.record.applied(new, old, **said)
+        else:
+            await self.rollout.applied(new, old, **said)
 
     async def _notify(self) -> None:
         self.record.gauges(self.pending, self.rejected, self.applied)

@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry
 from sidecars.configsync import conffile, jobs
 from sidecars.configsync.apply import Applier
 from sidecars.configsync.ha import Coordination
+from sidecars.configsync.ha_rollout import Rollout
 from sidecars.configsync.history import History
 from sidecars.configsync.installing import Installing
 from sidecars.configsync.metrics import ConfigSyncMetrics
@@ -92,6 +93,9 @@ class ConfigSync(Installing):
             else Coordination(
                 settings.controller, settings.peers, registry, env=client.env, token=settings.viewer_token
             )
+        )
+        self.rollout = (
+            None if self.ha is None else Rollout(self.ha, self.record, settings.ha_catch_up_seconds, registry)
         )
         self._rejected_moves = 0  # the HA role changes seen when the last rejection was made
         self._standby_verdict: tuple[str, Verdict] | None = None  # a standby validates a set once
@@ -178,6 +182,8 @@ class ConfigSync(Installing):
         if self.ha is not None:  # who writes, and what the peers hold, as of this pass
             await self.ha.refresh_role()
             await self.ha.refresh_peers()
+            if self.rollout is not None:
+                await self.rollout.step(self.applied)  # has every pod caught up with the held set?
         if current is not None and files.sha256 == current.sha256:
             if startup and self.applied is not None and self.applied.generation == 0:
                 await self._adopt(files)  # same content: take over the layout, nothing for slurmctld to learn

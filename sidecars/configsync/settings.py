@@ -182,6 +182,12 @@ class Settings:
     ha_poll_seconds: float = setting(
         default=1.0, conv=seconds(), help="with --peer: how often a waiting standby asks its peers again"
     )
+    ha_catch_up_seconds: float = setting(
+        default=60.0,
+        conv=seconds(),
+        help="with --peer: a set every peer does not hold this long after this pod took it is "
+        "reported as not everywhere (a Warning Event)",
+    )
     http_limits: http.ServerLimits = settings_of(default_factory=http.ServerLimits)
     tls: ssl.SSLContext | None = None  # --tls-cert-file, --tls-key-file
 

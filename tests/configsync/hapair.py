@@ -72,9 +72,42 @@ class Pair:
     secret: AtomicVolume
     base: dict[str, bytes]
     pods: dict[str, Pod] = field(default_factory=dict)
+    settings: dict[str, Settings] = field(default_factory=dict)
+    checkpoints: dict[str, Callable[[str], None] | None] = field(default_factory=dict)
+    _stacks: dict[str, contextlib.AsyncExitStack] = field(default_factory=dict)
 
     def good(self) -> dict[str, bytes]:
         return dict(self.base)
+
+    async def start(self, name: str) -> Pod:
+        """Start (or start again, as a pod restarted) controller `name`'s config-sync: a new process
+        has new metrics and Events, the same directories and port."""
+        assert name not in self._stacks, f"{name}'s config-sync runs already"
+        settings = self.settings[name]
+        registry = CollectorRegistry()
+        client = SlurmClient(env=self.cluster.controller_env(name), metrics=SlurmMetrics(registry))
+        events = RecordingEvents()
+        async with contextlib.AsyncExitStack() as stack:
+            r = await stack.enter_async_context(
+                running(
+                    settings,
+                    client=client,
+                    events=events,
+                    registry=registry,
+                    checkpoint=self.checkpoints[name],
+                )
+            )
+            self._stacks[name] = stack.pop_all()
+        pod = self.pods[name] = Pod(name, r, settings, registry, events)
+        return pod
+
+    async def stop(self, name: str) -> None:
+        """End controller `name`'s config-sync (its pod lost, or restarting)."""
+        await self._stacks.pop(name).aclose()
+
+    async def stop_all(self) -> None:
+        for name in list(self._stacks):
+            await self.stop(name)
 
     async def all_hold(self, sha: str, within: float) -> None:
         """Every pod's config-sync reports `sha` as its set, nothing pending (a standby's: staged),
@@ -146,6 +179,7 @@ async def ha_pair(
     cluster: DevCluster,
     *,
     checkpoints: dict[str, Callable[[str], None]] | None = None,
+    more_peers: dict[str, tuple[str, ...]] | None = None,
     secrets: dict[str, bytes] | None = None,
     initial: dict[str, bytes] | None = None,
     **overrides: Any,
@@ -178,24 +212,16 @@ async def ha_pair(
                 "plugin_dir": plugin_dir,
                 "dry_run_slurmctld": tuple(cluster.in_namespace("slurmctld")),
                 "http_port": ports[name],
-                "peers": tuple(f"http://127.0.0.1:{ports[n]}" for n in names if n != name),
+                "peers": tuple(f"http://127.0.0.1:{ports[n]}" for n in names if n != name)
+                + (more_peers or {}).get(name, ()),
                 "controller": name,
                 "ha_poll_seconds": 0.2,
             }
-            settings = build(Settings, **(defaults | overrides))
-            registry = CollectorRegistry()
-            client = SlurmClient(env=cluster.controller_env(name), metrics=SlurmMetrics(registry))
-            events = RecordingEvents()
-            r = await stack.enter_async_context(
-                running(
-                    settings,
-                    client=client,
-                    events=events,
-                    registry=registry,
-                    checkpoint=(checkpoints or {}).get(name),
-                )
-            )
-            pair.pods[name] = Pod(name, r, settings, registry, events)
+            pair.settings[name] = build(Settings, **(defaults | overrides))
+            pair.checkpoints[name] = (checkpoints or {}).get(name)
+        stack.push_async_callback(pair.stop_all)
+        for name in names:
+            await pair.start(name)
         yield pair
 
 

@@ -78,6 +78,7 @@ def _roles(d: Path) -> list[Role]:
                 "--peer": ["http://ctld-1.slurmctld:8080"],
                 "--controller": ["ctld-0"],
                 "--ha-poll-seconds": ["2"],
+                "--ha-catch-up-seconds": ["40"],
                 "--debounce-seconds": ["0.5"],
                 "--debounce-max-seconds": ["7"],
                 "--rehash-seconds": ["11"],

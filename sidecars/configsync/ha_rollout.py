@@ -1,0 +1,173 @@
+"""HA controllers: a generation counts as applied only when every controller pod holds it.
+
+A standby runs what is on its pod's disk (it reads its directory when it takes control), and a
+backup that is down reads it at its next start; so "every controller that is up runs it, and a
+down one will read it" is "every peer config-sync reports this set as its own" (ha.py's `in_step`).
+Until then the generation is `staging`: on this pod, not yet on the peers named. A peer that has
+not caught up within `--ha-catch-up-seconds` (it answers junk, nothing, or holds another set) makes
+it `not everywhere`, a Warning; should it catch up later, the generation becomes applied then.
+
+What a generation is shows in /status (`applied.outcome`, `ha.rollout`), in /history (its entry's
+outcome settles from `staging` to `applied` or `not_everywhere`), as an Event (ConfigStaging, then
+ConfigApplied or ConfigNotEverywhere) and in metrics (`slurm_sidecars_config_applies_total` counts
+a generation applied only once it is everywhere; `slurm_sidecars_config_ha_rollout{state}`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import structlog
+from prometheus_client import CollectorRegistry, Gauge
+
+from sidecars.configsync.ha import Coordination
+from sidecars.configsync.record import Recorder
+from sidecars.configsync.stage import Applied
+
+log = structlog.get_logger(__name__)
+
+State = Literal["everywhere", "staging", "not everywhere"]
+STATES: tuple[State, ...] = ("everywhere", "staging", "not everywhere")
+OUTCOMES: dict[State, str] = {
+    "everywhere": "applied",
+    "staging": "staging",
+    "not everywhere": "not_everywhere",
+}
+
+
+@dataclass(slots=True)
+class Tracked:
+    """The generation this pod holds, and where it stands among the controller pods."""
+
+    generation: int
+    short: str
+    seen: float  # monotonic: when its change was seen (the apply histogram's start)
+    since: float  # monotonic: when this pod took it
+    state: State
+    behind: list[str]  # each peer that does not hold it yet, with why
+    until: float | None = None  # monotonic: when it became everywhere or was given up on
+
+
+class Rollout:
+    def __init__(
+        self, ha: Coordination, record: Recorder, catch_up_seconds: float, registry: CollectorRegistry
+    ) -> None:
+        self.ha = ha
+        self.record = record
+        self.catch_up_seconds = catch_up_seconds
+        self.current: Tracked | None = None
+        self.gauge = Gauge(
+            "slurm_sidecars_config_ha_rollout",
+            "1 for where the set this pod holds stands: on every controller pod, staging on some, or "
+            "not everywhere after --ha-catch-up-seconds",
+            ["state"],
+            registry=registry,
+        )
+        for s in STATES:
+            self.gauge.labels(state=s).set(0)
+
+    # ------------------------------------------------------------------ judging
+    def _state(self, t: Tracked, sha: str) -> State:
+        t.behind = self.ha.behind(sha)
+        if not t.behind:
+            return "everywhere"
+        late = time.monotonic() - t.since > self.catch_up_seconds
+        return "not everywhere" if late else "staging"
+
+    def words(self, t: Tracked) -> str:
+        here = f"{self.ha.controller} ({self.ha.role})"
+        if t.state == "everywhere":
+            peers = ", ".join(p.controller or p.url for p in self.ha.peers)
+            return f"every controller holds it: {here}, {peers}"
+        if t.state == "staging":
+            return f"on {here}; staging on {'; '.join(t.behind)}"
+        return f"on {here}; not on {'; '.join(t.behind)} after {self.catch_up_seconds:g}s"
+
+    def _show(self, state: State) -> None:
+        for s in STATES:
+            self.gauge.labels(state=s).set(1 if s == state else 0)
+
+    # ------------------------------------------------------------------ recording
+    async def applied(
+        self, new: Applied, old: Applied | None, *, seen: float, message: str, **kw: Any
+    ) -> None:
+        """In place of `Recorder.applied` with peers: recorded as applied when every peer holds it
+        already (a standby staging what the writer runs), else as staging until `step` says more."""
+        now = time.monotonic()
+        if self.current is not None and self.current.state != "everywhere" and self.current.until is None:
+            # replaced before every pod held it: that generation never was everywhere
+            await self._settle(
+                self.current,
+                "not everywhere",
+                f"replaced by generation {new.generation} before every controller held it",
+            )
+        t = Tracked(new.generation, new.files.short, seen, now, "staging", [])
+        t.state = self._state(t, new.files.sha256)
+        if t.state == "everywhere":
+            t.until = now
+        self.current = t
+        self._show(t.state)
+        outcome, event = (
+            ("applied", "ConfigApplied") if t.state == "everywhere" else ("staging", "ConfigStaging")
+        )
+        await self.record.applied(
+            new, old, seen=seen, message=f"{message}; {self.words(t)}", outcome=outcome, event=event, **kw
+        )
+
+    async def step(self, applied: Applied | None) -> None:
+        """Each pass, once the peers were asked: report a change of where the held set stands."""
+        t = self.current
+        if applied is None or t is None or t.generation != applied.generation:
+            return  # nothing recorded by this pod yet (its start-up set): nothing to settle
+        if t.state == "everywhere":
+            # its outcome stays applied; a peer that falls behind later (a restart) shows in
+            # /status (`ha.in_step`, `ha.rollout.behind`) until it holds the set again
+            t.behind = self.ha.behind(applied.files.sha256)
+            return
+        state = self._state(t, applied.files.sha256)
+        if state != t.state:
+            await self._settle(t, state)
+
+    async def _settle(self, t: Tracked, state: State, why: str | None = None) -> None:
+        """Its outcome known: every pod holds it, or one did not within the bound (or ever)."""
+        until = time.monotonic()
+        t.state, t.until = state, until
+        why = why or self.words(t)
+        self._show(state)
+        outcome = OUTCOMES[state]
+        self.record.history.settle(t.generation, outcome, why)
+        self.record.counted(outcome, until - t.seen)
+        message = (
+            f"generation {t.generation} ({t.short}) {'applied' if state == 'everywhere' else 'is'} {why}"
+        )
+        if state == "everywhere":
+            log.info("config_everywhere", generation=t.generation, seconds=round(until - t.since, 3))
+            await self.record.events.emit("ConfigApplied", message, "Normal")
+        else:
+            log.warning("config_not_everywhere", generation=t.generation, behind=t.behind)
+            await self.record.events.emit("ConfigNotEverywhere", message, "Warning")
+
+    def status(self, applied: Applied | None) -> dict[str, Any]:
+        """`/status` `ha.rollout`: where the set this pod holds stands, and which peers lack it."""
+        t = self.current
+        if applied is None:
+            return {"generation": None, "state": None, "behind": [], "seconds": None, "words": None}
+        if t is None or t.generation != applied.generation:  # its start-up set: no bound runs on it
+            behind = self.ha.behind(applied.files.sha256)
+            state: State = "staging" if behind else "everywhere"
+            return {
+                "generation": applied.generation,
+                "state": state,
+                "behind": behind,
+                "seconds": None,
+                "words": None,
+            }
+        return {
+            "generation": t.generation,
+            "state": t.state,
+            "behind": list(t.behind),
+            "seconds": round((t.until or time.monotonic()) - t.since, 3),
+            "words": self.words(t),
+        }
