@@ -9,6 +9,7 @@ import ssl
 from pathlib import Path
 from typing import Literal
 
+from sidecars.configsync import ha_peers
 from sidecars.configsync.jobs import FORCE_FILE
 from sidecars.runtime import http
 from sidecars.runtime.settings import (
@@ -176,6 +177,11 @@ class Settings:
         multiple=True,
         help="URL of another controller pod's config-sync (repeat for each); asked with the viewer token",
     )
+    pod_name: str | None = setting(  # a StatefulSet's pods share one --peer list: this pod is left out
+        default=None,
+        help="with --peer: this pod's name (the downward API's metadata.name); the peer whose host "
+        "is this name, or starts with it and a dot, is this pod itself and is not asked",
+    )
     controller: str | None = setting(  # None: this host's short name, as slurmctld finds its entry
         default=None, help="with --peer: this pod's SlurmctldHost name (default: the host's short name)"
     )
@@ -260,6 +266,10 @@ def from_args(args: argparse.Namespace) -> Settings:
     for peer in given.get("peers", ()):
         if not peer.startswith(("http://", "https://")):
             raise ConfigError(f"--peer: an http:// or https:// URL is expected, got {peer!r}")
+    try:
+        given["peers"] = ha_peers.others(tuple(given.get("peers", ())), given.get("pod_name"))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     if given.get("peers"):
         given["controller"] = given.get("controller") or socket.gethostname().split(".", 1)[0]
     if given.get("dry_run_state_dir") is not None:

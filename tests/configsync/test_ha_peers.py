@@ -3,8 +3,10 @@ followed only when exactly one peer says its controller is in control, and every
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +14,10 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from sidecars.configsync.ha import PEER_BODY_BYTES, Coordination
+from sidecars.configsync.ha_peers import others
+from sidecars.configsync.settings import Settings, configure, from_args
 from sidecars.runtime.http import serve
+from sidecars.runtime.settings import ConfigError
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -106,3 +111,54 @@ async def test_an_unreachable_peer_says_so() -> None:
     [peer] = await c.refresh_peers()
     assert peer.error is not None and peer.error.startswith("unreachable")
     assert not c.in_step(SHA)
+
+
+PODS = (
+    "http://slurmctld-0.slurmctld:9100",
+    "http://slurmctld-1.slurmctld:9100",
+    "http://slurmctld-10.slurmctld:9100",
+)
+
+
+@pytest.mark.parametrize(
+    ("pod", "asked"),
+    [
+        ("slurmctld-0", PODS[1:]),
+        ("slurmctld-1", (PODS[0], PODS[2])),  # not slurmctld-10: the name ends at a dot
+        ("slurmctld-10", PODS[:2]),
+        (None, PODS),  # no name given: every peer is another pod
+        ("elsewhere", PODS),
+    ],
+)
+def test_a_pod_leaves_itself_out_of_the_shared_peer_list(pod: str | None, asked: tuple[str, ...]) -> None:
+    assert others(PODS, pod) == asked
+
+
+@pytest.mark.parametrize(
+    ("peers", "pod", "said"),
+    [
+        (("http://slurmctld-0.slurmctld:9100",), "slurmctld-0", "every peer given is this pod"),
+        ((PODS[0], PODS[0].replace("9100", "9101")), None, "name the same host"),
+        (("http://:9100",), None, "names no host"),
+        (("http://[::1/status",), None, "is not a URL"),
+    ],
+)
+def test_a_peer_list_that_cannot_work_is_refused(peers: tuple[str, ...], pod: str | None, said: str) -> None:
+    with pytest.raises(ValueError, match=said):
+        others(peers, pod)
+
+
+def test_the_command_line_drops_this_pod_and_says_why_it_refuses(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    base = ["--source", str(tmp_path / "src"), "--target", str(tmp_path / "etc"), "--http", "127.0.0.1:0"]
+    peers = [w for p in PODS[:2] for w in ("--peer", p)]
+    settings = _settings([*base, *peers, "--pod-name", "slurmctld-1"])
+    assert settings.peers == (PODS[0],) and settings.pod_name == "slurmctld-1"
+    with pytest.raises(ConfigError, match="every peer given is this pod"):
+        _settings([*base, "--peer", PODS[0], "--pod-name", "slurmctld-0"])
+
+
+def _settings(argv: list[str]) -> Settings:
+    parser = argparse.ArgumentParser()
+    configure(parser)
+    return from_args(parser.parse_args(argv))

@@ -77,6 +77,7 @@ def _roles(d: Path) -> list[Role]:
                 "--operator-token-file": [f"{d}/tok"],
                 "--peer": ["http://ctld-1.slurmctld:8080"],
                 "--controller": ["ctld-0"],
+                "--pod-name": ["slurmctld-0"],
                 "--ha-poll-seconds": ["2"],
                 "--ha-catch-up-seconds": ["40"],
                 "--debounce-seconds": ["0.5"],

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from sidecars.configsync.ha_peers import others
 from sidecars.controlplane.fleet.holder_label import LABEL, VALUE
 from sidecars.slurm.standby import host_names
 from tests.shipping.kube import commands, containers, find, flag_value, render
+from tests.shipping.shipped import cli_parsers
 
 Obj = dict[str, Any]
 CONTROLLER_PROBE = ["slurm-sidecars", "probe", "controller", "--url", "http://127.0.0.1:6817"]
@@ -100,3 +102,33 @@ def test_the_agents_service_reaches_the_control_plane_that_holds_the_lease() -> 
     # the agents are pointed at that Service
     agent = next(c for c in containers("ha") if c.spec["name"] == "worker")
     assert flag_value(agent.spec["command"], "--control-plane") == "http://slurm-sidecars-control-plane:9200"
+
+
+def test_each_config_sync_asks_every_other_controller_pod_and_not_itself() -> None:
+    sts = _sts()
+    sync = next(c for c in containers("ha") if c.spec["name"] == "config-sync")
+    argv = sync.spec["command"]
+    assert argv[:2] == ["slurm-sidecars", "config-sync"]
+    parser = cli_parsers()["config-sync"]
+    args = parser.parse_args(argv[2:])
+    # its own name from the downward API, expanded by the kubelet in the command
+    assert args.pod_name == "$(POD_NAME)"
+    env = {e["name"]: e for e in sync.spec["env"]}
+    assert env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    # one peer per replica, each at its DNS name in the headless governing Service and config-sync's port
+    port = args.http.rsplit(":", 1)[1]
+    service = sts["spec"]["serviceName"]
+    replicas = sts["spec"]["replicas"]
+    pods = [f"{sts['metadata']['name']}-{i}" for i in range(replicas)]
+    assert sorted(args.peer) == sorted(f"http://{p}.{service}:{port}" for p in pods)
+    assert find(render("ha"), "Service", service)["spec"]["publishNotReadyAddresses"] is True
+    # each pod, as the kubelet starts it, asks exactly the others
+    for pod in pods:
+        assert others(tuple(args.peer), pod) == tuple(
+            f"http://{p}.{service}:{port}" for p in pods if p != pod
+        )
+    # the peers' answers need the viewer token, which it sends them
+    assert flag_value(argv, "--viewer-token-file") is not None
+    # the pods are the controllers slurm.conf names, in the same order
+    conf = find(render("ha"), "ConfigMap", "slurm-config")["data"]["slurm.conf"]
+    assert host_names(conf) == pods

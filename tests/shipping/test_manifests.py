@@ -101,7 +101,7 @@ OVERLAY_FLAGS = {
         "control-plane": {"--node-name-from", "--worker-selector"},
     },
     "overlays/gpu": {"control-plane": {"--compute-domains"}},
-    "ha": {"control-plane": {"--leader-label"}},
+    "ha": {"control-plane": {"--leader-label"}, "config-sync": {"--peer", "--pod-name"}},
 }
 
 
