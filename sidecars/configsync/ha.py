@@ -84,6 +84,13 @@ class HaMetrics:
             "Times this pod's slurmctld changed role (a takeover, a start or a stop)",
             registry=registry,
         )
+        self.rollout = Gauge(  # set by ha_rollout.py
+            "slurm_sidecars_config_ha_rollout",
+            "1 for where the set this pod holds stands: on every controller pod (everywhere), staging "
+            "on some, or not everywhere after --ha-catch-up-seconds",
+            ["state"],
+            registry=registry,
+        )
         self.staged = Counter(
             "slurm_sidecars_config_ha_staged",
             "Sets staged as a standby, after the writer reported them verified",

@@ -8,7 +8,8 @@ not caught up within `--ha-catch-up-seconds` (it answers junk, nothing, or holds
 it `not everywhere`, a Warning; should it catch up later, the generation becomes applied then.
 
 What a generation is shows in /status (`applied.outcome`, `ha.rollout`), in /history (its entry's
-outcome settles from `staging` to `applied` or `not_everywhere`), as an Event (ConfigStaging, then
+outcome settles from `staging` to `applied` or `not_everywhere`, or `superseded` when a newer
+generation replaced it first), as an Event (ConfigStaging, then
 ConfigApplied or ConfigNotEverywhere) and in metrics (`slurm_sidecars_config_applies_total` counts
 a generation applied only once it is everywhere; `slurm_sidecars_config_ha_rollout{state}`).
 """
@@ -20,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import structlog
-from prometheus_client import CollectorRegistry, Gauge
 
 from sidecars.configsync.ha import Coordination
 from sidecars.configsync.record import Recorder
@@ -51,20 +51,12 @@ class Tracked:
 
 
 class Rollout:
-    def __init__(
-        self, ha: Coordination, record: Recorder, catch_up_seconds: float, registry: CollectorRegistry
-    ) -> None:
+    def __init__(self, ha: Coordination, record: Recorder, catch_up_seconds: float) -> None:
         self.ha = ha
         self.record = record
         self.catch_up_seconds = catch_up_seconds
         self.current: Tracked | None = None
-        self.gauge = Gauge(
-            "slurm_sidecars_config_ha_rollout",
-            "1 for where the set this pod holds stands: on every controller pod, staging on some, or "
-            "not everywhere after --ha-catch-up-seconds",
-            ["state"],
-            registry=registry,
-        )
+        self.gauge = ha.metrics.rollout
         for s in STATES:
             self.gauge.labels(state=s).set(0)
 
@@ -96,13 +88,15 @@ class Rollout:
         """In place of `Recorder.applied` with peers: recorded as applied when every peer holds it
         already (a standby staging what the writer runs), else as staging until `step` says more."""
         now = time.monotonic()
-        if self.current is not None and self.current.state != "everywhere" and self.current.until is None:
-            # replaced before every pod held it: that generation never was everywhere
-            await self._settle(
-                self.current,
-                "not everywhere",
-                f"replaced by generation {new.generation} before every controller held it",
-            )
+        old_t = self.current
+        if old_t is not None and old_t.state == "staging":
+            # replaced before every pod held it (a burst of changes): never everywhere, and no
+            # failure either, so no Warning; the new generation's own outcome is what counts
+            old_t.until = now
+            why = f"replaced by generation {new.generation} before every controller held it"
+            self.record.history.settle(old_t.generation, "superseded", why)
+            self.record.counted("superseded", now - old_t.seen)
+            log.info("config_superseded_before_everywhere", generation=old_t.generation, by=new.generation)
         t = Tracked(new.generation, new.files.short, seen, now, "staging", [])
         t.state = self._state(t, new.files.sha256)
         if t.state == "everywhere":
@@ -130,18 +124,16 @@ class Rollout:
         if state != t.state:
             await self._settle(t, state)
 
-    async def _settle(self, t: Tracked, state: State, why: str | None = None) -> None:
-        """Its outcome known: every pod holds it, or one did not within the bound (or ever)."""
+    async def _settle(self, t: Tracked, state: State) -> None:
+        """Its outcome known: every pod holds it, or one did not within the bound."""
         until = time.monotonic()
         t.state, t.until = state, until
-        why = why or self.words(t)
+        why = self.words(t)
         self._show(state)
         outcome = OUTCOMES[state]
         self.record.history.settle(t.generation, outcome, why)
         self.record.counted(outcome, until - t.seen)
-        message = (
-            f"generation {t.generation} ({t.short}) {'applied' if state == 'everywhere' else 'is'} {why}"
-        )
+        message = f"generation {t.generation} ({t.short}){' applied' if state == 'everywhere' else ''}: {why}"
         if state == "everywhere":
             log.info("config_everywhere", generation=t.generation, seconds=round(until - t.since, 3))
             await self.record.events.emit("ConfigApplied", message, "Normal")

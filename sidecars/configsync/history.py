@@ -41,7 +41,8 @@ class FileChange:
 
 @dataclass(frozen=True, slots=True)
 class Generation:
-    outcome: str  # applied, rejected, rolled_back, restart_required; with HA peers staging, not_everywhere
+    outcome: str  # applied, rejected, rolled_back, restart_required; with HA peers staging,
+    # not_everywhere, superseded (ha_rollout.py)
     generation: int | None  # the number an applied set got; None for one that never ran
     based_on: int | None  # the generation it was compared with (what ran when it was judged)
     sha256: str

@@ -95,7 +95,7 @@ class ConfigSync(Installing):
             )
         )
         self.rollout = (
-            None if self.ha is None else Rollout(self.ha, self.record, settings.ha_catch_up_seconds, registry)
+            None if self.ha is None else Rollout(self.ha, self.record, settings.ha_catch_up_seconds)
         )
         self._rejected_moves = 0  # the HA role changes seen when the last rejection was made
         self._standby_verdict: tuple[str, Verdict] | None = None  # a standby validates a set once

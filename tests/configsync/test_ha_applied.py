@@ -82,14 +82,26 @@ async def test_a_backup_down_during_a_change_counts_once_its_directory_holds_it(
         assert a.registry.get_sample_value("slurm_sidecars_config_ha_rollout", {"state": "staging"}) == 1
         assert pair.pods["ctld-b"].target_sha() != sha
 
+        # a next change while ctld-b's pod is still away: the one staging is superseded (no
+        # Warning: a burst is no failure), and the new one stages in its place
+        files = with_min_job_age(files, 183)
+        pair.config.write(files)
+        sha = set_sha(files)
+        await a.service.wait_until(outcome_is(sha, "staging"), 60)
+        assert await _min_job_age(cluster) == "183"
+        gens = {g["generation"]: g for g in a.service.history_view()["generations"]}
+        assert gens[3]["outcome"] == "superseded" and "replaced by generation 4" in str(gens[3]["reason"])
+        assert gens[4]["outcome"] == "staging"
+        assert applies(a, "superseded") == 1 and not reasons(a, "ConfigNotEverywhere")
+
         # ctld-b's pod back, its slurmctld still down: its config-sync stages the set, and only
         # now does the change count as applied on the writer
         b = await pair.start("ctld-b")
         st = await a.service.wait_until(outcome_is(sha, "applied"), 60)
         assert b.target_sha() == sha
-        assert newest(a)["outcome"] == "applied" and newest(a)["generation"] == 3
+        assert newest(a)["outcome"] == "applied" and newest(a)["generation"] == 4
         assert "every controller holds it" in str(newest(a)["reason"])
-        assert any("generation 3" in m for m in reasons(a, "ConfigApplied")), a.events.events
+        assert any("generation 4" in m for m in reasons(a, "ConfigApplied")), a.events.events
         assert applies(a, "applied") == 2
         assert a.registry.get_sample_value("slurm_sidecars_config_ha_rollout", {"state": "everywhere"}) == 1
 
@@ -97,7 +109,7 @@ async def test_a_backup_down_during_a_change_counts_once_its_directory_holds_it(
         await cluster.start_controller("ctld-b")
         await cluster.kill_controller("ctld-a")
         await cluster.wait_primary("ctld-b", timeout=90)
-        assert await _min_job_age(cluster) == "182"
+        assert await _min_job_age(cluster) == "183"
 
 
 @contextlib.asynccontextmanager
