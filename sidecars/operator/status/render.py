@@ -156,6 +156,11 @@ def _render_config(body: dict[str, Any]) -> list[str]:
         if applied
         else "nothing applied yet",
     ]
+    outcome = str(applied.get("outcome") or "applied")
+    if applied and outcome != "applied":  # HA: not yet (or never) on every controller pod
+        rollout = (body.get("ha") or {}).get("rollout") or {}
+        where = rollout.get("words") or "; ".join(map(str, rollout.get("behind") or [])) or "?"
+        lines[0] = lines[0].replace(" applied at ", f" {outcome.replace('_', ' ')} since ", 1) + f": {where}"
     rejected = body.get("rejected")
     if rejected:
         lines.append(
