@@ -105,7 +105,7 @@ class Recorder:
         if outcome == "applied":
             self.counted(outcome, seconds)
         if installed:
-            log.info("config_installed", generation=new.generation, why=reason)
+            log.info("config_installed", generation=new.generation, why=reason, outcome=outcome)
         else:
             self.metrics.last_applied.set(time.time())
             if phases is not None:
@@ -113,6 +113,7 @@ class Recorder:
             log.info(
                 "config_applied",
                 generation=new.generation,
+                outcome=outcome,
                 why=reason,
                 seconds=round(seconds, 3),
                 **(phases or {}),

@@ -231,8 +231,9 @@ def from_args(args: argparse.Namespace) -> Settings:
         raise ConfigError(f"--target: {target} is not a directory")
     if not target.exists() and not target.parent.is_dir():
         raise ConfigError(f"--target: neither {target} nor its parent {target.parent} is a directory")
-    if given.get("target_read_at") is not None:
-        given["target_read_at"] = given["target_read_at"].absolute()
+    read_at = given.get("target_read_at")
+    if read_at is not None and not read_at.is_absolute():  # a path in slurmctld's container, not ours
+        raise ConfigError(f"--target-read-at: an absolute path is expected, got {str(read_at)!r}")
     state_dir = given.get("state_dir")
     state_dir = given["state_dir"] = state_dir.absolute() if state_dir else target.parent / ".config-sync"
     if state_dir == target or target in state_dir.parents:
