@@ -129,6 +129,8 @@ def test_each_config_sync_asks_every_other_controller_pod_and_not_itself() -> No
         )
     # the peers' answers need the viewer token, which it sends them
     assert flag_value(argv, "--viewer-token-file") is not None
+    # asking its own slurmctld alone (who writes) goes through a copy of slurm.conf in a writable /tmp
+    assert any(m["mountPath"] == "/tmp" and not m.get("readOnly") for m in sync.spec["volumeMounts"])
     # the pods are the controllers slurm.conf names, in the same order
     conf = find(render("ha"), "ConfigMap", "slurm-config")["data"]["slurm.conf"]
     assert host_names(conf) == pods
