@@ -162,3 +162,16 @@ def _settings(argv: list[str]) -> Settings:
     parser = argparse.ArgumentParser()
     configure(parser)
     return from_args(parser.parse_args(argv))
+
+
+async def test_each_peer_behind_a_set_is_named_with_why(peers: str) -> None:
+    c = coordination(peers, "writer", "standby", "not-json")
+    assert c.behind(SHA) == [f"{peers}/{k}: not asked yet" for k in ("writer", "standby", "not-json")]
+    await c.refresh_peers()
+    assert c.behind(SHA) == [f"{peers}/not-json: /status is not JSON"]  # the others hold it
+    other = "b" * 64
+    assert c.behind(other) == [
+        f"ctld-a (in control): holds {SHA[:12]}",
+        f"ctld-c (standby): holds {SHA[:12]}",
+        f"{peers}/not-json: /status is not JSON",
+    ]
