@@ -10,7 +10,7 @@ from sidecars.slurm.models import Version
 
 
 async def running_releases(client: SlurmClient, controller: str) -> dict[str, Version]:
-    """"slurmdbd", "slurmctld:<controller>" (the one answering), "slurmd:<node>" for each node
+    """ "slurmdbd", "slurmctld:<controller>" (the one answering), "slurmd:<node>" for each node
     that registered a release; SlurmError when slurmdbd or slurmctld does not answer."""
     found = {daemons.SLURMDBD: await slurmdbd_version(client)}
     config = await client.show_config()

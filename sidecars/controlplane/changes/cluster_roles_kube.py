@@ -187,7 +187,7 @@ class KubeClusterRoles:
         await self._scaled_to_zero(controller)
 
     async def _scaled_to_zero(self, controller: str) -> None:
-        await self.workloads.scale("StatefulSet", self.names.namespace, controller, 0)
+        await self.workloads.scale_stateful_set(self.names.namespace, controller, 0)
         sts = await self._workload("StatefulSet", controller, self.names.slurmctld_container)
 
         async def gone() -> bool:
@@ -230,9 +230,7 @@ class KubeClusterRoles:
     async def _start(self, controller: str, image: str) -> None:
         n = self.names
         await self.workloads.set_image("StatefulSet", n.namespace, controller, n.slurmctld_container, image)
-        await self.workloads.scale(
-            "StatefulSet", n.namespace, controller, int(self._before.get("replicas", 1))
-        )
+        await self.workloads.scale_stateful_set(n.namespace, controller, int(self._before.get("replicas", 1)))
         await self._rolled_out("StatefulSet", controller, n.slurmctld_container)
         await self._answering("slurmctld", self._slurm().show_config)
 

@@ -1,0 +1,362 @@
+"""A whole-cluster upgrade 24.11 -> 26.05 through Kubernetes, on real daemons with MariaDB: the
+stage machine acts on slurmdbd's Deployment and slurmctld's StatefulSet in the fake API server
+(through kubernetes-asyncio), and a small kubelet (tests/fakekube/devkubelet.py) maps them onto the
+dev cluster's daemons: a scale to 0 stops slurmctld, an image tag starts that release, a Job runs
+its command for real on the cluster's files.
+
+A whole upgrade completes with every job there, its backup and state copy on disk, and every write
+the control plane's identity made allowed by the Role in manifests/rbac; a slurmctld image that
+never gets Ready is rolled back through the restore Job; a backup Job that fails halts before
+slurmdbd is touched; what is missing or unsafe in the settings or the template is refused in one
+line, before anything changes. The workers' stage is the dev cluster's drain-first roll here (the
+Kubernetes roll is upgrade.py's, tested on its own)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from sidecars.controlplane.changes import KubeClusterRoles, KubeRoleNames
+from sidecars.controlplane.changes.cluster_upgrade import ClusterUpgrade
+from sidecars.devcluster import ClusterSpec, Release
+from sidecars.devcluster.release import build_chroot
+from sidecars.devcluster.swap_roles import DevClusterRoles
+from sidecars.kube import KubeClient
+from sidecars.slurm import Version
+from tests.controlplane.changes.test_cluster_upgrade import Sabotaged
+from tests.controlplane.changes.upgrade_records import finished_record
+from tests.fakekube import FakeKube
+from tests.fakekube.devkubelet import NAMESPACE, DevKubelet, image
+from tests.fakekube.server import Request, configuration
+
+pytestmark = [pytest.mark.releases("slurm24"), pytest.mark.timeout(300)]
+
+TOKEN = "control-plane-sa-token"  # the control plane's ServiceAccount: every write it makes is audited
+RBAC = Path(__file__).parents[3] / "manifests" / "rbac" / "rbac.yaml"
+BACKUP_CM = "slurmdbd-backup"
+
+
+def backup_template(socket_dir: Path, backups: Path, socket_name: str) -> str:
+    """An operator's backup Job: mariadb-dump over the database's socket, into a backups volume;
+    the password (none here: root by socket) would come from a Secret."""
+    dump = (
+        f"mariadb-dump --no-defaults --socket=/mnt/dbsock/{socket_name} -u root --single-transaction "
+        "--databases slurm_acct_db > /mnt/backups/slurm_acct_db-$SLURM_SIDECARS_UPGRADE_STAMP.sql"
+    )
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "annotations": {
+                "slurm-sidecars.io/backup-location": "backups/slurm_acct_db-$(SLURM_SIDECARS_UPGRADE_STAMP).sql"
+            }
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "dump",
+                            "image": "mariadb:11",
+                            "command": ["sh", "-c", dump],
+                            "env": [
+                                {"name": "MYSQL_PWD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "pw"}}}
+                            ],
+                            "volumeMounts": [
+                                {"name": "db", "mountPath": "/mnt/dbsock"},
+                                {"name": "backups", "mountPath": "/mnt/backups"},
+                            ],
+                        }
+                    ],
+                    "volumes": [
+                        {"name": "db", "hostPath": {"path": str(socket_dir)}},
+                        {"name": "backups", "hostPath": {"path": str(backups)}},
+                    ],
+                }
+            },
+        },
+    }
+    return yaml.safe_dump(job)
+
+
+@dataclass
+class Kube:
+    cluster: Sabotaged
+    fake: FakeKube
+    kubelet: DevKubelet
+    roles: KubeClusterRoles
+    target: Version
+    backups: Path
+    events: list[tuple[str, str, str]]
+    go: Path
+
+    async def emit(self, stage: str, state: str, message: str) -> None:
+        self.events.append((stage, state, message))
+        if (stage, state) == ("workers", "running"):
+            self.go.touch()  # the roll waits for the job on its worker: it ends now, as jobs do
+
+    def upgrade(self, images: dict[str, str] | None = None) -> ClusterUpgrade:
+        newer = self.kubelet.releases[f"{self.target.major}.{self.target.minor:02d}"]
+        given = images or {"slurmdbd": image("slurmdbd", newer), "slurmctld": image("slurmctld", newer)}
+        return ClusterUpgrade(
+            self.roles, self.target, {**given, "slurmd": "sid"}, emit=self.emit, verify_timeout_seconds=30
+        )
+
+    def put_template(self, text: str) -> None:
+        self.fake.config_maps[(NAMESPACE, BACKUP_CM)] = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": BACKUP_CM, "namespace": NAMESPACE, "resourceVersion": "1"},
+            "data": {"job.yaml": text},
+        }
+
+
+@pytest.fixture
+async def newer() -> Release:
+    return await build_chroot(name="sid")
+
+
+def _tag(release: Release) -> str:
+    major, minor = release.version.split(".")[:2]
+    return f"{major}.{minor}"
+
+
+@pytest.fixture
+async def kube(release: Release, newer: Release, request: pytest.FixtureRequest) -> AsyncIterator[Kube]:
+    sabotage: dict[str, list[str]] = getattr(request, "param", {})
+    spec = ClusterSpec(nodes=2, accounting=True, foreground_ctld=True)
+    fake = FakeKube()
+    fake.tokens.add(TOKEN)
+    async with Sabotaged(release, spec, sabotage) as c, fake.serving() as url:
+        kubelet = DevKubelet(fake, c, {_tag(release): release, _tag(newer): newer})
+        kubelet.create_workloads(c.dir / "state")
+        assert c.database is not None
+        backups = c.dir / "backups"
+        backups.mkdir()
+        bridge = asyncio.create_task(kubelet.run(), name="devkubelet")
+        try:
+            async with KubeClient(configuration(url, TOKEN)) as client:
+                dev = DevClusterRoles(c, {"chroot": release, "sid": newer}, worker_timeout_seconds=30)
+                names = KubeRoleNames(
+                    namespace=NAMESPACE,
+                    slurmdbd_kind="Deployment",
+                    slurmdbd_name="slurmdbd",
+                    slurmdbd_container="slurmdbd",
+                    slurmctld_statefulset="slurmctld",
+                    slurmctld_container="slurmctld",
+                    state_image="registry.example/slurm-sidecars:1",
+                    backup_configmap=BACKUP_CM,
+                    without_backup=False,
+                    rollout_timeout_seconds=45,
+                    job_timeout_seconds=60,
+                    own_pod="control-plane-5f7d9-abcde",
+                    poll_interval_seconds=0.2,
+                )
+                roles = KubeClusterRoles(names, client, lambda: c.client(timeout=10.0), dev.roll_workers)
+                k = Kube(c, fake, kubelet, roles, Version.parse(newer.version), backups, [], c.out_dir / "go")
+                k.put_template(backup_template(c.database.socket.parent, backups, c.database.socket.name))
+                yield k
+        finally:
+            bridge.cancel()
+            await asyncio.gather(bridge, return_exceptions=True)
+        assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("devkubelet-")]
+
+
+async def _submit(k: Kube) -> tuple[int, int, dict[int, str]]:
+    c = k.cluster
+    spanning = await c.sbatch(wrap=f"while [ ! -e {k.go} ]; do sleep 0.2; done")
+    await c.wait_job(spanning, "RUNNING", timeout=60)
+    held = await c.sbatch("--hold", wrap="true")
+    return spanning, held, await k.roles.jobs()
+
+
+def _states(up: ClusterUpgrade) -> dict[str, str]:
+    return {s.name: s.state for s in up.status.stages}
+
+
+# ---------------------------------------------------------------------------------- the RBAC audit
+def _rules() -> list[dict[str, Any]]:
+    docs = [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
+    role = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "slurm-sidecars")
+    return list(role["rules"])
+
+
+def _group_and_name(r: Request) -> tuple[str, str]:
+    parts = [p for p in r.path.split("/") if p]
+    group = "" if parts[0] == "api" else parts[1]
+    rest = parts[2:] if parts[0] == "api" else parts[3:]
+    if rest[:1] == ["namespaces"]:
+        rest = rest[2:]
+    return group, rest[1] if len(rest) > 1 else ""
+
+
+def forbidden(requests: list[Request], rules: list[dict[str, Any]]) -> list[str]:
+    """Each request no rule of the Role allows: (verb, group, resource, name) as RBAC judges them
+    (a create has no name to match resourceNames against)."""
+    refused = []
+    for r in requests:
+        group, name = _group_and_name(r)
+        named = "" if r.verb == "create" else name
+        if not any(
+            group in rule.get("apiGroups", [])
+            and r.resource in rule.get("resources", [])
+            and r.verb in rule.get("verbs", [])
+            and (not rule.get("resourceNames") or named in rule["resourceNames"])
+            for rule in rules
+        ):
+            refused.append(f"{r.verb} {group}/{r.resource} {name}".strip())
+    return refused
+
+
+def test_the_audit_refuses_what_the_role_does_not_grant() -> None:
+    def req(method: str, path: str, verb: str, resource: str) -> Request:
+        return Request(method, path, 200, "", None, verb, resource, TOKEN)
+
+    rules = _rules()
+    allowed = req("PATCH", "/apis/apps/v1/namespaces/slurm/statefulsets/slurmctld/scale", "patch", "statefulsets/scale")
+    other = req("PATCH", "/apis/apps/v1/namespaces/slurm/statefulsets/web/scale", "patch", "statefulsets/scale")
+    secret = req("GET", "/api/v1/namespaces/slurm/secrets/slurmdbd-conf", "get", "secrets")
+    assert forbidden([allowed], rules) == []
+    assert forbidden([other, secret], rules) == [
+        "patch apps/statefulsets/scale web",
+        "get /secrets slurmdbd-conf",
+    ]
+
+
+# ---------------------------------------------------------------------------------- the upgrade
+async def test_a_whole_upgrade_through_kubernetes_keeps_every_job(kube: Kube) -> None:
+    c, fake = kube.cluster, kube.fake
+    spanning, held, before = await _submit(kube)
+    first = len(fake.requests)
+    up = kube.upgrade()
+    assert await up.run() == "complete", up.status.report()
+    assert _states(up) == dict.fromkeys(("preflight", "slurmdbd", "slurmctld", "workers"), "done")
+    versions = await kube.roles.versions()
+    assert {str(v) for v in versions.values()} == {str(kube.target)}
+    # the workloads carry the new images; only their own container changed
+    sts = fake.stateful_sets[(NAMESPACE, "slurmctld")]
+    dbd = fake.deployments[(NAMESPACE, "slurmdbd")]
+    assert [x["image"] for x in sts["spec"]["template"]["spec"]["containers"]] == [
+        up.status.images["slurmctld"],
+        "registry.example/slurm/sidecars:1",
+    ]
+    assert dbd["spec"]["template"]["spec"]["containers"][0]["image"] == up.status.images["slurmdbd"]
+    assert sts["spec"]["replicas"] == 1
+    # every job of before is known after; the spanning one completed and is in sacct
+    after = await kube.roles.jobs()
+    assert set(before) <= set(after) and after[held] == "PENDING"
+    assert await finished_record(c, spanning) == ("COMPLETED", "0:0")
+    # the backup is where the template's annotation says, and real; the state copy is on the volume
+    dumps = list(kube.backups.glob("slurm_acct_db-*.sql"))
+    assert len(dumps) == 1 and "CREATE TABLE" in dumps[0].read_text(errors="replace")
+    assert up.status.backup.startswith(f"backups/{dumps[0].name} (Job slurmdbd-backup-")
+    copies = list((c.dir / ".slurm-sidecars-upgrade").glob("state-*"))
+    assert [p.name for p in copies if p.is_dir()] == [up.status.state_copy.split(" ")[0].split("/")[1]]
+    manifest = json.loads(next(p for p in copies if p.suffix == ".json").read_text())
+    assert any(name.startswith("job_state") for name in manifest)
+    assert [(argv[3], code) for _, argv, code in kube.kubelet.ran if "sidecars" in argv] == [("copy", 0)]
+    # every write of the control plane's identity is one the Role grants, and only these kinds
+    writes = fake.writes_by(TOKEN, first)
+    assert {(w.verb, w.resource) for w in writes} == {
+        ("create", "jobs"),
+        ("patch", "deployments"),
+        ("patch", "statefulsets"),
+        ("patch", "statefulsets/scale"),
+    }
+    assert forbidden([r for r in fake.requests[first:] if r.token == TOKEN], _rules()) == []
+    assert not [n.name for n in await c.client().nodes() if n.state.drain]
+
+
+@pytest.mark.parametrize(
+    "kube", [{"slurmctld": ["-f", "{dir}/etc/refused.conf"]}], indirect=True, ids=["slurmctld"]
+)
+async def test_a_slurmctld_image_that_never_gets_ready_is_rolled_back_through_the_restore_job(
+    kube: Kube, release: Release
+) -> None:
+    c, fake = kube.cluster, kube.fake
+    _, held, before = await _submit(kube)
+    up = kube.upgrade()
+    assert await up.run() == "rolled_back", up.status.report()
+    assert _states(up) == {
+        "preflight": "done",
+        "slurmdbd": "done",
+        "slurmctld": "rolled_back",
+        "workers": "pending",
+    }
+    detail = up.status.stage("slurmctld").detail
+    # the pod's own words: the kubelet's CrashLoopBackOff and slurmctld's exit
+    assert "CrashLoopBackOff" in detail and "slurmctld" in detail and "refused.conf" in detail, detail
+    # a copy, then a restore, each our own Job run for real
+    assert [(argv[3], code) for _, argv, code in kube.kubelet.ran if "sidecars" in argv] == [
+        ("copy", 0),
+        ("restore", 0),
+    ]
+    sts = fake.stateful_sets[(NAMESPACE, "slurmctld")]
+    assert sts["spec"]["template"]["spec"]["containers"][0]["image"] == image("slurmctld", release)
+    assert sts["spec"]["replicas"] == 1 and sts["status"]["readyReplicas"] == 1
+    versions = await kube.roles.versions()
+    assert str(versions["slurmctld:slurmctld"]) == release.version
+    after = await kube.roles.jobs()
+    assert set(before) <= set(after) and after[held] == "PENDING"
+    kube.go.touch()
+
+
+async def test_a_failed_backup_job_halts_before_slurmdbd_is_touched(kube: Kube) -> None:
+    c, fake = kube.cluster, kube.fake
+    assert c.database is not None
+    # the operator's template names a socket that is not there: mariadb-dump fails for real
+    kube.put_template(backup_template(c.database.socket.parent, kube.backups, "gone.sock"))
+    dbd_pid, ctld_pid = c.hostpid("slurmdbd"), c.foreground_pid()
+    dbd_before = json.dumps(fake.deployments[(NAMESPACE, "slurmdbd")], sort_keys=True)
+    up = kube.upgrade()
+    assert await up.run() == "failed", up.status.report()
+    assert _states(up) == {"preflight": "done", "slurmdbd": "failed", "slurmctld": "pending", "workers": "pending"}
+    detail = up.status.stage("slurmdbd").detail
+    assert "database backup Job slurmdbd-backup-" in detail and "BackoffLimitExceeded" in detail, detail
+    assert "gone.sock" in detail, detail  # mariadb-dump's own words, from the pod
+    # slurmdbd untouched: the same workload, the same process; slurmctld too
+    assert json.dumps(fake.deployments[(NAMESPACE, "slurmdbd")], sort_keys=True) == dbd_before
+    assert (c.hostpid("slurmdbd"), c.foreground_pid()) == (dbd_pid, ctld_pid)
+    assert not fake.answered("PATCH", "/statefulsets/")
+
+
+async def test_what_is_missing_or_unsafe_is_refused_before_anything_changes(kube: Kube) -> None:
+    fake = kube.fake
+    first = len(fake.requests)
+
+    async def preflight_says(words: str) -> None:
+        up = kube.upgrade()
+        assert await up.run() == "failed", up.status.report()
+        detail = up.status.stage("preflight").detail
+        assert words in detail and "\n" not in detail, detail
+        assert _states(up)["slurmdbd"] == "pending"
+
+    # a template with the password written in it, on the command line or in the environment
+    secret_arg = yaml.safe_load(backup_template(Path("/x"), Path("/y"), "s"))
+    secret_arg["spec"]["template"]["spec"]["containers"][0]["command"][2] += " --password=hunter2"
+    kube.put_template(yaml.safe_dump(secret_arg))
+    await preflight_says("container dump has a password on its command line")
+    secret_env = yaml.safe_load(backup_template(Path("/x"), Path("/y"), "s"))
+    secret_env["spec"]["template"]["spec"]["containers"][0]["env"] = [{"name": "MYSQL_PWD", "value": "hunter2"}]
+    kube.put_template(yaml.safe_dump(secret_env))
+    await preflight_says("env MYSQL_PWD holds its value in the template")
+    assert not [e for e in kube.events if "hunter2" in e[2]]  # the password is never said back
+    # no template there at all
+    del fake.config_maps[(NAMESPACE, BACKUP_CM)]
+    await preflight_says(f"ConfigMap {BACKUP_CM} with the backup Job's template (key job.yaml) is not there")
+    # a workload named that does not exist, and the control plane inside slurmctld's own pod
+    kube.roles.names = replace(kube.roles.names, slurmdbd_name="accounting", without_backup=True)
+    await preflight_says("Deployment slurm/accounting is not there")
+    kube.roles.names = replace(kube.roles.names, slurmdbd_name="slurmdbd", own_pod="slurmctld-0")
+    await preflight_says("this control plane runs in slurmctld-0, a pod of StatefulSet slurmctld")
+    # nothing was written by any of them
+    assert fake.writes_by(TOKEN, first) == []
