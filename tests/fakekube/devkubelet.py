@@ -159,6 +159,8 @@ class DevKubelet:
                 statuses = [
                     {
                         "name": name,
+                        "image": self._image(obj),
+                        "imageID": "",
                         "ready": False,
                         "restartCount": 3,
                         "state": {
@@ -213,7 +215,10 @@ class DevKubelet:
                 self._failed["slurmctld"] = img
                 with contextlib.suppress(ClusterError):
                     await self.cluster.stop_slurmctld(crash=True)
-                self._settle("StatefulSet", "slurmctld", ready=False, words=str(e))
+                # the container's log, as FallbackToLogsOnError puts it in the terminated message
+                self._settle(
+                    "StatefulSet", "slurmctld", ready=False, words=f"{self.cluster.ctld_stderr_tail()} ({e})"
+                )
                 return
             self._running["slurmctld"] = img
             self._failed.pop("slurmctld", None)
@@ -291,7 +296,16 @@ class DevKubelet:
             p = copy.deepcopy(self.fake.pods[(ns, pod)])
             p["status"] = {
                 "phase": "Succeeded" if code == 0 else "Failed",
-                "containerStatuses": [{"name": "c", "state": ended}],
+                "containerStatuses": [
+                    {
+                        "name": "c",
+                        "image": "c",
+                        "imageID": "",
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": ended,
+                    }
+                ],
             }
             self.fake.pods[(ns, pod)] = p
             self.fake.touch_pod(p)

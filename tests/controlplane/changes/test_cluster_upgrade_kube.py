@@ -41,6 +41,7 @@ pytestmark = [pytest.mark.releases("slurm24"), pytest.mark.timeout(300)]
 TOKEN = "control-plane-sa-token"  # the control plane's ServiceAccount: every write it makes is audited
 RBAC = Path(__file__).parents[3] / "manifests" / "rbac" / "rbac.yaml"
 BACKUP_CM = "slurmdbd-backup"
+LOCATION = "backups/slurm_acct_db-$(SLURM_SIDECARS_UPGRADE_STAMP).sql"  # the template's word for its dump
 
 
 def backup_template(socket_dir: Path, backups: Path, socket_name: str) -> str:
@@ -53,11 +54,7 @@ def backup_template(socket_dir: Path, backups: Path, socket_name: str) -> str:
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {
-            "annotations": {
-                "slurm-sidecars.io/backup-location": "backups/slurm_acct_db-$(SLURM_SIDECARS_UPGRADE_STAMP).sql"
-            }
-        },
+        "metadata": {"annotations": {"slurm-sidecars.io/backup-location": LOCATION}},
         "spec": {
             "backoffLimit": 0,
             "template": {
@@ -69,7 +66,10 @@ def backup_template(socket_dir: Path, backups: Path, socket_name: str) -> str:
                             "image": "mariadb:11",
                             "command": ["sh", "-c", dump],
                             "env": [
-                                {"name": "MYSQL_PWD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "pw"}}}
+                                {
+                                    "name": "MYSQL_PWD",
+                                    "valueFrom": {"secretKeyRef": {"name": "db", "key": "pw"}},
+                                }
                             ],
                             "volumeMounts": [
                                 {"name": "db", "mountPath": "/mnt/dbsock"},
@@ -179,6 +179,11 @@ async def _submit(k: Kube) -> tuple[int, int, dict[int, str]]:
     return spanning, held, await k.roles.jobs()
 
 
+def _state_jobs(k: Kube) -> list[tuple[str, int]]:
+    """The `slurm-sidecars state ACTION` Jobs the kubelet ran: (ACTION, exit code)."""
+    return [(argv[4], code) for _, argv, code in k.kubelet.ran if argv[1:4] == ["-m", "sidecars", "state"]]
+
+
 def _states(up: ClusterUpgrade) -> dict[str, str]:
     return {s.name: s.state for s in up.status.stages}
 
@@ -222,8 +227,12 @@ def test_the_audit_refuses_what_the_role_does_not_grant() -> None:
         return Request(method, path, 200, "", None, verb, resource, TOKEN)
 
     rules = _rules()
-    allowed = req("PATCH", "/apis/apps/v1/namespaces/slurm/statefulsets/slurmctld/scale", "patch", "statefulsets/scale")
-    other = req("PATCH", "/apis/apps/v1/namespaces/slurm/statefulsets/web/scale", "patch", "statefulsets/scale")
+    allowed = req(
+        "PATCH", "/apis/apps/v1/namespaces/slurm/statefulsets/slurmctld/scale", "patch", "statefulsets/scale"
+    )
+    other = req(
+        "PATCH", "/apis/apps/v1/namespaces/slurm/statefulsets/web/scale", "patch", "statefulsets/scale"
+    )
     secret = req("GET", "/api/v1/namespaces/slurm/secrets/slurmdbd-conf", "get", "secrets")
     assert forbidden([allowed], rules) == []
     assert forbidden([other, secret], rules) == [
@@ -263,7 +272,7 @@ async def test_a_whole_upgrade_through_kubernetes_keeps_every_job(kube: Kube) ->
     assert [p.name for p in copies if p.is_dir()] == [up.status.state_copy.split(" ")[0].split("/")[1]]
     manifest = json.loads(next(p for p in copies if p.suffix == ".json").read_text())
     assert any(name.startswith("job_state") for name in manifest)
-    assert [(argv[3], code) for _, argv, code in kube.kubelet.ran if "sidecars" in argv] == [("copy", 0)]
+    assert _state_jobs(kube) == [("copy", 0)]
     # every write of the control plane's identity is one the Role grants, and only these kinds
     writes = fake.writes_by(TOKEN, first)
     assert {(w.verb, w.resource) for w in writes} == {
@@ -283,7 +292,9 @@ async def test_a_slurmctld_image_that_never_gets_ready_is_rolled_back_through_th
     kube: Kube, release: Release
 ) -> None:
     c, fake = kube.cluster, kube.fake
-    _, held, before = await _submit(kube)
+    # a setting the new release does not know: it refuses the whole file at once
+    (c.dir / "etc" / "refused.conf").write_text(c.conf_path.read_text() + "NoSuchSetting=1\n")
+    spanning, held, before = await _submit(kube)
     up = kube.upgrade()
     assert await up.run() == "rolled_back", up.status.report()
     assert _states(up) == {
@@ -294,12 +305,9 @@ async def test_a_slurmctld_image_that_never_gets_ready_is_rolled_back_through_th
     }
     detail = up.status.stage("slurmctld").detail
     # the pod's own words: the kubelet's CrashLoopBackOff and slurmctld's exit
-    assert "CrashLoopBackOff" in detail and "slurmctld" in detail and "refused.conf" in detail, detail
+    assert "CrashLoopBackOff" in detail and "NoSuchSetting" in detail, detail
     # a copy, then a restore, each our own Job run for real
-    assert [(argv[3], code) for _, argv, code in kube.kubelet.ran if "sidecars" in argv] == [
-        ("copy", 0),
-        ("restore", 0),
-    ]
+    assert _state_jobs(kube) == [("copy", 0), ("restore", 0)]
     sts = fake.stateful_sets[(NAMESPACE, "slurmctld")]
     assert sts["spec"]["template"]["spec"]["containers"][0]["image"] == image("slurmctld", release)
     assert sts["spec"]["replicas"] == 1 and sts["status"]["readyReplicas"] == 1
@@ -307,7 +315,9 @@ async def test_a_slurmctld_image_that_never_gets_ready_is_rolled_back_through_th
     assert str(versions["slurmctld:slurmctld"]) == release.version
     after = await kube.roles.jobs()
     assert set(before) <= set(after) and after[held] == "PENDING"
-    kube.go.touch()
+    kube.go.touch()  # the job that spanned the failed upgrade completes, and is recorded
+    await c.wait_job(spanning, "COMPLETED", timeout=60)
+    assert await finished_record(c, spanning) == ("COMPLETED", "0:0")
 
 
 async def test_a_failed_backup_job_halts_before_slurmdbd_is_touched(kube: Kube) -> None:
@@ -319,7 +329,12 @@ async def test_a_failed_backup_job_halts_before_slurmdbd_is_touched(kube: Kube) 
     dbd_before = json.dumps(fake.deployments[(NAMESPACE, "slurmdbd")], sort_keys=True)
     up = kube.upgrade()
     assert await up.run() == "failed", up.status.report()
-    assert _states(up) == {"preflight": "done", "slurmdbd": "failed", "slurmctld": "pending", "workers": "pending"}
+    assert _states(up) == {
+        "preflight": "done",
+        "slurmdbd": "failed",
+        "slurmctld": "pending",
+        "workers": "pending",
+    }
     detail = up.status.stage("slurmdbd").detail
     assert "database backup Job slurmdbd-backup-" in detail and "BackoffLimitExceeded" in detail, detail
     assert "gone.sock" in detail, detail  # mariadb-dump's own words, from the pod
@@ -346,7 +361,9 @@ async def test_what_is_missing_or_unsafe_is_refused_before_anything_changes(kube
     kube.put_template(yaml.safe_dump(secret_arg))
     await preflight_says("container dump has a password on its command line")
     secret_env = yaml.safe_load(backup_template(Path("/x"), Path("/y"), "s"))
-    secret_env["spec"]["template"]["spec"]["containers"][0]["env"] = [{"name": "MYSQL_PWD", "value": "hunter2"}]
+    secret_env["spec"]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "MYSQL_PWD", "value": "hunter2"}
+    ]
     kube.put_template(yaml.safe_dump(secret_env))
     await preflight_says("env MYSQL_PWD holds its value in the template")
     assert not [e for e in kube.events if "hunter2" in e[2]]  # the password is never said back
