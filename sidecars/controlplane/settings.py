@@ -29,6 +29,7 @@ from sidecars.runtime.settings import (
     settings_of,
     values,
 )
+from sidecars.slurm import daemons
 
 AUDIENCE = "slurm-sidecars"  # the audience of the agents' projected ServiceAccount tokens
 
@@ -361,13 +362,13 @@ class ControlPlaneSettings:
         help="slurmdbd's workload a whole-cluster upgrade moves: deployment/NAME or statefulset/NAME",
     )
     upgrade_slurmdbd_container: str = setting(
-        default="slurmdbd", conv=OBJECT_NAME, help="the slurmdbd container in that workload"
+        default=daemons.SLURMDBD, conv=OBJECT_NAME, help="the slurmdbd container in that workload"
     )
     upgrade_slurmctld_statefulset: str = setting(
         default="", conv=OBJECT_NAME, help="slurmctld's StatefulSet a whole-cluster upgrade moves"
     )
     upgrade_slurmctld_container: str = setting(
-        default="slurmctld", conv=OBJECT_NAME, help="the slurmctld container in that StatefulSet"
+        default=daemons.SLURMCTLD, conv=OBJECT_NAME, help="the slurmctld container in that StatefulSet"
     )
     upgrade_state_image: str = setting(
         default="",

@@ -9,7 +9,6 @@ from sidecars.controlplane.changes.cluster_roles_kube import (
     unavailable,
 )
 from sidecars.controlplane.changes.cluster_upgrade_run import (
-    NOT_IN_KUBERNETES,
     ClusterUpgradeMetrics,
     ClusterUpgrades,
 )
@@ -18,7 +17,6 @@ from sidecars.controlplane.changes.node_windows import NodeWindows
 from sidecars.controlplane.changes.upgrade import Upgrade
 
 __all__ = [
-    "NOT_IN_KUBERNETES",
     "BudgetedRoll",
     "ClusterUpgradeMetrics",
     "ClusterUpgrades",

@@ -174,7 +174,7 @@ class KubeClusterRoles:
             n.slurmdbd_kind, n.namespace, n.slurmdbd_name, n.slurmdbd_container, image
         )
         await self._rolled_out(n.slurmdbd_kind, n.slurmdbd_name, n.slurmdbd_container)
-        await self._answering("slurmdbd", lambda: slurmdbd_version(self._slurm()))
+        await self._answering(daemons.SLURMDBD, lambda: slurmdbd_version(self._slurm()))
 
     # ------------------------------------------------------------------ slurmctld
     async def stop_slurmctld(self, controller: str) -> None:
@@ -232,7 +232,7 @@ class KubeClusterRoles:
         await self.workloads.set_image("StatefulSet", n.namespace, controller, n.slurmctld_container, image)
         await self.workloads.scale_stateful_set(n.namespace, controller, int(self._before.get("replicas", 1)))
         await self._rolled_out("StatefulSet", controller, n.slurmctld_container)
-        await self._answering("slurmctld", self._slurm().show_config)
+        await self._answering(daemons.SLURMCTLD, self._slurm().show_config)
 
     # ------------------------------------------------------------------ the workers
     async def roll_workers(self, image: str, version: Version) -> None:

@@ -32,9 +32,11 @@ from sidecars.kube import KubeClient
 from sidecars.slurm import Version
 from tests.controlplane.changes.test_cluster_upgrade import Sabotaged
 from tests.controlplane.changes.upgrade_records import finished_record
+from tests.controlplane.conftest import control_plane
 from tests.fakekube import FakeKube
 from tests.fakekube.devkubelet import NAMESPACE, DevKubelet, image
 from tests.fakekube.server import Request, configuration
+from tests.helpers import eventually
 
 pytestmark = [pytest.mark.releases("slurm24"), pytest.mark.timeout(300)]
 
@@ -98,6 +100,7 @@ class Kube:
     backups: Path
     events: list[tuple[str, str, str]]
     go: Path
+    url: str  # the fake API server's
 
     async def emit(self, stage: str, state: str, message: str) -> None:
         self.events.append((stage, state, message))
@@ -162,7 +165,9 @@ async def kube(release: Release, newer: Release, request: pytest.FixtureRequest)
                     poll_interval_seconds=0.2,
                 )
                 roles = KubeClusterRoles(names, client, lambda: c.client(timeout=10.0), dev.roll_workers)
-                k = Kube(c, fake, kubelet, roles, Version.parse(newer.version), backups, [], c.out_dir / "go")
+                k = Kube(
+                    c, fake, kubelet, roles, Version.parse(newer.version), backups, [], c.out_dir / "go", url
+                )
                 k.put_template(backup_template(c.database.socket.parent, backups, c.database.socket.name))
                 yield k
         finally:
@@ -377,3 +382,54 @@ async def test_what_is_missing_or_unsafe_is_refused_before_anything_changes(kube
     await preflight_says("this control plane runs in slurmctld-0, a pod of StatefulSet slurmctld")
     # nothing was written by any of them
     assert fake.writes_by(TOKEN, first) == []
+
+
+async def test_the_control_plane_builds_the_roles_from_its_settings_or_names_what_is_missing(
+    kube: Kube,
+) -> None:
+    c, newer = kube.cluster, kube.kubelet.releases["26.05"]
+    body = {
+        "slurm_version": "26.05",
+        "images": {
+            "slurmdbd": image("slurmdbd", newer),
+            "slurmctld": image("slurmctld", newer),
+            "slurmd": "r2",
+        },
+    }
+    # no workload named: refused in one line that names each flag missing, nothing started
+    async with control_plane(c, kube_url=kube.url) as bare:
+        status, text = await bare.post("/v1/upgrade/cluster", body)
+        assert status == 409, text
+        for flag in (
+            "--upgrade-slurmdbd-workload",
+            "--upgrade-slurmctld-statefulset",
+            "--upgrade-state-image",
+            "--upgrade-backup-job-configmap",
+        ):
+            assert flag in text, text
+        assert "\n" not in text.strip()
+        assert (await bare.get("/v1/upgrade"))[1]["cluster"] is None
+    # named: the start is taken, and its preflight reads the workloads through the API (here it
+    # finds the control plane inside slurmctld's own pod, and refuses before anything changes)
+    first = len(kube.fake.requests)
+    async with control_plane(
+        c,
+        kube_url=kube.url,
+        pod_name="slurmctld-0",
+        upgrade_slurmdbd_workload=("Deployment", "slurmdbd"),
+        upgrade_slurmctld_statefulset="slurmctld",
+        upgrade_state_image="registry.example/slurm-sidecars:1",
+        upgrade_backup_job_configmap=BACKUP_CM,
+    ) as named:
+        status, text = await named.post("/v1/upgrade/cluster", body)
+        assert status == 201, text
+
+        async def report() -> dict[str, Any]:
+            return dict((await named.get("/v1/upgrade"))[1]["cluster"])
+
+        ended = await eventually(report, lambda r: r["state"] != "running", within=60, what="the preflight")
+        assert ended["state"] == "failed", ended
+        assert "runs in slurmctld-0, a pod of StatefulSet slurmctld" in ended["stages"][0]["detail"]
+    reads = {(r.verb, r.resource) for r in kube.fake.requests[first:] if r.verb == "get"}
+    assert {("get", "statefulsets"), ("get", "deployments")} <= reads
+    assert not [r for r in kube.fake.mutating(first) if r.resource in ("statefulsets", "deployments", "jobs")]
