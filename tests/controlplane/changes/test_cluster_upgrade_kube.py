@@ -13,8 +13,10 @@ Kubernetes roll is upgrade.py's, tested on its own)."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
+import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,10 +27,12 @@ import yaml
 
 from sidecars.controlplane.changes import KubeClusterRoles, KubeRoleNames
 from sidecars.controlplane.changes.cluster_upgrade import ClusterUpgrade
+from sidecars.controlplane.settings import configure, from_args
 from sidecars.devcluster import ClusterSpec, Release
 from sidecars.devcluster.release import build_chroot
 from sidecars.devcluster.swap_roles import DevClusterRoles
 from sidecars.kube import KubeClient
+from sidecars.runtime.settings import ConfigError
 from sidecars.slurm import Version
 from tests.controlplane.changes.test_cluster_upgrade import Sabotaged
 from tests.controlplane.changes.upgrade_records import finished_record
@@ -225,6 +229,29 @@ def forbidden(requests: list[Request], rules: list[dict[str, Any]]) -> list[str]
         ):
             refused.append(f"{r.verb} {group}/{r.resource} {name}".strip())
     return refused
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--upgrade-slurmdbd-workload", "daemonset/slurmdbd"], "not deployment/NAME or statefulset/NAME"),
+        (["--upgrade-slurmctld-statefulset", "Slurm_Ctld"], "not a Kubernetes name"),
+        (["--upgrade-worker-budget", "0"], "a number of workers or a percentage"),
+        (
+            ["--upgrade-backup-job-configmap", "b", "--upgrade-without-database-backup", "true"],
+            "give one or the other",
+        ),
+    ],
+)
+def test_bad_upgrade_settings_are_refused_at_start(tmp_path: Path, argv: list[str], words: str) -> None:
+    for name in ("tok", "viewer"):
+        (tmp_path / name).write_text(secrets.token_hex(32))
+    p = argparse.ArgumentParser()
+    configure(p)
+    tokens = ["--token-file", str(tmp_path / "tok"), "--viewer-token-file", str(tmp_path / "viewer")]
+    args = p.parse_args(["--http", "127.0.0.1:0", *tokens, *argv])
+    with pytest.raises(ConfigError, match=words):
+        from_args(args)
 
 
 def test_the_audit_refuses_what_the_role_does_not_grant() -> None:
