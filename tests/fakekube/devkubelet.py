@@ -52,6 +52,8 @@ class DevKubelet:
     _running: dict[str, str] = field(default_factory=dict)  # workload -> the image its daemon runs
     _failed: dict[str, str] = field(default_factory=dict)  # workload -> the image that did not start
     _jobs: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    worker_revision: str = ""  # the workers' StatefulSet's updateRevision ("" : no worker pods)
+    worker_releases: dict[str, Release] = field(default_factory=dict)  # revision -> its slurmd's release
 
     # ------------------------------------------------------------------ the objects
     def create_workloads(self, state_location: Path) -> None:
@@ -188,6 +190,7 @@ class DevKubelet:
             while True:
                 await self._slurmctld()
                 await self._slurmdbd()
+                await self._workers()
                 self._start_jobs()
                 await asyncio.sleep(self.interval_seconds)
         finally:
@@ -239,6 +242,30 @@ class DevKubelet:
             return
         self._running["slurmdbd"] = img
         self._settle("Deployment", "slurmdbd", ready=True)
+
+    # ------------------------------------------------------------------ workers
+    def create_workers(self, revision: str, releases: Mapping[str, Release]) -> None:
+        self.worker_revision = revision
+        self.worker_releases = dict(releases)
+        for node in self.cluster.node_names:
+            self._worker(node, revision)
+
+    def _worker(self, node: str, revision: str) -> None:
+        self.fake.add_pod(
+            f"slurmd-{node}",
+            namespace=NAMESPACE,
+            hostname=node,
+            labels={"app": "slurmd", "controller-revision-hash": revision},
+            owner_kind="StatefulSet",
+        )
+
+    async def _workers(self) -> None:
+        if not self.worker_revision:
+            return
+        for node in self.cluster.node_names:
+            if (NAMESPACE, f"slurmd-{node}") not in self.fake.pods:  # deleted: OnDelete replaces it
+                await self.cluster.swap_slurmd(node, self.worker_releases[self.worker_revision])
+                self._worker(node, self.worker_revision)
 
     # ------------------------------------------------------------------ jobs
     def _start_jobs(self) -> None:

@@ -44,6 +44,11 @@ from sidecars.slurm import SlurmClient, Version, daemons, running_releases, slur
 log = structlog.get_logger(__name__)
 
 
+# a node in these runs no slurmd to ask: its release is whatever its pod starts with next
+OFF_STATES = frozenset({"DOWN", "FUTURE"})
+OFF_FLAGS = frozenset({"POWERED_DOWN", "POWERING_DOWN"})
+
+
 class PreflightError(Exception):
     """What the workloads' settings name is not there, or not usable; nothing was changed."""
 
@@ -90,7 +95,20 @@ class KubeClusterRoles:
 
     # ------------------------------------------------------------------ reads, from Slurm
     async def versions(self) -> dict[str, Version]:
-        return await running_releases(self._slurm(), self.names.slurmctld_statefulset)
+        """As Slurm tells them; a node that should run a slurmd and has told slurmctld no release
+        (not registered with it since its start) raises: a release unknown is never taken as moved."""
+        client = self._slurm()
+        found = await running_releases(client, self.names.slurmctld_statefulset)
+        silent = [
+            n.name
+            for n in await client.nodes()
+            if f"{daemons.SLURMD}:{n.name}" not in found
+            and n.state.base not in OFF_STATES
+            and not OFF_FLAGS & n.state.flags
+        ]
+        if silent:
+            raise StageFailed(f"slurmd on {', '.join(silent[:10])} has told slurmctld no release yet")
+        return found
 
     async def jobs(self) -> dict[int, str]:
         return {j.job_id: j.state for j in await self._slurm().jobs()}

@@ -460,3 +460,60 @@ async def test_the_control_plane_builds_the_roles_from_its_settings_or_names_wha
     reads = {(r.verb, r.resource) for r in kube.fake.requests[first:] if r.verb == "get"}
     assert {("get", "statefulsets"), ("get", "deployments")} <= reads
     assert not [r for r in kube.fake.mutating(first) if r.resource in ("statefulsets", "deployments", "jobs")]
+
+
+async def test_the_whole_upgrade_through_the_control_plane_with_its_own_roll_of_the_workers(
+    kube: Kube, release: Release
+) -> None:
+    """Started through the API of a control plane whose settings name the workloads: every stage
+    acts through Kubernetes, the workers' too (the control plane's budgeted roll deletes each drained
+    worker's pod; the StatefulSet brings it back on the new revision, its slurmd on 26.05)."""
+    c, fake = kube.cluster, kube.fake
+    newer = kube.kubelet.releases["26.05"]
+    kube.kubelet.create_workers("r2411", {"r2411": release, "r2605": newer})
+    kube.kubelet.worker_revision = "r2605"  # the operator applied the workers' new template (OnDelete)
+    spanning, held, before = await _submit(kube)
+    body = {
+        "slurm_version": "26.05",
+        "images": {
+            "slurmdbd": image("slurmdbd", newer),
+            "slurmctld": image("slurmctld", newer),
+            "slurmd": "r2605",
+        },
+    }
+    async with control_plane(
+        c,
+        kube_url=kube.url,
+        pod_name="control-plane-0",
+        interval_seconds=1.0,
+        upgrade_slurmdbd_workload=("Deployment", "slurmdbd"),
+        upgrade_slurmctld_statefulset="slurmctld",
+        upgrade_state_image="registry.example/slurm-sidecars:1",
+        upgrade_backup_job_configmap=BACKUP_CM,
+        upgrade_rollout_timeout_seconds=60.0,
+        upgrade_job_timeout_seconds=60.0,
+    ) as plane:
+        status, text = await plane.post("/v1/upgrade/cluster", body)
+        assert status == 201, text
+
+        async def report() -> dict[str, Any]:
+            return dict((await plane.get("/v1/upgrade"))[1]["cluster"])
+
+        await eventually(
+            report, lambda r: r["stages"][3]["state"] == "running", within=180, what="the workers"
+        )
+        kube.go.touch()  # the roll waits for the job on its worker: it ends now, as jobs do
+        ended = await eventually(
+            report, lambda r: r["state"] != "running", within=180, what="the upgrade's end"
+        )
+        assert ended["state"] == "complete", ended
+    versions = await kube.roles.versions()
+    assert {str(v) for v in versions.values()} == {str(kube.target)}
+    workers = [p for p in fake.pods.values() if p["metadata"]["labels"].get("app") == "slurmd"]
+    assert len(workers) == 2 and {p["metadata"]["labels"]["controller-revision-hash"] for p in workers} == {
+        "r2605"
+    }
+    after = await kube.roles.jobs()
+    assert set(before) <= set(after) and after[held] == "PENDING"
+    assert await finished_record(c, spanning) == ("COMPLETED", "0:0")
+    assert not [n.name for n in await c.client().nodes() if n.state.drain]
