@@ -126,6 +126,9 @@ class KubeClusterRoles:
         Job refuses to copy without room on its volume (nothing is changed by then but slurmctld's
         stop, undone at once), and the backup Job is the platform's own."""
         n = self.names
+        # one roles object serves every upgrade of this control plane: the preflight starts afresh
+        self._before.clear()
+        self._copy_path = ""
         await self._workload(n.slurmdbd_kind, n.slurmdbd_name, n.slurmdbd_container)
         sts = await self._workload("StatefulSet", n.slurmctld_statefulset, n.slurmctld_container)
         if re.fullmatch(rf"{re.escape(sts.name)}-\d+", n.own_pod):
@@ -220,10 +223,10 @@ class KubeClusterRoles:
         copy_path = f"{COPIES}/state-{stamp}"
         try:
             await self._state_job("copy", copy_path)
-        except Exception:
+        except Exception as e:
             # nothing is changed yet but the stop: the old controller goes back on its own state
             await self._start(self.names.slurmctld_statefulset, str(self._before["image"]))
-            raise
+            raise StageFailed(f"{e}; the old slurmctld runs again on its own state, unchanged") from e
         assert self._state is not None
         self._copy_path = copy_path
         return f"{copy_path} on {self._state.describe}"

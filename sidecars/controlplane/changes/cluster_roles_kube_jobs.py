@@ -7,7 +7,6 @@ slurmctld StatefulSet's spec.
 from __future__ import annotations
 
 import copy
-import json
 import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -26,7 +25,8 @@ COPIES = ".slurm-sidecars-upgrade"  # the copies' directory at the volume's root
 # an environment variable whose value would be a credential: it must come from a Secret
 _SECRET_NAME = re.compile(r"PASS|PWD|SECRET|TOKEN|KEY", re.IGNORECASE)
 # a password on a command line (ps, the pod's spec, our logs would show it)
-_SECRET_ARG = re.compile(r"(--password=\S|^-p\S)", re.IGNORECASE)
+# (mysql's `-pSECRET`, also inside a shell script; `-P3306` is its port)
+_SECRET_ARG = re.compile(r"(?i:--password=)\S|(?:^|[\s'\"])-p[^\s'\"]")
 
 
 class TemplateError(ValueError):
@@ -150,7 +150,7 @@ def state_job(
             "template": {
                 "metadata": {"labels": dict(LABELS)},
                 "spec": {
-                    **json.loads(json.dumps(kept)),
+                    **copy.deepcopy(kept),
                     "restartPolicy": "Never",
                     "volumes": [{**where.volume, "name": "state"}],
                     "containers": [

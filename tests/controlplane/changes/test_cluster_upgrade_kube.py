@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from sidecars.controlplane.changes import KubeClusterRoles, KubeRoleNames
+from sidecars.controlplane.changes.cluster_roles_kube_jobs import TemplateError, backup_job
 from sidecars.controlplane.changes.cluster_upgrade import ClusterUpgrade
 from sidecars.controlplane.settings import configure, from_args
 from sidecars.devcluster import ClusterSpec, Release
@@ -252,6 +253,26 @@ def test_bad_upgrade_settings_are_refused_at_start(tmp_path: Path, argv: list[st
     args = p.parse_args(["--http", "127.0.0.1:0", *tokens, *argv])
     with pytest.raises(ConfigError, match=words):
         from_args(args)
+
+
+@pytest.mark.parametrize(
+    ("script", "refused"),
+    [
+        ("mariadb-dump -h db -P3306 -u backup --databases slurm_acct_db", False),  # -P: the port
+        ("mariadb-dump -h db -u backup -phunter2 --databases slurm_acct_db", True),
+        ("mysqldump --PASSWORD=hunter2 slurm_acct_db", True),
+        ("mysqldump --password slurm_acct_db", False),  # asks, or reads its option file: nothing written
+    ],
+)
+def test_a_password_on_the_backup_command_line_is_refused(script: str, refused: bool) -> None:
+    job = yaml.safe_load(backup_template(Path("/x"), Path("/y"), "s"))
+    job["spec"]["template"]["spec"]["containers"][0]["command"][2] = script
+    if refused:
+        with pytest.raises(TemplateError, match="password on its command line"):
+            backup_job(yaml.safe_dump(job), BACKUP_CM, "1")
+    else:
+        made = backup_job(yaml.safe_dump(job), BACKUP_CM, "1")
+        assert made["metadata"]["generateName"] == "slurmdbd-backup-"
 
 
 def test_the_audit_refuses_what_the_role_does_not_grant() -> None:
