@@ -528,3 +528,25 @@ async def test_the_whole_upgrade_through_the_control_plane_with_its_own_roll_of_
     assert set(before) <= set(after) and after[held] == "PENDING"
     assert await finished_record(c, spanning) == ("COMPLETED", "0:0")
     assert not [n.name for n in await c.client().nodes() if n.state.drain]
+
+
+async def test_a_failed_state_copy_puts_the_old_slurmctld_back_on_its_own_state(
+    kube: Kube, release: Release
+) -> None:
+    c = kube.cluster
+    # the copies' place on the volume is taken by a file: the copy Job cannot make its directory
+    (c.dir / ".slurm-sidecars-upgrade").write_text("not a directory")
+    spanning, held, before = await _submit(kube)
+    up = kube.upgrade()
+    assert await up.run() == "failed", up.status.report()
+    assert tuple(_states(up).values()) == ("done", "done", "failed", "pending")
+    detail = up.status.stage("slurmctld").detail
+    assert "state copy Job" in detail and "the old slurmctld runs again on its own state" in detail, detail
+    assert _state_jobs(kube) == [("copy", 1)]
+    for node in c.node_names:  # registered again with the restarted controller, on their release
+        await c.wait_node(node, lambda n: n.state.registered and n.version is not None, timeout=60)
+    versions = await kube.roles.versions()
+    assert {str(v) for d, v in versions.items() if d != "slurmdbd"} == {release.version}
+    after = await kube.roles.jobs()
+    assert set(before) <= set(after) and after[held] == "PENDING" and after[spanning] == "RUNNING"
+    kube.go.touch()
