@@ -33,6 +33,7 @@ from sidecars.devcluster import ClusterSpec, Release
 from sidecars.devcluster.release import build_chroot
 from sidecars.devcluster.swap_roles import DevClusterRoles
 from sidecars.kube import KubeClient
+from sidecars.runtime import process
 from sidecars.runtime.settings import ConfigError
 from sidecars.slurm import Version
 from tests.controlplane.changes.test_cluster_upgrade import Sabotaged
@@ -549,4 +550,29 @@ async def test_a_failed_state_copy_puts_the_old_slurmctld_back_on_its_own_state(
     assert {str(v) for d, v in versions.items() if d != "slurmdbd"} == {release.version}
     after = await kube.roles.jobs()
     assert set(before) <= set(after) and after[held] == "PENDING" and after[spanning] == "RUNNING"
+    kube.go.touch()
+
+
+async def test_a_slurmdbd_failing_its_conversion_crash_loops_and_halts_not_rolled_back(kube: Kube) -> None:
+    c, fake = kube.cluster, kube.fake
+    assert c.database is not None
+    spanning, held, before = await _submit(kube)
+    # the database user may no longer change tables: the new slurmdbd's conversion fails
+    revoke = f"REVOKE ALTER ON `{c.database.name}`.* FROM '{c.database.user}'@'127.0.0.1';"
+    done = await process.run(
+        ["mariadb", "--no-defaults", f"--socket={c.database.socket}", "-u", "root", "-e", revoke], timeout=30
+    )
+    assert done.returncode == 0, done.text()
+    up = kube.upgrade()
+    assert await up.run() == "failed", up.status.report()
+    assert tuple(_states(up).values()) == ("done", "failed", "pending", "pending")
+    detail = up.status.stage("slurmdbd").detail
+    # the pod's words, the machine's refusal to go back blindly, and the backup to go back from
+    assert "Deployment slurmdbd crash-looping" in detail and "CrashLoopBackOff" in detail, detail
+    assert "not rolled back" in detail and up.status.backup in detail, detail
+    assert list(kube.backups.glob("slurm_acct_db-*.sql"))
+    # slurmctld never touched: no patch of its StatefulSet, every job still there
+    assert not fake.answered("PATCH", "/statefulsets/")
+    after = await kube.roles.jobs()
+    assert set(before) <= set(after) and after[spanning] == "RUNNING" and after[held] == "PENDING"
     kube.go.touch()
