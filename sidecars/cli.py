@@ -57,6 +57,11 @@ COMMANDS = (
     Command(
         "check-secret", "init step: refuse an empty, short or placeholder key", "sidecars.check_secret.main"
     ),
+    Command(
+        "state",
+        "copy slurmctld's StateSaveLocation aside, or put a copy back (run while slurmctld is stopped)",
+        "sidecars.statecopy.main",
+    ),
     Command("status", "a human-readable view of the cluster", "sidecars.operator.status.main"),
     Command("plan", "what a config change would do, before it is merged", "sidecars.operator.plan.main"),
     Command("demo", "run everything on this machine against a real Slurm", "sidecars.demo.main"),

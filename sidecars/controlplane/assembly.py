@@ -9,7 +9,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sidecars.controlplane.changes import Maintenance, NodeWindows, Upgrade
+from sidecars.controlplane.changes import (
+    BudgetedRoll,
+    KubeClusterRoles,
+    KubeRoleNames,
+    Maintenance,
+    NodeWindows,
+    Upgrade,
+    unavailable,
+)
 from sidecars.controlplane.fleet import (
     ComputeDomainCache,
     ControlPlaneMetrics,
@@ -40,7 +48,7 @@ from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.kube import KubeClient, KubeEventSink, Pod
 from sidecars.kube.cache import WatchCache
 from sidecars.runtime.events import EventSink, EventType, LogEventSink
-from sidecars.slurm import SlurmClient
+from sidecars.slurm import SlurmClient, running_releases
 
 COMPONENT = "slurm-sidecars-control-plane"
 
@@ -137,6 +145,48 @@ def kube_side(
         NodeWindows(maintenance, caches.nodes, workers.held, workers.node_of),
         events,
     )
+
+
+def cluster_roles(
+    settings: ControlPlaneSettings, side: KubeSide, slurm: SlurmClient
+) -> tuple[KubeClusterRoles | None, str]:
+    """A whole-cluster upgrade's roles in Kubernetes: the workloads the settings name; or none, and
+    the one line that names the settings missing."""
+    s = settings
+    missing = [
+        flag
+        for flag, given in (
+            ("--upgrade-slurmdbd-workload", s.upgrade_slurmdbd_workload),
+            ("--upgrade-slurmctld-statefulset", s.upgrade_slurmctld_statefulset),
+            ("--upgrade-state-image", s.upgrade_state_image),
+            (
+                "--upgrade-backup-job-configmap",
+                s.upgrade_backup_job_configmap or s.upgrade_without_database_backup,
+            ),
+        )
+        if not given
+    ]
+    if missing or s.upgrade_slurmdbd_workload is None:
+        return None, unavailable(missing)
+    kind, name = s.upgrade_slurmdbd_workload
+    names = KubeRoleNames(
+        namespace=s.namespace,
+        slurmdbd_kind=kind,
+        slurmdbd_name=name,
+        slurmdbd_container=s.upgrade_slurmdbd_container,
+        slurmctld_statefulset=s.upgrade_slurmctld_statefulset,
+        slurmctld_container=s.upgrade_slurmctld_container,
+        state_image=s.upgrade_state_image,
+        backup_configmap=s.upgrade_backup_job_configmap,
+        without_backup=s.upgrade_without_database_backup,
+        rollout_timeout_seconds=s.upgrade_rollout_timeout_seconds,
+        job_timeout_seconds=s.upgrade_job_timeout_seconds,
+        own_pod=s.pod_name,
+    )
+    roll = BudgetedRoll(
+        side.upgrade, s.upgrade_worker_budget, lambda: running_releases(slurm, names.slurmctld_statefulset)
+    )
+    return KubeClusterRoles(names, side.kube, lambda: slurm, roll), ""
 
 
 def writers(

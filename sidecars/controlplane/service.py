@@ -13,9 +13,8 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from sidecars.controlplane import health
-from sidecars.controlplane.assembly import Caches, KubeSide, kube_side, writers
+from sidecars.controlplane.assembly import Caches, KubeSide, cluster_roles, kube_side, writers
 from sidecars.controlplane.changes import (
-    NOT_IN_KUBERNETES,
     ClusterUpgradeMetrics,
     ClusterUpgrades,
     Maintenance,
@@ -143,12 +142,10 @@ class ControlPlaneService:
             if kube is not None and settings.leader_label
             else None
         )
-        # its roles: the dev cluster's release swap, handed in by the demo and the tests
-        self.cluster_upgrades = ClusterUpgrades(
-            None,
-            NOT_IN_KUBERNETES if kube is not None else NO_ROLES,
-            ClusterUpgradeMetrics(registry),
-        )
+        # its roles: the workloads the settings name in Kubernetes; else the dev cluster's release
+        # swap, handed in by the demo and the tests
+        roles, why = cluster_roles(settings, self.k8s, slurm) if self.k8s is not None else (None, NO_ROLES)
+        self.cluster_upgrades = ClusterUpgrades(roles, why, ClusterUpgradeMetrics(registry))
         self.face = Face(
             settings,
             slurm=slurm,

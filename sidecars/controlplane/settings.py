@@ -29,6 +29,7 @@ from sidecars.runtime.settings import (
     settings_of,
     values,
 )
+from sidecars.slurm import daemons
 
 AUDIENCE = "slurm-sidecars"  # the audience of the agents' projected ServiceAccount tokens
 
@@ -91,6 +92,38 @@ def _configmap(text: str, what: str) -> str:
     return text
 
 
+def _workload(text: str, what: str) -> tuple[str, str] | None:
+    kind, _, name = text.strip().partition("/")
+    kinds = {"deployment": "Deployment", "statefulset": "StatefulSet"}
+    if not text.strip():
+        return None
+    if kind.lower() not in kinds or not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", name):
+        raise ConfigError(f"{what}: not deployment/NAME or statefulset/NAME: {text!r}")
+    return kinds[kind.lower()], name
+
+
+def _object_name(text: str, what: str) -> str:
+    if text and not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", text):
+        raise ConfigError(f"{what}: not a Kubernetes name: {text!r}")
+    return text
+
+
+def _image(text: str, what: str) -> str:
+    if text and (any(c.isspace() for c in text) or len(text) > 512):
+        raise ConfigError(f"{what}: not an image reference: {text!r}")
+    return text
+
+
+def _budget(text: str, what: str) -> str:
+    if not re.fullmatch(r"[1-9][0-9]*|([1-9][0-9]?|100)%", text.strip()):
+        raise ConfigError(f"{what}: a number of workers or a percentage, e.g. 2 or 25%: {text!r}")
+    return text.strip()
+
+
+WORKLOAD = Conv(_workload, lambda w: f"{w[0].lower()}/{w[1]}" if w else "", "KIND/NAME")
+OBJECT_NAME = Conv(_object_name, str, "NAME")
+IMAGE = Conv(_image, str, "IMAGE")
+BUDGET = Conv(_budget, str, "N|N%")
 JOB_READ = Conv(
     _job_read, lambda brief: "brief" if brief else "full", "brief|full", choices=("brief", "full")
 )
@@ -322,6 +355,49 @@ class ControlPlaneSettings:
         conv=seconds(zero_ok=True),
         help="a new place from the labels must hold this long before the node is moved (no flapping)",
     )
+    # a whole-cluster upgrade in Kubernetes (docs/upgrades.md): what it changes, named
+    upgrade_slurmdbd_workload: tuple[str, str] | None = setting(
+        default=None,
+        conv=WORKLOAD,
+        help="slurmdbd's workload a whole-cluster upgrade moves: deployment/NAME or statefulset/NAME",
+    )
+    upgrade_slurmdbd_container: str = setting(
+        default=daemons.SLURMDBD, conv=OBJECT_NAME, help="the slurmdbd container in that workload"
+    )
+    upgrade_slurmctld_statefulset: str = setting(
+        default="", conv=OBJECT_NAME, help="slurmctld's StatefulSet a whole-cluster upgrade moves"
+    )
+    upgrade_slurmctld_container: str = setting(
+        default=daemons.SLURMCTLD, conv=OBJECT_NAME, help="the slurmctld container in that StatefulSet"
+    )
+    upgrade_state_image: str = setting(
+        default="",
+        conv=IMAGE,
+        help="this project's image, for the Jobs that copy and restore slurmctld's StateSaveLocation",
+    )
+    upgrade_backup_job_configmap: str = setting(
+        default="",
+        conv=Conv(_configmap),
+        help="ConfigMap whose job.yaml is the Job backing up the accounting database before slurmdbd moves",
+    )
+    upgrade_without_database_backup: bool = setting(
+        default=False,
+        conv=BOOL,
+        help="move slurmdbd with no database backup first (only where the platform keeps its own)",
+    )
+    upgrade_rollout_timeout_seconds: float = setting(
+        default=600.0,
+        conv=seconds(),
+        help="bound on each rollout of slurmdbd or slurmctld, and on their answer",
+    )
+    upgrade_job_timeout_seconds: float = setting(
+        default=3600.0,
+        conv=seconds(),
+        help="bound on each backup or state Job (one that outlives it is deleted)",
+    )
+    upgrade_worker_budget: str = setting(
+        default="1", conv=BUDGET, help="workers a whole-cluster upgrade's roll takes out of service at once"
+    )
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -342,6 +418,11 @@ def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
     settings = ControlPlaneSettings(
         host=host, port=port, tls=http.tls_from(args), topology=topology.from_args(args), **given
     )
+    if settings.upgrade_backup_job_configmap and settings.upgrade_without_database_backup:
+        raise ConfigError(
+            "--upgrade-without-database-backup: a backup Job is named (--upgrade-backup-job-configmap): "
+            "give one or the other"
+        )
     # the leader steps down after 2/3 of the lease without a renewal
     if settings.renew_seconds >= settings.lease_seconds * 2 / 3:
         raise ConfigError("--renew-seconds must be shorter than 2/3 of --lease-seconds")

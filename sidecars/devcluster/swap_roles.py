@@ -23,7 +23,7 @@ from sidecars.devcluster.base import ClusterError
 from sidecars.devcluster.release import Release
 from sidecars.devcluster.swap import SwappableCluster
 from sidecars.runtime import process
-from sidecars.slurm import Version, slurmdbd_version
+from sidecars.slurm import Version, running_releases
 
 log = structlog.get_logger(__name__)
 
@@ -76,13 +76,7 @@ class DevClusterRoles:
 
     # ------------------------------------------------------------------ reads
     async def versions(self) -> dict[str, Version]:
-        client = self.cluster.client(timeout=10.0)
-        found = {"slurmdbd": await slurmdbd_version(client)}
-        controller = Version.parse((await client.show_config()).get("SLURM_VERSION", ""))
-        found[f"slurmctld:{self.cluster.host}"] = controller
-        for node in await client.nodes():
-            if node.version:
-                found[f"slurmd:{node.name}"] = Version.parse(node.version)
+        found = await running_releases(self.cluster.client(timeout=10.0), self.cluster.host)
         for name in self.cluster.node_names:
             # a running slurmd's own binary, as a worker agent reports it (`slurmd -V`): a node
             # record has no release until its slurmd registered with this controller

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from sidecars.kube.errors import KubeError, LeaseConflict
     from sidecars.kube.events import KubeEventSink, pod_events
     from sidecars.kube.models import Deployment, KubeNode, LeaseRecord, Pod, ReplicaSet, TokenReview
+    from sidecars.kube.workloads import JobState, KubeWorkloads, PodHealth, Workload
 
 # the models and errors load without kubernetes-asyncio; the client and its connection load it
 _MODULE = {
@@ -33,20 +34,28 @@ _MODULE = {
     "load_configuration": "config",
     "KubeEventSink": "events",
     "pod_events": "events",
+    "JobState": "workloads",
+    "KubeWorkloads": "workloads",
+    "PodHealth": "workloads",
+    "Workload": "workloads",
 }
 
 __all__ = [
     "Deployment",
+    "JobState",
     "KubeClient",
     "KubeError",
     "KubeEventSink",
     "KubeNode",
     "KubeRetry",
+    "KubeWorkloads",
     "LeaseConflict",
     "LeaseRecord",
     "Pod",
+    "PodHealth",
     "ReplicaSet",
     "TokenReview",
+    "Workload",
     "load_configuration",
     "pod_events",
 ]

@@ -27,6 +27,7 @@ from sidecars.slurm.models import (
     Version,
 )
 from sidecars.slurm.primary import Controllers, Takeover
+from sidecars.slurm.releases import running_releases
 from sidecars.slurm.runner import CommandResult, SlurmMetrics
 
 __all__ = [
@@ -56,5 +57,6 @@ __all__ = [
     "Takeover",
     "Version",
     "parse_dbd_version",
+    "running_releases",
     "slurmdbd_version",
 ]

@@ -72,19 +72,19 @@ def verb_and_resource(method: str, path: str, watch: bool) -> tuple[str, str]:
     return _VERBS.get(method, method.lower()), resource
 
 
-def _content_type(request: web.Request) -> str:
+def content_type(request: web.Request) -> str:
     return request.headers.get("Content-Type", "").split(";")[0]
 
 
-def _not_a_merge_patch(request: web.Request) -> web.Response | None:
+def not_a_merge_patch(request: web.Request) -> web.Response | None:
     """The API server's 415 for a PATCH whose body is neither kind of merge patch."""
-    ctype = _content_type(request)
+    ctype = content_type(request)
     if ctype in MERGE_TYPES:
         return None
-    return _status(415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {ctype}")
+    return refusal(415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {ctype}")
 
 
-def _status(code: int, reason: str, message: str) -> web.Response:
+def refusal(code: int, reason: str, message: str) -> web.Response:
     return web.json_response(
         {
             "kind": "Status",
@@ -99,16 +99,41 @@ def _status(code: int, reason: str, message: str) -> web.Response:
     )
 
 
-def _merge(target: Obj, patch: Obj) -> Obj:
+def merge_patch(target: Obj, patch: Obj) -> Obj:
     """RFC 7386 merge (also what a strategic merge does for the maps we patch)."""
     for key, value in patch.items():
         if value is None:
             target.pop(key, None)
         elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            _merge(target[key], value)
+            merge_patch(target[key], value)
         else:
             target[key] = copy.deepcopy(value)
     return target
+
+
+def strategic_merge(target: Obj, patch: Obj) -> Obj:
+    """A strategic merge as the API server does it for what we patch: maps merged, and lists of
+    named objects (containers, volumes, env) merged by name; other lists replaced."""
+    for key, value in patch.items():
+        here = target.get(key)
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(here, dict):
+            strategic_merge(here, value)
+        elif isinstance(value, list) and isinstance(here, list) and _named(value) and _named(here):
+            by_name = {item["name"]: item for item in here}
+            for item in value:
+                if item["name"] in by_name:
+                    strategic_merge(by_name[item["name"]], item)
+                else:
+                    here.append(copy.deepcopy(item))
+        else:
+            target[key] = copy.deepcopy(value)
+    return target
+
+
+def _named(items: list[Any]) -> bool:
+    return all(isinstance(i, dict) and "name" in i for i in items)
 
 
 def _watching(request: web.Request) -> bool:
@@ -181,6 +206,8 @@ class FakeKube:
     # ServiceAccount tokens as the kubelet's TokenRequest makes them for a projected volume: bound
     # to a pod (and invalid once that pod is gone), for the audiences asked for (see issue_token)
     sa_tokens: dict[str, Obj] = field(default_factory=dict)
+    stateful_sets: dict[tuple[str, str], Obj] = field(default_factory=dict)  # apps/v1 (workloads.py)
+    jobs: dict[tuple[str, str], Obj] = field(default_factory=dict)  # batch/v1 (workloads.py)
     _changed: asyncio.Condition | None = None
     _watches: set[asyncio.Task[Any]] = field(default_factory=set)  # open watches, stalled requests
 
@@ -325,7 +352,7 @@ class FakeKube:
 
     def _patch_node(self, name: str, patch: Obj) -> None:
         node = self.nodes[name]
-        _merge(node, patch)
+        merge_patch(node, patch)
         node["metadata"]["resourceVersion"] = self._bump()
         self._record("MODIFIED", node, self.node_history)
 
@@ -467,18 +494,18 @@ class FakeKube:
             try:
                 body = json.loads(raw) if raw else None
             except ValueError:
-                return _status(400, "BadRequest", "body is not JSON")
+                return refusal(400, "BadRequest", "body is not JSON")
         request[BODY] = body
-        ctype = _content_type(request)
+        ctype = content_type(request)
         watching = _watching(request)
         verb, resource = verb_and_resource(request.method, request.path, watching)
         given = request.headers.get("Authorization", "").removeprefix("Bearer ")
         record = Request(request.method, request.path, 0, ctype, body, verb, resource, given)
         self.requests.append(record)  # on arrival: an open watch is counted when it is opened
         if given != self.token and given not in self.tokens:
-            resp: web.StreamResponse = _status(401, "Unauthorized", "Unauthorized")
+            resp: web.StreamResponse = refusal(401, "Unauthorized", "Unauthorized")
         elif given in self.blocked:
-            resp = _status(403, "Forbidden", "Forbidden")
+            resp = refusal(403, "Forbidden", "Forbidden")
         else:
             fault = next(
                 (
@@ -496,7 +523,7 @@ class FakeKube:
                 await self._held_open(asyncio.sleep(fault.delay))
                 resp = await handler(request)
             elif fault is not None:
-                resp = _status(fault.status, "Injected", f"injected {fault.status}")
+                resp = refusal(fault.status, "Injected", f"injected {fault.status}")
                 if fault.status == 429:
                     resp.headers["Retry-After"] = "0"
             else:
@@ -530,6 +557,9 @@ class FakeKube:
         app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", self.create_token_review)
         app.router.add_post(leases, self.create_lease)
         app.router.add_put(leases + "/{name}", self.replace_lease)
+        from tests.fakekube.workloads import Workloads  # it builds on this module's helpers
+
+        Workloads(self).routes(app)
         return app
 
     @contextlib.asynccontextmanager
@@ -555,7 +585,7 @@ class FakeKube:
             return await self._watch(request, ns, selector)
         fields = q.get("fieldSelector") or ""
         if fields and not fields.startswith("spec.nodeName="):
-            return _status(400, "BadRequest", f'"{fields}" is not a known field selector here')
+            return refusal(400, "BadRequest", f'"{fields}" is not a known field selector here')
         on_node = fields.partition("=")[2] if fields else None
         items = [
             copy.deepcopy(p)
@@ -695,14 +725,14 @@ class FakeKube:
     async def get_config_map(self, request: web.Request) -> web.StreamResponse:
         found = self.config_maps.get((request.match_info["ns"], request.match_info["name"]))
         if found is None:
-            return _status(404, "NotFound", f'configmaps "{request.match_info["name"]}" not found')
+            return refusal(404, "NotFound", f'configmaps "{request.match_info["name"]}" not found')
         return web.json_response(found)
 
     async def create_config_map(self, request: web.Request) -> web.StreamResponse:
         cm, ns = request[BODY], request.match_info["ns"]
         name = cm["metadata"]["name"]
         if (ns, name) in self.config_maps:
-            return _status(409, "AlreadyExists", f'configmaps "{name}" already exists')
+            return refusal(409, "AlreadyExists", f'configmaps "{name}" already exists')
         cm.update(apiVersion="v1", kind="ConfigMap")
         cm["metadata"].update(namespace=ns, resourceVersion=self._bump(), uid=str(uuid.uuid4()))
         self.config_maps[(ns, name)] = cm
@@ -712,7 +742,7 @@ class FakeKube:
         ns, name = request.match_info["ns"], request.match_info["name"]
         current = self.config_maps.get((ns, name))
         if current is None:
-            return _status(404, "NotFound", f'configmaps "{name}" not found')
+            return refusal(404, "NotFound", f'configmaps "{name}" not found')
         cm = request[BODY]
         cm.update(apiVersion="v1", kind="ConfigMap")
         cm["metadata"].update(namespace=ns, resourceVersion=self._bump(), uid=current["metadata"]["uid"])
@@ -739,23 +769,24 @@ class FakeKube:
     async def get_deployment(self, request: web.Request) -> web.StreamResponse:
         found = self.deployments.get((request.match_info["ns"], request.match_info["name"]))
         if found is None:
-            return _status(404, "NotFound", f'deployments.apps "{request.match_info["name"]}" not found')
+            return refusal(404, "NotFound", f'deployments.apps "{request.match_info["name"]}" not found')
         return web.json_response(found)
 
     async def patch_deployment(self, request: web.Request) -> web.StreamResponse:
-        if (refused := _not_a_merge_patch(request)) is not None:
+        if (refused := not_a_merge_patch(request)) is not None:
             return refused
         name = request.match_info["name"]
         found = self.deployments.get((request.match_info["ns"], name))
         if found is None:
-            return _status(404, "NotFound", f'deployments.apps "{name}" not found')
+            return refusal(404, "NotFound", f'deployments.apps "{name}" not found')
         patch = request[BODY]
         if not isinstance(patch, dict):
-            return _status(400, "BadRequest", "patch is not an object")
-        changed = _merge(copy.deepcopy(found), patch)
+            return refusal(400, "BadRequest", "patch is not an object")
+        strategic = content_type(request) == "application/strategic-merge-patch+json"
+        changed = (strategic_merge if strategic else merge_patch)(copy.deepcopy(found), patch)
         rolling = changed["spec"].get("strategy", {}).get("rollingUpdate") or {}
         if rolling.get("maxSurge", "25%") in {0, "0%"} and rolling.get("maxUnavailable", "25%") in {0, "0%"}:
-            return _status(  # the API server's own validation, in its words
+            return refusal(  # the API server's own validation, in its words
                 422,
                 "Invalid",
                 f'Deployment.apps "{name}" is invalid: spec.strategy.rollingUpdate.maxUnavailable: '
@@ -785,7 +816,7 @@ class FakeKube:
 
     async def list_compute_domains(self, request: web.Request) -> web.StreamResponse:
         if not self.serve_crds:
-            return _status(404, "NotFound", "the server could not find the requested resource")
+            return refusal(404, "NotFound", "the server could not find the requested resource")
         if _watching(request):
             return await self._watch(request, "*", request.query.get("labelSelector"), self.cd_history)
         items = [copy.deepcopy(c) for _, c in sorted(self.compute_domains.items())]
@@ -794,22 +825,22 @@ class FakeKube:
     async def get_node(self, request: web.Request) -> web.StreamResponse:
         node = self.nodes.get(request.match_info["name"])
         if node is None:
-            return _status(404, "NotFound", f'nodes "{request.match_info["name"]}" not found')
+            return refusal(404, "NotFound", f'nodes "{request.match_info["name"]}" not found')
         return web.json_response(node)
 
     async def patch_node(self, request: web.Request) -> web.StreamResponse:
         """Only metadata (annotations, labels) is taken from the patch: spec and status are the
         tests' to set (`set_node_spec`, `set_node_condition`), as a kubelet or an admin would."""
-        if (refused := _not_a_merge_patch(request)) is not None:
+        if (refused := not_a_merge_patch(request)) is not None:
             return refused
         node = self.nodes.get(request.match_info["name"])
         if node is None:
-            return _status(404, "NotFound", f'nodes "{request.match_info["name"]}" not found')
+            return refusal(404, "NotFound", f'nodes "{request.match_info["name"]}" not found')
         patch = request[BODY]
         if not isinstance(patch, dict) or not isinstance(patch.get("metadata", {}), dict):
-            return _status(400, "BadRequest", "patch is not an object")
+            return refusal(400, "BadRequest", "patch is not an object")
         meta = {k: v for k, v in (patch.get("metadata") or {}).items() if k in ("annotations", "labels")}
-        _merge(node["metadata"], meta)
+        merge_patch(node["metadata"], meta)
         node["metadata"]["resourceVersion"] = self._bump()
         self._record("MODIFIED", node, self.node_history)
         return web.json_response(node)
@@ -820,19 +851,19 @@ class FakeKube:
     async def get_pod(self, request: web.Request) -> web.StreamResponse:
         pod = self._pod(request)
         if pod is None:
-            return _status(404, "NotFound", f'pods "{request.match_info["name"]}" not found')
+            return refusal(404, "NotFound", f'pods "{request.match_info["name"]}" not found')
         return web.json_response(pod)
 
     async def patch_pod(self, request: web.Request) -> web.StreamResponse:
-        if (refused := _not_a_merge_patch(request)) is not None:
+        if (refused := not_a_merge_patch(request)) is not None:
             return refused
         pod = self._pod(request)
         if pod is None:
-            return _status(404, "NotFound", f'pods "{request.match_info["name"]}" not found')
+            return refusal(404, "NotFound", f'pods "{request.match_info["name"]}" not found')
         patch = request[BODY]
         if not isinstance(patch, dict):
-            return _status(400, "BadRequest", "patch is not an object")
-        _merge(pod, patch)
+            return refusal(400, "BadRequest", "patch is not an object")
+        merge_patch(pod, patch)
         pod["metadata"]["resourceVersion"] = self._bump()
         self._record("MODIFIED", pod)
         return web.json_response(pod)
@@ -840,27 +871,27 @@ class FakeKube:
     async def patch_pod_status(self, request: web.Request) -> web.StreamResponse:
         """The status subresource: only `status` is taken from the patch; conditions merge by type
         (their strategic-merge key), as the real API server does."""
-        if (refused := _not_a_merge_patch(request)) is not None:
+        if (refused := not_a_merge_patch(request)) is not None:
             return refused
         pod = self._pod(request)
         if pod is None:
-            return _status(404, "NotFound", f'pods "{request.match_info["name"]}" not found')
+            return refusal(404, "NotFound", f'pods "{request.match_info["name"]}" not found')
         patch = request[BODY]
         if not isinstance(patch, dict) or not isinstance(patch.get("status", {}), dict):
-            return _status(400, "BadRequest", "patch is not an object")
+            return refusal(400, "BadRequest", "patch is not an object")
         status = copy.deepcopy(patch.get("status") or {})
         given = status.pop("conditions", None)
         if given is not None:
             if not isinstance(given, list) or not all(isinstance(c, dict) and c.get("type") for c in given):
-                return _status(422, "Invalid", "status.conditions: each needs a type")
-            if _content_type(request) == "application/strategic-merge-patch+json":
+                return refusal(422, "Invalid", "status.conditions: each needs a type")
+            if content_type(request) == "application/strategic-merge-patch+json":
                 current = {c["type"]: c for c in pod["status"].get("conditions") or []}
                 for cond in given:
-                    current[cond["type"]] = _merge(current.get(cond["type"], {}), cond)
+                    current[cond["type"]] = merge_patch(current.get(cond["type"], {}), cond)
                 pod["status"]["conditions"] = list(current.values())
             else:  # a JSON merge patch replaces a list whole
                 pod["status"]["conditions"] = copy.deepcopy(given)
-        _merge(pod["status"], status)
+        merge_patch(pod["status"], status)
         pod["metadata"]["resourceVersion"] = self._bump()
         self._record("MODIFIED", pod)
         return web.json_response(pod)
@@ -868,11 +899,11 @@ class FakeKube:
     async def delete_pod(self, request: web.Request) -> web.StreamResponse:
         pod = self._pod(request)
         if pod is None:
-            return _status(404, "NotFound", f'pods "{request.match_info["name"]}" not found')
+            return refusal(404, "NotFound", f'pods "{request.match_info["name"]}" not found')
         body = request[BODY] or {}
         uid = (body.get("preconditions") or {}).get("uid")
         if uid and uid != pod["metadata"]["uid"]:
-            return _status(409, "Conflict", "Precondition failed: UID in precondition does not match")
+            return refusal(409, "Conflict", "Precondition failed: UID in precondition does not match")
         del self.pods[(request.match_info["ns"], request.match_info["name"])]
         pod["metadata"]["resourceVersion"] = self._bump()
         self._record("DELETED", pod)
@@ -882,7 +913,7 @@ class FakeKube:
     async def create_event(self, request: web.Request) -> web.StreamResponse:
         event = request[BODY]
         if not isinstance(event, dict) or "involvedObject" not in event:
-            return _status(422, "Invalid", "event needs involvedObject")
+            return refusal(422, "Invalid", "event needs involvedObject")
         meta = event.setdefault("metadata", {})
         meta.setdefault("name", (meta.get("generateName") or "event.") + uuid.uuid4().hex[:10])
         meta["namespace"] = request.match_info["ns"]
@@ -898,7 +929,7 @@ class FakeKube:
         review = request[BODY]
         spec = review.get("spec") if isinstance(review, dict) else None
         if not isinstance(spec, dict) or not isinstance(spec.get("token"), str) or not spec["token"]:
-            return _status(
+            return refusal(
                 422, "Invalid", "TokenReview.authentication.k8s.io is invalid: spec.token: Required"
             )
         wanted = spec.get("audiences") or ["https://kubernetes.default.svc.cluster.local"]
@@ -950,7 +981,7 @@ class FakeKube:
     async def get_lease(self, request: web.Request) -> web.StreamResponse:
         lease = self.leases.get((request.match_info["ns"], request.match_info["name"]))
         if lease is None:
-            return _status(
+            return refusal(
                 404, "NotFound", f'leases.coordination.k8s.io "{request.match_info["name"]}" not found'
             )
         return web.json_response(lease)
@@ -960,7 +991,7 @@ class FakeKube:
         ns = request.match_info["ns"]
         name = lease["metadata"]["name"]
         if (ns, name) in self.leases:
-            return _status(409, "AlreadyExists", f'leases.coordination.k8s.io "{name}" already exists')
+            return refusal(409, "AlreadyExists", f'leases.coordination.k8s.io "{name}" already exists')
         lease["metadata"]["namespace"] = ns
         lease["metadata"]["resourceVersion"] = self._bump()
         self.leases[(ns, name)] = lease
@@ -970,11 +1001,11 @@ class FakeKube:
         ns, name = request.match_info["ns"], request.match_info["name"]
         current = self.leases.get((ns, name))
         if current is None:
-            return _status(404, "NotFound", f'leases.coordination.k8s.io "{name}" not found')
+            return refusal(404, "NotFound", f'leases.coordination.k8s.io "{name}" not found')
         lease = request[BODY]
         wanted = lease["metadata"].get("resourceVersion")
         if wanted and wanted != current["metadata"]["resourceVersion"]:
-            return _status(
+            return refusal(
                 409,
                 "Conflict",
                 f"Operation cannot be fulfilled on leases.coordination.k8s.io "

@@ -60,7 +60,9 @@ VERBS = {
     "replace": "update",
     "delete": "delete",
 }
-METHOD = re.compile(r"^(list|read|patch|create|replace|delete)_(namespaced_|cluster_)?([a-z_]+?)(_status)?$")
+METHOD = re.compile(
+    r"^(list|read|patch|create|replace|delete)_(namespaced_|cluster_)?([a-z_]+?)(_status|_scale)?$"
+)
 SA_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 # the containers that call the API: the control plane, config-sync (its Events; Slinky's
 # `reconfigure` container is config-sync), and a DaemonSet's agent (its Node, the pods on it)
@@ -69,10 +71,10 @@ API_CALLERS = {"control-plane", "config-sync", "reconfigure"}
 Call = tuple[str, str, str]  # (apiGroup, resource, verb)
 
 
-def _resource(api: str, name: str, status: bool) -> tuple[str, str]:
+def _resource(api: str, name: str, sub: str) -> tuple[str, str]:
     group = API_GROUPS[api]
     plural = PLURAL if name == "custom_object" else name.replace("_", "") + "s"
-    return group, plural + ("/status" if status else "")
+    return group, plural + sub.replace("_", "/")
 
 
 def _api_method(node: ast.AST) -> tuple[str, str] | None:
@@ -85,7 +87,7 @@ def _api_method(node: ast.AST) -> tuple[str, str] | None:
 def _call(api: str, method: str, verb: str | None = None) -> Call:
     m = METHOD.match(method)
     assert m is not None
-    return (*_resource(api, m.group(3), bool(m.group(4))), verb or VERBS[m.group(1)])
+    return (*_resource(api, m.group(3), m.group(4) or ""), verb or VERBS[m.group(1)])
 
 
 def derived_calls() -> set[Call]:

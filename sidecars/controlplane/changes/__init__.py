@@ -2,8 +2,13 @@
 rolling upgrades (a StatefulSet's revision or a Deployment's paced roll), each draining first, and
 a whole-cluster upgrade in Slurm's order."""
 
+from sidecars.controlplane.changes.cluster_roles_kube import (
+    BudgetedRoll,
+    KubeClusterRoles,
+    KubeRoleNames,
+    unavailable,
+)
 from sidecars.controlplane.changes.cluster_upgrade_run import (
-    NOT_IN_KUBERNETES,
     ClusterUpgradeMetrics,
     ClusterUpgrades,
 )
@@ -12,11 +17,14 @@ from sidecars.controlplane.changes.node_windows import NodeWindows
 from sidecars.controlplane.changes.upgrade import Upgrade
 
 __all__ = [
-    "NOT_IN_KUBERNETES",
+    "BudgetedRoll",
     "ClusterUpgradeMetrics",
     "ClusterUpgrades",
+    "KubeClusterRoles",
+    "KubeRoleNames",
     "Maintenance",
     "NodeWindows",
     "Upgrade",
     "WindowError",
+    "unavailable",
 ]

@@ -5,7 +5,7 @@ come with the Kubernetes seam: none is wired yet).
 
 The roles (where the daemons run) are handed in: the dev cluster's release swap in the demo and the
 tests. Without them the start is refused with `why_unavailable`, one line that names what is missing
-(in Kubernetes: the image change of slurmdbd's and slurmctld's workloads, not written yet)."""
+(in Kubernetes: the settings that name slurmdbd's and slurmctld's workloads, cluster_roles_kube.py)."""
 
 from __future__ import annotations
 
@@ -30,11 +30,6 @@ from sidecars.slurm import Version, daemons
 log = structlog.get_logger(__name__)
 
 ROLES = daemons.UPGRADE_ORDER
-NOT_IN_KUBERNETES = (
-    "a whole-cluster upgrade cannot run here: changing the slurmdbd and slurmctld workloads' images "
-    "through Kubernetes is not written yet (docs/upgrades.md); roll the workers with "
-    "`upgrade start --revision`, and move slurmdbd then slurmctld by hand"
-)
 
 
 class ClusterUpgradeMetrics:

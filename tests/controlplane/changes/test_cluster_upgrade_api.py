@@ -2,7 +2,7 @@
 MariaDB: started, paused between stages, resumed, read per stage (`/v1/upgrade`, the page's
 document, the metrics, the operator's `upgrade status`), and refused with one line where it must be
 (a bad version, an image missing, no token, one already running, no roles to act through, the
-Kubernetes seam not written); a new slurmctld refusing to start ends `rolled_back` there too."""
+Kubernetes workloads not named); a new slurmctld refusing to start ends `rolled_back` there too."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from typing import Any
 import aiohttp
 import pytest
 
-from sidecars.controlplane.changes import NOT_IN_KUBERNETES
 from sidecars.controlplane.service import NO_ROLES, ControlPlaneService
 from sidecars.devcluster import ClusterSpec, Release
 from sidecars.devcluster.release import build_chroot
@@ -217,11 +216,11 @@ async def test_refusals_say_why_in_one_line_and_start_nothing(
         assert status == 409 and NO_ROLES in text, text
         report = await _cluster(bare)
         assert report["cluster"] is None and report["cluster_unavailable"] == NO_ROLES
-    # in Kubernetes: refused, naming the seam that is not written (never a silent no-op)
+    # in Kubernetes without its workloads named: refused, naming the settings (never a silent no-op)
     async with control_plane(cluster, kube_url=fake_kube[1]) as in_kube:
         status, text = await in_kube.post("/v1/upgrade/cluster", {"slurm_version": "26.05", "images": IMAGES})
-        assert status == 409 and NOT_IN_KUBERNETES in text, text
-        assert (await _cluster(in_kube))["cluster_unavailable"] == NOT_IN_KUBERNETES
+        assert status == 409 and "--upgrade-slurmctld-statefulset" in text, text
+        assert "--upgrade-slurmctld-statefulset" in (await _cluster(in_kube))["cluster_unavailable"]
     # a target outside Slurm's window starts, and its preflight refuses it: nothing moved
     status, text = await plane.post("/v1/upgrade/cluster", {"slurm_version": "27.11", "images": IMAGES})
     assert status == 201, text
