@@ -9,11 +9,11 @@ from dataclasses import replace
 
 from prometheus_client import CollectorRegistry
 
+from sidecars.controlplane.flag_kinds import SIGNALS
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.controlplane.fleet.snapshot import FleetNode, FleetSnapshot
 from sidecars.controlplane.reconcile import HealthSync, Signals, View
 from sidecars.controlplane.reconcile.health import health_reason
-from sidecars.controlplane.settings import SIGNALS
 from sidecars.kube import KubeNode, Pod
 from sidecars.runtime.settings import ConfigError
 from tests.controlplane.reconcile.standins import Drains, Nodes

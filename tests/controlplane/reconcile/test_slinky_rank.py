@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from sidecars.controlplane.flag_kinds import SLINKY_MODE
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.controlplane.fleet.pods import node_name
 from sidecars.controlplane.reconcile.deletion_cost import ANNOTATION, DeletionCostWriter
-from sidecars.controlplane.settings import SLINKY_MODE
 from sidecars.devcluster import DevCluster
 from sidecars.kube import KubeClient
 from sidecars.runtime.settings import ConfigError
