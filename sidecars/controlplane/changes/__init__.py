@@ -2,11 +2,13 @@
 rolling upgrades (a StatefulSet's revision or a Deployment's paced roll), each draining first, and
 a whole-cluster upgrade in Slurm's order."""
 
+from sidecars.controlplane.changes.cluster_upgrade_events import StageEvents
 from sidecars.controlplane.changes.cluster_upgrade_run import (
     NOT_IN_KUBERNETES,
     ClusterUpgradeMetrics,
     ClusterUpgrades,
 )
+from sidecars.controlplane.changes.cluster_upgrade_store import ConfigMapStore, FileStore
 from sidecars.controlplane.changes.maintenance import Maintenance, WindowError
 from sidecars.controlplane.changes.node_windows import NodeWindows
 from sidecars.controlplane.changes.upgrade import Upgrade
@@ -15,8 +17,11 @@ __all__ = [
     "NOT_IN_KUBERNETES",
     "ClusterUpgradeMetrics",
     "ClusterUpgrades",
+    "ConfigMapStore",
+    "FileStore",
     "Maintenance",
     "NodeWindows",
+    "StageEvents",
     "Upgrade",
     "WindowError",
 ]

@@ -105,6 +105,8 @@ class UpgradeAPI:
             versions = describe(self._controller[0], self._versions.fresh(), records)
         except SlurmError as exc:
             versions = {**describe(None, self._versions.fresh(), records), "error": exc.message}
+        if self._cluster is not None and self._leader.is_leader:  # only the holder marks a cut one
+            await self._cluster.ensure_loaded()
         cluster = self._cluster_report()
         if self._upgrade is None:
             body = {"upgrade": None, "unavailable": self.why_unavailable, "versions": versions, **cluster}
@@ -124,6 +126,8 @@ class UpgradeAPI:
         out: dict[str, Any] = {"cluster": self._cluster.report()}
         if self._cluster.roles is None:
             out["cluster_unavailable"] = self._cluster.why_unavailable
+        if self._cluster.store_error:
+            out["cluster_error"] = self._cluster.store_error
         return out
 
     async def _roll_under_way(self) -> str | None:
@@ -164,6 +168,7 @@ class UpgradeAPI:
             return error(503, f"cannot read the upgrade plan: {exc}")
         if rolling is not None:
             return error(409, f"a roll of the workers to {rolling} runs: wait for its end")
+        await self._cluster.ensure_loaded()  # an upgrade a former holder left is gone on, never beside
         try:
             up = self._cluster.start(Version.parse(target), images)
         except UpgradeError as exc:
