@@ -23,7 +23,7 @@ from sidecars.devcluster.base import ClusterError
 from sidecars.devcluster.release import Release
 from sidecars.devcluster.swap import SwappableCluster
 from sidecars.runtime import process
-from sidecars.slurm import Version, slurmdbd_version
+from sidecars.slurm import Reason, Version, slurmdbd_version
 
 log = structlog.get_logger(__name__)
 
@@ -192,9 +192,13 @@ class DevClusterRoles:
         reason = f"{UPGRADE_REASON}{version}"
         client = self.cluster.client(timeout=10.0)
         names = [n for n in self.cluster.node_names if self.cluster.release_of(f"slurmd-{n}") != release]
+        # a worker drained before (an operator's, a maintenance's): moved, its drain and reason kept
+        theirs = {n.name for n in await client.nodes() if n.state.drain and not _ours(n.reason, reason)}
         for i in range(0, len(names), self.budget_workers):
             batch = names[i : i + self.budget_workers]
-            await client.drain(batch, reason)
+            ours = [n for n in batch if n not in theirs]
+            if ours:
+                await client.drain(ours, reason)
             await self._wait(
                 functools.partial(self._idle, batch), f"{', '.join(batch)} without a running job"
             )
@@ -212,7 +216,8 @@ class DevClusterRoles:
                     raise ClusterError(
                         f"worker {name} did not come back on {version}, left drained: {e}"
                     ) from e
-            await client.undrain(batch)
+            if ours:
+                await client.undrain(ours)
 
     async def _idle(self, names: list[str]) -> bool:
         jobs = await self.cluster.client(timeout=10.0).jobs()
@@ -225,6 +230,11 @@ class DevClusterRoles:
             if time.monotonic() >= deadline:
                 raise ClusterError(f"gave up waiting for {what}")
             await asyncio.sleep(0.5)
+
+
+def _ours(reason: Reason | None, ours: str) -> bool:
+    """A drain this roll made (a roll cut short left it; the next one takes it up)."""
+    return reason is not None and reason.text == ours
 
 
 def _same_major(seen: str | None, version: Version) -> bool:
