@@ -15,13 +15,16 @@ verification and rollback:
 - slurmctld: the controller stopped (it saves its state), the StateSaveLocation copied, the new
   controller started on the same state, verified by its release, every job and every node read
   back. When it does not come up, or comes up missing a job or a node, the old controller goes back
-  on the saved copy, automatically: the stage ends `rolled_back`. Several controllers (HA) are refused
-  by the preflight for now: the rollback restores one controller under the others.
+  on the saved copy, automatically: the stage ends `rolled_back`. Several controllers (HA) move one
+  at a time, the backups first and the primary last, each verified before the next; a failure puts
+  every controller moved back on its old release (and the saved state, once the primary stopped).
 - workers: a budgeted roll (drain, replace, undrain: in Kubernetes the control plane's own roll,
   upgrade.py; in the dev cluster the roles' drain-first swap); a worker that never comes back
   stops the roll with that worker left drained, its reason ours.
 
-Between stages the upgrade can be paused; it then waits before the next stage starts.
+Between stages the upgrade can be paused; it then waits before the next stage starts. The status
+is handed to `save` at each stage's start and end and at each rollback point, so that an upgrade cut
+by its control plane's end is found (`interrupted`) and can be started again from there (`resume`).
 """
 
 from __future__ import annotations
@@ -59,10 +62,15 @@ class ClusterRoles(Protocol):
 
     `image` is what the role moves to: a container image or revision in Kubernetes, a release's
     name in the dev cluster. Every method raises (any Exception, with a message that says why)
-    when it could not do what it says."""
+    when it could not do what it says.
+
+    Roles of a cluster that runs no slurmdbd (no accounting) say so with an attribute
+    `accounting = False`: `versions()` then has no "slurmdbd", and its stage is skipped. Without
+    that attribute a slurmdbd is expected, and a release of it not read refuses the upgrade."""
 
     async def versions(self) -> dict[str, Version]:
-        """Daemon -> running release: "slurmdbd", "slurmctld:<host>", "slurmd:<node>"."""
+        """Daemon -> running release: "slurmdbd", "slurmctld:<host>" (each controller that runs),
+        "slurmd:<node>"."""
         ...
 
     async def room(self) -> list[tuple[str, int, int]]:
@@ -95,7 +103,9 @@ class ClusterRoles(Protocol):
 
     async def restore_slurmctld(self, controller: str, saved: str) -> None:
         """Stop whatever runs for `controller`, put the copy `saved` back as the StateSaveLocation
-        and start the release it ran before the upgrade; return once it answers."""
+        (an empty `saved`: the state left as it is, for a backup controller put back beside its
+        primary) and start the release it ran before the upgrade; return once it runs (a backup:
+        in standby) or answers (the one in control)."""
         ...
 
     async def jobs(self) -> dict[int, str]:
@@ -360,10 +370,7 @@ class ClusterUpgrade:
                     {},
                 )
             return "refused", f"refused, nothing changed: a daemon's release could not be read: {unread}", {}
-        why = refusal(self.target, running)
-        if why is None and len(self.roles.controllers()) > 1:
-            # the rollback restores one controller's state under the others: not safe with several yet
-            why = "several controllers (HA): this upgrade moves one slurmctld only, for now"
+        why = refusal(self.target, running, accounting=_accounting(self.roles))
         if why is not None:
             return "refused", f"refused, nothing changed: {why}", running
         room = await self.roles.room()
@@ -375,6 +382,8 @@ class ClusterUpgrade:
         return "done", f"target {self.target} within Slurm's window from: {seen}{resumed}", running
 
     async def _slurmdbd(self, running: dict[str, Version]) -> tuple[str, str, dict[str, Version]]:
+        if not _accounting(self.roles):
+            return "skipped", "this cluster runs no slurmdbd (no accounting)", running
         if daemons.SLURMDBD not in running:  # a resumed slurmctld stage whose daemons do not answer
             return "skipped", "slurmdbd was moved before the interruption (its release not read now)", running
         if _same(running[daemons.SLURMDBD], self.target):
@@ -417,59 +426,87 @@ class ClusterUpgrade:
             self.status.nodes_before = sorted(nodes_before)
             self.status.state_copy = ""  # a copy from a run before this one is not this state
             await self.checkpoint()
+        # backups first, the primary last: slurmctld answers throughout until the primary stops
+        # (the backups in standby meanwhile), and the state is copied once the primary saved it
         stopped = time.monotonic()
-        for i, controller in enumerate(controllers):
+        moved: list[str] = []
+        for controller in controllers:
+            last = controller == controllers[-1]
+            moved.append(controller)
             try:
                 if f"slurmctld:{controller}" not in running:
                     # resumed, none answering: the state is the old one's as it stopped, or the new
                     # one's; the target's controller reads either
-                    if not self.status.state_copy:
+                    if last and not self.status.state_copy:
                         self.status.state_copy = await self.roles.copy_state()
                         await self.checkpoint()
                     await self.roles.start_slurmctld(controller, self.status.images[daemons.SLURMCTLD])
                 elif controller not in on_target:
+                    if last:
+                        stopped = time.monotonic()
                     await self.roles.stop_slurmctld(controller)
-                    if i == 0:
+                    if last:
                         self.status.state_copy = await self.roles.copy_state()
                         await self.checkpoint()
                     await self.roles.start_slurmctld(controller, self.status.images[daemons.SLURMCTLD])
                 # else: resumed on a controller already started on the target: judged only
                 await self._verify_controller(controller, jobs_before, nodes_before)
             except Exception as e:  # the rollback says what happened
-                state, detail = await self._roll_back(controller, e, jobs_before, nodes_before, stopped)
+                state, detail = await self._roll_back(moved, e, jobs_before, nodes_before, stopped)
                 return state, detail, running
         self.status.slurmctld_unanswered_seconds = round(time.monotonic() - stopped, 3)
+        several = f" ({len(controllers)} controllers, one at a time: {', '.join(controllers)})"
         return (
             "done",
-            f"slurmctld {self.target} on the same state: {len(jobs_before)} jobs and "
-            f"{len(nodes_before)} nodes read back; state copy at {self.status.state_copy}",
+            f"slurmctld {self.target} on the same state{several if len(controllers) > 1 else ''}: "
+            f"{len(jobs_before)} jobs and {len(nodes_before)} nodes read back; state copy at "
+            f"{self.status.state_copy}",
             running,
         )
 
     async def _roll_back(
         self,
-        controller: str,
+        moved: list[str],
         cause: Exception,
         jobs_before: dict[int, str],
         nodes_before: set[str],
         stopped: float,
     ) -> tuple[str, str]:
-        """Put the old slurmctld back on the saved state; the stage's state and detail after it."""
-        why = f"the new slurmctld on {controller} failed: {cause}"
-        await self._say(daemons.SLURMCTLD, ROLLING_BACK, f"{why}; rolling back to the saved state")
+        """Put every controller moved (the last one failed) back on its old release, and the state
+        on the saved copy where the one that failed had stopped the primary; the stage's state and
+        detail after it."""
+        failed, others = moved[-1], moved[:-1]
+        primary = failed == self.roles.controllers()[-1]
+        why = f"the new slurmctld on {failed} failed: {cause}"
+        back = "the saved state" if primary else "the old release (the primary and its state untouched)"
+        await self._say(daemons.SLURMCTLD, ROLLING_BACK, f"{why}; rolling back to {back}")
         try:
-            if not self.status.state_copy:  # the stop or the copy failed: the state is the old one's
-                self.status.state_copy = await self.roles.copy_state()
-            await self.roles.restore_slurmctld(controller, self.status.state_copy)
-            await self._verify_controller(controller, jobs_before, nodes_before, expect_target=False)
+            if primary:
+                # the moved backups stopped first: none may take control on the state being restored
+                for other in others:
+                    await self.roles.stop_slurmctld(other)
+                if not self.status.state_copy:  # the stop or the copy failed: the state is the old one's
+                    self.status.state_copy = await self.roles.copy_state()
+                await self.roles.restore_slurmctld(failed, self.status.state_copy)
+                await self._verify_controller(failed, jobs_before, nodes_before, expect_target=False)
+            else:
+                await self.roles.restore_slurmctld(failed, "")
+            for other in others:
+                await self.roles.restore_slurmctld(other, "")
+            for controller in moved:
+                await self._verify_controller(controller, jobs_before, nodes_before, expect_target=False)
         except Exception as e:  # said in full: the operator must act
             return "failed", (
                 f"{why}; the rollback failed too ({type(e).__name__}: {e}): the state copy is at "
-                f"{self.status.state_copy} (docs/upgrades.md, When slurmctld fails)"
+                f"{self.status.state_copy or 'none (the primary was not stopped)'} (docs/upgrades.md, "
+                "When slurmctld fails)"
             )
-        self.status.slurmctld_unanswered_seconds = round(time.monotonic() - stopped, 3)
+        if primary:
+            self.status.slurmctld_unanswered_seconds = round(time.monotonic() - stopped, 3)
+        where = "on the saved state " if primary else ""
+        every = f" ({', '.join(moved)})" if len(moved) > 1 else ""
         return "rolled_back", (
-            f"{why}; rolled back: the old slurmctld runs on the saved state with all "
+            f"{why}; rolled back: the old slurmctld{every} runs {where}with all "
             f"{len(jobs_before)} jobs and {len(nodes_before)} nodes"
         )
 
@@ -503,6 +540,8 @@ class ClusterUpgrade:
         missing_jobs, missing_nodes = sorted(live - set(jobs)), sorted(nodes_before - nodes)
         if expect_target and (runs is None or not _same(runs, self.target)):
             raise StageFailed(f"it runs {runs}, not {self.target}")
+        if not expect_target and (runs is None or _same(runs, self.target)):
+            raise StageFailed(f"{controller} runs {runs}, not its release of before")
         if missing_jobs or missing_nodes:
             raise StageFailed(
                 f"it came up missing jobs {missing_jobs[:20]} ({len(missing_jobs)}) and nodes "
@@ -524,6 +563,13 @@ class ClusterUpgrade:
 
 
 _NONE = Version(0, 0, 0)  # a controller whose release was not read
+
+
+def _accounting(roles: ClusterRoles) -> bool:
+    """Whether the cluster runs a slurmdbd (roles without one say `accounting = False`)."""
+    return bool(getattr(roles, "accounting", True))
+
+
 LIVE_JOBS = frozenset({"PENDING", "RUNNING", "SUSPENDED", "CONFIGURING"})
 
 
