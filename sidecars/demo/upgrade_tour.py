@@ -73,8 +73,11 @@ async def step_cluster_upgrade(stack: DemoStack) -> str:
         raise StepFailed(
             f"the upgrade ended {up['state']}: {[(s['name'], s['detail']) for s in up['stages']]}"
         )
-    for line in (await cli(stack, "upgrade", "status")).splitlines()[:8]:
+    status_lines = (await cli(stack, "upgrade", "status")).splitlines()
+    for line in status_lines:
         say(f"  $ upgrade status | {line}")
+    if not any(line.endswith(" (accounting)") for line in status_lines):
+        raise StepFailed("`upgrade status` does not show slurmdbd's release (accounting)")
     rows = await _page_rows(stack)
     shown = "; ".join(f"{r['stage']} {r['state']}" for r in rows)
     say(f"  the page's Upgrades section: {shown}")
@@ -88,7 +91,9 @@ async def step_cluster_upgrade(stack: DemoStack) -> str:
     if still != drained:
         raise StepFailed(f"drained before the upgrade: {drained}; after it: {still}")
     if drained:
-        say(f"  {', '.join(drained)} moved too, and left drained as before (that drain was not the upgrade's)")
+        say(
+            f"  {', '.join(drained)} moved too, and left drained as before (that drain was not the upgrade's)"
+        )
     record = await _recorded(stack, spanning)
     ctld = (await c.client().show_config()).get("SLURM_VERSION", "?")
     dbd = await slurmdbd_version(c.client())

@@ -58,6 +58,7 @@ async def test_the_tour_ends_with_a_whole_cluster_upgrade_shown_stage_by_stage(r
     ends = re.findall(r"^  (preflight|slurmdbd|slurmctld|workers)\s+done ", step, re.M)
     assert ends == ["preflight", "slurmdbd", "slurmctld", "workers"], step
     assert re.search(r"^  \$ upgrade status \| cluster upgrade to 26\.05\.\d+: complete$", step, re.M), step
+    assert re.search(r"^  \$ upgrade status \| slurmdbd 26\.05\.\d+ \(accounting\)$", step, re.M), step
     assert "the page's Upgrades section: preflight done; slurmdbd done; slurmctld done; workers done" in step
     assert re.search(r"now slurmctld 26\.05\.\d+, slurmdbd 26\.05\.\d+; sacct: job \d+ COMPLETED", step), step
     # the scale-in step's drained worker was moved and left drained
