@@ -180,6 +180,8 @@ class ControlPlaneService:
         self.metrics.leader.set(1 if lead else 0)
         if lead:  # another replica may have written its upgrade's status while this one followed
             self.cluster_upgrades.forget()
+        else:  # and a replica that lost the Lease acts no more
+            self.cluster_upgrades.lost_lease()
         if lead and self.k8s is not None:  # called from the Lease's task: made by then
             self.k8s.upgrade.forget()  # another replica may have written the plan while this one followed
 

@@ -94,6 +94,7 @@ class ClusterUpgrades:
         self.on_change: Callable[[], None] | None = None  # after each stage's start and end (the page)
         self._task: asyncio.Task[str] | None = None
         self._loaded = False
+        self._loading = asyncio.Lock()
 
     @property
     def running(self) -> bool:
@@ -108,29 +109,44 @@ class ClusterUpgrades:
     async def ensure_loaded(self) -> None:
         """Read the kept status once (again after `forget`); a stage found `running` with no task
         here was cut by the control plane's end: it is `interrupted`, kept so, and said."""
-        if self._loaded or self.store is None or self.running:
-            return
-        try:
-            data = await self.store.load()
-            found = None if data is None else ClusterUpgradeStatus.from_data(data)
-        except Exception as e:  # unreadable: reported, and nothing starts over it
-            self.store_error = f"the kept status in {self.store.where} cannot be read: {e}"
-            log.error("cluster_upgrade_status_unreadable", where=self.store.where, error=str(e))
-            self._loaded = True
-            return
-        self.store_error = ""
-        self.current, self.last, self._loaded = None, found, True
-        cut = found.interrupted() if found is not None else None
-        if found is not None and cut is not None:
-            log.warning("cluster_upgrade_interrupted", target=found.target, stage=cut.name)
+        async with self._loading:  # the upgrade loop and the API may ask at once: one read, one Event
+            if self._loaded or self.store is None or self.running:
+                return
             try:
-                await self.store.save(found.data())
-            except Exception as e:  # said again by the next holder, who finds it `running` too
-                log.warning("cluster_upgrade_status_not_kept", error=str(e))
-            self._show(found)
-            await self._say(found.target, cut.name, cut.state, cut.detail)
-        elif found is not None:
-            self._show(found)
+                data = await self.store.load()
+                found = None if data is None else ClusterUpgradeStatus.from_data(data)
+            except ValueError as e:  # not a status: reported, and nothing starts over it
+                self.store_error = f"the kept status in {self.store.where} cannot be read: {e}"
+                log.error("cluster_upgrade_status_unreadable", where=self.store.where, error=str(e))
+                self._loaded = True
+                return
+            except Exception as e:  # the API after the edge's retries: read again at the next ask
+                self.store_error = f"the kept status in {self.store.where} could not be read now: {e}"
+                log.warning("cluster_upgrade_status_unread", where=self.store.where, error=str(e))
+                return
+            self.store_error = ""
+            self.current, self.last, self._loaded = None, found, True
+            cut = found.interrupted() if found is not None else None
+            if found is not None and cut is not None:
+                log.warning("cluster_upgrade_interrupted", target=found.target, stage=cut.name)
+                try:
+                    await self.store.save(found.data())
+                except Exception as e:  # said again by the next holder, who finds it `running` too
+                    log.warning("cluster_upgrade_status_not_kept", error=str(e))
+                self._show(found)
+                await self._say(found.target, cut.name, cut.state, cut.detail)
+            elif found is not None:
+                self._show(found)
+
+    def lost_lease(self) -> None:
+        """Another replica may lead now: the upgrade under way stops where it is (as if this control
+        plane had ended), and the new holder finds it `interrupted` there. Only the holder acts."""
+        if self._task is not None and not self._task.done():
+            log.warning(
+                "cluster_upgrade_stopped_lease_lost", target=str(self.current.target if self.current else "")
+            )
+            self._task.cancel()
+        self._loaded = False
 
     async def _save(self, status: ClusterUpgradeStatus) -> None:
         if self.store is not None:

@@ -89,6 +89,15 @@ async def _jobs(c: Refusing) -> tuple[int, int]:
     return spanning, held
 
 
+async def _all_back(c: Refusing, roles: Recorded, before: dict[int, str], spanning: int, held: int) -> None:
+    """The primary in control again with every job as it was; the running one then completes."""
+    assert await c.primary() == "ctld-a"
+    assert await roles.jobs() == before
+    (c.out_dir / "go").touch()
+    assert (await c.wait_job(spanning, {"COMPLETED", "FAILED", "CANCELLED"}, timeout=60)).state == "COMPLETED"
+    assert (await roles.jobs())[held] == "PENDING"
+
+
 def _releases(versions: dict[str, Version]) -> dict[str, str]:
     return {d: f"{v.major}.{v.minor:02d}" for d, v in versions.items() if d.startswith("slurmctld:")}
 
@@ -147,11 +156,7 @@ async def test_a_backups_new_slurmctld_that_fails_puts_every_moved_controller_ba
         ("slurmctld:ctld-a", "slurmctld:ctld-b", "slurmctld:ctld-c"), "24.11"
     )
     assert up.status.state_copy == "" and up.status.stage("workers").state == "pending"
-    assert await c.primary() == "ctld-a"
-    assert await roles.jobs() == before
-    (c.out_dir / "go").touch()
-    assert (await c.wait_job(spanning, {"COMPLETED", "FAILED", "CANCELLED"}, timeout=60)).state == "COMPLETED"
-    assert (await roles.jobs())[held] == "PENDING"
+    await _all_back(c, roles, before, spanning, held)
 
 
 @pytest.mark.parametrize("pair", [(2, {"ctld-a"})], indirect=True, ids=["primary"])
@@ -177,8 +182,4 @@ async def test_a_primarys_new_slurmctld_that_fails_puts_the_saved_state_back_und
     assert _releases(await roles.versions()) == dict.fromkeys(
         ("slurmctld:ctld-a", "slurmctld:ctld-b"), "24.11"
     )
-    assert await c.primary() == "ctld-a"
-    assert await roles.jobs() == before
-    (c.out_dir / "go").touch()
-    assert (await c.wait_job(spanning, {"COMPLETED", "FAILED", "CANCELLED"}, timeout=60)).state == "COMPLETED"
-    assert (await roles.jobs())[held] == "PENDING"
+    await _all_back(c, roles, before, spanning, held)

@@ -1,15 +1,18 @@
 """A whole-cluster upgrade's kept status: written whole and read back the same, a stage left
-`running` read as `interrupted`, and anything else refused with what is wrong with it (the file
-store here; the ConfigMap's on the fake Kubernetes API in test_cluster_upgrade_resume.py)."""
+`running` read as `interrupted` (and kept so), and anything else refused with what is wrong with it
+(the file store here; the ConfigMap's on the fake Kubernetes API in test_cluster_upgrade_resume.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
+from sidecars.controlplane.changes import ClusterUpgradeMetrics, ClusterUpgrades
 from sidecars.controlplane.changes.cluster_upgrade import ClusterUpgradeStatus
 from sidecars.controlplane.changes.cluster_upgrade_store import MAX_BYTES, FileStore
 
@@ -91,3 +94,33 @@ async def test_a_file_that_is_not_a_status_or_too_big_is_refused_saying_why(tmp_
     with pytest.raises(ValueError, match="more than"):
         await store.save(huge.data())
     assert store.path.read_text() == json.dumps([1, 2])  # what was there is untouched
+
+
+async def test_the_control_plane_reads_a_kept_upgrade_back_once_and_marks_a_cut_stage(tmp_path: Path) -> None:
+    path = tmp_path / "status.json"
+    path.mkdir()  # a read that fails (not a status, but no answer): tried again at the next ask
+    upgrades = ClusterUpgrades(None, "no roles here", ClusterUpgradeMetrics(CollectorRegistry()))
+    upgrades.store = FileStore(path)
+    await upgrades.ensure_loaded()
+    assert "could not be read now" in upgrades.store_error and upgrades.report() is None
+    path.rmdir()
+    await FileStore(path).save(_cut_in_slurmctld().data())
+    said: list[int] = []
+    upgrades.on_change = lambda: said.append(1)
+    await asyncio.gather(upgrades.ensure_loaded(), upgrades.ensure_loaded())
+    assert upgrades.store_error == "" and said == [1]  # one read, one mark said
+    report = upgrades.report()
+    assert report is not None and report["state"] == "interrupted" and report["backup"] == "/b.sql"
+    kept = json.loads(path.read_text())
+    assert [s["state"] for s in kept["stages"]] == ["done", "done", "interrupted", "pending"]
+    # unreadable content stays reported (nothing starts over it) until the next term re-reads
+    path.write_text("{not json")
+    upgrades.forget()
+    await upgrades.ensure_loaded()
+    assert "cannot be read" in upgrades.store_error
+    path.write_text(json.dumps(kept))
+    await upgrades.ensure_loaded()
+    assert "cannot be read" in upgrades.store_error
+    upgrades.forget()
+    await upgrades.ensure_loaded()
+    assert upgrades.store_error == "" and upgrades.report() is not None
