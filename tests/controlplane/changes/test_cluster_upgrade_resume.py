@@ -3,7 +3,8 @@ the old controller's stop and the new one's start), on real daemons with MariaDB
 Kubernetes API: its status is kept in a ConfigMap, one Event per stage start, end and rollback is
 on the Lease holder's pod; the next holder reports the upgrade `interrupted` at that stage (with
 its backup and state copy), refuses an upgrade to another target over it, and a new start to the
-same target goes on from there with every job there after."""
+same target goes on from there with every job there after. A holder that loses the Lease
+mid-upgrade stops it where it is, and the next holder reports it the same way."""
 
 from __future__ import annotations
 
@@ -212,3 +213,56 @@ async def test_a_control_plane_killed_in_the_slurmctld_stage_is_reported_and_res
         assert messages and messages[0].startswith("upgrade to 26.05.0: slurmctld 26.05.0 on the same state")
         final = json.loads(fake.config_maps[(NS, CONFIG_MAP)]["data"][KEY])
         assert ClusterUpgradeStatus.from_data(final).state == "complete"
+
+
+class HeldAtBackup(DevClusterRoles):
+    """Roles whose database backup waits until the control plane's task is cancelled."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.waiting = asyncio.Event()
+
+    async def backup_database(self) -> str:
+        self.waiting.set()
+        await asyncio.Event().wait()
+        raise AssertionError("never reached")
+
+
+async def test_a_holder_that_loses_the_lease_stops_and_the_next_reports_the_upgrade_interrupted(
+    cluster: SwappableCluster, release: Release, newer: Release, fake_kube: tuple[FakeKube, str]
+) -> None:
+    fake, url = fake_kube
+    held = HeldAtBackup(cluster, {"chroot": release, "sid": newer})
+
+    def hand_held(p: ControlPlaneService) -> None:
+        p.cluster_upgrades.roles = held
+
+    def hand_roles(p: ControlPlaneService) -> None:
+        p.cluster_upgrades.roles = DevClusterRoles(cluster, {"chroot": release, "sid": newer})
+
+    async with control_plane(cluster, url, prepare=hand_held, identity="cp-a", pod_name="cp-a", **LEASE) as a:
+        await _leading(a)
+        status, text = await a.post("/v1/upgrade/cluster", {"slurm_version": "26.05", "images": IMAGES})
+        assert status == 201, text
+        await eventually(held.waiting.is_set, what="the slurmdbd stage under way", within=60)
+        # another replica took the Lease while this one was cut off: it must act no more
+        lease = fake.leases[("slurm", "cp")]
+        lease["spec"]["holderIdentity"] = "cp-b"
+        lease["metadata"]["resourceVersion"] = "999999"
+        await eventually(lambda: not a.plane.leader.is_leader, what="cp-a follows", within=30)
+        await eventually(
+            lambda: not a.plane.cluster_upgrades.running, what="cp-a's upgrade stopped", within=10
+        )
+        async with control_plane(
+            cluster, url, prepare=hand_roles, identity="cp-b", pod_name="cp-b", **LEASE
+        ) as b:
+            await _leading(b)
+            report = await _until(
+                b, lambda r: r["cluster"] is not None, within=30, what="the upgrade read back by cp-b"
+            )
+            assert report["cluster"]["state"] == "interrupted"
+            assert _stages(report)["slurmdbd"] == "interrupted" and _stages(report)["preflight"] == "done"
+            assert _reasons(fake, "cp-b") == ["ClusterUpgradeSlurmdbdInterrupted"]
+            # cp-a said nothing after it lost the Lease, and moved nothing
+            assert "ClusterUpgradeSlurmdbdInterrupted" not in _reasons(fake, "cp-a")
+            assert (await cluster.client().show_config())["SLURM_VERSION"].startswith("24.11")
