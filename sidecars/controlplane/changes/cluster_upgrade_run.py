@@ -165,9 +165,8 @@ class ClusterUpgrades:
                 f"an upgrade to {self.current.target} runs ({self.current.status.state}): wait for its end",
             )
         if self.store_error:
-            raise UpgradeError(
-                409, f"{self.store_error}: see what it says and remove it before an upgrade starts"
-            )
+            then = "try again" if self._loaded is False else "see what it says and remove it"
+            raise UpgradeError(409, f"{self.store_error}: {then} before an upgrade starts")
         missing = [r for r in ROLES if not images.get(r)]
         if missing:
             raise UpgradeError(400, f"no image (or release) given for {', '.join(missing)}")
