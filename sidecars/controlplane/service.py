@@ -17,7 +17,9 @@ from sidecars.controlplane.assembly import Caches, KubeSide, cluster_roles, kube
 from sidecars.controlplane.changes import (
     ClusterUpgradeMetrics,
     ClusterUpgrades,
+    ConfigMapStore,
     Maintenance,
+    StageEvents,
 )
 from sidecars.controlplane.fleet import (
     ControllerWatch,
@@ -143,9 +145,16 @@ class ControlPlaneService:
             else None
         )
         # its roles: the workloads the settings name in Kubernetes; else the dev cluster's release
-        # swap, handed in by the demo and the tests
+        # swap, handed in by the demo and the tests (with a store of their own where there is no
+        # Kubernetes API)
         roles, why = cluster_roles(settings, self.k8s, slurm) if self.k8s is not None else (None, NO_ROLES)
-        self.cluster_upgrades = ClusterUpgrades(roles, why, ClusterUpgradeMetrics(registry))
+        self.cluster_upgrades = ClusterUpgrades(
+            roles,
+            why,
+            ClusterUpgradeMetrics(registry),
+            events=StageEvents(self.k8s.events, lambda: self.leader.is_leader) if self.k8s else None,
+            store=ConfigMapStore(kube, settings.namespace) if kube is not None else None,
+        )
         self.face = Face(
             settings,
             slurm=slurm,
@@ -170,6 +179,10 @@ class ControlPlaneService:
 
     def _leadership(self, lead: bool) -> None:
         self.metrics.leader.set(1 if lead else 0)
+        if lead:  # another replica may have written its upgrade's status while this one followed
+            self.cluster_upgrades.forget()
+        else:  # and a replica that lost the Lease acts no more
+            self.cluster_upgrades.lost_lease()
         if lead and self.k8s is not None:  # called from the Lease's task: made by then
             self.k8s.upgrade.forget()  # another replica may have written the plan while this one followed
 
@@ -245,6 +258,8 @@ class ControlPlaneService:
         """Every interval, the leader moves a started upgrade on by one step (the plan read once per
         term as leader, not every interval: it is the leader's own to write; see _leadership)."""
         while True:
+            if self.leader.is_leader:  # a whole-cluster upgrade a former holder left: reported
+                await self.cluster_upgrades.ensure_loaded()
             await asyncio.sleep(self.settings.interval_seconds)
             ready = self.workers.ready and self.fleet.snapshot.loaded
             if self.k8s is None or not self.leader.is_leader or not ready:

@@ -8,10 +8,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sidecars.runtime import logs
 from sidecars.runtime.daemon import run as run_daemon
 from sidecars.runtime.settings import ConfigError, flag
+
+if TYPE_CHECKING:
+    from sidecars.devcluster import Release
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -38,6 +43,22 @@ def configure(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="the accounting shape: a MariaDB and slurmdbd of the cluster's own, jobs in sacct "
         "(classic shape only; adds seconds to the start)",
+    )
+    p.add_argument(
+        "--upgrade-to",
+        default="",
+        choices=["", "sid"],
+        help="with --accounting and --release chroot: the tour ends with a whole-cluster upgrade to this "
+        "release (sid: 26.05), slurmdbd then slurmctld then the workers, run by the control plane and "
+        "shown on its page and by `upgrade status`",
+    )
+
+
+def _upgrade_line(newer: Release, url: str, token: Path) -> str:
+    images = " ".join(f"--image {r}={newer.name}" for r in ("slurmdbd", "slurmctld", "slurmd"))
+    return (
+        f"  a whole-cluster upgrade: slurm-sidecars upgrade start --slurm-version {newer.version} {images}"
+        f" --control-plane {url} --token-file {token}\n"
     )
 
 
@@ -68,12 +89,24 @@ def main(args: argparse.Namespace) -> int:
             why = "--accounting runs with the classic shape only"
         if why:
             raise ConfigError(f"--shape {args.shape}: {why}")
+        newer = None
+        if args.upgrade_to:
+            if not args.accounting or args.release != "chroot":
+                raise ConfigError(
+                    "--upgrade-to: needs --accounting and --release chroot (24.11, within 26.05's window)"
+                )
+            try:
+                newer = await release_named(args.upgrade_to)
+            except ReleaseUnavailable as exc:
+                raise ConfigError(str(exc)) from None
         print(
             f"starting Slurm {release.version} ({args.shape} shape), config-sync, the control plane "
             f"and {nodes} worker agents ...",
             flush=True,
         )
-        async with DemoStack(release, nodes, args.shape, accounting=args.accounting) as stack:
+        async with DemoStack(
+            release, nodes, args.shape, accounting=args.accounting, upgrade_to=newer
+        ) as stack:
             c = stack.cluster
             print(
                 f"\nSlurm {release.version} is running in {c.dir}.\n"
@@ -90,7 +123,8 @@ def main(args: argparse.Namespace) -> int:
                     f"  accounting:           slurmdbd on a MariaDB in {c.dir / 'mariadb'}; sacct works\n"
                     if args.accounting
                     else ""
-                ),
+                )
+                + (_upgrade_line(newer, stack.control_plane_url, stack.token_file) if newer else ""),
                 flush=True,
             )
             if args.tour:

@@ -3,10 +3,13 @@ and one worker agent per node, each started through the `slurm-sidecars` command
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import secrets
 import shlex
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -17,6 +20,7 @@ import structlog
 from sidecars import probe
 from sidecars.cli import self_argv
 from sidecars.devcluster import ClusterSpec, DevCluster, Release, free_port
+from sidecars.devcluster.swap import SwappableCluster
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime import process
 from sidecars.runtime.pdeathsig import die_with_parent
@@ -32,7 +36,7 @@ class DemoError(RuntimeError):
 class Role:
     name: str
     url: str
-    process: process.Child
+    process: process.Child | None  # None: served in the demo's own process
     log_path: Path
 
 
@@ -42,12 +46,16 @@ class DemoStack:
     nodes: int = 3
     shape: str = "classic"  # or "slinky" (see sidecars/devcluster/slinky.py)
     accounting: bool = False  # slurmdbd on a MariaDB of the cluster's own (classic shape only)
+    # a newer release the tour's last step upgrades the whole cluster to (with accounting): its
+    # daemons swap releases, and the control plane runs in this process, handed them as its roles
+    upgrade_to: Release | None = None
     cluster: DevCluster = field(init=False)
     roles: dict[str, Role] = field(default_factory=dict, init=False)
     volume: AtomicVolume = field(init=False)
     token_file: Path = field(init=False)
     viewer_token_file: Path = field(init=False)
     sockets: dict[str, Path] = field(default_factory=dict, init=False)
+    _inside: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack, init=False)
 
     @property
     def config_sync_url(self) -> str:
@@ -75,7 +83,11 @@ class DemoStack:
         spec = ClusterSpec(
             nodes=self.nodes, gpus=4, partition_max_time="60", shape=self.shape, accounting=self.accounting
         )
-        self.cluster = DevCluster(self.release, spec)
+        self.cluster = (
+            SwappableCluster(self.release, spec)
+            if self.upgrade_to is not None
+            else DevCluster(self.release, spec)
+        )
         await self.cluster.start()
         try:
             await self._start_roles()
@@ -147,7 +159,7 @@ class DemoStack:
             ],
         )
         port = free_port()
-        await self._spawn(
+        await (self._serve_control_plane if self.upgrade_to is not None else self._spawn)(
             "control-plane",
             port,
             [
@@ -209,12 +221,35 @@ class DemoStack:
             out.close()
         self.roles[name] = Role(name, f"http://127.0.0.1:{port}", proc, log_path)
 
+    async def _serve_control_plane(self, name: str, port: int, args: list[str]) -> None:
+        """The control plane in this process, as `slurm-sidecars control-plane ARGS` would run it,
+        handed the dev cluster's release swap as its whole-cluster upgrade's roles (a Python object:
+        no flag could hand it to a process of its own) and a file to keep its status in."""
+        from prometheus_client import CollectorRegistry
+
+        from sidecars.controlplane import settings as cp_settings
+        from sidecars.controlplane.changes import FileStore
+        from sidecars.controlplane.service import ControlPlaneService
+        from sidecars.devcluster.swap_roles import DevClusterRoles
+
+        assert isinstance(self.cluster, SwappableCluster) and self.upgrade_to is not None
+        parser = argparse.ArgumentParser()
+        cp_settings.configure(parser)
+        settings = cp_settings.from_args(parser.parse_args([*args[1:], "--http", f"127.0.0.1:{port}"]))
+        registry = CollectorRegistry()
+        plane = ControlPlaneService(settings, self.cluster.client(timeout=10.0), None, registry)
+        releases = {self.release.name: self.release, self.upgrade_to.name: self.upgrade_to}
+        plane.cluster_upgrades.roles = DevClusterRoles(self.cluster, releases, worker_timeout_seconds=60)
+        plane.cluster_upgrades.store = FileStore(self.cluster.dir / "cluster-upgrade.json")
+        await self._inside.enter_async_context(plane.running())
+        self.roles[name] = Role(name, f"http://127.0.0.1:{port}", None, self.cluster.log_dir / f"{name}.log")
+
     async def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         pending = dict(self.roles)
         while pending:
             for name, role in list(pending.items()):
-                if role.process.returncode is not None:
+                if role.process is not None and role.process.returncode is not None:
                     tail = role.log_path.read_text()[-1500:]
                     raise DemoError(f"{name} exited with {role.process.returncode}:\n{tail}")
                 if (await probe.check(role.url, "readyz", 2.0))[0]:
@@ -230,11 +265,14 @@ class DemoStack:
         # cut short (the daemon loop's grace ran out) kills the roles at once, and the cluster is
         # stopped all the same, never left running
         try:
-            await asyncio.gather(*(r.process.stop(grace=5) for r in self.roles.values()))
+            try:
+                await self._inside.aclose()  # the control plane served here, its upgrade's task with it
+            finally:
+                await asyncio.gather(*(r.process.stop(grace=5) for r in self.roles.values() if r.process))
         finally:
             await self.cluster.stop()
 
-    async def post(self, url: str, body: dict[str, str]) -> tuple[int, object]:
+    async def post(self, url: str, body: Mapping[str, object]) -> tuple[int, object]:
         """An operator's write to the control plane: (status, the JSON or text answered)."""
         headers = {"Authorization": f"Bearer {self.token}"}
         async with (
@@ -244,8 +282,10 @@ class DemoStack:
             answer = await (r.json() if r.content_type == "application/json" else r.text())
             return r.status, answer
 
-    async def get(self, url: str, *, auth: bool = False) -> object:
-        headers = {"Authorization": f"Bearer {self.token}"} if auth else {}
+    async def get(self, url: str, *, auth: bool = False, viewer: bool = False) -> object:
+        """A read: with the operator's token (`auth`), the page's (`viewer`), or none."""
+        token = self.token if auth else self.viewer_token if viewer else ""
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
         async with (
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s,
             s.get(url, headers=headers) as r,

@@ -9,20 +9,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sidecars.cli import self_argv
-from sidecars.demo import accounting
+from sidecars.demo import accounting, upgrade_tour
+from sidecars.demo.narrate import StepFailed, cli, say
 from sidecars.demo.polling import until
 from sidecars.demo.roll import DemoRoll
 from sidecars.demo.stack import DemoStack
 from sidecars.runtime import process
 from sidecars.runtime.pdeathsig import die_with_parent
-
-
-class StepFailed(RuntimeError):
-    pass
-
-
-def say(text: str = "") -> None:
-    print(text, flush=True)
 
 
 async def _status(stack: DemoStack) -> dict[str, Any]:
@@ -120,20 +113,6 @@ async def step_scale_in(stack: DemoStack) -> str:
     return "scale-in order: " + " > ".join(order)
 
 
-async def _cli(stack: DemoStack, *args: str) -> str:
-    """`slurm-sidecars ARGS --control-plane URL --token-file FILE`, as an operator types it."""
-    done = await process.run(
-        self_argv(*args, "--control-plane", stack.control_plane_url, "--token-file", str(stack.token_file)),
-        timeout=30,
-        env=stack.cluster.env,
-        merge_stderr=True,
-        preexec_fn=die_with_parent(),
-    )
-    if done.returncode != 0:
-        raise StepFailed(f"slurm-sidecars {' '.join(args[:2])}: exit {done.returncode}: {done.text(500)}")
-    return done.text()
-
-
 async def _window_node(stack: DemoStack, window: str, node: str) -> dict[str, Any]:
     body = await stack.get(f"{stack.control_plane_url}/v1/maintenance/{window}", auth=True)
     if not isinstance(body, dict) or node not in body.get("node_states", {}):
@@ -146,7 +125,7 @@ async def step_maintenance(stack: DemoStack) -> str:
     job = await c.sbatch("-w", "n3", "-t", "1", wrap="sleep 12")  # still running when the window starts
     await c.wait_job(job, "RUNNING", timeout=30)
     start = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3))
-    out = await _cli(
+    out = await cli(
         stack,
         "maintenance",
         "create",
@@ -179,7 +158,7 @@ async def step_maintenance(stack: DemoStack) -> str:
     if finished.state != "COMPLETED":
         raise StepFailed(f"job {job} ended {finished.state}: a window must wait for jobs, never kill them")
     say(f"  job {job} COMPLETED (not killed); n3 is drained and empty: ready for its maintenance")
-    await _cli(stack, "maintenance", "delete", "tour")
+    await cli(stack, "maintenance", "delete", "tour")
 
     async def released() -> bool:
         node = await c.client().node("n3")
@@ -291,7 +270,11 @@ STEPS: list[tuple[str, Callable[[DemoStack], Awaitable[str]]]] = [
 
 async def run_tour(stack: DemoStack) -> bool:
     results: list[tuple[str, bool, str]] = []
-    steps = [*STEPS, *(accounting.STEPS if stack.accounting else [])]
+    steps = [
+        *STEPS,
+        *(accounting.STEPS if stack.accounting else []),
+        *(upgrade_tour.STEPS if stack.upgrade_to is not None else []),
+    ]
     for i, (title, step) in enumerate(steps, 1):
         say(f"\n[{i}/{len(steps)}] {title}")
         try:

@@ -1,5 +1,6 @@
 """The dev cluster as a whole-cluster upgrade's roles: each stage's action is a release swap of
-`swap.py` (an "image" is a release's name: "chroot" for 24.11, "sid" for 26.05).
+`swap.py` (an "image" is a release's name: "chroot" for 24.11, "sid" for 26.05); with several
+controllers (`swap_ha.py`) each controller is one role of its own, moved on its own.
 
 It has the shape of the control plane's `ClusterRoles` (sidecars/controlplane/changes/
 cluster_upgrade.py) without importing it: the dev cluster is dev tooling beside the roles, and the
@@ -22,8 +23,9 @@ import structlog
 from sidecars.devcluster.base import ClusterError
 from sidecars.devcluster.release import Release
 from sidecars.devcluster.swap import SwappableCluster
+from sidecars.devcluster.swap_ha import SwappableControllers
 from sidecars.runtime import process
-from sidecars.slurm import Version, running_releases
+from sidecars.slurm import Reason, Version, running_releases
 
 log = structlog.get_logger(__name__)
 
@@ -61,6 +63,9 @@ class DevClusterRoles:
         self.budget_workers = budget_workers
         self.worker_timeout_seconds = worker_timeout_seconds
         self.backup_dir = cluster.dir / "upgrade"
+        self.accounting = cluster.database is not None  # else no slurmdbd: its stage is skipped
+        if cluster.ha and not isinstance(cluster, SwappableControllers):
+            raise ClusterError("several controllers move one at a time only in a SwappableControllers")
         self._before: dict[str, Release] = {}  # what a role ran before the upgrade moved it
         self._precopy: Path | None = None  # the state copied while slurmctld still ran
 
@@ -76,7 +81,16 @@ class DevClusterRoles:
 
     # ------------------------------------------------------------------ reads
     async def versions(self) -> dict[str, Version]:
-        found = await running_releases(self.cluster.client(timeout=10.0), self.cluster.host)
+        client = self.cluster.client(timeout=10.0)
+        found = await running_releases(client, self.cluster.host, accounting=self.accounting)
+        if isinstance(self.cluster, SwappableControllers):
+            # the one in control answered above; each running controller's own binary says its release
+            found = {d: v for d, v in found.items() if not d.startswith("slurmctld:")}
+            for c in self.cluster.controllers:
+                if self.cluster.controller_pid(c.name) is not None:
+                    found[f"slurmctld:{c.name}"] = Version.parse(
+                        self.cluster.controller_release(c.name).version
+                    )
         for name in self.cluster.node_names:
             # a running slurmd's own binary, as a worker agent reports it (`slurmd -V`): a node
             # record has no release until its slurmd registered with this controller
@@ -91,7 +105,13 @@ class DevClusterRoles:
         return {n.name for n in await self.cluster.client(timeout=10.0).nodes()}
 
     def controllers(self) -> list[str]:
+        if self.cluster.ha:  # backups first, the configured primary last
+            names = [c.name for c in self.cluster.controllers]
+            return [*names[1:], names[0]]
         return [self.cluster.host]
+
+    def _ha(self) -> SwappableControllers | None:
+        return self.cluster if isinstance(self.cluster, SwappableControllers) else None
 
     async def room(self) -> list[tuple[str, int, int]]:
         free = shutil.disk_usage(self.cluster.dir).free
@@ -151,13 +171,24 @@ class DevClusterRoles:
 
     # ------------------------------------------------------------------ slurmctld
     async def stop_slurmctld(self, controller: str) -> None:
-        self._before.setdefault("slurmctld", self.cluster.release_of("slurmctld"))
+        ha = self._ha()
+        if ha is not None and controller != self.controllers()[-1]:  # a backup: no state of its own
+            self._before.setdefault(f"slurmctld-{controller}", ha.controller_release(controller))
+            await ha.stop_controller(controller)
+            return
+        if ha is not None:
+            self._before.setdefault(f"slurmctld-{controller}", ha.controller_release(controller))
+        else:
+            self._before.setdefault("slurmctld", self.cluster.release_of("slurmctld"))
         # most of the copy is made while the controller still runs (a state of 10,000 jobs is
         # about 20,000 files: seconds to copy); copy_state, once it stopped, brings over what
         # changed since, so the time slurmctld does not answer grows with the change, not the size
         self._precopy = self.backup_dir / f"state-{self._stamp()}"
         await asyncio.to_thread(_sync_tree, self.cluster.dir / "state", self._precopy)
-        await self.cluster.stop_slurmctld()
+        if ha is not None:
+            await ha.stop_controller(controller)
+        else:
+            await self.cluster.stop_slurmctld()
 
     async def copy_state(self) -> str:
         """The StateSaveLocation as the stopped controller left it (the pre-copy brought up to date)."""
@@ -167,15 +198,28 @@ class DevClusterRoles:
         return str(dest)
 
     async def start_slurmctld(self, controller: str, image: str) -> None:
-        await self.cluster.start_slurmctld_of(self._release(image))
+        ha = self._ha()
+        if ha is not None:
+            await ha.start_controller_of(controller, self._release(image))
+        else:
+            await self.cluster.start_slurmctld_of(self._release(image))
 
     async def restore_slurmctld(self, controller: str, saved: str) -> None:
         # killed, not shut down: its state is replaced anyway, and a controller that lost jobs kills
         # them as orphans when their nodes register: every second it lives may cost one
-        await self.cluster.stop_slurmctld(crash=True)
-        state = self.cluster.dir / "state"
-        await asyncio.to_thread(_replace_tree, Path(saved), state)
-        await self.cluster.start_slurmctld_of(self._before.get("slurmctld", self.cluster.release))
+        ha = self._ha()
+        if ha is not None:
+            await ha.stop_controller(controller, crash=True)
+        else:
+            await self.cluster.stop_slurmctld(crash=True)
+        if saved:
+            state = self.cluster.dir / "state"
+            await asyncio.to_thread(_replace_tree, Path(saved), state)
+        if ha is not None:
+            before = self._before.get(f"slurmctld-{controller}", self.cluster.release)
+            await ha.start_controller_of(controller, before)
+        else:
+            await self.cluster.start_slurmctld_of(self._before.get("slurmctld", self.cluster.release))
 
     # ------------------------------------------------------------------ the workers
     async def roll_workers(self, image: str, version: Version) -> None:
@@ -186,9 +230,13 @@ class DevClusterRoles:
         reason = f"{UPGRADE_REASON}{version}"
         client = self.cluster.client(timeout=10.0)
         names = [n for n in self.cluster.node_names if self.cluster.release_of(f"slurmd-{n}") != release]
+        # a worker drained before (an operator's, a maintenance's): moved, its drain and reason kept
+        theirs = {n.name for n in await client.nodes() if n.state.drain and not _ours(n.reason, reason)}
         for i in range(0, len(names), self.budget_workers):
             batch = names[i : i + self.budget_workers]
-            await client.drain(batch, reason)
+            ours = [n for n in batch if n not in theirs]
+            if ours:
+                await client.drain(ours, reason)
             await self._wait(
                 functools.partial(self._idle, batch), f"{', '.join(batch)} without a running job"
             )
@@ -206,7 +254,8 @@ class DevClusterRoles:
                     raise ClusterError(
                         f"worker {name} did not come back on {version}, left drained: {e}"
                     ) from e
-            await client.undrain(batch)
+            if ours:
+                await client.undrain(ours)
 
     async def _idle(self, names: list[str]) -> bool:
         jobs = await self.cluster.client(timeout=10.0).jobs()
@@ -219,6 +268,11 @@ class DevClusterRoles:
             if time.monotonic() >= deadline:
                 raise ClusterError(f"gave up waiting for {what}")
             await asyncio.sleep(0.5)
+
+
+def _ours(reason: Reason | None, ours: str) -> bool:
+    """A drain this roll made (a roll cut short left it; the next one takes it up)."""
+    return reason is not None and reason.text == ours
 
 
 def _same_major(seen: str | None, version: Version) -> bool:

@@ -9,10 +9,13 @@ from sidecars.slurm.dbd_version import slurmdbd_version
 from sidecars.slurm.models import Version
 
 
-async def running_releases(client: SlurmClient, controller: str) -> dict[str, Version]:
-    """ "slurmdbd", "slurmctld:<controller>" (the one answering), "slurmd:<node>" for each node
-    that registered a release; SlurmError when slurmdbd or slurmctld does not answer."""
-    found = {daemons.SLURMDBD: await slurmdbd_version(client)}
+async def running_releases(
+    client: SlurmClient, controller: str, *, accounting: bool = True
+) -> dict[str, Version]:
+    """ "slurmdbd" (where there is accounting), "slurmctld:<controller>" (the one answering),
+    "slurmd:<node>" for each node that registered a release; SlurmError when slurmdbd or slurmctld
+    does not answer."""
+    found = {daemons.SLURMDBD: await slurmdbd_version(client)} if accounting else {}
     config = await client.show_config()
     found[f"{daemons.SLURMCTLD}:{controller}"] = Version.parse(config.get("SLURM_VERSION", ""))
     for node in await client.nodes():

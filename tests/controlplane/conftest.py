@@ -79,9 +79,11 @@ async def control_plane(
     kube_url: str | None = None,
     kube_token: str = "fake-token",
     prepare: Callable[[ControlPlaneService], None] | None = None,
+    ready: bool = True,
     **overrides: Any,
 ) -> AsyncIterator[Running]:
-    """A running control plane, once it has read the fleet; `prepare` sees it before it starts."""
+    """A running control plane, once it has read the fleet (unless not `ready`: slurmctld may be
+    down); `prepare` sees it before it starts."""
     registry = CollectorRegistry()
     slurm = cluster.client(timeout=3.0, retry=RetryPolicy(attempts=2, max_seconds=1.0, initial_wait=0.05))
     async with contextlib.AsyncExitStack() as stack:
@@ -101,5 +103,6 @@ async def control_plane(
             aiohttp.ClientSession(headers={"Authorization": f"Bearer {TOKEN}"})
         )
         running = Running(plane, f"http://127.0.0.1:{port}", session, registry)
-        await eventually(lambda: running.get("/readyz"), lambda r: r[0] == 200, what="first fleet read")
+        if ready:
+            await eventually(lambda: running.get("/readyz"), lambda r: r[0] == 200, what="first fleet read")
         yield running

@@ -388,7 +388,11 @@ def test_role_is_least_privilege() -> None:
         (("apps",), ("replicasets",), ("list",)),
     }
     names = {(r["resources"][0], tuple(r["verbs"])): r.get("resourceNames") for r in role["rules"]}
-    assert names[("configmaps", ("get", "update"))] == ["slurm-sidecars-upgrade", "slurm-sidecars-topology"]
+    assert names[("configmaps", ("get", "update"))] == [
+        "slurm-sidecars-upgrade",
+        "slurm-sidecars-cluster-upgrade",
+        "slurm-sidecars-topology",
+    ]
     assert names[("deployments", ("get", "patch"))] == ["slurmd"]
     assert names[("leases", ("get", "update"))] == ["slurm-sidecars-control-plane"]
     binding = find(render("base"), "RoleBinding", "slurm-sidecars")

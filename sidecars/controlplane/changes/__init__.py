@@ -8,10 +8,12 @@ from sidecars.controlplane.changes.cluster_roles_kube import (
     KubeRoleNames,
     unavailable,
 )
+from sidecars.controlplane.changes.cluster_upgrade_events import StageEvents
 from sidecars.controlplane.changes.cluster_upgrade_run import (
     ClusterUpgradeMetrics,
     ClusterUpgrades,
 )
+from sidecars.controlplane.changes.cluster_upgrade_store import ConfigMapStore, FileStore
 from sidecars.controlplane.changes.maintenance import Maintenance, WindowError
 from sidecars.controlplane.changes.node_windows import NodeWindows
 from sidecars.controlplane.changes.upgrade import Upgrade
@@ -20,10 +22,13 @@ __all__ = [
     "BudgetedRoll",
     "ClusterUpgradeMetrics",
     "ClusterUpgrades",
+    "ConfigMapStore",
+    "FileStore",
     "KubeClusterRoles",
     "KubeRoleNames",
     "Maintenance",
     "NodeWindows",
+    "StageEvents",
     "Upgrade",
     "WindowError",
     "unavailable",

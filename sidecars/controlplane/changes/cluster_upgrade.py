@@ -15,19 +15,23 @@ verification and rollback:
 - slurmctld: the controller stopped (it saves its state), the StateSaveLocation copied, the new
   controller started on the same state, verified by its release, every job and every node read
   back. When it does not come up, or comes up missing a job or a node, the old controller goes back
-  on the saved copy, automatically: the stage ends `rolled_back`. Several controllers (HA) are refused
-  by the preflight for now: the rollback restores one controller under the others.
+  on the saved copy, automatically: the stage ends `rolled_back`. Several controllers (HA) move one
+  at a time, the backups first and the primary last, each verified before the next; a failure puts
+  every controller moved back on its old release (and the saved state, once the primary stopped).
 - workers: a budgeted roll (drain, replace, undrain: in Kubernetes the control plane's own roll,
   upgrade.py; in the dev cluster the roles' drain-first swap); a worker that never comes back
   stops the roll with that worker left drained, its reason ours.
 
-Between stages the upgrade can be paused; it then waits before the next stage starts.
+Between stages the upgrade can be paused; it then waits before the next stage starts. The status
+is handed to `save` at each stage's start and end and at each rollback point, so that an upgrade cut
+by its control plane's end is found (`interrupted`) and can be started again from there (`resume`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -42,8 +46,11 @@ log = structlog.get_logger(__name__)
 
 STAGES = ("preflight", daemons.SLURMDBD, daemons.SLURMCTLD, "workers")
 # a stage's states; the upgrade's own state is the last stage's that is not `pending`
-STATES = ("pending", "running", "done", "skipped", "refused", "failed", "rolled_back")
-ENDINGS = {"refused", "failed", "rolled_back"}  # the upgrade halts here
+# (`interrupted`: the control plane stopped while the stage ran; last, so the metric's indices hold)
+STATES = ("pending", "running", "done", "skipped", "refused", "failed", "rolled_back", "interrupted")
+ENDINGS = {"refused", "failed", "rolled_back", "interrupted"}  # the upgrade halts here
+# what is said besides a stage's states: a rollback begun, a pause before a stage
+ROLLING_BACK, PAUSED = "rolling_back", "paused"
 
 
 class StageFailed(Exception):
@@ -55,10 +62,15 @@ class ClusterRoles(Protocol):
 
     `image` is what the role moves to: a container image or revision in Kubernetes, a release's
     name in the dev cluster. Every method raises (any Exception, with a message that says why)
-    when it could not do what it says."""
+    when it could not do what it says.
+
+    Roles of a cluster that runs no slurmdbd (no accounting) say so with an attribute
+    `accounting = False`: `versions()` then has no "slurmdbd", and its stage is skipped. Without
+    that attribute a slurmdbd is expected, and a release of it not read refuses the upgrade."""
 
     async def versions(self) -> dict[str, Version]:
-        """Daemon -> running release: "slurmdbd", "slurmctld:<host>", "slurmd:<node>"."""
+        """Daemon -> running release: "slurmdbd", "slurmctld:<host>" (each controller that runs),
+        "slurmd:<node>"."""
         ...
 
     async def room(self) -> list[tuple[str, int, int]]:
@@ -91,7 +103,9 @@ class ClusterRoles(Protocol):
 
     async def restore_slurmctld(self, controller: str, saved: str) -> None:
         """Stop whatever runs for `controller`, put the copy `saved` back as the StateSaveLocation
-        and start the release it ran before the upgrade; return once it answers."""
+        (an empty `saved`: the state left as it is, for a backup controller put back beside its
+        primary) and start the release it ran before the upgrade; return once it runs (a backup:
+        in standby) or answers (the one in control)."""
         ...
 
     async def jobs(self) -> dict[int, str]:
@@ -126,6 +140,11 @@ class ClusterUpgradeStatus:
     slurmctld_unanswered_seconds: float | None = None
     backup: str = ""  # where the database dump is
     state_copy: str = ""  # where the copy of the StateSaveLocation is
+    # what the new slurmctld must have (live jobs, nodes), read before the first controller stopped:
+    # kept so that a slurmctld stage resumed after an interruption judges against the same
+    jobs_before: list[int] = field(default_factory=list)
+    nodes_before: list[str] = field(default_factory=list)
+    resumed_from: str = ""  # the stage an interrupted or halted upgrade was started again at
 
     @property
     def state(self) -> str:
@@ -144,16 +163,77 @@ class ClusterUpgradeStatus:
     def stage(self, name: str) -> Stage:
         return next(s for s in self.stages if s.name == name)
 
+    def halted_at(self) -> Stage | None:
+        """The stage whose ending halted the upgrade (None: it did not halt)."""
+        return next((s for s in self.stages if s.state in ENDINGS), None)
+
     def report(self) -> dict[str, Any]:
-        return {"state": self.state, **asdict(self)}
+        out = {"state": self.state, **asdict(self)}
+        # the lists may hold thousands of ids: their sizes say enough on a page
+        out["jobs_before"], out["nodes_before"] = len(self.jobs_before), len(self.nodes_before)
+        return out
+
+    def data(self) -> dict[str, Any]:
+        """Everything, for the store a later Lease holder reads back (`from_data`)."""
+        return asdict(self)
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> ClusterUpgradeStatus:
+        """The status `data()` wrote; ValueError naming what is wrong with anything else."""
+        try:
+            stages = [Stage(**s) for s in data["stages"]]
+            status = cls(
+                target=str(data["target"]),
+                images={str(k): str(v) for k, v in dict(data["images"]).items()},
+                stages=stages,
+                paused=bool(data.get("paused", False)),
+                slurmctld_unanswered_seconds=data.get("slurmctld_unanswered_seconds"),
+                backup=str(data.get("backup", "")),
+                state_copy=str(data.get("state_copy", "")),
+                jobs_before=[int(j) for j in data.get("jobs_before", [])],
+                nodes_before=[str(n) for n in data.get("nodes_before", [])],
+                resumed_from=str(data.get("resumed_from", "")),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ValueError(f"not a cluster upgrade's status ({type(e).__name__}: {e})") from None
+        if not re.fullmatch(r"\d+\.\d+\.\d+", status.target):
+            raise ValueError(f"not a cluster upgrade's status: its target is {status.target!r}")
+        if [s.name for s in stages] != list(STAGES) or any(s.state not in STATES for s in stages):
+            seen = [(s.name, s.state) for s in stages]
+            raise ValueError(f"not a cluster upgrade's status: its stages are {seen}")
+        return status
+
+    def interrupted(self) -> Stage | None:
+        """Mark the stage left `running` (its control plane stopped under it) `interrupted`; that stage."""
+        for s in self.stages:
+            if s.state == "running":
+                s.state = "interrupted"
+                s.detail = (
+                    f"the control plane stopped during this stage (started {_when(s.started_at)}): "
+                    "what it did there is unknown; start the upgrade again with the same target to go on "
+                    "from here (stages already on the target are skipped; docs/upgrades.md)"
+                )
+                return s
+        return None
 
 
-# (stage, state, message): a Kubernetes Event, a log line, a metric
+def _when(epoch: float | None) -> str:
+    return "at an unknown time" if epoch is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+# (stage, state, message): a Kubernetes Event, a log line, a metric. `state` is a stage's state, or
+# ROLLING_BACK (a rollback begun, the stage still running) or PAUSED (held before that stage)
 Emit = Callable[[str, str, str], Awaitable[None]]
+# the status, to be kept where a later control plane reads it; raises when it could not be kept
+Save = Callable[["ClusterUpgradeStatus"], Awaitable[None]]
 
 
 class ClusterUpgrade:
-    """One upgrade to `target`, stage by stage; `run()` returns the final state."""
+    """One upgrade to `target`, stage by stage; `run()` returns the final state.
+
+    `resume`: the status of an upgrade to the same target that halted or was interrupted; its
+    backup, state copy and the jobs and nodes slurmctld had are kept, and each stage is run again
+    (one whose role already runs the target is skipped; a slurmctld stage cut under way goes on)."""
 
     def __init__(
         self,
@@ -162,6 +242,8 @@ class ClusterUpgrade:
         images: Mapping[str, str],
         *,
         emit: Emit | None = None,
+        save: Save | None = None,
+        resume: ClusterUpgradeStatus | None = None,
         verify_timeout_seconds: float = 60.0,
         verify_interval_seconds: float = 0.5,
     ) -> None:
@@ -171,7 +253,17 @@ class ClusterUpgrade:
         self.roles = roles
         self.target = target
         self.status = ClusterUpgradeStatus(str(target), dict(images))
+        self._before: ClusterUpgradeStatus | None = None
+        if resume is not None:
+            if resume.target != str(target):
+                raise ValueError(f"the upgrade to resume went to {resume.target}, not {target}")
+            halted = resume.halted_at()
+            self._before = resume
+            self.status.resumed_from = halted.name if halted is not None else ""
+            self.status.backup, self.status.state_copy = resume.backup, resume.state_copy
+            self.status.jobs_before, self.status.nodes_before = resume.jobs_before, resume.nodes_before
         self._emit = emit
+        self._save = save
         self._verify_timeout = verify_timeout_seconds
         self._verify_interval = verify_interval_seconds
         self._resumed = asyncio.Event()
@@ -206,7 +298,7 @@ class ClusterUpgrade:
 
     async def _between_stages(self, name: str) -> None:
         if not self._resumed.is_set():
-            await self._say(name, "pending", f"paused before the {name} stage: resume to go on")
+            await self._say(name, PAUSED, f"paused before the {name} stage: resume to go on")
             await self._resumed.wait()
 
     async def _stage(self, name: str, act: Callable[[], Awaitable[tuple[str, str, Any]]]) -> Any | None:
@@ -214,6 +306,15 @@ class ClusterUpgrade:
         stage = self.status.stage(name)
         stage.state, stage.started_at = "running", time.time()
         began = time.monotonic()
+        try:
+            # kept before anything moves: a control plane that stops now leaves this stage's start
+            # for the next one to find (an upgrade nobody could see must not go on)
+            await self.checkpoint(required=True)
+        except Exception as e:  # the store's words
+            stage.state, stage.seconds = "failed", 0.0
+            stage.detail = f"not started: the upgrade's status could not be kept ({type(e).__name__}: {e})"
+            await self._say(name, "failed", stage.detail)
+            return None
         await self._say(name, "running", f"{name} stage started")
         try:
             state, detail, value = await act()
@@ -222,8 +323,21 @@ class ClusterUpgrade:
         except Exception as e:  # any failure of the seam ends the stage with its words
             state, detail, value = "failed", f"{type(e).__name__}: {e}", None
         stage.state, stage.detail, stage.seconds = state, detail, round(time.monotonic() - began, 3)
+        await self.checkpoint()
         await self._say(name, state, detail)
         return None if state in ENDINGS else value
+
+    async def checkpoint(self, *, required: bool = False) -> None:
+        """Keep the status (`save`); a failure raises when `required`, else is logged: a stage under
+        way is not cut for it, and the next checkpoint writes everything again."""
+        if self._save is None:
+            return
+        try:
+            await self._save(self.status)
+        except Exception as e:
+            if required:
+                raise
+            self._log.warning("cluster_upgrade_status_not_kept", error=str(e))
 
     async def _say(self, stage: str, state: str, message: str) -> None:
         self._log.info("cluster_upgrade_stage", stage=stage, state=state, detail=message)
@@ -233,16 +347,30 @@ class ClusterUpgrade:
             except Exception as e:  # an Event not written never stops an upgrade
                 self._log.warning("cluster_upgrade_emit_failed", stage=stage, error=str(e))
 
+    def _was_cut_in(self, name: str) -> bool:
+        """Whether the upgrade resumed was interrupted while `name` ran."""
+        before = self._before.halted_at() if self._before is not None else None
+        return before is not None and before.name == name and before.state == "interrupted"
+
     async def _preflight(self) -> tuple[str, str, dict[str, Version]]:
         try:
             running = await self.roles.versions()
         except Exception as e:  # a daemon not answering: its release is unknown, so nothing moves
             unread = f"{type(e).__name__}: {e}"
+            if self._was_cut_in(daemons.SLURMCTLD) and self.status.jobs_before:
+                # cut between a controller's stop and its verification: none may answer now, and
+                # the stage goes on (the target's slurmctld on the state as it is, judged against
+                # what was read before the stop); the window was checked before that stage began
+                return (
+                    "done",
+                    (
+                        f"resuming the slurmctld stage that was interrupted; a daemon does not answer "
+                        f"({unread}): the slurmctld stage starts {self.target}'s controller where none runs"
+                    ),
+                    {},
+                )
             return "refused", f"refused, nothing changed: a daemon's release could not be read: {unread}", {}
-        why = refusal(self.target, running)
-        if why is None and len(self.roles.controllers()) > 1:
-            # the rollback restores one controller's state under the others: not safe with several yet
-            why = "several controllers (HA): this upgrade moves one slurmctld only, for now"
+        why = refusal(self.target, running, accounting=_accounting(self.roles))
         if why is not None:
             return "refused", f"refused, nothing changed: {why}", running
         room = await self.roles.room()
@@ -250,12 +378,18 @@ class ClusterUpgrade:
         if tight:
             return "refused", f"refused, nothing changed: no room for {'; '.join(tight)}", running
         seen = ", ".join(f"{d} {v}" for d, v in sorted(running.items()))
-        return "done", f"target {self.target} within Slurm's window from: {seen}", running
+        resumed = f"; resumed at the {self.status.resumed_from} stage" if self.status.resumed_from else ""
+        return "done", f"target {self.target} within Slurm's window from: {seen}{resumed}", running
 
     async def _slurmdbd(self, running: dict[str, Version]) -> tuple[str, str, dict[str, Version]]:
+        if not _accounting(self.roles):
+            return "skipped", "this cluster runs no slurmdbd (no accounting)", running
+        if daemons.SLURMDBD not in running:  # a resumed slurmctld stage whose daemons do not answer
+            return "skipped", "slurmdbd was moved before the interruption (its release not read now)", running
         if _same(running[daemons.SLURMDBD], self.target):
             return "skipped", f"slurmdbd already runs {running[daemons.SLURMDBD]}", running
         self.status.backup = await self.roles.backup_database()
+        await self.checkpoint()
         try:
             await self.roles.replace_slurmdbd(self.status.images[daemons.SLURMDBD])
             now = (await self.roles.versions()).get(daemons.SLURMDBD)
@@ -275,51 +409,104 @@ class ClusterUpgrade:
 
     async def _slurmctld(self, running: dict[str, Version]) -> tuple[str, str, dict[str, Version]]:
         controllers = self.roles.controllers()
-        if all(_same(running.get(f"slurmctld:{c}", self.target), self.target) for c in controllers):
+        cut = self._was_cut_in(daemons.SLURMCTLD) and bool(self.status.jobs_before)
+        on_target = {c for c in controllers if _same(running.get(f"slurmctld:{c}", _NONE), self.target)}
+        if not cut and len(on_target) == len(controllers):
             return "skipped", "every slurmctld already runs the target", running
-        jobs_before = await self.roles.jobs()
-        nodes_before = await self.roles.nodes()
+        old_answering = [c for c in controllers if f"slurmctld:{c}" in running and c not in on_target]
+        if cut and not old_answering:
+            # cut after the first stop: judged against what it had before, not what it shows now
+            # (an old controller still answering is the truth itself, read afresh below)
+            jobs_before = dict.fromkeys(self.status.jobs_before, "RUNNING")
+            nodes_before = set(self.status.nodes_before)
+        else:
+            jobs_before = await self.roles.jobs()
+            nodes_before = await self.roles.nodes()
+            self.status.jobs_before = sorted(j for j, s in jobs_before.items() if s in LIVE_JOBS)
+            self.status.nodes_before = sorted(nodes_before)
+            self.status.state_copy = ""  # a copy from a run before this one is not this state
+            await self.checkpoint()
+        # backups first, the primary last: slurmctld answers throughout until the primary stops
+        # (the backups in standby meanwhile), and the state is copied once the primary saved it
         stopped = time.monotonic()
-        for i, controller in enumerate(controllers):
-            await self.roles.stop_slurmctld(controller)
-            if i == 0:
-                self.status.state_copy = await self.roles.copy_state()
+        moved: list[str] = []
+        for controller in controllers:
+            last = controller == controllers[-1]
+            moved.append(controller)
             try:
-                await self.roles.start_slurmctld(controller, self.status.images[daemons.SLURMCTLD])
+                if f"slurmctld:{controller}" not in running:
+                    # resumed, none answering: the state is the old one's as it stopped, or the new
+                    # one's; the target's controller reads either
+                    if last and not self.status.state_copy:
+                        self.status.state_copy = await self.roles.copy_state()
+                        await self.checkpoint()
+                    await self.roles.start_slurmctld(controller, self.status.images[daemons.SLURMCTLD])
+                elif controller not in on_target:
+                    if last:
+                        stopped = time.monotonic()
+                    await self.roles.stop_slurmctld(controller)
+                    if last:
+                        self.status.state_copy = await self.roles.copy_state()
+                        await self.checkpoint()
+                    await self.roles.start_slurmctld(controller, self.status.images[daemons.SLURMCTLD])
+                # else: resumed on a controller already started on the target: judged only
                 await self._verify_controller(controller, jobs_before, nodes_before)
             except Exception as e:  # the rollback says what happened
-                state, detail = await self._roll_back(controller, e, jobs_before, nodes_before, stopped)
+                state, detail = await self._roll_back(moved, e, jobs_before, nodes_before, stopped)
                 return state, detail, running
         self.status.slurmctld_unanswered_seconds = round(time.monotonic() - stopped, 3)
+        several = f" ({len(controllers)} controllers, one at a time: {', '.join(controllers)})"
         return (
             "done",
-            f"slurmctld {self.target} on the same state: {len(jobs_before)} jobs and "
-            f"{len(nodes_before)} nodes read back; state copy at {self.status.state_copy}",
+            f"slurmctld {self.target} on the same state{several if len(controllers) > 1 else ''}: "
+            f"{len(jobs_before)} jobs and {len(nodes_before)} nodes read back; state copy at "
+            f"{self.status.state_copy}",
             running,
         )
 
     async def _roll_back(
         self,
-        controller: str,
+        moved: list[str],
         cause: Exception,
         jobs_before: dict[int, str],
         nodes_before: set[str],
         stopped: float,
     ) -> tuple[str, str]:
-        """Put the old slurmctld back on the saved state; the stage's state and detail after it."""
-        why = f"the new slurmctld on {controller} failed: {cause}"
-        await self._say(daemons.SLURMCTLD, "running", f"{why}; rolling back to the saved state")
+        """Put every controller moved (the last one failed) back on its old release, and the state
+        on the saved copy where the one that failed had stopped the primary; the stage's state and
+        detail after it."""
+        failed, others = moved[-1], moved[:-1]
+        primary = failed == self.roles.controllers()[-1]
+        why = f"the new slurmctld on {failed} failed: {cause}"
+        back = "the saved state" if primary else "the old release (the primary and its state untouched)"
+        await self._say(daemons.SLURMCTLD, ROLLING_BACK, f"{why}; rolling back to {back}")
         try:
-            await self.roles.restore_slurmctld(controller, self.status.state_copy)
-            await self._verify_controller(controller, jobs_before, nodes_before, expect_target=False)
+            if primary:
+                # the moved backups stopped first: none may take control on the state being restored
+                for other in others:
+                    await self.roles.stop_slurmctld(other)
+                if not self.status.state_copy:  # the stop or the copy failed: the state is the old one's
+                    self.status.state_copy = await self.roles.copy_state()
+                await self.roles.restore_slurmctld(failed, self.status.state_copy)
+                await self._verify_controller(failed, jobs_before, nodes_before, expect_target=False)
+            else:
+                await self.roles.restore_slurmctld(failed, "")
+            for other in others:
+                await self.roles.restore_slurmctld(other, "")
+            for controller in moved:
+                await self._verify_controller(controller, jobs_before, nodes_before, expect_target=False)
         except Exception as e:  # said in full: the operator must act
             return "failed", (
                 f"{why}; the rollback failed too ({type(e).__name__}: {e}): the state copy is at "
-                f"{self.status.state_copy} (docs/upgrades.md, When slurmctld fails)"
+                f"{self.status.state_copy or 'none (the primary was not stopped)'} (docs/upgrades.md, "
+                "When slurmctld fails)"
             )
-        self.status.slurmctld_unanswered_seconds = round(time.monotonic() - stopped, 3)
+        if primary:
+            self.status.slurmctld_unanswered_seconds = round(time.monotonic() - stopped, 3)
+        where = "on the saved state " if primary else ""
+        every = f" ({', '.join(moved)})" if len(moved) > 1 else ""
         return "rolled_back", (
-            f"{why}; rolled back: the old slurmctld runs on the saved state with all "
+            f"{why}; rolled back: the old slurmctld{every} runs {where}with all "
             f"{len(jobs_before)} jobs and {len(nodes_before)} nodes"
         )
 
@@ -337,7 +524,7 @@ class ClusterUpgrade:
         The first answer is final: slurmctld loads its whole state before it serves a request, so
         a job missing then stays missing; and a controller without a job kills it as an orphan as
         soon as its node registers (seconds after its start), so it must be stopped at once."""
-        live = {j for j, s in jobs_before.items() if s in ("PENDING", "RUNNING", "SUSPENDED", "CONFIGURING")}
+        live = {j for j, s in jobs_before.items() if s in LIVE_JOBS}
         deadline = time.monotonic() + self._verify_timeout
         while True:
             try:
@@ -353,6 +540,8 @@ class ClusterUpgrade:
         missing_jobs, missing_nodes = sorted(live - set(jobs)), sorted(nodes_before - nodes)
         if expect_target and (runs is None or not _same(runs, self.target)):
             raise StageFailed(f"it runs {runs}, not {self.target}")
+        if not expect_target and (runs is None or _same(runs, self.target)):
+            raise StageFailed(f"{controller} runs {runs}, not its release of before")
         if missing_jobs or missing_nodes:
             raise StageFailed(
                 f"it came up missing jobs {missing_jobs[:20]} ({len(missing_jobs)}) and nodes "
@@ -360,6 +549,8 @@ class ClusterUpgrade:
             )
 
     async def _workers(self, running: dict[str, Version]) -> tuple[str, str, dict[str, Version]]:
+        if not any(d.startswith("slurmd:") for d in running):  # resumed where no release was read
+            running = await self.roles.versions()
         old = [d for d, v in running.items() if d.startswith("slurmd:") and not _same(v, self.target)]
         if not old:
             return "skipped", "every slurmd already runs the target", running
@@ -369,6 +560,17 @@ class ClusterUpgrade:
         if behind:
             return "failed", f"the roll ended with {', '.join(behind)} not on {self.target}", running
         return "done", f"{len(old)} workers moved to {self.target}", running
+
+
+_NONE = Version(0, 0, 0)  # a controller whose release was not read
+
+
+def _accounting(roles: ClusterRoles) -> bool:
+    """Whether the cluster runs a slurmdbd (roles without one say `accounting = False`)."""
+    return bool(getattr(roles, "accounting", True))
+
+
+LIVE_JOBS = frozenset({"PENDING", "RUNNING", "SUSPENDED", "CONFIGURING"})
 
 
 def _same(a: Version, b: Version) -> bool:

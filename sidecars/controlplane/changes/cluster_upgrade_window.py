@@ -47,12 +47,12 @@ def _rank(daemon: str) -> int:
     return 0 if daemon == daemons.SLURMDBD else 1 if daemon.startswith(daemons.SLURMCTLD) else 2
 
 
-def refusal(target: Version, running: Mapping[str, Version]) -> str | None:
+def refusal(target: Version, running: Mapping[str, Version], *, accounting: bool = True) -> str | None:
     """Why an upgrade to `target` must not start on daemons running `running`, or None.
 
     `running`: daemon -> release, with "slurmdbd", "slurmctld" (or "slurmctld:<host>") and
-    "slurmd:<node>" keys."""
-    if not any(_rank(d) == 0 for d in running):
+    "slurmd:<node>" keys. Without `accounting` (the cluster runs no slurmdbd) none is looked for."""
+    if accounting and not any(_rank(d) == 0 for d in running):
         return "slurmdbd's release was not read: every daemon's release must be known before anything changes"
     if not any(_rank(d) == 1 for d in running):
         return (

@@ -59,6 +59,8 @@ class UpgradeAPI:
         self._versions = versions or AgentVersions()
         self._records = records  # the fleet view's nodes: their registered Version
         self._controller: tuple[Version, float] | None = None
+        self._slurmdbd: str | None = None  # read with the controller's release
+        self._moves_seen = ""  # the whole-cluster upgrade's stages when the releases were read
         self._upgrade = upgrade
         self._slurm = slurm
         self._leader = leadership
@@ -94,17 +96,40 @@ class UpgradeAPI:
                 ) from None
         return controller, records, slurmdbd
 
+    def _cluster_moves(self) -> str:
+        report = self._cluster.report() if self._cluster is not None else None
+        return "" if report is None else repr([(s["name"], s["state"]) for s in report["stages"]])
+
+    async def _accounting(self, config: Mapping[str, str]) -> str | None:
+        """slurmdbd's release where slurmctld sends its records to one ("unreadable: ..." when it
+        does not answer), None without accounting; read with slurmctld's, at most once a minute."""
+        if config.get("AccountingStorageType", "") != daemons.ACCOUNTING_SLURMDBD:
+            return None
+        try:
+            return str(await slurmdbd_version(self._slurm))
+        except SlurmError as exc:
+            return f"unreadable: {exc.message}"
+
     async def show(self, _: web.Request) -> web.Response:
         # a read costs Slurm nothing of its own: the records from the fleet view, slurmctld's
         # release read at most once a minute (it changes only with a restart)
         records = {n.name: Version.parse(n.version) for n in self._records().values() if n.version}
         try:
-            if self._controller is None or time.monotonic() - self._controller[1] > 60:
+            # a whole-cluster upgrade's stage that moved since the last read moved a release too
+            moved = self._cluster_moves() != self._moves_seen
+            if self._controller is None or time.monotonic() - self._controller[1] > 60 or moved:
+                self._moves_seen = self._cluster_moves()
                 config = await self._slurm.show_config()
                 self._controller = (Version.parse(config.get("SLURM_VERSION", "")), time.monotonic())
-            versions = describe(self._controller[0], self._versions.fresh(), records)
+                self._slurmdbd = await self._accounting(config)
+            versions = {
+                **describe(self._controller[0], self._versions.fresh(), records),
+                "slurmdbd": self._slurmdbd,
+            }
         except SlurmError as exc:
             versions = {**describe(None, self._versions.fresh(), records), "error": exc.message}
+        if self._cluster is not None and self._leader.is_leader:  # only the holder marks a cut one
+            await self._cluster.ensure_loaded()
         cluster = self._cluster_report()
         if self._upgrade is None:
             body = {"upgrade": None, "unavailable": self.why_unavailable, "versions": versions, **cluster}
@@ -124,6 +149,8 @@ class UpgradeAPI:
         out: dict[str, Any] = {"cluster": self._cluster.report()}
         if self._cluster.roles is None:
             out["cluster_unavailable"] = self._cluster.why_unavailable
+        if self._cluster.store_error:
+            out["cluster_error"] = self._cluster.store_error
         return out
 
     async def _roll_under_way(self) -> str | None:
@@ -164,6 +191,7 @@ class UpgradeAPI:
             return error(503, f"cannot read the upgrade plan: {exc}")
         if rolling is not None:
             return error(409, f"a roll of the workers to {rolling} runs: wait for its end")
+        await self._cluster.ensure_loaded()  # an upgrade a former holder left is gone on, never beside
         try:
             up = self._cluster.start(Version.parse(target), images)
         except UpgradeError as exc:

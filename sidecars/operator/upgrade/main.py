@@ -105,6 +105,15 @@ def render_cluster(up: dict[str, Any] | None) -> list[str]:
         lines.append(f"  {stage['name']:<10} {stage['state']}{took}{detail}")
     if up.get("slurmctld_unanswered_seconds") is not None:
         lines.append(f"  slurmctld did not answer for {up['slurmctld_unanswered_seconds']:.1f}s")
+    if up.get("resumed_from"):
+        lines.append(f"  started again at its {up['resumed_from']} stage")
+    kept = [
+        f"{what} {up[key]}"
+        for what, key in (("backup", "backup"), ("state copy", "state_copy"))
+        if up.get(key)
+    ]
+    if kept:
+        lines.append(f"  {'; '.join(kept)}")
     return lines
 
 
@@ -113,6 +122,8 @@ def render_versions(versions: dict[str, Any] | None) -> list[str]:
     if not versions:
         return []
     lines = [f"slurmctld {versions.get('controller') or 'unknown'}"]
+    if versions.get("slurmdbd"):
+        lines.append(f"slurmdbd {versions['slurmdbd']} (accounting)")
     for node, v in versions.get("nodes", {}).items():
         if v.get("agent"):
             seen = f"{v['agent']} (agent: slurmd -V)"
@@ -125,7 +136,8 @@ def render_versions(versions: dict[str, Any] | None) -> list[str]:
 
 
 def render(report: dict[str, Any]) -> list[str]:
-    return render_cluster(report.get("cluster")) + render_roll(report)
+    unreadable = [f"cluster upgrade: {report['cluster_error']}"] if report.get("cluster_error") else []
+    return unreadable + render_cluster(report.get("cluster")) + render_roll(report)
 
 
 def render_roll(report: dict[str, Any]) -> list[str]:

@@ -15,6 +15,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from sidecars.controlplane.changes import FileStore
+from sidecars.controlplane.changes.cluster_upgrade_store import CONFIG_MAP, KEY
 from sidecars.controlplane.service import NO_ROLES, ControlPlaneService
 from sidecars.devcluster import ClusterSpec, Release
 from sidecars.devcluster.release import build_chroot
@@ -33,6 +35,7 @@ from tests.web.cdp import chromium
 pytestmark = [pytest.mark.releases("slurm24"), pytest.mark.timeout(300)]
 
 IMAGES = {"slurmdbd": "sid", "slurmctld": "sid", "slurmd": "sid"}
+KEPT = "cluster-upgrade.json"
 
 
 @pytest.fixture
@@ -51,6 +54,7 @@ async def plane(cluster: SwappableCluster, release: Release, newer: Release) -> 
     def hand_roles(p: ControlPlaneService) -> None:
         roles = DevClusterRoles(cluster, {"chroot": release, "sid": newer}, worker_timeout_seconds=30)
         p.cluster_upgrades.roles = roles
+        p.cluster_upgrades.store = FileStore(cluster.dir / KEPT)  # the dev cluster's: no ConfigMap
 
     async with control_plane(cluster, prepare=hand_roles) as running:
         yield running
@@ -163,6 +167,9 @@ async def test_start_pause_resume_and_status_through_the_api(
     )
     assert report["cluster"]["state"] == "complete", report["cluster"]["stages"][3]["detail"]
     assert set(_stages(report).values()) == {"done"}
+    kept = json.loads((cluster.dir / KEPT).read_text())
+    assert [s["state"] for s in kept["stages"]] == ["done"] * 4 and kept["backup"] and kept["state_copy"]
+    assert (cluster.dir / KEPT).stat().st_mode & 0o777 == 0o600
     assert report["cluster"]["slurmctld_unanswered_seconds"] > 0
     assert (await cluster.client().show_config())["SLURM_VERSION"].startswith("26.05")
     jobs = {j.job_id: j.state for j in await cluster.client().jobs()}
@@ -221,6 +228,26 @@ async def test_refusals_say_why_in_one_line_and_start_nothing(
         status, text = await in_kube.post("/v1/upgrade/cluster", {"slurm_version": "26.05", "images": IMAGES})
         assert status == 409 and "--upgrade-slurmctld-statefulset" in text, text
         assert "--upgrade-slurmctld-statefulset" in (await _cluster(in_kube))["cluster_unavailable"]
+    # a kept status nobody can read (a hand edit, another tool's): reported, and nothing starts
+    # over it, with the roles there to start it
+    fake, url = fake_kube
+    fake.config_maps[("slurm", CONFIG_MAP)] = {
+        "metadata": {"name": CONFIG_MAP, "namespace": "slurm", "resourceVersion": "1"},
+        "data": {KEY: '{"target": "26.05.0", "stages": "all done"}'},
+    }
+
+    def roles_only(p: ControlPlaneService) -> None:
+        p.cluster_upgrades.roles = plane.plane.cluster_upgrades.roles
+
+    async with control_plane(cluster, kube_url=url, prepare=roles_only) as garbled:
+        await eventually(lambda: garbled.plane.leader.is_leader, what="the Lease held")
+        status, text = await garbled.post("/v1/upgrade/cluster", {"slurm_version": "26.05", "images": IMAGES})
+        assert status == 409 and f"the kept status in ConfigMap slurm/{CONFIG_MAP} cannot be read" in text
+        assert "remove it" in text and "\n" not in text.strip()
+        report = await _cluster(garbled)
+        assert report["cluster"] is None and "cannot be read" in report["cluster_error"]
+        assert render(report)[0].startswith("cluster upgrade: the kept status in ConfigMap")
+    assert (await cluster.client().show_config())["SLURM_VERSION"].startswith("24.11")
     # a target outside Slurm's window starts, and its preflight refuses it: nothing moved
     status, text = await plane.post("/v1/upgrade/cluster", {"slurm_version": "27.11", "images": IMAGES})
     assert status == 201, text
@@ -260,7 +287,10 @@ def test_the_command_asks_for_a_whole_cluster_upgrade_with_every_role(tmp_path: 
     assert _settings(token, "pause").request().path == "/v1/upgrade/pause"
 
 
-async def test_a_rollback_is_in_the_status_and_the_metrics(release: Release, newer: Release) -> None:
+async def test_a_rollback_is_in_the_status_the_metrics_and_the_events(
+    release: Release, newer: Release, fake_kube: tuple[FakeKube, str]
+) -> None:
+    fake, url = fake_kube
     # the new slurmctld refuses its config (a setting it does not know): rolled back automatically
     spec = ClusterSpec(nodes=2, accounting=True, foreground_ctld=True)
     async with Sabotaged(release, spec, {"slurmctld": ["-f", "{dir}/etc/refused.conf"]}) as c:
@@ -270,7 +300,8 @@ async def test_a_rollback_is_in_the_status_and_the_metrics(release: Release, new
         def hand_roles(p: ControlPlaneService) -> None:
             p.cluster_upgrades.roles = DevClusterRoles(c, {"chroot": release, "sid": newer})
 
-        async with control_plane(c, prepare=hand_roles) as plane:
+        async with control_plane(c, url, prepare=hand_roles, pod_name="cp-0") as plane:
+            await eventually(lambda: plane.plane.leader.is_leader, what="the Lease held")
             status, text = await plane.post(
                 "/v1/upgrade/cluster", {"slurm_version": "26.05", "images": IMAGES}
             )
@@ -288,3 +319,21 @@ async def test_a_rollback_is_in_the_status_and_the_metrics(release: Release, new
             assert plane.sample("slurm_sidecars_cluster_upgrade_slurmctld_unanswered_seconds") > 0
             assert (await c.client().show_config())["SLURM_VERSION"].startswith("24.11")
             assert job in {j.job_id for j in await c.client().jobs()}
+            # one Event per stage start and end, and the rollback's start, on the holder's pod
+            said = [(e["reason"], e["type"]) for e in fake.events if e["reason"].startswith("ClusterUpgrade")]
+            assert said == [
+                ("ClusterUpgradePreflightStarted", "Normal"),
+                ("ClusterUpgradePreflightDone", "Normal"),
+                ("ClusterUpgradeSlurmdbdStarted", "Normal"),
+                ("ClusterUpgradeSlurmdbdDone", "Normal"),
+                ("ClusterUpgradeSlurmctldStarted", "Normal"),
+                ("ClusterUpgradeSlurmctldRollingBack", "Warning"),
+                ("ClusterUpgradeSlurmctldRolledBack", "Warning"),
+            ]
+            events = [e for e in fake.events if e["reason"].startswith("ClusterUpgrade")]
+            assert {e["involvedObject"]["name"] for e in events} == {"cp-0"}
+            assert "rolling back to the saved state" in events[5]["message"]
+            assert events[6]["message"].startswith("upgrade to 26.05.0: the new slurmctld on")
+            # kept: a next holder reads the rollback, not an upgrade under way
+            kept = json.loads(fake.config_maps[("slurm", CONFIG_MAP)]["data"][KEY])
+            assert [s["state"] for s in kept["stages"]] == ["done", "done", "rolled_back", "pending"]

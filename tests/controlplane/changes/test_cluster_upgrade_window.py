@@ -45,6 +45,13 @@ def test_every_release_must_be_known() -> None:
     assert "slurmdbd's release was not read" in (refusal(v("26.05.5"), no_dbd) or "")
     no_ctld = {"slurmdbd": v("24.11.5")}
     assert "slurmctld's release was not read" in (refusal(v("26.05.5"), no_ctld) or "")
+    # a cluster without accounting has no slurmdbd to read; its controllers and workers still count
+    assert refusal(v("26.05.5"), no_dbd, accounting=False) is None
+    ha = {"slurmctld:ctld-a": v("24.11.5"), "slurmctld:ctld-b": v("23.11.1"), "slurmd:n1": v("24.11.5")}
+    assert "slurmctld:ctld-b runs 23.11.1, 5 releases behind" in (
+        refusal(v("26.05.5"), ha, accounting=False) or ""
+    )
+    assert "slurmctld's release was not read" in (refusal(v("26.05.5"), {}, accounting=False) or "")
 
 
 def test_a_cluster_out_of_slurms_order_is_refused() -> None:
