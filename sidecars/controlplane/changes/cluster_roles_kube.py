@@ -26,6 +26,7 @@ from typing import Any
 
 import structlog
 
+from sidecars.controlplane.changes.cluster_roles import StageFailed
 from sidecars.controlplane.changes.cluster_roles_kube_jobs import (
     COPIES,
     TEMPLATE_KEY,
@@ -36,7 +37,6 @@ from sidecars.controlplane.changes.cluster_roles_kube_jobs import (
     state_job,
     state_volume,
 )
-from sidecars.controlplane.changes.cluster_upgrade import StageFailed
 from sidecars.controlplane.changes.upgrade import Upgrade
 from sidecars.kube import KubeClient, KubeWorkloads, Workload
 from sidecars.slurm import SlurmClient, Version, daemons, running_releases, slurmdbd_version

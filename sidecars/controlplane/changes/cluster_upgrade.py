@@ -1,9 +1,8 @@
 """A whole-cluster Slurm upgrade in Slurm's order, as stages: preflight, slurmdbd, slurmctld, workers.
 
-Each stage acts through a `ClusterRoles` (the seam): in Kubernetes an image or revision change of
-that role's workload (not written yet: docs/upgrades.md), in the dev cluster (the tests, U1) the
-release swap of one daemon (`sidecars/devcluster/swap_roles.py`). The machine itself decides order,
-verification and rollback:
+Each stage acts through a `ClusterRoles` (cluster_roles.py): in Kubernetes an image change of that
+role's workload (cluster_roles_kube.py), in the dev cluster the release swap of one daemon
+(devcluster/swap_roles.py). The machine itself decides order, verification and rollback:
 
 - preflight: every daemon's release read (slurmdbd's included); the target within Slurm's window
   from each; room for the database backup and the state copy. A refusal changes nothing.
@@ -31,195 +30,23 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
+from sidecars.controlplane.changes.cluster_roles import ClusterRoles, StageFailed, has_accounting
+from sidecars.controlplane.changes.cluster_upgrade_status import (
+    ENDINGS,
+    PAUSED,
+    ROLLING_BACK,
+    ClusterUpgradeStatus,
+)
 from sidecars.controlplane.changes.cluster_upgrade_window import refusal
 from sidecars.slurm import Version, daemons
 
 log = structlog.get_logger(__name__)
-
-STAGES = ("preflight", daemons.SLURMDBD, daemons.SLURMCTLD, "workers")
-# a stage's states; the upgrade's own state is the last stage's that is not `pending`
-# (`interrupted`: the control plane stopped while the stage ran; last, so the metric's indices hold)
-STATES = ("pending", "running", "done", "skipped", "refused", "failed", "rolled_back", "interrupted")
-ENDINGS = {"refused", "failed", "rolled_back", "interrupted"}  # the upgrade halts here
-# what is said besides a stage's states: a rollback begun, a pause before a stage
-ROLLING_BACK, PAUSED = "rolling_back", "paused"
-
-
-class StageFailed(Exception):
-    """A stage's action did not reach its goal; the message says what was seen."""
-
-
-class ClusterRoles(Protocol):
-    """What a whole-cluster upgrade needs from where the daemons run (Kubernetes, or the dev cluster).
-
-    `image` is what the role moves to: a container image or revision in Kubernetes, a release's
-    name in the dev cluster. Every method raises (any Exception, with a message that says why)
-    when it could not do what it says.
-
-    Roles of a cluster that runs no slurmdbd (no accounting) say so with an attribute
-    `accounting = False`: `versions()` then has no "slurmdbd", and its stage is skipped. Without
-    that attribute a slurmdbd is expected, and a release of it not read refuses the upgrade."""
-
-    async def versions(self) -> dict[str, Version]:
-        """Daemon -> running release: "slurmdbd", "slurmctld:<host>" (each controller that runs),
-        "slurmd:<node>"."""
-        ...
-
-    async def room(self) -> list[tuple[str, int, int]]:
-        """(what, bytes needed, bytes free) for the database backup and the state copy."""
-        ...
-
-    def controllers(self) -> list[str]:
-        """The controllers' hosts, backups first and the primary last (it moves last)."""
-        ...
-
-    async def backup_database(self) -> str:
-        """Dump the accounting database; where the dump is."""
-        ...
-
-    async def replace_slurmdbd(self, image: str) -> None:
-        """Stop slurmdbd and start `image`'s on the same database; return once it answers."""
-        ...
-
-    async def stop_slurmctld(self, controller: str) -> None:
-        """Stop the controller as Slurm does (its state saved first)."""
-        ...
-
-    async def copy_state(self) -> str:
-        """Copy the StateSaveLocation (every controller stopped, or this one); where the copy is."""
-        ...
-
-    async def start_slurmctld(self, controller: str, image: str) -> None:
-        """Start `image`'s controller on the state as it is; return once it answers."""
-        ...
-
-    async def restore_slurmctld(self, controller: str, saved: str) -> None:
-        """Stop whatever runs for `controller`, put the copy `saved` back as the StateSaveLocation
-        (an empty `saved`: the state left as it is, for a backup controller put back beside its
-        primary) and start the release it ran before the upgrade; return once it runs (a backup:
-        in standby) or answers (the one in control)."""
-        ...
-
-    async def jobs(self) -> dict[int, str]:
-        """Job id -> state, as slurmctld lists them."""
-        ...
-
-    async def nodes(self) -> set[str]:
-        """The node names slurmctld lists."""
-        ...
-
-    async def roll_workers(self, image: str, version: Version) -> None:
-        """Move every worker to `image` by the budgeted roll (drained first, no job killed)."""
-        ...
-
-
-@dataclass
-class Stage:
-    name: str
-    state: str = "pending"
-    started_at: float | None = None  # epoch seconds
-    seconds: float | None = None
-    detail: str = ""
-
-
-@dataclass
-class ClusterUpgradeStatus:
-    target: str
-    images: dict[str, str]
-    stages: list[Stage] = field(default_factory=lambda: [Stage(n) for n in STAGES])
-    paused: bool = False
-    # the time slurmctld did not answer during its stage (stop to verified), in seconds
-    slurmctld_unanswered_seconds: float | None = None
-    backup: str = ""  # where the database dump is
-    state_copy: str = ""  # where the copy of the StateSaveLocation is
-    # what the new slurmctld must have (live jobs, nodes), read before the first controller stopped:
-    # kept so that a slurmctld stage resumed after an interruption judges against the same
-    jobs_before: list[int] = field(default_factory=list)
-    nodes_before: list[str] = field(default_factory=list)
-    resumed_from: str = ""  # the stage an interrupted or halted upgrade was started again at
-
-    @property
-    def state(self) -> str:
-        """pending, running, paused (between stages), complete, or the stage ending that halted it."""
-        for s in self.stages:
-            if s.state in ENDINGS:
-                return s.state
-        if all(s.state in ("done", "skipped") for s in self.stages):
-            return "complete"
-        if any(s.state == "running" for s in self.stages):
-            return "running"
-        if self.paused:
-            return "paused"
-        return "running" if self.stages[0].state != "pending" else "pending"
-
-    def stage(self, name: str) -> Stage:
-        return next(s for s in self.stages if s.name == name)
-
-    def halted_at(self) -> Stage | None:
-        """The stage whose ending halted the upgrade (None: it did not halt)."""
-        return next((s for s in self.stages if s.state in ENDINGS), None)
-
-    def report(self) -> dict[str, Any]:
-        out = {"state": self.state, **asdict(self)}
-        # the lists may hold thousands of ids: their sizes say enough on a page
-        out["jobs_before"], out["nodes_before"] = len(self.jobs_before), len(self.nodes_before)
-        return out
-
-    def data(self) -> dict[str, Any]:
-        """Everything, for the store a later Lease holder reads back (`from_data`)."""
-        return asdict(self)
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> ClusterUpgradeStatus:
-        """The status `data()` wrote; ValueError naming what is wrong with anything else."""
-        try:
-            stages = [Stage(**s) for s in data["stages"]]
-            status = cls(
-                target=str(data["target"]),
-                images={str(k): str(v) for k, v in dict(data["images"]).items()},
-                stages=stages,
-                paused=bool(data.get("paused", False)),
-                slurmctld_unanswered_seconds=data.get("slurmctld_unanswered_seconds"),
-                backup=str(data.get("backup", "")),
-                state_copy=str(data.get("state_copy", "")),
-                jobs_before=[int(j) for j in data.get("jobs_before", [])],
-                nodes_before=[str(n) for n in data.get("nodes_before", [])],
-                resumed_from=str(data.get("resumed_from", "")),
-            )
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise ValueError(f"not a cluster upgrade's status ({type(e).__name__}: {e})") from None
-        if not re.fullmatch(r"\d+\.\d+\.\d+", status.target):
-            raise ValueError(f"not a cluster upgrade's status: its target is {status.target!r}")
-        if [s.name for s in stages] != list(STAGES) or any(s.state not in STATES for s in stages):
-            seen = [(s.name, s.state) for s in stages]
-            raise ValueError(f"not a cluster upgrade's status: its stages are {seen}")
-        return status
-
-    def interrupted(self) -> Stage | None:
-        """Mark the stage left `running` (its control plane stopped under it) `interrupted`; that stage."""
-        for s in self.stages:
-            if s.state == "running":
-                s.state = "interrupted"
-                s.detail = (
-                    f"the control plane stopped during this stage (started {_when(s.started_at)}): "
-                    "what it did there is unknown; start the upgrade again with the same target to go on "
-                    "from here (stages already on the target are skipped; docs/upgrades.md)"
-                )
-                return s
-        return None
-
-
-def _when(epoch: float | None) -> str:
-    return "at an unknown time" if epoch is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
-
 
 # (stage, state, message): a Kubernetes Event, a log line, a metric. `state` is a stage's state, or
 # ROLLING_BACK (a rollback begun, the stage still running) or PAUSED (held before that stage)
@@ -370,7 +197,7 @@ class ClusterUpgrade:
                     {},
                 )
             return "refused", f"refused, nothing changed: a daemon's release could not be read: {unread}", {}
-        why = refusal(self.target, running, accounting=_accounting(self.roles))
+        why = refusal(self.target, running, accounting=has_accounting(self.roles))
         if why is not None:
             return "refused", f"refused, nothing changed: {why}", running
         room = await self.roles.room()
@@ -382,7 +209,7 @@ class ClusterUpgrade:
         return "done", f"target {self.target} within Slurm's window from: {seen}{resumed}", running
 
     async def _slurmdbd(self, running: dict[str, Version]) -> tuple[str, str, dict[str, Version]]:
-        if not _accounting(self.roles):
+        if not has_accounting(self.roles):
             return "skipped", "this cluster runs no slurmdbd (no accounting)", running
         if daemons.SLURMDBD not in running:  # a resumed slurmctld stage whose daemons do not answer
             return "skipped", "slurmdbd was moved before the interruption (its release not read now)", running
@@ -563,11 +390,6 @@ class ClusterUpgrade:
 
 
 _NONE = Version(0, 0, 0)  # a controller whose release was not read
-
-
-def _accounting(roles: ClusterRoles) -> bool:
-    """Whether the cluster runs a slurmdbd (roles without one say `accounting = False`)."""
-    return bool(getattr(roles, "accounting", True))
 
 
 LIVE_JOBS = frozenset({"PENDING", "RUNNING", "SUSPENDED", "CONFIGURING"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sidecars.controlplane.changes.cluster_upgrade import PAUSED, ROLLING_BACK
+from sidecars.controlplane.changes.cluster_upgrade_status import PAUSED, ROLLING_BACK
 from sidecars.runtime.events import EventSink, EventType
 
 # what is said -> the reason's last word(s) (a reason is CamelCase: ClusterUpgradeSlurmctldRolledBack)

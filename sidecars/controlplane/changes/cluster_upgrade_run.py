@@ -22,14 +22,10 @@ import structlog
 from prometheus_client import CollectorRegistry, Gauge
 
 from sidecars.controlplane.changes.budget import UpgradeError
-from sidecars.controlplane.changes.cluster_upgrade import (
-    STAGES,
-    STATES,
-    ClusterRoles,
-    ClusterUpgrade,
-    ClusterUpgradeStatus,
-)
+from sidecars.controlplane.changes.cluster_roles import ClusterRoles
+from sidecars.controlplane.changes.cluster_upgrade import ClusterUpgrade
 from sidecars.controlplane.changes.cluster_upgrade_events import StageEvents
+from sidecars.controlplane.changes.cluster_upgrade_status import STAGES, STATES, ClusterUpgradeStatus
 from sidecars.controlplane.changes.cluster_upgrade_store import StatusStore
 from sidecars.slurm import Version, daemons
 

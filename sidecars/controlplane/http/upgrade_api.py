@@ -124,7 +124,7 @@ class UpgradeAPI:
                 self._slurmdbd = await self._accounting(config)
             versions = {
                 **describe(self._controller[0], self._versions.fresh(), records),
-                "slurmdbd": self._slurmdbd,
+                daemons.SLURMDBD: self._slurmdbd,
             }
         except SlurmError as exc:
             versions = {**describe(None, self._versions.fresh(), records), "error": exc.message}

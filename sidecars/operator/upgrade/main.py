@@ -122,8 +122,8 @@ def render_versions(versions: dict[str, Any] | None) -> list[str]:
     if not versions:
         return []
     lines = [f"slurmctld {versions.get('controller') or 'unknown'}"]
-    if versions.get("slurmdbd"):
-        lines.append(f"slurmdbd {versions['slurmdbd']} (accounting)")
+    if versions.get(daemons.SLURMDBD):
+        lines.append(f"slurmdbd {versions[daemons.SLURMDBD]} (accounting)")
     for node, v in versions.get("nodes", {}).items():
         if v.get("agent"):
             seen = f"{v['agent']} (agent: slurmd -V)"

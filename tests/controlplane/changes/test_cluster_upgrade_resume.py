@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from sidecars.controlplane.changes.cluster_upgrade import ClusterUpgradeStatus
+from sidecars.controlplane.changes.cluster_upgrade_status import ClusterUpgradeStatus
 from sidecars.controlplane.changes.cluster_upgrade_store import CONFIG_MAP, KEY
 from sidecars.controlplane.service import ControlPlaneService
 from sidecars.devcluster import ClusterSpec, Release

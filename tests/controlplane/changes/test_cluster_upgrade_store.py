@@ -13,7 +13,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from sidecars.controlplane.changes import ClusterUpgradeMetrics, ClusterUpgrades
-from sidecars.controlplane.changes.cluster_upgrade import ClusterUpgradeStatus
+from sidecars.controlplane.changes.cluster_upgrade_status import ClusterUpgradeStatus
 from sidecars.controlplane.changes.cluster_upgrade_store import MAX_BYTES, FileStore
 
 pytestmark = [pytest.mark.timeout(30)]
