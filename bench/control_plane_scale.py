@@ -103,7 +103,7 @@ def synthetic(nodes: int, jobs: int, now: int) -> tuple[str, str, str]:
 
 
 def json_jobs(text: str) -> list[Job]:
-    return [jsonformat.job(o) for o in jsonformat.load(["scontrol"], text, "jobs")]
+    return jsonformat.jobs(["scontrol"], text)
 
 
 def cycle(
@@ -114,7 +114,7 @@ def cycle(
     read_jobs: Callable[[str], list[Job]],
 ) -> dict[str, float]:
     t0 = time.perf_counter()
-    nodes = [jsonformat.node(o) for o in jsonformat.load(["scontrol"], node_text, "nodes")]
+    nodes = jsonformat.nodes(["scontrol"], node_text)
     tn = time.perf_counter()
     jobs = read_jobs(job_text)
     t1 = time.perf_counter()
@@ -183,7 +183,7 @@ async def long_polls(
             while metrics.long_polls._value.get() < polls:
                 await asyncio.sleep(0.05)
             # the change: job number `drop` has ended (the same documents, re-read, without it)
-            nodes = [jsonformat.node(o) for o in jsonformat.load(["scontrol"], node_text, "nodes")]
+            nodes = jsonformat.nodes(["scontrol"], node_text)
             jobs = squeueformat.job_summaries(job_text)
             del jobs[drop]
             snap = fleet.assemble(nodes, jobs)

@@ -3,6 +3,7 @@ than a job's whole record at 10,000 jobs and more. Each FORMAT sits beside its p
 
 from __future__ import annotations
 
+from sidecars.runtime import gcpause
 from sidecars.slurm import hostlist
 from sidecars.slurm.models import Job, JobNodes, JobPlacement
 from sidecars.slurm.textformat import gpus_per_node, int_or, nullable, parse_minutes, parse_time
@@ -29,41 +30,42 @@ def job_summaries(text: str) -> list[Job]:
     times: dict[str, int | None] = {}
     limits: dict[str, int | None] = {}
     gres: dict[str, int] = {}
-    for line in text.splitlines():
-        parts = line.split("|", 9)
-        if len(parts) != 10 or not parts[0].isdigit():
-            continue
-        job_id, state, part, cpus, count, limit, start_s, tres, nodes, reason = parts
-        state = state.split("+")[0].upper()
-        start = None
-        if state != "PENDING":
-            if start_s not in times:
-                times[start_s] = parse_time(start_s)
-            start = times[start_s]
-        if limit not in limits:
-            limits[limit] = parse_minutes(limit)
-        minutes = limits[limit]
-        if tres not in gres:
-            gres[tres] = gpus_per_node(nullable(tres) or "")
-        plain = nodes and "[" not in nodes and "," not in nodes
-        out.append(
-            Job(
-                job_id=int(job_id),
-                name="",
-                user="",
-                state=state,
-                state_reason=reason or "None",
-                partition=part,
-                nodes=(nodes,) if plain else tuple(hostlist.expand(nullable(nodes) or "")),
-                submit_time=None,
-                start_time=start,
-                end_time=start + 60 * minutes if start is not None and minutes is not None else None,
-                time_limit_minutes=minutes,
-                cpus=int_or(cpus),
-                node_count=int_or(count),
-                gpus_per_node=gres[tres],
+    with gcpause.paused():  # 50,000 jobs kept, nothing in a cycle: one collection at the end
+        for line in text.splitlines():
+            parts = line.split("|", 9)
+            if len(parts) != 10 or not parts[0].isdigit():
+                continue
+            job_id, state, part, cpus, count, limit, start_s, tres, nodes, reason = parts
+            state = state.split("+")[0].upper()
+            start = None
+            if state != "PENDING":
+                if start_s not in times:
+                    times[start_s] = parse_time(start_s)
+                start = times[start_s]
+            if limit not in limits:
+                limits[limit] = parse_minutes(limit)
+            minutes = limits[limit]
+            if tres not in gres:
+                gres[tres] = gpus_per_node(nullable(tres) or "")
+            plain = nodes and "[" not in nodes and "," not in nodes
+            out.append(
+                Job(
+                    job_id=int(job_id),
+                    name="",
+                    user="",
+                    state=state,
+                    state_reason=reason or "None",
+                    partition=part,
+                    nodes=(nodes,) if plain else tuple(hostlist.expand(nullable(nodes) or "")),
+                    submit_time=None,
+                    start_time=start,
+                    end_time=start + 60 * minutes if start is not None and minutes is not None else None,
+                    time_limit_minutes=minutes,
+                    cpus=int_or(cpus),
+                    node_count=int_or(count),
+                    gpus_per_node=gres[tres],
+                )
             )
-        )
     return out
 
 
