@@ -18,6 +18,14 @@ __all__ = [
 ]
 
 
+def _count(text: str) -> int:
+    """A count as squeue prints it: plain digits but for the odd `N/A` (int_or's 0)."""
+    try:
+        return int(text)
+    except ValueError:
+        return int_or(text)
+
+
 # `squeue -o` fields of a job summary, in this order; the reason (free text) last
 SUMMARY_FORMAT = "%A|%T|%P|%C|%D|%l|%S|%b|%N|%r"
 
@@ -61,8 +69,8 @@ def job_summaries(text: str) -> list[Job]:
                     start_time=start,
                     end_time=start + 60 * minutes if start is not None and minutes is not None else None,
                     time_limit_minutes=minutes,
-                    cpus=int_or(cpus),
-                    node_count=int_or(count),
+                    cpus=_count(cpus),
+                    node_count=_count(count),
                     gpus_per_node=gres[tres],
                 )
             )
