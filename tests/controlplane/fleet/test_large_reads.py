@@ -1,5 +1,6 @@
-"""Large reads decoded without the cyclic collector walking them: what keeps the control plane's
-refresh at 10,000 nodes inside its second (P5). Real documents captured from Slurm, repeated."""
+"""Large reads decoded without the cyclic collector walking them, one collection at the end: what
+keeps the control plane's refresh at 10,000 nodes inside its second (P5). Real documents captured
+from Slurm, repeated."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def many_nodes(release: str, key: str, name: str) -> str:
         ("26.05", "scontrol-show-nodes--json.json"),
     ],
 )
-def test_a_large_node_read_runs_no_collection_and_reads_the_same(
+def test_a_large_node_read_sets_off_one_collection_at_most_and_reads_the_same(
     collections: list[int], release: str, name: str
 ) -> None:
     text = many_nodes(release, "nodes", name)
@@ -62,7 +63,7 @@ def test_a_large_node_read_runs_no_collection_and_reads_the_same(
     assert got == expected and len(got) == NODES
 
 
-def test_a_large_job_read_runs_no_collection(collections: list[int]) -> None:
+def test_a_large_job_read_sets_off_one_collection_at_most(collections: list[int]) -> None:
     doc = json.loads((DATA / "slurm-24.11" / "scontrol-show-job--json.json").read_text())
     doc["jobs"] = [{**j, "job_id": i} for i in range(1, 501) for j in doc["jobs"][:1]]
     text = json.dumps(doc)
@@ -72,7 +73,7 @@ def test_a_large_job_read_runs_no_collection(collections: list[int]) -> None:
     assert [j.job_id for j in got] == list(range(1, 501))
 
 
-def test_a_long_brief_job_read_runs_no_collection(collections: list[int]) -> None:
+def test_a_long_brief_job_read_sets_off_one_collection_at_most(collections: list[int]) -> None:
     line = (DATA / "slurm-24.11" / "squeue--summary.txt").read_text().splitlines()[0]
     rest = line.split("|", 1)[1]
     text = "".join(f"{i}|{rest}\n" for i in range(1, 20_001))
