@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import copy
 import json
+import os
 import resource
 import time
 from collections.abc import Callable
@@ -103,7 +104,7 @@ def synthetic(nodes: int, jobs: int, now: int) -> tuple[str, str, str]:
 
 
 def json_jobs(text: str) -> list[Job]:
-    return [jsonformat.job(o) for o in jsonformat.load(["scontrol"], text, "jobs")]
+    return jsonformat.jobs(["scontrol"], text)
 
 
 def cycle(
@@ -113,8 +114,8 @@ def cycle(
     job_text: str,
     read_jobs: Callable[[str], list[Job]],
 ) -> dict[str, float]:
-    t0 = time.perf_counter()
-    nodes = [jsonformat.node(o) for o in jsonformat.load(["scontrol"], node_text, "nodes")]
+    c0, t0 = time.process_time(), time.perf_counter()
+    nodes = jsonformat.nodes(["scontrol"], node_text)
     tn = time.perf_counter()
     jobs = read_jobs(job_text)
     t1 = time.perf_counter()
@@ -124,7 +125,7 @@ def cycle(
     now = time.time()
     buckets = {n.name: ranking.bucket(n.busy_until, now) for n in snap.nodes.values()}
     metrics.observe(snap)
-    t3 = time.perf_counter()
+    t3, c3 = time.perf_counter(), time.process_time()
     assert len(buckets) == len(snap.nodes) and len(snap.order) == len(snap.nodes)
     return {
         "nodes": tn - t0,
@@ -132,6 +133,7 @@ def cycle(
         "snapshot+order": t2 - t1,
         "buckets+gauges": t3 - t2,
         "total": t3 - t0,
+        "cpu": c3 - c0,  # on a shared machine the wall time also counts the neighbours' turns
     }
 
 
@@ -183,7 +185,7 @@ async def long_polls(
             while metrics.long_polls._value.get() < polls:
                 await asyncio.sleep(0.05)
             # the change: job number `drop` has ended (the same documents, re-read, without it)
-            nodes = [jsonformat.node(o) for o in jsonformat.load(["scontrol"], node_text, "nodes")]
+            nodes = jsonformat.nodes(["scontrol"], node_text)
             jobs = squeueformat.job_summaries(job_text)
             del jobs[drop]
             snap = fleet.assemble(nodes, jobs)
@@ -201,6 +203,7 @@ async def main() -> None:
     ap.add_argument("--cycles", type=int, default=3)
     args = ap.parse_args()
     one_core()
+    print("load average (1, 5, 15 min): {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4 * args.polls + 256)), hard))
 
@@ -224,9 +227,10 @@ async def main() -> None:
 
     fleet, best, runs = run(squeueformat.job_summaries, job_brief)
     worst = max(r["total"] for r in runs)
+    worst_cpu = max(r["cpu"] for r in runs)
     print(
         f"refresh + ranking cycle on one core, as the control plane runs it (best of {args.cycles}): "
-        f"{best['total']:.3f}s, worst {worst:.3f}s   goal <= 1 s"
+        f"{best['total']:.3f}s, worst {worst:.3f}s (CPU {worst_cpu:.3f}s)   goal <= 1 s"
     )
     print(
         f"  [node JSON {best['nodes']:.3f}s, brief jobs {best['jobs']:.3f}s, snapshot+order "
@@ -237,7 +241,7 @@ async def main() -> None:
     slow_worst = max(r["total"] for r in slow_runs)
     print(
         f"  baseline, the same cycle reading Slurm's job JSON: {slow['total']:.3f}s "
-        f"[jobs {slow['jobs']:.3f}s], worst {slow_worst:.3f}s"
+        f"[jobs {slow['jobs']:.3f}s], worst {slow_worst:.3f}s (CPU {max(r['cpu'] for r in slow_runs):.3f}s)"
     )
     t = time.perf_counter()
     json.loads(node_text)
@@ -255,12 +259,13 @@ async def main() -> None:
         f"max {max(lat) * 1000:.0f} ms   goal p99 <= 1 s"
     )
     print(f"  baseline, one long poll: {single[0] * 1000:.1f} ms")
+    print("load average at the end (1, 5, 15 min): {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     size = f"{args.nodes:,} nodes / {args.jobs:,} jobs"
     # every cycle must fit, so the goal is judged on the worst of them
     result(
         "P5",
         f"refresh + ranking cycle, {size}, one core, best/worst of {args.cycles}",
-        f"{best['total']:.2f} s / {worst:.2f} s",
+        f"{best['total']:.2f} s / {worst:.2f} s (worst CPU {worst_cpu:.2f} s)",
         f"{slow['total']:.2f} s / {slow_worst:.2f} s (the same cycle reading Slurm's job JSON)",
         "<= 1 s",
         worst <= 1.0,

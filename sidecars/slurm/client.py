@@ -79,7 +79,7 @@ class SlurmClient(SlurmCommands):
             v = await self.version()
             argv = ["scontrol", "show", "nodes", "--json"] if v.at_least(23, 2) else ["sinfo", "--json"]
             r = await self.run(*argv)
-            return [jsonformat.node(o) for o in jsonformat.load(argv, r.stdout, "nodes")]
+            return jsonformat.nodes(argv, r.stdout)
         r = await self.run("scontrol", "--future", "-o", "-d", "show", "node")
         return self._node_lines.parse(r.stdout)
 
@@ -129,7 +129,7 @@ class SlurmClient(SlurmCommands):
             v = await self.version()
             argv = ["scontrol", "show", "job", "--json"] if v.at_least(23, 2) else ["squeue", "--json"]
             r = await self.run(*argv)
-            return [jsonformat.job(o) for o in jsonformat.load(argv, r.stdout, "jobs")]
+            return jsonformat.jobs(argv, r.stdout)
         r = await self.run("scontrol", "-o", "-d", "show", "job")
         return textformat.jobs(r.stdout)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator, Sequence
+from datetime import date
 
 from sidecars.slurm import hostlist
 from sidecars.slurm.models import (
@@ -78,9 +79,26 @@ def parse_time(value: str | None) -> int | None:
     if v is None:
         return None
     try:
-        return int(time.mktime(time.strptime(v, "%Y-%m-%dT%H:%M:%S")))
+        fields = _clock_fields(v) or time.strptime(v, "%Y-%m-%dT%H:%M:%S")[:6]
+        return int(time.mktime((*fields, 0, 1, -1)))  # -1: the zone's own daylight rule, as strptime
     except ValueError:
         return None
+
+
+def _clock_fields(v: str) -> tuple[int, int, int, int, int, int] | None:
+    """The exact `YYYY-MM-DDTHH:MM:SS` shape Slurm prints, read without strptime (which looks the
+    locale up on every call: 3,600 distinct start times were a tenth of a 50,000-job read); None for
+    any other shape, left to strptime. Out-of-range fields raise ValueError, as strptime does."""
+    if len(v) != 19 or v[4] != "-" or v[7] != "-" or v[10] != "T" or v[13] != ":" or v[16] != ":":
+        return None
+    digits = (v[0:4], v[5:7], v[8:10], v[11:13], v[14:16], v[17:19])
+    if not all(d.isascii() and d.isdigit() for d in digits):
+        return None
+    y, mo, d, h, mi, sec = map(int, digits)
+    date(y, mo, d)  # the day exists (ValueError otherwise)
+    if h > 23 or mi > 59 or sec > 61:
+        raise ValueError(v)
+    return y, mo, d, h, mi, sec
 
 
 def parse_minutes(value: str | None) -> int | None:

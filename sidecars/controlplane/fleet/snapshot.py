@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 
 from sidecars.controlplane.fleet import ranking
+from sidecars.runtime import gcpause
 from sidecars.slurm import Job, Node, SlurmClient, SlurmError, SlurmUnreachable, podinfo
 
 log = structlog.get_logger(__name__)
@@ -110,9 +111,10 @@ class FleetSnapshot:
 
 
 def build(nodes: Iterable[Node], jobs: Iterable[Job]) -> tuple[dict[str, FleetNode], tuple[Job, ...]]:
-    all_jobs = tuple(jobs)
-    per_node = ranking.jobs_by_node(all_jobs)
-    views = {n.name: view(n, per_node.get(n.name, ())) for n in nodes}
+    with gcpause.paused():  # a view and its tuples per node, none in a cycle
+        all_jobs = tuple(jobs)
+        per_node = ranking.jobs_by_node(all_jobs)
+        views = {n.name: view(n, per_node.get(n.name, ())) for n in nodes}
     return views, all_jobs
 
 
