@@ -32,7 +32,7 @@ async def test_hand_over_when_the_holder_stops_renewing(
 
             fake.blocked.add("token-a")  # a is cut off from the API: it can no longer renew
             await eventually(
-                lambda: b.get("/status"), lambda r: r[1]["leader"], within=10, what="b takes over"
+                lambda: b.get("/status"), lambda r: r[1]["leader"], within=30, what="b takes over"
             )
             status, body = await a.get("/status")
             assert body["leader"] is False  # a stepped down before b could take over
