@@ -220,7 +220,7 @@ async def test_bad_change_sets_never_reach_slurmctld(release: Release) -> None:
                     pid = cluster.hostpid("slurmctld")
                 if SECRET["slurm.key"].hex() in reason or "caf\xe9" in reason:
                     failures.append(Failure(case.name, "the reason quotes file contents it must not"))
-            await cluster.wait_job(job, "RUNNING", timeout=5)
+            await cluster.wait_job(job, "RUNNING", timeout=30)  # still running: room for a slow answer
             assert not failures, "\n".join(f"{f.case}: {f.what}" for f in failures)
             expected_rejections = sum(
                 1 for c in CASES if release.name in c.releases and not c.restart_required
@@ -235,7 +235,7 @@ async def test_bad_change_sets_never_reach_slurmctld(release: Release) -> None:
             # back to the good set: nothing to do, nothing pending, no rejection standing
             sync.config.write(good_config)
             sync.secrets.write(SECRET)
-            st = await sync.service.wait_until(lambda s: s["rejected"] is None and not s["pending"], 8.0)
+            st = await sync.service.wait_until(lambda s: s["rejected"] is None and not s["pending"], 30.0)
             assert st["applied"]["generation"] == 1
             # and a fixed config still applies normally after all those rejections
             fixed = {
@@ -245,5 +245,5 @@ async def test_bad_change_sets_never_reach_slurmctld(release: Release) -> None:
             sync.config.write(fixed)
             st = await sync.wait(set_sha(fixed, SECRET))
             assert (await cluster.client().partitions())[0].max_time_minutes == 30
-            await cluster.wait_job(job, "RUNNING", timeout=10)
+            await cluster.wait_job(job, "RUNNING", timeout=30)
         assert ran >= 20
