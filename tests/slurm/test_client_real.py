@@ -27,7 +27,9 @@ from tests.helpers import eventually
 @pytest.mark.cluster(nodes=2)
 async def test_drain_running_node_then_drained_when_job_ends_then_resume(cluster: DevCluster) -> None:
     client = cluster.client()
-    job = await cluster.sbatch("-w", "n1", wrap="sleep 3")
+    go = cluster.out_dir / "go"
+    # runs until the test says so: still running when the drain is read, whatever the machine's load
+    job = await cluster.sbatch("-w", "n1", wrap=f"while [ ! -e {go} ]; do sleep 0.2; done")
     await cluster.wait_job(job, "RUNNING")
     await client.drain(["n1"], "slurm-sidecars: test drain")
     node = await client.node("n1")
@@ -35,6 +37,7 @@ async def test_drain_running_node_then_drained_when_job_ends_then_resume(cluster
     assert node.state.drain and node.state.busy and not node.state.drained  # DRAINING
     assert node.reason is not None and node.reason.text == "slurm-sidecars: test drain"
     assert node.reason.user == "root" and node.reason.time is not None
+    go.touch()
     finished = await cluster.wait_job(job, "COMPLETED", timeout=30)
     assert finished.state == "COMPLETED"  # the drain let it finish
     await cluster.wait_node("n1", lambda n: n.state.drained)  # the default 30 s: a loaded machine's room
