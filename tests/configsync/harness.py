@@ -73,7 +73,9 @@ class Sync:
         entries, _ = read_source(self.settings.target, self.settings.max_file_bytes)
         return FileSet.build(entries).sha256
 
-    async def wait(self, sha: str, key: str = "applied", within: float = 8.0) -> dict[str, Any]:
+    # an apply runs a throwaway slurmctld, a reconfigure (24.11 on: every daemon re-execs) and a
+    # verify: seconds each on a loaded machine, so the default leaves room for all three
+    async def wait(self, sha: str, key: str = "applied", within: float = 30.0) -> dict[str, Any]:
         def done(st: dict[str, Any]) -> bool:
             return bool(st[key] and st[key]["sha256"] == sha and not st["pending"])
 

@@ -130,7 +130,7 @@ async def test_verify_sees_a_dead_controller_within_seconds(cluster: DevCluster)
     started = time.monotonic()
     outcome = await within(applier.verify(conf, conf, before, wait=3.0), 8.0)
     assert outcome.controller_died and not outcome.ok
-    assert time.monotonic() - started < 4.0
+    assert time.monotonic() - started < 7.0  # the wait, and room; not the ~9 s a read would block
 
 
 async def test_new_cluster_name_is_refused_before_it_reaches_slurmctld(cluster: DevCluster) -> None:
@@ -162,7 +162,7 @@ async def test_restart_policy_restarts_a_foreground_controller(cluster: DevClust
     ):
         files = bump_max_job_count(sync.good())
         sync.config.write(files)
-        st = await sync.wait(set_sha(files), within=15.0)
+        st = await sync.wait(set_sha(files))
         assert st["applied"]["generation"] == 2 and st["rejected"] is None
         assert len(restarts) == 1 and cluster.foreground_pid() == cluster.hostpid("slurmctld") != pid
         assert (await cluster.client().show_config())["MaxJobCount"] == "12345"
@@ -174,7 +174,8 @@ async def test_a_restart_within_the_second_slurmctld_booted_in_is_seen(cluster: 
     (before, config-sync waited out its time-out and rolled back files slurmctld was running on)."""
     client = cluster.client()
     conf = conffile.parse(read_set(cluster_files(cluster)), "slurm.conf", cluster.conf_path.parent)
-    applier = Applier(client, settle_seconds=0.2, restart_timeout=3.0)
+    # room for a loaded machine's restart: the restart missed would still wait all of it, and fail
+    applier = Applier(client, settle_seconds=0.2, restart_timeout=30.0)
     await asyncio.sleep(1.0 - time.time() % 1.0)  # at the start of a second...
     await cluster.restart_slurmctld()  # ...slurmctld boots
     before = await view(client)

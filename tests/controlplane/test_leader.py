@@ -32,7 +32,7 @@ async def test_hand_over_when_the_holder_stops_renewing(
 
             fake.blocked.add("token-a")  # a is cut off from the API: it can no longer renew
             await eventually(
-                lambda: b.get("/status"), lambda r: r[1]["leader"], within=10, what="b takes over"
+                lambda: b.get("/status"), lambda r: r[1]["leader"], within=30, what="b takes over"
             )
             status, body = await a.get("/status")
             assert body["leader"] is False  # a stepped down before b could take over
@@ -48,4 +48,4 @@ async def test_hand_over_when_the_holder_stops_renewing(
         # b stops gracefully and hands the Lease back; a, reconnected, takes it at once
         fake.blocked.clear()
         assert fake.leases[("slurm", "cp")]["spec"].get("holderIdentity") is None
-        await eventually(lambda: a.get("/status"), lambda r: r[1]["leader"], within=5, what="a leads again")
+        await eventually(lambda: a.get("/status"), lambda r: r[1]["leader"], within=15, what="a leads again")

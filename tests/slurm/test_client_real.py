@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -20,12 +21,15 @@ from sidecars.slurm import (
 )
 from sidecars.slurm.runner import run
 from tests.conftest import descendants
+from tests.helpers import eventually
 
 
 @pytest.mark.cluster(nodes=2)
 async def test_drain_running_node_then_drained_when_job_ends_then_resume(cluster: DevCluster) -> None:
     client = cluster.client()
-    job = await cluster.sbatch("-w", "n1", wrap="sleep 3")
+    go = cluster.out_dir / "go"
+    # runs until the test says so: still running when the drain is read, whatever the machine's load
+    job = await cluster.sbatch("-w", "n1", wrap=f"while [ ! -e {go} ]; do sleep 0.2; done")
     await cluster.wait_job(job, "RUNNING")
     await client.drain(["n1"], "slurm-sidecars: test drain")
     node = await client.node("n1")
@@ -33,11 +37,12 @@ async def test_drain_running_node_then_drained_when_job_ends_then_resume(cluster
     assert node.state.drain and node.state.busy and not node.state.drained  # DRAINING
     assert node.reason is not None and node.reason.text == "slurm-sidecars: test drain"
     assert node.reason.user == "root" and node.reason.time is not None
+    go.touch()
     finished = await cluster.wait_job(job, "COMPLETED", timeout=30)
     assert finished.state == "COMPLETED"  # the drain let it finish
-    await cluster.wait_node("n1", lambda n: n.state.drained, timeout=10)
+    await cluster.wait_node("n1", lambda n: n.state.drained)  # the default 30 s: a loaded machine's room
     await client.resume(["n1"])
-    await cluster.wait_node("n1", lambda n: not n.state.drain and n.state.base == "IDLE", timeout=10)
+    await cluster.wait_node("n1", lambda n: not n.state.drain and n.state.base == "IDLE")
 
 
 @pytest.mark.cluster(nodes=3)
@@ -74,15 +79,16 @@ async def test_json_and_text_readers_agree_on_a_live_cluster(cluster: DevCluster
     await cluster.sbatch("-w", "n1", "--gres=gpu:2", wrap="true")  # pending behind the first
     auto, text = cluster.client(), cluster.client(output="text")
     await auto.drain(["n2"], "admin: maintenance window")
-    for _ in range(3):  # the cluster moves on between two reads; a quiet moment compares equal
-        a_nodes, t_nodes = await auto.nodes(), await text.nodes()
-        a_jobs, t_jobs = await auto.jobs(), await text.jobs()
-        if a_nodes == t_nodes and a_jobs == t_jobs:
-            break
-        await asyncio.sleep(0.5)
-    assert a_nodes == t_nodes
-    assert a_jobs == t_jobs
-    assert len(a_jobs) == 3
+
+    async def both() -> tuple[Any, ...]:
+        return await auto.nodes(), await text.nodes(), await auto.jobs(), await text.jobs()
+
+    # the cluster moves on between two reads (the short job ends, n2's drain lands): a quiet moment,
+    # which a loaded machine can be seconds in coming, compares equal
+    read = await eventually(
+        both, lambda r: r[0] == r[1] and r[2] == r[3], every=0.5, what="the readers agreeing"
+    )
+    assert len(read[2]) == 3
     assert await auto.partitions() == await text.partitions()
 
 
@@ -96,7 +102,7 @@ async def test_reconfigure_keeps_running_jobs(cluster: DevCluster) -> None:
     result = await client.reconfigure()
     assert result.returncode == 0
     (part,) = await cluster.client().partitions()
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 30  # a loaded machine's re-exec takes seconds
     while part.max_time_minutes != 90 and time.monotonic() < deadline:  # 24.11 re-execs the controller
         await asyncio.sleep(0.1)
         (part,) = await client.partitions()

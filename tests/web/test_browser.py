@@ -85,7 +85,9 @@ async def test_the_page_follows_the_real_cluster(release: Release, tmp_path: Pat
 
         # a worker scaled in: its preStop drain hook drains it while a job still runs on it
         c = stack.cluster
-        job = await c.sbatch("-w", "n3", "-t", "2", wrap="sleep 10")
+        go = c.out_dir / "go"
+        # runs until the test says so: still running while the page shows the drain, however slow
+        job = await c.sbatch("-w", "n3", "-t", "2", wrap=f"while [ ! -e {go} ]; do sleep 0.2; done")
         await c.wait_job(job, "RUNNING", timeout=30)
         await page.wait_for(f"{_q('#grid .node[data-name=n3]')}.dataset.class === 'busy'", what="n3 busy")
         hook = await asyncio.create_subprocess_exec(
@@ -102,6 +104,7 @@ async def test_the_page_follows_the_real_cluster(release: Release, tmp_path: Pat
             assert f"job {job}" in row and "slurm-sidecars:" in row and "%" in row, row
             assert await page.evaluate(f"{_q('#drain-rows tr[data-node=n3] .bar > span')}.style.width")
             await page.screenshot(shots / "1-draining.png")
+            go.touch()
             out, _ = await within(hook.communicate(), 90)
         finally:
             if hook.returncode is None:

@@ -95,7 +95,10 @@ async def test_unreachable_control_plane_never_blocks_a_drain(cluster: DevCluste
 @pytest.mark.cluster(nodes=1)
 async def test_control_plane_lost_mid_drain_falls_back(cluster: DevCluster, sockdir) -> None:
     cp = FakeControlPlane(cluster.env, TOKEN)
-    job = await cluster.sbatch("-t", "1", wrap="sleep 4")
+    go = cluster.out_dir / "go"
+    # runs until the test says so, not for a few seconds a loaded machine can spend before the
+    # control plane is gone (the drain would then end through it, and nothing fall back)
+    job = await cluster.sbatch("-t", "1", wrap=f"while [ ! -e {go} ]; do sleep 0.2; done")
     await cluster.wait_job(job, "RUNNING")
     async with contextlib.AsyncExitStack() as cp_alive:
         url = await cp_alive.enter_async_context(cp.running())
@@ -109,6 +112,7 @@ async def test_control_plane_lost_mid_drain_falls_back(cluster: DevCluster, sock
                 {"reason": "slurm-sidecars: pod slurm/worker-n1 terminating"},
             ) in cp.requests
             await cp_alive.aclose()  # the control plane goes away while the job still runs
+            go.touch()
             code, answer = await waiting
             assert (code, answer["result"]) == (0, "drained"), answer
             assert agent.source.mode == "fallback"

@@ -77,8 +77,10 @@ async def test_our_own_stale_drain_is_undone_when_the_agent_starts(cluster: DevC
 @pytest.mark.cluster(nodes=1)
 async def test_controller_stopped_during_drain(cluster: DevCluster, sockdir) -> None:
     s = settings_for(cluster, sockdir)
+    go = cluster.out_dir / "go"
     async with running_agent(cluster, s) as agent:
-        job = await cluster.sbatch("-t", "1", wrap="sleep 5")
+        # runs until the test says so: the hook must still be waiting for it when slurmctld is gone
+        job = await cluster.sbatch("-t", "1", wrap=f"while [ ! -e {go} ]; do sleep 0.2; done")
         await cluster.wait_job(job, "RUNNING")
         waiting = asyncio.ensure_future(hook(s, within=100))
         await cluster.wait_node("n1", lambda n: n.state.drain)
@@ -90,6 +92,7 @@ async def test_controller_stopped_during_drain(cluster: DevCluster, sockdir) -> 
         )
         assert not waiting.done(), "a failed lookup must never count as drained"
         await cluster.start_slurmctld()
+        go.touch()
         code, answer = await waiting
         assert (code, answer["result"]) == (0, "drained"), answer
         assert (await cluster.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED"})).state == "COMPLETED"
@@ -129,7 +132,9 @@ async def test_time_out_with_leave_leaves_the_job_running(cluster: DevCluster, s
 @pytest.mark.cluster(nodes=1)
 async def test_agent_restarted_during_a_drain_keeps_it(cluster: DevCluster, sockdir) -> None:
     s = settings_for(cluster, sockdir)
-    job = await cluster.sbatch("-t", "1", wrap="sleep 6")
+    go = cluster.out_dir / "go"
+    # runs until the test says so: two agents' starts and a stop fit in, whatever the machine's load
+    job = await cluster.sbatch("-t", "1", wrap=f"while [ ! -e {go} ]; do sleep 0.2; done")
     await cluster.wait_job(job, "RUNNING")
     async with running_agent(cluster, s):
         waiting = asyncio.ensure_future(hook(s, within=60))
@@ -141,6 +146,7 @@ async def test_agent_restarted_during_a_drain_keeps_it(cluster: DevCluster, sock
         assert agent.drainer.active
         node = await cluster.client().node("n1")
         assert node is not None and node.state.drain
+        go.touch()
         code, answer = await waiting
         assert (code, answer["result"]) == (0, "drained"), answer
     assert (await cluster.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED"})).state == "COMPLETED"

@@ -157,7 +157,8 @@ async def test_a_gpu_fault_drains_the_node_clearing_undrains_and_an_admins_drain
             node.reason.text
             == "slurm-sidecars: gpu check failed: GPU 3 (00000000:5D:00.0): 2 uncorrectable ECC errors"
         )
-        assert "SlurmGpuCheckFailed" in events.reasons()
+        # told once the drain's command has returned: after Slurm shows it
+        await eventually(events.reasons, lambda r: "SlurmGpuCheckFailed" in r, what="the drain's Event")
         _, st = await http_get(agent, "/status")
         assert st["gpu_check"]["state"] == "faulty" and len(st["gpu_check"]["faults"]) == 2
         _, metrics = await http_get(agent, "/metrics")
@@ -166,7 +167,7 @@ async def test_a_gpu_fault_drains_the_node_clearing_undrains_and_an_admins_drain
         answer(bin_dir, "healthy-8")  # reset, the check passes: given back
         await cluster.wait_node("n1", lambda n: not n.state.drain, what="n1 undrained")
         await eventually(lambda: http_get(agent, "/readyz"), lambda r: r[0] == 200, what="ready again")
-        assert "SlurmGpuCheckPassed" in events.reasons()
+        await eventually(events.reasons, lambda r: "SlurmGpuCheckPassed" in r, what="the undrain's Event")
 
         # an admin's drain: the GPU fault adds nothing, and its clearing lifts nothing
         await client.drain(["n1"], "admin: reseat GPU 5")

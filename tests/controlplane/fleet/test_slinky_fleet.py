@@ -38,7 +38,8 @@ async def test_fleet_view_order_costs_and_batched_drains_over_dynamic_workers(
     short = await cluster.sbatch("-w", "n2", "-t", "5", wrap="sleep 600")
     for job in (long, short):
         await cluster.wait_job(job, "RUNNING")
-    async with control_plane(cluster, kube_url=url, batch_window_seconds=0.3) as cp:
+    # a batch window a loaded machine cannot outlast between the two drains sent together
+    async with control_plane(cluster, kube_url=url, batch_window_seconds=1.0) as cp:
         _, nodes = await cp.get("/v1/nodes")
         assert sorted(n["name"] for n in nodes) == ["n1", "n2", "n3", "n4"]
         assert all("DYNAMIC_NORM" in n["flags"] for n in nodes)
@@ -63,6 +64,14 @@ async def test_fleet_view_order_costs_and_batched_drains_over_dynamic_workers(
         )
         assert [s for s, _ in answers] == [202, 202]
         await cluster.wait_nodes(lambda ns: all(n.state.drained for n in ns if n.name in order[:2]))
+        # Slurm shows the drains before our write's command has returned and been counted
+        await eventually(
+            lambda: asyncio.sleep(
+                0.05, cp.sample("slurm_sidecars_drain_requests_total", action="drain", result="written")
+            ),
+            lambda n: n >= 2,
+            what="the drains counted",
+        )
         after = cp.sample("slurm_sidecars_slurm_commands_total", command="scontrol update", result="ok")
         assert after - updates == 1  # one `scontrol update nodename=n[3-4]` for both
 

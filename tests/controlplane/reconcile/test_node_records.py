@@ -20,7 +20,10 @@ from tests.helpers import eventually
 # dynamic nodes need the Slinky shape (23.11+, so not 22.05); what Slurm answers (squeue's ReqNodeList,
 # the delete, a bare registration) is shown on both releases that have it
 pytestmark = [pytest.mark.releases("slurm24", "slurm26")]
-RECORDS: dict[str, Any] = {"record_grace_seconds": 1.0, "pod_name": "cp-0"}
+# the recycler's production grace: the suite's 0.5 s would recycle a worker pod whose record is being
+# remade (gone from Slurm until its slurmd registers again, seconds on a loaded machine), and its pod
+# with it the record keeper's word that it healed
+RECORDS: dict[str, Any] = {"record_grace_seconds": 1.0, "pod_name": "cp-0", "recycle_grace_seconds": 300.0}
 
 
 def workers(fake: FakeKube, count: int, gpus: int = 0) -> None:
@@ -68,6 +71,8 @@ async def test_a_ghost_record_is_deleted_and_one_a_pending_job_names_is_kept(
         # the job goes: the record follows; the live workers' stay
         await cluster.scancel(pending)
         await eventually(lambda: names(cluster), lambda ns: ns == {"n1", "n2"}, what="n4's record deleted")
+        # Slurm shows the record gone before our delete's command has returned and been counted
+        await settled(cp)
         assert cp.sample("slurm_sidecars_node_record_actions_total", action="deleted") == 2
 
 
@@ -95,8 +100,9 @@ async def test_a_node_registered_without_its_gpus_is_held_out_then_remade_and_gi
         await eventually(lambda: names(cluster), lambda ns: "n2" not in ns, what="n2's record deleted")
         assert cp.sample("slurm_sidecars_node_record_actions_total", action="gres_drain") == 1
         assert not drains(await client.nodes())  # n1 and n3 registered theirs
-        # (the bare slurmd may register again before it is restarted, and be remade again: same words)
-        deleted = {e["message"] for e in events(fake, "SlurmRecordDeleted")}
+        # (the bare slurmd may register again before it is restarted, and be remade again: same words);
+        # the Event is told once the delete's command has returned, after Slurm shows the record gone
+        deleted = {e["message"] for e in await eventually(lambda: events(fake, "SlurmRecordDeleted"))}
         assert deleted == {"Slurm node n2's record deleted: its pod asks for GPUs it did not register"}
 
         # as the agent does for a node gone from Slurm: its slurmd restarted, now with its GPUs

@@ -13,6 +13,7 @@ from sidecars.devcluster import DevCluster
 from sidecars.kube import KubeClient
 from sidecars.kube.client import KubeRetry
 from tests.controlplane.conftest import control_plane, one_pass
+from tests.controlplane.reconcile import settle
 from tests.fakekube import FakeKube, configuration
 from tests.helpers import eventually, fleet_node, fleet_snapshot
 
@@ -40,6 +41,7 @@ async def settled(cp: Any, seconds: float) -> None:
         return time.monotonic() - start, cp.sample("slurm_sidecars_fleet_refreshes_total", result="ok")
 
     await eventually(passes, lambda p: p[0] > seconds and p[1] >= first + 3, what="passes", within=60)
+    await settle.settled(cp)  # and the writers' rounds, which a loaded machine can run behind the refreshes
 
 
 @pytest.mark.releases("slurm26")  # node states are read per release in test_fleet_view.py
