@@ -101,7 +101,8 @@ class FleetSnapshot:
     nodes: Mapping[str, FleetNode]
     jobs: tuple[Job, ...]
     order: tuple[str, ...]  # scale-in order, first to go first
-    taken_at: float  # epoch of the last successful read; 0 before the first
+    # epoch at which the last successful read began (nothing in it is older); 0 before the first
+    taken_at: float
     reachable: bool
     error: str | None
 
@@ -152,6 +153,9 @@ class FleetView:
         started = time.monotonic()
         self.last_attempt = started
         old = self.snapshot
+        # stamped before the read: a write that returns while it runs may be missing from it, and
+        # whoever compares the stamp with their write's time must see that (topology_sync's resend)
+        began = self._clock()
         try:
             nodes = await self._client.nodes()
             # brief: ~60 bytes a job instead of ~5 KB of JSON, but squeue adds a PARTITION_INFO RPC
@@ -162,12 +166,15 @@ class FleetView:
                 log.warning("fleet_read_failed", error=exc.message, unreachable=not reachable)
             self.publish(replace(old, reachable=reachable, error=exc.message or str(exc)))
             raise
-        self.publish(self.assemble(nodes, jobs))
+        self.publish(self.assemble(nodes, jobs, began))
         self.refresh_seconds = time.monotonic() - started
         return self.snapshot
 
-    def assemble(self, nodes: Iterable[Node], jobs: Iterable[Job]) -> FleetSnapshot:
-        """The next snapshot from one read (also what the P5 benchmark times)."""
+    def assemble(
+        self, nodes: Iterable[Node], jobs: Iterable[Job], began: float | None = None
+    ) -> FleetSnapshot:
+        """The next snapshot from one read begun at `began` (epoch; now if not given); also what the
+        P5 benchmark times."""
         old = self.snapshot
         views, all_jobs = build(nodes, jobs)
         version = old.version + 1 if views != old.nodes else old.version
@@ -177,7 +184,7 @@ class FleetView:
             nodes=views,
             jobs=all_jobs,
             order=order,
-            taken_at=self._clock(),
+            taken_at=self._clock() if began is None else began,
             reachable=True,
             error=None,
         )
