@@ -397,20 +397,10 @@ def test_role_is_least_privilege() -> None:
         (("",), ("configmaps",), ("get", "update")),  # by name: the upgrade plan, the topology file
         (("apps",), ("deployments",), ("get", "patch")),  # by name: a Deployment's paced roll
         (("apps",), ("replicasets",), ("list",)),
-        # a whole-cluster upgrade (docs/upgrades.md): its backup template, slurmctld's and slurmdbd's
-        # workloads and slurmctld's scale by name; its Jobs, made with generateName
-        (("",), ("configmaps",), ("get",)),
-        (("apps",), ("statefulsets",), ("get", "patch")),
-        (("apps",), ("statefulsets/scale",), ("patch",)),
-        (("batch",), ("jobs",), ("create", "delete", "get")),
     }
     names = {(r["resources"][0], tuple(r["verbs"])): r.get("resourceNames") for r in role["rules"]}
-    assert names[("configmaps", ("get",))] == ["slurmdbd-backup"]
-    assert names[("statefulsets", ("get", "patch"))] == ["slurmctld", "slurmdbd"]
-    assert names[("statefulsets/scale", ("patch",))] == ["slurmctld"]
-    assert names[("jobs", ("create", "get", "delete"))] is None
     assert names[("configmaps", ("get", "update"))] == ["slurm-sidecars-upgrade", "slurm-sidecars-topology"]
-    assert names[("deployments", ("get", "patch"))] == ["slurmd", "slurmdbd"]
+    assert names[("deployments", ("get", "patch"))] == ["slurmd"]
     assert names[("leases", ("get", "update"))] == ["slurm-sidecars-control-plane"]
     binding = find(render("base"), "RoleBinding", "slurm-sidecars")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "slurm-sidecars", "namespace": "slurm"}]

@@ -164,22 +164,66 @@ def test_its_upgrade_flags_are_the_control_planes_own_and_name_what_the_overlay_
     cm = find(objs, "ConfigMap", names.backup_configmap)
     job = backup_job(cm["data"][TEMPLATE_KEY], names.backup_configmap, "20260101T000000")
     assert job["kind"] == "Job"
-    # and the Role lets the control plane's ServiceAccount act on those very names
-    role = find(objs, "Role", "slurm-sidecars")
+    # and a Role bound to the control plane's ServiceAccount lets it act on those very names
+    [(deploy, _)] = control_planes(OVERLAY)
+    account = deploy["spec"]["template"]["spec"]["serviceAccountName"]
     granted = {
-        (res, name) for r in role["rules"] for res in r["resources"] for name in r.get("resourceNames", [])
+        (res, name, verb)
+        for role in roles_of(objs, account)
+        for r in role["rules"]
+        for res in r["resources"]
+        for name in r.get("resourceNames", [])
+        for verb in r["verbs"]
     }
     assert {
-        (f"{names.slurmdbd_kind.lower()}s", names.slurmdbd_name),
-        ("statefulsets", names.slurmctld_statefulset),
-        ("statefulsets/scale", names.slurmctld_statefulset),
-        ("configmaps", names.backup_configmap),
+        (f"{names.slurmdbd_kind.lower()}s", names.slurmdbd_name, "patch"),
+        ("statefulsets", names.slurmctld_statefulset, "patch"),
+        ("statefulsets/scale", names.slurmctld_statefulset, "patch"),
+        ("configmaps", names.backup_configmap, "get"),
     } <= granted
-    binding = find(objs, "RoleBinding", "slurm-sidecars")
+
+
+def roles_of(objs: tuple[Obj, ...], account: str) -> list[Obj]:
+    """The Roles bound to ServiceAccount `account` in the rendering."""
+    bound = {
+        b["roleRef"]["name"]
+        for b in objs
+        if b["kind"] == "RoleBinding"
+        and {"kind": "ServiceAccount", "name": account}
+        in [{k: s[k] for k in ("kind", "name")} for s in b["subjects"]]
+    }
+    return [o for o in objs if o["kind"] == "Role" and o["metadata"]["name"] in bound]
+
+
+def test_only_the_control_plane_may_run_jobs_or_move_the_workloads() -> None:
+    """A Job may mount any Secret of the namespace: the upgrade's rights go to the control plane's
+    ServiceAccount alone, not to the one config-sync uses in slurmctld's and slurmdbd's pods, and not
+    to the base, whose layout cannot run the upgrade."""
+    objs = render(OVERLAY)
     [(deploy, _)] = control_planes(OVERLAY)
-    assert {"kind": "ServiceAccount", "name": deploy["spec"]["template"]["spec"]["serviceAccountName"]} in [
-        {k: s[k] for k in ("kind", "name")} for s in binding["subjects"]
-    ]
+    mine = deploy["spec"]["template"]["spec"]["serviceAccountName"]
+    upgrade = {("batch", "jobs"), ("apps", "statefulsets"), ("apps", "statefulsets/scale")}
+
+    def rights(roles: list[Obj]) -> set[tuple[str, str]]:
+        return {
+            (g, r)
+            for role in roles
+            for rule in role["rules"]
+            for g in rule["apiGroups"]
+            for r in rule["resources"]
+        }
+
+    assert upgrade <= rights(roles_of(objs, mine))
+    others = {
+        p["spec"]["template"]["spec"]["serviceAccountName"]
+        for p in objs
+        if p["kind"] in {"StatefulSet", "Deployment"} and p is not deploy
+    }
+    assert "slurm-sidecars" in others and mine not in others
+    for account in others:
+        assert not upgrade & rights(roles_of(objs, account)), account
+    base = render("base")
+    assert not upgrade & rights([o for o in base if o["kind"] == "Role"])
 
 
 def load(fake: FakeKube, state_location: str) -> None:
