@@ -104,21 +104,17 @@ def test_it_speaks_to_slurm_as_the_base_pods_do() -> None:
     assert munge["restartPolicy"] == "Always"  # a native sidecar: up before, down after the control plane
     key = {m["name"] for m in munge["volumeMounts"]} - {"munge-socket"}
     assert [volumes[k]["secret"]["secretName"] for k in key] == ["slurm-auth"]
-    socket_of = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
-    assert socket_of["munge-socket"] == "/run/munge"
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts["munge-socket"] == "/run/munge"
     assert {m["name"]: m["mountPath"] for m in munge["volumeMounts"]}["munge-socket"] == "/run/munge"
 
     env = {e["name"]: e for e in container["env"]}
     conf = Path(env["SLURM_CONF"]["value"])
-    [(mount, at)] = [(n, Path(p)) for n, p in socket_of.items() if conf.parent == Path(p)]
+    [mount] = [n for n, p in mounts.items() if conf.parent == Path(p)]
     cm = volumes[mount]["configMap"]["name"]
-    assert (
-        cm
-        == find(render("base"), "StatefulSet", "slurmctld")["spec"]["template"]["spec"]["volumes"][0][
-            "configMap"
-        ]["name"]
-    )
-    assert conf.name in find(objs, "ConfigMap", cm)["data"], f"{conf} is not in ConfigMap {cm} ({at})"
+    # the ConfigMap slurmctld's config-sync copies from, holding the file SLURM_CONF names
+    assert cm == pod_volumes(find(objs, "StatefulSet", "slurmctld"))["slurm-config"]["configMap"]["name"]
+    assert conf.name in find(objs, "ConfigMap", cm)["data"]
     # the pod's own name: the preflight's "own pod" check reads it
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
 
