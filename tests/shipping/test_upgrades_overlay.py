@@ -9,14 +9,13 @@ from __future__ import annotations
 import copy
 import secrets
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from sidecars.controlplane.assembly import upgrade_role_names
 from sidecars.controlplane.changes.cluster_roles_kube import KubeClusterRoles, KubeRoleNames, PreflightError
 from sidecars.controlplane.changes.cluster_roles_kube_jobs import TEMPLATE_KEY, backup_job
-from sidecars.controlplane.settings import from_args
+from sidecars.controlplane.settings import ControlPlaneSettings, from_args
 from sidecars.devcluster import DevCluster
 from sidecars.kube import KubeClient
 from sidecars.slurm import Version
@@ -119,7 +118,9 @@ def test_it_speaks_to_slurm_as_the_base_pods_do() -> None:
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
 
 
-def settings_of(argv: list[str], tmp: Path, pod: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+def settings_of(
+    argv: list[str], tmp: Path, pod: str, monkeypatch: pytest.MonkeyPatch
+) -> ControlPlaneSettings:
     """The control plane's settings from `argv` (`slurm-sidecars control-plane ...`) as its own
     parser reads them. The token files are read at start: the same flags, on files of this test."""
     words = list(argv[2:])
