@@ -152,6 +152,19 @@ def cluster_roles(
 ) -> tuple[KubeClusterRoles | None, str]:
     """A whole-cluster upgrade's roles in Kubernetes: the workloads the settings name; or none, and
     the one line that names the settings missing."""
+    names, missing = upgrade_role_names(settings)
+    if names is None:
+        return None, unavailable(missing)
+    roll = BudgetedRoll(
+        side.upgrade,
+        settings.upgrade_worker_budget,
+        lambda: running_releases(slurm, names.slurmctld_statefulset),
+    )
+    return KubeClusterRoles(names, side.kube, lambda: slurm, roll), ""
+
+
+def upgrade_role_names(settings: ControlPlaneSettings) -> tuple[KubeRoleNames | None, list[str]]:
+    """What a whole-cluster upgrade moves, as the settings name it; or none, and the flags missing."""
     s = settings
     missing = [
         flag
@@ -167,7 +180,7 @@ def cluster_roles(
         if not given
     ]
     if missing or s.upgrade_slurmdbd_workload is None:
-        return None, unavailable(missing)
+        return None, missing
     kind, name = s.upgrade_slurmdbd_workload
     names = KubeRoleNames(
         namespace=s.namespace,
@@ -183,10 +196,7 @@ def cluster_roles(
         job_timeout_seconds=s.upgrade_job_timeout_seconds,
         own_pod=s.pod_name,
     )
-    roll = BudgetedRoll(
-        side.upgrade, s.upgrade_worker_budget, lambda: running_releases(slurm, names.slurmctld_statefulset)
-    )
-    return KubeClusterRoles(names, side.kube, lambda: slurm, roll), ""
+    return names, []
 
 
 def writers(

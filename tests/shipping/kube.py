@@ -18,7 +18,16 @@ from tests.shipping.shipped import ROOT
 
 MANIFESTS = ROOT / "manifests"
 # every kustomization a user applies; each is rendered and validated
-TARGETS = ("base", "overlays/hpa", "overlays/keda", "overlays/daemonset", "overlays/gpu", "ha", "slinky")
+TARGETS = (
+    "base",
+    "overlays/hpa",
+    "overlays/keda",
+    "overlays/daemonset",
+    "overlays/gpu",
+    "overlays/upgrades",
+    "ha",
+    "slinky",
+)
 # the oldest release whose schema has native sidecars (restartPolicy on init containers, beta and on
 # by default from 1.29) and the newest the schema package ships
 K8S_VERSIONS = ("1.29.0", "latest")

@@ -102,6 +102,17 @@ OVERLAY_FLAGS = {
     },
     "overlays/gpu": {"control-plane": {"--compute-domains"}},
     "ha": {"control-plane": {"--leader-label"}, "config-sync": {"--peer", "--pod-name"}},
+    "overlays/upgrades": {
+        "control-plane": {
+            "--leader-label",
+            "--upgrade-slurmdbd-workload",
+            "--upgrade-slurmctld-statefulset",
+            "--upgrade-state-image",
+            "--upgrade-backup-job-configmap",
+        },
+        # slurmdbd's, from manifests/overlays/accounting
+        "config-sync": {"--daemon", "--secret-source", "--restart-policy"},
+    },
 }
 
 

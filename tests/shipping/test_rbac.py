@@ -137,7 +137,13 @@ def test_the_derivation_sees_every_kind_of_call() -> None:
 
 
 def test_the_roles_grant_exactly_the_calls_the_code_makes() -> None:
-    every = render("base") + render("overlays/daemonset") + render("overlays/gpu") + render("slinky")
+    every = (
+        render("base")
+        + render("overlays/daemonset")
+        + render("overlays/gpu")
+        + render("overlays/upgrades")
+        + render("slinky")
+    )
     calls, rules = derived_calls(), granted(every)
     assert calls - rules == set(), f"called but not granted: {sorted(calls - rules)}"
     assert rules - calls == set(), f"granted but never called: {sorted(rules - calls)}"

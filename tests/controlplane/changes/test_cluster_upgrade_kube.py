@@ -47,7 +47,11 @@ from tests.helpers import eventually
 pytestmark = [pytest.mark.releases("slurm24"), pytest.mark.timeout(300)]
 
 TOKEN = "control-plane-sa-token"  # the control plane's ServiceAccount: every write it makes is audited
-RBAC = Path(__file__).parents[3] / "manifests" / "rbac" / "rbac.yaml"
+# the control plane's Roles where it can run the upgrade: the base's, and the upgrade's own
+RBAC = {
+    "slurm-sidecars": Path(__file__).parents[3] / "manifests" / "rbac" / "rbac.yaml",
+    "slurm-sidecars-upgrade": Path(__file__).parents[3] / "manifests" / "overlays" / "upgrades" / "rbac.yaml",
+}
 BACKUP_CM = "slurmdbd-backup"
 LOCATION = "backups/slurm_acct_db-$(SLURM_SIDECARS_UPGRADE_STAMP).sql"  # the template's word for its dump
 
@@ -201,9 +205,11 @@ def _states(up: ClusterUpgrade) -> dict[str, str]:
 
 # ---------------------------------------------------------------------------------- the RBAC audit
 def _rules() -> list[dict[str, Any]]:
-    docs = [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
-    role = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "slurm-sidecars")
-    return list(role["rules"])
+    rules = []
+    for name, path in RBAC.items():
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        rules += next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == name)["rules"]
+    return rules
 
 
 def _group_and_name(r: Request) -> tuple[str, str]:
