@@ -13,8 +13,10 @@ demo: setup
 
 # The suite mostly waits on Slurm (scheduling passes, client retries, restarts): pytest-xdist runs it
 # in TEST_WORKERS processes, each with its own clusters; worksteal evens out the slow tests at the end.
-# 8 on 2 cores, measured: the whole run takes about 12 min of wall time on a quiet machine at 1,483
-# tests (10: no faster), and about 13 min of CPU (user+sys of every process it starts).
+# 8 on 2 cores, measured: about 12 min of wall time on a quiet machine at 1,483 tests (10: no
+# faster) and 784 s of CPU (user+sys of every process it starts), which is what bounds it. At 1,468
+# tests beside other runs (load 12-20): 20 min 45 s and 749 s of CPU, from 24 min 34 s and 911 s
+# at load 17-20 before the cuts in the README's "Developing" section.
 # TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 8
 # Python's bytecode cache, kept outside the tree and written even where PYTHONDONTWRITEBYTECODE is set
