@@ -4,11 +4,13 @@ plugin, loaded only when asked: `-p tests.cpucost`, with SIDECARS_TEST_CPU=<file
 The suite is bound by CPU (8 xdist workers on 2 cores), so its wall time falls only where CPU falls;
 `--durations` shows wall time, which on a loaded machine is mostly waiting for a core. Each phase
 (setup: the fixtures, a cluster's start among them; call; teardown) records the worker's own CPU and
-that of its reaped children (a cluster's PID-namespace init reaps its daemons and jobs, and is reaped
-at the cluster's stop; CLI subprocesses and chroot shims likewise), so a phase's cost includes the
-processes it started and ended. A child still running when the phase ends is counted in the phase
-that reaps it. Lines from every worker go to one file (O_APPEND, one write per line);
-`python -m tests.cpucost FILE` sums them by directory, file and release.
+that of its reaped children (CLI subprocesses, chroot shims and Slurm clients, with whatever they
+reaped in turn), so a phase's cost includes the processes it started and ended. A child still
+running when the phase ends is counted in the phase that reaps it; a process reaped by no ancestor
+of the worker (a cluster's daemons, when `unshare` is killed before it reaps the namespace's init)
+is not counted: the run's total from `time make test` is the figure to quote. Lines from every
+worker go to one file (O_APPEND, one write per line); `python -m tests.cpucost FILE` sums them by
+directory, file and release.
 """
 
 from __future__ import annotations
