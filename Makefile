@@ -13,13 +13,21 @@ demo: setup
 
 # The suite mostly waits on Slurm (scheduling passes, client retries, restarts): pytest-xdist runs it
 # in TEST_WORKERS processes, each with its own clusters; worksteal evens out the slow tests at the end.
-# 8 on 2 cores, measured: the whole run takes about 12 min of wall time on a quiet machine at 1,483
-# tests (10: no faster), and about 13 min of CPU (user+sys of every process it starts).
+# 8 on 2 cores, measured: about 12 min of wall time on a quiet machine at 1,483 tests (10: no
+# faster) and 784 s of CPU (user+sys of every process it starts), which is what bounds it. At 1,468
+# tests beside other runs (load 12-20): 20 min 45 s and 749 s of CPU, from 24 min 34 s and 911 s
+# at load 17-20 before the cuts in the README's "Developing" section.
 # TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 8
+# Python's bytecode cache, kept outside the tree and written even where PYTHONDONTWRITEBYTECODE is set
+# (it is on the machines this was measured on): a run starts hundreds of Python processes (the
+# workers, the daemons under test, our CLI), and each would otherwise compile every module it
+# imports. Measured: a worker's collection 6.5 -> 2.3 s of CPU, a CLI-heavy sample of tests 16% less
+PYCACHE := $(HOME)/.cache/slurm-sidecars/pycache
 
 test: setup
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not containers"
+	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(PYCACHE) \
+		$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not containers"
 
 # the container stage (marker `containers`): builds the images with podman, runs the compose tour and
 # `podman kube play` of manifests/base. Apart from `make test`: its three long tests (about 7 min with

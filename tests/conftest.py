@@ -34,7 +34,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -42,7 +42,9 @@ from sidecars.devcluster import ClusterSpec, DevCluster, Release
 from sidecars.devcluster.release import available_releases
 from sidecars.runtime import logs
 from sidecars.runtime.pdeathsig import tie_to_parent
-from tests.fakekube import FakeKube
+
+if TYPE_CHECKING:
+    from tests.fakekube import FakeKube
 
 # pytest-timeout's alarm held off while a report is made (why: in the module)
 pytest_plugins = ["tests.timeouts"]
@@ -176,6 +178,10 @@ def sockdir() -> Iterator[Path]:
 @pytest.fixture
 async def fake_kube() -> AsyncIterator[tuple[FakeKube, str]]:
     """The fake Kubernetes API server, serving for this test: (its state, its URL)."""
+    # imported here: it brings kubernetes-asyncio (1 s of CPU), which xdist's controller and the
+    # suite's own pytest subprocesses, which run no test of it, need not load
+    from tests.fakekube import FakeKube
+
     fake = FakeKube()
     async with fake.serving() as url:
         yield fake, url

@@ -84,13 +84,17 @@ class ClusterFiles(ClusterBase):
                 body = f'export SLURM_CONF="${{SLURM_CONF:-{self.conf_path}}}"\nexec /usr/bin/{cmd} "$@"\n'
             else:
                 # enter the namespace and the chroot; keep the caller's cwd only when it lies under DIR
-                # (bind-mounted at the same path), else DIR/out, so job output lands where the host sees it
+                # (bind-mounted at the same path), else DIR/out, so job output lands where the host sees it.
+                # Four programs per call (sh, nsenter, sh, the client), no more: every Slurm call of a
+                # test and of the code under test comes through here (`read` and `export` are the
+                # shell's own, where `$(cat ...)` and `env` were one process each)
                 body = (
-                    'conf="${SLURM_CONF:-' + str(self.conf_path) + '}"\n'
-                    'exec nsenter -t "$(cat ' + str(self.dir / "run" / "init.pid") + ')" -p -m -r -w -- '
+                    "read -r pid < " + str(self.dir / "run" / "init.pid") + "\n"
+                    'export SLURM_CONF="${SLURM_CONF:-' + str(self.conf_path) + '}" PATH=' + IN_NS_PATH + "\n"
+                    'exec nsenter -t "$pid" -p -m -r -w -- '
                     '/bin/sh -c \'case $1 in "$2"|"$2"/*) cd "$1" 2>/dev/null || cd "$2/out";; '
                     '*) cd "$2/out";; esac; shift 2; exec "$@"\' sh "$PWD" ' + str(self.dir) + " "
-                    f'env PATH={IN_NS_PATH} SLURM_CONF="$conf" /usr/bin/{cmd} "$@"\n'
+                    f'/usr/bin/{cmd} "$@"\n'
                 )
             path.write_text(f"#!/bin/sh\n# dev cluster {self.dir}: Slurm {self.release.version}\n{body}")
             path.chmod(0o755)

@@ -69,6 +69,8 @@ async def test_controller_down_exits_1_and_says_so(cluster: DevCluster) -> None:
     assert "NODES" not in r.out
 
 
+# two of our paths compared; each reads Slurm on every release in the tests above
+@pytest.mark.releases("slurm24")
 @pytest.mark.cluster(nodes=3)
 async def test_same_fleet_whether_read_directly_or_through_the_control_plane(
     cluster: DevCluster, tmp_path: Path

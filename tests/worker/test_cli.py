@@ -84,6 +84,9 @@ async def test_hook_with_no_agent_gives_up_with_exit_1(sockdir: Path) -> None:
     assert "gave up after 0.6s" in out
 
 
+# the processes' wiring (flags, socket, exit codes) is ours; a drain is tested on every release in
+# test_drain.py
+@pytest.mark.releases("slurm22")
 @pytest.mark.cluster(nodes=1)
 async def test_worker_and_hook_processes_drain_an_idle_node(cluster: DevCluster, sockdir: Path) -> None:
     port = free_port()

@@ -16,7 +16,9 @@ from tests.controlplane.conftest import TOKEN, VIEWER, Running, control_plane
 from tests.fakekube import FakeKube
 from tests.helpers import eventually
 
-pytestmark = pytest.mark.cluster(nodes=3)
+# who may do what is ours (the HTTP layer, TokenReview); the drains and windows it lets through are
+# tested on every release in fleet/test_drains.py and changes/test_maintenance.py
+pytestmark = [pytest.mark.cluster(nodes=3), pytest.mark.releases("slurm26")]
 REASON = {"reason": "slurm-sidecars: identity test"}  # an operator's
 OWN = {"reason": "slurm-sidecars: pod slurm/worker-1 terminating: scale-in"}  # worker-1's agent's
 WINDOW = {"name": "w1", "nodes": "n[1-3]", "start": "now", "duration": "1h", "reason": "identity test"}
