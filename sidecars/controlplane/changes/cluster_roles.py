@@ -79,3 +79,18 @@ class ClusterRoles(Protocol):
 def has_accounting(roles: ClusterRoles) -> bool:
     """Whether the cluster runs a slurmdbd (roles without one say `accounting = False`)."""
     return bool(getattr(roles, "accounting", True))
+
+
+def memory_of(roles: ClusterRoles) -> dict[str, str]:
+    """What the roles need to undo their changes after a control plane's restart (the image a
+    workload ran before, where the state copy is), kept with the status; roles that need nothing
+    (the dev cluster's, whose swap keeps its own) have no `memory`."""
+    memory = getattr(roles, "memory", None)
+    return dict(memory()) if callable(memory) else {}
+
+
+def recall(roles: ClusterRoles, memory: dict[str, str]) -> None:
+    """Hand the roles what `memory_of` kept, when an interrupted upgrade is started again."""
+    take = getattr(roles, "recall", None)
+    if callable(take) and memory:
+        take(dict(memory))

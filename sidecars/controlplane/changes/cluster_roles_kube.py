@@ -218,6 +218,32 @@ class KubeClusterRoles:
             gone, f"the pods of StatefulSet {controller} gone", self.names.rollout_timeout_seconds
         )
 
+    def memory(self) -> dict[str, str]:
+        """slurmctld's image and replicas before the upgrade, and the state copy: what a rollback
+        needs, kept with the upgrade's status for a control plane that takes over mid-stage."""
+        out = {"copy_path": self._copy_path} if self._copy_path else {}
+        out |= {f"slurmctld_{k}": str(v) for k, v in self._before.items()}
+        return out
+
+    def recall(self, memory: dict[str, str]) -> None:
+        if memory.get("slurmctld_image"):
+            self._before["image"] = memory["slurmctld_image"]
+        if memory.get("slurmctld_replicas", "").isdigit():
+            self._before["replicas"] = max(int(memory["slurmctld_replicas"]), 1)
+        if memory.get("copy_path", "").startswith(f"{COPIES}/state-"):
+            self._copy_path = memory["copy_path"]
+
+    async def _old_image(self) -> str:
+        """The image slurmctld ran before the upgrade. Not remembered (a control plane that took
+        over before its first checkpoint after the stop): the StatefulSet's own, which is still
+        the old one there, since the new image is patched only after the copy was kept."""
+        if "image" not in self._before:
+            sts = await self._workload(
+                "StatefulSet", self.names.slurmctld_statefulset, self.names.slurmctld_container
+            )
+            self._before["image"] = sts.image(self.names.slurmctld_container)
+        return str(self._before["image"])
+
     async def copy_state(self) -> str:
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         copy_path = f"{COPIES}/state-{stamp}"
@@ -225,7 +251,7 @@ class KubeClusterRoles:
             await self._state_job("copy", copy_path)
         except Exception as e:
             # nothing is changed yet but the stop: the old controller goes back on its own state
-            await self._start(self.names.slurmctld_statefulset, str(self._before["image"]))
+            await self._start(self.names.slurmctld_statefulset, await self._old_image())
             raise StageFailed(f"{e}; the old slurmctld runs again on its own state, unchanged") from e
         assert self._state is not None
         self._copy_path = copy_path
@@ -239,7 +265,7 @@ class KubeClusterRoles:
         if not self._copy_path:
             raise StageFailed(f"no state copy of this upgrade to restore ({saved or 'none made'})")
         await self._state_job("restore", self._copy_path)
-        await self._start(controller, str(self._before["image"]))
+        await self._start(controller, await self._old_image())
 
     async def _state_job(self, action: str, copy_path: str) -> None:
         n = self.names

@@ -36,13 +36,23 @@ from typing import Any
 
 import structlog
 
-from sidecars.controlplane.changes.cluster_roles import ClusterRoles, StageFailed, has_accounting
+from sidecars.controlplane.changes.cluster_roles import (
+    ClusterRoles,
+    StageFailed,
+    has_accounting,
+    memory_of,
+    recall,
+)
 from sidecars.controlplane.changes.cluster_upgrade_status import (
     ENDINGS,
+    LIVE_JOBS,
+    NO_RELEASE,
     PAUSED,
     ROLLING_BACK,
     ClusterUpgradeStatus,
+    same_release,
 )
+from sidecars.controlplane.changes.cluster_upgrade_verify import controller_verified
 from sidecars.controlplane.changes.cluster_upgrade_window import refusal
 from sidecars.slurm import Version, daemons
 
@@ -89,6 +99,8 @@ class ClusterUpgrade:
             self.status.resumed_from = halted.name if halted is not None else ""
             self.status.backup, self.status.state_copy = resume.backup, resume.state_copy
             self.status.jobs_before, self.status.nodes_before = resume.jobs_before, resume.nodes_before
+            self.status.roles_memory = dict(resume.roles_memory)
+            recall(roles, resume.roles_memory)
         self._emit = emit
         self._save = save
         self._verify_timeout = verify_timeout_seconds
@@ -159,6 +171,7 @@ class ClusterUpgrade:
         way is not cut for it, and the next checkpoint writes everything again."""
         if self._save is None:
             return
+        self.status.roles_memory = memory_of(self.roles) or self.status.roles_memory
         try:
             await self._save(self.status)
         except Exception as e:
@@ -213,7 +226,7 @@ class ClusterUpgrade:
             return "skipped", "this cluster runs no slurmdbd (no accounting)", running
         if daemons.SLURMDBD not in running:  # a resumed slurmctld stage whose daemons do not answer
             return "skipped", "slurmdbd was moved before the interruption (its release not read now)", running
-        if _same(running[daemons.SLURMDBD], self.target):
+        if same_release(running[daemons.SLURMDBD], self.target):
             return "skipped", f"slurmdbd already runs {running[daemons.SLURMDBD]}", running
         self.status.backup = await self.roles.backup_database()
         await self.checkpoint()
@@ -230,14 +243,16 @@ class ClusterUpgrade:
                 "one (docs/upgrades.md, When slurmdbd fails)",
                 running,
             )
-        if now is None or not _same(now, self.target):
+        if now is None or not same_release(now, self.target):
             return "failed", f"slurmdbd answers but runs {now}, not {self.target}", running
         return "done", f"slurmdbd {now} on the converted database; backup at {self.status.backup}", running
 
     async def _slurmctld(self, running: dict[str, Version]) -> tuple[str, str, dict[str, Version]]:
         controllers = self.roles.controllers()
         cut = self._was_cut_in(daemons.SLURMCTLD) and bool(self.status.jobs_before)
-        on_target = {c for c in controllers if _same(running.get(f"slurmctld:{c}", _NONE), self.target)}
+        on_target = {
+            c for c in controllers if same_release(running.get(f"slurmctld:{c}", NO_RELEASE), self.target)
+        }
         if not cut and len(on_target) == len(controllers):
             return "skipped", "every slurmctld already runs the target", running
         old_answering = [c for c in controllers if f"slurmctld:{c}" in running and c not in on_target]
@@ -273,6 +288,7 @@ class ClusterUpgrade:
                         stopped = time.monotonic()
                     await self.roles.stop_slurmctld(controller)
                     if last:
+                        await self.checkpoint()  # what the roles saw before the stop, kept
                         self.status.state_copy = await self.roles.copy_state()
                         await self.checkpoint()
                     await self.roles.start_slurmctld(controller, self.status.images[daemons.SLURMCTLD])
@@ -345,56 +361,28 @@ class ClusterUpgrade:
         *,
         expect_target: bool = True,
     ) -> None:
-        """Poll until the controller answers, then judge its first answer: the release expected,
-        every live job and every node it had (a job that ended meanwhile may have aged out).
-
-        The first answer is final: slurmctld loads its whole state before it serves a request, so
-        a job missing then stays missing; and a controller without a job kills it as an orphan as
-        soon as its node registers (seconds after its start), so it must be stopped at once."""
-        live = {j for j, s in jobs_before.items() if s in LIVE_JOBS}
-        deadline = time.monotonic() + self._verify_timeout
-        while True:
-            try:
-                jobs, nodes = await self.roles.jobs(), await self.roles.nodes()
-                runs = (await self.roles.versions()).get(f"slurmctld:{controller}")
-                break
-            except Exception as e:  # not answering yet: polled again until the deadline
-                if time.monotonic() >= deadline:
-                    raise StageFailed(
-                        f"it did not answer within {self._verify_timeout:g}s: {type(e).__name__}: {e}"
-                    ) from None
-            await asyncio.sleep(self._verify_interval)
-        missing_jobs, missing_nodes = sorted(live - set(jobs)), sorted(nodes_before - nodes)
-        if expect_target and (runs is None or not _same(runs, self.target)):
-            raise StageFailed(f"it runs {runs}, not {self.target}")
-        if not expect_target and (runs is None or _same(runs, self.target)):
-            raise StageFailed(f"{controller} runs {runs}, not its release of before")
-        if missing_jobs or missing_nodes:
-            raise StageFailed(
-                f"it came up missing jobs {missing_jobs[:20]} ({len(missing_jobs)}) and nodes "
-                f"{missing_nodes[:20]} ({len(missing_nodes)})"
-            )
+        await controller_verified(
+            self.roles,
+            controller,
+            jobs_before,
+            nodes_before,
+            target=self.target,
+            expect_target=expect_target,
+            timeout_seconds=self._verify_timeout,
+            interval_seconds=self._verify_interval,
+        )
 
     async def _workers(self, running: dict[str, Version]) -> tuple[str, str, dict[str, Version]]:
         if not any(d.startswith("slurmd:") for d in running):  # resumed where no release was read
             running = await self.roles.versions()
-        old = [d for d, v in running.items() if d.startswith("slurmd:") and not _same(v, self.target)]
+        old = [d for d, v in running.items() if d.startswith("slurmd:") and not same_release(v, self.target)]
         if not old:
             return "skipped", "every slurmd already runs the target", running
         await self.roles.roll_workers(self.status.images[daemons.SLURMD], self.target)
         now = await self.roles.versions()
-        behind = sorted(d for d, v in now.items() if d.startswith("slurmd:") and not _same(v, self.target))
+        behind = sorted(
+            d for d, v in now.items() if d.startswith("slurmd:") and not same_release(v, self.target)
+        )
         if behind:
             return "failed", f"the roll ended with {', '.join(behind)} not on {self.target}", running
         return "done", f"{len(old)} workers moved to {self.target}", running
-
-
-_NONE = Version(0, 0, 0)  # a controller whose release was not read
-
-
-LIVE_JOBS = frozenset({"PENDING", "RUNNING", "SUSPENDED", "CONFIGURING"})
-
-
-def _same(a: Version, b: Version) -> bool:
-    """The same major release (a micro release is not a step in Slurm's window)."""
-    return (a.major, a.minor) == (b.major, b.minor)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sidecars.slurm import daemons
+from sidecars.slurm import Version, daemons
 
 STAGES = ("preflight", daemons.SLURMDBD, daemons.SLURMCTLD, "workers")
 # a stage's states; the upgrade's own state is the last stage's that is not `pending`
@@ -43,6 +43,7 @@ class ClusterUpgradeStatus:
     jobs_before: list[int] = field(default_factory=list)
     nodes_before: list[str] = field(default_factory=list)
     resumed_from: str = ""  # the stage an interrupted or halted upgrade was started again at
+    roles_memory: dict[str, str] = field(default_factory=dict)  # cluster_roles.memory_of
 
     @property
     def state(self) -> str:
@@ -91,6 +92,7 @@ class ClusterUpgradeStatus:
                 jobs_before=[int(j) for j in data.get("jobs_before", [])],
                 nodes_before=[str(n) for n in data.get("nodes_before", [])],
                 resumed_from=str(data.get("resumed_from", "")),
+                roles_memory={str(k): str(v) for k, v in dict(data.get("roles_memory", {})).items()},
             )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ValueError(f"not a cluster upgrade's status ({type(e).__name__}: {e})") from None
@@ -117,3 +119,14 @@ class ClusterUpgradeStatus:
 
 def _when(epoch: float | None) -> str:
     return "at an unknown time" if epoch is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+NO_RELEASE = Version(0, 0, 0)  # a controller whose release was not read
+
+
+LIVE_JOBS = frozenset({"PENDING", "RUNNING", "SUSPENDED", "CONFIGURING"})
+
+
+def same_release(a: Version, b: Version) -> bool:
+    """The same major release (a micro release is not a step in Slurm's window)."""
+    return (a.major, a.minor) == (b.major, b.minor)
