@@ -100,6 +100,9 @@ class DevClusterRoles:
     def controllers(self) -> list[str]:
         return [self.cluster.host]
 
+    async def accounting_queue(self) -> int:
+        return await self.cluster.client(timeout=10.0).accounting_queue()
+
     async def room(self) -> list[tuple[str, int, int]]:
         free = shutil.disk_usage(self.cluster.dir).free
         db = self.cluster.database
