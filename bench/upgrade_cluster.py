@@ -12,9 +12,10 @@ is measured `--runs` times; the figures are the median of the runs.
 - naive: what a naive image bump of every role at once does: every daemon stopped together, the
   worker pods' processes (slurmd, slurmstepd, the jobs) gone with their pods, then every daemon of
   the new release started together. "go" is given once the cluster answers again.
-- the fair baseline of slurmctld's gap: on a third cluster whose slurmdbd was moved first, the
-  24.11 slurmctld stopped and the 26.05 one started on the same state, nothing else (no copy, no
-  verification). It pays what Slurm itself pays to start a newer release on an older state.
+- the fair baseline of slurmctld's gap: on a third cluster whose slurmdbd was moved first (and took
+  the records slurmctld held for it, as ours waits for), the 24.11 slurmctld stopped and the 26.05
+  one started on the same state, nothing else (no copy, no verification). It pays what Slurm itself
+  pays to start a newer release on an older state.
 - Slurm's own restart (the goal's reference): the median of three restarts of the 26.05 slurmctld on
   the upgraded cluster (that release on its own state); 24.11's before the upgrade printed beside.
 
@@ -42,7 +43,7 @@ from pathlib import Path
 
 from _report import result
 
-from sidecars.controlplane.changes.cluster_upgrade import ClusterUpgrade
+from sidecars.controlplane.changes.cluster_upgrade import ACCOUNTING_QUEUE_SETTLED, ClusterUpgrade
 from sidecars.devcluster import ClusterSpec, Release
 from sidecars.devcluster.release import build_chroot
 from sidecars.devcluster.swap import SwappableCluster
@@ -70,6 +71,7 @@ PARTS = (
     ("gap seen by the bench's ping", "unanswered", "answered"),
     ("first answer -> every job and node verified", "answered", "verified"),
 )
+QUEUED = "records queued for slurmdbd at the stop (count)"
 
 
 class Marks:
@@ -77,6 +79,7 @@ class Marks:
 
     def __init__(self) -> None:
         self.at: dict[str, float] = {}
+        self.queued: int | None = None  # records slurmctld held for slurmdbd when asked to stop
 
     def mark(self, name: str) -> None:
         self.at.setdefault(name, time.time())
@@ -96,11 +99,16 @@ class Marks:
                         self.at[name] = when
 
     def parts(self) -> dict[str, float]:
-        return {p: self.at[b] - self.at[a] for p, a, b in PARTS if a in self.at and b in self.at}
+        found = {p: self.at[b] - self.at[a] for p, a, b in PARTS if a in self.at and b in self.at}
+        if self.queued is not None:
+            found[QUEUED] = float(self.queued)
+        return found
 
 
 class TimedCluster(SwappableCluster):
-    """A `SwappableCluster` that marks its controller's stop and start in `marks` (when set)."""
+    """A `SwappableCluster` that marks its controller's stop and start in `marks` (when set), and
+    the records it held for slurmdbd when asked to stop (its new release sends them before it
+    answers)."""
 
     marks: Marks | None = None
 
@@ -109,6 +117,8 @@ class TimedCluster(SwappableCluster):
             self.marks.mark(name)
 
     async def stop_slurmctld(self, *, crash: bool = False, timeout: float = 30.0) -> None:
+        if self.marks is not None and not crash:
+            self.marks.queued = await self.client(timeout=10.0).accounting_queue()
         self._mark("stop asked")
         await super().stop_slurmctld(crash=crash, timeout=timeout)
         self._mark("stopped")
@@ -348,6 +358,12 @@ async def fair(old: Release, new: Release, jobs: int) -> Fair:
     async with c:
         running, held = await prepare(c, jobs)
         await c.swap_slurmdbd(new)  # slurmdbd first, as in ours: not timed
+        # and its records taken, as ours waits for: what remains is what the conversion costs
+        deadline = time.monotonic() + 600
+        while await c.client(timeout=10.0).accounting_queue() > ACCOUNTING_QUEUE_SETTLED:
+            if time.monotonic() > deadline:
+                raise RuntimeError("slurmdbd did not take slurmctld's records within 600 s")
+            await asyncio.sleep(0.5)
         marks = Marks()
         c.marks = marks
         watch = Unanswered(c, marks)
@@ -378,7 +394,8 @@ def _p50(values: Iterable[float]) -> float:
 
 
 def _p50_parts(found: Sequence[dict[str, float]]) -> dict[str, float]:
-    return {n: _p50(d[n] for d in found if n in d) for n, _, _ in PARTS if any(n in d for d in found)}
+    names = [n for n, _, _ in PARTS] + [QUEUED]
+    return {n: _p50(d[n] for d in found if n in d) for n in names if any(n in d for d in found)}
 
 
 def _runs(values: Iterable[float]) -> str:
@@ -417,7 +434,7 @@ def report(jobs: int, o: list[Ours], f: list[Fair], e: list[Naive]) -> None:
         ("restart", _p50_parts([r.ref_parts for r in o])),
     )
     print(f"  {'where the gap goes (seconds, median of runs)':<52}" + "".join(f"{n:>9}" for n, _ in cols))
-    for name, _, _ in PARTS:
+    for name in [*(n for n, _, _ in PARTS), QUEUED]:
         print(f"  {name:<52}" + "".join(f"{d[name]:9.3f}" if name in d else f"{'-':>9}" for _, d in cols))
     result(
         "U1" if jobs <= RUNNING + PENDING else f"U1-{jobs}",
