@@ -35,8 +35,9 @@ def _age(root: Path, seconds: float) -> None:
     os.utime(root, (then, then))
 
 
-def _state(root: Path, jobs: int) -> None:
-    """A StateSaveLocation's shape: hash.N/job.ID/{script,environment} beside top-level files."""
+def _state(root: Path, jobs: int) -> Path:
+    """A StateSaveLocation's shape: hash.N/job.ID/{script,environment} beside top-level files,
+    written a minute ago; root."""
     for i in range(jobs):
         d = root / f"hash.{i % 10}" / f"job.{i}"
         d.mkdir(parents=True)
@@ -44,6 +45,8 @@ def _state(root: Path, jobs: int) -> None:
         (d / "environment").write_bytes(b"A=%d\0" % i)
     (root / "job_state").write_bytes(b"jobs v1")
     (root / "node_state").write_bytes(b"nodes v1")
+    _age(root, 60)
+    return root
 
 
 def _replace(path: Path, data: bytes) -> None:
@@ -55,9 +58,7 @@ def _replace(path: Path, data: bytes) -> None:
 
 @pytest.mark.timeout(60)
 def test_a_pass_after_the_first_lists_only_what_changed_and_copies_it_exactly(tmp_path: Path) -> None:
-    src, dest = tmp_path / "state", tmp_path / "copy"
-    _state(src, 300)
-    _age(src, 60)
+    src, dest = _state(tmp_path / "state", 300), tmp_path / "copy"
     mirror = StateMirror(src, dest)
     first = mirror.sync()
     assert first.dirs_listed == 1 + 10 + 300 and first.files_copied == 602
@@ -86,9 +87,7 @@ def test_a_pass_after_the_first_lists_only_what_changed_and_copies_it_exactly(tm
 def test_a_file_young_at_a_pass_is_compared_again_though_its_directory_did_not_change(
     tmp_path: Path,
 ) -> None:
-    src, dest = tmp_path / "state", tmp_path / "copy"
-    _state(src, 20)
-    _age(src, 60)
+    src, dest = _state(tmp_path / "state", 20), tmp_path / "copy"
     job = src / "hash.5" / "job.5"
     # a job's script still being written when the pass reads it: the directory's time is old,
     # the file's is now
@@ -107,9 +106,7 @@ def test_a_file_young_at_a_pass_is_compared_again_though_its_directory_did_not_c
 
 @pytest.mark.timeout(60)
 def test_a_directory_replaced_by_another_of_the_same_name_is_listed_again(tmp_path: Path) -> None:
-    src, dest = tmp_path / "state", tmp_path / "copy"
-    _state(src, 20)
-    _age(src, 60)
+    src, dest = _state(tmp_path / "state", 20), tmp_path / "copy"
     mirror = StateMirror(src, dest)
     mirror.sync()
     job = src / "hash.7" / "job.7"
