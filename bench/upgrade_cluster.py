@@ -435,7 +435,8 @@ def report(jobs: int, o: list[Ours], f: list[Fair], e: list[Naive]) -> None:
     )
     print(f"  {'where the gap goes (seconds, median of runs)':<52}" + "".join(f"{n:>9}" for n, _ in cols))
     for name in [*(n for n, _, _ in PARTS), QUEUED]:
-        print(f"  {name:<52}" + "".join(f"{d[name]:9.3f}" if name in d else f"{'-':>9}" for _, d in cols))
+        form = "9.0f" if name == QUEUED else "9.3f"
+        print(f"  {name:<52}" + "".join(f"{d[name]:{form}}" if name in d else f"{'-':>9}" for _, d in cols))
     result(
         "U1" if jobs <= RUNNING + PENDING else f"U1-{jobs}",
         f"upgrade 24.11 -> 26.05, {RUNNING} running + {jobs - RUNNING} pending jobs: "
