@@ -462,6 +462,8 @@ async def measure(old: Release, new: Release, jobs: int, runs: int) -> None:
             f"{f[-1].gap:.2f} s, naive {e[-1].gap:.2f} s, 26.05's own restart {o[-1].ref_new:.2f} s",
             flush=True,
         )
+        # each run's own split: an outlier's cause is in its run, not in the medians
+        print("    ours: " + "; ".join(f"{k} {v:.3f}" for k, v in o[-1].parts.items()), flush=True)
     report(jobs, o, f, e)
 
 

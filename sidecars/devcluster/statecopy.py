@@ -67,7 +67,8 @@ class StateMirror:
         return counts
 
     def _dir(self, rel: str, counts: PassCounts, cutoff: int) -> None:
-        here, there = self.src / rel, self.dest / rel
+        # paths as strings: a Path made per directory was most of a pass over 3,000 settled ones
+        here = os.path.join(self.src, rel)
         try:
             st = os.stat(here)
         except FileNotFoundError:
@@ -79,6 +80,7 @@ class StateMirror:
             return
         self._settled.pop(rel, None)
         counts.dirs_listed += 1
+        there = self.dest / rel
         there.mkdir(mode=stat.S_IMODE(st.st_mode), exist_ok=True)
         subdirs: list[str] = []
         settled = st.st_mtime_ns < cutoff
