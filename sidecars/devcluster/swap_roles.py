@@ -10,18 +10,19 @@ tests, the demo and the U1 benchmark hand it to the stage machine.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import os
 import shutil
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import asdict
 from pathlib import Path
 
 import structlog
 
 from sidecars.devcluster.base import ClusterError
 from sidecars.devcluster.release import Release
+from sidecars.devcluster.statecopy import StateMirror
 from sidecars.devcluster.swap import SwappableCluster
 from sidecars.devcluster.swap_ha import SwappableControllers
 from sidecars.runtime import process
@@ -67,7 +68,7 @@ class DevClusterRoles:
         if cluster.ha and not isinstance(cluster, SwappableControllers):
             raise ClusterError("several controllers move one at a time only in a SwappableControllers")
         self._before: dict[str, Release] = {}  # what a role ran before the upgrade moved it
-        self._precopy: Path | None = None  # the state copied while slurmctld still ran
+        self._precopy: StateMirror | None = None  # the state copied while slurmctld still ran
 
     def _release(self, image: str) -> Release:
         try:
@@ -112,6 +113,9 @@ class DevClusterRoles:
 
     def _ha(self) -> SwappableControllers | None:
         return self.cluster if isinstance(self.cluster, SwappableControllers) else None
+
+    async def accounting_queue(self) -> int:
+        return await self.cluster.client(timeout=10.0).accounting_queue()
 
     async def room(self) -> list[tuple[str, int, int]]:
         free = shutil.disk_usage(self.cluster.dir).free
@@ -183,8 +187,9 @@ class DevClusterRoles:
         # most of the copy is made while the controller still runs (a state of 10,000 jobs is
         # about 20,000 files: seconds to copy); copy_state, once it stopped, brings over what
         # changed since, so the time slurmctld does not answer grows with the change, not the size
-        self._precopy = self.backup_dir / f"state-{self._stamp()}"
-        await asyncio.to_thread(_sync_tree, self.cluster.dir / "state", self._precopy)
+        self._precopy = StateMirror(self.cluster.dir / "state", self.backup_dir / f"state-{self._stamp()}")
+        done = await asyncio.to_thread(self._precopy.sync)
+        log.info("devcluster_state_precopy", **asdict(done))
         if ha is not None:
             await ha.stop_controller(controller)
         else:
@@ -192,10 +197,13 @@ class DevClusterRoles:
 
     async def copy_state(self) -> str:
         """The StateSaveLocation as the stopped controller left it (the pre-copy brought up to date)."""
-        dest = self._precopy or self.backup_dir / f"state-{self._stamp()}"
-        await asyncio.to_thread(_sync_tree, self.cluster.dir / "state", dest)
+        mirror = self._precopy or StateMirror(
+            self.cluster.dir / "state", self.backup_dir / f"state-{self._stamp()}"
+        )
         self._precopy = None
-        return str(dest)
+        done = await asyncio.to_thread(mirror.sync)
+        log.info("devcluster_state_copy", path=str(mirror.dest), **asdict(done))
+        return str(mirror.dest)
 
     async def start_slurmctld(self, controller: str, image: str) -> None:
         ha = self._ha()
@@ -288,40 +296,3 @@ def _replace_tree(src: Path, dest: Path) -> None:
         else:
             entry.unlink()
     shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)
-
-
-def _sync_tree(src: Path, dest: Path) -> None:
-    """Make dest a copy of src: files whose size or modification time differ copied (times kept, so
-    the next pass compares them), those src no longer has removed. Slurm replaces a state file by
-    writing a new one and renaming it, so a file's time tells every change."""
-    dest.mkdir(parents=True, exist_ok=True)
-    wanted: set[Path] = set()
-    for root, dirs, files in os.walk(src):
-        here = Path(root)
-        there = dest / here.relative_to(src)
-        for name in dirs:
-            (there / name).mkdir(exist_ok=True)
-            wanted.add(there / name)
-        for name in files:
-            a, b = here / name, there / name
-            wanted.add(b)
-            try:
-                sa = a.lstat()
-            except FileNotFoundError:
-                continue  # removed while walked (the live pass): the pass after the stop settles it
-            try:
-                sb = b.lstat()
-                same = sa.st_size == sb.st_size and sa.st_mtime_ns == sb.st_mtime_ns
-            except FileNotFoundError:
-                same = False
-            if not same:
-                with contextlib.suppress(FileNotFoundError):
-                    shutil.copy2(a, b, follow_symlinks=False)
-    for root, dirs, files in os.walk(dest, topdown=False):
-        for name in [*files, *dirs]:
-            path = Path(root) / name
-            if path not in wanted:
-                if path.is_dir() and not path.is_symlink():
-                    shutil.rmtree(path)
-                else:
-                    path.unlink()

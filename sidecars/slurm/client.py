@@ -218,6 +218,11 @@ class SlurmClient(SlurmCommands):
         r = await self.run("sdiag")
         return textformat.sdiag_rpcs(r.stdout)
 
+    async def accounting_queue(self) -> int:
+        """The records slurmctld holds for slurmdbd that slurmdbd has not taken yet (`sdiag`)."""
+        r = await self.run("sdiag")
+        return textformat.sdiag_dbd_queue(r.stdout)
+
     # ------------------------------------------------------------------ writes
     async def update_nodes(self, names: Iterable[str], **fields: str) -> None:
         """`scontrol update nodename=<hostlist> key=value ...`: one call for many nodes."""

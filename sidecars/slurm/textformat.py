@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from datetime import date
 
 from sidecars.slurm import hostlist
+from sidecars.slurm.errors import SlurmParseError
 from sidecars.slurm.models import (
     BootTime,
     Job,
@@ -321,6 +322,15 @@ def sdiag_rpcs(text: str) -> dict[str, int]:
         if section and m:
             out[m[1]] = int(m[2])
     return out
+
+
+def sdiag_dbd_queue(text: str) -> int:
+    """The records slurmctld holds for slurmdbd that slurmdbd has not taken yet: `sdiag`'s
+    "DBD Agent queue size" (printed by every release, 0 without accounting)."""
+    m = re.search(r"^DBD Agent queue size:\s*(\d+)\s*$", text, re.MULTILINE)
+    if m is None:
+        raise SlurmParseError(["sdiag"], "no 'DBD Agent queue size' in its answer")
+    return int(m[1])
 
 
 def accounting_ping(argv: Sequence[str], returncode: int, text: str) -> bool:

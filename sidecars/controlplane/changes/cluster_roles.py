@@ -67,6 +67,10 @@ class ClusterRoles(Protocol):
         """Job id -> state, as slurmctld lists them."""
         ...
 
+    async def accounting_queue(self) -> int:
+        """The records slurmctld holds for slurmdbd that slurmdbd has not taken yet."""
+        ...
+
     async def nodes(self) -> set[str]:
         """The node names slurmctld lists."""
         ...

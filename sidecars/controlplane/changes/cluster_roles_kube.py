@@ -218,6 +218,9 @@ class KubeClusterRoles:
             gone, f"the pods of StatefulSet {controller} gone", self.names.rollout_timeout_seconds
         )
 
+    async def accounting_queue(self) -> int:
+        return await self._slurm().accounting_queue()
+
     def memory(self) -> dict[str, str]:
         """slurmctld's image and replicas before the upgrade, and the state copy: what a rollback
         needs, kept with the upgrade's status for a control plane that takes over mid-stage."""

@@ -7,16 +7,12 @@ role's workload (cluster_roles_kube.py), in the dev cluster the release swap of 
 - preflight: every daemon's release read (slurmdbd's included); the target within Slurm's window
   from each; room for the database backup and the state copy. A refusal changes nothing.
 - slurmdbd: a database backup, then the new slurmdbd (it converts the tables at its start), verified
-  by reading its release back. A failure is NOT rolled back: the tables may be half converted, and
-  an older slurmdbd on them is what Slurm warns against. The stage ends `failed`, the upgrade halts,
-  slurmctld keeps running and queues its records for slurmdbd (nothing is lost while the queue
-  holds), and the status names the backup to restore from (docs/upgrades.md).
-- slurmctld: the controller stopped (it saves its state), the StateSaveLocation copied, the new
-  controller started on the same state, verified by its release, every job and every node read
-  back. When it does not come up, or comes up missing a job or a node, the old controller goes back
-  on the saved copy, automatically: the stage ends `rolled_back`. Several controllers (HA) move one
-  at a time, the backups first and the primary last, each verified before the next; a failure puts
-  every controller moved back on its old release (and the saved state, once the primary stopped).
+  by its release. A failure is NOT rolled back (the tables may be half converted): the upgrade halts,
+  slurmctld queues its records meanwhile, and the status names the backup (docs/upgrades.md).
+- slurmctld: once slurmdbd took the records queued for it (bounded), the controller stopped (its
+  state saved) and the StateSaveLocation copied, the new one started on the same state, verified by
+  its release and every job and node read back; else the old one goes back on the saved copy
+  (`rolled_back`). HA controllers move one at a time, backups first and the primary last.
 - workers: a budgeted roll (drain, replace, undrain: in Kubernetes the control plane's own roll,
   upgrade.py; in the dev cluster the roles' drain-first swap); a worker that never comes back
   stops the roll with that worker left drained, its reason ours.
@@ -43,6 +39,7 @@ from sidecars.controlplane.changes.cluster_roles import (
     memory_of,
     recall,
 )
+from sidecars.controlplane.changes.cluster_upgrade_queue import accounting_taken
 from sidecars.controlplane.changes.cluster_upgrade_status import (
     ENDINGS,
     LIVE_JOBS,
@@ -83,6 +80,7 @@ class ClusterUpgrade:
         resume: ClusterUpgradeStatus | None = None,
         verify_timeout_seconds: float = 60.0,
         verify_interval_seconds: float = 0.5,
+        accounting_wait_seconds: float = 300.0,
     ) -> None:
         missing = [r for r in daemons.UPGRADE_ORDER if not images.get(r)]
         if missing:
@@ -105,6 +103,7 @@ class ClusterUpgrade:
         self._save = save
         self._verify_timeout = verify_timeout_seconds
         self._verify_interval = verify_interval_seconds
+        self._accounting_wait = accounting_wait_seconds
         self._resumed = asyncio.Event()
         self._resumed.set()
         self._log = log.bind(target=str(target))
@@ -261,7 +260,9 @@ class ClusterUpgrade:
             # (an old controller still answering is the truth itself, read afresh below)
             jobs_before = dict.fromkeys(self.status.jobs_before, "RUNNING")
             nodes_before = set(self.status.nodes_before)
+            queued = ""
         else:
+            queued = await self._accounting_taken()
             jobs_before = await self.roles.jobs()
             nodes_before = await self.roles.nodes()
             self.status.jobs_before = sorted(j for j, s in jobs_before.items() if s in LIVE_JOBS)
@@ -303,8 +304,19 @@ class ClusterUpgrade:
             "done",
             f"slurmctld {self.target} on the same state{several if len(controllers) > 1 else ''}: "
             f"{len(jobs_before)} jobs and {len(nodes_before)} nodes read back; state copy at "
-            f"{self.status.state_copy}",
+            f"{self.status.state_copy}{queued}",
             running,
+        )
+
+    async def _accounting_taken(self) -> str:
+        if not has_accounting(self.roles):
+            return ""
+
+        async def say(message: str) -> None:
+            await self._say(daemons.SLURMCTLD, "running", message)
+
+        return await accounting_taken(
+            self.roles, self._accounting_wait, self._verify_interval, say, self._log
         )
 
     async def _roll_back(
