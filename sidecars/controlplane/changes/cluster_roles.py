@@ -58,9 +58,9 @@ class ClusterRoles(Protocol):
 
     async def restore_slurmctld(self, controller: str, saved: str) -> None:
         """Stop whatever runs for `controller`, put the copy `saved` back as the StateSaveLocation
-        (an empty `saved`: the state left as it is, for a backup controller put back beside its
-        primary) and start the release it ran before the upgrade; return once it runs (a backup:
-        in standby) or answers (the one in control)."""
+        (an empty `saved`: the state left as it is, for a backup put back beside its primary, or a
+        controller whose copy was never made: no new one ran on its state), and start the release
+        it ran before the upgrade; return once it runs (a backup: in standby) or answers."""
         ...
 
     async def jobs(self) -> dict[int, str]:

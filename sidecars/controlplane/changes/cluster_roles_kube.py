@@ -250,12 +250,9 @@ class KubeClusterRoles:
     async def copy_state(self) -> str:
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         copy_path = f"{COPIES}/state-{stamp}"
-        try:
-            await self._state_job("copy", copy_path)
-        except Exception as e:
-            # nothing is changed yet but the stop: the old controller goes back on its own state
-            await self._start(self.names.slurmctld_statefulset, await self._old_image())
-            raise StageFailed(f"{e}; the old slurmctld runs again on its own state, unchanged") from e
+        # a failure raises: the machine's rollback starts the old controller on its own state
+        # (restore_slurmctld with no copy), nothing changed but the stop
+        await self._state_job("copy", copy_path)
         assert self._state is not None
         self._copy_path = copy_path
         return f"{copy_path} on {self._state.describe}"
@@ -265,9 +262,10 @@ class KubeClusterRoles:
 
     async def restore_slurmctld(self, controller: str, saved: str) -> None:
         await self._scaled_to_zero(controller)
-        if not self._copy_path:
-            raise StageFailed(f"no state copy of this upgrade to restore ({saved or 'none made'})")
-        await self._state_job("restore", self._copy_path)
+        if saved:  # "": no copy was made, no new controller ran: the state is the old one's as it is
+            if not self._copy_path:
+                raise StageFailed(f"the state copy of this upgrade is not known here ({saved})")
+            await self._state_job("restore", self._copy_path)
         await self._start(controller, await self._old_image())
 
     async def _state_job(self, action: str, copy_path: str) -> None:

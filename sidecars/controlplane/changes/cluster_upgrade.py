@@ -340,8 +340,7 @@ class ClusterUpgrade:
                 # the moved backups stopped first: none may take control on the state being restored
                 for other in others:
                     await self.roles.stop_slurmctld(other)
-                if not self.status.state_copy:  # the stop or the copy failed: the state is the old one's
-                    self.status.state_copy = await self.roles.copy_state()
+                # no copy (the stop or the copy failed): no new controller ran, the state is the old one's
                 await self.roles.restore_slurmctld(failed, self.status.state_copy)
                 await self._verify_controller(failed, jobs_before, nodes_before, expect_target=False)
             else:
@@ -358,7 +357,7 @@ class ClusterUpgrade:
             )
         if primary:
             self.status.slurmctld_unanswered_seconds = round(time.monotonic() - stopped, 3)
-        where = "on the saved state " if primary else ""
+        where = ("on the saved state " if self.status.state_copy else "on its own state ") if primary else ""
         every = f" ({', '.join(moved)})" if len(moved) > 1 else ""
         return "rolled_back", (
             f"{why}; rolled back: the old slurmctld{every} runs {where}with all "
