@@ -89,6 +89,7 @@ class Controllers:
         self.since: float | None = None
         self.roles: dict[str, standby.Role] = {}
         self.takeovers = 0
+        self.taken_by: dict[str, int] = {}  # host -> the moves of control to it (takeovers, by host)
         self.last: Takeover | None = None
         self._known: str | None = None  # the last one seen in control, kept through a gap with none
         self._learnt_at: float | None = None  # monotonic
@@ -191,6 +192,7 @@ class Controllers:
         if self._known is not None and found != self._known:
             moved = Takeover(self._known, found, now)
             self.takeovers += 1
+            self.taken_by[found] = self.taken_by.get(found, 0) + 1
             self.last = moved
             log.warning("slurmctld_takeover", previous=moved.previous, primary=found)
         self._known = found

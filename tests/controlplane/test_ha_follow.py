@@ -159,6 +159,12 @@ async def test_a_restarted_primary_is_a_standby_until_it_takes_control_back(
         after = await _slurmctld(cp)
         assert _roles(after) == {"ctld-a": "in control", "ctld-b": "standby"}, after
         assert after["takeovers"] == 2 and after["last_takeover"]["to"] == "ctld-a", after
+        # /status reads the client's own view; the metric is counted at the plane's next check
+        await eventually(
+            lambda: cp.sample("slurm_sidecars_slurmctld_takeovers_total", host="ctld-a"),
+            lambda n: n >= 1,
+            what="the move back counted",
+        )
         assert cp.sample("slurm_sidecars_slurmctld_takeovers_total", host="ctld-a") == 1
         assert cp.sample("slurm_sidecars_slurmctld_takeovers_total", host="ctld-b") == 1
         await eventually(lambda: len(_takeover_events(fake)) == 2, what="two Events, one per move")

@@ -41,6 +41,7 @@ class ControllerWatch:
         self._hold_seconds = hold_seconds
         self.emit = emit
         self._counted = 0  # the controllers' takeovers already counted here
+        self._counted_by: dict[str, int] = {}  # and by the host that took control
         self._untold: Takeover | None = None
         self.error: str | None = None
 
@@ -63,8 +64,12 @@ class ControllerWatch:
         for host, role in ctl.roles.items():
             self._metrics.slurmctld_primary.labels(host).set(1 if role == "in control" else 0)
         # also the moves a command's own re-learning found between two checks
+        # each move counted for the host it went to, even two between checks (there and back)
+        for host, n in ctl.taken_by.items():
+            if n > self._counted_by.get(host, 0):
+                self._metrics.slurmctld_takeovers.labels(host).inc(n - self._counted_by.get(host, 0))
+                self._counted_by[host] = n
         if ctl.takeovers > self._counted and ctl.last is not None:
-            self._metrics.slurmctld_takeovers.labels(ctl.last.primary).inc(ctl.takeovers - self._counted)
             self._counted = ctl.takeovers
             self._untold = ctl.last
         await self._tell()
