@@ -189,6 +189,9 @@ class DevClusterRoles:
         # changed since, so the time slurmctld does not answer grows with the change, not the size
         self._precopy = StateMirror(self.cluster.dir / "state", self.backup_dir / f"state-{self._stamp()}")
         done = await asyncio.to_thread(self._precopy.sync)
+        # written out before the stop: the controller's own state save at its stop syncs its files,
+        # and a file system's journal commit then writes the copy's thousands of files first
+        await asyncio.to_thread(os.sync)
         log.info("devcluster_state_precopy", **asdict(done))
         if ha is not None:
             await ha.stop_controller(controller)
