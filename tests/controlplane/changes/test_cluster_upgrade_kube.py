@@ -169,7 +169,7 @@ async def kube(release: Release, newer: Release, request: pytest.FixtureRequest)
                     state_image="registry.example/slurm-sidecars:1",
                     backup_configmap=BACKUP_CM,
                     without_backup=False,
-                    rollout_timeout_seconds=45,
+                    rollout_timeout_seconds=120,  # a loaded CI machine; no test here waits it out
                     job_timeout_seconds=60,
                     own_pod="control-plane-5f7d9-abcde",
                     poll_interval_seconds=0.2,
