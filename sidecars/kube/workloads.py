@@ -36,6 +36,7 @@ class Workload:
     available: int
     selector: Mapping[str, str]  # spec.selector.matchLabels
     spec: Json
+    owner: str = ""  # "Kind/name" of the controller that owns it (metadata.ownerReferences), or ""
 
     @classmethod
     def from_json(cls, kind: str, obj: Json) -> Workload:
@@ -53,6 +54,14 @@ class Workload:
             available=int(status.get("availableReplicas") or 0),
             selector=dict((spec.get("selector") or {}).get("matchLabels") or {}),
             spec=spec,
+            owner=next(
+                (
+                    f"{r.get('kind', '?')}/{r.get('name', '?')}"
+                    for r in meta.get("ownerReferences") or []
+                    if isinstance(r, dict) and r.get("controller")
+                ),
+                "",
+            ),
         )
 
     def containers(self) -> list[Json]:

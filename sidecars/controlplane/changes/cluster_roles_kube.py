@@ -152,6 +152,12 @@ class KubeClusterRoles:
             raise PreflightError(f"{kind} {self.names.namespace}/{name} is not there")
         if found.image(container) is None:
             raise PreflightError(f"{kind} {name} has no container {container}")
+        if found.owner:
+            # its controller (e.g. Slinky's operator) puts its own spec back, at any instant
+            raise PreflightError(
+                f"{kind} {name} is managed by {found.owner}, which would undo our image and scale "
+                "changes: move it through its owner instead (docs/upgrades.md)"
+            )
         return found
 
     async def _state_volume(self, sts: Workload) -> StateVolume:

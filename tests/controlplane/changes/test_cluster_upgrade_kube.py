@@ -425,6 +425,20 @@ async def test_what_is_missing_or_unsafe_is_refused_before_anything_changes(kube
     await preflight_says("Deployment slurm/accounting is not there")
     kube.roles.names = replace(kube.roles.names, slurmdbd_name="slurmdbd", own_pod="slurmctld-0")
     await preflight_says("this control plane runs in slurmctld-0, a pod of StatefulSet slurmctld")
+    # slurmctld's StatefulSet owned by an operator (Slinky's Controller): it would undo our patches
+    kube.roles.names = replace(kube.roles.names, own_pod="control-plane-5f7d9-abcde")
+    sts = fake.stateful_sets[(NAMESPACE, "slurmctld")]
+    sts["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "slinky.slurm.net/v1beta1",
+            "kind": "Controller",
+            "name": "slurm",
+            "uid": "4f1d2c3b-0000-4000-8000-000000000001",
+            "controller": True,
+        }
+    ]
+    await preflight_says("StatefulSet slurmctld is managed by Controller/slurm")
+    del sts["metadata"]["ownerReferences"]
     # nothing was written by any of them
     assert fake.writes_by(TOKEN, first) == []
 
