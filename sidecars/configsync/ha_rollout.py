@@ -17,7 +17,9 @@ a generation applied only once it is everywhere; `slurm_sidecars_config_ha_rollo
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal
 
 import structlog
@@ -30,11 +32,13 @@ log = structlog.get_logger(__name__)
 
 State = Literal["everywhere", "staging", "not everywhere"]
 STATES: tuple[State, ...] = ("everywhere", "staging", "not everywhere")
-OUTCOMES: dict[State, str] = {
-    "everywhere": "applied",
-    "staging": "staging",
-    "not everywhere": "not_everywhere",
-}
+OUTCOMES: Mapping[State, str] = MappingProxyType(
+    {
+        "everywhere": "applied",
+        "staging": "staging",
+        "not everywhere": "not_everywhere",
+    }
+)
 
 
 @dataclass(slots=True)

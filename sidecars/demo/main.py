@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from sidecars.runtime import logs
 from sidecars.runtime.daemon import run as run_daemon
 from sidecars.runtime.settings import ConfigError, flag
+from sidecars.slurm import daemons
 
 if TYPE_CHECKING:
     from sidecars.devcluster import Release
@@ -55,7 +56,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def _upgrade_line(newer: Release, url: str, token: Path) -> str:
-    images = " ".join(f"--image {r}={newer.name}" for r in ("slurmdbd", "slurmctld", "slurmd"))
+    images = " ".join(f"--image {r}={newer.name}" for r in daemons.UPGRADE_ORDER)
     return (
         f"  a whole-cluster upgrade: slurm-sidecars upgrade start --slurm-version {newer.version} {images}"
         f" --control-plane {url} --token-file {token}\n"

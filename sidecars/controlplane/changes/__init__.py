@@ -3,11 +3,11 @@ rolling upgrades (a StatefulSet's revision or a Deployment's paced roll), each d
 a whole-cluster upgrade in Slurm's order."""
 
 from sidecars.controlplane.changes.cluster_roles_kube import (
-    BudgetedRoll,
     KubeClusterRoles,
     KubeRoleNames,
     unavailable,
 )
+from sidecars.controlplane.changes.cluster_roles_kube_roll import BudgetedRoll
 from sidecars.controlplane.changes.cluster_upgrade_events import StageEvents
 from sidecars.controlplane.changes.cluster_upgrade_run import (
     ClusterUpgradeMetrics,

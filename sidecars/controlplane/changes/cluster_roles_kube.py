@@ -37,7 +37,6 @@ from sidecars.controlplane.changes.cluster_roles_kube_jobs import (
     state_job,
     state_volume,
 )
-from sidecars.controlplane.changes.upgrade import Upgrade
 from sidecars.kube import KubeClient, KubeWorkloads, Workload
 from sidecars.slurm import SlurmClient, Version, daemons, running_releases, slurmdbd_version
 
@@ -90,6 +89,7 @@ class KubeClusterRoles:
         self._roll = roll_workers
         self._before: dict[str, Any] = {}  # what slurmctld ran before the upgrade: image, replicas
         self._state: StateVolume | None = None
+        self._location = ""  # slurmctld's StateSaveLocation, as it said it
         self._copy_path = ""  # the state copy's path on its volume, once made
         self._log = log.bind(namespace=names.namespace)
 
@@ -128,7 +128,12 @@ class KubeClusterRoles:
         n = self.names
         # one roles object serves every upgrade of this control plane: the preflight starts afresh
         self._before.clear()
-        self._copy_path = ""
+        self._copy_path, self._location, self._state = "", "", None
+        if not n.own_pod:
+            raise PreflightError(
+                "this control plane does not know its own pod (--pod-name, POD_NAME): it cannot tell "
+                "that stopping slurmctld would not stop it too"
+            )
         await self._workload(n.slurmdbd_kind, n.slurmdbd_name, n.slurmdbd_container)
         sts = await self._workload("StatefulSet", n.slurmctld_statefulset, n.slurmctld_container)
         if re.fullmatch(rf"{re.escape(sts.name)}-\d+", n.own_pod):
@@ -161,13 +166,16 @@ class KubeClusterRoles:
         return found
 
     async def _state_volume(self, sts: Workload) -> StateVolume:
-        location = (await self._slurm().show_config()).get("StateSaveLocation", "")
+        # remembered: a control plane that took over while slurmctld is down cannot ask it
+        location = self._location or (await self._slurm().show_config()).get("StateSaveLocation", "")
         if not location:
             raise PreflightError("slurmctld did not say its StateSaveLocation")
         try:
-            return state_volume(sts.name, sts.spec, self.names.slurmctld_container, location)
+            found = state_volume(sts.name, sts.spec, self.names.slurmctld_container, location)
         except ValueError as e:
             raise PreflightError(str(e)) from None
+        self._location = location
+        return found
 
     async def _backup_template(self, stamp: str) -> dict[str, Any]:
         cm = self.names.backup_configmap
@@ -231,16 +239,23 @@ class KubeClusterRoles:
         """slurmctld's image and replicas before the upgrade, and the state copy: what a rollback
         needs, kept with the upgrade's status for a control plane that takes over mid-stage."""
         out = {"copy_path": self._copy_path} if self._copy_path else {}
+        out |= {"state_location": self._location} if self._location else {}
         out |= {f"slurmctld_{k}": str(v) for k, v in self._before.items()}
         return out
 
     def recall(self, memory: dict[str, str]) -> None:
-        if memory.get("slurmctld_image"):
-            self._before["image"] = memory["slurmctld_image"]
+        """Take back what `memory` kept; anything not of its exact shape is left out (the kept
+        status is data in a ConfigMap: a copy path is ours only, an image one reference)."""
+        image = memory.get("slurmctld_image", "")
+        if image and len(image) <= 512 and not any(c.isspace() for c in image):
+            self._before["image"] = image
         if memory.get("slurmctld_replicas", "").isdigit():
             self._before["replicas"] = max(int(memory["slurmctld_replicas"]), 1)
-        if memory.get("copy_path", "").startswith(f"{COPIES}/state-"):
+        if re.fullmatch(rf"{re.escape(COPIES)}/state-\d{{8}}T\d{{6}}", memory.get("copy_path", "")):
             self._copy_path = memory["copy_path"]
+        location = memory.get("state_location", "")
+        if location.startswith("/") and ".." not in location.split("/"):
+            self._location = location
 
     async def _old_image(self) -> str:
         """The image slurmctld ran before the upgrade. Not remembered (a control plane that took
@@ -258,10 +273,9 @@ class KubeClusterRoles:
         copy_path = f"{COPIES}/state-{stamp}"
         # a failure raises: the machine's rollback starts the old controller on its own state
         # (restore_slurmctld with no copy), nothing changed but the stop
-        await self._state_job("copy", copy_path)
-        assert self._state is not None
+        state = await self._state_job("copy", copy_path)
         self._copy_path = copy_path
-        return f"{copy_path} on {self._state.describe}"
+        return f"{copy_path} on {state.describe}"
 
     async def start_slurmctld(self, controller: str, image: str) -> None:
         await self._start(controller, image)
@@ -274,12 +288,19 @@ class KubeClusterRoles:
             await self._state_job("restore", self._copy_path)
         await self._start(controller, await self._old_image())
 
-    async def _state_job(self, action: str, copy_path: str) -> None:
+    async def _state_job(self, action: str, copy_path: str) -> StateVolume:
         n = self.names
         sts = await self._workload("StatefulSet", n.slurmctld_statefulset, n.slurmctld_container)
-        assert self._state is not None  # read at the preflight, or at the stop
-        job = state_job(action, sts.name, sts.spec, self._state, copy_path, n.state_image)
+        if self._state is None:  # read at the preflight or the stop; else from what was remembered
+            try:
+                self._state = await self._state_volume(sts)
+            except Exception as e:
+                raise StageFailed(f"slurmctld's StateSaveLocation is not known here: {e}") from e
+        job = state_job(
+            action, sts.name, sts.spec, self._state, copy_path, n.state_image, n.slurmctld_container
+        )
         await self._run_job(job, f"state {action}")
+        return self._state
 
     async def _start(self, controller: str, image: str) -> None:
         n = self.names
@@ -335,6 +356,9 @@ class KubeClusterRoles:
         """Create the Job and wait for its end; StageFailed with its words (and its pods') when it
         failed, or when it outlived the bound (it is deleted then)."""
         n = self.names
+        # Kubernetes itself ends the Job at our bound, whatever happens to this control plane: a
+        # copy or restore still writing once a rollback or a new holder acts would be the worst case
+        job = {**job, "spec": {**job["spec"], "activeDeadlineSeconds": max(int(n.job_timeout_seconds), 1)}}
         name = await self.workloads.create_job(n.namespace, job)
         self._log.info("cluster_upgrade_job_started", job=name, what=what)
         deadline = time.monotonic() + n.job_timeout_seconds
@@ -364,37 +388,3 @@ def unavailable(missing: list[str]) -> str:
         f"a whole-cluster upgrade cannot run here: {', '.join(missing)} not set (docs/upgrades.md, "
         "In Kubernetes); roll the workers alone with `upgrade start --revision`"
     )
-
-
-class BudgetedRoll:
-    """The workers moved by the control plane's own roll (upgrade.py), `image` being the workers'
-    revision as `upgrade start --revision` takes it; returns once every worker runs it, undrained."""
-
-    def __init__(
-        self,
-        upgrade: Upgrade,
-        budget: str,
-        releases: Callable[[], Awaitable[dict[str, Version]]],
-        *,
-        interval_seconds: float = 2.0,
-    ) -> None:
-        self._upgrade = upgrade
-        self._budget = budget
-        self._releases = releases
-        self._interval = interval_seconds
-
-    async def __call__(self, image: str, version: Version) -> None:
-        found = await self._releases()
-        controller = next(v for d, v in found.items() if d.startswith(f"{daemons.SLURMCTLD}:"))
-        slurmds = {d.split(":", 1)[1]: v for d, v in found.items() if d.startswith(f"{daemons.SLURMD}:")}
-        await self._upgrade.start(
-            image,
-            self._budget,
-            controller=controller,
-            slurmds=slurmds,
-            target=version,
-            slurmdbd=found.get(daemons.SLURMDBD),
-        )
-        # the roll is the leader's loop's (a step per refresh); it waits for jobs, never kills one
-        while not (self._upgrade.report().get("upgrade") or {}).get("complete"):
-            await asyncio.sleep(self._interval)

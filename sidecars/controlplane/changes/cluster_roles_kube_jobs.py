@@ -10,6 +10,7 @@ import copy
 import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from types import MappingProxyType
 from typing import Any
 
 import yaml
@@ -19,7 +20,9 @@ Json = dict[str, Any]
 TEMPLATE_KEY = "job.yaml"  # the ConfigMap's key holding the backup Job (YAML or JSON)
 LOCATION_ANNOTATION = "slurm-sidecars.io/backup-location"  # where the template's Job writes its dump
 STAMP_ENV = "SLURM_SIDECARS_UPGRADE_STAMP"  # handed to the backup's containers, to name their dump
-LABELS = {"app.kubernetes.io/managed-by": "slurm-sidecars", "slurm-sidecars.io/upgrade": "cluster"}
+LABELS = MappingProxyType(
+    {"app.kubernetes.io/managed-by": "slurm-sidecars", "slurm-sidecars.io/upgrade": "cluster"}
+)
 VOLUME_ROOT = "/volume"  # where the state Job mounts the StateSaveLocation's volume
 COPIES = ".slurm-sidecars-upgrade"  # the copies' directory at the volume's root
 # an environment variable whose value would be a credential: it must come from a Secret
@@ -105,6 +108,12 @@ def state_volume(sts_name: str, sts_spec: Json, container: str, state_location: 
             f"{state_location}: the state would not outlive the pod"
         )
     mount = max(mounts, key=lambda m: len(m["mountPath"]))
+    if mount.get("subPathExpr"):
+        # expanded per pod by the kubelet: the Job's pod would reach another directory (or the root)
+        raise ValueError(
+            f"StatefulSet {sts_name}: StateSaveLocation {state_location} is under a subPathExpr mount: "
+            "its directory on the volume cannot be known from here"
+        )
     inside = PurePosixPath(mount.get("subPath") or "") / location.relative_to(
         PurePosixPath(mount["mountPath"])
     )
@@ -133,7 +142,7 @@ def _relative(path: PurePosixPath) -> str:
 
 
 def state_job(
-    action: str, sts_name: str, sts_spec: Json, where: StateVolume, copy_path: str, image: str
+    action: str, sts_name: str, sts_spec: Json, where: StateVolume, copy_path: str, image: str, container: str
 ) -> Json:
     """`slurm-sidecars state <action>` on the volume, in a pod placed and run as slurmctld's is
     (its node selection, tolerations and securityContext: the files keep their owner)."""
@@ -141,6 +150,14 @@ def state_job(
     state_dir = str(PurePosixPath(VOLUME_ROOT) / where.state_path)
     copy_dir = str(PurePosixPath(VOLUME_ROOT) / copy_path)
     kept = {k: pod[k] for k in ("nodeSelector", "affinity", "tolerations", "securityContext") if k in pod}
+    # as slurmctld's own container runs (its user: the files keep their owner), never more: no
+    # escalation, no capability but what copying another's files takes, no API token
+    ctld: Json = next((c for c in pod.get("containers") or [] if c.get("name") == container), {})
+    context = {
+        **copy.deepcopy(ctld.get("securityContext") or {}),
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "DAC_OVERRIDE", "FOWNER"]},
+    }
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -151,6 +168,7 @@ def state_job(
                 "metadata": {"labels": dict(LABELS)},
                 "spec": {
                     **copy.deepcopy(kept),
+                    "automountServiceAccountToken": False,
                     "restartPolicy": "Never",
                     "volumes": [{**where.volume, "name": "state"}],
                     "containers": [
@@ -160,6 +178,7 @@ def state_job(
                             "command": ["slurm-sidecars", "state", action],
                             "args": ["--state-dir", state_dir, "--copy-dir", copy_dir],
                             "volumeMounts": [{"name": "state", "mountPath": VOLUME_ROOT}],
+                            "securityContext": context,
                         }
                     ],
                 },

@@ -98,7 +98,6 @@ class ClusterUpgrade:
             self.status.backup, self.status.state_copy = resume.backup, resume.state_copy
             self.status.jobs_before, self.status.nodes_before = resume.jobs_before, resume.nodes_before
             self.status.roles_memory = dict(resume.roles_memory)
-            recall(roles, resume.roles_memory)
         self._emit = emit
         self._save = save
         self._verify_timeout = verify_timeout_seconds
@@ -123,6 +122,8 @@ class ClusterUpgrade:
         running = await self._stage("preflight", self._preflight)
         if running is None:
             return self.status.state
+        if self._before is not None:  # after the preflight, which starts the roles afresh
+            recall(self.roles, self._before.roles_memory)
         for name, act in (
             (daemons.SLURMDBD, self._slurmdbd),
             (daemons.SLURMCTLD, self._slurmctld),

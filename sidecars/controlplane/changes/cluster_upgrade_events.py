@@ -4,22 +4,25 @@ written by the Lease holder only, on the control plane's own object (where its o
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import MappingProxyType
 
 from sidecars.controlplane.changes.cluster_upgrade_status import PAUSED, ROLLING_BACK
 from sidecars.runtime.events import EventSink, EventType
 
 # what is said -> the reason's last word(s) (a reason is CamelCase: ClusterUpgradeSlurmctldRolledBack)
-SAID = {
-    "running": "Started",
-    "done": "Done",
-    "skipped": "Skipped",
-    "refused": "Refused",
-    "failed": "Failed",
-    "rolled_back": "RolledBack",
-    "interrupted": "Interrupted",
-    ROLLING_BACK: "RollingBack",
-    PAUSED: "Paused",
-}
+SAID = MappingProxyType(
+    {
+        "running": "Started",
+        "done": "Done",
+        "skipped": "Skipped",
+        "refused": "Refused",
+        "failed": "Failed",
+        "rolled_back": "RolledBack",
+        "interrupted": "Interrupted",
+        ROLLING_BACK: "RollingBack",
+        PAUSED: "Paused",
+    }
+)
 WARNINGS = {"refused", "failed", "rolled_back", "interrupted", ROLLING_BACK}
 
 

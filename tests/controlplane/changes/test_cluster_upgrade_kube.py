@@ -333,6 +333,15 @@ async def test_a_whole_upgrade_through_kubernetes_keeps_every_job(kube: Kube) ->
     manifest = json.loads(next(p for p in copies if p.suffix == ".json").read_text())
     assert any(name.startswith("job_state") for name in manifest)
     assert _state_jobs(kube) == [("copy", 0)]
+    # Kubernetes ends each Job at our bound whatever becomes of us; ours runs with no API token, no
+    # escalation and no capability beyond copying another's files
+    made = list(fake.jobs.values())
+    assert made and all(j["spec"]["activeDeadlineSeconds"] == 60 for j in made)
+    (copy_job,) = [j for j in made if j["metadata"]["name"].startswith("slurmctld-state-copy-")]
+    pod = copy_job["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    context = pod["containers"][0]["securityContext"]
+    assert context["allowPrivilegeEscalation"] is False and context["capabilities"]["drop"] == ["ALL"]
     # every write of the control plane's identity is one the Role grants, and only these kinds
     writes = fake.writes_by(TOKEN, first)
     assert {(w.verb, w.resource) for w in writes} == {

@@ -38,17 +38,28 @@ NAMES = KubeRoleNames(
 
 
 class Remembering:
-    """Roles that remember (only what the bookkeeping touches; nothing here acts)."""
+    """Roles that remember, on a cluster already on the target: every stage is skipped, and the
+    order of what the machine asks is recorded."""
 
     def __init__(self) -> None:
         self.kept = {"slurmctld_image": "ctld:24.11"}
-        self.recalled: list[dict[str, str]] = []
+        self.calls: list[str] = []
 
     def memory(self) -> dict[str, str]:
         return dict(self.kept)
 
     def recall(self, memory: dict[str, str]) -> None:
-        self.recalled.append(memory)
+        self.calls.append(f"recall {sorted(memory.items())}")
+
+    async def versions(self) -> dict[str, Version]:
+        return {d: Version.parse("26.05.5") for d in ("slurmdbd", "slurmctld:c", "slurmd:n1")}
+
+    async def room(self) -> list[tuple[str, int, int]]:
+        self.calls.append("room")  # the preflight: roles start afresh there
+        return []
+
+    def controllers(self) -> list[str]:
+        return ["c"]
 
 
 def _roles(kube: KubeClient) -> KubeClusterRoles:
@@ -75,8 +86,10 @@ async def test_each_checkpoint_keeps_the_roles_memory_and_a_resumed_upgrade_hand
     second = Remembering()
     second.kept = {}  # it has seen nothing yet
     again = ClusterUpgrade(cast(ClusterRoles, second), Version.parse("26.05"), IMAGES, resume=kept, save=save)
-    assert second.recalled == [{"slurmctld_image": "ctld:24.11"}]
-    await again.checkpoint()  # roles that have nothing new to say do not wipe what was kept
+    assert second.calls == []  # not before the preflight, which starts the roles afresh
+    assert await again.run() == "complete", again.status.report()
+    assert second.calls == ["room", "recall [('slurmctld_image', 'ctld:24.11')]"]
+    # roles that have nothing new to say do not wipe what was kept
     assert saved[-1]["roles_memory"] == {"slurmctld_image": "ctld:24.11"}
 
 
@@ -89,16 +102,23 @@ async def test_the_kubernetes_roles_remember_the_image_replicas_and_copy_and_tak
 def _remembers(kube: KubeClient) -> None:
     roles = _roles(kube)
     assert roles.memory() == {}
-    roles.recall(
-        {"slurmctld_image": "ctld:24.11", "slurmctld_replicas": "1", "copy_path": f"{COPIES}/state-1"}
-    )
-    assert roles.memory() == {
+    kept = {
         "slurmctld_image": "ctld:24.11",
         "slurmctld_replicas": "1",
-        "copy_path": f"{COPIES}/state-1",
+        "copy_path": f"{COPIES}/state-20261202T061000",
+        "state_location": "/var/spool/slurmctld",
     }
+    roles.recall(kept)
+    assert roles.memory() == kept
     # a kept status is data anyone with the ConfigMap could have edited: a copy path outside ours is
     # never restored from, and a replica count that is not a number is not taken
     other = _roles(kube)
-    other.recall({"copy_path": "/etc/../somewhere", "slurmctld_replicas": "many"})
+    other.recall(
+        {
+            "copy_path": f"{COPIES}/state-20261202T061000/../..",
+            "slurmctld_replicas": "many",
+            "slurmctld_image": "ctld:24.11 --privileged",
+            "state_location": "/var/spool/../../etc",
+        }
+    )
     assert other.memory() == {}
