@@ -13,8 +13,8 @@ demo: setup
 
 # The suite mostly waits on Slurm (scheduling passes, client retries, restarts): pytest-xdist runs it
 # in TEST_WORKERS processes, each with its own clusters; worksteal evens out the slow tests at the end.
-# 8 on 2 cores, measured: about 12 min of wall time on a quiet machine at 1,483 tests (10: no
-# faster) and 784 s of CPU (user+sys of every process it starts), which is what bounds it. At 1,468
+# 8 on 2 cores, measured: 12 min 11 s of wall time at 1,573 tests (load 3-5; 10 workers measured no
+# faster) and 765 s of CPU (user+sys of every process it starts), which is what bounds it. At 1,468
 # tests beside other runs (load 12-20): 20 min 45 s and 749 s of CPU, from 24 min 34 s and 911 s
 # at load 17-20 before the cuts in the README's "Developing" section.
 # TEST_WORKERS=0 runs it in one process.
