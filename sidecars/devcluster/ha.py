@@ -63,6 +63,10 @@ class ClusterControllers(ClusterBase):
             c.pid_file.unlink()  # slurmctld kills whatever a stale pid file names
         chroot = self.release.root is not None
         await self._exec([*controllers.enter_argv(holder, chroot), *self._clean_env(), "slurmctld"])
+        return await self._until_listening(name)
+
+    async def _until_listening(self, name: str) -> int:
+        """Controller `name`'s host PID once its pid file is written and it listens on its port."""
         pid = await self._poll(
             self._async(lambda: self.controller_pid(name)), lambda p: p is not None, 30, f"{name}'s pid file"
         )

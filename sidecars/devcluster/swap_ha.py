@@ -66,15 +66,7 @@ class SwappableControllers(SwappableCluster):
         # in_release enters the cluster's PID namespace only: the holder's network and name too
         net = [f"--net=/proc/{holder}/ns/net", f"--uts=/proc/{holder}/ns/uts"]
         await self._exec([words[0], *net, *words[1:]])
-        pid = await self._poll(
-            self._async(lambda: self.controller_pid(name)), lambda p: p is not None, 30, f"{name}'s pid file"
-        )
-        assert pid is not None and self.ports is not None
-        port = self.ports.slurmctld
-        await self._poll(
-            self._async(lambda: controllers.listening(pid, port)), bool, 30, f"{name} listening on {port}"
-        )
-        return pid
+        return await self._until_listening(name)
 
     async def stop_controller(self, name: str, *, crash: bool = False, timeout: float = 30.0) -> None:
         """SIGTERM (slurmctld's own shutdown: a controller in control saves its state first), or

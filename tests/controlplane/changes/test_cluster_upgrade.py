@@ -18,7 +18,6 @@ import pytest
 
 from sidecars.controlplane.changes.cluster_upgrade import ClusterUpgrade
 from sidecars.devcluster import ClusterSpec, Release
-from sidecars.devcluster.release import build_chroot
 from sidecars.devcluster.swap import SwappableCluster
 from sidecars.devcluster.swap_roles import DevClusterRoles
 from sidecars.runtime import process
@@ -72,11 +71,6 @@ class Run:
 
     def upgrade(self) -> ClusterUpgrade:
         return ClusterUpgrade(self.roles, self.target, IMAGES, emit=self.emit, verify_timeout_seconds=30)
-
-
-@pytest.fixture
-async def newer() -> Release:
-    return await build_chroot(name="sid")
 
 
 async def _run(release: Release, newer: Release, request: pytest.FixtureRequest) -> AsyncIterator[Run]:

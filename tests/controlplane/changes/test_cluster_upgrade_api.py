@@ -19,7 +19,6 @@ from sidecars.controlplane.changes import FileStore
 from sidecars.controlplane.changes.cluster_upgrade_store import CONFIG_MAP, KEY
 from sidecars.controlplane.service import NO_ROLES, ControlPlaneService
 from sidecars.devcluster import ClusterSpec, Release
-from sidecars.devcluster.release import build_chroot
 from sidecars.devcluster.swap import SwappableCluster
 from sidecars.devcluster.swap_roles import DevClusterRoles
 from sidecars.operator.upgrade import UpgradeSettings, configure, render
@@ -39,14 +38,8 @@ KEPT = "cluster-upgrade.json"
 
 
 @pytest.fixture
-async def newer() -> Release:
-    return await build_chroot(name="sid")
-
-
-@pytest.fixture
-async def cluster(release: Release) -> AsyncIterator[SwappableCluster]:
-    async with SwappableCluster(release, ClusterSpec(nodes=2, accounting=True, foreground_ctld=True)) as c:
-        yield c
+async def cluster(swappable_cluster: SwappableCluster) -> SwappableCluster:
+    return swappable_cluster
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ import pytest
 
 from sidecars.controlplane.changes.cluster_upgrade import ClusterUpgrade
 from sidecars.devcluster import ClusterSpec, Release
-from sidecars.devcluster.release import build_chroot
 from sidecars.devcluster.swap_ha import SwappableControllers
 from sidecars.devcluster.swap_roles import DevClusterRoles
 from sidecars.slurm import Version
@@ -60,11 +59,6 @@ class Recorded(DevClusterRoles):
     async def restore_slurmctld(self, controller: str, saved: str) -> None:
         self.calls.append(f"restore {controller}" + (" with the copy" if saved else ""))
         await super().restore_slurmctld(controller, saved)
-
-
-@pytest.fixture
-async def newer() -> Release:
-    return await build_chroot(name="sid")
 
 
 @pytest.fixture

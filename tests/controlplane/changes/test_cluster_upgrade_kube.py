@@ -30,7 +30,6 @@ from sidecars.controlplane.changes.cluster_roles_kube_jobs import TemplateError,
 from sidecars.controlplane.changes.cluster_upgrade import ClusterUpgrade
 from sidecars.controlplane.settings import configure, from_args
 from sidecars.devcluster import ClusterSpec, Release
-from sidecars.devcluster.release import build_chroot
 from sidecars.devcluster.swap_roles import DevClusterRoles
 from sidecars.kube import KubeClient
 from sidecars.runtime import process
@@ -131,11 +130,6 @@ class Kube:
             "metadata": {"name": BACKUP_CM, "namespace": NAMESPACE, "resourceVersion": "1"},
             "data": {"job.yaml": text},
         }
-
-
-@pytest.fixture
-async def newer() -> Release:
-    return await build_chroot(name="sid")
 
 
 def _tag(release: Release) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,7 @@ import pytest
 from sidecars.controlplane.changes.cluster_upgrade_status import ClusterUpgradeStatus
 from sidecars.controlplane.changes.cluster_upgrade_store import CONFIG_MAP, KEY
 from sidecars.controlplane.service import ControlPlaneService
-from sidecars.devcluster import ClusterSpec, Release
-from sidecars.devcluster.release import build_chroot
+from sidecars.devcluster import Release
 from sidecars.devcluster.swap import SwappableCluster
 from sidecars.devcluster.swap_roles import DevClusterRoles
 from sidecars.operator.upgrade import render
@@ -54,14 +53,8 @@ class CutAtStart(DevClusterRoles):
 
 
 @pytest.fixture
-async def newer() -> Release:
-    return await build_chroot(name="sid")
-
-
-@pytest.fixture
-async def cluster(release: Release) -> AsyncIterator[SwappableCluster]:
-    async with SwappableCluster(release, ClusterSpec(nodes=2, accounting=True, foreground_ctld=True)) as c:
-        yield c
+async def cluster(swappable_cluster: SwappableCluster) -> SwappableCluster:
+    return swappable_cluster
 
 
 async def _report(plane: Running) -> dict[str, Any]:
