@@ -43,6 +43,7 @@ from sidecars.controlplane.reconcile import (
     Signals,
     SlinkySpecs,
     TopologySync,
+    UnownedDrainEvents,
 )
 from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.kube import KubeClient, KubeEventSink, Pod
@@ -218,6 +219,7 @@ def writers(
     if s.busy_label:
         out.append(BusyLabeler(kube, node_of, qps=s.busy_label_qps, release_seconds=s.busy_release_seconds))
     out.append(ClaimEvents(workers.claims, emit))
+    out.append(UnownedDrainEvents(node_of, emit, side.events))
     upgrade = side.upgrade
     out.append(
         DeletionCostWriter(

@@ -13,6 +13,7 @@ from sidecars.controlplane.reconcile.recycle import RecyclePolicy, Recycler
 from sidecars.controlplane.reconcile.round import Outcome, Reconciler, Round, View
 from sidecars.controlplane.reconcile.slinky_specs import SlinkySpecs
 from sidecars.controlplane.reconcile.topology_sync import TopologySync
+from sidecars.controlplane.reconcile.unowned_events import UnownedDrainEvents
 
 __all__ = [
     "BusyLabeler",
@@ -32,5 +33,6 @@ __all__ = [
     "Signals",
     "SlinkySpecs",
     "TopologySync",
+    "UnownedDrainEvents",
     "View",
 ]
