@@ -3,9 +3,10 @@ real Slurm, config-sync on a kubelet-style volume, the control plane, a worker a
 
 It logs in with the viewer token through the page's own form, then checks what a person would look
 at: the grid holds exactly the nodes Slurm has, a drain started by the preStop hook appears with
-the job holding the node and completes, an admin's drain is listed among those nobody owns, a valid change shows as applied with its diff, a broken one
-as rejected in Slurm's words. Along the way the page must fetch nothing but its own files and its
-one state request, keep the session cookie out of reach of scripts, and throw no error. Screenshots
+the job holding the node and completes, an admin's drain is listed among those nobody owns, a valid
+change shows as applied with its diff, a broken one as rejected in Slurm's words. Along the way the
+page must fetch nothing but its own files and its one state request, keep the session cookie out of
+reach of scripts, and throw no error. Screenshots
 go to $SIDECARS_ARTIFACTS (or the test's tmp_path), printed at the start.
 """
 
