@@ -14,6 +14,7 @@ from sidecars.controlplane.reconcile.round import Outcome, Reconciler, Round, Vi
 from sidecars.controlplane.reconcile.slinky_specs import SlinkySpecs
 from sidecars.controlplane.reconcile.topology_sync import TopologySync
 from sidecars.controlplane.reconcile.unowned_events import UnownedDrainEvents
+from sidecars.controlplane.reconcile.unowned_policy import UnownedPolicy, UnownedPolicySettings
 
 __all__ = [
     "BusyLabeler",
@@ -34,5 +35,7 @@ __all__ = [
     "SlinkySpecs",
     "TopologySync",
     "UnownedDrainEvents",
+    "UnownedPolicy",
+    "UnownedPolicySettings",
     "View",
 ]
