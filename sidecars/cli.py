@@ -73,19 +73,44 @@ def _role(cmd: Command) -> Any:
         return importlib.import_module(cmd.module)
 
 
-def build_parser(only: str | None = None) -> tuple[argparse.ArgumentParser, dict[str, Command]]:
-    """The parser with every subcommand listed; flags are added for `only` (every one when None)."""
+def build_parsers(
+    only: str | None = None,
+) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The parser with every subcommand listed, and each subcommand's own parser by name; flags are
+    added for `only` (every one when None)."""
     parser = argparse.ArgumentParser(prog="slurm-sidecars", description=__doc__)
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-format", default="auto", choices=["auto", "json", "console"])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands = {}
+    parsers = {}
     for cmd in COMMANDS:
-        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        parsers[cmd.name] = p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
         if only is None or cmd.name == only:
             _role(cmd).configure(p)
-        commands[cmd.name] = cmd
-    return parser, commands
+    return parser, parsers
+
+
+def build_parser(only: str | None = None) -> tuple[argparse.ArgumentParser, dict[str, Command]]:
+    """The parser with every subcommand listed, and the commands by name (see `build_parsers`)."""
+    parser, _ = build_parsers(only)
+    return parser, {cmd.name: cmd for cmd in COMMANDS}
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """Flags and positionals in any order after the command's name, as kubectl takes them:
+    `maintenance delete --token-file F NAME` as well as `maintenance delete NAME --token-file F`.
+    argparse alone gives an optional positional (`nargs="?"`) nothing when a flag follows the
+    positional before it, then refuses the name at the end as unrecognized. The flags before the
+    name (--log-level, --log-format) are the whole command's."""
+    argv = list(argv)
+    parser, parsers = build_parsers(only=_chosen(argv))
+    at = next((i for i, a in enumerate(argv) if a in parsers), None)
+    if at is None:
+        return parser.parse_args(argv)
+    args = parser.parse_args(argv[:at])
+    args.command = argv[at]
+    parsed: argparse.Namespace = parsers[argv[at]].parse_intermixed_args(argv[at + 1 :], namespace=args)
+    return parsed
 
 
 def _chosen(argv: Sequence[str]) -> str:
@@ -96,15 +121,14 @@ def _chosen(argv: Sequence[str]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser, commands = build_parser(only=_chosen(argv))
     try:
-        args = parser.parse_args(argv)
+        args = parse(argv)
     except SystemExit as exc:  # argparse: 0 for --help, 2 for a bad invocation
         return int(exc.code or 0)
     if not args.command:
-        parser.print_help(sys.stderr)
+        build_parsers(only="")[0].print_help(sys.stderr)
         return EXIT_CONFIG
-    cmd = commands[args.command]
+    cmd = next(c for c in COMMANDS if c.name == args.command)
     logs.configure(json={"auto": None, "json": True, "console": False}[args.log_format], level=args.log_level)
     try:
         return int(_role(cmd).main(args))

@@ -43,6 +43,9 @@ from sidecars.controlplane.reconcile import (
     Signals,
     SlinkySpecs,
     TopologySync,
+    UnownedDrainEvents,
+    UnownedPolicy,
+    UnownedPolicySettings,
 )
 from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.kube import KubeClient, KubeEventSink, Pod
@@ -218,6 +221,7 @@ def writers(
     if s.busy_label:
         out.append(BusyLabeler(kube, node_of, qps=s.busy_label_qps, release_seconds=s.busy_release_seconds))
     out.append(ClaimEvents(workers.claims, emit))
+    out.append(UnownedDrainEvents(node_of, emit, side.events))
     upgrade = side.upgrade
     out.append(
         DeletionCostWriter(
@@ -230,6 +234,13 @@ def writers(
         )
     )
     out.append(side.recycler)
+    if s.unowned_drain_policy:
+        policy = UnownedPolicySettings(
+            settle_seconds=s.unowned_settle_seconds,
+            window_seconds=s.recycle_window_seconds,
+            fraction=s.recycle_fraction,
+        )
+        out.append(UnownedPolicy(slurm, side.recycler, node_of, emit, policy))
     if s.record_cleanup:
         records = RecordPolicy(grace_seconds=s.record_grace_seconds, per_pass=s.record_deletes_per_pass)
         out.append(

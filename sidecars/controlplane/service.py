@@ -29,6 +29,7 @@ from sidecars.controlplane.fleet import (
     FleetView,
     HolderLabel,
     Workers,
+    unowned,
 )
 from sidecars.controlplane.http import Face
 from sidecars.controlplane.leader import LeaderElector
@@ -315,6 +316,7 @@ class ControlPlaneService:
                 "error": self.maintenance.read_error,
             },
             "refused_pods": [r.as_json() for r in self.workers.claims.refused.values()],
+            "unowned_drains": unowned.status(unowned.find(snap.nodes.values())),
             "topology": None if topology is None else topology.status(),
             # decided by the leader only: a follower's would be what it saw when it last led
             "health": signals.status() if signals is not None and self.leader.is_leader else None,

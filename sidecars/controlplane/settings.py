@@ -159,6 +159,18 @@ class ControlPlaneSettings:
     recycle_backoff_max_seconds: float = setting(
         default=3600.0, conv=seconds(), help="longest wait between recycles of a pod"
     )
+    unowned_drain_policy: bool = setting(
+        default=False,
+        conv=BOOL,
+        help="give back a worker's node that Slurm drained or downed itself (prolog, kill task failed, not "
+        "responding, ...) once healthy, or recycle its pod when not; capped like recycling (off: only "
+        "reported; an admin's or another tool's reason is never touched)",
+    )
+    unowned_settle_seconds: float = setting(
+        default=300.0,
+        conv=seconds(zero_ok=True),
+        help="how long Slurm's own drain must hold before --unowned-drain-policy acts on it",
+    )
     viewer_token: str | None = setting(  # the read-only credential (web page, GETs)
         default=None,
         flag="--viewer-token-file",

@@ -169,6 +169,44 @@ async def step_maintenance(stack: DemoStack) -> str:
     return f"window on n3: reservation ahead of time, job {job} waited for, n3 drained then released"
 
 
+async def step_unowned(stack: DemoStack) -> str:
+    """Slurm drains a node itself (its prolog fails): nobody owns that drain, and the control plane
+    finds it, says why in Slurm's words and how long ago, and leaves it for a person to lift."""
+    c = stack.cluster
+    before = (await _status(stack))["applied"]["generation"]
+    good = stack.volume.files()["slurm.conf"].decode()
+    stack.volume.update({"slurm.conf": good + "Prolog=/bin/false\n"})
+    await until("the failing prolog applied", lambda: _applied_after(stack, before))
+    say("  a config change gives every job a prolog that fails (Prolog=/bin/false)")
+    job = await c.sbatch("-w", "n3", "-t", "1", wrap="true")
+
+    async def found() -> dict[str, Any] | None:
+        body = await stack.get(stack.control_plane_url + "/status", auth=True)
+        assert isinstance(body, dict)
+        listed = {u["node"]: u for u in body["unowned_drains"]["nodes"]}
+        return listed.get("n3")
+
+    drain = await until("n3 listed as a drain nobody owns", found)
+    say(
+        f"  Slurm drained n3 itself ('{drain['reason']}') and requeued job {job}: no sidecar, operator"
+        f" or admin owns that drain; the control plane lists it as class {drain['class']},"
+        " with its age, on the page, in `status`, /status, a metric and one Warning Event"
+    )
+    before = (await _status(stack))["applied"]["generation"]
+    stack.volume.update({"slurm.conf": good})
+    await until("the prolog removed", lambda: _applied_after(stack, before))
+    await c.scancel(job)
+    await c.client().resume(["n3"])  # what a person does once the cause is fixed
+
+    async def back() -> bool:
+        node = await c.client().node("n3")
+        return node is not None and not node.state.drain and node.state.base != "DOWN"
+
+    await until("n3 resumed", back)
+    say("  the prolog removed, job cancelled, and n3 resumed by hand (`scontrol update state=resume`)")
+    return f"n3 drained by Slurm ({drain['reason']}) found as class {drain['class']}; resumed by hand"
+
+
 async def step_upgrade(stack: DemoStack) -> str:
     c = stack.cluster
     # the first step's jobs run 30 and 5 minutes
@@ -262,6 +300,7 @@ STEPS: list[tuple[str, Callable[[DemoStack], Awaitable[str]]]] = [
     ("A broken config change", step_broken_change),
     ("The scale-in order", step_scale_in),
     ("A maintenance window", step_maintenance),
+    ("A drain nobody owns", step_unowned),
     ("A paced upgrade", step_upgrade),
     ("A worker scaled in", step_drain),
     ("The metrics", step_metrics),

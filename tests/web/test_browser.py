@@ -3,9 +3,10 @@ real Slurm, config-sync on a kubelet-style volume, the control plane, a worker a
 
 It logs in with the viewer token through the page's own form, then checks what a person would look
 at: the grid holds exactly the nodes Slurm has, a drain started by the preStop hook appears with
-the job holding the node and completes, a valid change shows as applied with its diff, a broken one
-as rejected in Slurm's words. Along the way the page must fetch nothing but its own files and its
-one state request, keep the session cookie out of reach of scripts, and throw no error. Screenshots
+the job holding the node and completes, an admin's drain is listed among those nobody owns, a valid
+change shows as applied with its diff, a broken one as rejected in Slurm's words. Along the way the
+page must fetch nothing but its own files and its one state request, keep the session cookie out of
+reach of scripts, and throw no error. Screenshots
 go to $SIDECARS_ARTIFACTS (or the test's tmp_path), printed at the start.
 """
 
@@ -119,6 +120,15 @@ async def test_the_page_follows_the_real_cluster(release: Release, tmp_path: Pat
         )
         done = await page.wait_for(f"({_q('#drains-done li[data-node=n3]')} || {{}}).textContent")
         assert "drained in" in done, done
+
+        # an admin's drain, not through our API: listed among the drains nobody owns; ours (n3) is not
+        await c.client().drain(["n2"], "bad fan, ticket 12")
+        unowned = await page.wait_for(
+            f"({_q('#unowned-rows tr[data-node=n2]')} || {{}}).textContent", what="n2 listed as unowned"
+        )
+        assert "unknown" in unowned and "bad fan, ticket 12" in unowned, unowned
+        assert await page.evaluate(f"{_q('#unowned-rows tr[data-node=n3]')} === null")
+        assert await page.evaluate("document.getElementById('unowned-none').hidden")
 
         # a valid change: applied, with the diff of what changed
         conf = stack.volume.files()["slurm.conf"].decode()

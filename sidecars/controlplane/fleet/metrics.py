@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from sidecars.controlplane.fleet import unowned
 from sidecars.controlplane.fleet.snapshot import FleetNode, FleetSnapshot
 from sidecars.slurm import Job
 
@@ -129,6 +130,13 @@ class ControlPlaneMetrics:
             p + "nodes",
             "Slurm nodes by state (drain shown as draining/drained)",
             ["state"],
+            registry=registry,
+        )
+        self.unowned_drains = Gauge(
+            p + "unowned_drains",
+            "Nodes drained, down or failed for a reason nobody owns, by class: what made Slurm set it"
+            " (not_responding, prolog, kill_task, ...) or unknown (an admin's or another tool's)",
+            ["class"],
             registry=registry,
         )
         self.snapshot_version = Gauge(
@@ -264,3 +272,5 @@ class ControlPlaneMetrics:
             self.desired_workers.labels(part).set(d.desired_workers)
         for state, count in Tally(node_state_label(n) for n in snapshot.nodes.values()).items():
             self.nodes.labels(state).set(count)
+        for cls, count in unowned.counts(unowned.scan(snapshot.nodes.values())).items():
+            self.unowned_drains.labels(cls).set(count)

@@ -44,6 +44,8 @@ class FleetNode:
     active_features: tuple[str, ...] = field(compare=False, default=())
     version: str | None = field(compare=False, default=None)  # what its slurmd registered with
     topology: str = field(compare=False, default="")  # 25.05+: the place set in place, "" when none
+    # epoch when the reason was set (Slurm's reason_changed_at / `[user@time]`), None when unknown
+    reason_since: int | None = field(compare=False, default=None)
 
     @property
     def drain(self) -> bool:
@@ -92,6 +94,7 @@ def view(node: Node, jobs: Iterable[Job]) -> FleetNode:
         active_features=node.active_features,
         version=node.version,
         topology=node.topology,
+        reason_since=node.reason.time if node.reason else None,
     )
 
 

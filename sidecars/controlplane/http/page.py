@@ -3,7 +3,7 @@
 One request per refresh whatever the fleet size: the browser asks `GET /ui/api/state?since=V&wait=S`
 and is answered when anything shown changed, or after S seconds with the same document. The large
 part (every node and the scale-in order) is encoded once per fleet version and shared by every
-viewer; the small parts (drains, config, cluster health) are built for each answer.
+viewer; the small parts (drains, drains nobody owns, config, cluster health) are built for each answer.
 
 Node classes, in the order they are decided: `unregistered` (FUTURE, UNKNOWN, NOT_RESPONDING,
 INVALID), `down`, `draining` (DRAIN with work still on it), `drained`, `busy`, `idle`, `other`.
@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from sidecars.controlplane.fleet import unowned
 from sidecars.controlplane.fleet.drain_clock import DrainClock
 from sidecars.controlplane.fleet.ranking import FAR_FUTURE
 from sidecars.controlplane.fleet.snapshot import FleetNode, FleetSnapshot, FleetView
@@ -168,6 +169,7 @@ class PageState:
             "unregistered_pods": self._unregistered_pods(),
             "drains": self._drains(snap),
             "drains_done": list(reversed(self.drains.done)),
+            "unowned": unowned.status(unowned.find(snap.nodes.values())),
             "config": self.config.as_json(),
             **{name: provide() for name, provide in self.sections.items()},
         }

@@ -13,6 +13,8 @@ from sidecars.controlplane.reconcile.recycle import RecyclePolicy, Recycler
 from sidecars.controlplane.reconcile.round import Outcome, Reconciler, Round, View
 from sidecars.controlplane.reconcile.slinky_specs import SlinkySpecs
 from sidecars.controlplane.reconcile.topology_sync import TopologySync
+from sidecars.controlplane.reconcile.unowned_events import UnownedDrainEvents
+from sidecars.controlplane.reconcile.unowned_policy import UnownedPolicy, UnownedPolicySettings
 
 __all__ = [
     "BusyLabeler",
@@ -32,5 +34,8 @@ __all__ = [
     "Signals",
     "SlinkySpecs",
     "TopologySync",
+    "UnownedDrainEvents",
+    "UnownedPolicy",
+    "UnownedPolicySettings",
     "View",
 ]

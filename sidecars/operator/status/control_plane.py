@@ -3,6 +3,8 @@ windows and upgrade it plans (`/v1/maintenance`, `/v1/upgrade`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import aiohttp
 
 from sidecars.operator import maintenance, upgrade
@@ -42,6 +44,8 @@ async def read_control_plane(
             rows = [_row(parse_node(n)) for n in nodes]
         except ValueError as exc:
             raise SourceError(f"control plane: {base}/v1/nodes: unexpected answer: {exc}") from None
+        since = await _reason_times(session, base)
+        rows = [replace(r, reason_since=since.get(r.name)) for r in rows]
         planned = await _planned(session, base)
         try:
             order = await get_json(session, f"{base}/v1/scale-in-order", "control plane")
@@ -67,3 +71,14 @@ async def _planned(session: aiohttp.ClientSession, base: str) -> list[str]:
     except (SourceError, KeyError, TypeError, AttributeError) as exc:
         lines.append(f"(unavailable: {exc})")
     return lines or ["none"]
+
+
+async def _reason_times(session: aiohttp.ClientSession, base: str) -> dict[str, int]:
+    """When each drain nobody owns was set (/v1/nodes does not say; the control plane's /status
+    does, for those). An older control plane, or one that fails here, leaves the age unknown."""
+    try:
+        body = await get_json(session, f"{base}/status", "control plane")
+        listed = body["unowned_drains"]["nodes"]
+        return {str(u["node"]): int(u["since"]) for u in listed if isinstance(u.get("since"), int)}
+    except (SourceError, KeyError, TypeError, AttributeError, ValueError):
+        return {}

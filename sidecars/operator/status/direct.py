@@ -36,6 +36,7 @@ async def read_slurm(
             state=n.state.base,
             flags=tuple(sorted(n.state.flags)),
             reason=n.reason.text if n.reason else None,
+            reason_since=n.reason.time if n.reason else None,
             jobs=tuple(sorted(on_node.get(n.name, []))),
             busy_until=until.get(n.name),
         )

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from sidecars.operator.status import controllers
-from sidecars.operator.status.report import StatusReport
-from sidecars.slurm import REASON_PREFIX
+from sidecars.operator.status.report import NodeRow, StatusReport
+from sidecars.slurm import REASON_PREFIX, reasons
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -30,6 +30,36 @@ def when(epoch: int | None, now: float) -> str:
         return f"{stamp} (past)"
     hours, rest = divmod(left, 3600)
     return f"{stamp} (in {f'{hours}h' if hours else ''}{rest // 60:02d}m{rest % 60:02d}s)"
+
+
+def age(epoch: int | None, now: float) -> str:
+    """`3d04h` / `2h05m` / `4m10s`: how long ago, "-" when unknown."""
+    if epoch is None:
+        return "-"
+    ago = max(0, int(now - epoch))
+    days, rest = divmod(ago, 86400)
+    hours, rest = divmod(rest, 3600)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{rest // 60:02d}m"
+    return f"{rest // 60}m{rest % 60:02d}s"
+
+
+def unowned(nodes: Sequence[NodeRow], now: float) -> list[str]:
+    """Nodes held out of service by a reason nobody owns (Slurm's own, or an admin's or another
+    tool's: `unknown`), the oldest first: nobody will lift these unless a person does."""
+    found = [(n, why) for n in nodes if (why := reasons.unowned(n.state, n.flags, n.reason)) is not None]
+    if not found:
+        return ["none"]
+    found.sort(key=lambda f: (f[0].reason_since is None, f[0].reason_since or 0, f[0].name))
+    return table(
+        ["NAME", "STATE", "CLASS", "AGE", "REASON"],
+        [
+            [n.name, "+".join([n.state, *n.flags]), why.value, age(n.reason_since, now), n.reason or "-"]
+            for n, why in found
+        ],
+    )
 
 
 def _ids(ids: Sequence[int], limit: int = 6) -> str:
@@ -92,6 +122,8 @@ def render(snap: StatusReport, now: float | None = None) -> str:
                 f" (reason: {n.reason or 'none given'}{whose})"
             )
         out.append("")
+        out += ["DRAINS NOBODY OWNS (drained or down, not by slurm-sidecars or Slinky's operator)"]
+        out += [*unowned(snap.nodes, now), ""]
     if snap.jobs is not None:
         out.append("JOBS")
         out += (

@@ -14,6 +14,7 @@ class NodeRow:
     reason: str | None
     jobs: tuple[int, ...]
     busy_until: int | None  # epoch seconds: when the last job on it is expected to end
+    reason_since: int | None = None  # epoch seconds the reason was set, where the source says
 
     @property
     def draining(self) -> bool:

@@ -132,6 +132,7 @@
     renderCluster(doc);
     renderGrid(doc);
     renderDrains(doc);
+    renderUnowned(doc);
     renderConfig(doc.config);
     renderPlans(doc.config);
     renderOrder(doc.scale_in);
@@ -261,6 +262,24 @@
         }),
       ),
     );
+  }
+
+  function renderUnowned(doc) {
+    const found = (doc.unowned && doc.unowned.nodes) || [];
+    const t = now();
+    const rows = found.map((u) =>
+      el(
+        "tr",
+        { dataset: { node: u.node, class: u.class } },
+        el("td", { text: u.node }),
+        el("td", { text: u.state }),
+        el("td", { text: u.class }),
+        el("td", { text: u.since ? span(t - u.since) : "-" }),
+        el("td", { text: u.reason || "none given" }),
+      ),
+    );
+    $("unowned-rows").replaceChildren(...rows);
+    $("unowned-none").hidden = rows.length > 0;
   }
 
   function diffBlock(f) {
