@@ -247,14 +247,14 @@ class Agent:
                 self.source.attach(cp, backoff=backoff, on_fallback=self.metrics.fallbacks.inc)
                 self.slurmd_health.read_record = False  # coordinated: no Slurm query of its own
             self.http_port = await stack.enter_async_context(
-                serve(self.http().app(limits=s.http_limits), s.http_host, s.http_port, s.http_limits)
+                serve(self.http().app(), s.http_host, s.http_port, s.http_limits)
             )
             wake = asyncio.Event()
             # checked again right before the bind: the directory must still be ours
             trusted.check_dirs({"--socket": s.socket_path.parent})
             await stack.enter_async_context(
                 serve_unix(
-                    api.app(self.drainer, wake, self._refused, s.http_limits),
+                    api.app(self.drainer, wake, self._refused),
                     str(s.socket_path),
                     s.http_limits,
                 )
