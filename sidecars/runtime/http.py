@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import contextlib
 import hmac
+import ipaddress
 import os
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -142,6 +143,30 @@ def bearer_required(paths: frozenset[str], *tokens: str, who: str = "the viewer'
         return await handler(request)
 
     return check
+
+
+def bearer_or_loopback(paths: frozenset[str], token: str | None, who: str = "the viewer's") -> Middleware:
+    """`bearer_required` with `token`; without one, the paths answer loopback callers only (an exec
+    into the pod, a port-forward), never a pod on the network."""
+    if token is not None:
+        return bearer_required(paths, token, who=who)
+
+    @web.middleware
+    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path in paths and not _loopback(request.remote):
+            return _closing(_error(401, f"served to loopback callers only without {who} token configured"))
+        return await handler(request)
+
+    return check
+
+
+def _loopback(remote: str | None) -> bool:
+    if remote is None:
+        return False
+    try:
+        return ipaddress.ip_address(remote).is_loopback
+    except ValueError:
+        return False
 
 
 MAX_BODY_BYTES: web.AppKey[int] = web.AppKey("max_body_bytes", int)  # the app's client_max_size

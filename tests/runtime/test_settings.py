@@ -124,6 +124,7 @@ def _roles(d: Path) -> list[Role]:
                 "--state-dir": [f"{d}/state"],
                 "--control-plane": ["http://cp:1/", "--token-file", f"{d}/tok"],
                 "--token-file": [],  # with --control-plane
+                "--viewer-token-file": [f"{d}/viewer"],
                 "--ca-file": [ca],
                 "--job-mapping-dir": [f"{d}/map"],
                 "--registration-timeout-seconds": ["7"],
