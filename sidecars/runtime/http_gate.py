@@ -13,13 +13,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import structlog
 
 log = structlog.get_logger(__name__)
 
-END_OF_HEADERS = b"\r\n\r\n"
+END_OF_HEADERS = (b"\r\n\r\n", b"\n\n")  # the blank line; aiohttp's parser takes a bare LF too
 LOCAL = "local"  # the source of every connection on a unix socket (it has no peer address)
 
 
@@ -103,7 +102,7 @@ class _Gated(asyncio.Protocol):
         if self._deadline is not None:
             # the first request's headers end at the first blank line; kept: 3 bytes, not the stream
             seen = self._tail + data
-            if END_OF_HEADERS in seen:
+            if any(end in seen for end in END_OF_HEADERS):
                 self._deadline.cancel()
                 self._deadline = None
             else:
@@ -130,8 +129,3 @@ class _Gated(asyncio.Protocol):
         self._gate.release(self._source)
         inner, self._inner, self._transport = self._inner, None, None
         inner.connection_lost(exc)
-
-
-def stats(gate: ConnectionGate) -> dict[str, Any]:
-    """What a test or a log line may want to know of a gate."""
-    return {"open": gate.open, "refused": gate.refused, "timed_out": gate.timed_out}
