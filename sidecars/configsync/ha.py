@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import ssl
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -26,6 +28,7 @@ import aiohttp
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from sidecars.runtime import tlsroots
 from sidecars.slurm.standby import Role, ask_alone
 
 log = structlog.get_logger(__name__)
@@ -34,6 +37,10 @@ ROLES: tuple[Role, ...] = ("in control", "standby", "down", "unknown")
 ASK_SECONDS = 10.0  # one controller asked alone: a ping and one request
 PEER_SECONDS = 3.0  # one peer's /status
 PEER_BODY_BYTES = 256 * 1024  # a /status is small; a peer that sends more is not read further
+# a controller's name as slurm.conf's SlurmctldHost gives it (a host name): it reaches logs, Events
+# and /status, so one line, bounded, of a host name's characters
+CONTROLLER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +67,8 @@ def _peer_from(url: str, body: Any) -> Peer:
     if (
         role not in ROLES
         or not isinstance(controller, str)
-        or (sha is not None and not (isinstance(sha, str) and len(sha) == 64))
+        or not CONTROLLER_NAME.fullmatch(controller)
+        or (sha is not None and not (isinstance(sha, str) and SHA256_HEX.fullmatch(sha)))
     ):
         return Peer(url, error="its /status does not have the expected shape")
     return Peer(url, controller, role, sha, bool(body.get("pending")))
@@ -109,11 +117,13 @@ class Coordination:
         *,
         env: Mapping[str, str] | None = None,
         token: str | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.controller = controller
         self.peer_urls = peers
         self.env = env
         self.token = token
+        self.tls = tls  # https peers: --peer-ca-file's CAs (None: the system's); checked either way
         self.metrics = HaMetrics(registry)
         self.role: Role = "unknown"
         self.role_detail = "not asked yet"
@@ -166,7 +176,11 @@ class Coordination:
 
     async def refresh_peers(self) -> list[Peer]:
         timeout = aiohttp.ClientTimeout(total=PEER_SECONDS)
-        async with aiohttp.ClientSession(timeout=timeout) as session:
+        # aiohttp's own default holds no roots here (runtime.tlsroots): the system's, loaded if used
+        https = any(u.lower().startswith("https:") for u in self.peer_urls)
+        tls = tlsroots.client_context("https:" if https else "http:", self.tls)
+        connector = aiohttp.TCPConnector(ssl=tls)
+        async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
             self.peers = list(await asyncio.gather(*(self._ask(session, u) for u in self.peer_urls)))
         return self.peers
 

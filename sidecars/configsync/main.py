@@ -111,7 +111,7 @@ async def running(
     status = DaemonHTTP(registry, liveness, readiness, lambda: redactor.json(service.status()))
     # a plan's body is a whole candidate set (base64): room for it when plans are served
     body_bytes = PLAN_BODY_BYTES if settings.operator_token is not None else NO_PLAN_BODY_BYTES
-    app = status.app(client_max_size=body_bytes, limits=settings.http_limits)
+    app = status.app(client_max_size=body_bytes)
     if settings.viewer_token is not None:  # else: on loopback only (settings)
         app.middlewares.append(bearer_required(SHOWS_CONFIG, settings.viewer_token))
     if settings.operator_token is not None:

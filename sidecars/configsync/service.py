@@ -91,7 +91,12 @@ class ConfigSync(Installing):
             None
             if not settings.peers or settings.controller is None
             else Coordination(
-                settings.controller, settings.peers, registry, env=client.env, token=settings.viewer_token
+                settings.controller,
+                settings.peers,
+                registry,
+                env=client.env,
+                token=settings.viewer_token,
+                tls=settings.peer_tls,
             )
         )
         self.rollout = (

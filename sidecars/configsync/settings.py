@@ -177,6 +177,12 @@ class Settings:
         multiple=True,
         help="URL of another controller pod's config-sync (repeat for each); asked with the viewer token",
     )
+    peer_tls: ssl.SSLContext | None = setting(  # None: the system's roots; certificates checked either way
+        default=None,
+        flag="--peer-ca-file",
+        conv=http.CA_FILE,
+        help="with https:// peers: trust the CAs in this file (PEM) for their certificates",
+    )
     pod_name: str | None = setting(  # a StatefulSet's pods share one --peer list: this pod is left out
         default=None,
         help="with --peer: this pod's name (the downward API's metadata.name); the peer whose host "

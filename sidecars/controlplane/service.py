@@ -330,9 +330,7 @@ class ControlPlaneService:
         liveness, readiness = health.checks(
             self.fleet, self.tasks, self.caches(), interval_seconds=self.settings.interval_seconds
         )
-        app = http.DaemonHTTP(self.registry, liveness, readiness, self.status).app(
-            client_max_size=16 * 1024, limits=self.settings.http_limits
-        )
+        app = http.DaemonHTTP(self.registry, liveness, readiness, self.status).app(client_max_size=16 * 1024)
         # /status names nodes, pods and the Lease holder: the viewer's or the operator's to read
         readers = (self.settings.token, *filter(None, [self.settings.viewer_token]))
         app.middlewares.append(http.bearer_required(STATUS, *readers, who="the viewer's or the operator's"))

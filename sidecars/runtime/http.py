@@ -2,17 +2,21 @@
 
 Every server is bounded (`ServerLimits`), whoever connects: a client that opens connections and
 never finishes its headers, or its body, is cut off within seconds and holds no more than its share
-of a capped number of connections. aiohttp times the headers of a request and an idle keep-alive
-with one clock (its keep-alive timeout, which starts when the connection opens and again after
-each answer), so `header_seconds` is both; the body is read under its own deadline before any
-handler runs.
+of a capped number of connections, and no more than its source's share (`http_gate`). The first
+request must be in within `first_request_seconds`; after that aiohttp times the headers of a
+request and an idle keep-alive with one clock (its keep-alive timeout, started again after each
+answer), so `header_seconds` is both. A body is read under its own deadline, only after every other
+middleware (authentication first) let the request through, only for a route that takes one, and
+only while the bytes of all bodies being read stay within `inflight_body_bytes`.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import hmac
+import ipaddress
 import os
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -24,6 +28,7 @@ from aiohttp.typedefs import Middleware
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from sidecars.runtime.health import Checks
+from sidecars.runtime.http_gate import ConnectionGate
 from sidecars.runtime.settings import ConfigError, Conv, declared, flag, number, seconds, setting
 from sidecars.runtime.waits import within
 
@@ -53,6 +58,28 @@ class ServerLimits:
         flag="--http-max-connections",
         conv=number(unit="connections"),
         help="open connections at most; more are closed",
+    )
+    max_connections_per_source: int = setting(
+        # from one peer address: a pod holding idle sockets takes its share, not everyone's (a
+        # proxy in front, such as an ingress to the web page, is one source for all behind it)
+        default=64,
+        flag="--http-max-connections-per-source",
+        conv=number(unit="connections"),
+        help="open connections from one peer address at most; more are closed",
+    )
+    first_request_seconds: float = setting(
+        # a new connection's first request line and headers (and, with TLS, its handshake)
+        default=5.0,
+        flag="--http-first-request-seconds",
+        conv=seconds(),
+        help="a new connection's first request headers must arrive within this; else it is closed",
+    )
+    inflight_body_bytes: int = setting(
+        # request bodies being read at once, all requests together (two whole plans)
+        default=32 * 1024 * 1024,
+        flag="--http-inflight-body-bytes",
+        conv=number(unit="bytes"),
+        help="bytes of request bodies read at once, all requests together; more is answered 503",
     )
 
 
@@ -96,9 +123,15 @@ def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
 
+def _closing(resp: web.Response) -> web.Response:
+    resp.force_close()  # what is left of the body is never read: the connection goes with it
+    return resp
+
+
 def bearer_required(paths: frozenset[str], *tokens: str, who: str = "the viewer's") -> Middleware:
     """A middleware that answers 401 to a request for one of `paths` without `Bearer <token>` of
-    one of `tokens` (each compared in constant time, all of them every time)."""
+    one of `tokens` (each compared in constant time, all of them every time), and closes the
+    connection: a body sent with the request is never read (`read_bodies` runs after this)."""
     wanted = [f"Bearer {token}".encode() for token in tokens]
 
     @web.middleware
@@ -106,29 +139,102 @@ def bearer_required(paths: frozenset[str], *tokens: str, who: str = "the viewer'
         if request.path in paths:
             given = request.headers.get("Authorization", "").encode("utf-8", "replace")
             if not sum(hmac.compare_digest(given, w) for w in wanted):
-                return _error(401, f"missing or wrong bearer token ({who})")
+                return _closing(_error(401, f"missing or wrong bearer token ({who})"))
         return await handler(request)
 
     return check
 
 
-def body_deadline(seconds: float, max_size: int) -> Middleware:
-    """A middleware that reads a request's whole body within `seconds`, before its handler runs
-    (which then gets it from aiohttp's copy); a body that is late is answered 408 and its
-    connection closed."""
+def bearer_or_loopback(paths: frozenset[str], token: str | None, who: str = "the viewer's") -> Middleware:
+    """`bearer_required` with `token`; without one, the paths answer loopback callers only (an exec
+    into the pod, a port-forward), never a pod on the network."""
+    if token is not None:
+        return bearer_required(paths, token, who=who)
+
+    @web.middleware
+    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path in paths and not _loopback(request.remote):
+            return _closing(_error(401, f"served to loopback callers only without {who} token configured"))
+        return await handler(request)
+
+    return check
+
+
+def _loopback(remote: str | None) -> bool:
+    if remote is None:
+        return False
+    try:
+        return ipaddress.ip_address(remote).is_loopback
+    except ValueError:
+        return False
+
+
+MAX_BODY_BYTES: web.AppKey[int] = web.AppKey("max_body_bytes", int)  # the app's client_max_size
+AIOHTTP_MAX_BODY_BYTES = 1024**2  # web.Application's client_max_size when none is given
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})  # the only ones whose body we read
+
+
+def application(max_body_bytes: int, middlewares: list[Middleware] | None = None) -> web.Application:
+    """An app whose bodies `serve` reads (at most `max_body_bytes` each), after its middlewares."""
+    app = web.Application(client_max_size=max_body_bytes, middlewares=middlewares or [])
+    app[MAX_BODY_BYTES] = max_body_bytes
+    return app
+
+
+@dataclass
+class BodyBudget:
+    """The bytes of request bodies being read or held by handlers at once, all requests together."""
+
+    limit_bytes: int
+    held_bytes: int = 0
+
+    def take(self, n: int) -> bool:
+        if self.held_bytes + n > self.limit_bytes:
+            return False
+        self.held_bytes += n
+        return True
+
+    def give(self, n: int) -> None:
+        self.held_bytes -= n
+
+
+def read_bodies(limits: ServerLimits, max_size: int) -> Middleware:
+    """The innermost middleware: reads a request's whole body within `limits.body_seconds`, before
+    its handler runs (which then gets it from aiohttp's copy), once every middleware before it
+    (authentication) has let it through. A body is read only for a route that takes one
+    (POST, PUT, PATCH, DELETE to a route that exists); any other is left unread. One larger than
+    `max_size` by its Content-Length is refused before a byte is read (413); one that does not fit
+    in `limits.inflight_body_bytes` beside the bodies in flight is answered 503; one that is late
+    is answered 408. Each of those closes its connection."""
+    budget = BodyBudget(limits.inflight_body_bytes)
+    seconds = limits.body_seconds
 
     @web.middleware
     async def read_body(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.body_exists:
+        if (
+            not request.body_exists
+            or request.method not in BODY_METHODS
+            or request.match_info.http_exception is not None
+        ):
+            return await handler(request)
+        declared = request.content_length
+        if declared is not None and declared > max_size:
+            return _closing(_error(413, f"request body larger than {max_size} bytes"))
+        reserved = max_size if declared is None else declared  # chunked: room for the most it may be
+        if not budget.take(reserved):
+            resp = _error(503, "too many request bodies in flight; try again")
+            resp.headers["Retry-After"] = "1"
+            return _closing(resp)
+        try:
             try:
                 await within(request.read(), seconds)
             except TimeoutError:
-                resp = _error(408, f"request body not received within {seconds:g}s")
-                resp.force_close()
-                return resp
+                return _closing(_error(408, f"request body not received within {seconds:g}s"))
             except web.HTTPRequestEntityTooLarge:
-                return _error(413, f"request body larger than {max_size} bytes")
-        return await handler(request)
+                return _closing(_error(413, f"request body larger than {max_size} bytes"))
+            return await handler(request)
+        finally:
+            budget.give(reserved)
 
     return read_body
 
@@ -167,11 +273,8 @@ class DaemonHTTP:
             value = await value
         return web.json_response(value)
 
-    def app(self, client_max_size: int = 64 * 1024, limits: ServerLimits | None = None) -> web.Application:
-        limits = limits or ServerLimits()
-        app = web.Application(
-            client_max_size=client_max_size, middlewares=[body_deadline(limits.body_seconds, client_max_size)]
-        )
+    def app(self, client_max_size: int = 64 * 1024) -> web.Application:
+        app = application(client_max_size)
         app.router.add_get("/livez", self.livez)
         app.router.add_get("/readyz", self.readyz)
         app.router.add_get("/metrics", self.metrics)
@@ -192,19 +295,18 @@ def _runner(app: web.Application, limits: ServerLimits) -> web.AppRunner:
     )
 
 
-def _cap_connections(runner: web.AppRunner, limit: int) -> None:
-    """Close a connection at once when `limit` are open already (the others keep being served)."""
+def _with_bodies(app: web.Application, limits: ServerLimits) -> None:
+    """The body reader last: every middleware the role added (authentication) runs before it."""
+    # an app not made by `application` has aiohttp's default size (1 MiB), which aiohttp enforces
+    app.middlewares.append(read_bodies(limits, app.get(MAX_BODY_BYTES, AIOHTTP_MAX_BODY_BYTES)))
+
+
+def _gate(runner: web.AppRunner, limits: ServerLimits) -> ConnectionGate:
     server = runner.server
     assert server is not None, "the runner is set up"
-    admit = server.connection_made
-
-    def connection_made(handler: Any, transport: Any) -> None:
-        if len(server.connections) >= limit:
-            transport.close()
-            return
-        admit(handler, transport)
-
-    server.connection_made = connection_made  # type: ignore[method-assign]
+    return ConnectionGate(
+        server, limits.max_connections, limits.max_connections_per_source, limits.first_request_seconds
+    )
 
 
 @contextlib.asynccontextmanager
@@ -217,16 +319,24 @@ async def serve(
 ) -> AsyncIterator[int]:
     """Serve `app` on host:port for the duration of the block; yields the bound port (0 picks one)."""
     limits = limits or ServerLimits()
+    _with_bodies(app, limits)
     runner = _runner(app, limits)
     await runner.setup()
-    _cap_connections(runner, limits.max_connections)
     try:
-        site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=tls)
-        await site.start()
-        server = site._server
-        sockets = getattr(server, "sockets", None) or []
-        bound = sockets[0].getsockname()[1] if sockets else port
-        yield int(bound)
+        # our own listener, not a TCPSite: every connection passes the gate, and a TLS handshake
+        # gets the first request's bound (asyncio's default would be 60 s)
+        listener = await asyncio.get_running_loop().create_server(
+            _gate(runner, limits),
+            host,
+            port,
+            reuse_address=True,
+            ssl=tls,
+            ssl_handshake_timeout=limits.first_request_seconds if tls is not None else None,
+        )
+        try:
+            yield int(listener.sockets[0].getsockname()[1])
+        finally:
+            listener.close()
     finally:
         await runner.cleanup()
 
@@ -237,16 +347,18 @@ async def serve_unix(
 ) -> AsyncIterator[str]:
     """Serve `app` on a unix socket (the worker agent's drain-hook socket), mode 0600."""
     limits = limits or ServerLimits()
+    _with_bodies(app, limits)
     runner = _runner(app, limits)
     await runner.setup()
-    _cap_connections(runner, limits.max_connections)
     try:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
-        site = web.UnixSite(runner, path)
-        await site.start()
-        os.chmod(path, 0o600)
-        yield path
+        listener = await asyncio.get_running_loop().create_unix_server(_gate(runner, limits), path)
+        try:
+            os.chmod(path, 0o600)
+            yield path
+        finally:
+            listener.close()
     finally:
         await runner.cleanup()
         with contextlib.suppress(FileNotFoundError):

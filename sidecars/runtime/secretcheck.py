@@ -35,4 +35,21 @@ def weakness(value: bytes, min_length: int) -> str | None:
         return f"looks like a placeholder (it says {word!r}): generate one (docs/security.md)"
     if len(set(data)) < MIN_DISTINCT:
         return f"has fewer than {MIN_DISTINCT} distinct bytes"
+    period = smallest_period(data)
+    if period <= len(data) // 2:  # "abcdefgh" x 4: as guessable as its first 8 bytes
+        return f"repeats a block of {period} bytes"
     return None
+
+
+def smallest_period(data: bytes) -> int:
+    """The length of the shortest block whose repetition (the last one maybe cut short) is `data`:
+    from the longest border (a prefix that is also a suffix), linear in the length (Knuth-Morris-Pratt)."""
+    border = [0] * len(data)
+    k = 0
+    for i in range(1, len(data)):
+        while k and data[i] != data[k]:
+            k = border[k - 1]
+        if data[i] == data[k]:
+            k += 1
+        border[i] = k
+    return len(data) - (border[-1] if data else 0)

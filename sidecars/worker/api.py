@@ -20,7 +20,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from sidecars.runtime.http import ServerLimits, body_deadline
+from sidecars.runtime.http import application
 from sidecars.worker.drain import Drainer
 
 log = structlog.get_logger(__name__)
@@ -100,18 +100,13 @@ def app(
     drainer: Drainer,
     wake: asyncio.Event,
     refused: Callable[[], str | None] = lambda: None,
-    limits: ServerLimits | None = None,
 ) -> web.Application:
     """`refused()`: why this pod must not drain the node (it does not hold it), or None."""
-    size = 16 * 1024
-    body_seconds = (limits or ServerLimits()).body_seconds
-    # json_errors outermost: the body deadline's 408 is answered as JSON too
-    application = web.Application(
-        client_max_size=size, middlewares=[json_errors, body_deadline(body_seconds, size)]
-    )
-    application[DRAINER] = drainer
-    application[WAKE] = wake
-    application[REFUSED] = refused
-    application.router.add_post("/v1/drain", post_drain)
-    application.router.add_get("/v1/drain", get_drain)
-    return application
+    # json_errors outermost: the body reader's refusals (408, 413, 503) pass it as JSON already
+    app_ = application(16 * 1024, [json_errors])
+    app_[DRAINER] = drainer
+    app_[WAKE] = wake
+    app_[REFUSED] = refused
+    app_.router.add_post("/v1/drain", post_drain)
+    app_.router.add_get("/v1/drain", get_drain)
+    return app_

@@ -8,6 +8,11 @@ ECC) raise `ecc.errors.uncorrected.volatile.total`; Xid 63/64 (row remapping) sh
 `remapped_rows.pending`/`.failure`; Xid 79 makes the tool itself fail ("Unable to determine the device
 handle for GPU ...", "GPU is lost") or print "[GPU requires reset]" in the GPU's fields.
 
+A driver the tool cannot reach is a fault only where this agent has seen the GPUs healthy (the driver
+was there and went away); on a node where it never answered (a node coming up, a driver being
+installed or rolled while the agent starts) it is "unknown", so a driver roll across the fleet
+drains nothing it had not already seen working.
+
 Only a fault the tool states is one: a tool that is missing (auto: no GPUs here to check), hangs
 (killed at the timeout), or prints what we cannot read is "unknown". Unknown never drains (a broken
 tool fleet-wide, after a driver roll, must not drain the fleet) and fails readiness only after
@@ -47,6 +52,7 @@ REASON = GPU_CHECK_REASON  # drains of ours start so; nothing else is lifted
 UNKNOWN_LIMIT = 3
 LOST = ("Unable to determine the device handle", "GPU is lost", "GPU requires reset")
 NO_DRIVER = "couldn't communicate with the NVIDIA driver"
+DRIVER_GONE = "nvidia-smi cannot reach the NVIDIA driver"  # the fault, where the GPUs were healthy before
 NOT_SUPPORTED = {"[N/A]", "N/A", "[Not Supported]", "Not Supported"}
 
 
@@ -66,15 +72,18 @@ class GpuVerdict:
     gpus: int = 0
 
 
-def judge(returncode: int, stdout: str, stderr: str) -> GpuVerdict:
-    """nvidia-smi's answer to QUERY, judged."""
+def judge(returncode: int, stdout: str, stderr: str, *, driver_seen: bool = False) -> GpuVerdict:
+    """nvidia-smi's answer to QUERY, judged; `driver_seen`: the GPUs were healthy before (a driver
+    that cannot be reached is then a fault, else unknown)."""
     said = (stdout + "\n" + stderr).strip()
     lost = [line.strip() for line in said.splitlines() if any(m in line for m in LOST)]
     if lost and (returncode != 0 or not stdout.strip()):  # the tool itself failed on a lost GPU
         return GpuVerdict("faulty", tuple(lost[:4]), "nvidia-smi: " + lost[0])
     if NO_DRIVER in said:
         first = said.splitlines()[0][:200]
-        return GpuVerdict("faulty", ("nvidia-smi cannot reach the NVIDIA driver",), first)
+        if not driver_seen:
+            return GpuVerdict("unknown", detail=f"no driver seen on this node yet: {first}")
+        return GpuVerdict("faulty", (DRIVER_GONE,), first)
     if returncode != 0:
         return GpuVerdict("unknown", detail=f"nvidia-smi exited {returncode}: {said[:200]!r}")
     rows = [r for r in csv.reader(stdout.splitlines(), skipinitialspace=True) if r]
@@ -135,7 +144,10 @@ class GpuCheck:
             try:
                 Trust.ours().check_file(tool)  # the agent's powers must not run a job's planted tool
                 done = await run([tool, *QUERY], timeout=self.timeout_seconds, env=dict(self.env))
-                verdict = judge(done.returncode, done.text(), done.stderr.decode("utf-8", "replace"))
+                # the driver was there: healthy before, or already gone since (still the same fault)
+                seen = self.verdict.state == "healthy" or self.verdict.faults == (DRIVER_GONE,)
+                stderr = done.stderr.decode("utf-8", "replace")
+                verdict = judge(done.returncode, done.text(), stderr, driver_seen=seen)
             except UntrustedPath as exc:
                 verdict = GpuVerdict("unknown", detail=f"nvidia-smi not run: {exc}")
             except ProcessTimeout:

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 from sidecars.runtime import tlsroots
 from sidecars.runtime.events import EventSink, LogEventSink
 from sidecars.runtime.health import CheckResult, Checks
-from sidecars.runtime.http import DaemonHTTP, serve, serve_unix
+from sidecars.runtime.http import DaemonHTTP, bearer_or_loopback, serve, serve_unix
 from sidecars.runtime.tasks import RootTasks, until_stopped
 from sidecars.runtime.tokenfile import TokenFile
 from sidecars.runtime.waits import until_set
@@ -43,6 +43,7 @@ from sidecars.worker.slurmdhealth import SlurmdHealth
 from sidecars.worker.slurmdversion import SlurmdVersion
 from sidecars.worker.source import NodeSource
 
+STATUS = frozenset({"/status"})  # what needs the viewer credential (or a loopback caller)
 log = structlog.get_logger(__name__)
 
 __all__ = ["Agent"]
@@ -246,15 +247,18 @@ class Agent:
                 backoff = Backoff(first_seconds=s.drain_poll_seconds, max_seconds=s.fallback_max_seconds)
                 self.source.attach(cp, backoff=backoff, on_fallback=self.metrics.fallbacks.inc)
                 self.slurmd_health.read_record = False  # coordinated: no Slurm query of its own
+            face = self.http().app()
+            # /status maps this node's GPUs to job ids: the viewer's to read (probes stay open)
+            face.middlewares.append(bearer_or_loopback(STATUS, s.viewer_token))
             self.http_port = await stack.enter_async_context(
-                serve(self.http().app(limits=s.http_limits), s.http_host, s.http_port, s.http_limits)
+                serve(face, s.http_host, s.http_port, s.http_limits)
             )
             wake = asyncio.Event()
             # checked again right before the bind: the directory must still be ours
             trusted.check_dirs({"--socket": s.socket_path.parent})
             await stack.enter_async_context(
                 serve_unix(
-                    api.app(self.drainer, wake, self._refused, s.http_limits),
+                    api.app(self.drainer, wake, self._refused),
                     str(s.socket_path),
                     s.http_limits,
                 )

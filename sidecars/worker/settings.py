@@ -18,6 +18,7 @@ from sidecars.runtime.settings import (
     BOOL,
     PATH,
     SHELL_WORDS,
+    TOKEN_FILE,
     URL,
     ConfigError,
     Flag,
@@ -64,6 +65,12 @@ class WorkerSettings:
         conv=PATH,
         help="this pod's projected ServiceAccount token for the control plane (re-read as the kubelet "
         "rotates it)",
+    )
+    viewer_token: str | None = setting(  # /status names the jobs on this node's GPUs
+        default=None,
+        flag="--viewer-token-file",
+        conv=TOKEN_FILE,
+        help="read-only token that /status requires; without it /status answers loopback callers only",
     )
     control_plane_tls: ssl.SSLContext | None = setting(
         default=None,

@@ -18,6 +18,7 @@ from sidecars.configsync.ha_peers import others
 from sidecars.configsync.settings import Settings, configure, from_args
 from sidecars.runtime.http import serve
 from sidecars.runtime.settings import ConfigError
+from tests.runtime.test_server_bounds import Certs, certs  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -43,6 +44,10 @@ async def peers() -> AsyncIterator[str]:
         "a-list": web.json_response([1, 2]),
         "no-ha": web.json_response({"applied": {"sha256": SHA}, "pending": False}),
         "bad-sha": web.json_response(status(sha="../etc")),
+        "sha-not-hex": web.json_response(status(sha="g" * 63 + "\n")),
+        # the issue's: 200,024 characters with a newline were taken as a controller's name
+        "huge-controller": web.json_response(status(controller="c" * 100_000 + "\nforged " + "c" * 100_017)),
+        "two-line-controller": web.json_response(status(controller="ctld-a\nctld-z in control")),
         "bad-role": web.json_response(status(role="emperor")),
         "refused": web.Response(status=401),
         "huge": web.Response(body=json.dumps(status() | {"pad": "x" * PEER_BODY_BYTES}).encode()),
@@ -90,6 +95,9 @@ async def test_two_writers_or_none_are_not_followed(peers: str) -> None:
         ("a-list", "not a JSON object"),
         ("no-ha", "without --peer"),
         ("bad-sha", "expected shape"),
+        ("sha-not-hex", "expected shape"),
+        ("huge-controller", "expected shape"),
+        ("two-line-controller", "expected shape"),
         ("bad-role", "expected shape"),
         ("refused", "answered 401"),
         ("huge", f"larger than {PEER_BODY_BYTES} bytes"),
@@ -114,9 +122,9 @@ async def test_an_unreachable_peer_says_so() -> None:
 
 
 PODS = (
-    "http://slurmctld-0.slurmctld:9100",
-    "http://slurmctld-1.slurmctld:9100",
-    "http://slurmctld-10.slurmctld:9100",
+    "http://slurmctld-0.slurmctld.slurm.svc.cluster.local.:9100",
+    "http://slurmctld-1.slurmctld.slurm.svc.cluster.local.:9100",
+    "http://slurmctld-10.slurmctld.slurm.svc.cluster.local.:9100",
 )
 
 
@@ -137,8 +145,12 @@ def test_a_pod_leaves_itself_out_of_the_shared_peer_list(pod: str | None, asked:
 @pytest.mark.parametrize(
     ("peers", "pod", "said"),
     [
-        (("http://slurmctld-0.slurmctld:9100",), "slurmctld-0", "every peer given is this pod"),
+        ((PODS[0],), "slurmctld-0", "every peer given is this pod"),
         ((PODS[0], PODS[0].replace("9100", "9101")), None, "name the same host"),
+        # relative names go through the DNS search list (a namespace named `slurmctld` would answer)
+        (("http://slurmctld-0.slurmctld:9100",), None, "fully qualified name ending in a dot"),
+        (("https://slurmctld-0.slurmctld.slurm.svc.cluster.local:9100",), None, "ending in a dot"),
+        (("http://localhost:9100",), None, "ending in a dot"),
         (("http://:9100",), None, "names no host"),
         (("http://[::1/status",), None, "is not a URL"),
     ],
@@ -175,3 +187,37 @@ async def test_each_peer_behind_a_set_is_named_with_why(peers: str) -> None:
         f"ctld-c (standby): holds {SHA[:12]}",
         f"{peers}/not-json: /status is not JSON",
     ]
+
+
+def test_a_peer_is_an_ip_address_or_a_name_ending_in_a_dot() -> None:
+    given = (
+        "http://10.0.0.7:9100",
+        "http://[fd00::7]:9100",
+        "https://ctld-1.ctld.slurm.svc.example.org.:9100",
+    )
+    assert others(given, None) == given
+
+
+async def test_an_https_peer_is_checked_against_the_peer_ca_file(certs: Certs, tmp_path: Path) -> None:  # noqa: F811
+    async def answer(_: web.Request) -> web.Response:
+        return web.json_response(status())
+
+    app = web.Application()
+    app.router.add_get("/status", answer)
+    async with serve(app, "127.0.0.1", 0, tls=certs.server()) as port:
+        url = f"https://127.0.0.1:{port}"
+        (tmp_path / "src").mkdir()
+        argv = ["--source", str(tmp_path / "src"), "--target", str(tmp_path / "etc"), "--http", "127.0.0.1:0"]
+        settings = _settings(
+            [*argv, "--peer", url, "--peer-ca-file", str(certs.ca), "--controller", "ctld-b"]
+        )
+        trusted = Coordination("ctld-b", settings.peers, CollectorRegistry(), tls=settings.peer_tls)
+        [peer] = await trusted.refresh_peers()
+        assert peer.error is None and peer.role == "in control", peer
+        # without the CA file: the system's roots, which do not know this CA; never taken unchecked
+        unknown = Coordination("ctld-b", (url,), CollectorRegistry())
+        [peer] = await unknown.refresh_peers()
+        assert peer.error is not None and "certificate" in peer.error, peer
+        assert peer.role is None and unknown.writer()[0] is None
+    with pytest.raises(ConfigError, match="--peer-ca-file"):
+        _settings([*argv, "--peer", url, "--peer-ca-file", str(tmp_path / "none.pem")])

@@ -78,11 +78,15 @@ async def header_trickle(open_: Opener, limits: ServerLimits, ok_path: str = "/l
         assert took < limits.header_seconds + SLACK_SECONDS
 
 
-async def body_never_ends(open_: Opener, limits: ServerLimits, path: str, ok_path: str = "/livez") -> None:
-    """A POST whose body never comes in full: answered 408 within the body bound, then closed."""
+async def body_never_ends(
+    open_: Opener, limits: ServerLimits, path: str, ok_path: str = "/livez", token: str | None = None
+) -> None:
+    """A POST whose body never comes in full (from a caller holding `token`, when the path needs
+    one: an anonymous body is never read): answered 408 within the body bound, then closed."""
+    auth = f"Authorization: Bearer {token}\r\n" if token else ""
     async with opened(open_) as (reader, writer):
         writer.write(
-            f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{auth}"
             "Content-Length: 1000\r\n\r\n{".encode()
         )
         await writer.drain()

@@ -11,8 +11,6 @@ PACKAGE = Path(__file__).resolve().parents[2] / "sidecars"
 
 # (file, expression) seen from outside and allowed, with why
 ALLOWED = {
-    # aiohttp's TCPSite keeps its server private; the port bound for port 0 is only there
-    ("runtime/http.py", "site._server"),
     # a copy of its own class (SlurmCommands.with_env): the class's own state
     ("slurm/commands.py", "clone._version"),
     # argparse's Namespace carries the parse's own bookkeeping (old flag names seen) under a name

@@ -41,16 +41,16 @@ async def control_plane_app(tls: ssl.SSLContext | None = None) -> AsyncIterator[
 async def test_the_control_plane_cuts_slow_clients_off() -> None:
     async with control_plane_app() as port:
         await header_trickle(tcp(port), SMALL, ok_path="/ui/")
-        await body_never_ends(tcp(port), SMALL, "/v1/nodes/n1/drain", ok_path="/ui/")
+        await body_never_ends(tcp(port), SMALL, "/v1/nodes/n1/drain", ok_path="/ui/", token=TOKEN)
         await over_the_cap(tcp(port), SMALL, ok_path="/ui/")
 
 
 @pytest.mark.releases("slurm22")  # the server is ours, not Slurm's
 async def test_config_sync_cuts_slow_clients_off(cluster: DevCluster) -> None:
-    async with config_sync(cluster, http_limits=SMALL) as sync:
+    async with config_sync(cluster, http_limits=SMALL, operator_token=TOKEN) as sync:
         port = sync.running.port
         await header_trickle(tcp(port), SMALL)
-        await body_never_ends(tcp(port), SMALL, "/history")
+        await body_never_ends(tcp(port), SMALL, "/v1/plan", token=TOKEN)  # its one route with a body
         await over_the_cap(tcp(port), SMALL)
 
 
@@ -63,7 +63,8 @@ async def test_the_worker_agent_cuts_slow_clients_off(cluster: DevCluster, sockd
         # its probes and metrics over TCP, and the drain hook's socket (GET /v1/drain: the state)
         for opener, ok_path in ((tcp(agent.http_port), "/livez"), (unix(str(s.socket_path)), "/v1/drain")):
             await header_trickle(opener, SMALL, ok_path=ok_path)
-            await body_never_ends(opener, SMALL, "/v1/drain", ok_path=ok_path)
+        # the drain is served on the socket only (TCP has no route with a body)
+        await body_never_ends(unix(str(s.socket_path)), SMALL, "/v1/drain", ok_path="/v1/drain")
         await over_the_cap(tcp(agent.http_port), SMALL)
         assert not agent.drainer.active  # nothing the slow clients sent was acted on
 

@@ -59,7 +59,14 @@ def _roles(d: Path) -> list[Role]:
     (d / "tok").write_text(TOKEN)
     (d / "viewer").write_text(VIEWER)
     ca = "/etc/ssl/certs/ca-certificates.crt"
-    limits = {"--http-header-seconds": ["4"], "--http-body-seconds": ["5"], "--http-max-connections": ["6"]}
+    limits = {
+        "--http-header-seconds": ["4"],
+        "--http-body-seconds": ["5"],
+        "--http-max-connections": ["6"],
+        "--http-max-connections-per-source": ["3"],
+        "--http-first-request-seconds": ["2"],
+        "--http-inflight-body-bytes": ["70000"],
+    }
     return [
         Role(
             "config-sync",
@@ -75,7 +82,8 @@ def _roles(d: Path) -> list[Role]:
                 "--secret-source": [f"{d}/secret"],
                 "--viewer-token-file": [f"{d}/viewer"],
                 "--operator-token-file": [f"{d}/tok"],
-                "--peer": ["http://ctld-1.slurmctld:8080"],
+                "--peer": ["http://ctld-1.slurmctld.slurm.svc.cluster.local.:8080"],
+                "--peer-ca-file": [ca],
                 "--controller": ["ctld-0"],
                 "--pod-name": ["slurmctld-0"],
                 "--ha-poll-seconds": ["2"],
@@ -116,6 +124,7 @@ def _roles(d: Path) -> list[Role]:
                 "--state-dir": [f"{d}/state"],
                 "--control-plane": ["http://cp:1/", "--token-file", f"{d}/tok"],
                 "--token-file": [],  # with --control-plane
+                "--viewer-token-file": [f"{d}/viewer"],
                 "--ca-file": [ca],
                 "--job-mapping-dir": [f"{d}/map"],
                 "--registration-timeout-seconds": ["7"],

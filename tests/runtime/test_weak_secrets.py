@@ -20,12 +20,14 @@ WEAK_TOKENS = {
     "short": "s3cret",
     "empty": "\n",
     "repetitive": "a" * 64,
+    "periodic": "abcdefgh" * 4,  # 8 distinct characters, 32 long: guessable as its first 8
 }
 WEAK_KEYS = {
     "placeholder": b"REPLACE-ME-with-1024-random-bytes-before-the-first-apply",
     "short": os.urandom(16),
     "empty": b"",
     "repetitive": b"\0" * 1024,
+    "periodic": secrets.token_bytes(16) * 64,  # 1,024 bytes of which 16 are random
 }
 
 

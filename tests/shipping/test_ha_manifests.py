@@ -115,18 +115,19 @@ def test_each_config_sync_asks_every_other_controller_pod_and_not_itself() -> No
     assert args.pod_name == "$(POD_NAME)"
     env = {e["name"]: e for e in sync.spec["env"]}
     assert env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
-    # one peer per replica, each at its DNS name in the headless governing Service and config-sync's port
+    # one peer per replica, each at its DNS name in the headless governing Service and config-sync's
+    # port, fully qualified (the namespace from the downward API) so no search list is gone through
     port = args.http.rsplit(":", 1)[1]
     service = sts["spec"]["serviceName"]
     replicas = sts["spec"]["replicas"]
     pods = [f"{sts['metadata']['name']}-{i}" for i in range(replicas)]
-    assert sorted(args.peer) == sorted(f"http://{p}.{service}:{port}" for p in pods)
+    fqdn = f"{service}.$(POD_NAMESPACE).svc.cluster.local."
+    assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert sorted(args.peer) == sorted(f"http://{p}.{fqdn}:{port}" for p in pods)
     assert find(render("ha"), "Service", service)["spec"]["publishNotReadyAddresses"] is True
     # each pod, as the kubelet starts it, asks exactly the others
     for pod in pods:
-        assert others(tuple(args.peer), pod) == tuple(
-            f"http://{p}.{service}:{port}" for p in pods if p != pod
-        )
+        assert others(tuple(args.peer), pod) == tuple(f"http://{p}.{fqdn}:{port}" for p in pods if p != pod)
     # the peers' answers need the viewer token, which it sends them
     assert flag_value(argv, "--viewer-token-file") is not None
     # asking its own slurmctld alone (who writes) goes through a copy of slurm.conf in a writable /tmp

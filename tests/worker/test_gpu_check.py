@@ -73,7 +73,11 @@ def test_each_kept_answer_is_judged() -> None:
     assert "[GPU requires reset]" in reset.faults[0]
     lost = judge(*kept("xid79-lost"))
     assert lost.state == "faulty" and "00:9A:00.0" in lost.faults[0]
-    assert judge(*kept("no-driver")).state == "faulty"
+    # a driver that cannot be reached: a fault only where the GPUs were seen healthy before
+    assert judge(*kept("no-driver")).state == "unknown"
+    assert judge(*kept("no-driver"), driver_seen=True).faults == (
+        "nvidia-smi cannot reach the NVIDIA driver",
+    )
     assert judge(*kept("junk")).state == "unknown"
     # unsupported fields are not faults; a wrong field count, a non-number or an odd exit are unknown
     na = "0, GPU-x, 00000000:01:00.0, [N/A], [N/A], [N/A], [N/A]\n"
@@ -223,3 +227,44 @@ async def test_through_the_control_plane_the_agent_drains_and_gives_back_its_own
             assert agent.source.mode == "control-plane"
             assert "scontrol update" not in slurm_commands(agent)  # the control plane wrote both
             assert cp.sample("slurm_sidecars_api_refusals_total", identity="agent", status="403") == 0
+
+
+async def test_a_driver_never_seen_is_unknown_and_one_that_went_away_is_a_fault(tmp_path: Path) -> None:
+    bin_dir = fake_tool(tmp_path)
+    gpu = GpuCheck("on", 5, {"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    answer(bin_dir, "no-driver")  # a node coming up while its driver is installed or rolled
+    for _ in range(UNKNOWN_LIMIT + 1):
+        verdict = await gpu.once()
+        assert verdict.state == "unknown" and "no driver seen on this node yet" in verdict.detail
+    assert gpu.verdict.state == "unknown" and not gpu.check().ok  # not ready after 3 in a row: says why
+    answer(bin_dir, "healthy-8")
+    assert (await gpu.once()).state == "healthy"
+    answer(bin_dir, "no-driver")  # the driver was there and is gone: a fault, and stays one
+    for _ in range(2):
+        verdict = await gpu.once()
+        assert verdict.state == "faulty" and verdict.faults == ("nvidia-smi cannot reach the NVIDIA driver",)
+
+
+@pytest.mark.releases("slurm26")
+@pytest.mark.cluster(nodes=1)
+async def test_a_driver_roll_at_start_drains_nothing(cluster: DevCluster, sockdir: Path) -> None:
+    bin_dir = fake_tool(sockdir)
+    answer(bin_dir, "no-driver")
+    env = {**cluster.env, "PATH": f"{bin_dir}:{cluster.env.get('PATH', '/usr/bin:/bin')}"}
+    settings = settings_for(cluster, sockdir, gpu_check="on", gpu_check_interval_seconds=0.2)
+    agent = Agent(settings, env=env, events=RecordingEvents())
+    async with running(agent, lambda: agent.last_tick is not None, "a first look"):
+        # one check past the limit: the agent has acted on (at least) UNKNOWN_LIMIT unknowns
+        await eventually(lambda: agent.gpu.unknown_in_a_row > UNKNOWN_LIMIT, what="checks past the limit")
+        _, body = await http_get(agent, "/readyz")
+        assert "no driver seen on this node yet" in body["checks"]["gpu_check"]["detail"]
+        assert not (await cluster.client().node("n1")).state.drain
+        # once seen working, a driver that goes away is a fault: drained, with the reason
+        answer(bin_dir, "healthy-8")
+        await eventually(lambda: http_get(agent, "/readyz"), lambda r: r[0] == 200, what="ready")
+        answer(bin_dir, "no-driver")
+        node = await cluster.wait_node("n1", lambda n: n.state.drain, what="n1 drained")
+        assert node.reason is not None
+        assert (
+            node.reason.text == "slurm-sidecars: gpu check failed: nvidia-smi cannot reach the NVIDIA driver"
+        )

@@ -71,6 +71,8 @@ class ControlPlaneAPI:
         if request.path.startswith("/v1/"):
             refused = await self._access.check(request)
             if refused is not None:
+                if request.body_exists:  # never read (runtime.http reads bodies last): not kept either
+                    refused.force_close()
                 return refused
         try:
             return await handler(request)
