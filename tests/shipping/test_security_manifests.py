@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.shipping.kube import TARGETS, containers
+from tests.shipping.kube import TARGETS, containers, pod_specs, render
 
 # volumes whose files come from the API server's objects: their authors, not we, choose the bytes
 AUTHORED = ("configMap", "secret", "projected", "downwardAPI")
@@ -55,3 +55,37 @@ def test_the_control_plane_and_slurmdbd_config_sync_read_a_rendered_client_file(
         assert len(renderers) == 1, c.where
         mounts_config = [m for m in c.spec.get("volumeMounts", []) if m["name"] == "slurm-config"]
         assert mounts_config == [], f"{c.where} mounts the raw ConfigMap"
+
+
+def _rules_of(objs: tuple[dict[str, Any], ...], account: str) -> list[dict[str, Any]]:
+    bound = [
+        b["roleRef"]["name"]
+        for b in objs
+        if b["kind"] in {"RoleBinding", "ClusterRoleBinding"}
+        and any(s.get("name") == account for s in b.get("subjects", []))
+    ]
+    return [
+        r
+        for o in objs
+        if o["kind"] in {"Role", "ClusterRole"} and o["metadata"]["name"] in bound
+        for r in o["rules"]
+    ]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_config_sync_without_the_control_plane_beside_it_may_only_create_events(target: str) -> None:
+    objs = render(target)
+    seen = 0
+    for where, pod in pod_specs(target):
+        argvs = [" ".join([*c.get("command", []), *c.get("args", [])]) for c in _all(pod)]
+        if not any("config-sync" in a for a in argvs) or any("control-plane" in a for a in argvs):
+            continue
+        seen += 1
+        rules = _rules_of(objs, pod.get("serviceAccountName", "default"))
+        assert rules == [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}], (where, rules)
+    if target == "overlays/upgrades":
+        assert seen == 2  # slurmctld's pod and slurmdbd's
+
+
+def _all(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*pod.get("initContainers", []), *pod.get("containers", [])]

@@ -225,7 +225,7 @@ def test_only_the_control_plane_may_run_jobs_or_move_the_workloads() -> None:
         for p in objs
         if p["kind"] in {"StatefulSet", "Deployment"} and p is not deploy
     }
-    assert "slurm-sidecars" in others and mine not in others
+    assert "slurm-sidecars-config-sync" in others and mine not in others
     for account in others:
         assert not upgrade & rights(roles_of(objs, account)), account
     base = render("base")
