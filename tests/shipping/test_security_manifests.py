@@ -89,3 +89,37 @@ def test_config_sync_without_the_control_plane_beside_it_may_only_create_events(
 
 def _all(pod: dict[str, Any]) -> list[dict[str, Any]]:
     return [*pod.get("initContainers", []), *pod.get("containers", [])]
+
+
+@pytest.mark.parametrize("target", ["base", "overlays/upgrades"])
+def test_the_control_plane_api_is_reachable_only_from_workers_and_prometheus(target: str) -> None:
+    objs = render(target)
+    serving = [
+        o
+        for o in objs
+        if o["kind"] in {"StatefulSet", "Deployment"}
+        and any(
+            p.get("containerPort") == 9200
+            for c in [
+                *o["spec"]["template"]["spec"].get("initContainers", []),
+                *o["spec"]["template"]["spec"]["containers"],
+            ]
+            for p in c.get("ports", [])
+        )
+    ]
+    assert len(serving) == 1, [o["metadata"]["name"] for o in serving]
+    labels = serving[0]["spec"]["template"]["metadata"]["labels"]
+    policies = [
+        o
+        for o in objs
+        if o["kind"] == "NetworkPolicy"
+        and all(labels.get(k) == v for k, v in o["spec"]["podSelector"]["matchLabels"].items())
+    ]
+    assert policies, f"{target}: no NetworkPolicy selects the control plane's pods"
+    for policy in policies:
+        for rule in policy["spec"]["ingress"]:
+            if not any(p["port"] == 9200 for p in rule.get("ports", [])):
+                continue
+            for peer in rule["from"]:
+                name = peer["podSelector"]["matchLabels"]["app.kubernetes.io/name"]
+                assert name == "slurmd" or (name == "prometheus" and "namespaceSelector" in peer), peer
