@@ -287,3 +287,47 @@ def test_the_evaluator_reads_the_shipped_file() -> None:
         "slurm-sidecars-workload-writes",
         "slurm-sidecars-job-shape",
     }
+
+
+# ------------------------------------------------------------------ Nodes (Slinky)
+NODE = {
+    "apiVersion": "v1",
+    "kind": "Node",
+    "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}, "annotations": {"a": "1"}},
+    "spec": {"podCIDR": "10.0.0.0/24"},
+}
+
+
+def _node(change: Callable[[Obj], None]) -> tuple[Obj, Obj]:
+    new = copy.deepcopy(NODE)
+    change(new)
+    return new, NODE
+
+
+NODE_CASES: dict[str, tuple[Callable[[Obj], None], str | None]] = {
+    "the topology spec": (
+        _set("metadata", "annotations", "topology.slinky.slurm.net/spec", value="s:1"),
+        None,
+    ),
+    "the features spec": (
+        _set("metadata", "annotations", "features.slinky.slurm.net/spec", value="gpu"),
+        None,
+    ),
+    "a taint": (_set("spec", "taints", value=[{"key": "x", "effect": "NoSchedule"}]), "spec"),
+    "a cordon": (_set("spec", "unschedulable", value=True), "spec"),
+    "a label": (_set("metadata", "labels", "node-role.kubernetes.io/control-plane", value=""), "labels"),
+    "another annotation": (_set("metadata", "annotations", "a", value="2"), "only the topology and features"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NODE_CASES))
+def test_the_slinky_node_patch_is_held_to_the_two_annotations(case: str) -> None:
+    change, said = NODE_CASES[case]
+    new, old = _node(change)
+    node_policy = find(render("slinky"), "ValidatingAdmissionPolicy", "slurm-sidecars-node-specs")
+    verdict = evaluate(node_policy, new, old, username=BASE_CONTROL_PLANE, operation="UPDATE")
+    assert verdict.matched
+    if said is None:
+        assert verdict.denied == (), verdict
+    else:
+        assert any(said in m for m in verdict.denied), verdict
