@@ -136,3 +136,11 @@ def test_the_pod_we_make_from_the_shipped_template() -> None:
     # the template itself is not changed by building from it
     assert yaml.safe_load(SHIPPED) == copy.deepcopy(given)
     assert Path(ROOT / "manifests").is_dir()
+
+
+def test_the_template_docs_upgrades_md_shows_is_taken() -> None:
+    text = (ROOT / "docs" / "upgrades.md").read_text()
+    block = text.split("A backup template, for a MariaDB", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    cm = yaml.safe_load(block)
+    job = backup_job(cm["data"]["job.yaml"], cm["metadata"]["name"], "1")
+    assert job["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == 999
