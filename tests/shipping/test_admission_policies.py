@@ -286,7 +286,11 @@ def test_the_evaluator_reads_the_shipped_file() -> None:
     assert {d["metadata"]["name"] for d in shipped if d["kind"] == "ValidatingAdmissionPolicy"} == {
         "slurm-sidecars-workload-writes",
         "slurm-sidecars-job-shape",
+        "slurm-sidecars-pod-writes",
     }
+    # the example the base points at is the same pod policy
+    example = find(render("examples/admission-policy"), "ValidatingAdmissionPolicy")
+    assert example["spec"] == policy("slurm-sidecars-pod-writes")["spec"]
 
 
 # ------------------------------------------------------------------ Nodes (Slinky)
@@ -331,3 +335,87 @@ def test_the_slinky_node_patch_is_held_to_the_two_annotations(case: str) -> None
         assert verdict.denied == (), verdict
     else:
         assert any(said in m for m in verdict.denied), verdict
+
+
+# ------------------------------------------------------------------ pods
+WORKER_POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {
+        "name": "slurmd-abc",
+        "labels": {"app.kubernetes.io/name": "slurmd", "pod-template-hash": "h"},
+        "annotations": {"other.io/x": "1"},
+    },
+    "spec": {"containers": [{"name": "slurmd", "image": "slurmd:1"}]},
+    "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+}
+
+
+def _pod_change(change: Callable[[Obj], None], base: Obj = WORKER_POD) -> tuple[Obj, Obj]:
+    new = copy.deepcopy(base)
+    change(new)
+    return new, base
+
+
+POD_CASES: dict[str, tuple[Callable[[Obj], None], str, str | None]] = {
+    "the deletion cost": (
+        _set("metadata", "annotations", "controller.kubernetes.io/pod-deletion-cost", value="-5"),
+        "",
+        None,
+    ),
+    "the busy label": (_set("metadata", "labels", "slurm-sidecars.io/busy", value="true"), "", None),
+    "a SlurmNode condition": (
+        lambda o: o["status"]["conditions"].append({"type": "SlurmNodeRegistered", "status": "True"}),
+        "status",
+        None,
+    ),
+    "the image": (
+        lambda o: o["spec"]["containers"][0].__setitem__("image", "evil:1"),
+        "",
+        "may not change a pod's spec",
+    ),
+    "another annotation": (
+        _set("metadata", "annotations", "other.io/x", value="2"),
+        "",
+        "only the pod-deletion-cost annotation",
+    ),
+    "another label": (
+        _set("metadata", "labels", "app.kubernetes.io/name", value="x"),
+        "",
+        "only the slurm-sidecars.io/busy label",
+    ),
+    "the Ready condition": (
+        lambda o: o["status"]["conditions"][0].__setitem__("status", "False"),
+        "status",
+        "only its own SlurmNode* pod conditions",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(POD_CASES))
+def test_the_pod_writes_are_held_to_what_the_code_writes(case: str) -> None:
+    change, sub, said = POD_CASES[case]
+    new, old = _pod_change(change)
+    verdict = evaluate(
+        policy("slurm-sidecars-pod-writes"),
+        new,
+        old,
+        username=CONTROL_PLANE,
+        operation="UPDATE",
+        sub_resource=sub,
+    )
+    assert verdict.matched
+    if said is None:
+        assert verdict.denied == (), verdict
+    else:
+        assert any(said in m for m in verdict.denied), verdict
+
+
+def test_only_worker_pods_may_be_deleted() -> None:
+    pod_policy = policy("slurm-sidecars-pod-writes")
+    worker = evaluate(pod_policy, None, WORKER_POD, username=BASE_CONTROL_PLANE, operation="DELETE")
+    assert worker.matched and worker.denied == (), worker
+    other = copy.deepcopy(WORKER_POD)
+    other["metadata"]["labels"] = {"app.kubernetes.io/name": "slurmctld"}
+    refused = evaluate(pod_policy, None, other, username=BASE_CONTROL_PLANE, operation="DELETE")
+    assert "slurm-sidecars may write and delete worker pods only" in refused.denied
