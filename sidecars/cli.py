@@ -58,6 +58,11 @@ COMMANDS = (
         "check-secret", "init step: refuse an empty, short or placeholder key", "sidecars.check_secret.main"
     ),
     Command(
+        "client-conf",
+        "init step: render the client slurm.conf (controllers, auth, accounting; no PluginDir)",
+        "sidecars.clientconf.main",
+    ),
+    Command(
         "state",
         "copy slurmctld's StateSaveLocation aside, or put a copy back (run while slurmctld is stopped)",
         "sidecars.statecopy.main",

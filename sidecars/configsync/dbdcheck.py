@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from sidecars.configsync import dbdconf
+from sidecars.configsync import dbdconf, plugintrust
 from sidecars.configsync.restart import RestartReason
 from sidecars.configsync.sources import FileSet
 from sidecars.configsync.stage import write_files
 from sidecars.configsync.validate import MAX_REASON, Validator, Verdict
-from sidecars.slurm import SlurmClient
+from sidecars.slurm import SlurmClient, SlurmCommandError
 from sidecars.slurm.dbd_throwaway import closed_port, read_conf
 
 if TYPE_CHECKING:
@@ -73,7 +73,14 @@ class DbdValidator(Validator):
             return [*problems, f"{dbdconf.CONF_NAME} is missing from the set"]
         if problems:
             return problems
-        return dbdconf.check(conf.data, conf.mode) + dbdconf.owner_problems(conf.data, self.owner_uid)
+        # slurmdbd (the throwaway here first) loads plugins from its PluginDir: as for slurm.conf,
+        # never from the config's own volumes nor from a directory others could write
+        filled = {*self.sources, *(e.source for e in files.files.values()), self.target}
+        return (
+            dbdconf.check(conf.data, conf.mode)
+            + dbdconf.owner_problems(conf.data, self.owner_uid)
+            + plugintrust.value_problems(dbdconf.plugin_dir(conf.data), filled)
+        )
 
     async def own_parse(self, files: FileSet) -> str | None:
         """slurmdbd's own words when it refuses the candidate; None when it takes it (or, said in
@@ -102,6 +109,8 @@ class DbdValidator(Validator):
             except OSError as exc:  # no slurmdbd here: said, and the restart remains the test
                 log.warning("slurmdbd_parse_not_run", error=str(exc))
                 return None
+            except SlurmCommandError as exc:  # the edge would not start it (slurm.plugindir): refused
+                return exc.message
             finally:
                 shutil.rmtree(where, ignore_errors=True)
         log.info("slurmdbd_parse", ok=result.ok, seconds=round(result.seconds, 3))

@@ -84,6 +84,14 @@ def parse(text: str) -> DbdConf:
     return DbdConf(options, tuple(problems))
 
 
+def plugin_dir(data: bytes) -> str:
+    """The `PluginDir=` slurmdbd would load its plugins from ("" when not set, or not text)."""
+    try:
+        return parse(data.decode("utf-8")).options.get("plugindir", "")
+    except UnicodeDecodeError:
+        return ""
+
+
 def check(data: bytes, mode: int) -> list[str]:
     """Every reason slurmdbd would refuse this file (empty: nothing we can see without the database)."""
     problems: list[str] = []
@@ -92,6 +100,8 @@ def check(data: bytes, mode: int) -> list[str]:
             f"{CONF_NAME} has mode {stat.S_IMODE(mode):04o}: slurmdbd refuses one that group or others "
             "can access (it holds StoragePass); set the Secret's defaultMode (or items.mode) to 0600"
         )
+    if b"\0" in data:  # as slurm.conf: a config is text, never a carrier for a binary
+        return [*problems, f"{CONF_NAME} is not text (it holds NUL bytes)"]
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

@@ -24,7 +24,11 @@ def _real(path: Path) -> Path:
 def plugin_dir_problems(conf: SlurmConf, filled: Iterable[Path]) -> list[str]:
     """Why the candidate's PluginDir must not be used: an entry inside a directory in `filled` (the
     sources and the target), or an existing one that is not trusted."""
-    value = conf.options.get("plugindir", "")
+    return value_problems(conf.options.get("plugindir", ""), filled)
+
+
+def value_problems(value: str, filled: Iterable[Path]) -> list[str]:
+    """The same for a `PluginDir=` value as written (slurm.conf's or slurmdbd.conf's)."""
     roots = [(root, _real(root)) for root in filled]
     problems: list[str] = []
     for entry in filter(None, (e.strip() for e in value.split(":"))):

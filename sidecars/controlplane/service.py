@@ -20,6 +20,7 @@ from sidecars.controlplane.changes import (
     ConfigMapStore,
     Maintenance,
     StageEvents,
+    signing_key,
 )
 from sidecars.controlplane.fleet import (
     ControllerWatch,
@@ -154,7 +155,10 @@ class ControlPlaneService:
             why,
             ClusterUpgradeMetrics(registry),
             events=StageEvents(self.k8s.events, lambda: self.leader.is_leader) if self.k8s else None,
-            store=ConfigMapStore(kube, settings.namespace) if kube is not None else None,
+            # signed with the operator token's key: the ConfigMap's writers cannot choose a rollback
+            store=ConfigMapStore(kube, settings.namespace, signing_key(settings.token))
+            if kube is not None
+            else None,
         )
         self.face = Face(
             settings,

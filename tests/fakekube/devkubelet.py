@@ -7,8 +7,9 @@ on) that maps the fake's objects onto a dev cluster's real daemons:
   CrashLoopBackOff with the daemon's own last words, as a kubelet shows a container that exits.
 - slurmdbd's Deployment: a new image swaps slurmdbd to that release, on the same database.
 - a Job runs its container's command for real, `slurm-sidecars` as this checkout's, with each
-  volume mount's path mapped to the hostPath of its volume; its status follows the exit code, and
-  its pod's terminated state carries the end of what it wrote (FallbackToLogsOnError).
+  volume mount's path mapped to the hostPath of its volume (a claim: the directory `claims` names);
+  its status follows the exit code, and its pod's terminated state carries the end of what it wrote
+  (FallbackToLogsOnError).
 
 Every pod is a real object of the fake, labelled as its controller labels it (the workload's
 template labels, `job-name` for a Job), so the control plane reads them as it would in a cluster.
@@ -54,6 +55,7 @@ class DevKubelet:
     _jobs: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     worker_revision: str = ""  # the workers' StatefulSet's updateRevision ("" : no worker pods)
     worker_releases: dict[str, Release] = field(default_factory=dict)  # revision -> its slurmd's release
+    claims: dict[str, str] = field(default_factory=dict)  # PersistentVolumeClaim name -> its directory here
 
     # ------------------------------------------------------------------ the objects
     def create_workloads(self, state_location: Path) -> None:
@@ -277,7 +279,11 @@ class DevKubelet:
 
     def _argv(self, pod: Obj) -> tuple[list[str], dict[str, str]]:
         c = pod["containers"][0]
-        hosts = {v["name"]: v.get("hostPath", {}).get("path") for v in pod.get("volumes") or []}
+        hosts = {
+            v["name"]: v.get("hostPath", {}).get("path")
+            or self.claims.get(v.get("persistentVolumeClaim", {}).get("claimName", ""))
+            for v in pod.get("volumes") or []
+        }
         paths = {
             m["mountPath"]: hosts[m["name"]] for m in c.get("volumeMounts") or [] if hosts.get(m["name"])
         }

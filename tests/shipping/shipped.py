@@ -28,6 +28,8 @@ STABLE_FLAGS: dict[str, set[str]] = {
     "probe": {"--url"},
     "status": {"--control-plane", "--token-file", "--config-sync", "--timeout-seconds"},
     "demo": {"--tour"},
+    # the client slurm.conf of a sidecar outside slurmctld's pod (issue 35)
+    "client-conf": {"--from", "--out"},
 }
 
 

@@ -30,6 +30,11 @@ from tests.shipping.shipped import all_commands, env_flag, known_flags, parser_f
 Obj = dict[str, Any]
 
 
+# admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy is GA from Kubernetes 1.30: the upgrades
+# overlay's policies (docs/security.md) need it; every other object still validates on 1.29
+SINCE_1_30 = frozenset({"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"})
+
+
 def _version(v: str) -> str:
     return kubernetes_validate.latest_version() if v == "latest" else v
 
@@ -40,6 +45,8 @@ def test_every_object_validates_against_the_kubernetes_schema(target: str, versi
     builtin = [o for o in render(target) if o["kind"] not in CUSTOM_KINDS]
     assert builtin
     for obj in builtin:
+        if version == "1.29.0" and obj["kind"] in SINCE_1_30:
+            continue  # checked against the newest schema; docs/security.md says 1.30+
         kubernetes_validate.validate(obj, _version(version), strict=True)
 
 

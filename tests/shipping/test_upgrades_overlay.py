@@ -93,8 +93,8 @@ def test_the_control_plane_runs_in_a_pod_of_its_own_and_the_agents_reach_it() ->
 
 
 def test_it_speaks_to_slurm_as_the_base_pods_do() -> None:
-    """munge with the key from the same Secret, its socket shared with the control plane; slurm.conf
-    from the same ConfigMap, where SLURM_CONF points."""
+    """munge with the key from the same Secret, its socket shared with the control plane; the client
+    slurm.conf SLURM_CONF names rendered (client-conf) from the same ConfigMap's slurm.conf."""
     objs = render(OVERLAY)
     [(deploy, container)] = control_planes(OVERLAY)
     pod = deploy["spec"]["template"]["spec"]
@@ -110,7 +110,16 @@ def test_it_speaks_to_slurm_as_the_base_pods_do() -> None:
     env = {e["name"]: e for e in container["env"]}
     conf = Path(env["SLURM_CONF"]["value"])
     [mount] = [n for n, p in mounts.items() if conf.parent == Path(p)]
-    cm = volumes[mount]["configMap"]["name"]
+    assert "emptyDir" in volumes[mount]
+    [render_step] = [c for c in pod["initContainers"] if c["name"] == "client-conf"]
+    argv = render_step["command"]
+    assert Path(argv[argv.index("--out") + 1]) == conf
+    source = Path(argv[argv.index("--from") + 1])
+    rendered = {m["name"] for m in render_step["volumeMounts"] if Path(m["mountPath"]) == conf.parent}
+    assert rendered == {mount}
+    [cm_mount] = [m["name"] for m in render_step["volumeMounts"] if Path(m["mountPath"]) == source.parent]
+    cm = volumes[cm_mount]["configMap"]["name"]
+    conf = source
     # the ConfigMap slurmctld's config-sync copies from, holding the file SLURM_CONF names
     assert cm == pod_volumes(find(objs, "StatefulSet", "slurmctld"))["slurm-config"]["configMap"]["name"]
     assert conf.name in find(objs, "ConfigMap", cm)["data"]
@@ -216,7 +225,7 @@ def test_only_the_control_plane_may_run_jobs_or_move_the_workloads() -> None:
         for p in objs
         if p["kind"] in {"StatefulSet", "Deployment"} and p is not deploy
     }
-    assert "slurm-sidecars" in others and mine not in others
+    assert "slurm-sidecars-config-sync" in others and mine not in others
     for account in others:
         assert not upgrade & rights(roles_of(objs, account)), account
     base = render("base")

@@ -13,7 +13,7 @@ from sidecars.controlplane.changes.cluster_upgrade_run import (
     ClusterUpgradeMetrics,
     ClusterUpgrades,
 )
-from sidecars.controlplane.changes.cluster_upgrade_store import ConfigMapStore, FileStore
+from sidecars.controlplane.changes.cluster_upgrade_store import ConfigMapStore, FileStore, signing_key
 from sidecars.controlplane.changes.maintenance import Maintenance, WindowError
 from sidecars.controlplane.changes.node_windows import NodeWindows
 from sidecars.controlplane.changes.upgrade import Upgrade
@@ -31,5 +31,6 @@ __all__ = [
     "StageEvents",
     "Upgrade",
     "WindowError",
+    "signing_key",
     "unavailable",
 ]

@@ -3,11 +3,18 @@ holder, finds an upgrade that was under way: in Kubernetes a ConfigMap (written 
 only: the client's fence), in the dev cluster a file beside the cluster's state.
 
 The status is one JSON document (`ClusterUpgradeStatus.data()`); it names no secret (paths, releases,
-images, job ids), so a ConfigMap is its place and not a Secret."""
+images, job ids), so a ConfigMap is its place and not a Secret. But whoever may write that ConfigMap
+must not choose what a resumed upgrade does (the image slurmctld is rolled back to, the copy it is
+restored from): the ConfigMap store signs the document (HMAC-SHA256, key `SIGNATURE_KEY`) with a key
+derived from the control plane's operator token, and a document whose signature does not match is
+not read (said, nothing resumed over it). A rotated token makes a kept status unreadable: finish or
+delete it first."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import json
 import os
 from pathlib import Path
@@ -17,6 +24,7 @@ from sidecars.kube import KubeClient
 
 CONFIG_MAP = "slurm-sidecars-cluster-upgrade"
 KEY = "status.json"
+SIGNATURE_KEY = "status.json.hmac-sha256"  # hex; beside the document in the same ConfigMap
 MAX_BYTES = 900 * 1024  # under a ConfigMap's 1 MiB, with room for its metadata
 
 
@@ -47,9 +55,18 @@ def _encode(data: dict[str, Any], where: str) -> str:
     return text
 
 
+def signing_key(token: str) -> bytes:
+    """The key a status is signed with: the operator token's, never the token itself."""
+    return hashlib.sha256(b"slurm-sidecars cluster-upgrade status\0" + token.encode()).digest()
+
+
+def _sign(key: bytes, text: str) -> str:
+    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+
+
 class ConfigMapStore:
-    def __init__(self, kube: KubeClient, namespace: str, name: str = CONFIG_MAP) -> None:
-        self._kube, self._namespace, self._name = kube, namespace, name
+    def __init__(self, kube: KubeClient, namespace: str, key: bytes, name: str = CONFIG_MAP) -> None:
+        self._kube, self._namespace, self._name, self._key = kube, namespace, name, key
         self.where = f"ConfigMap {namespace}/{name}"
 
     async def load(self) -> dict[str, Any] | None:
@@ -58,10 +75,19 @@ class ConfigMapStore:
             return None
         if KEY not in data:
             raise ValueError(f"{self.where} has no {KEY}")
+        given = data.get(SIGNATURE_KEY, "")
+        if not hmac.compare_digest(given, _sign(self._key, data[KEY])):
+            raise ValueError(
+                f"{self.where} is not signed by this control plane (its operator token): written by "
+                "someone else, or before a token rotation; not resumed (delete it to start afresh)"
+            )
         return _decode(data[KEY], self.where)
 
     async def save(self, data: dict[str, Any]) -> None:
-        await self._kube.put_config_map(self._namespace, self._name, {KEY: _encode(data, self.where)})
+        text = _encode(data, self.where)
+        await self._kube.put_config_map(
+            self._namespace, self._name, {KEY: text, SIGNATURE_KEY: _sign(self._key, text)}
+        )
 
 
 class FileStore:

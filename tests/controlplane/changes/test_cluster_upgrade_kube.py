@@ -52,14 +52,16 @@ RBAC = {
     "slurm-sidecars-upgrade": Path(__file__).parents[3] / "manifests" / "overlays" / "upgrades" / "rbac.yaml",
 }
 BACKUP_CM = "slurmdbd-backup"
+BACKUP_CLAIM = "db-backups"
 LOCATION = "backups/slurm_acct_db-$(SLURM_SIDECARS_UPGRADE_STAMP).sql"  # the template's word for its dump
 
 
-def backup_template(socket_dir: Path, backups: Path, socket_name: str) -> str:
-    """An operator's backup Job: mariadb-dump over the database's socket, into a backups volume;
-    the password (none here: root by socket) would come from a Secret."""
+def backup_template(socket_dir: Path, socket_name: str) -> str:
+    """An operator's backup Job: mariadb-dump over the database's socket (a path here: the dev
+    kubelet runs the command on this host), into the claim db-backups (DevKubelet.claims); the
+    password (none here: root by socket) would come from a Secret."""
     dump = (
-        f"mariadb-dump --no-defaults --socket=/mnt/dbsock/{socket_name} -u root --single-transaction "
+        f"mariadb-dump --no-defaults --socket={socket_dir}/{socket_name} -u root --single-transaction "
         "--databases slurm_acct_db > /mnt/backups/slurm_acct_db-$SLURM_SIDECARS_UPGRADE_STAMP.sql"
     )
     job = {
@@ -82,16 +84,10 @@ def backup_template(socket_dir: Path, backups: Path, socket_name: str) -> str:
                                     "valueFrom": {"secretKeyRef": {"name": "db", "key": "pw"}},
                                 }
                             ],
-                            "volumeMounts": [
-                                {"name": "db", "mountPath": "/mnt/dbsock"},
-                                {"name": "backups", "mountPath": "/mnt/backups"},
-                            ],
+                            "volumeMounts": [{"name": "backups", "mountPath": "/mnt/backups"}],
                         }
                     ],
-                    "volumes": [
-                        {"name": "db", "hostPath": {"path": str(socket_dir)}},
-                        {"name": "backups", "hostPath": {"path": str(backups)}},
-                    ],
+                    "volumes": [{"name": "backups", "persistentVolumeClaim": {"claimName": BACKUP_CLAIM}}],
                 }
             },
         },
@@ -149,6 +145,7 @@ async def kube(release: Release, newer: Release, request: pytest.FixtureRequest)
         assert c.database is not None
         backups = c.dir / "backups"
         backups.mkdir()
+        kubelet.claims[BACKUP_CLAIM] = str(backups)
         bridge = asyncio.create_task(kubelet.run(), name="devkubelet")
         try:
             async with KubeClient(configuration(url, TOKEN)) as client:
@@ -172,7 +169,7 @@ async def kube(release: Release, newer: Release, request: pytest.FixtureRequest)
                 k = Kube(
                     c, fake, kubelet, roles, Version.parse(newer.version), backups, [], c.out_dir / "go", url
                 )
-                k.put_template(backup_template(c.database.socket.parent, backups, c.database.socket.name))
+                k.put_template(backup_template(c.database.socket.parent, c.database.socket.name))
                 yield k
         finally:
             bridge.cancel()
@@ -266,7 +263,7 @@ def test_bad_upgrade_settings_are_refused_at_start(tmp_path: Path, argv: list[st
     ],
 )
 def test_a_password_on_the_backup_command_line_is_refused(script: str, refused: bool) -> None:
-    job = yaml.safe_load(backup_template(Path("/x"), Path("/y"), "s"))
+    job = yaml.safe_load(backup_template(Path("/x"), "s"))
     job["spec"]["template"]["spec"]["containers"][0]["command"][2] = script
     if refused:
         with pytest.raises(TemplateError, match="password on its command line"):
@@ -382,7 +379,7 @@ async def test_a_failed_backup_job_halts_before_slurmdbd_is_touched(kube: Kube) 
     c, fake = kube.cluster, kube.fake
     assert c.database is not None
     # the operator's template names a socket that is not there: mariadb-dump fails for real
-    kube.put_template(backup_template(c.database.socket.parent, kube.backups, "gone.sock"))
+    kube.put_template(backup_template(c.database.socket.parent, "gone.sock"))
     dbd_pid, ctld_pid = c.hostpid("slurmdbd"), c.foreground_pid()
     dbd_before = json.dumps(fake.deployments[(NAMESPACE, "slurmdbd")], sort_keys=True)
     up = kube.upgrade()
@@ -409,17 +406,28 @@ async def test_what_is_missing_or_unsafe_is_refused_before_anything_changes(kube
         assert _states(up)["slurmdbd"] == "pending"
 
     # a template with the password written in it, on the command line or in the environment
-    secret_arg = yaml.safe_load(backup_template(Path("/x"), Path("/y"), "s"))
+    secret_arg = yaml.safe_load(backup_template(Path("/x"), "s"))
     secret_arg["spec"]["template"]["spec"]["containers"][0]["command"][2] += " --password=hunter2"
     kube.put_template(yaml.safe_dump(secret_arg))
     await preflight_says("container dump has a password on its command line")
-    secret_env = yaml.safe_load(backup_template(Path("/x"), Path("/y"), "s"))
+    secret_env = yaml.safe_load(backup_template(Path("/x"), "s"))
     secret_env["spec"]["template"]["spec"]["containers"][0]["env"] = [
         {"name": "MYSQL_PWD", "value": "hunter2"}
     ]
     kube.put_template(yaml.safe_dump(secret_env))
     await preflight_says("env MYSQL_PWD holds its value in the template")
     assert not [e for e in kube.events if "hunter2" in e[2]]  # the password is never said back
+    # a pod of the template's own shape: the munge key's Secret mounted, another account's token
+    munge = yaml.safe_load(backup_template(Path("/x"), "s"))
+    munge["spec"]["template"]["spec"]["volumes"].append(
+        {"name": "key", "secret": {"secretName": "slurm-auth"}}
+    )
+    kube.put_template(yaml.safe_dump(munge))
+    await preflight_says("at most one volume, a PersistentVolumeClaim")
+    account = yaml.safe_load(backup_template(Path("/x"), "s"))
+    account["spec"]["template"]["spec"]["serviceAccountName"] = "slurm-sidecars-control-plane"
+    kube.put_template(yaml.safe_dump(account))
+    await preflight_says("the pod spec may not set serviceAccountName")
     # no template there at all
     del fake.config_maps[(NAMESPACE, BACKUP_CM)]
     await preflight_says(f"ConfigMap {BACKUP_CM} with the backup Job's template (key job.yaml) is not there")
