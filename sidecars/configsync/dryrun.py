@@ -35,7 +35,13 @@ import structlog
 from sidecars.configsync import conffile
 from sidecars.configsync.conffile import SlurmConf
 from sidecars.configsync.joblog import job_effects, job_line
-from sidecars.configsync.rewrite_checks import controller_names, identity_problem, jobcomp_problem
+from sidecars.configsync.rewrite_checks import (
+    controller_names,
+    identity_problem,
+    jobcomp_problem,
+    node_record_problems,
+    relative_path_problems,
+)
 from sidecars.configsync.sandbox import isolate_nodes, overrides, own_controller
 from sidecars.configsync.shadow import ShadowState
 from sidecars.configsync.sources import FileSet
@@ -207,6 +213,21 @@ class DryRunner:
         """A file's controller records as the dry run sees them (tests turn this off, the control)."""
         return own_controller(text)
 
+    def record_problem(self, candidate: SlurmConf, current: SlurmConf | None = None) -> str | None:
+        """Slurm's checks of the node records' addresses and ports, which the throwaway's rewritten
+        records never meet (rewrite_checks.node_record_problems), and what neither it nor config-sync
+        can test (named, and the set not applied); tests turn this off, the control."""
+        found = node_record_problems(candidate)
+        if found.fatal:
+            return "; ".join(found.fatal)
+        untestable = [*found.untestable, *relative_path_problems(current, candidate)]
+        if untestable:
+            return (
+                "held, not applied: the dry run cannot test what it rewrites here, and config-sync cannot "
+                "check it as Slurm does: " + "; ".join(untestable)
+            )
+        return None
+
     def controller_host(self) -> str | None:
         """The one controller the throwaway is told of: this host (the name slurmctld checks)."""
         return socket.gethostname()
@@ -311,7 +332,7 @@ class DryRunner:
             controller_names(files, self.main, self.target), await self.running_hosts() if live else []
         )
         candidate = conffile.parse(files, self.main, self.target)
-        problem = problem or jobcomp_problem(current, candidate)
+        problem = problem or jobcomp_problem(current, candidate) or self.record_problem(candidate, current)
         if problem:
             return DryRunResult(False, problem, {}, 0.0, isolation)
         where = self.live_state(current or candidate)
@@ -323,7 +344,10 @@ class DryRunner:
         try:
             self.work_dir.mkdir(parents=True, exist_ok=True)
             # in a namespace of its own the live port is free; otherwise one nobody else uses
-            ctld_port = int(candidate.options.get("slurmctldport", "6817").split("-")[0] or 6817)
+            # (the candidate's own value is judged by Slurm's client parse, not here: a value that is
+            # no port gives the default)
+            given = candidate.options.get("slurmctldport", "").split("-")[0]
+            ctld_port = int(given) if given.isdigit() and 0 < int(given) <= 0xFFFF else 6817
             if isolation == "ports":
                 ctld_port = free_port()
             conf_path = await asyncio.to_thread(self._prepare, files, d, where, ctld_port, dead.port)
