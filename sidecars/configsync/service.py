@@ -19,7 +19,7 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry
 
-from sidecars.configsync import conffile, jobs
+from sidecars.configsync import jobs
 from sidecars.configsync.apply import Applier
 from sidecars.configsync.ha import Coordination
 from sidecars.configsync.ha_rollout import Rollout
@@ -134,11 +134,8 @@ class ConfigSync(Installing):
     # ------------------------------------------------------------------ the loop
     async def run(self, stop: asyncio.Event) -> None:
         s = self.settings
-        if self.validator.dry_runner is not None and self.applied is not None:
-            # the dry run's shadow of the state built now, once, not by the first change (seconds
-            # at 10,000 jobs); ready already: a change arriving meanwhile waits as it would have
-            current = conffile.parse(self.applied.files, s.main_file, s.conf_dir)
-            await self.validator.dry_runner.warm(current)
+        # (the dry run's shadow of the state is built and kept in step by a task of its own, beside
+        # this loop: main.py's "dry_run_state", DryRunner.keep_state)
         while not stop.is_set():
             timeout = self._backoff if self.pending and self._backoff else s.rehash_seconds
             if self.ha is not None and not self.ha.in_step(
