@@ -6,6 +6,7 @@ cancelled dry run lets go of the shadow only once its thread has finished with i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import threading
 import time
@@ -127,8 +128,6 @@ async def test_a_cancelled_preparation_lets_go_only_once_its_thread_ended() -> N
     for _ in range(10):  # a plain asyncio.to_thread would resume the caller within these
         await asyncio.sleep(0)
     gate.set()
-    try:
+    with contextlib.suppress(asyncio.CancelledError):
         await task
-    except asyncio.CancelledError:
-        pass
     assert order == ["thread ended", "caller resumed"]

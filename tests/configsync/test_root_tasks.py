@@ -1,5 +1,6 @@
-"""config-sync's root tasks (the watch, the sync loop, the dry run's state kept in step) are guarded: one that dies fails liveness
-naming it, and the daemon's wait ends with the failure (exit 1), instead of never syncing again."""
+"""config-sync's root tasks (the watch, the sync loop, the dry run's state kept in step) are guarded:
+one that dies fails liveness naming it, and the daemon's wait ends with the failure (exit 1), instead
+of never syncing again."""
 
 from __future__ import annotations
 
