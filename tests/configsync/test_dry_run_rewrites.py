@@ -205,13 +205,20 @@ async def test_what_the_overrides_replace_is_judged_by_slurms_client_parse(clust
     work = cluster.dir / "validate-work"
     work.mkdir()
     checks = Validator(
-        cluster.client(), cluster.conf_path.parent, work, dry_runner=runner(cluster, timeout=10.0)
+        cluster.client(),
+        cluster.conf_path.parent,
+        work,
+        dry_runner=runner(cluster, timeout=10.0),
+        plugin_dir=await cluster.plugin_dir(),
     )
     for value, words in (
         ("SlurmctldPort=abc", "Invalid SlurmctldPort abc"),
         ("SlurmctldDebug=bogus", "Invalid SlurmctldDebug bogus"),
         ("SlurmctldSyslogDebug=bogus", "Invalid SlurmctldSyslogDebug bogus"),
         ("SlurmctldHost=", "Parse error in file"),
+        # the throwaway runs accounting_storage/none for any spelling of slurmdbd; the client parse
+        # loads the plugin the set names (names are case-sensitive), as slurmctld does
+        ("AccountingStorageType=accounting_storage/SlurmDBD", "cannot create accounting_storage context"),
     ):
         files = read_set({**base, "slurm.conf": base["slurm.conf"] + f"\n{value}\n".encode()})
         alone = await runner(cluster).run(files, None)
