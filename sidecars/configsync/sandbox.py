@@ -50,12 +50,28 @@ def _closed(value: str, fill: str) -> str:
     return ",".join([fill] * max(1, count))
 
 
+def _joined_node_lines(lines: list[str]) -> list[str]:
+    """A NodeName line continued with a backslash made one line, as Slurm's parser reads it (a record
+    left in pieces would keep its real address and port in the throwaway). Other lines as they are."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        if line.strip().lower().startswith("nodename="):
+            while line.rstrip().endswith("\\") and i < len(lines):
+                line = line.rstrip()[:-1] + " " + lines[i]
+                i += 1
+        out.append(line)
+    return out
+
+
 def isolate_nodes(text: str, port: int) -> str:
     """Every NodeName record at 127.0.0.1 and the closed port: whatever the throwaway sends a slurmd
     is refused here. The record keeps its shape (its node list, the number of addresses and ports it
     gives, NodeHostname as written: slurmctld only compares that with what a slurmd reports)."""
     out: list[str] = []
-    for line in text.splitlines():
+    for line in _joined_node_lines(text.splitlines()):
         head = line.strip()
         if not head.lower().startswith("nodename=") or head.endswith("\\"):
             out.append(line)

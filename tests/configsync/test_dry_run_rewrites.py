@@ -236,3 +236,12 @@ async def test_a_changed_relative_path_is_held_not_applied(cluster: DevCluster) 
     result = await runner(cluster).run(files, current)
     assert not result.ok and result.reason.startswith("held, not applied"), result.reason
     assert "SlurmctldPidFile=run/ctld.pid" in result.reason
+
+
+def test_a_continued_node_line_is_isolated_whole() -> None:
+    """Slurm reads a line ending in a backslash with the next: the record is rewritten whole, not
+    left with its real address and port in the throwaway's copy."""
+    text = "NodeName=a1 NodeAddr=10.0.0.1 \\\n  Port=6818 CPUs=1\nPartitionName=p Nodes=a1\n"
+    assert (
+        isolate_nodes(text, 9) == "NodeName=a1 NodeAddr=127.0.0.1 Port=9 CPUs=1\nPartitionName=p Nodes=a1\n"
+    )
