@@ -17,7 +17,6 @@ from pathlib import Path
 from sidecars.configsync import conffile
 from sidecars.configsync.conffile import SlurmConf
 from sidecars.slurm import hostlist
-from sidecars.slurm.throwaway import uses_slurmdbd
 
 # scripts slurmctld may run while loading the state or soon after (a job it fails runs
 # EpilogSlurmctld and mails); in the dry run they do nothing, where the candidate sets them
@@ -90,6 +89,9 @@ def isolate_nodes(text: str, port: int) -> str:
     return "\n".join(out) + "\n"
 
 
+SLURMDBD_STORAGE = "accounting_storage/slurmdbd"
+
+
 def uses_auth_slurm(conf: SlurmConf) -> bool:
     kinds = f"{conf.options.get('authtype', '')},{conf.options.get('authalttypes', '')}".lower()
     return "auth/slurm" in kinds
@@ -141,7 +143,9 @@ def overrides(
     ]
     if conf.options.get("slurmschedlogfile"):
         lines.append(f"SlurmSchedLogFile={d / 'sched.log'}")
-    if uses_slurmdbd(conf.options.get("accountingstoragetype")):
+    # only the exact name: slurmctld loads plugins by their exact, case-sensitive name, so any other
+    # spelling is left for the throwaway to load (and die of, in Slurm's words, as slurmctld would)
+    if (conf.options.get("accountingstoragetype") or "").strip() == SLURMDBD_STORAGE:
         lines += ["AccountingStorageHost=127.0.0.1", f"AccountingStoragePort={dead_port}"]
         # without its slurmdbd, a controller whose state holds no TRES yet (the live one writes
         # them only at shutdown) dies: "running with a database but ... no TRES from it"
