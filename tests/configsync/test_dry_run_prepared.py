@@ -13,9 +13,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from sidecars.configsync.conffile import SlurmConf
 from sidecars.configsync.dryrun import DryRunner, _to_thread_whole
-from tests.configsync.harness import read_set
+from sidecars.devcluster import DevCluster
+from tests.configsync.harness import config_sync, read_set, set_sha
 from tests.configsync.test_dry_run_state import add_job, make_live
 
 CONF = read_set({"slurm.conf": b"ClusterName=x\n"})
@@ -131,3 +134,18 @@ async def test_a_cancelled_preparation_lets_go_only_once_its_thread_ended() -> N
     with contextlib.suppress(asyncio.CancelledError):
         await task
     assert order == ["thread ended", "caller resumed"]
+
+
+@pytest.mark.cluster(nodes=1)
+async def test_config_sync_is_ready_with_the_dry_runs_state_prepared(cluster: DevCluster) -> None:
+    """The shadow is built before config-sync says it is ready: the first change after that finds
+    every job directory there already (its dry run's own sync mirrors none)."""
+    await cluster.submit_held(50)
+    async with config_sync(cluster) as sync:
+        dry = sync.service.validator.dry_runner
+        assert dry is not None and dry.warmed_seconds is not None  # built before ready
+        assert dry.shadow is not None and len(list(dry.shadow.path.glob("hash.*/job.*"))) >= 50
+        files = {**sync.good(), "slurm.conf": sync.good()["slurm.conf"] + b"\nMaxStepCount=40000\n"}
+        sync.config.write(files)
+        await sync.wait(set_sha(files))
+        assert dry.last_sync is not None and dry.last_sync.mirrored == 0, dry.last_sync
