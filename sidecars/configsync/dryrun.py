@@ -25,21 +25,28 @@ import shutil
 import socket
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, ParamSpec, TypeVar
 
 import structlog
 
 from sidecars.configsync import conffile
 from sidecars.configsync.conffile import SlurmConf
 from sidecars.configsync.joblog import job_effects, job_line
-from sidecars.configsync.rewrite_checks import controller_names, identity_problem, jobcomp_problem
+from sidecars.configsync.rewrite_checks import (
+    controller_names,
+    identity_problem,
+    jobcomp_problem,
+    node_record_problems,
+    relative_path_problems,
+)
 from sidecars.configsync.sandbox import isolate_nodes, overrides, own_controller
-from sidecars.configsync.shadow import ShadowState
+from sidecars.configsync.shadow import ShadowState, SyncStats
 from sidecars.configsync.sources import FileSet
 from sidecars.configsync.stage import write_files
+from sidecars.runtime.waits import until_set
 from sidecars.slurm.client import SlurmClient
 from sidecars.slurm.errors import SlurmError
 from sidecars.slurm.runner import SlurmMetrics
@@ -57,6 +64,24 @@ if TYPE_CHECKING:
     from sidecars.configsync.settings import Settings
 
 log = structlog.get_logger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+async def _to_thread_whole(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """`fn` in a thread, and on cancellation still waited for before the caller goes on: a thread
+    cannot be stopped, and one still writing the shadow after the lock was let go would race the
+    next sync of it (a dry run loading a shadow half in step). Cancellation is raised once it ended."""
+    work = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
+    try:
+        return await asyncio.shield(work)
+    except asyncio.CancelledError:
+        while not work.done():  # not cancellable: it ends on its own (a sync, a few file writes)
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.shield(work)
+        raise
+
 
 IsolationSetting = Literal["auto", "netns", "ports"]  # settings.DryRunIsolation
 
@@ -124,6 +149,7 @@ class DryRunner:
         self._shadow: ShadowState | None = None
         self.releases: tuple[str, str] | None = None  # (the dry run's, the live one's), once both known
         self.last_sync_seconds = 0.0  # the latest shadow sync (phases of a dry run, in its log event)
+        self.last_sync: SyncStats | None = None  # and what it did
         self.warmed_seconds: float | None = None  # how long warm() took to build the shadow, once done
 
     @classmethod
@@ -207,6 +233,21 @@ class DryRunner:
         """A file's controller records as the dry run sees them (tests turn this off, the control)."""
         return own_controller(text)
 
+    def record_problem(self, candidate: SlurmConf, current: SlurmConf | None = None) -> str | None:
+        """Slurm's checks of the node records' addresses and ports, which the throwaway's rewritten
+        records never meet (rewrite_checks.node_record_problems), and what neither it nor config-sync
+        can test (named, and the set not applied); tests turn this off, the control."""
+        found = node_record_problems(candidate)
+        if found.fatal:
+            return "; ".join(found.fatal)
+        untestable = [*found.untestable, *relative_path_problems(current, candidate)]
+        if untestable:
+            return (
+                "held, not applied: the dry run cannot test what it rewrites here, and config-sync cannot "
+                "check it as Slurm does: " + "; ".join(untestable)
+            )
+        return None
+
     def controller_host(self) -> str | None:
         """The one controller the throwaway is told of: this host (the name slurmctld checks)."""
         return socket.gethostname()
@@ -261,6 +302,7 @@ class DryRunner:
             return
         stats = self._shadow.sync()
         self.last_sync_seconds = stats.seconds
+        self.last_sync = stats
         log.debug(
             "dry_run_state_synced",
             mirrored=stats.mirrored,
@@ -277,22 +319,49 @@ class DryRunner:
         named = conf.options.get("statesavelocation")
         return Path(named) if named else None
 
-    async def warm(self, current: SlurmConf) -> None:
-        """Build the shadow of the state before a change needs it (its first build costs what every
-        dry run once cost: a few seconds at 10,000 jobs)."""
+    async def warm(self, current: SlurmConf) -> bool:
+        """Bring the shadow of the state in step now, before a change needs it: its first build costs
+        what every dry run once cost (seconds at 10,000 jobs), a later one what changed since. Under
+        the dry runs' lock, so a dry run waits for it and never loads a shadow half brought in step
+        (and its own sync, next, finds nothing left to do). False when it could not (said why)."""
         where = self.live_state(current)
         if where is None:
-            return
+            return False
         async with self._lock:
             started = time.monotonic()
             try:
                 state = self.state_path(where, self.work_dir)
-                await asyncio.to_thread(self.prepare_state, where, state)
-            except OSError as exc:  # the first dry run tries again, and says why if it fails too
+                await _to_thread_whole(self.prepare_state, where, state)
+            except OSError as exc:  # the next sync (or the dry run's own) tries again
                 log.warning("dry_run_state_not_ready", state=str(where), error=str(exc))
-                return
-            self.warmed_seconds = time.monotonic() - started
-            log.info("dry_run_state_ready", state=str(where), seconds=round(self.warmed_seconds, 3))
+                return False
+            if self.warmed_seconds is None:
+                self.warmed_seconds = time.monotonic() - started
+                log.info("dry_run_state_ready", state=str(where), seconds=round(self.warmed_seconds, 3))
+            return True
+
+    async def keep_state(
+        self, current: Callable[[], FileSet | None], stop: asyncio.Event, every_seconds: float
+    ) -> None:
+        """The shadow built at start and kept in step in the background, off every change's path:
+        each dry run then only syncs what changed since the last of these (a state file the live
+        slurmctld saved meanwhile), not the whole state (seconds at 10,000 jobs). `current`: the
+        applied set, whose StateSaveLocation is the live one. A change that arrives during a sync
+        waits for it (the lock): it is never judged on a shadow half brought in step."""
+        parsed: tuple[str, SlurmConf] | None = None  # the applied set's, parsed once per set
+        while not stop.is_set():
+            files = current()
+            try:
+                if files is not None:
+                    if parsed is None or parsed[0] != files.sha256:
+                        parsed = (files.sha256, conffile.parse(files, self.main, self.target))
+                    await self.warm(parsed[1])
+            except Exception as exc:  # one bad sync must not end the task; the dry run syncs anyway
+                log.error("dry_run_state_sync_failed", error=str(exc), exc_info=True)
+            if every_seconds <= 0 and self.warmed_seconds is not None:
+                await stop.wait()  # built: the dry runs keep it in step themselves (a root task
+                return  # that returns is a failure)
+            await until_set(stop, every_seconds if every_seconds > 0 else 1.0)
 
     async def run(self, files: FileSet, current: SlurmConf | None) -> DryRunResult:
         """Try the candidate; the scratch directory and the process are gone when this returns or raises."""
@@ -311,7 +380,7 @@ class DryRunner:
             controller_names(files, self.main, self.target), await self.running_hosts() if live else []
         )
         candidate = conffile.parse(files, self.main, self.target)
-        problem = problem or jobcomp_problem(current, candidate)
+        problem = problem or jobcomp_problem(current, candidate) or self.record_problem(candidate, current)
         if problem:
             return DryRunResult(False, problem, {}, 0.0, isolation)
         where = self.live_state(current or candidate)
@@ -323,10 +392,13 @@ class DryRunner:
         try:
             self.work_dir.mkdir(parents=True, exist_ok=True)
             # in a namespace of its own the live port is free; otherwise one nobody else uses
-            ctld_port = int(candidate.options.get("slurmctldport", "6817").split("-")[0] or 6817)
+            # (the candidate's own value is judged by Slurm's client parse, not here: a value that is
+            # no port gives the default)
+            given = candidate.options.get("slurmctldport", "").split("-")[0]
+            ctld_port = int(given) if given.isdigit() and 0 < int(given) <= 0xFFFF else 6817
             if isolation == "ports":
                 ctld_port = free_port()
-            conf_path = await asyncio.to_thread(self._prepare, files, d, where, ctld_port, dead.port)
+            conf_path = await _to_thread_whole(self._prepare, files, d, where, ctld_port, dead.port)
             prepared = time.monotonic()
             trial: Trial = await try_controller(
                 [*self.command, "-D", "-f", str(conf_path)],

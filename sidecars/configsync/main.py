@@ -133,11 +133,22 @@ async def running(
             await until_set(watching, 5.0)
             await service.start()
             tasks.start("sync_loop", service.run(stop))
+            if runner is not None:
+                # the dry run's shadow of the state: built now, beside the loop, and kept in step,
+                # so that no change (the first included) pays for preparing it
+                tasks.start(
+                    "dry_run_state",
+                    runner.keep_state(
+                        lambda: service.applied.files if service.applied else None,
+                        stop,
+                        settings.dry_run_state_sync_seconds,
+                    ),
+                )
             yield Running(service, port, registry, tasks)
         finally:
             tasks.stopping()
             stop.set()
-            await tasks.stop(grace=5.0, first=("watch", "sync_loop"))
+            await tasks.stop(grace=5.0, first=("watch", "sync_loop", "dry_run_state"))
             structlog.contextvars.reset_contextvars(**bound)
 
 

@@ -17,7 +17,6 @@ from pathlib import Path
 from sidecars.configsync import conffile
 from sidecars.configsync.conffile import SlurmConf
 from sidecars.slurm import hostlist
-from sidecars.slurm.throwaway import uses_slurmdbd
 
 # scripts slurmctld may run while loading the state or soon after (a job it fails runs
 # EpilogSlurmctld and mails); in the dry run they do nothing, where the candidate sets them
@@ -50,12 +49,28 @@ def _closed(value: str, fill: str) -> str:
     return ",".join([fill] * max(1, count))
 
 
+def _joined_node_lines(lines: list[str]) -> list[str]:
+    """A NodeName line continued with a backslash made one line, as Slurm's parser reads it (a record
+    left in pieces would keep its real address and port in the throwaway). Other lines as they are."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        if line.strip().lower().startswith("nodename="):
+            while line.rstrip().endswith("\\") and i < len(lines):
+                line = line.rstrip()[:-1] + " " + lines[i]
+                i += 1
+        out.append(line)
+    return out
+
+
 def isolate_nodes(text: str, port: int) -> str:
     """Every NodeName record at 127.0.0.1 and the closed port: whatever the throwaway sends a slurmd
     is refused here. The record keeps its shape (its node list, the number of addresses and ports it
     gives, NodeHostname as written: slurmctld only compares that with what a slurmd reports)."""
     out: list[str] = []
-    for line in text.splitlines():
+    for line in _joined_node_lines(text.splitlines()):
         head = line.strip()
         if not head.lower().startswith("nodename=") or head.endswith("\\"):
             out.append(line)
@@ -72,6 +87,9 @@ def isolate_nodes(text: str, port: int) -> str:
         ports = _closed(given.get("port", ""), str(port))
         out.append(f"{words[0]} NodeAddr={addr} Port={ports} {kept}".rstrip())
     return "\n".join(out) + "\n"
+
+
+SLURMDBD_STORAGE = "accounting_storage/slurmdbd"
 
 
 def uses_auth_slurm(conf: SlurmConf) -> bool:
@@ -125,7 +143,9 @@ def overrides(
     ]
     if conf.options.get("slurmschedlogfile"):
         lines.append(f"SlurmSchedLogFile={d / 'sched.log'}")
-    if uses_slurmdbd(conf.options.get("accountingstoragetype")):
+    # only the exact name: slurmctld loads plugins by their exact, case-sensitive name, so any other
+    # spelling is left for the throwaway to load (and die of, in Slurm's words, as slurmctld would)
+    if (conf.options.get("accountingstoragetype") or "").strip() == SLURMDBD_STORAGE:
         lines += ["AccountingStorageHost=127.0.0.1", f"AccountingStoragePort={dead_port}"]
         # without its slurmdbd, a controller whose state holds no TRES yet (the live one writes
         # them only at shutdown) dies: "running with a database but ... no TRES from it"

@@ -132,6 +132,11 @@ class ConfigSync(Installing):
             self.applied = Applied(0, now_rfc3339(), on_disk)
         # ready only after the start-up pass: the sources are synced (or judged) before anyone relies on it
         await self.sync_once(startup=True)
+        if self.applied is not None and self.validator.dry_runner is not None:
+            # the dry run's copy of the state prepared before ready (seconds at 10,000 jobs), so no
+            # change judged after it pays for that; main.py's "dry_run_state" keeps it in step
+            s = self.settings
+            await self.validator.dry_runner.warm(conffile.parse(self.applied.files, s.main_file, s.conf_dir))
         if self.applied is not None:
             self.ready = True
         await self._notify()
@@ -139,11 +144,8 @@ class ConfigSync(Installing):
     # ------------------------------------------------------------------ the loop
     async def run(self, stop: asyncio.Event) -> None:
         s = self.settings
-        if self.validator.dry_runner is not None and self.applied is not None:
-            # the dry run's shadow of the state built now, once, not by the first change (seconds
-            # at 10,000 jobs); ready already: a change arriving meanwhile waits as it would have
-            current = conffile.parse(self.applied.files, s.main_file, s.conf_dir)
-            await self.validator.dry_runner.warm(current)
+        # (the dry run's shadow of the state is built by start() and kept in step by a task of its
+        # own, beside this loop: main.py's "dry_run_state", DryRunner.keep_state)
         while not stop.is_set():
             timeout = self._backoff if self.pending and self._backoff else s.rehash_seconds
             if self.ha is not None and not self.ha.in_step(

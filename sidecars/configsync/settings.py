@@ -137,6 +137,13 @@ class Settings:
     dry_run_stay_seconds: float = setting(
         default=0.0, conv=seconds(zero_ok=True), help="the throwaway must stay up this long once it answers"
     )
+    # the shadow of the state is built when config-sync starts and brought in step this often after,
+    # off any change's path (a sync at rest lists and copies nothing); 0: only when a dry run needs it
+    dry_run_state_sync_seconds: float = setting(
+        default=5.0,
+        conv=seconds(zero_ok=True),
+        help="keep the dry run's copy of the state in step this often between changes (0: by dry runs only)",
+    )
     dry_run_timeout_seconds: float = setting(
         default=15.0, conv=seconds(), help="give up on a throwaway not primary by then"
     )

@@ -1,5 +1,6 @@
-"""config-sync's root tasks (the watch and the sync loop) are guarded: one that dies fails liveness
-naming it, and the daemon's wait ends with the failure (exit 1), instead of never syncing again."""
+"""config-sync's root tasks (the watch, the sync loop, the dry run's state kept in step) are guarded:
+one that dies fails liveness naming it, and the daemon's wait ends with the failure (exit 1), instead
+of never syncing again."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import aiohttp
 import pytest
 
 from sidecars.configsync import main as configsync_main
+from sidecars.configsync.dryrun import DryRunner
 from sidecars.configsync.service import ConfigSync
 from sidecars.devcluster import DevCluster
 from sidecars.runtime.tasks import RootTaskFailed, until_stopped
@@ -20,13 +22,15 @@ from tests.helpers import dies_when_armed, eventually
 
 @pytest.mark.cluster(nodes=1)
 @pytest.mark.releases("slurm24")  # a task's guard is ours, not Slurm's: one release shows it
-@pytest.mark.parametrize("task", ["watch", "sync_loop"])
+@pytest.mark.parametrize("task", ["watch", "sync_loop", "dry_run_state"])
 async def test_a_root_task_that_dies_is_reported(
     cluster: DevCluster, monkeypatch: pytest.MonkeyPatch, task: str
 ) -> None:
     armed = asyncio.Event()  # until set, the real task runs (the start-up sync depends on the watch)
     if task == "watch":
         monkeypatch.setattr(configsync_main, "watch", dies_when_armed(configsync_main.watch, armed, task))
+    elif task == "dry_run_state":
+        monkeypatch.setattr(DryRunner, "keep_state", dies_when_armed(DryRunner.keep_state, armed, task))
     else:
         monkeypatch.setattr(ConfigSync, "run", dies_when_armed(ConfigSync.run, armed, task))
 
