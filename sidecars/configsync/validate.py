@@ -186,6 +186,7 @@ class Validator:
         self.plugin_dir = plugin_dir  # None: slurmctld's PluginDir, asked once
         self._plugin_dirs: list[Path] | None = None
         self.dry_runner = dry_runner
+        self.predict = True  # what the workers' registration would say, judged before the swap (predict.py)
 
     @classmethod
     def from_settings(cls, settings: Settings, client: SlurmClient) -> Validator:
