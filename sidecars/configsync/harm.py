@@ -75,7 +75,7 @@ class Harmed:
 
     name: str
     reason: str  # Slurm's, exactly
-    reason_time: int  # epoch seconds, at or after the change
+    reason_time: int  # epoch seconds, as Slurm listed it after the change
     state: str  # e.g. IDLE+DRAIN+INVALID_REG
     admin_reason: str | None  # the drain someone had set before the change (given back at the undo)
 
@@ -90,10 +90,13 @@ class Harm:
     usable_after: dict[str, int] = field(default_factory=dict)
     states_before: dict[str, int] = field(default_factory=dict)
     states_after: dict[str, int] = field(default_factory=dict)
+    # partitions whose every usable node left them with the change (a NodeSet's feature no worker
+    # has, a node list naming none of them): jobs queue there forever. Judged as harm
+    emptied: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.harmed
+        return not self.harmed and not self.emptied
 
     def reason(self) -> str:
         by_why: dict[str, list[str]] = {}
@@ -110,6 +113,8 @@ class Harm:
             for p, n in sorted(self.usable_after.items())
             if n < self.usable_before.get(p, 0)
         }
+        for p in self.emptied:
+            words.append(f"partition {p} has no usable node left after the change (its nodes left it)")
         if lost:
             words.append(
                 "usable nodes: " + ", ".join(f"partition {p} {a} -> {b}" for p, (a, b) in lost.items())
@@ -127,15 +132,23 @@ class Harm:
             "usable_after": self.usable_after,
             "states_before": self.states_before,
             "states_after": self.states_after,
+            "emptied": self.emptied,
         }
 
 
 def _set_by_change(before: Node, now: Node, since: int) -> bool:
-    """`now` carries a state Slurm set because of the change: an unhealthy state with a reason of
-    Slurm's registration checks, new since the change's second and not the one the node had."""
+    """`now` carries a state Slurm set because of the change. A node usable before that Slurm
+    marked INVALID at registration since: Slurm's alone (24.11 keeps a resumed node's last reason,
+    and drains it again under that old text and time: the mark, not the reason, tells). Otherwise
+    an unhealthy state under a reason of Slurm's registration checks, set at or after the change's
+    second, and not the one the node had."""
     bad = bool(now.state.flags & _HARM_FLAGS) or now.state.base == "DOWN"
+    if not bad or now.reason is None:
+        return False
+    if healthy(before) and now.state.flags & {"INVALID", "INVALID_REG"}:
+        return True
     r = now.reason
-    if not bad or r is None or r.time is None or r.time < since:
+    if r.time is None or r.time < since:
         return False
     if before.reason is not None and before.reason.text == r.text and before.reason.time == r.time:
         return False  # the same drain as before the change
@@ -159,14 +172,21 @@ def judge(
     if parts_before is not None:
         harm.usable_before = usable(parts_before, before)
         harm.usable_after = usable(parts_after or parts_before, after)
+        for name, was_part in parts_before.items():
+            now_part = (parts_after or {}).get(name)
+            kept = [n for n in was_part.nodes if n in before and healthy(before[n])]
+            if now_part is None or not kept or harm.usable_after.get(name, 0):
+                continue
+            if not set(kept) & set(now_part.nodes):  # they left it, rather than turned unusable
+                harm.emptied.append(name)
     for name, was in before.items():
         now = after.get(name)
         if now is None or not answered(was) or not _set_by_change(was, now, second):
             continue
-        assert now.reason is not None and now.reason.time is not None
+        assert now.reason is not None
         admin = was.reason.text if was.state.drain and was.reason is not None else None
         state = "+".join([now.state.base, *sorted(now.state.flags)])
-        harm.harmed.append(Harmed(name, now.reason.text, now.reason.time, state, admin))
+        harm.harmed.append(Harmed(name, now.reason.text, now.reason.time or 0, state, admin))
     return harm
 
 
@@ -178,6 +198,7 @@ class Undone:
     redrained: list[str] = field(default_factory=list)
     left: dict[str, str] = field(default_factory=dict)  # node -> why it was not touched
     registered_seconds: float | None = None  # the rollback's reconfigure until the harmed re-registered
+    not_answering: list[str] = field(default_factory=list)  # resumed, yet not answering Slurm's ping
 
     def describe(self) -> str:
         words = []
@@ -186,6 +207,8 @@ class Undone:
         if self.redrained:
             words.append(f"gave {', '.join(sorted(self.redrained))} their earlier drain back")
         words += [f"left {n}: {why}" for n, why in sorted(self.left.items())]
+        if self.not_answering:
+            words.append(f"resumed, not answering yet: {', '.join(self.not_answering)}")
         return "; ".join(words)
 
     def as_json(self) -> dict[str, Any]:
@@ -194,31 +217,51 @@ class Undone:
             "redrained": sorted(self.redrained),
             "left": dict(sorted(self.left.items())),
             "registered_seconds": self.registered_seconds,
+            "not_answering": self.not_answering,
         }
+
+
+async def _read(client: SlurmClient, names: list[str]) -> dict[str, Node]:
+    try:
+        return await client.nodes_named(names)
+    except SlurmError as exc:
+        log.warning("harm_nodes_unreadable", error=exc.message)
+        return {}
 
 
 async def registered_again(
     client: SlurmClient, names: Iterable[str], since: float, within: float, *, restarts: bool
 ) -> tuple[dict[str, Node], float | None]:
-    """The nodes as Slurm lists them once each registered after `since` (epoch), read by name until
-    then, at most `within` s; with how long that took (None: not seen for all). Without `restarts`
-    (22.05 reconfigures slurmd in place) no sign of a registration exists: read once."""
+    """The nodes as Slurm lists them once each registered after `since` (epoch) with no INVALID mark
+    left, read by name until then, at most `within` s; with how long that took (None: not all did).
+    With `restarts` (23.11+) a registration shows as the slurmd's start time; 22.05 reconfigures
+    slurmd in place and shows none: there the INVALID mark going is the only sign."""
     wanted = sorted(names)
     started = time.monotonic()
     deadline = started + within
     second = int(since)
     while True:
-        try:
-            nodes = await client.nodes_named(wanted)
-        except SlurmError as exc:
-            log.warning("harm_nodes_unreadable", error=exc.message)
-            nodes = {}
-        if not restarts:
-            return nodes, None
-        if nodes and all((n.slurmd_start_time or 0) >= second for n in nodes.values()):
+        nodes = await _read(client, wanted)
+        if len(nodes) == len(wanted) and all(
+            (not restarts or (n.slurmd_start_time or 0) >= second)
+            and not n.state.flags & {"INVALID", "INVALID_REG"}
+            for n in nodes.values()
+        ):
             return nodes, time.monotonic() - started
         if time.monotonic() >= deadline:
             return nodes, None
+        await asyncio.sleep(0.1)
+
+
+async def answering(client: SlurmClient, names: list[str], within: float) -> list[str]:
+    """Slurm marks a resumed node NOT_RESPONDING until its next ping answers: wait for that, at
+    most `within` s, so that what is reported is the fleet as it is. The names still not answering."""
+    deadline = time.monotonic() + within
+    while True:
+        nodes = await _read(client, names)
+        late = sorted(n for n in names if n not in nodes or "NOT_RESPONDING" in nodes[n].state.flags)
+        if not late or time.monotonic() >= deadline:
+            return late
         await asyncio.sleep(0.1)
 
 
@@ -239,7 +282,7 @@ async def undo(client: SlurmClient, harm: Harm, since: float, within: float, *, 
         r = now.reason if now is not None else None
         if now is None:
             out.left[h.name] = "no longer listed by slurmctld"
-        elif r is None or r.text != h.reason or r.time is None or r.time < harm.since:
+        elif r is None or r.text != h.reason or (r.time or 0) < h.reason_time:
             out.left[h.name] = "its state changed since (someone else's now)"
         elif now.state.flags & {"INVALID", "INVALID_REG"}:
             out.left[h.name] = "its registration on the good set failed too"
@@ -260,5 +303,8 @@ async def undo(client: SlurmClient, harm: Harm, since: float, within: float, *, 
         except SlurmError as exc:
             for n in resume:
                 out.left[n] = f"resume failed: {exc.message}"
+    if out.resumed:
+        late = await answering(client, out.resumed, within)
+        out.not_answering = late
     log.info("harm_undone", **out.as_json())
     return out

@@ -9,6 +9,8 @@
 (c) Changes that need a restart rather than a reconfigure (restart.py), and those no restart can
     take (a new ClusterName).
 (d) Plugin names with no plugin file where slurmctld loads them from (a misspelt one kills it).
+(d') What the workers' registration would refuse (GRES against gres.conf, NodeSet features against
+    the fleet): predict.py. What cannot be predicted is judged after the swap (harm.py).
 (e) Last, the dry run (dryrun.py): a throwaway slurmctld of the same release started on the candidate
     and a copy of the live state. Hand-written checks trail Slurm's own; this one is Slurm's own. With
     it, what the change does to pending and running jobs (jobs.py).
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from sidecars.configsync import conffile, dbdconf, jobs, restart
+from sidecars.configsync import conffile, dbdconf, jobs, predict, restart
 from sidecars.configsync.auxfiles import aux_problems
 from sidecars.configsync.conffile import SlurmConf
 from sidecars.configsync.dryrun import DryRunner, DryRunResult
@@ -284,6 +286,11 @@ class Validator:
         problems = (plugin_problems(old, conf, dirs) if dirs else []) + path_problems(old, conf)
         if problems:
             return _reject("; ".join(problems))
+        if self.predict and old is not None and current is not None:
+            # what the workers' registration would refuse, said before the swap (predict.py)
+            problems = await predict.problems(self.client, old, conf, current, files)
+            if problems:
+                return _reject("the workers would refuse it: " + "; ".join(problems))
         if not tasks:
             return Verdict(True, "", tuple(reasons), conf)
         result: DryRunResult = await tasks[0]
