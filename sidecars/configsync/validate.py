@@ -286,13 +286,28 @@ class Validator:
         problems = (plugin_problems(old, conf, dirs) if dirs else []) + path_problems(old, conf)
         if problems:
             return _reject("; ".join(problems))
+        predicted: list[str] = []
         if self.predict and old is not None and current is not None:
             # what the workers' registration would refuse, said before the swap (predict.py)
-            problems = await predict.problems(self.client, old, conf, current, files)
-            if problems:
-                return _reject("the workers would refuse it: " + "; ".join(problems))
+            predicted = await predict.problems(self.client, old, conf, current, files)
+        foreseen = _reject("the workers would refuse it: " + "; ".join(predicted)) if predicted else None
         if not tasks:
-            return Verdict(True, "", tuple(reasons), conf)
+            return foreseen or Verdict(True, "", tuple(reasons), conf)
+        verdict = await self._after_dry_run(old, conf, version, reasons, tasks)
+        if foreseen is not None and not (verdict.ok and verdict.jobs):
+            return foreseen
+        # a set that would also end or requeue jobs is held for them, as every such set is: the
+        # operator who forces it past them forces it past this too (the live judge still watches)
+        return verdict
+
+    async def _after_dry_run(
+        self,
+        old: SlurmConf | None,
+        conf: SlurmConf,
+        version: Version,
+        reasons: list[RestartReason],
+        tasks: list[asyncio.Task[Any]],
+    ) -> Verdict:
         result: DryRunResult = await tasks[0]
         placed, resv, dynamic = await tasks[1] if len(tasks) > 1 else ([], {}, {})
         if result.ok and old is not None and set(result.jobs) - {p.job_id for p in placed}:
