@@ -11,8 +11,11 @@ from typing import Any
 
 import pytest
 
+from sidecars.configsync.harm import judge
 from sidecars.configsync.predict import GresSpec, parse_gres
 from sidecars.devcluster import DevCluster
+from sidecars.slurm import Node, NodeState
+from sidecars.slurm.models import Reason
 from tests.configsync.harness import Sync, config_sync, key_secret, set_sha
 
 # SlurmdParameters=config_overrides (the dev cluster's default) tells Slurm not to drain a worker
@@ -211,3 +214,39 @@ def test_gres_as_slurm_writes_it() -> None:
         GresSpec("nic", None, 1),
     ]
     assert parse_gres("(null)") == [] and parse_gres("mps:1K") == [GresSpec("mps", None, 1024)]
+
+
+def _node(name: str, state: str, reason: str | None = None, at: int | None = None) -> Node:
+    why = Reason(reason, "root", at) if reason is not None else None
+    return Node(
+        name, NodeState.parse(state), why, 1, 0, 1000, (), (), "", "", "127.0.0.1", "h", (), None, 1, None
+    )
+
+
+def test_only_what_slurm_set_after_the_change_is_harm() -> None:
+    t = 1_000_000
+    before = {
+        "ok": _node("ok", "IDLE"),
+        "admin": _node("admin", "IDLE+DRAIN", ADMIN, t - 60),
+        "later": _node("later", "IDLE"),
+        "old": _node("old", "IDLE+DRAIN", "Low RealMemory", t - 60),
+        "down": _node("down", "DOWN", "Not responding", t - 60),
+    }
+    after = {
+        "ok": _node(
+            "ok", "IDLE+DRAIN+INVALID_REG", "gres/gpu count reported lower than configured (0 < 1)", t
+        ),
+        "admin": _node(
+            "admin", "IDLE+DRAIN+INVALID_REG", "gres/gpu count reported lower than configured (0 < 1)", t
+        ),
+        "later": _node("later", "IDLE+DRAIN", "admin: reboot for a kernel", t + 1),  # someone else's
+        "old": _node("old", "IDLE+DRAIN", "Low RealMemory", t - 60),  # there before the change
+        "down": _node("down", "DOWN+INVALID_REG", "gres/gpu count reported lower than configured", t),
+    }
+    harm = judge(before, after, t + 0.4)
+    assert [(h.name, h.admin_reason) for h in harm.harmed] == [("ok", None), ("admin", ADMIN)]
+    assert "Slurm drained admin, ok after the change (gres/gpu count" in harm.reason()
+    # 24.11 drains a resumed node again under its last (older) reason: the INVALID mark tells
+    again = {"ok": _node("ok", "IDLE+DRAIN+INVALID_REG", "gres/gpu count reported lower", t - 30)}
+    assert [h.name for h in judge({"ok": before["ok"]}, again, t).harmed] == ["ok"]
+    assert judge(before, before, t).ok
