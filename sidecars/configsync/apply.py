@@ -24,6 +24,7 @@ from typing import TypeVar
 
 import structlog
 
+from sidecars.configsync import harm as fleet_harm
 from sidecars.configsync.conffile import SlurmConf
 from sidecars.configsync.views import SlurmView, settings_view
 from sidecars.configsync.workers import WorkerCheck, answered
@@ -58,6 +59,8 @@ class ApplyOutcome:
     settled: bool = True  # False: a later change cut the settle period short
     steps: list[str] = field(default_factory=list)
     reconfigure_seconds: float | None = None  # `scontrol reconfigure` until it returned
+    harm: fleet_harm.Harm | None = None  # what the change did to the fleet's health (harm.py)
+    since: float | None = None  # the change's time (epoch): what Slurm set after it is the change's
 
 
 def few(names: Iterable[str], limit: int = NAMED_AT_MOST) -> str:
@@ -177,12 +180,16 @@ class Applier:
         settle_seconds: float,
         restart_timeout: float,
         log_path: Path | None = None,
+        registration_seconds: float = 10.0,
     ) -> None:
         self.client = client
         self.settle_seconds = settle_seconds
         self.restart_timeout = restart_timeout
+        self.registration_seconds = registration_seconds
         self.tail = LogTail(log_path)
-        self.workers = WorkerCheck(client)  # the configless workers took it too (workers.py)
+        # the configless workers took it too (workers.py), waited for as long as Slurm needs
+        self.workers = WorkerCheck(client, wait=registration_seconds)
+        self.last_harm: fleet_harm.Harm | None = None  # the judge's verdict on the last change
 
     async def _answers(self, deadline: float) -> bool:
         while True:
@@ -237,12 +244,13 @@ class Applier:
         wait: float,
         interrupt: asyncio.Event | None = None,
         since: float | None = None,
+        workers: bool = True,
     ) -> ApplyOutcome:
         """Poll the settings until the new values show (at most `wait` s), then keep checking
         through the settle period, which `interrupt` (a later change waiting) ends early: the later
         change's own verification keeps watching slurmctld, so it never waits for this one's settle.
-        Then the fleet is read once, for the node checks and, given the reconfigure's time `since`,
-        the workers' verdict (workers.py)."""
+        Then the fleet is read once, for the node checks and, given the change's time `since`, the
+        workers' verdict (workers.py, with `workers`) and the harm judge's (harm.py)."""
         settle_end = time.monotonic() + self.settle_seconds
         deadline = time.monotonic() + max(wait, 1.0)
         problems: list[str] = []
@@ -275,7 +283,7 @@ class Applier:
                 await asyncio.sleep(min(0.5, max(0.0, settle_end - now)))
             else:
                 await until_set(interrupt, min(0.5, max(0.0, settle_end - now)))
-        return await self._fleet(old, new, before, after, since, settled)
+        return await self._fleet(old, new, before, after, since, settled, workers=workers)
 
     async def _fleet(
         self,
@@ -285,8 +293,12 @@ class Applier:
         after: SlurmView,
         since: float | None,
         settled: bool,
+        *,
+        workers: bool = True,
     ) -> ApplyOutcome:
-        """The one read of every node after the change, and what it shows."""
+        """The one read of every node after the change, and what it shows. The workers are waited
+        for until each registered again (workers.py); the harm judge reads what that read (harm.py),
+        so a change that hurts nobody waits for nothing more."""
         nodes = await self._read(self.client.node_listing)
         if nodes is None:
             return ApplyOutcome(False, "slurmctld stopped answering after the change", controller_died=True)
@@ -303,13 +315,22 @@ class Applier:
             unknown = [n for n in missing if n not in found]
             if unknown:
                 problems.append(f"nodes {few(unknown)} are not known to slurmctld")
-        if problems:
-            return ApplyOutcome(False, "; ".join(problems), settled=settled)
-        if since is not None:
+        verdict = None
+        latest = listed
+        if since is not None and workers:
             verdict = await self.workers.verify(since, before.nodes, nodes, after.config)
-            if not verdict.ok:
-                return ApplyOutcome(False, verdict.reason(), settled=settled)
-        return ApplyOutcome(True, settled=settled)
+            latest = {**listed, **self.workers.latest}
+        harm = None
+        if since is not None:
+            harm = fleet_harm.judge(before.nodes, latest, since, before.partitions, after.partitions)
+            self.last_harm = harm
+            if not harm.ok:
+                problems.append(harm.reason())
+        if problems:
+            return ApplyOutcome(False, "; ".join(problems), settled=settled, harm=harm, since=since)
+        if verdict is not None and not verdict.ok:
+            return ApplyOutcome(False, verdict.reason(), settled=settled, harm=harm, since=since)
+        return ApplyOutcome(True, settled=settled, harm=harm, since=since)
 
     async def reconfigure(
         self, old: SlurmConf, new: SlurmConf, before: SlurmView, *, interrupt: asyncio.Event | None = None
@@ -353,6 +374,7 @@ class Applier:
         It is back when it answers with another BOOT_TIME (polling ping alone can miss a quick restart)."""
         self.tail.mark()
         booted = await self._boot_time() or before.config.get("boot_time")
+        since = time.time()
         try:
             await self.client.shutdown_controller()
         except SlurmError as exc:
@@ -372,6 +394,6 @@ class Applier:
                     controller_died=True,
                 )
             await asyncio.sleep(0.2)
-        outcome = await self.verify(old, new, before, wait=10.0)
+        outcome = await self.verify(old, new, before, wait=10.0, since=since, workers=False)
         outcome.took_request = True
         return outcome

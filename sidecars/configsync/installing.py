@@ -10,7 +10,7 @@ from typing import Any
 
 import structlog
 
-from sidecars.configsync import conffile
+from sidecars.configsync import conffile, harm
 from sidecars.configsync.apply import ApplyOutcome
 from sidecars.configsync.record import Rejection, change_phases, now_rfc3339
 from sidecars.configsync.reporting import Reporting
@@ -19,6 +19,7 @@ from sidecars.configsync.sources import FileSet
 from sidecars.configsync.stage import Applied, LastKnownGood, Restored, Target
 from sidecars.configsync.validate import Verdict
 from sidecars.configsync.views import SlurmView
+from sidecars.configsync.workers import RESTARTS_FROM
 from sidecars.slurm import SlurmClient, SlurmError
 
 log = structlog.get_logger(__name__)
@@ -37,6 +38,7 @@ class Installing(Reporting):
     _fixed_log_path: bool
     _backoff: float
     _rejected_moves: int
+    undone: harm.Undone | None
 
     async def _adopt(self, files: FileSet) -> None:
         assert self.applied is not None
@@ -162,6 +164,21 @@ class Installing(Reporting):
         log.warning("config_rolled_back_on_disk", reason=outcome.reason)
         if outcome.took_request and not outcome.controller_died:
             # slurmctld may have taken part of the set: have it read the good one again
+            since = time.time()
             with contextlib.suppress(SlurmError):
                 await self.client.reconfigure()
+            if outcome.harm is not None and not outcome.harm.ok:
+                # then what Slurm set because of the change is taken back, and only that (harm.py)
+                outcome.reason = "; ".join([outcome.reason, await self._undo(outcome.harm, since)])
         await self._reject(files, outcome.reason, "rolled_back", seen)
+
+    async def _undo(self, judged: harm.Harm, since: float) -> str:
+        try:
+            restarts = (await self.client.version()).at_least(*RESTARTS_FROM)
+        except SlurmError:
+            restarts = True  # the safe reading: wait for a registration that may never be seen
+        self.undone = await harm.undo(
+            self.client, judged, since, self.settings.registration_seconds, restarts=restarts
+        )
+        said = self.undone.describe()
+        return f"undone after the rollback: {said}" if said else "nothing to undo"

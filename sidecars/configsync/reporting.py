@@ -11,6 +11,7 @@ from typing import Any
 from sidecars.configsync.apply import Applier
 from sidecars.configsync.ha import Coordination
 from sidecars.configsync.ha_rollout import OUTCOMES, Rollout
+from sidecars.configsync.harm import Undone
 from sidecars.configsync.history import History
 from sidecars.configsync.record import Recorder, Rejection
 from sidecars.configsync.stage import Applied, Restored
@@ -26,6 +27,7 @@ class Reporting:
     rejected: Rejection | None
     forced: dict[str, Any] | None
     restored: Restored | None
+    undone: Undone | None
     pending: bool
     validator: Validator
     applier: Applier
@@ -59,6 +61,12 @@ class Reporting:
             # the workers' side of the last reconfigure (configsync/workers.py), None before one
             "workers": None if self.applier.workers.last is None else self.applier.workers.last.as_json(),
             "restored": None if self.restored is None else asdict(self.restored),
+            # the fleet's health around the last change, and what a rollback undid (harm.py)
+            "harm": {
+                "registration_wait_seconds": self.applier.registration_seconds,
+                "last": None if self.applier.last_harm is None else self.applier.last_harm.as_json(),
+                "undone": None if self.undone is None else self.undone.as_json(),
+            },
         }
         if self.ha is not None:  # with --peer only (ha.py): this pod's place among the controller pods
             out["ha"] = self.ha.status(None if a is None else a.files.sha256)

@@ -23,6 +23,7 @@ from sidecars.configsync import conffile, jobs
 from sidecars.configsync.apply import Applier
 from sidecars.configsync.ha import Coordination
 from sidecars.configsync.ha_rollout import Rollout
+from sidecars.configsync.harm import Undone
 from sidecars.configsync.history import History
 from sidecars.configsync.installing import Installing
 from sidecars.configsync.metrics import ConfigSyncMetrics
@@ -63,6 +64,7 @@ class ConfigSync(Installing):
             settle_seconds=settings.settle_seconds,
             restart_timeout=settings.restart_timeout_seconds,
             log_path=log_path,
+            registration_seconds=settings.registration_seconds,
         )
         self._fixed_log_path = log_path is not None
         self.applied: Applied | None = None
@@ -71,6 +73,7 @@ class ConfigSync(Installing):
         # the last time an unverified set was replaced by the good one outside a rollback of ours:
         # config-guard did it as slurmctld (re)started (stage.py), or this sidecar did at its start
         self.restored: Restored | None = None
+        self.undone: Undone | None = None  # what the last rollback took back of Slurm's (harm.py)
         self.history = History(settings.history_limit, settings.secret_sources)
         self.record = Recorder(self.history, self.metrics, events)
         self.pending = False

@@ -80,6 +80,14 @@ class Settings:
     settle_seconds: float = setting(
         default=5.0, conv=seconds(zero_ok=True), help="slurmctld must keep answering this long after a change"
     )
+    # measured: a worker registers again within 0.6 s of a reconfigure (24.11, 26.05; idle machine);
+    # 10 s leaves a loaded node 15x that. Spent only on a worker not registered yet
+    registration_seconds: float = setting(
+        default=10.0,
+        conv=seconds(),
+        help="how long workers may take to register again after a change (and after its rollback) "
+        "before they are judged: unregistered ones are named, drains the change caused are undone",
+    )
     max_file_bytes: int = setting(
         default=1024 * 1024, conv=number(unit="bytes"), help="reject files larger than this"
     )

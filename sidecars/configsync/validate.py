@@ -9,6 +9,8 @@
 (c) Changes that need a restart rather than a reconfigure (restart.py), and those no restart can
     take (a new ClusterName).
 (d) Plugin names with no plugin file where slurmctld loads them from (a misspelt one kills it).
+(d') What the workers' registration would refuse (GRES against gres.conf, NodeSet features against
+    the fleet): predict.py. What cannot be predicted is judged after the swap (harm.py).
 (e) Last, the dry run (dryrun.py): a throwaway slurmctld of the same release started on the candidate
     and a copy of the live state. Hand-written checks trail Slurm's own; this one is Slurm's own. With
     it, what the change does to pending and running jobs (jobs.py).
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from sidecars.configsync import conffile, dbdconf, jobs, restart
+from sidecars.configsync import conffile, dbdconf, jobs, predict, restart
 from sidecars.configsync.auxfiles import aux_problems
 from sidecars.configsync.conffile import SlurmConf
 from sidecars.configsync.dryrun import DryRunner, DryRunResult
@@ -186,6 +188,7 @@ class Validator:
         self.plugin_dir = plugin_dir  # None: slurmctld's PluginDir, asked once
         self._plugin_dirs: list[Path] | None = None
         self.dry_runner = dry_runner
+        self.predict = True  # what the workers' registration would say, judged before the swap (predict.py)
 
     @classmethod
     def from_settings(cls, settings: Settings, client: SlurmClient) -> Validator:
@@ -283,8 +286,28 @@ class Validator:
         problems = (plugin_problems(old, conf, dirs) if dirs else []) + path_problems(old, conf)
         if problems:
             return _reject("; ".join(problems))
+        predicted: list[str] = []
+        if self.predict and old is not None and current is not None:
+            # what the workers' registration would refuse, said before the swap (predict.py)
+            predicted = await predict.problems(self.client, old, conf, current, files)
+        foreseen = _reject("the workers would refuse it: " + "; ".join(predicted)) if predicted else None
         if not tasks:
-            return Verdict(True, "", tuple(reasons), conf)
+            return foreseen or Verdict(True, "", tuple(reasons), conf)
+        verdict = await self._after_dry_run(old, conf, version, reasons, tasks)
+        if foreseen is not None and not (verdict.ok and verdict.jobs):
+            return foreseen
+        # a set that would also end or requeue jobs is held for them, as every such set is: the
+        # operator who forces it past them forces it past this too (the live judge still watches)
+        return verdict
+
+    async def _after_dry_run(
+        self,
+        old: SlurmConf | None,
+        conf: SlurmConf,
+        version: Version,
+        reasons: list[RestartReason],
+        tasks: list[asyncio.Task[Any]],
+    ) -> Verdict:
         result: DryRunResult = await tasks[0]
         placed, resv, dynamic = await tasks[1] if len(tasks) > 1 else ([], {}, {})
         if result.ok and old is not None and set(result.jobs) - {p.job_id for p in placed}:

@@ -135,6 +135,7 @@ class WorkerCheck:
         self.client = client
         self.wait = wait
         self.last: WorkerVerdict | None = None
+        self.latest: dict[str, Node] = {}  # the judged workers as last read, registered again or not
 
     async def _readyz(self, nodes: list[Node], verdict: WorkerVerdict, default_port: int) -> None:
         probed = {*verdict.taken, *verdict.not_taken, *verdict.unregistered}
@@ -168,6 +169,7 @@ class WorkerCheck:
         version = await self.client.version()
         if not version.at_least(*RESTARTS_FROM):
             self.last = WorkerVerdict(f"none: Slurm {version} reconfigures slurmd in place")
+            self.latest = {}
             return self.last
         use_http = health.served(version, config.get("communicationparameters", ""))
         port = int(config.get("slurmdport", "6818") or 6818)
@@ -191,4 +193,5 @@ class WorkerCheck:
             verdict.method = "slurmd_start_time+readyz"
             await self._readyz(list(latest.values()), verdict, port)
         self.last = verdict
+        self.latest = latest
         return verdict

@@ -142,6 +142,7 @@ async def test_the_command_serves_status_and_exits_0_on_sigterm(cluster: DevClus
         metrics = await cmd.get("/metrics")
         keys = {"applied", "rejected", "restart_required", "pending", "held_for_jobs", "dry_run", "workers"}
         keys.add("restored")  # what config-guard (or config-sync at its start) put back, if anything
+        keys.add("harm")  # the fleet's health around the last change, and what a rollback undid
         assert set(st) == keys
         assert set(st["applied"]) == {"generation", "sha256", "at", "forced"}
         assert st["applied"]["generation"] == 1 and st["applied"]["forced"] is None
