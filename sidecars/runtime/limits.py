@@ -1,0 +1,24 @@
+"""The caps on text we read that are not a role's setting, each stated once (docs/limits.md tables
+every cap, these and the settings, with what happens past it).
+
+Every text that reaches a regular expression, a diff, a parser or a log line is input: a file set,
+Slurm's output, a peer's answer. Each path that reads one is linear in its size and stops at a cap
+with a clear answer, never a hang.
+"""
+
+from __future__ import annotations
+
+# a string field of a log line (a reason quoting Slurm's words, a diff): past it the field is cut
+# and says how much was left out; redaction runs on the kept part only (runtime.redact)
+LOG_FIELD_CHARS = 16 * 1024
+# the secret values a Redactor scrubs, counted in characters all together: past it the oldest are
+# dropped (config-sync's SecretValues keeps 4,096 values at most, configsync.secretvalues)
+KNOWN_SECRET_CHARS = 4 * 1024 * 1024
+# a hostlist's expansion in bytes (names and their separators) beside its count of names
+# (slurm.hostlist.MAX_NAMES): past either it is refused before anything is expanded
+HOSTLIST_MAX_BYTES = 16 * 1024 * 1024
+# a diff is computed line by line; past this many lines in either text it is not computed at all
+# and the history says so (configsync.history)
+DIFF_MAX_LINES = 20_000
+# a text this long or longer is worked on in a thread, not on the event loop (asyncio.to_thread)
+OFF_LOOP_CHARS = 64 * 1024

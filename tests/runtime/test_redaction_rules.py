@@ -1,0 +1,72 @@
+"""Redaction's rules (runtime.redact) beyond the secret-named keys: a URL's password, every word of
+an unquoted secret value, a cut log field that never shows part of a secret, and the cost of all of
+it linear in the text (a 1 MiB word held config-sync for minutes, issue 33)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from sidecars.configsync.secretvalues import values_of
+from sidecars.configsync.sources import FileEntry
+from sidecars.runtime import limits
+from sidecars.runtime.redact import REDACTED, Redactor, redact, secret_pairs
+from tests.costs import superlinear
+
+
+@pytest.mark.parametrize(
+    ("line", "shown"),
+    [
+        (
+            "JobCompLoc=http://user:pw-url-1@db.example:8086/slurm",
+            f"JobCompLoc=http://user:{REDACTED}@db.example:8086/slurm",
+        ),
+        ("peer https://:pw-url-2@ctl-0 answered", f"peer https://:{REDACTED}@ctl-0 answered"),
+        ("AccountingStoragePass=correct horse battery", f"AccountingStoragePass={REDACTED}"),
+        ("StoragePass = two words # why", f"StoragePass = {REDACTED}"),
+        ("JobCompPass=two words JobCompUser=me", f"JobCompPass={REDACTED} JobCompUser=me"),
+        (
+            "-AccountingStoragePass=old\n+AccountingStoragePass=new\n",
+            f"-AccountingStoragePass={REDACTED}\n+AccountingStoragePass={REDACTED}\n",
+        ),
+        ("JobCompLoc=http://db.example/slurm", "JobCompLoc=http://db.example/slurm"),
+    ],
+)
+def test_url_passwords_and_every_word_of_a_value_are_hidden(line: str, shown: str) -> None:
+    assert redact(line) == shown
+
+
+def test_the_values_learnt_include_every_word_and_the_url_password() -> None:
+    text = "StoragePass=correct horse battery\nJobCompLoc=http://u:pw-url-3@h/x\n"
+    assert set(secret_pairs(text)) >= {"correct horse battery", "correct", "horse", "battery", "pw-url-3"}
+    entry = FileEntry("slurm.conf", text.encode(), 0o644, len(text), None)  # type: ignore[arg-type]
+    assert "pw-url-3" in set(values_of(entry, whole=False))
+
+
+def test_a_cut_log_field_never_shows_part_of_a_secret() -> None:
+    secret = "s3cret-" * 1000
+    redactor = Redactor(lambda: (secret,))
+    # the secret starts just before the cut and runs far past it
+    text = "x" * (limits.LOG_FIELD_CHARS - 3) + secret + "tail"
+    out = redactor.text(text, limits.LOG_FIELD_CHARS)
+    assert "s3c" not in out and REDACTED in out and "more characters not shown" in out
+    assert len(out) < limits.LOG_FIELD_CHARS + 100
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda n: "#" + "x" * n + "\nClusterName=c\n",  # one word and an `=` elsewhere
+        lambda n: "a-" * (n // 2) + "=",  # a run of key characters, `-` between
+        lambda n: "Key=" * (n // 4),  # keys without values
+        lambda n: "AccountingStoragePass=" + "p" * n,  # a secret value with no end
+        lambda n: 'JobCompPass="' + "q" * n,  # an unterminated quote
+        lambda n: "JobCompLoc=http://u:" + ":" * n,  # a URL whose password never ends
+        lambda n: "AccountingStoragePass=a " * (n // 24),  # many secret pairs on one line
+    ],
+)
+def test_redaction_costs_grow_linearly(make: Callable[[int], str]) -> None:
+    known = tuple(f"value-{i:04d}" for i in range(200))
+    redactor = Redactor(lambda: known)
+    assert superlinear(make, lambda text: (redactor.text(text), list(secret_pairs(text)))) is None
