@@ -17,8 +17,9 @@ KNOWN_SECRET_CHARS = 4 * 1024 * 1024
 # a hostlist's expansion in bytes (names and their separators) beside its count of names
 # (slurm.hostlist.MAX_NAMES): past either it is refused before anything is expanded
 HOSTLIST_MAX_BYTES = 16 * 1024 * 1024
-# a diff is computed line by line; past this many lines in either text it is not computed at all
-# and the history says so (configsync.history)
-DIFF_MAX_LINES = 20_000
+# the lines between a file's common head and tail that difflib matches line by line (its cost grows
+# with their square: 1,000 lines take ~0.2 s); past it those lines are compared line for line by
+# position (one hunk, linear), and the diff's note says so (configsync.history)
+DIFF_MAX_LINES = 1_000
 # a text this long or longer is worked on in a thread, not on the event loop (asyncio.to_thread)
 OFF_LOOP_CHARS = 64 * 1024

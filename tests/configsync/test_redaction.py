@@ -62,12 +62,14 @@ def test_a_diff_shows_that_a_password_changed_but_not_the_password() -> None:
     assert "secret-pw" not in change.diff
 
 
-def test_every_file_of_a_secret_volume_is_withheld_whatever_its_mode() -> None:
+async def test_every_file_of_a_secret_volume_is_withheld_whatever_its_mode() -> None:
     secret = Path("/secret")
     old = FileSet.build([FileEntry("slurmdbd.conf", b"DbdHost=a\n", 0o644, 10, secret)])
     new = FileSet.build([FileEntry("slurmdbd.conf", b"DbdHost=b\n", 0o644, 10, secret)])
     history = History(secret_sources=(secret,))
-    history.record("applied", new, old, at="now", generation=2, based_on=1, reason="StoragePass=pw-dbd-3 bad")
+    await history.record(
+        "applied", new, old, at="now", generation=2, based_on=1, reason="StoragePass=pw-dbd-3 bad"
+    )
     text = json.dumps(history.as_json())
     assert "DbdHost" not in text and "pw-dbd-3" not in text
     (gen,) = history.as_json()["generations"]
