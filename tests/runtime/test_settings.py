@@ -59,7 +59,12 @@ def _roles(d: Path) -> list[Role]:
     (d / "tok").write_text(TOKEN)
     (d / "viewer").write_text(VIEWER)
     ca = "/etc/ssl/certs/ca-certificates.crt"
-    limits = {"--http-header-seconds": ["4"], "--http-body-seconds": ["5"], "--http-max-connections": ["6"]}
+    limits = {
+        "--http-header-seconds": ["4"],
+        "--http-body-seconds": ["5"],
+        "--http-max-connections": ["6"],
+        "--loop-lag-bound-seconds": ["7"],
+    }
     return [
         Role(
             "config-sync",
