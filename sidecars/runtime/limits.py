@@ -14,9 +14,6 @@ LOG_FIELD_CHARS = 16 * 1024
 # the secret values a Redactor scrubs, counted in characters all together: past it the oldest are
 # dropped (config-sync's SecretValues keeps 4,096 values at most, configsync.secretvalues)
 KNOWN_SECRET_CHARS = 4 * 1024 * 1024
-# a hostlist's expansion in bytes (names and their separators) beside its count of names
-# (slurm.hostlist.MAX_NAMES): past either it is refused before anything is expanded
-HOSTLIST_MAX_BYTES = 16 * 1024 * 1024
 # the lines between a file's common head and tail that difflib matches line by line (its cost grows
 # with their square: 1,000 lines take ~0.2 s); past it those lines are compared line for line by
 # position (one hunk, linear), and the diff's note says so (configsync.history)

@@ -24,9 +24,9 @@ MiB = 1 << 20
 SETS: dict[str, Callable[[int], bytes]] = {
     "one-word comment": lambda n: b"#" + b"x" * (n - 2) + b"\n",
     "keys without values": lambda n: b"K= " * ((n - 1) // 3) + b"\n",
-    "a MiB Feature list": lambda n: b"NodeName=f1 CPUs=1 Features="
-    + b",".join(b"f%d" % i for i in range(n // 4))[: n - 40]
-    + b"\n",
+    "a MiB Feature list": lambda n: (
+        b"NodeName=f1 CPUs=1 Features=" + b",".join(b"f%d" % i for i in range(n // 4))[: n - 40] + b"\n"
+    ),
     "50,000 short lines": lambda n: b"".join(b"#%018d\n" % i for i in range(min(50_000, n // 20))),
     "one repeated key": lambda n: b"SchedulerParameters=x " * ((n - 1) // 22) + b"\n",
     "an unterminated quote": lambda n: b'SlurmctldParameters="' + b"y" * (n - 30) + b"\n",
