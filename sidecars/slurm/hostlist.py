@@ -70,7 +70,7 @@ def _ranges(spec: str, whole: str) -> list[tuple[str, int, int]]:
 def _pieces(pattern: str) -> list[str | list[tuple[str, int, int]]]:
     """A pattern as literal text and bracket ranges, in order."""
     out: list[str | list[tuple[str, int, int]]] = []
-    for piece in re.split(r"(\[[^\]]*\])", pattern):
+    for piece in re.split(r"(\[[^\[\]]*\])", pattern):  # no `[` inside: each `[` is tried once
         if piece.startswith("["):
             out.append(_ranges(piece[1:-1], pattern))
         elif "]" in piece:
@@ -159,7 +159,14 @@ def expand(expr: str, limit: int = MAX_NAMES) -> list[str]:
     return names
 
 
-_TAIL_NUMBER = re.compile(r"^(.*?)(\d+)$")
+_DIGITS = "0123456789"
+
+
+def _tail_number(name: str) -> tuple[str, str] | None:
+    """(prefix, trailing digits), or None without them. Not `^(.*?)(\\d+)$`: that tries the digits
+    again from each character (quadratic in a long run of digits)."""
+    prefix = name.rstrip(_DIGITS)
+    return None if len(prefix) == len(name) else (prefix, name[len(prefix) :])
 
 
 def compress(names: Iterable[str]) -> str:
@@ -172,12 +179,12 @@ def compress(names: Iterable[str]) -> str:
         if name in seen:
             continue
         seen.add(name)
-        m = _TAIL_NUMBER.match(name)
+        m = _tail_number(name)
         if not m or "[" in name or "," in name:
             plain.append(name)
             order.append(name)
             continue
-        prefix, digits = m.groups()
+        prefix, digits = m
         # zero padding is part of the identity: n01 and n1 are different names
         width = len(digits) if digits.startswith("0") and len(digits) > 1 else 0
         key = (prefix, width)
