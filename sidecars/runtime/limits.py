@@ -11,6 +11,8 @@ from __future__ import annotations
 # a string field of a log line (a reason quoting Slurm's words, a diff): past it the field is cut
 # and says how much was left out; redaction runs on the kept part only (runtime.redact)
 LOG_FIELD_CHARS = 16 * 1024
+# an Event's message (a rejection's reason quoting Slurm's words): cut the same way
+EVENT_MESSAGE_CHARS = 4 * 1024
 # the secret values a Redactor scrubs, counted in characters all together: past it the oldest are
 # dropped (config-sync's SecretValues keeps 4,096 values at most, configsync.secretvalues)
 KNOWN_SECRET_CHARS = 4 * 1024 * 1024

@@ -11,8 +11,10 @@ import pytest
 from sidecars.configsync.secretvalues import values_of
 from sidecars.configsync.sources import FileEntry
 from sidecars.runtime import limits
+from sidecars.runtime.events import RedactingEventSink
 from sidecars.runtime.redact import REDACTED, Redactor, redact, secret_pairs
 from tests.costs import superlinear
+from tests.helpers import RecordingEvents
 
 
 @pytest.mark.parametrize(
@@ -70,3 +72,12 @@ def test_redaction_costs_grow_linearly(make: Callable[[int], str]) -> None:
     known = tuple(f"value-{i:04d}" for i in range(200))
     redactor = Redactor(lambda: known)
     assert superlinear(make, lambda text: (redactor.text(text), list(secret_pairs(text)))) is None
+
+
+async def test_an_events_message_is_cut_and_redacted() -> None:
+    inner = RecordingEvents()
+    sink = RedactingEventSink(inner, Redactor(lambda: ("pw-event-1",)))
+    await sink.emit("ConfigRejected", "slurm.conf: pw-event-1 " + "x" * (1 << 20), "Warning")
+    ((_, message, _),) = inner.events
+    assert "pw-event-1" not in message and REDACTED in message
+    assert len(message) < limits.EVENT_MESSAGE_CHARS + 100 and "more characters not shown" in message
