@@ -7,12 +7,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sidecars.configsync.secretvalues import values_of
 from sidecars.configsync.sources import FileEntry
 from sidecars.runtime import limits
 from sidecars.runtime.events import RedactingEventSink
-from sidecars.runtime.redact import REDACTED, Redactor, redact, secret_pairs
+from sidecars.runtime.redact import PLACEHOLDERS, REDACTED, Redactor, redact, secret_pairs
 from tests.costs import superlinear
 from tests.helpers import RecordingEvents
 
@@ -81,3 +83,27 @@ async def test_an_events_message_is_cut_and_redacted() -> None:
     ((_, message, _),) = inner.events
     assert "pw-event-1" not in message and REDACTED in message
     assert len(message) < limits.EVENT_MESSAGE_CHARS + 100 and "more characters not shown" in message
+
+
+@settings(max_examples=300, deadline=2000)  # a generous budget per example on a loaded machine
+@given(
+    st.text(alphabet=st.sampled_from(list("P=s :/@\"'\n-#xK")), max_size=200),  # none of the secret's
+    st.text(alphabet=st.sampled_from(list("abcXYZ019")), min_size=4, max_size=12),
+    st.integers(0, 250),
+)
+def test_no_known_value_survives_any_text_or_cut(text: str, secret: str, limit: int) -> None:
+    redactor = Redactor(lambda: (secret,))
+    mixed = text[: len(text) // 2] + secret + text[len(text) // 2 :]
+    assert secret not in redactor.text(mixed)
+    cut = redactor.text(mixed, limit)
+    assert secret not in cut and secret[: max(4, len(secret) - 1)] not in cut
+
+
+@settings(max_examples=300, deadline=2000)
+@given(st.text(alphabet=st.sampled_from(list('AccountingStoragePass= word\n"x')), max_size=200))
+def test_a_secret_pairs_value_is_never_shown(text: str) -> None:
+    shown = redact(text)
+    for value in secret_pairs(text):
+        # a value also written outside its pair (a plain word elsewhere) is not the pattern's to hide
+        if len(value) >= 4 and value not in PLACEHOLDERS and value.strip() and text.count(value) == 1:
+            assert value not in shown.replace(REDACTED, "\0"), (text, value, shown)
