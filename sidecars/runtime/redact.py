@@ -76,10 +76,13 @@ def _url_spans(text: str) -> Iterator[tuple[int, int]]:
             yield m.span("password")
 
 
-def _replaced(text: str, spans: Iterable[tuple[int, int]], limit: int | None = None) -> str:
+def _replaced(
+    text: str, spans: Iterable[tuple[int, int]], limit: int | None = None, total: int | None = None
+) -> str:
     """`text` with each span (sorted by start; overlaps merged) replaced by `REDACTED`; with a
     `limit`, only its first `limit` characters are kept (a span that starts before it is replaced
-    whole) and the cut says how much it left out."""
+    whole) and the cut says how much of the `total` (the text's length before the caller cut it
+    short) it left out."""
     out: list[str] = []
     at = 0
     stop = len(text) if limit is None else min(limit, len(text))
@@ -94,7 +97,7 @@ def _replaced(text: str, spans: Iterable[tuple[int, int]], limit: int | None = N
     if at < stop:
         out.append(text[at:stop])
     if limit is not None and len(text) > limit:
-        out.append(f"... ({len(text) - max(at, stop)} more characters not shown)")
+        out.append(f"... ({(total or len(text)) - max(at, stop)} more characters not shown)")
     return "".join(out)
 
 
@@ -159,7 +162,8 @@ class Redactor:
         the cut crosses is replaced whole). Linear in the text for each known value, and only the
         part up to the cut and one longest value beyond it is looked at."""
         values = self._scrubbed()
-        if limit is not None and len(text) > limit:
+        total = len(text)
+        if limit is not None and total > limit:
             text = text[: limit + (len(values[0]) if values else 0) + 1]
         spans = _pattern_spans(text)
         for value in values:
@@ -168,7 +172,7 @@ class Redactor:
                 spans.append((at, at + len(value)))
                 at = text.find(value, at + len(value))
         spans.sort()
-        return _replaced(text, spans, limit)
+        return _replaced(text, spans, limit, total)
 
     def json(self, value: Any) -> Any:
         """A JSON value with every string in it redacted (keys left as they are)."""

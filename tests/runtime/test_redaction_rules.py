@@ -56,6 +56,9 @@ def test_a_cut_log_field_never_shows_part_of_a_secret() -> None:
     out = redactor.text(text, limits.LOG_FIELD_CHARS)
     assert "s3c" not in out and REDACTED in out and "more characters not shown" in out
     assert len(out) < limits.LOG_FIELD_CHARS + 100
+    assert out.endswith(
+        f"... ({len(text) - (limits.LOG_FIELD_CHARS - 3 + len(secret))} more characters not shown)"
+    )
 
 
 @pytest.mark.parametrize(
