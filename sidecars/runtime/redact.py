@@ -23,7 +23,8 @@ from typing import Any
 from sidecars.runtime import limits
 
 REDACTED = "<redacted>"
-SECRET_KEY = re.compile(r"pass|key|secret|token|credential|jwt|authaltparameters", re.IGNORECASE)
+SECRET_WORDS = ("pass", "key", "secret", "token", "credential", "jwt", "authaltparameters")
+SECRET_KEY = re.compile("|".join(SECRET_WORDS), re.IGNORECASE)
 # `Key=value`, `Key = value`, `Key="a quoted value"` (an unterminated quote runs to the line's end).
 # A match starts only where no key character stands before it (its leading non-letters, a diff's
 # `-`, are passed over, possessively): without that look-behind a long run of key characters with
@@ -52,6 +53,9 @@ def _secret_spans(text: str) -> Iterator[tuple[int, int]]:
     """The (start, end) of every secret value in `text`, in order, in one pass: a secret-named
     pair's value (a quoted one to its quote; an unquoted one to the next `Key=` of its line or the
     line's end, as `Pass=two words` has two words to hide), and a URL's password."""
+    low = text.lower()
+    if not any(word in low for word in SECRET_WORDS):  # no secret-named key anywhere: nothing to walk
+        return
     pending: tuple[int, int] | None = None  # an unquoted secret value: its start, its line's end
     for m in PAIR.finditer(text):
         if pending is not None:
