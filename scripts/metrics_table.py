@@ -11,6 +11,7 @@ from sidecars.configsync.ha import HaMetrics
 from sidecars.configsync.metrics import ConfigSyncMetrics
 from sidecars.controlplane.changes import ClusterUpgradeMetrics
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
+from sidecars.runtime.looplag import LoopLag, LoopLagSettings
 from sidecars.slurm.runner import SlurmMetrics
 from sidecars.worker import gpu_attribution
 from sidecars.worker.metrics import WorkerMetrics
@@ -51,6 +52,7 @@ def _rows(who: str, build: Any) -> list[tuple[str, str, str, tuple[str, ...], st
 def metric_rows() -> list[tuple[str, str, str, tuple[str, ...], str]]:
     rows = [
         *_rows("every role", SlurmMetrics),
+        *_rows("every role", lambda registry: LoopLag(registry, LoopLagSettings())),
         *_rows("config-sync", ConfigSyncMetrics),
         *_rows("config-sync", HaMetrics),
         *_rows("worker", WorkerMetrics),

@@ -72,7 +72,7 @@ def few(names: Iterable[str], limit: int = NAMED_AT_MOST) -> str:
 
 def _norm(value: str | None) -> str:
     v = (value or "").strip().lower()
-    v = re.sub(r"\s*(sec|secs|seconds)$", "", v)
+    v = re.sub(r"(?<!\s)\s*(sec|secs|seconds)$", "", v)  # tried at a run's first space only: linear
     return v.replace('"', "")
 
 

@@ -46,6 +46,7 @@ from sidecars.configsync.sandbox import isolate_nodes, overrides, own_controller
 from sidecars.configsync.shadow import ShadowState, SyncStats
 from sidecars.configsync.sources import FileSet
 from sidecars.configsync.stage import write_files
+from sidecars.runtime import offloop
 from sidecars.runtime.waits import until_set
 from sidecars.slurm.client import SlurmClient
 from sidecars.slurm.errors import SlurmError
@@ -376,10 +377,15 @@ class DryRunner:
         mismatch = await self.compare_releases() if live else None
         if mismatch:
             return DryRunResult(False, mismatch, {}, 0.0, isolation, release_mismatch=True)
-        problem = identity_problem(
-            controller_names(files, self.main, self.target), await self.running_hosts() if live else []
+        # both read the whole set: off the loop for a large one (runtime.offloop)
+        names, candidate = await offloop.sized(
+            sum(e.size for e in files.files.values()),
+            lambda: (
+                controller_names(files, self.main, self.target),
+                conffile.parse(files, self.main, self.target),
+            ),
         )
-        candidate = conffile.parse(files, self.main, self.target)
+        problem = identity_problem(names, await self.running_hosts() if live else [])
         problem = problem or jobcomp_problem(current, candidate) or self.record_problem(candidate, current)
         if problem:
             return DryRunResult(False, problem, {}, 0.0, isolation)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sidecars.configsync.sources import FileEntry, FileSet
+from sidecars.runtime import limits, offloop
 from sidecars.runtime.redact import redact
 
 DEFAULT_LIMIT = 20
@@ -81,6 +82,54 @@ def _lines(text: str) -> list[str]:
     return [line if line.endswith("\n") else line + "\n" for line in text.splitlines(keepends=True)]
 
 
+def _common(a: list[str], b: list[str]) -> tuple[int, int]:
+    """How many lines `a` and `b` share at their head and then at their tail."""
+    head = 0
+    while head < min(len(a), len(b)) and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    return head, tail
+
+
+def _block(a: list[str], b: list[str], fromfile: str, tofile: str) -> str:
+    """A unified diff of one hunk over the lines between the common head and tail, compared line
+    for line by position (equal ones kept as context), with three lines of context around.
+    Linear in the lines, and readable where one attribute changed on many lines."""
+    head, tail = _common(a, b)
+    start = max(0, head - 3)
+    end_a, end_b = len(a) - tail, len(b) - tail
+    after = a[end_a : end_a + 3]
+    span_a, span_b = end_a + len(after) - start, end_b + len(after) - start
+    out = [
+        f"--- {fromfile}\n+++ {tofile}\n",
+        f"@@ -{start + 1 if span_a else start},{span_a} +{start + 1 if span_b else start},{span_b} @@\n",
+        *(" " + line for line in a[start:head]),
+    ]
+    for x, y in zip(a[head:end_a], b[head:end_b], strict=False):
+        out += (" " + x,) if x == y else ("-" + x, "+" + y)
+    both = min(end_a, end_b) - head
+    out += ("-" + line for line in a[head + both : end_a])
+    out += ("+" + line for line in b[head + both : end_b])
+    out += (" " + line for line in after)
+    return "".join(out)
+
+
+def _diff(a: list[str], b: list[str], fromfile: str, tofile: str) -> tuple[str, str]:
+    """(the unified diff, a note): difflib's when the lines between the common head and tail are
+    few enough (`limits.DIFF_MAX_LINES`), else one block hunk, and the note says so. difflib's
+    matching grows with the square of the lines that differ: 20,000 lines, every other one
+    changed, took 33 s."""
+    head, tail = _common(a, b)
+    differing = max(len(a), len(b)) - head - tail
+    if differing <= limits.DIFF_MAX_LINES:
+        return "".join(difflib.unified_diff(a, b, fromfile=fromfile, tofile=tofile)), ""
+    cap = limits.DIFF_MAX_LINES
+    note = f"{differing} lines differ, over the {cap}-line cap: shown line for line by position"
+    return _block(a, b, fromfile, tofile), note
+
+
 def file_change(
     name: str,
     old: FileEntry | None,
@@ -95,18 +144,16 @@ def file_change(
     after = "" if new is None else _text(new)
     if before is None or after is None:
         return FileChange(name, change, None, "not UTF-8 text")
-    diff = "".join(
-        difflib.unified_diff(
-            _lines(before),
-            _lines(after),
-            fromfile="/dev/null" if old is None else f"a/{name}",
-            tofile="/dev/null" if new is None else f"b/{name}",
-        )
+    diff, block = _diff(
+        _lines(before),
+        _lines(after),
+        fromfile="/dev/null" if old is None else f"a/{name}",
+        tofile="/dev/null" if new is None else f"b/{name}",
     )
     if not diff:  # same text, another mode
         return FileChange(name, change, "", "contents unchanged (file mode changed)")
     text, note = _cap(redact(diff), limit)
-    return FileChange(name, change, text, note)
+    return FileChange(name, change, text, "; ".join(n for n in (block, note) if n))
 
 
 def changes(
@@ -136,7 +183,7 @@ class History:
         self._items: deque[Generation] = deque(maxlen=limit)
         self.version = 0  # grows with every record: lets a reader skip an unchanged history
 
-    def record(
+    async def record(
         self,
         outcome: str,
         files: FileSet,
@@ -147,7 +194,10 @@ class History:
         based_on: int | None,
         reason: str | None,
     ) -> Generation:
-        shown = changes(old, files, secret_sources=self.secret_sources)
+        """Record a generation; its diff is worked out off the event loop when the sets are large
+        (runtime.offloop), and the history changes on the loop only."""
+        size = sum(e.size for s in (files, old) if s is not None for e in s.files.values())
+        shown = await offloop.sized(size, changes, old, files, secret_sources=self.secret_sources)
         said = redact(reason) if reason is not None else None
         entry = Generation(outcome, generation, based_on, files.sha256, at, said, shown)
         self._items.append(entry)

@@ -23,10 +23,11 @@ from sidecars.configsync.settings import Settings
 from sidecars.configsync.validate import Validator
 from sidecars.configsync.watch import watch
 from sidecars.kube import pod_events
-from sidecars.runtime import daemon, logs
+from sidecars.runtime import daemon, logs, looplag
 from sidecars.runtime.events import EventSink, LogEventSink, RedactingEventSink
 from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, bearer_required, serve
+from sidecars.runtime.looplag import LoopLag
 from sidecars.runtime.redact import BOUND, Redactor
 from sidecars.runtime.tasks import RootTasks, until_stopped
 from sidecars.runtime.waits import until_set, within
@@ -80,6 +81,8 @@ async def running(
     tasks = RootTasks()
     liveness, readiness = Checks(), Checks()
     liveness.add("root_tasks", tasks.check)
+    lag = LoopLag(registry, settings.loop_lag)
+    liveness.add(looplag.CHECK, lag.check)
     readiness.add(
         "target_synced",
         lambda: CheckResult(
@@ -123,6 +126,7 @@ async def running(
 
     app.router.add_get("/history", history)
     async with serve(app, settings.http_host, settings.http_port, settings.http_limits, settings.tls) as port:
+        tasks.start(looplag.TASK, lag.run())
         watching = asyncio.Event()
         if watch_files:  # off only in tests of the periodic re-hash
             tasks.start("watch", watch(settings.sources, service.wake, stop, watching))

@@ -92,7 +92,7 @@ class Recorder:
         """`new` is on disk and what slurmctld runs on (or will start on, when `installed`). With HA
         peers the outcome may be `staging` until every controller pod holds it (ha_rollout.py): it
         is counted as applied only then."""
-        self.history.record(
+        await self.history.record(
             outcome,
             new.files,
             old.files if old else None,
@@ -127,7 +127,7 @@ class Recorder:
     async def not_applied(
         self, files: FileSet, rejection: Rejection, result: str, applied: Applied | None, *, seen: float
     ) -> None:
-        self.history.record(
+        await self.history.record(
             result,
             files,
             applied.files if applied else None,

@@ -71,6 +71,8 @@ class SecretValues:
         self._max_bytes = max_bytes
         self._seen: tuple[tuple[str, int, int, int], ...] | None = None
         self._values: dict[str, None] = {}  # insertion-ordered: the oldest go first past the bound
+        self._answer: tuple[str, ...] = ()  # the same object until the values change (a Redactor
+        # sorts them once per answer, not at every log line)
 
     def __call__(self) -> Iterable[str]:
         fingerprint = _fingerprint(self._sources)
@@ -88,4 +90,6 @@ class SecretValues:
                             self._values[value] = None
                 while len(self._values) > MAX_VALUES:
                     del self._values[next(iter(self._values))]
-        return self._values.keys()
+                if tuple(self._values) != self._answer:
+                    self._answer = tuple(self._values)
+        return self._answer

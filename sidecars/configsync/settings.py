@@ -12,6 +12,7 @@ from typing import Literal
 from sidecars.configsync import ha_peers
 from sidecars.configsync.jobs import FORCE_FILE
 from sidecars.runtime import http
+from sidecars.runtime.looplag import LoopLagSettings
 from sidecars.runtime.settings import (
     ADDRESS,
     BOOL,
@@ -216,6 +217,7 @@ class Settings:
         "reported as not everywhere (a Warning Event)",
     )
     http_limits: http.ServerLimits = settings_of(default_factory=http.ServerLimits)
+    loop_lag: LoopLagSettings = settings_of(default_factory=LoopLagSettings)
     tls: ssl.SSLContext | None = None  # --tls-cert-file, --tls-key-file
 
     @property

@@ -39,7 +39,7 @@ from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.kube import KubeClient
 from sidecars.kube.cache import WatchCache
 from sidecars.kube.nodename import NodeNaming
-from sidecars.runtime import http
+from sidecars.runtime import http, looplag
 from sidecars.runtime.events import LogEventSink
 from sidecars.runtime.tasks import RootTasks
 from sidecars.runtime.waits import until_set
@@ -75,6 +75,7 @@ class ControlPlaneService:
         self.kube = kube
         self.metrics = ControlPlaneMetrics(registry)
         self.tasks = RootTasks()
+        self.lag = looplag.LoopLag(registry, settings.loop_lag)
         self._refresh_now = asyncio.Event()
         self._refreshed = asyncio.Event()
         self.fleet = FleetView(slurm, brief_jobs=settings.brief_jobs)
@@ -334,6 +335,7 @@ class ControlPlaneService:
         liveness, readiness = health.checks(
             self.fleet, self.tasks, self.caches(), interval_seconds=self.settings.interval_seconds
         )
+        liveness.add(looplag.CHECK, self.lag.check)
         app = http.DaemonHTTP(self.registry, liveness, readiness, self.status).app(client_max_size=16 * 1024)
         # /status names nodes, pods and the Lease holder: the viewer's or the operator's to read
         readers = (self.settings.token, *filter(None, [self.settings.viewer_token]))
@@ -348,6 +350,7 @@ class ControlPlaneService:
         stop = asyncio.Event()
         health.watch_metrics(self.metrics, self.caches())
         self.fleet.last_attempt = time.monotonic()
+        self.tasks.start(looplag.TASK, self.lag.run())
         self.tasks.start("refresh_loop", self.refresh_loop())
         self.tasks.start("drain_loop", self.drain_loop())
         self.tasks.start("slurmctld_loop", self.slurmctld_loop())

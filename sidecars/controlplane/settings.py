@@ -24,6 +24,7 @@ from sidecars.controlplane.flag_kinds import (
 from sidecars.kube import topology
 from sidecars.kube.nodename import ANNOTATION, SOURCES
 from sidecars.runtime import http
+from sidecars.runtime.looplag import LoopLagSettings
 from sidecars.runtime.settings import (
     ADDRESS,
     BOOL,
@@ -185,6 +186,7 @@ class ControlPlaneSettings:
         '("" accepts none)',
     )
     http_limits: http.ServerLimits = settings_of(default_factory=http.ServerLimits)
+    loop_lag: LoopLagSettings = settings_of(default_factory=LoopLagSettings)
     tls: ssl.SSLContext | None = None  # None: plain HTTP; --tls-cert-file, --tls-key-file
     config_sync: str | None = setting(
         default=None,

@@ -9,6 +9,7 @@ from typing import Literal, Protocol
 
 import structlog
 
+from sidecars.runtime import limits
 from sidecars.runtime.redact import Redactor
 
 EventType = Literal["Normal", "Warning"]
@@ -39,4 +40,4 @@ class RedactingEventSink:
         self.redactor = redactor
 
     async def emit(self, reason: str, message: str, type: EventType = "Normal") -> None:
-        await self.inner.emit(reason, self.redactor.text(message), type)
+        await self.inner.emit(reason, self.redactor.text(message, limits.EVENT_MESSAGE_CHARS), type)

@@ -8,7 +8,6 @@ it) and come from a short fixed list (every distinct value is a time series kept
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 
 # Slurm's own programs (clients and daemons): the only names a `command` label may carry
@@ -45,7 +44,17 @@ SCONTROL_VERBS = frozenset(
     {"show", "update", "create", "delete", "reconfigure", "ping", "shutdown", "takeover", "reboot", "token"}
 )
 # what packagers append to a program's name: Debian's `-wlm`, a release (`slurmd-24.11`), `.real`
-_SUFFIX = re.compile(r"[-.][A-Za-z0-9._-]*$")
+_SUFFIX_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
+def _stem(name: str) -> str:
+    """`name` without the suffix from its first `-` or `.` on, when the suffix holds only
+    `[A-Za-z0-9._-]`. Not `[-.][A-Za-z0-9._-]*$`, which runs to the end from each `-` (quadratic)."""
+    start = len(name)
+    while start and name[start - 1] in _SUFFIX_CHARS:
+        start -= 1
+    cuts = [i for i in (name.find("-", start), name.find(".", start)) if i >= 0]
+    return name[: min(cuts)] if cuts else name
 
 
 def program(word: str) -> str | None:
@@ -53,7 +62,7 @@ def program(word: str) -> str | None:
     name = os.path.basename(word).split(" ")[0]  # /proc/PID/exe of a replaced binary ends " (deleted)"
     if name in COMMANDS:
         return name
-    stem = _SUFFIX.sub("", name)
+    stem = _stem(name)
     return stem if stem in COMMANDS else None
 
 

@@ -27,8 +27,10 @@ from sidecars.slurm.models import (
 
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_:/.\-]*$")
 _NULL = {"", "(null)", "N/A", "n/a", "None", "Unknown", "NONE", "n/s"}
-_REASON_STAMP = re.compile(r"\[[^@\]\s]+@[0-9T:\-]+\]")
-_REASON_TAIL = re.compile(r"^(?P<text>.*?)\s*\[(?P<user>[^@\]]+)@(?P<time>[0-9T:\-]+)\]\s*$")
+# no `[` in a user: each `[` of a line is tried once (with it, a run of `[` was quadratic)
+_REASON_STAMP = re.compile(r"\[[^@\[\]\s]+@[0-9T:\-]+\]")
+# matched from the line's last `[` only (a lazy head before it retried the rest at each character)
+_REASON_TAIL = re.compile(r"\[(?P<user>[^@\[\]]+)@(?P<time>[0-9T:\-]+)\]\s*")
 _GPU_IDX = re.compile(r"gpu(?::[^:(),]+)?:\d+\(IDX:(?P<idx>[^)]*)\)")
 
 
@@ -39,6 +41,7 @@ def pairs(line: str) -> list[tuple[str, str]]:
     its `[user@time]` tail is read as pairs again: a node in a reservation has `ReservationName=` there.
     """
     out: list[tuple[str, str]] = []
+    glued: dict[int, list[str]] = {}  # the words without `=` that belong to a pair's value
     words = line.strip().split(" ")
     i = 0
     while i < len(words):
@@ -58,9 +61,11 @@ def pairs(line: str) -> list[tuple[str, str]]:
                 break
             out.append((key, value))
         elif out and word:
-            k, v = out[-1]
-            out[-1] = (k, f"{v} {word}")
+            glued.setdefault(len(out) - 1, []).append(word)
         i += 1
+    for at, more in glued.items():  # joined once: a value re-joined at each word was quadratic
+        k, v = out[at]
+        out[at] = (k, " ".join([v, *more]))
     return out
 
 
@@ -138,9 +143,10 @@ def parse_reason(value: str | None, user: str | None = None, when: int | None = 
     v = nullable(value)
     if v is None:
         return None
-    m = _REASON_TAIL.match(v)
+    at = v.rfind("[")
+    m = _REASON_TAIL.fullmatch(v, at) if at >= 0 else None
     if m:
-        return Reason(m["text"], m["user"], parse_time(m["time"]))
+        return Reason(v[:at].rstrip(), m["user"], parse_time(m["time"]))
     return Reason(v, user, when)
 
 

@@ -14,7 +14,7 @@ import aiohttp
 import structlog
 from prometheus_client import CollectorRegistry
 
-from sidecars.runtime import tlsroots
+from sidecars.runtime import looplag, tlsroots
 from sidecars.runtime.events import EventSink, LogEventSink
 from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, bearer_or_loopback, serve, serve_unix
@@ -114,6 +114,7 @@ class Agent:
         self.known: Observation | None = None  # the last look that succeeded (probes, status)
         self.started = time.monotonic()
         self.tasks = RootTasks()
+        self.lag = looplag.LoopLag(self.registry, settings.loop_lag)
         self.last_tick: float | None = None
         self.http_port: int | None = None
         self._startup_done = False
@@ -205,6 +206,7 @@ class Agent:
     def http(self) -> DaemonHTTP:
         live, ready = Checks(), Checks()
         live.add("root_tasks", self.tasks.check)
+        live.add(looplag.CHECK, self.lag.check)
         live.add("agent_loop", self._loop_fresh)
         live.add("slurmd_alive", self._slurmd_alive)
         ready.add("slurm_node_claim", self._claimed)
@@ -279,6 +281,7 @@ class Agent:
             # that ends after it is a daemon stopping, one that ends before it a failure
             loop_stop = asyncio.Event()
             self.tasks.start("agent_loop", self._loop(loop_stop, wake))
+            self.tasks.start(looplag.TASK, self.lag.run())
             if s.gpu_check != "off":
                 self.tasks.start("gpu_check", self.gpu_drain.run())
             try:

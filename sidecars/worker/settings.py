@@ -13,6 +13,7 @@ from sidecars.kube import topology
 from sidecars.kube.nodename import ANNOTATION, SOURCES, is_node_name
 from sidecars.kube.topology import TopologySpec
 from sidecars.runtime import http
+from sidecars.runtime.looplag import LoopLagSettings
 from sidecars.runtime.settings import (
     ADDRESS,
     BOOL,
@@ -79,6 +80,7 @@ class WorkerSettings:
         help="CA certificate(s) to trust for an https control plane",
     )
     http_limits: http.ServerLimits = settings_of(default_factory=http.ServerLimits)
+    loop_lag: LoopLagSettings = settings_of(default_factory=LoopLagSettings)
     job_mapping_dir: Path | None = setting(
         default=None, conv=PATH, help="keep dcgm-exporter GPU-index -> job id files here"
     )

@@ -59,7 +59,7 @@ def test_key_material_and_binary_files_are_named_but_never_shown() -> None:
     assert got["blob.conf"].diff is None and "UTF-8" in got["blob.conf"].note
 
 
-def test_a_huge_diff_is_cut_at_a_line_and_the_history_is_bounded() -> None:
+async def test_a_huge_diff_is_cut_at_a_line_and_the_history_is_bounded() -> None:
     old = fileset({"slurm.conf": b"".join(b"NodeName=n%d\n" % i for i in range(5000))})
     new = fileset({"slurm.conf": b"".join(b"NodeName=m%d\n" % i for i in range(5000))})
     (c,) = changes(old, new, limit=4096)
@@ -67,7 +67,7 @@ def test_a_huge_diff_is_cut_at_a_line_and_the_history_is_bounded() -> None:
     assert "cut at 4096 bytes" in c.note
     history = History(limit=3)
     for i in range(5):
-        history.record("rejected", new, old, at=f"t{i}", generation=None, based_on=1, reason=f"r{i}")
+        await history.record("rejected", new, old, at=f"t{i}", generation=None, based_on=1, reason=f"r{i}")
     body = history.as_json()
     assert body["limit"] == 3 and body["version"] == 5
     assert [g["reason"] for g in body["generations"]] == ["r4", "r3", "r2"]  # newest first
@@ -104,3 +104,25 @@ async def test_the_daemon_keeps_applied_rejected_and_held_generations(cluster: D
     assert (
         "maxjobcount" in gens[0]["reason"].lower() and "+MaxJobCount=12345\n" in gens[0]["files"][0]["diff"]
     )
+
+
+async def test_a_diff_of_many_differing_lines_is_compared_by_position_worked_out_off_the_loop() -> None:
+    # every other line of 50,000 changed: difflib's matching took minutes; by position it is linear
+    old = fileset({"slurm.conf": b"".join(b"NodeName=n%d CPUs=1\n" % i for i in range(50_000))})
+    new = fileset({"slurm.conf": b"".join(b"NodeName=n%d CPUs=%d\n" % (i, 1 + i % 2) for i in range(50_000))})
+    history = History()
+    await history.record("rejected", new, old, at="t", generation=None, based_on=1, reason="r")
+    (change,) = history.as_json()["generations"][0]["files"]
+    assert "over the 1000-line cap: shown line for line by position" in change["note"]
+    assert change["diff"].startswith("--- a/slurm.conf\n+++ b/slurm.conf\n@@ -1,")
+    assert (
+        " NodeName=n0 CPUs=1\n-NodeName=n1 CPUs=1\n+NodeName=n1 CPUs=2\n NodeName=n2 CPUs=1\n"
+        in change["diff"]
+    )
+
+
+def test_the_diff_of_a_few_changed_lines_is_difflibs() -> None:
+    old = fileset({"slurm.conf": b"".join(b"NodeName=n%d\n" % i for i in range(5000))})
+    new = fileset({"slurm.conf": b"".join(b"NodeName=n%d\n" % i for i in range(5000) if i != 2500)})
+    (c,) = changes(old, new)
+    assert c.note == "" and c.diff is not None and "@@ -2498,7 +2498,6 @@" in c.diff

@@ -66,6 +66,7 @@ def _roles(d: Path) -> list[Role]:
         "--http-max-connections-per-source": ["3"],
         "--http-first-request-seconds": ["2"],
         "--http-inflight-body-bytes": ["70000"],
+        "--loop-lag-bound-seconds": ["7"],
     }
     return [
         Role(

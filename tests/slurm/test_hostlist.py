@@ -5,7 +5,7 @@ from __future__ import annotations
 import tracemalloc
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sidecars.devcluster import DevCluster
@@ -87,7 +87,7 @@ async def test_expansion_matches_scontrol(cluster: DevCluster) -> None:
 )
 def test_size_is_counted_without_expanding(expr: str, size: int) -> None:
     # a billion names counted exactly: only arithmetic on the ranges can do that here
-    assert hostlist.count(expr, limit=10**20) == size
+    assert hostlist.count(expr, limit=10**20, max_bytes=10**30) == size
 
 
 @pytest.mark.parametrize(
@@ -119,3 +119,44 @@ def test_a_number_too_long_for_a_node_is_refused() -> None:
 
 def test_the_cap_itself_expands() -> None:
     assert len(hostlist.expand("n[000000-099999]")) == hostlist.MAX_NAMES
+
+
+@pytest.mark.parametrize(
+    "long_names",
+    [
+        "x" * 4080 + "[0-99999]",  # 4,089 characters: ~420 MiB of names under the count cap
+        "a" * 2000 + "[0-9999]" + "b" * 2000,
+        ",".join(["y" * 400 + "[0-9999]"] * 5),  # each part small, the sum over the cap
+    ],
+)
+def test_a_hostlist_of_long_names_is_refused_by_its_bytes_before_expansion(long_names: str) -> None:
+    assert hostlist.count(long_names, max_bytes=1 << 40) <= hostlist.MAX_NAMES  # the count cap passes
+    tracemalloc.start()
+    try:
+        with pytest.raises(hostlist.HostlistError, match=f"more than {hostlist.MAX_BYTES} bytes of names"):
+            hostlist.expand(long_names)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 256 * 1024
+
+
+ranged = st.builds(
+    lambda prefix, lo, span, pad, suffix: f"{prefix}[{str(lo).zfill(pad)}-{lo + span}]{suffix}",
+    st.text("abc-", max_size=5),
+    st.integers(0, 2000),
+    st.integers(0, 300),
+    st.integers(0, 5),
+    st.text("xyz", max_size=3),
+)
+
+
+@settings(deadline=2000)  # a budget per example, generous for a loaded machine
+@given(st.lists(ranged, min_size=1, max_size=3))
+def test_the_bytes_counted_are_the_bytes_expanded(parts: list[str]) -> None:
+    expr = ",".join(parts)
+    names = hostlist.expand(expr)
+    assert hostlist.count(expr, max_bytes=sum(len(n) + 1 for n in names)) == len(names)
+    if names:
+        with pytest.raises(hostlist.HostlistError, match="bytes of names"):
+            hostlist.count(expr, max_bytes=sum(len(n) + 1 for n in names) - 1)
