@@ -16,7 +16,6 @@ therefore never waits on a standby's disk for a takeover.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -26,6 +25,7 @@ import aiohttp
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from sidecars.runtime.waits import all_of
 from sidecars.slurm.standby import Role, ask_alone
 
 log = structlog.get_logger(__name__)
@@ -167,7 +167,7 @@ class Coordination:
     async def refresh_peers(self) -> list[Peer]:
         timeout = aiohttp.ClientTimeout(total=PEER_SECONDS)
         async with aiohttp.ClientSession(timeout=timeout) as session:
-            self.peers = list(await asyncio.gather(*(self._ask(session, u) for u in self.peer_urls)))
+            self.peers = list(await all_of(*(self._ask(session, u) for u in self.peer_urls)))
         return self.peers
 
     def writer(self) -> tuple[Peer | None, str]:
