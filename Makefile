@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test test-containers lint typecheck check bench clean images compose-tour kube-play
+.PHONY: setup demo test test-containers soak lint typecheck check bench clean images compose-tour kube-play
 
 setup:
 	@bash scripts/setup.sh
@@ -36,6 +36,13 @@ test: setup
 # beside it would trip.
 test-containers: setup
 	$(PY) -m pytest -n 0 -m containers
+
+# the soak: the suite SOAK_RUNS times (3) in a row, each beside a CPU hog (stress-ng --cpu 2), each
+# failure printed with its test id and a tally at the end (scripts/soak.sh; SOAK_ARGS go to pytest)
+SOAK_RUNS ?= 3
+SOAK_ARGS ?=
+soak: setup
+	SOAK_RUNS=$(SOAK_RUNS) TEST_WORKERS=$(TEST_WORKERS) bash scripts/soak.sh $(SOAK_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check sidecars tests bench scripts
