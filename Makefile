@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test test-containers lint typecheck check bench clean images compose-tour kube-play
+.PHONY: setup demo test test-fast test-containers soak lint typecheck check bench clean images compose-tour kube-play
 
 setup:
 	@bash scripts/setup.sh
@@ -29,6 +29,16 @@ test: setup
 	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(PYCACHE) \
 		$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not containers"
 
+# for developers, not what CI runs: every test that needs no Slurm, and on one release (FAST_RELEASE)
+# a few files that cover each daemon's path through real Slurm (config-sync's apply and rollback, the
+# worker's drain, the control plane's drains and cordons, the Slurm client). `make test` before a push.
+FAST_RELEASE ?= slurm26
+FAST_SLURM_FILES := test_apply or test_rollback or test_reads_end_together or test_drain or test_drains or test_cordon_sync or test_client_real
+test-fast: setup
+	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(PYCACHE) \
+		$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not containers" \
+		-k "(not slurm22 and not slurm24 and not slurm26) or ($(FAST_RELEASE) and ($(FAST_SLURM_FILES)))"
+
 # the container stage (marker `containers`): builds the images with podman, runs the compose tour and
 # `podman kube play` of manifests/base. Apart from `make test`: its three long tests (about 7 min with
 # the images cached) would otherwise be the tail of every run; .ci/run runs both. One process: each
@@ -36,6 +46,13 @@ test: setup
 # beside it would trip.
 test-containers: setup
 	$(PY) -m pytest -n 0 -m containers
+
+# the soak: the suite SOAK_RUNS times (3) in a row, each beside a CPU hog (stress-ng --cpu 2), each
+# failure printed with its test id and a tally at the end (scripts/soak.sh; SOAK_ARGS go to pytest)
+SOAK_RUNS ?= 3
+SOAK_ARGS ?=
+soak: setup
+	SOAK_RUNS=$(SOAK_RUNS) TEST_WORKERS=$(TEST_WORKERS) bash scripts/soak.sh $(SOAK_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check sidecars tests bench scripts

@@ -37,6 +37,7 @@ from sidecars.slurm import SlurmClient, SlurmError
 log = structlog.get_logger(__name__)
 
 Stop = Callable[[], Awaitable[None]]
+Instance = Callable[[], object | None]  # which slurmdbd runs now (None: cannot be told from here)
 DEFAULT_PID_FILE = Path("/run/slurmdbd.pid")  # slurmdbd's own default (PidFile)
 GREETING_SECONDS = 3.0
 
@@ -67,6 +68,17 @@ async def database_answers(endpoint: Endpoint) -> bool | None:
     return bool(first)
 
 
+def pid_file_instance(pid_file: Path) -> tuple[int, int, bytes] | None:
+    """Which slurmdbd runs, as its PidFile tells (written anew by each start): None when the file
+    is not there or not readable from here (another container's /run)."""
+    try:
+        with pid_file.open("rb") as f:
+            st = os.fstat(f.fileno())
+            return (st.st_ino, st.st_mtime_ns, f.read(64))
+    except OSError:
+        return None
+
+
 async def stop_slurmdbd(client: SlurmClient, pid_file: Path) -> None:
     """The deployment's stop: `sacctmgr shutdown` while slurmdbd answers (it finishes what it was
     writing); else SIGTERM to the pid its PidFile names, for a slurmdbd that waits on a database it
@@ -93,6 +105,7 @@ class DbdApplier:
         restart_timeout_seconds: float,
         settle_seconds: float,
         on_waiting: Callable[[str], Awaitable[None]],
+        instance: Instance = lambda: None,
         poll_seconds: float = 0.2,
         database_poll_seconds: float = 5.0,
     ) -> None:
@@ -101,17 +114,44 @@ class DbdApplier:
         self.restart_timeout_seconds = restart_timeout_seconds
         self.settle_seconds = settle_seconds
         self.on_waiting = on_waiting
+        self.instance = instance
         self.poll_seconds = poll_seconds
         self.database_poll_seconds = database_poll_seconds
+
+    async def _answers(self) -> bool | None:
+        """One `sacctmgr ping`: None when the ping itself got no answer in time (a loaded machine, a
+        slurmdbd starting): that tells neither way, so the caller polls again."""
+        try:
+            return await self.client.accounting_ping(timeout=5.0)
+        except SlurmError as exc:
+            log.info("slurmdbd_ping_unanswered", error=exc.message)
+            return None
 
     async def _until(self, up: bool, seconds: float) -> bool:
         """Poll until slurmdbd answers (`up`) or does not (`not up`); False when `seconds` ran out."""
         deadline = time.monotonic() + seconds
-        while await self.client.accounting_ping(timeout=5.0) != up:
+        while await self._answers() is not up:
             if time.monotonic() >= deadline:
                 return False
             await asyncio.sleep(self.poll_seconds)
         return True
+
+    async def _stopped(self, before: object | None, seconds: float) -> bool:
+        """Until the slurmdbd that ran before the stop is gone: it no longer answers, or another one
+        was started since (its PidFile written anew). Silence alone can be missed: a container
+        runtime restarts it within a second, and under load one `sacctmgr ping` takes longer than
+        that, so every ping would find a slurmdbd up, the new one. False when `seconds` ran out."""
+        deadline = time.monotonic() + seconds
+        while True:
+            if before is not None and self.instance() != before:
+                return True
+            if await self._answers() is False:
+                return True
+            if before is not None and self.instance() != before:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(self.poll_seconds)
 
     async def _settled(self) -> bool:
         """Still answering `settle_seconds` later (a daemon that died of the file answers no more)."""
@@ -133,11 +173,12 @@ class DbdApplier:
     async def restart(self, new: Endpoint, old: Endpoint | None) -> DbdOutcome:
         """Stop slurmdbd, wait for it to be started again on the file in place and to answer."""
         t = self.restart_timeout_seconds
+        before = self.instance()
         try:
             await self.stop()
         except SlurmError as exc:
             return DbdOutcome(False, f"slurmdbd could not be stopped: {exc.message}")
-        if not await self._until(False, t):
+        if not await self._stopped(before, t):
             return DbdOutcome(False, f"slurmdbd still answered {t:g}s after it was told to stop")
         if await self._until(True, t) and await self._settled():
             return DbdOutcome(True, "slurmdbd restarted on it and answers", restarted=True)

@@ -33,6 +33,7 @@ from sidecars.configsync.dbdapply import (
     DbdOutcome,
     Stop,
     database_answers,
+    pid_file_instance,
     stop_slurmdbd,
 )
 from sidecars.configsync.dbdcheck import DbdValidator
@@ -96,6 +97,7 @@ class DbdSync(ConfigSync):
             restart_timeout_seconds=settings.restart_timeout_seconds,
             settle_seconds=settings.settle_seconds,
             on_waiting=self._waiting,
+            instance=lambda: pid_file_instance(_pid_file(self.applied.files if self.applied else None)),
         )
 
     async def _stop(self) -> None:

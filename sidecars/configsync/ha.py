@@ -16,7 +16,6 @@ therefore never waits on a standby's disk for a takeover.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import ssl
@@ -29,6 +28,7 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sidecars.runtime import tlsroots
+from sidecars.runtime.waits import all_of
 from sidecars.slurm.standby import Role, ask_alone
 
 log = structlog.get_logger(__name__)
@@ -181,7 +181,7 @@ class Coordination:
         tls = tlsroots.client_context("https:" if https else "http:", self.tls)
         connector = aiohttp.TCPConnector(ssl=tls)
         async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
-            self.peers = list(await asyncio.gather(*(self._ask(session, u) for u in self.peer_urls)))
+            self.peers = list(await all_of(*(self._ask(session, u) for u in self.peer_urls)))
         return self.peers
 
     def writer(self) -> tuple[Peer | None, str]:

@@ -38,6 +38,7 @@ from sidecars.configsync.slurmctld_opens import path_problems, plugin_problems
 from sidecars.configsync.sources import FileSet
 from sidecars.configsync.stage import write_files
 from sidecars.runtime import offloop
+from sidecars.runtime.waits import all_of
 from sidecars.slurm import SlurmClient, SlurmError
 from sidecars.slurm.models import JobPlacement, Version
 
@@ -332,7 +333,7 @@ class Validator:
         reservations, and the dynamic nodes that run jobs with their features (those the files do
         not define: read by name, a few nodes, not the fleet). Empty when it does not answer."""
         try:
-            placed, resv = await asyncio.gather(
+            placed, resv = await all_of(
                 self.client.job_placements(pending=pending), self.client.reservations()
             )
             busy = {n for p in placed if p.running for n in p.nodes} - static

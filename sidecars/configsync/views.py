@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
 import structlog
 
+from sidecars.runtime.waits import all_of
 from sidecars.slurm import SlurmClient, SlurmError
 from sidecars.slurm.models import Node, Partition
 
@@ -24,9 +24,7 @@ class SlurmView:
 
 async def view(client: SlurmClient) -> SlurmView:
     """Everything compared before and after a change: the settings, the partitions and the fleet."""
-    config, parts, nodes = await asyncio.gather(
-        client.show_config(), client.partitions(), client.node_listing()
-    )
+    config, parts, nodes = await all_of(client.show_config(), client.partitions(), client.node_listing())
     return SlurmView(
         {k.lower(): v for k, v in config.items()}, {p.name: p for p in parts}, {n.name: n for n in nodes}
     )
@@ -45,5 +43,5 @@ async def view_if_up(client: SlurmClient) -> SlurmView | None:
 
 async def settings_view(client: SlurmClient) -> SlurmView:
     """The settings and partitions only: cheap at any fleet size, so these are what is polled."""
-    config, parts = await asyncio.gather(client.show_config(), client.partitions())
+    config, parts = await all_of(client.show_config(), client.partitions())
     return SlurmView({k.lower(): v for k, v in config.items()}, {p.name: p for p in parts}, {})

@@ -30,6 +30,7 @@ from sidecars.controlplane.fleet import (
     FleetView,
     HolderLabel,
     Workers,
+    Written,
     unowned,
 )
 from sidecars.controlplane.http import Face
@@ -206,11 +207,11 @@ class ControlPlaneService:
         if pod is not None and self.k8s is not None:
             await self.k8s.event_on(pod, reason, message)
 
-    def _written(self, names: set[str]) -> None:
-        self.drain_clock.written(names)
+    def _written(self, done: Written) -> None:
+        self.drain_clock.written(done.names)
         for writer in self.writers.writers:
             if isinstance(writer, CordonSync):  # re-drains among them get their Event
-                writer.written(names)
+                writer.written(done)
         self._refresh_now.set()
 
     # ------------------------------------------------------------------ loops

@@ -24,6 +24,7 @@ from sidecars.devcluster.swap import SwappableCluster
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime import process
 from sidecars.runtime.pdeathsig import die_with_parent
+from sidecars.runtime.waits import all_of
 
 log = structlog.get_logger(__name__)
 
@@ -268,7 +269,7 @@ class DemoStack:
             try:
                 await self._inside.aclose()  # the control plane served here, its upgrade's task with it
             finally:
-                await asyncio.gather(*(r.process.stop(grace=5) for r in self.roles.values() if r.process))
+                await all_of(*(r.process.stop(grace=5) for r in self.roles.values() if r.process))
         finally:
             await self.cluster.stop()
 

@@ -37,8 +37,8 @@ async def run_until_signalled(
     for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, on_signal, sig)
     task = asyncio.ensure_future(main(stop))
+    stop_wait = asyncio.ensure_future(stop.wait())
     try:
-        stop_wait = asyncio.ensure_future(stop.wait())
         done, _ = await asyncio.wait({task, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
         if task not in done:
             log.info("stopping", signal=signalled[-1] if signalled else None)
@@ -55,6 +55,10 @@ async def run_until_signalled(
     finally:
         for sig in STOP_SIGNALS:
             loop.remove_signal_handler(sig)
+        # cancelled itself (a caller's own stop): main and the wait end with it, never left running
+        for left in (task, stop_wait):
+            left.cancel()
+        await asyncio.gather(task, stop_wait, return_exceptions=True)
 
 
 def run(main: Callable[[asyncio.Event], Awaitable[None]], grace_seconds: float = 1.5) -> int:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from sidecars.runtime.waits import within
+from sidecars.runtime.waits import all_of, within
 
 CheckFn = Callable[[], "CheckResult | Awaitable[CheckResult]"]
 
@@ -44,6 +43,6 @@ class Checks:
                 return CheckResult(False, f"check failed: {exc}")
 
         names = list(self._checks)
-        results = await asyncio.gather(*(one(self._checks[n]) for n in names))
+        results = await all_of(*(one(self._checks[n]) for n in names))
         out = dict(zip(names, results, strict=True))
         return all(r.ok for r in results), out

@@ -12,9 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
+A = TypeVar("A")
+B = TypeVar("B")
+C = TypeVar("C")
 
 
 async def within(awaitable: Awaitable[T], seconds: float | None) -> T:
@@ -30,3 +33,23 @@ async def until_set(event: asyncio.Event, seconds: float | None) -> bool:
             async with asyncio.timeout(seconds):
                 await event.wait()
     return event.is_set()
+
+
+@overload
+async def all_of(a: Awaitable[A], b: Awaitable[B], /) -> tuple[A, B]: ...
+@overload
+async def all_of(a: Awaitable[A], b: Awaitable[B], c: Awaitable[C], /) -> tuple[A, B, C]: ...
+@overload
+async def all_of(*aws: Awaitable[T]) -> tuple[T, ...]: ...
+async def all_of(*aws: Awaitable[Any]) -> tuple[Any, ...]:
+    """Every result of `aws`, run together; the first error raised as it is, once the others are
+    cancelled and ended. `asyncio.gather` leaves them running: a failed read's sibling (a Slurm
+    command, its process and its stream readers) would outlive the caller, a daemon's stop included."""
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        return tuple(await asyncio.gather(*tasks))
+    finally:
+        for task in tasks:
+            task.cancel()  # a no-op on those that ended
+        # every end collected, the errors after the first included (none is left unretrieved)
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from sidecars.cli import main as cli_main
 from sidecars.cli import self_argv
+from sidecars.runtime.daemon import run_until_signalled
 from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, serve
 from sidecars.runtime.settings import ConfigError, flag, parse_addr
@@ -132,3 +133,23 @@ async def test_every_stop_signal_stops_a_daemon_cleanly_with_exit_0(sig: signal.
             proc.kill()
             await proc.wait()
     assert (proc.returncode, out) == (0, b"stopped cleanly\n")
+
+
+async def test_a_daemon_runner_cancelled_itself_leaves_its_main_not_running() -> None:
+    # a caller that stops the runner (a test's teardown, an embedding program) must not leave the
+    # role's main running behind it: cancelled in its grace or before, main is cancelled too
+    started, ended = asyncio.Event(), asyncio.Event()
+
+    async def main(stop: asyncio.Event) -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()  # a main that never returns on its own
+        finally:
+            ended.set()
+
+    runner = asyncio.create_task(run_until_signalled(main, grace_seconds=3600))
+    await within(started.wait(), 30)
+    runner.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await runner
+    assert ended.is_set()

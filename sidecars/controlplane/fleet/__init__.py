@@ -6,7 +6,7 @@ from sidecars.controlplane.fleet.claims import Claims, RefusedClaim
 from sidecars.controlplane.fleet.compute_domains import ComputeDomainCache
 from sidecars.controlplane.fleet.controllers import ControllerWatch
 from sidecars.controlplane.fleet.drain_clock import DrainClock
-from sidecars.controlplane.fleet.drains import DrainBatcher
+from sidecars.controlplane.fleet.drains import DrainBatcher, DrainRequest, Written
 from sidecars.controlplane.fleet.holder_label import HolderLabel
 from sidecars.controlplane.fleet.kube_nodes import NodeCache
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
@@ -23,6 +23,7 @@ __all__ = [
     "ControllerWatch",
     "DrainBatcher",
     "DrainClock",
+    "DrainRequest",
     "FleetNode",
     "FleetSnapshot",
     "FleetView",
@@ -31,4 +32,5 @@ __all__ = [
     "PodCache",
     "RefusedClaim",
     "Workers",
+    "Written",
 ]

@@ -9,8 +9,9 @@ decided on the named nodes read from Slurm just before the write, not on the fle
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -31,6 +32,19 @@ class DrainRequest:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What one batch wrote (each node's request), and when the read it rested on began (monotonic):
+    a node seen drained before then and found undrained by that read had its drain removed since."""
+
+    requests: Mapping[str, DrainRequest]
+    read_at: float
+
+    @property
+    def names(self) -> set[str]:
+        return set(self.requests)
+
+
 class DrainBatcher:
     def __init__(
         self,
@@ -38,15 +52,21 @@ class DrainBatcher:
         metrics: ControlPlaneMetrics,
         *,
         window: float = 0.1,
-        on_written: Callable[[set[str]], None] | None = None,
+        on_written: Callable[[Written], None] | None = None,
         may_write: Callable[[], bool] = lambda: True,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._client = client
         self._metrics = metrics
         self._window = window
         self._on_written = on_written or (lambda _: None)
         self._may_write = may_write
+        self._clock = clock
         self.pending: dict[str, DrainRequest] = {}  # the latest request per node wins
+        # drains whose write failed without an answer (it may have landed): requeued, and if the
+        # next read finds exactly that drain in place, it was ours, reported written (with the
+        # first read's time), so an Event owed on it is not lost
+        self._uncertain: dict[str, float] = {}
         self._wake = asyncio.Event()
 
     def submit(self, node: str, action: Action, reason: str) -> None:
@@ -74,6 +94,7 @@ class DrainBatcher:
         return True
 
     async def flush(self, batch: dict[str, DrainRequest]) -> None:
+        read_at = self._clock()
         try:
             # decide on Slurm's state now, not on a snapshot up to an interval old: a drain written
             # with our reason would replace a reason set since, an undrain would clear someone's drain
@@ -88,8 +109,10 @@ class DrainBatcher:
         drains: dict[str, list[str]] = defaultdict(list)
         undrains: list[str] = []
         resumes: list[str] = []  # ours and DOWN (a drain that timed out): UNDRAIN would keep it down
+        landed: dict[str, float] = {}  # uncertain writes of ours found in place: written then
         for name, req in sorted(batch.items()):
             node = nodes.get(name)
+            uncertain = self._uncertain.pop(name, None)
             if node is None:
                 self._metrics.drain_requests.labels(req.action, "unknown_node").inc()
                 continue
@@ -97,6 +120,8 @@ class DrainBatcher:
             if req.action == "drain":
                 if st.drain:  # drained already, by us or by someone whose reason we keep
                     self._metrics.drain_requests.labels("drain", "already").inc()
+                    if uncertain is not None and reason == req.reason:
+                        landed[name] = uncertain
                     continue
                 drains[req.reason].append(name)
             elif reason == req.reason and st.base == "DOWN":
@@ -106,15 +131,21 @@ class DrainBatcher:
             else:
                 taken = st.drain or st.base == "DOWN"
                 self._metrics.drain_requests.labels("undrain", "not_ours" if taken else "already").inc()
-        written: set[str] = set()
+        if landed:  # each with its own first read's time
+            for name, at in landed.items():
+                self._on_written(Written({name: batch[name]}, at))
         for reason, names in drains.items():
-            written |= await self._write("drain", names, reason, batch)
+            self._report(await self._write("drain", names, reason, batch, read_at=read_at), batch, read_at)
         if undrains:
-            written |= await self._write("undrain", undrains, None, batch)
+            self._report(await self._write("undrain", undrains, None, batch), batch, read_at)
         if resumes:
-            written |= await self._write("undrain", resumes, None, batch, resume=True)
-        if written:
-            self._on_written(written)
+            self._report(await self._write("undrain", resumes, None, batch, resume=True), batch, read_at)
+
+    def _report(self, names: set[str], batch: dict[str, DrainRequest], read_at: float) -> None:
+        """Told right after each write (not after the whole batch): a refresh that sees it sooner
+        is the exception, not the rule."""
+        if names:
+            self._on_written(Written({n: batch[n] for n in names}, read_at))
 
     def _requeue(self, names: Iterable[str], batch: dict[str, DrainRequest]) -> None:
         """Keep requests for the next batch (a newer request for a node wins)."""
@@ -130,6 +161,7 @@ class DrainBatcher:
         batch: dict[str, DrainRequest],
         *,
         resume: bool = False,
+        read_at: float | None = None,
     ) -> set[str]:
         if self._fenced(action, names):
             return set()
@@ -151,7 +183,11 @@ class DrainBatcher:
                     self._failed(action, [name], one)
             return done
         except SlurmError as exc:
-            # unreachable after the client's retries: keep the requests for the next batch
+            # unreachable after the client's retries: keep the requests for the next batch (a
+            # drain may have landed all the same: the next read tells)
+            if read_at is not None:
+                for name in names:
+                    self._uncertain.setdefault(name, read_at)
             self._requeue(names, batch)
             return self._failed(action, names, exc)
         log.info("drain_batch", action="resume" if resume else action, nodes=len(names), reason=reason)

@@ -8,6 +8,12 @@ an Event on the worker pod says so, also when the drain was a previous leader's 
 SlurmNodeDrained condition still carries our reason). Decided after each refresh from the snapshot
 and the watched Nodes: no Kubernetes call per interval, one Event per re-applied drain.
 
+The Event is owed by what the drain batcher wrote, whatever order the passes and the batcher see
+the change in: a drain written on a node this process had seen drained with our reason before the
+read that write rested on is a re-apply (also when the drain asked was queued before the admin's
+undrain, and no pass ever saw the node undrained), as is one asked by a pass that saw ours lifted.
+An owed Event stays owed until the API server took it.
+
 A pod Slinky's operator runs (`slinky_pod`, by --slinky-mode) is left to it: the operator drains a
 cordoned Node's NodeSet pods itself (`slurm-operator: ` reasons), so a second drain of ours would only
 race it. A drain of ours left from before is still lifted once its Node is uncordoned.
@@ -15,12 +21,13 @@ race it. A drain of ours left from before is still lifted once its Node is uncor
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import structlog
 
-from sidecars.controlplane.fleet.drains import DrainBatcher
+from sidecars.controlplane.fleet.drains import DrainBatcher, Written
 from sidecars.controlplane.fleet.kube_nodes import NodeCache
 from sidecars.controlplane.fleet.slinky import slinky_pod
 from sidecars.controlplane.reconcile.round import Outcome, View, unready
@@ -58,6 +65,7 @@ class CordonSync:
         *,
         taint_keys: Iterable[str] = (),
         slinky_mode: bool | None = False,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._kube = kube
         self._nodes = nodes
@@ -65,9 +73,14 @@ class CordonSync:
         self._node_of = node_of
         self._taint_keys = frozenset(taint_keys)
         self._slinky_mode = slinky_mode
+        self._clock = clock
         self.held: dict[str, str] = {}  # Slurm node -> Kubernetes node, seen drained with our reason
+        # Slurm node -> when a pass first saw our drain in place (monotonic; dropped once another
+        # reason is seen there): a drain written after a read that began later re-applies it
+        self._ours_seen: dict[str, float] = {}
         self._redraining: dict[str, _Wanted] = {}  # re-drains asked, reported once written
-        self._to_report: list[tuple[str, _Wanted]] = []
+        self._wanted: dict[str, _Wanted] = {}  # as the last pass saw them
+        self._owed: dict[str, _Wanted] = {}  # Events owed, kept until the API server takes them
         self._looked: set[str] = set()  # Slurm nodes a cycle has seen cordoned (pruned to the fleet)
 
     @property
@@ -85,10 +98,19 @@ class CordonSync:
                 out[self._node_of(pod)] = _Wanted(host.name, pod)
         return out
 
-    def written(self, names: set[str]) -> None:
-        """The drain batcher wrote these (drains or undrains): re-drains among them get their Event."""
-        for name in names & self._redraining.keys():
-            self._to_report.append((name, self._redraining.pop(name)))
+    def written(self, done: Written) -> None:
+        """The drain batcher wrote these: the drains among them that re-apply ours get their Event
+        (asked as a re-drain, or written over a drain of ours seen in place before the batch's read)."""
+        for name, req in done.requests.items():
+            if req.action != "drain":
+                continue
+            want = self._redraining.pop(name, None)
+            if want is None and (last := self._wanted.get(name)) is not None:
+                seen = self._ours_seen.get(name)
+                if req.reason == cordon_reason(last.kube_node) and seen is not None and seen < done.read_at:
+                    want = last
+            if want is not None:
+                self._owed[name] = want
 
     async def reconcile(self, view: View) -> Outcome:
         """One pass (leader only, after a refresh): ask the drains and undrains the cordons imply
@@ -100,6 +122,7 @@ class CordonSync:
         asked = 0
         wanted = self.wanted(pods)
         pending = self._drains.pending
+        now = self._clock()
         for name, want in sorted(wanted.items()):
             node = snap.nodes.get(name)
             if node is None:
@@ -108,22 +131,26 @@ class CordonSync:
             if node.drain:
                 if node.reason == reason:
                     self.held[name] = want.kube_node
-                    if name in self._redraining:  # our re-drain, seen before the batcher said so
-                        self._to_report.append((name, self._redraining.pop(name)))
+                    self._ours_seen.setdefault(name, now)
+                    # a re-drain asked stays asked until the batcher says it wrote it: seen in
+                    # place now, it may be this very write (told after the scontrol returns)
                 else:
                     self._redraining.pop(name, None)  # someone's drain holds: nothing to redo
+                    self._ours_seen.pop(name, None)
                 continue
-            if name in pending:
-                continue
+            # the bookkeeping before the queue's check: a drain already queued (asked before the
+            # admin's undrain, or requeued) re-applies ours just the same when it is written
             if self._was_ours(name, want, reason):
                 self._redraining[name] = want  # ours was removed while the cordon holds
+            if name in pending:
+                continue
             self._drains.submit(name, "drain", reason)
             asked += 1
         self._looked = (self._looked | wanted.keys()) & snap.nodes.keys()
-        for name in [n for n in self.held if n not in wanted]:
-            del self.held[name]
-        for name in [n for n in self._redraining if n not in wanted]:
-            del self._redraining[name]
+        self._wanted = wanted
+        self.held = {n: k for n, k in self.held.items() if n in wanted}
+        self._ours_seen = {n: t for n, t in self._ours_seen.items() if n in wanted}
+        self._redraining = {n: w for n, w in self._redraining.items() if n in wanted}
         for name, node in snap.nodes.items():
             if name not in wanted and name not in pending and is_cordon_reason(node.reason):
                 assert node.reason is not None
@@ -139,8 +166,7 @@ class CordonSync:
         return name not in self._looked and ("SlurmNodeDrained", "True", reason) in want.pod.conditions
 
     async def _report(self) -> None:
-        batch, self._to_report = self._to_report, []
-        for name, want in batch:
+        for name, want in list(self._owed.items()):
             message = (
                 f"Slurm node {name} drained again: its drain was removed while Kubernetes node "
                 f"{want.kube_node} is still cordoned (uncordon the node to return it to Slurm)"
@@ -161,5 +187,8 @@ class CordonSync:
                     type="Warning",
                     component=COMPONENT,
                 )
-            except Exception as exc:  # reporting must never stop the sync
+            except Exception as exc:  # reporting must never stop the sync: owed still, told next pass
                 log.warning("kube_event_failed", reason="SlurmDrainReapplied", error=str(exc))
+                continue
+            if self._owed.get(name) is want:  # not owed again meanwhile (a newer re-apply)
+                del self._owed[name]

@@ -4,9 +4,11 @@ test_cordon_sync.py)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Any
 
+from sidecars.controlplane.fleet.drains import DrainRequest, Written
 from sidecars.controlplane.fleet.snapshot import FleetNode, FleetSnapshot
 from sidecars.controlplane.reconcile import View
 from sidecars.controlplane.reconcile.cordons import CordonSync, cordon_reason
@@ -34,6 +36,11 @@ def snapshot(*nodes: FleetNode) -> FleetSnapshot:
     return fleet_snapshot(nodes)
 
 
+def wrote(name: str, read_at: float | None = None) -> Written:
+    """The batcher's word: our cordon drain written on `name`, on a read begun at `read_at` (now)."""
+    return Written({name: DrainRequest("drain", OURS)}, time.monotonic() if read_at is None else read_at)
+
+
 def sync(nodes: Nodes | None = None) -> tuple[CordonSync, Kube, Drains]:
     kube, drains = Kube(), Drains()
     cs = CordonSync(kube, nodes or Nodes(K1), drains, lambda p: p.hostname)  # type: ignore[arg-type]
@@ -52,7 +59,7 @@ async def test_a_re_drain_seen_before_the_batcher_reports_it_still_gets_its_even
     await cs.reconcile(View(PODS, LIFTED))
     assert drains.asked == [("n1", "drain", OURS)]
     await cs.reconcile(View(PODS, DRAINED))  # the write landed: the snapshot sees it first
-    cs.written({"n1"})  # then the batcher's scontrol returns
+    cs.written(wrote("n1"))  # then the batcher's scontrol returns
     await cs.reconcile(View(PODS, DRAINED))
     await cs.reconcile(View(PODS, DRAINED))
     assert kube.events == [("w1", "SlurmDrainReapplied")]
@@ -62,7 +69,7 @@ async def test_a_re_drain_reported_by_the_batcher_first_gets_one_event() -> None
     cs, kube, _ = sync()
     await cs.reconcile(View(PODS, DRAINED))
     await cs.reconcile(View(PODS, LIFTED))
-    cs.written({"n1"})
+    cs.written(wrote("n1"))
     await cs.reconcile(View(PODS, DRAINED))
     await cs.reconcile(View(PODS, DRAINED))
     assert kube.events == [("w1", "SlurmDrainReapplied")]
@@ -73,7 +80,7 @@ async def test_someone_elses_drain_in_between_is_no_re_drain() -> None:
     await cs.reconcile(View(PODS, DRAINED))
     await cs.reconcile(View(PODS, LIFTED))
     await cs.reconcile(View(PODS, snapshot(fleet_node("n1", drained=True, reason="admin: bad dimm"))))
-    cs.written({"n1"})
+    cs.written(wrote("n1"))
     await cs.reconcile(View(PODS, snapshot(fleet_node("n1", drained=True, reason="admin: bad dimm"))))
     assert kube.events == []
 
@@ -84,7 +91,7 @@ async def test_a_new_leader_knows_a_lifted_drain_was_ours_from_the_pods_conditio
     marked = [fleet_pod("w1", hostname="n1", node_name="k1", conditions=MARKED)]
     cs, kube, drains = sync()
     await cs.reconcile(View(marked, LIFTED))
-    cs.written({"n1"})
+    cs.written(wrote("n1"))
     await cs.reconcile(View(marked, DRAINED))
     assert drains.asked == [("n1", "drain", OURS)]
     assert kube.events == [("w1", "SlurmDrainReapplied")]
@@ -93,7 +100,7 @@ async def test_a_new_leader_knows_a_lifted_drain_was_ours_from_the_pods_conditio
 async def test_a_first_cordon_or_a_stale_condition_is_no_re_drain() -> None:
     cs, kube, _ = sync()
     await cs.reconcile(View(PODS, LIFTED))  # never drained: a first drain, no Event
-    cs.written({"n1"})
+    cs.written(wrote("n1"))
     await cs.reconcile(View(PODS, DRAINED))
     # a condition the writer has not caught up with yet: once this leader has looked at n1, only
     # what it saw itself counts (here: uncordoned, undrained, cordoned again)
@@ -105,7 +112,7 @@ async def test_a_first_cordon_or_a_stale_condition_is_no_re_drain() -> None:
     await cs2.reconcile(View(stale, LIFTED))
     nodes.nodes["k1"] = replace(nodes.nodes["k1"], unschedulable=True)  # ...and cordoned again
     await cs2.reconcile(View(stale, LIFTED))
-    cs2.written({"n1"})
+    cs2.written(wrote("n1"))
     await cs2.reconcile(View(stale, DRAINED))
     assert kube.events == [] and kube2.events == []
 
@@ -123,3 +130,58 @@ async def test_a_nodeset_pod_is_the_operators_to_drain_unless_slinky_mode_is_off
         cs = CordonSync(kube, Nodes(K1), drains, lambda p: p.hostname, slinky_mode=mode)  # type: ignore[arg-type]
         await cs.reconcile(View(PODS, LIFTED))
         assert drains.asked == asked, mode
+
+
+async def test_a_re_drain_queued_before_the_undrain_gets_its_event_when_written() -> None:
+    # a drain of n1 still queued (asked on a stale snapshot) when the admin lifts ours: the pass
+    # sees n1 undrained but asks nothing (queued already); the batcher's write is the re-apply
+    cs, kube, drains = sync()
+    await cs.reconcile(View(PODS, DRAINED))
+    drains.pending = {"n1": DrainRequest("drain", OURS)}
+    await cs.reconcile(View(PODS, LIFTED))
+    assert drains.asked == []
+    drains.pending = {}
+    cs.written(wrote("n1"))
+    await cs.reconcile(View(PODS, DRAINED))
+    await cs.reconcile(View(PODS, DRAINED))
+    assert kube.events == [("w1", "SlurmDrainReapplied")]
+
+
+async def test_a_re_drain_written_before_any_pass_saw_the_undrain_gets_its_event() -> None:
+    cs, kube, _ = sync()
+    await cs.reconcile(View(PODS, DRAINED))
+    cs.written(wrote("n1"))  # its read (after the sighting) found n1 undrained: ours was lifted
+    await cs.reconcile(View(PODS, DRAINED))
+    await cs.reconcile(View(PODS, DRAINED))
+    assert kube.events == [("w1", "SlurmDrainReapplied")]
+
+
+async def test_a_first_drain_seen_before_the_batcher_reports_it_is_no_re_drain() -> None:
+    cs, kube, _ = sync()
+    await cs.reconcile(View(PODS, LIFTED))  # asks the first drain
+    read_at = time.monotonic()  # the batch's read: before the write lands
+    await cs.reconcile(View(PODS, DRAINED))  # a refresh sees the write before the scontrol returns
+    cs.written(wrote("n1", read_at))
+    await cs.reconcile(View(PODS, DRAINED))
+    assert kube.events == []
+
+
+async def test_an_event_the_api_server_refused_is_told_at_the_next_pass() -> None:
+    cs, kube, _ = sync()
+    fail = [True]
+    create = kube.create_event
+
+    async def flaky(*args: Any, **kw: Any) -> None:
+        if fail.pop(0) if fail else False:
+            raise RuntimeError("apiserver: 503")
+        await create(*args, **kw)
+
+    kube.create_event = flaky  # type: ignore[method-assign]
+    await cs.reconcile(View(PODS, DRAINED))
+    await cs.reconcile(View(PODS, LIFTED))
+    cs.written(wrote("n1"))
+    await cs.reconcile(View(PODS, DRAINED))  # refused: still owed
+    assert kube.events == []
+    await cs.reconcile(View(PODS, DRAINED))
+    await cs.reconcile(View(PODS, DRAINED))
+    assert kube.events == [("w1", "SlurmDrainReapplied")]

@@ -93,6 +93,54 @@ async def test_a_drain_removed_while_cordoned_is_applied_again_with_an_event(
         assert len(await _events(fake, "SlurmDrainReapplied")) == 1  # one re-apply, one Event
 
 
+async def test_a_re_drain_queued_before_the_admins_undrain_still_gets_its_event(
+    cluster: DevCluster, fake_kube: tuple[FakeKube, str]
+) -> None:
+    # the order CI hit, forced: a drain of n1 was queued (by a pass on a snapshot older than its
+    # first drain) and is still in the batcher when the admin lifts ours; the passes that see n1
+    # undrained find it queued and ask nothing, and the batcher's write is the re-apply. The batcher
+    # holds what is asked (a window no test outlives) until this test flushes it.
+    fake, url = fake_kube
+    two_hosts(fake)
+    client = cluster.client()
+    async with control_plane(cluster, url, batch_window_seconds=3600.0) as cp:
+        drains_ = cp.plane.drains
+        await eventually(lambda: cp.leading("cordons"), what="leader with pods and nodes")
+        fake.set_node_spec("k1", unschedulable=True)
+        await eventually(lambda: _pending(cp), lambda p: {"n1", "n2"} <= p.keys(), what="drains asked")
+        await _flush(cp)
+        await eventually(lambda: _held(cp), lambda h: h == {"n1": "k1", "n2": "k1"}, what="drains seen")
+
+        drains_.submit("n1", "drain", K1)  # the stale pass's ask, still queued...
+        await client.undrain(["n1"])  # ...when an admin lifts our drain while k1 is still cordoned
+        await _passes_after(cp)  # passes saw n1 undrained, with its drain queued
+        assert not [e for e in fake.events if e["reason"] == "SlurmDrainReapplied"]
+        await _flush(cp)
+        node = await cluster.wait_node("n1", lambda n: n.state.drain and n.reason is not None)
+        assert node.reason is not None and node.reason.text == K1
+        events = await eventually(
+            lambda: _events(fake, "SlurmDrainReapplied"), lambda es: len(es) >= 1, what="the Event"
+        )
+        assert [e["involvedObject"]["name"] for e in events] == ["w1"]
+        await _passes_after(cp)
+        assert len(await _events(fake, "SlurmDrainReapplied")) == 1  # one re-apply, one Event
+
+
+async def _pending(cp: Any) -> dict[str, Any]:
+    return dict(cp.plane.drains.pending)
+
+
+async def _flush(cp: Any) -> None:
+    """Write what the batcher holds, as its loop does at the end of a window."""
+    batch, cp.plane.drains.pending = cp.plane.drains.pending, {}
+    await cp.plane.drains.flush(batch)
+
+
+async def _passes_after(cp: Any) -> None:
+    """Two refreshes begun after now, and two ends of the writers' round after those."""
+    await settled(cp, refreshes=2, pending_ok=True)
+
+
 async def _held(cp: Any) -> dict[str, str]:
     return dict(cp.plane.writers["cordons"].held)
 
