@@ -61,13 +61,13 @@ def shlex_words(line: str) -> list[str]:
         return line.split()
 
 
-@settings(max_examples=500, deadline=1000)  # a generous budget per example on a loaded machine
+@settings(max_examples=500, deadline=5000)  # a generous budget per example on a loaded machine
 @given(st.text(alphabet=st.sampled_from(list("ab=,\\\"' \t#x\r")), max_size=40))
 def test_words_are_shlexs(line: str) -> None:
     assert conffile.words(line) == shlex_words(line)
 
 
-@settings(max_examples=200, deadline=2000)
+@settings(max_examples=200, deadline=5000)
 @given(st.text(max_size=400))
 def test_any_text_parses_within_budget(text: str) -> None:
     conf = conffile.parse(fileset(text), "slurm.conf", Path("/etc/slurm"))

@@ -151,7 +151,7 @@ ranged = st.builds(
 )
 
 
-@settings(deadline=2000)  # a budget per example, generous for a loaded machine
+@settings(deadline=5000)  # a budget per example, generous for a loaded machine
 @given(st.lists(ranged, min_size=1, max_size=3))
 def test_the_bytes_counted_are_the_bytes_expanded(parts: list[str]) -> None:
     expr = ",".join(parts)

@@ -52,7 +52,7 @@ def test_reading_slurms_output_costs_linear_in_its_size(shape: str) -> None:
     assert superlinear(make, read, 50_000, 500_000) is None
 
 
-@settings(max_examples=200, deadline=2000)  # a generous budget per example on a loaded machine
+@settings(max_examples=200, deadline=5000)  # a generous budget per example on a loaded machine
 @given(st.text(alphabet=st.sampled_from(list("NodeName=RasonState IDLE[]@:-0129 \n,|()")), max_size=300))
 def test_any_text_output_is_read_within_budget(text: str) -> None:
     textformat.nodes(text)
@@ -60,7 +60,7 @@ def test_any_text_output_is_read_within_budget(text: str) -> None:
     textformat.config(text)
 
 
-@settings(max_examples=200, deadline=2000)
+@settings(max_examples=200, deadline=5000)
 @given(st.text(alphabet=st.sampled_from(list("n0123[]-,x ")), max_size=60))
 def test_any_hostlist_is_expanded_or_refused_within_budget(expr: str) -> None:
     try:
