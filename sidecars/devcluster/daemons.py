@@ -117,7 +117,7 @@ class ClusterDaemons(ClusterBase):
             "slurmctld",
             self.log_dir / "slurmctld.log",
             lambda: self.foreground_pid() or self.hostpid("slurmctld"),
-            ended=lambda: self._ctld is not None and self._ctld.returncode is not None,
+            ended=lambda: None if self._ctld is None else self._ctld.returncode,
             more=self.ctld_stderr_tail if self.spec.foreground_ctld else str,
             runs=None if self.spec.foreground_ctld else lambda: self.runs("slurmctld"),
         )

@@ -48,9 +48,10 @@ def size_of(path: Path) -> int:
 
 
 class StartWatch:
-    """One start of `daemon`: `pid()` its live host PID (None: none), `ended()` whether the
-    process we hold for it ended (a foreground daemon), `log` its log file (read past its size at
-    the start), `more` any other text it wrote (a foreground daemon's stderr)."""
+    """One start of `daemon`: `pid()` its live host PID (None: none), `ended()` the exit status
+    of the process we hold for it once it ended (a foreground daemon; None: it runs), `log` its
+    log file (read past its size at the start), `more` any other text it wrote (a foreground
+    daemon's stderr), `runs()` whether any process of it is left (a daemonizing one)."""
 
     def __init__(
         self,
@@ -58,7 +59,7 @@ class StartWatch:
         log: Path,
         pid: Callable[[], int | None],
         *,
-        ended: Callable[[], bool] = lambda: False,
+        ended: Callable[[], int | None] = lambda: None,
         more: Callable[[], str] = str,
         runs: Callable[[], bool] | None = None,
     ) -> None:
@@ -82,8 +83,9 @@ class StartWatch:
 
     def check(self) -> None:
         """Raise DaemonDied when the daemon started is seen dead."""
-        if self._ended():
-            self._died()
+        code = self._ended()
+        if code is not None:
+            self._died(f"exited with {code} at start")
         if self._pid() is not None:
             self._seen, self._gone = True, 0
             return
@@ -122,10 +124,10 @@ class StartWatch:
             self.check()
             await asyncio.sleep(WATCH_SECONDS)
 
-    def _died(self) -> None:
+    def _died(self, how: str = "exited at start") -> None:
         seen = time.time()
         words = last_words(self.said())
         stamped = words.logged_at
         near = stamped is not None and self.started_at - STAMP_SLACK_SECONDS <= stamped <= seen + 1.0
         died_at = stamped if near and stamped is not None else seen
-        raise DaemonDied(self.daemon, words.line, died_at)
+        raise DaemonDied(self.daemon, words.line, died_at, how)

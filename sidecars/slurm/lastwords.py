@@ -14,6 +14,7 @@ from datetime import datetime
 from sidecars.runtime.redact import redact
 
 WORDS_CHARS = 300  # one line on a page, in an Event's message and in `upgrade status`
+FATAL_CAUSE_LINES = 3  # how far before a fatal its cause's `error:` line is looked for
 _STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?)\]\s*")
 _FATAL, _ERROR = re.compile(r"\bfatal:"), re.compile(r"\berror:")
 
@@ -25,11 +26,19 @@ class LastWords:
 
 
 def last_words(text: str) -> LastWords:
-    """The last `fatal:` line of `text`; else its last two `error:` lines (a daemon that ends
-    without a fatal says the cause, then that it failed: `error: cannot create proctrack context
-    for proctrack/nosuch; error: slurmd initialization failed`); else its last line."""
+    """The last `fatal:` line of `text` (after the `error:` line just before it, if any); else
+    its last two `error:` lines (a daemon that ends without a fatal says the cause, then that it
+    failed: `error: cannot create proctrack context for proctrack/nosuch; error: slurmd
+    initialization failed`); else its last line. At most WORDS_CHARS: the last line kept whole
+    where it fits, the one before it cut."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    chosen = [line for line in reversed(lines) if _FATAL.search(line)][:1]
+    fatal = next((i for i in range(len(lines) - 1, -1, -1) if _FATAL.search(lines[i])), None)
+    chosen = []
+    if fatal is not None:
+        # the error just before it says the cause where the fatal says only what failed
+        # (`error: ... line 40: NoSuchSetting=1`, then `fatal: Unable to process configuration file`)
+        cause = [line for line in lines[max(fatal - FATAL_CAUSE_LINES, 0) : fatal] if _ERROR.search(line)]
+        chosen = [*cause[-1:], lines[fatal]]
     chosen = chosen or [line for line in lines if _ERROR.search(line)][-2:]
     chosen = chosen or lines[-1:]
     at = None
@@ -44,7 +53,11 @@ def last_words(text: str) -> LastWords:
             at = datetime.fromisoformat(stamp[1]).timestamp()  # naive: local time, as Slurm wrote it
         except ValueError:
             at = None
-    words = redact("; ".join(said))
+    said = [redact(line) for line in said]
+    if len(said) > 1 and len("; ".join(said)) > WORDS_CHARS and len(said[-1]) < WORDS_CHARS // 2:
+        room = WORDS_CHARS - len(said[-1]) - len("...; ")
+        said = [said[0][:room] + "...", said[-1]]
+    words = "; ".join(said)
     if len(words) > WORDS_CHARS:
         words = words[: WORDS_CHARS - 3] + "..."
     return LastWords(words, at)

@@ -93,8 +93,12 @@ async def test_a_new_slurmctld_that_dies_at_start_is_rolled_back_at_once_in_its_
     assert len(rolling) == 1 and stage.last_words in rolling[0], run.events
     shown = "\n".join(render({"cluster": up.status.report()}))
     assert stage.last_words in shown and "died" in shown, shown
+    print(shown)
     assert up.status.slurmctld_unanswered_seconds is not None
-    print(f"slurmctld unanswered {up.status.slurmctld_unanswered_seconds:.2f} s in all (stop to rolled back)")
+    print(
+        f"slurmctld unanswered {up.status.slurmctld_unanswered_seconds:.2f} s in all (stop to rolled "
+        f"back); the stage {stage.seconds:.2f} s"
+    )
     # every job kept, the old release back
     assert await run.roles.jobs() == before
     ran = (await run.roles.versions())[f"slurmctld:{c.host}"]
