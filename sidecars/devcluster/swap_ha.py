@@ -68,7 +68,7 @@ class SwappableControllers(SwappableCluster):
         net = [f"--net=/proc/{holder}/ns/net", f"--uts=/proc/{holder}/ns/uts"]
         # its own log and pid file: one that dies at start is told at the next poll, in its words
         watch = StartWatch(f"slurmctld {name}", c.log_file, lambda: self.controller_pid(name))
-        await self._exec([words[0], *net, *words[1:]])
+        await self._start_daemon([words[0], *net, *words[1:]], watch)
         return await self._until_listening(name, watch=watch)
 
     async def stop_controller(self, name: str, *, crash: bool = False, timeout: float = 30.0) -> None:
