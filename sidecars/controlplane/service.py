@@ -49,8 +49,11 @@ from sidecars.slurm import Controllers, SlurmClient, SlurmError, SlurmMetrics
 log = structlog.get_logger(__name__)
 
 NO_ROLES = (
-    "a whole-cluster upgrade cannot run here: this control plane runs without Kubernetes and was handed "
-    "no dev cluster to swap releases in (the demo and the tests hand it one)"
+    "a whole-cluster upgrade cannot run here: it is driven on Kubernetes (the control plane's "
+    "--upgrade-* flags name slurmdbd's and slurmctld's workloads) and in the demo's own stack "
+    "(`slurm-sidecars demo --upgrade-to`); a standalone control plane outside Kubernetes has no "
+    "backend to stop, copy and start Slurm's daemons: move them by hand in Slurm's order "
+    "(docs/upgrades.md, Where it runs)"
 )
 STATUS = frozenset({"/status"})
 

@@ -205,6 +205,17 @@ class ClusterBase:
                         found.append(int(entry))
         return found if self._namespace_exists() else []  # reaped while we looked: those were not ours
 
+    def runs(self, daemon: str, *words: str) -> bool:
+        """Whether a process of this namespace runs `daemon` (its argv[0]'s name) with `words`
+        among its arguments: a daemonizing one's start is seen through its forks, before any pid
+        file names it (and its end, when it dies before it writes one)."""
+        for pid in self.processes():
+            with contextlib.suppress(OSError):
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+                if Path(argv[0]).name == daemon and all(w in argv[1:] for w in words):
+                    return True
+        return False
+
     def hostpid(self, daemon: str) -> int | None:
         """Host PID of `slurmctld`, `slurmdbd`, `munged` or `slurmd-<node>` from its pid file (which holds a
         namespace PID, and which 24.11 rewrites at every reconfigure)."""

@@ -13,7 +13,9 @@ from pathlib import Path
 import structlog
 
 from sidecars.devcluster.base import ClusterBase, ClusterError, alive
+from sidecars.devcluster.startwatch import DaemonDied, StartWatch
 from sidecars.runtime import process
+from sidecars.slurm.lastwords import last_words
 
 log = structlog.get_logger(__name__)
 
@@ -45,23 +47,48 @@ class ClusterDaemons(ClusterBase):
         pidfile = self.dir / "run" / "slurmdbd.pid"
         if pidfile.exists() and self.hostpid("slurmdbd") is None:
             pidfile.unlink()  # slurmdbd would signal whatever process now has that PID
-        logged = self._slurmdbd_log.stat().st_size if self._slurmdbd_log.exists() else 0
-        await self._exec(self.in_namespace("slurmdbd"))
-        if not wait:
-            return
+        watch = self.slurmdbd_watch()
+        await self._start_daemon(self.in_namespace("slurmdbd"), watch)
+        if wait:
+            await self.wait_slurmdbd(watch, timeout)
+
+    def slurmdbd_watch(self) -> StartWatch:
+        """The watch on the slurmdbd about to start (made before its start: its log is read from there)."""
+        return StartWatch(
+            "slurmdbd",
+            self._slurmdbd_log,
+            lambda: self.hostpid("slurmdbd"),
+            runs=lambda: self.runs("slurmdbd"),
+        )
+
+    async def wait_slurmdbd(self, watch: StartWatch, timeout: float) -> None:
+        """Until slurmdbd answers; one that dies (a fatal, or a failed conversion's `error:` and
+        its pid gone) is told at the next poll with its last words."""
         client = self.client(timeout=10.0)
 
         async def answering() -> bool:
-            # its pid file is written in steps, so this start's log, not the pid, tells a death early
-            said = self.slurmdbd_log_tail(since=logged)
-            if "fatal:" in said and self.hostpid("slurmdbd") is None:
-                raise ClusterError(f"slurmdbd exited at start: {said[-1500:]}")
+            watch.check()
             return await client.accounting_ping()
 
         try:
-            await self._poll(answering, bool, timeout, "slurmdbd answering", interval=0.2)
+            await watch.race(self._poll(answering, bool, timeout, "slurmdbd answering", interval=0.2))
+        except DaemonDied:
+            raise
         except ClusterError as e:
             raise ClusterError(f"{e}; slurmdbd's log: {self.slurmdbd_log_tail()}") from None
+
+    async def _start_daemon(self, argv: list[str], watch: StartWatch | None) -> None:
+        """Run a daemon's start (it forks and its first process returns); one that ends in error
+        before it forks (a config it refuses) died at start, in the words it wrote."""
+        try:
+            await self._exec(argv)
+        except ClusterError as e:
+            if watch is None:
+                raise
+            words = last_words(str(e).split(": ", 1)[-1])
+            raise DaemonDied(watch.daemon, words.line, time.time()) from e
+        if watch is not None:
+            watch.launched()
 
     async def stop_slurmdbd(self, timeout: float = 30.0) -> None:
         """Stop slurmdbd (SIGTERM: it finishes what it was writing) and wait until it is gone."""
@@ -84,20 +111,27 @@ class ClusterDaemons(ClusterBase):
         return ""
 
     async def start_slurmctld(self, timeout: float = 30.0) -> None:
+        """Start slurmctld and wait until it answers; one that dies is told at the next poll
+        (StartWatch: its process and its log), with its last words, not at `timeout`."""
+        watch = StartWatch(
+            "slurmctld",
+            self.log_dir / "slurmctld.log",
+            lambda: self.foreground_pid() or self.hostpid("slurmctld"),
+            ended=lambda: None if self._ctld is None else self._ctld.returncode,
+            more=self.ctld_stderr_tail if self.spec.foreground_ctld else str,
+            runs=None if self.spec.foreground_ctld else lambda: self.runs("slurmctld"),
+        )
         if self.spec.foreground_ctld:
             await self._start_foreground_ctld()
         else:
-            await self._exec(self.in_namespace("slurmctld"))
+            await self._start_daemon(self.in_namespace("slurmctld"), watch)
         client = self.client(timeout=5.0)
 
         async def answering() -> bool:
-            if self._ctld is not None and self._ctld.returncode is not None:
-                raise ClusterError(
-                    f"slurmctld -D exited with {self._ctld.returncode} at start: {self.ctld_stderr_tail()}"
-                )
+            watch.check()
             return (await client.ping()).up
 
-        await self._poll(answering, bool, timeout, "slurmctld answering")
+        await watch.race(self._poll(answering, bool, timeout, "slurmctld answering"))
 
     async def _start_foreground_ctld(self) -> None:
         if self._ctld is not None:
@@ -180,16 +214,32 @@ class ClusterDaemons(ClusterBase):
         await self.stop_slurmctld()
         await self.start_slurmctld()
 
-    async def start_slurmd(self, name: str, *extra: str) -> int:
-        """Start one node's slurmd; returns its host PID once its pid file names a live process."""
+    def slurmd_watch(self, name: str) -> StartWatch:
+        """The watch on node `name`'s slurmd about to start (its log read from there)."""
+        return StartWatch(
+            f"slurmd {name}",
+            self.log_dir / f"slurmd-{name}.log",
+            lambda: self.hostpid(f"slurmd-{name}"),
+            runs=lambda: self.runs("slurmd", "-N", name),
+        )
+
+    async def start_slurmd(self, name: str, *extra: str, watch: StartWatch | None = None) -> int:
+        """Start one node's slurmd; returns its host PID once its pid file names a live process
+        (with `watch`, one that dies first is told at the next poll, with its last words)."""
         (self.dir / "spool" / name).mkdir(parents=True, exist_ok=True)
         pidfile = self.dir / "run" / f"slurmd-{name}.pid"
         if pidfile.exists() and self.hostpid(f"slurmd-{name}") is None:
             # slurmd kills whatever its stale pid file names: that PID may now be a job's
             pidfile.unlink()
-        await self._exec(self.slurmd_argv(name, *extra))
+        await self._start_daemon(self.slurmd_argv(name, *extra), watch)
+
+        def started() -> int | None:
+            if watch is not None:
+                watch.check()
+            return self.hostpid(f"slurmd-{name}")
+
         pid = await self._poll(
-            self._async(lambda: self.hostpid(f"slurmd-{name}")),
+            self._async(started),
             lambda p: p is not None,
             30,  # seconds only on a loaded machine (parallel test workers on two cores)
             f"slurmd {name} pid file",

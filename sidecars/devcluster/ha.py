@@ -15,6 +15,7 @@ from sidecars.devcluster import controllers
 from sidecars.devcluster.base import ClusterBase, ClusterError, alive
 from sidecars.devcluster.controllers import Controller
 from sidecars.devcluster.netblocks import AddressBlock
+from sidecars.devcluster.startwatch import StartWatch
 from sidecars.runtime import process
 
 log = structlog.get_logger(__name__)
@@ -65,16 +66,27 @@ class ClusterControllers(ClusterBase):
         await self._exec([*controllers.enter_argv(holder, chroot), *self._clean_env(), "slurmctld"])
         return await self._until_listening(name)
 
-    async def _until_listening(self, name: str) -> int:
-        """Controller `name`'s host PID once its pid file is written and it listens on its port."""
-        pid = await self._poll(
-            self._async(lambda: self.controller_pid(name)), lambda p: p is not None, 30, f"{name}'s pid file"
-        )
+    async def _until_listening(self, name: str, *, watch: StartWatch | None = None) -> int:
+        """Controller `name`'s host PID once its pid file is written and it listens on its port
+        (with `watch`, one that dies first is told at the next poll, in its own words)."""
+
+        def check() -> None:
+            if watch is not None:
+                watch.check()
+
+        def pid_written() -> int | None:
+            check()
+            return self.controller_pid(name)
+
+        pid = await self._poll(self._async(pid_written), lambda p: p is not None, 30, f"{name}'s pid file")
         assert pid is not None and self.ports is not None
         port = self.ports.slurmctld
-        await self._poll(
-            self._async(lambda: controllers.listening(pid, port)), bool, 30, f"{name} listening on {port}"
-        )
+
+        def listens() -> bool:
+            check()
+            return controllers.listening(pid, port)
+
+        await self._poll(self._async(listens), bool, 30, f"{name} listening on {port}")
         return pid
 
     def conf_dir(self, name: str) -> Path:

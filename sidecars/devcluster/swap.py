@@ -27,6 +27,7 @@ from sidecars.devcluster.cluster import DevCluster
 from sidecars.devcluster.files import CLIENT_COMMANDS
 from sidecars.devcluster.release import Release
 from sidecars.devcluster.slurmconf import ClusterSpec
+from sidecars.devcluster.startwatch import StartWatch
 
 log = structlog.get_logger(__name__)
 
@@ -111,25 +112,7 @@ class SwappableCluster(DevCluster):
         self.releases["slurmdbd"] = release
         self._write_shims()
         log.info("devcluster_swap", daemon="slurmdbd", release=str(release))
-        logged = self._slurmdbd_log.stat().st_size if self._slurmdbd_log.exists() else 0
-        await self.start_slurmdbd(wait=False)
-        await self._wait_slurmdbd(logged, timeout)
-
-    async def _wait_slurmdbd(self, logged: int, timeout: float) -> None:
-        """Until slurmdbd answers; a slurmdbd seen running and then gone ended: a failed
-        conversion ends it with an `error:` (no `fatal:`), so its death is told by its pid."""
-        client = self.client(timeout=10.0)
-        seen = False
-
-        async def answering() -> bool:
-            nonlocal seen
-            if self.hostpid("slurmdbd") is not None:
-                seen = True
-            elif seen:
-                raise ClusterError(f"slurmdbd exited at start: {self.slurmdbd_log_tail(since=logged)}")
-            return await client.accounting_ping()
-
-        await self._poll(answering, bool, timeout, "slurmdbd answering", interval=0.2)
+        await self.start_slurmdbd(timeout=timeout)
 
     async def swap_slurmctld(self, release: Release, timeout: float = 60.0) -> None:
         """Stop slurmctld (saving its state) and start `release`'s on the same StateSaveLocation."""
@@ -143,12 +126,15 @@ class SwappableCluster(DevCluster):
         log.info("devcluster_swap", daemon="slurmctld", release=str(release))
         await self.start_slurmctld(timeout=timeout)
 
-    async def swap_slurmd(self, name: str, release: Release) -> int:
-        """Stop one node's slurmd (SIGTERM: its jobs' slurmstepd live on) and start `release`'s."""
+    async def swap_slurmd(self, name: str, release: Release, *, watch: StartWatch | None = None) -> int:
+        """Stop one node's slurmd (SIGTERM: its jobs' slurmstepd live on) and start `release`'s
+        (`watch`: begun once the old one is gone, it tells a death of the new one at the next poll)."""
         await self.stop_slurmd(name)
+        if watch is not None:
+            watch.begin()
         self.releases[f"slurmd-{name}"] = release
         log.info("devcluster_swap", daemon=f"slurmd-{name}", release=str(release))
-        return await self.start_slurmd(name)
+        return await self.start_slurmd(name, watch=watch)
 
     async def stop_slurmd(self, name: str, timeout: float = 30.0) -> None:
         pid = self.hostpid(f"slurmd-{name}")

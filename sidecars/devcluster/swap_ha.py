@@ -18,6 +18,7 @@ import structlog
 from sidecars.devcluster import controllers
 from sidecars.devcluster.base import ClusterError, alive
 from sidecars.devcluster.release import Release
+from sidecars.devcluster.startwatch import StartWatch
 from sidecars.devcluster.swap import SwappableCluster
 
 log = structlog.get_logger(__name__)
@@ -65,8 +66,10 @@ class SwappableControllers(SwappableCluster):
         )
         # in_release enters the cluster's PID namespace only: the holder's network and name too
         net = [f"--net=/proc/{holder}/ns/net", f"--uts=/proc/{holder}/ns/uts"]
-        await self._exec([words[0], *net, *words[1:]])
-        return await self._until_listening(name)
+        # its own log and pid file: one that dies at start is told at the next poll, in its words
+        watch = StartWatch(f"slurmctld {name}", c.log_file, lambda: self.controller_pid(name))
+        await self._start_daemon([words[0], *net, *words[1:]], watch)
+        return await self._until_listening(name, watch=watch)
 
     async def stop_controller(self, name: str, *, crash: bool = False, timeout: float = 30.0) -> None:
         """SIGTERM (slurmctld's own shutdown: a controller in control saves its state first), or

@@ -253,13 +253,18 @@ class DevClusterRoles:
             )
             for name in batch:
                 try:
-                    await self.cluster.swap_slurmd(name, release)
-                    await self.cluster.wait_node(
-                        name,
-                        # the same major release: a target named "26.05" is met by 26.05.5
-                        lambda n: n.state.registered and _same_major(n.version, version),
-                        timeout=self.worker_timeout_seconds,
-                        what=f"slurmd {name} registered on {version}",
+                    # begun by the swap once the old slurmd is gone, kept for the wait below
+                    watch = self.cluster.slurmd_watch(name)
+                    await self.cluster.swap_slurmd(name, release, watch=watch)
+                    # a slurmd that dies before it registers: told at once, in its words
+                    await watch.race(
+                        self.cluster.wait_node(
+                            name,
+                            # the same major release: a target named "26.05" is met by 26.05.5
+                            lambda n: n.state.registered and _same_major(n.version, version),
+                            timeout=self.worker_timeout_seconds,
+                            what=f"slurmd {name} registered on {version}",
+                        )
                     )
                 except ClusterError as e:
                     raise ClusterError(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from kubernetes_asyncio import client as k
@@ -83,11 +84,26 @@ class Workload:
 
 
 @dataclass(frozen=True, slots=True)
+class Ended:
+    """A container of a pod that ended (its own exit, not its pod's deletion): as the kubelet says."""
+
+    container: str
+    reason: str  # "Error", "OOMKilled", ...
+    exit_code: int | None
+    message: str  # its termination message (the end of its log with FallbackToLogsOnError)
+    finished_at: float | None  # epoch seconds (None: not said)
+    restarts: int
+
+
+@dataclass(frozen=True, slots=True)
 class PodHealth:
     name: str
     ready: bool
     phase: str
     words: str  # its containers' waiting or terminated reasons and messages, as the kubelet wrote them
+    # a container of this pod (not being deleted, not Ready) that ended: terminated now, or
+    # restarted with its last state terminated; seen at once, before any CrashLoopBackOff
+    ended: Ended | None = None
 
     @classmethod
     def from_json(cls, obj: Json) -> PodHealth:
@@ -95,6 +111,8 @@ class PodHealth:
         ready = any(
             c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
         )
+        deleting = bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+        ended = None if ready or deleting else _ended(status.get("containerStatuses") or [])
         said = []
         for c in status.get("containerStatuses") or []:
             for when in ("state", "lastState"):
@@ -108,11 +126,46 @@ class PodHealth:
                         parts.append(str(detail["message"]).strip())
                     seen = f"last {what}" if when == "lastState" else what
                     said.append(f"{c.get('name')} ({seen}): {', '.join(parts)}")
-        return cls(obj.get("metadata", {}).get("name", ""), ready, status.get("phase", ""), "; ".join(said))
+        return cls(
+            obj.get("metadata", {}).get("name", ""), ready, status.get("phase", ""), "; ".join(said), ended
+        )
 
     @property
     def crash_looping(self) -> bool:
         return "CrashLoopBackOff" in self.words
+
+
+def _ended(statuses: list[Json]) -> Ended | None:
+    """The first container whose state is terminated, or that restarted after a termination."""
+    for c in statuses:
+        if not isinstance(c, dict):
+            continue
+        restarts = int(c.get("restartCount") or 0)
+        now = (c.get("state") or {}).get("terminated")
+        last = (c.get("lastState") or {}).get("terminated") if restarts else None
+        done = now if isinstance(now, dict) else last if isinstance(last, dict) else None
+        if done is None:
+            continue
+        code = done.get("exitCode")
+        return Ended(
+            container=str(c.get("name") or ""),
+            reason=str(done.get("reason") or "terminated"),
+            exit_code=int(code) if isinstance(code, int) else None,
+            message=str(done.get("message") or ""),
+            finished_at=_epoch(done.get("finishedAt")),
+            restarts=restarts,
+        )
+    return None
+
+
+def _epoch(stamp: object) -> float | None:
+    """An API time (`2026-12-06T04:19:50Z`) as epoch seconds; None when absent or not one."""
+    if not isinstance(stamp, str) or not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ import contextlib
 import copy
 import os
 import sys
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from pathlib import Path
 
 from sidecars.devcluster.base import ClusterError
 from sidecars.devcluster.release import Release
+from sidecars.devcluster.startwatch import DaemonDied
 from sidecars.devcluster.swap import SwappableCluster
 from sidecars.runtime.waits import within
 from tests.fakekube.server import FakeKube, Obj, now_micro
@@ -56,6 +58,9 @@ class DevKubelet:
     worker_revision: str = ""  # the workers' StatefulSet's updateRevision ("" : no worker pods)
     worker_releases: dict[str, Release] = field(default_factory=dict)  # revision -> its slurmd's release
     claims: dict[str, str] = field(default_factory=dict)  # PersistentVolumeClaim name -> its directory here
+    # a start that fails shows its first exit (terminated, no restart yet, finishedAt the death's
+    # time to the second as a kubelet writes it), not the CrashLoopBackOff seconds later
+    first_exit: bool = False
 
     # ------------------------------------------------------------------ the objects
     def create_workloads(self, state_location: Path) -> None:
@@ -150,7 +155,9 @@ class DevKubelet:
     def _pod_name(self, kind: str, name: str) -> str:
         return f"{name}-0" if kind == "StatefulSet" else f"{name}-7d9f8c6b5-x2x4z"
 
-    def _settle(self, kind: str, name: str, *, ready: bool, words: str = "") -> None:
+    def _settle(
+        self, kind: str, name: str, *, ready: bool, words: str = "", died_at: float | None = None
+    ) -> None:
         """Status as the controller writes it once the kubelet acted; the pod as it is now."""
         obj = self._obj(kind, name)
         replicas = obj["spec"].get("replicas", 1)
@@ -159,7 +166,21 @@ class DevKubelet:
         up = 1 if ready and replicas else 0
         if replicas:
             statuses = []
-            if words:
+            if words and self.first_exit:
+                when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(died_at or time.time()))
+                ended = {"reason": "Error", "exitCode": 1, "message": words[-800:], "finishedAt": when}
+                statuses = [
+                    {
+                        "name": name,
+                        "image": self._image(obj),
+                        "imageID": "",
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": {"terminated": ended},
+                        "lastState": {},
+                    }
+                ]
+            elif words:
                 statuses = [
                     {
                         "name": name,
@@ -222,7 +243,11 @@ class DevKubelet:
                     await self.cluster.stop_slurmctld(crash=True)
                 # the container's log, as FallbackToLogsOnError puts it in the terminated message
                 self._settle(
-                    "StatefulSet", "slurmctld", ready=False, words=f"{self.cluster.ctld_stderr_tail()} ({e})"
+                    "StatefulSet",
+                    "slurmctld",
+                    ready=False,
+                    words=f"{self.cluster.ctld_stderr_tail()} ({e})",
+                    died_at=e.died_at if isinstance(e, DaemonDied) else None,
                 )
                 return
             self._running["slurmctld"] = img
@@ -240,7 +265,8 @@ class DevKubelet:
             await self.cluster.swap_slurmdbd(self._release(img), timeout=60)
         except ClusterError as e:
             self._failed["slurmdbd"] = img
-            self._settle("Deployment", "slurmdbd", ready=False, words=str(e))
+            died_at = e.died_at if isinstance(e, DaemonDied) else None
+            self._settle("Deployment", "slurmdbd", ready=False, words=str(e), died_at=died_at)
             return
         self._running["slurmdbd"] = img
         self._settle("Deployment", "slurmdbd", ready=True)

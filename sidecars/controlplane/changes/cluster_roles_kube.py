@@ -10,9 +10,12 @@ jobs and nodes read from Slurm; the workers moved by the budgeted roll (upgrade.
   image patched and the replicas it had given back, its pods Ready and slurmctld answering. The
   rollback: scaled to 0, `state restore` from the copy, the old image back.
 
-Every wait is bounded. A pod in CrashLoopBackOff, or not Ready in time, raises StageFailed with the
-kubelet's words for it, so the stage machine rolls back. A Job that outlives its bound is deleted
-before the stage fails: a restore that ran late would write over a state in use.
+Every wait is bounded. A pod whose container ended (terminated, or restarted after a termination:
+seen at the first poll, before any CrashLoopBackOff) raises PodDied with its termination message's
+fatal line and the time it finished; one in CrashLoopBackOff, or not Ready in time, raises
+StageFailed with the kubelet's words for it; either way the stage machine rolls back. A Job that
+outlives its bound is deleted before the stage fails: a restore that ran late would write over a
+state in use.
 """
 
 from __future__ import annotations
@@ -37,8 +40,9 @@ from sidecars.controlplane.changes.cluster_roles_kube_jobs import (
     state_job,
     state_volume,
 )
-from sidecars.kube import KubeClient, KubeWorkloads, Workload
+from sidecars.kube import KubeClient, KubeWorkloads, PodHealth, Workload
 from sidecars.slurm import SlurmClient, Version, daemons, running_releases, slurmdbd_version
+from sidecars.slurm.lastwords import DaemonExited, last_words
 
 log = structlog.get_logger(__name__)
 
@@ -46,6 +50,27 @@ log = structlog.get_logger(__name__)
 # a node in these runs no slurmd to ask: its release is whatever its pod starts with next
 OFF_STATES = frozenset({"DOWN", "FUTURE"})
 OFF_FLAGS = frozenset({"POWERED_DOWN", "POWERING_DOWN"})
+
+
+class PodDied(StageFailed, DaemonExited):
+    """A container of the workload just changed ended: the stage acts now, in its own words."""
+
+    def __init__(self, daemon: str, words: str, died_at: float, how: str) -> None:
+        DaemonExited.__init__(self, daemon, words, died_at, how)
+
+
+def _died(kind: str, name: str, pod: PodHealth) -> PodDied:
+    """The death a pod's status shows: its termination message's last fatal (or errors), the time
+    the kubelet says it finished (else now)."""
+    ended = pod.ended
+    assert ended is not None
+    words = last_words(ended.message).line or ended.reason
+    code = f", exit {ended.exit_code}" if ended.exit_code is not None else ""
+    again = f", restarted {ended.restarts} times" if ended.restarts else ""
+    how = f"of {kind} {name} ended ({ended.reason}{code}{again})"
+    return PodDied(
+        f"container {ended.container} of pod {pod.name}", words, ended.finished_at or time.time(), how
+    )
 
 
 class PreflightError(Exception):
@@ -331,6 +356,9 @@ class KubeClusterRoles:
             if w.rolled_out():
                 return
             pods = await self.workloads.pods(n.namespace, w.selector)
+            died = next((p for p in pods if p.ended is not None), None)
+            if died is not None:
+                raise _died(kind, name, died)
             looping = [p for p in pods if p.crash_looping]
             if looping or time.monotonic() >= deadline:
                 said = "; ".join(

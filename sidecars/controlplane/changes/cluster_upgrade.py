@@ -52,6 +52,7 @@ from sidecars.controlplane.changes.cluster_upgrade_status import (
 from sidecars.controlplane.changes.cluster_upgrade_verify import controller_verified
 from sidecars.controlplane.changes.cluster_upgrade_window import refusal
 from sidecars.slurm import Version, daemons
+from sidecars.slurm.lastwords import DaemonExited
 
 log = structlog.get_logger(__name__)
 
@@ -158,13 +159,31 @@ class ClusterUpgrade:
         try:
             state, detail, value = await act()
         except StageFailed as e:
+            self._note_death(name, e)
             state, detail, value = "failed", str(e), None
         except Exception as e:  # any failure of the seam ends the stage with its words
+            self._note_death(name, e)
             state, detail, value = "failed", f"{type(e).__name__}: {e}", None
         stage.state, stage.detail, stage.seconds = state, detail, round(time.monotonic() - began, 3)
         await self.checkpoint()
         await self._say(name, state, detail)
         return None if state in ENDINGS else value
+
+    def _note_death(self, name: str, failure: BaseException) -> None:
+        """Where `failure` is (or was caused by) a daemon's death: its last words and time on the
+        stage, and now as the time the stage acted on it (the rollback begins, or the stage halts)."""
+        died = exited(failure)
+        if died is None:
+            return
+        stage = self.status.stage(name)
+        stage.last_words, stage.died_at, stage.acted_at = died.words, died.died_at, time.time()
+        self._log.warning(
+            "cluster_upgrade_daemon_died",
+            stage=name,
+            daemon=died.daemon,
+            last_words=died.words,
+            acted_after_seconds=round(stage.acted_at - died.died_at, 3),
+        )
 
     async def checkpoint(self, *, required: bool = False) -> None:
         """Keep the status (`save`); a failure raises when `required`, else is logged: a stage under
@@ -234,6 +253,7 @@ class ClusterUpgrade:
             await self.roles.replace_slurmdbd(self.status.images[daemons.SLURMDBD])
             now = (await self.roles.versions()).get(daemons.SLURMDBD)
         except Exception as e:  # said in the stage's words below
+            self._note_death(daemons.SLURMDBD, e)
             return (
                 "failed",
                 f"the new slurmdbd did not come up ({type(e).__name__}: {e}); not rolled back: its "
@@ -335,6 +355,7 @@ class ClusterUpgrade:
         primary = failed == self.roles.controllers()[-1]
         why = f"the new slurmctld on {failed} failed: {cause}"
         back = "the saved state" if primary else "the old release (the primary and its state untouched)"
+        self._note_death(daemons.SLURMCTLD, cause)
         await self._say(daemons.SLURMCTLD, ROLLING_BACK, f"{why}; rolling back to {back}")
         try:
             if primary:
@@ -398,3 +419,15 @@ class ClusterUpgrade:
         if behind:
             return "failed", f"the roll ended with {', '.join(behind)} not on {self.target}", running
         return "done", f"{len(old)} workers moved to {self.target}", running
+
+
+def exited(failure: BaseException | None) -> DaemonExited | None:
+    """The daemon's death behind `failure` (itself, or what caused it, as the workers' roll wraps
+    its worker's), if any."""
+    seen: set[int] = set()
+    while failure is not None and id(failure) not in seen:
+        if isinstance(failure, DaemonExited):
+            return failure
+        seen.add(id(failure))
+        failure = failure.__cause__ or failure.__context__
+    return None

@@ -26,6 +26,12 @@ class Stage:
     started_at: float | None = None  # epoch seconds
     seconds: float | None = None
     detail: str = ""
+    # the daemon this stage started and saw die: its last line (Slurm's fatal, bounded, redacted),
+    # when it died (Slurm's stamp on that line, else when its end was seen), and when the stage
+    # acted on it (the rollback began, or the stage halted), all epoch seconds
+    last_words: str = ""
+    died_at: float | None = None
+    acted_at: float | None = None
 
 
 @dataclass

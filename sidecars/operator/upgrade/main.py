@@ -6,6 +6,7 @@ changed), 1 when the control plane cannot be reached or fails."""
 from __future__ import annotations
 
 import argparse
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,6 +104,8 @@ def render_cluster(up: dict[str, Any] | None) -> list[str]:
         took = f" {stage['seconds']:.1f}s" if stage.get("seconds") is not None else ""
         detail = f": {stage['detail']}" if stage.get("detail") else ""
         lines.append(f"  {stage['name']:<10} {stage['state']}{took}{detail}")
+        if stage.get("died_at") is not None:
+            lines.append("  " + _death(stage))
     if up.get("slurmctld_unanswered_seconds") is not None:
         lines.append(f"  slurmctld did not answer for {up['slurmctld_unanswered_seconds']:.1f}s")
     if up.get("resumed_from"):
@@ -115,6 +118,16 @@ def render_cluster(up: dict[str, Any] | None) -> list[str]:
     if kept:
         lines.append(f"  {'; '.join(kept)}")
     return lines
+
+
+def _death(stage: dict[str, Any]) -> str:
+    """The daemon a stage started and saw die: when, its last words, and how soon the stage acted."""
+    died = float(stage["died_at"])
+    when = time.strftime("%H:%M:%S", time.gmtime(died)) + f"{died % 1:.3f}"[1:] + "Z"
+    acted = stage.get("acted_at")
+    after = f"; acted on {float(acted) - died:.1f}s later" if acted is not None else ""
+    words = stage.get("last_words") or "no last words"
+    return f"  {stage['name']}: its new daemon died at {when}: {words}{after}"
 
 
 def render_versions(versions: dict[str, Any] | None) -> list[str]:

@@ -214,6 +214,9 @@ async def test_refusals_say_why_in_one_line_and_start_nothing(
     async with control_plane(cluster) as bare:
         status, text = await bare.post("/v1/upgrade/cluster", {"slurm_version": "26.05", "images": IMAGES})
         assert status == 409 and NO_ROLES in text, text
+        # where it runs, and that this one has no backend for it (issue 36)
+        for words in ("driven on Kubernetes", "the demo's own stack", "outside Kubernetes has no backend"):
+            assert words in text, text
         report = await _cluster(bare)
         assert report["cluster"] is None and report["cluster_unavailable"] == NO_ROLES
     # in Kubernetes without its workloads named: refused, naming the settings (never a silent no-op)

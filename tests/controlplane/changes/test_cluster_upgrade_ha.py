@@ -2,7 +2,8 @@
 time, the backups first and the primary last, each verified before the next; jobs running and
 pending before are all there after; a backup's new slurmctld that fails puts every controller moved
 back on 24.11 (the primary and its state never touched), and a primary's that fails puts the saved
-state back under the old release on every controller.
+state back under the old release on every controller; each rollback begins within 2 s of the new
+controller's death, which the status names in Slurm's words.
 
 Without accounting: the dev cluster's slurmdbd listens where the controllers' own network
 namespaces cannot reach it (sidecars/devcluster/base.py), so the slurmdbd stage is skipped here (it
@@ -15,6 +16,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from sidecars.controlplane.changes.cluster_upgrade import ClusterUpgrade
+from sidecars.controlplane.changes.cluster_upgrade_status import Stage
 from sidecars.devcluster import ClusterSpec, Release
 from sidecars.devcluster.swap_ha import SwappableControllers
 from sidecars.devcluster.swap_roles import DevClusterRoles
@@ -92,6 +94,12 @@ async def _all_back(c: Refusing, roles: Recorded, before: dict[int, str], spanni
     assert (await roles.jobs())[held] == "PENDING"
 
 
+def _acted_at_once(stage: Stage) -> None:
+    """The rollback began within 2 s of the new controller's death, by the times the status keeps."""
+    assert stage.died_at is not None and stage.acted_at is not None, stage
+    assert stage.acted_at - stage.died_at <= 2.0, (stage.acted_at - stage.died_at, stage)
+
+
 def _releases(versions: dict[str, Version]) -> dict[str, str]:
     return {d: f"{v.major}.{v.minor:02d}" for d, v in versions.items() if d.startswith("slurmctld:")}
 
@@ -126,7 +134,8 @@ async def test_an_ha_pair_moves_one_controller_at_a_time_backup_first_with_every
     assert (await c.wait_job(spanning, {"COMPLETED", "FAILED", "CANCELLED"}, timeout=60)).state == "COMPLETED"
 
 
-# three controllers: ctld-b moves, then ctld-c's new slurmctld refuses to start
+# three controllers: ctld-b moves, then ctld-c's new slurmctld refuses to start (a backup in
+# standby loads no topology plugin: a missing one would show only once it takes control)
 @pytest.mark.parametrize("pair", [(3, {"ctld-c"})], indirect=True, ids=["backup"])
 async def test_a_backups_new_slurmctld_that_fails_puts_every_moved_controller_back(
     pair: tuple[Refusing, Recorded], newer: Release
@@ -136,8 +145,11 @@ async def test_a_backups_new_slurmctld_that_fails_puts_every_moved_controller_ba
     before = await roles.jobs()
     up = ClusterUpgrade(roles, Version.parse(newer.version), IMAGES, verify_timeout_seconds=60)
     assert await up.run() == "rolled_back", up.status.report()
-    detail = up.status.stage("slurmctld").detail
+    stage = up.status.stage("slurmctld")
+    detail = stage.detail
     assert "the new slurmctld on ctld-c failed" in detail and "(ctld-b, ctld-c)" in detail, detail
+    assert "NoSuchSetting" in stage.last_words and stage.last_words in detail, stage
+    _acted_at_once(stage)
     assert roles.calls == [
         "stop ctld-b",
         "start ctld-b sid",
@@ -162,7 +174,10 @@ async def test_a_primarys_new_slurmctld_that_fails_puts_the_saved_state_back_und
     before = await roles.jobs()
     up = ClusterUpgrade(roles, Version.parse(newer.version), IMAGES, verify_timeout_seconds=60)
     assert await up.run() == "rolled_back", up.status.report()
-    assert "on the saved state" in up.status.stage("slurmctld").detail
+    stage = up.status.stage("slurmctld")
+    assert "on the saved state" in stage.detail
+    assert "NoSuchSetting" in stage.last_words and stage.last_words in stage.detail, stage
+    _acted_at_once(stage)
     assert roles.calls == [
         "stop ctld-b",
         "start ctld-b sid",

@@ -359,8 +359,8 @@ async def test_a_slurmctld_image_that_never_gets_ready_is_rolled_back_through_th
     assert await up.run() == "rolled_back", up.status.report()
     assert tuple(_states(up).values()) == ("done", "done", "rolled_back", "pending")
     detail = up.status.stage("slurmctld").detail
-    # the pod's own words: the kubelet's CrashLoopBackOff and slurmctld's exit
-    assert "CrashLoopBackOff" in detail and "NoSuchSetting" in detail, detail
+    # the pod's own words: its container's end, as the kubelet says it, and slurmctld's cause
+    assert "ended (Error, exit 1" in detail and "NoSuchSetting" in detail, detail
     # a copy, then a restore, each our own Job run for real
     assert _state_jobs(kube) == [("copy", 0), ("restore", 0)]
     sts = fake.stateful_sets[(NAMESPACE, "slurmctld")]
@@ -586,7 +586,9 @@ async def test_a_failed_state_copy_puts_the_old_slurmctld_back_on_its_own_state(
     kube.go.touch()
 
 
-async def test_a_slurmdbd_failing_its_conversion_crash_loops_and_halts_not_rolled_back(kube: Kube) -> None:
+async def test_a_slurmdbd_failing_its_conversion_ends_its_container_and_halts_not_rolled_back(
+    kube: Kube,
+) -> None:
     c, fake = kube.cluster, kube.fake
     assert c.database is not None
     spanning, held, before = await _submit(kube)
@@ -601,7 +603,9 @@ async def test_a_slurmdbd_failing_its_conversion_crash_loops_and_halts_not_rolle
     assert tuple(_states(up).values()) == ("done", "failed", "pending", "pending")
     detail = up.status.stage("slurmdbd").detail
     # the pod's words, the machine's refusal to go back blindly, and the backup to go back from
-    assert "Deployment slurmdbd crash-looping" in detail and "CrashLoopBackOff" in detail, detail
+    assert "of Deployment slurmdbd ended (Error, exit 1" in detail and "ALTER command denied" in detail, (
+        detail
+    )
     assert "not rolled back" in detail and up.status.backup in detail, detail
     assert list(kube.backups.glob("slurm_acct_db-*.sql"))
     # slurmctld never touched: no patch of its StatefulSet, every job still there
@@ -609,3 +613,35 @@ async def test_a_slurmdbd_failing_its_conversion_crash_loops_and_halts_not_rolle
     after = await kube.roles.jobs()
     assert set(before) <= set(after) and after[spanning] == "RUNNING" and after[held] == "PENDING"
     kube.go.touch()
+
+
+@pytest.mark.parametrize(
+    "kube", [{"slurmctld": ["-f", "{dir}/etc/refused.conf"]}], indirect=True, ids=["slurmctld"]
+)
+async def test_a_slurmctld_container_that_ends_at_start_is_rolled_back_at_its_first_exit_in_its_words(
+    kube: Kube, release: Release
+) -> None:
+    c = kube.cluster
+    # a plugin 26.05 does not have: its container ends at once, and the pod shows its first exit
+    # (terminated, no restart yet) with the end of its log as the termination message
+    (c.dir / "etc" / "refused.conf").write_text(c.conf_path.read_text() + "TopologyPlugin=topology/nosuch\n")
+    kube.kubelet.first_exit = True
+    _, held, before = await _submit(kube)
+    up = kube.upgrade()
+    assert await up.run() == "rolled_back", up.status.report()
+    stage = up.status.stage("slurmctld")
+    assert "fatal:" in stage.last_words and "topology" in stage.last_words.lower(), stage
+    assert "CrashLoopBackOff" not in stage.detail and stage.last_words in stage.detail, stage.detail
+    assert stage.died_at is not None and stage.acted_at is not None
+    after = stage.acted_at - stage.died_at
+    print(
+        f"\nslurmctld's container ended; the rollback began {after:.2f} s after: {stage.last_words}; "
+        f"the stage {stage.seconds} s, slurmctld unanswered {up.status.slurmctld_unanswered_seconds} s"
+    )
+    # the kubelet's finishedAt has whole seconds: up to 1 s more than the death itself
+    assert after <= 3.0, after
+    assert _state_jobs(kube) == [("copy", 0), ("restore", 0)]
+    sts = kube.fake.stateful_sets[(NAMESPACE, "slurmctld")]
+    assert sts["spec"]["template"]["spec"]["containers"][0]["image"] == image("slurmctld", release)
+    after_jobs = await kube.roles.jobs()
+    assert set(before) <= set(after_jobs) and after_jobs[held] == "PENDING"
