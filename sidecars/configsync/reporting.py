@@ -10,6 +10,7 @@ from typing import Any
 
 from sidecars.configsync.apply import Applier
 from sidecars.configsync.ha import Coordination
+from sidecars.configsync.ha_return import ReturnGate
 from sidecars.configsync.ha_rollout import OUTCOMES, Rollout
 from sidecars.configsync.history import History
 from sidecars.configsync.record import Recorder, Rejection
@@ -33,6 +34,7 @@ class Reporting:
     record: Recorder
     ha: Coordination | None
     rollout: Rollout | None
+    gate: ReturnGate | None
     _changed: asyncio.Condition
     _wake: asyncio.Event
 
@@ -62,6 +64,8 @@ class Reporting:
         }
         if self.ha is not None:  # with --peer only (ha.py): this pod's place among the controller pods
             out["ha"] = self.ha.status(None if a is None else a.files.sha256)
+            if self.gate is not None:  # a returning pod: may its slurmctld start yet (ha_return.py)
+                out["ha"]["return"] = self.gate.status()
         if self.rollout is not None:  # applied only once every controller pod holds it (ha_rollout.py)
             rollout = out["ha"]["rollout"] = self.rollout.status(a)
             if out["applied"] is not None:

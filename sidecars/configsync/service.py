@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry
 from sidecars.configsync import conffile, jobs
 from sidecars.configsync.apply import Applier
 from sidecars.configsync.ha import Coordination
+from sidecars.configsync.ha_return import ReturnGate
 from sidecars.configsync.ha_rollout import Rollout
 from sidecars.configsync.history import History
 from sidecars.configsync.installing import Installing
@@ -37,6 +38,17 @@ from sidecars.runtime.events import EventSink
 from sidecars.slurm import SlurmClient
 
 log = structlog.get_logger(__name__)
+
+SLURMCTLD_TIMEOUT_DEFAULT_SECONDS = 120.0  # Slurm's default SlurmctldTimeout
+TAKEOVER_MARGIN_SECONDS = 5.0  # a backup takes control 1-3 s after SlurmctldTimeout (docs/ha.md)
+
+
+def parse_seconds(value: str | None, default: float) -> float:
+    """A slurm.conf number of seconds; the default when unset or not a number (Slurm refuses those)."""
+    try:
+        return float(value) if value else default
+    except ValueError:
+        return default
 
 
 class ConfigSync(Installing):
@@ -97,8 +109,12 @@ class ConfigSync(Installing):
         self.rollout = (
             None if self.ha is None else Rollout(self.ha, self.record, settings.ha_catch_up_seconds)
         )
+        # a pod back while a peer's controller is in control: not ready until it holds that set
+        self.gate = None if self.ha is None else ReturnGate()
         self._rejected_moves = 0  # the HA role changes seen when the last rejection was made
         self._standby_verdict: tuple[str, Verdict] | None = None  # a standby validates a set once
+        self._last_sources: FileSet | None = None
+        self._takeover_seconds = ("", SLURMCTLD_TIMEOUT_DEFAULT_SECONDS + TAKEOVER_MARGIN_SECONDS)
 
     # ------------------------------------------------------------------ start-up
     async def start(self) -> None:
@@ -129,7 +145,21 @@ class ConfigSync(Installing):
         await self.sync_once(startup=True)
         if self.applied is not None:
             self.ready = True
+        self._judge_return()
         await self._notify()
+
+    def _judge_return(self) -> None:
+        """With peers, until this pod's slurmctld may start: does it hold what the one in control runs?"""
+        if self.gate is None or self.ha is None or self.gate.open:
+            return
+        held = self.applied.files.sha256 if self.applied is not None and self.ready else None
+        sources = self._last_sources.sha256 if self._last_sources is not None else None
+        if held is not None and self._takeover_seconds[0] != held and self.applied is not None:
+            # the held set's own SlurmctldTimeout, parsed once per set (not at every pass)
+            conf = conffile.parse(self.applied.files, self.settings.main_file, self.settings.conf_dir)
+            timeout = parse_seconds(conf.options.get("slurmctldtimeout"), SLURMCTLD_TIMEOUT_DEFAULT_SECONDS)
+            self._takeover_seconds = (held, timeout + TAKEOVER_MARGIN_SECONDS)
+        self.gate.judge(self.ha, held, sources, self._takeover_seconds[1])
 
     # ------------------------------------------------------------------ the loop
     async def run(self, stop: asyncio.Event) -> None:
@@ -145,6 +175,8 @@ class ConfigSync(Installing):
                 self.applied.files.sha256 if self.applied else None
             ):
                 timeout = min(timeout, s.ha_poll_seconds)  # until every peer holds this set
+            if self.gate is not None and not self.gate.open:
+                timeout = min(timeout, s.ha_poll_seconds)  # a returning pod asks until it may start
             await first_of(self._wake.wait(), stop.wait(), within=timeout)
             if stop.is_set():
                 return
@@ -152,6 +184,7 @@ class ConfigSync(Installing):
                 await self._debouncer.wait(stop)
             try:
                 await self.sync_once()
+                self._judge_return()
             except Exception as exc:  # one bad pass must not end the daemon; the next one retries
                 log.error("sync_failed", error=str(exc), exc_info=True)
                 self.last_error = str(exc)
@@ -173,6 +206,7 @@ class ConfigSync(Installing):
     async def sync_once(self, *, startup: bool = False) -> None:
         seen = time.monotonic()
         files = self._read()
+        self._last_sources = files
         if files is None:
             self.pending = True
             await self._notify()
@@ -255,7 +289,9 @@ class ConfigSync(Installing):
                 return
             forced = {"by": who, "jobs": sorted(verdict.jobs), "why": risk.describe()}
             log.warning("config_forced_past_jobs", forced_by=who, jobs=sorted(verdict.jobs))
-        if current is None or (startup and before is None):
+        # a pod back while a peer writes installs nothing unchecked by the writer: it follows (_follow)
+        peer_writes = bool(self.gate and not self.gate.open and self.ha and self.ha.writer()[0])
+        if current is None or (startup and before is None and not peer_writes):
             # nothing runs on the target yet (first start, or slurmctld not started): it starts on this set
             await self._install(files, seen, reason="slurmctld is not running yet")
             return
