@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry
 from sidecars.configsync import conffile, jobs
 from sidecars.configsync.apply import Applier
 from sidecars.configsync.ha import Coordination
+from sidecars.configsync.ha_control import Keeper
 from sidecars.configsync.ha_return import ReturnGate
 from sidecars.configsync.ha_rollout import Rollout
 from sidecars.configsync.history import History
@@ -111,6 +112,9 @@ class ConfigSync(Installing):
         )
         # a pod back while a peer's controller is in control: not ready until it holds that set
         self.gate = None if self.ha is None else ReturnGate()
+        # never without a controller in control (ha_control.py)
+        self.keeper = None if self.ha is None else Keeper(self.ha, events)
+        self._rejection_stands = False  # a takeover we asked for: the role change it makes keeps a rejection
         self._rejected_moves = 0  # the HA role changes seen when the last rejection was made
         self._standby_verdict: tuple[str, Verdict] | None = None  # a standby validates a set once
         self._last_sources: FileSet | None = None
@@ -154,12 +158,28 @@ class ConfigSync(Installing):
             return
         held = self.applied.files.sha256 if self.applied is not None and self.ready else None
         sources = self._last_sources.sha256 if self._last_sources is not None else None
-        if held is not None and self._takeover_seconds[0] != held and self.applied is not None:
+        self.gate.judge(self.ha, held, sources, self._takeover_bound())
+
+    def _takeover_bound(self) -> float:
+        """SlurmctldTimeout of the held set and a margin: when a backup should have taken control."""
+        held = self.applied.files.sha256 if self.applied is not None else ""
+        if self.applied is not None and self._takeover_seconds[0] != held:
             # the held set's own SlurmctldTimeout, parsed once per set (not at every pass)
             conf = conffile.parse(self.applied.files, self.settings.main_file, self.settings.conf_dir)
             timeout = parse_seconds(conf.options.get("slurmctldtimeout"), SLURMCTLD_TIMEOUT_DEFAULT_SECONDS)
             self._takeover_seconds = (held, timeout + TAKEOVER_MARGIN_SECONDS)
-        self.gate.judge(self.ha, held, sources, self._takeover_seconds[1])
+        return self._takeover_seconds[1]
+
+    def _put_good_back(self) -> str:
+        """The last good set in this pod's directory (a standby reads it when it takes control)."""
+        if self.applied is None:
+            return "no good set known to put back"
+        a = self.applied
+        self._back_to_good("config-sync")
+        if self.target.read(self.settings.max_file_bytes).sha256 == a.files.sha256:
+            return f"generation {a.generation} ({a.files.short}) in place"
+        self.target.swap(a.files, a.generation)
+        return f"generation {a.generation} ({a.files.short}) put back"
 
     # ------------------------------------------------------------------ the loop
     async def run(self, stop: asyncio.Event) -> None:
@@ -177,6 +197,8 @@ class ConfigSync(Installing):
                 timeout = min(timeout, s.ha_poll_seconds)  # until every peer holds this set
             if self.gate is not None and not self.gate.open:
                 timeout = min(timeout, s.ha_poll_seconds)  # a returning pod asks until it may start
+            if self.keeper is not None and self.keeper.watching():
+                timeout = min(timeout, s.ha_poll_seconds)  # a controller may have let go: ask often
             await first_of(self._wake.wait(), stop.wait(), within=timeout)
             if stop.is_set():
                 return
@@ -218,6 +240,13 @@ class ConfigSync(Installing):
             await self.ha.refresh_peers()
             if self.rollout is not None:
                 await self.rollout.step(self.applied)  # has every pod caught up with the held set?
+            # no controller in control: the one that can take it does (ha_control.py); control then
+            # comes back by our own request, no reason to judge a refused set again (the controller
+            # that dropped control on it would drop it again)
+            if self.keeper is not None and await self.keeper.check(self._takeover_bound(), self._put_good_back):
+                self._rejection_stands = True
+            if self._rejection_stands and self.ha.writes:
+                self._rejected_moves, self._rejection_stands = self.ha.moves, False
         if current is not None and files.sha256 == current.sha256:
             if startup and self.applied is not None and self.applied.generation == 0:
                 await self._adopt(files)  # same content: take over the layout, nothing for slurmctld to learn
@@ -243,6 +272,8 @@ class ConfigSync(Installing):
         with structlog.contextvars.bound_contextvars(sha256=files.short, files=sorted(files.files)):
             async with self.queue:  # a plan (planapi.py) waits for this change, and it for a plan
                 await self._judge(files, current, seen, startup=startup)
+        if self.keeper is not None and self.ha is not None and self.ha.writes:
+            self.keeper.after_change()  # a failed reconfigure can drop control: ask often for a while
 
     async def _judge(self, files: FileSet, current: FileSet | None, seen: float, *, startup: bool) -> None:
         """Validate a new set, then install, apply or reject it."""
