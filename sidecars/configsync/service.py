@@ -243,7 +243,8 @@ class ConfigSync(Installing):
             # no controller in control: the one that can take it does (ha_control.py); control then
             # comes back by our own request, no reason to judge a refused set again (the controller
             # that dropped control on it would drop it again)
-            if self.keeper is not None and await self.keeper.check(self._takeover_bound(), self._put_good_back):
+            keeper = self.keeper
+            if keeper is not None and await keeper.check(self._takeover_bound(), self._put_good_back):
                 self._rejection_stands = True
             if self._rejection_stands and self.ha.writes:
                 self._rejected_moves, self._rejection_stands = self.ha.moves, False
