@@ -12,6 +12,7 @@ import structlog
 
 from sidecars.configsync import conffile, harm
 from sidecars.configsync.apply import ApplyOutcome
+from sidecars.configsync.ha_return import handover
 from sidecars.configsync.record import Rejection, change_phases, now_rfc3339
 from sidecars.configsync.reporting import Reporting
 from sidecars.configsync.settings import Settings
@@ -120,6 +121,11 @@ class Installing(Reporting):
             outcome.reason = "; ".join(w for w in (outcome.reason, why) if w)
         if restored is not None:
             await self._report_restored(restored)
+        if not outcome.ok and outcome.controller_died and self.ha is not None:
+            moving = await handover(self.ha)
+            if moving is not None:  # control is changing hands: no verdict on the set
+                await self._handed_over(files, moving)
+                return
         if outcome.ok:
             old, self.applied = self.applied, Applied(generation, now_rfc3339(), files)
             self.forced = forced
@@ -141,6 +147,23 @@ class Installing(Reporting):
             await self._notify()
             return
         await self._rollback(files, outcome, verdict, seen)
+
+    async def _handed_over(self, files: FileSet, why: str) -> None:
+        """slurmctld stopped answering because control is changing hands (ha_return.py), not because
+        of the set: the good set goes back on this pod's disk (a standby's disk holds only verified
+        sets), nothing is reconfigured, and the change is judged again under the controller in
+        control (which applies it; this pod then stages it). Not a rejection, not a rollback."""
+        self._back_to_good("config-sync")
+        log.warning("config_judged_again_after_handover", why=why, sha256=files.short)
+        self.pending = True
+        self._backoff = self.settings.ha_poll_seconds
+        await self.record.events.emit(
+            "ConfigHandover",
+            f"{files.short}: slurmctld stopped answering during the verification, but {why}; "
+            "not a verdict on the set: judged again under the controller in control",
+            "Normal",
+        )
+        await self._notify()
 
     def _back_to_good(self, by: str) -> Restored | None:
         """Put the good generation kept beside an unverified set back (None when none was pending).

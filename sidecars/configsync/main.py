@@ -95,6 +95,9 @@ async def running(
             "ha",
             lambda: CheckResult(*ha.readiness(service.applied.files.sha256 if service.applied else None)),
         )
+        gate = service.gate
+        if gate is not None:  # a pod back while a peer is in control: its slurmctld waits for that set
+            readiness.add("ha_return", lambda: CheckResult(gate.open, gate.why))
     runner = service.validator.dry_runner
     if runner is not None:
         dry_runner = runner

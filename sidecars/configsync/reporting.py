@@ -10,6 +10,8 @@ from typing import Any
 
 from sidecars.configsync.apply import Applier
 from sidecars.configsync.ha import Coordination
+from sidecars.configsync.ha_control import Keeper
+from sidecars.configsync.ha_return import ReturnGate
 from sidecars.configsync.ha_rollout import OUTCOMES, Rollout
 from sidecars.configsync.harm import Undone
 from sidecars.configsync.history import History
@@ -35,6 +37,8 @@ class Reporting:
     record: Recorder
     ha: Coordination | None
     rollout: Rollout | None
+    gate: ReturnGate | None
+    keeper: Keeper | None
     _changed: asyncio.Condition
     _wake: asyncio.Event
 
@@ -70,6 +74,10 @@ class Reporting:
         }
         if self.ha is not None:  # with --peer only (ha.py): this pod's place among the controller pods
             out["ha"] = self.ha.status(None if a is None else a.files.sha256)
+            if self.gate is not None:  # a returning pod: may its slurmctld start yet (ha_return.py)
+                out["ha"]["return"] = self.gate.status()
+            if self.keeper is not None:  # no controller in control, and what was done (ha_control.py)
+                out["ha"]["no_controller"] = self.keeper.status()
         if self.rollout is not None:  # applied only once every controller pod holds it (ha_rollout.py)
             rollout = out["ha"]["rollout"] = self.rollout.status(a)
             if out["applied"] is not None:

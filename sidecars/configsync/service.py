@@ -22,6 +22,8 @@ from prometheus_client import CollectorRegistry
 from sidecars.configsync import conffile, jobs
 from sidecars.configsync.apply import Applier
 from sidecars.configsync.ha import Coordination
+from sidecars.configsync.ha_control import Keeper
+from sidecars.configsync.ha_return import ReturnGate
 from sidecars.configsync.ha_rollout import Rollout
 from sidecars.configsync.harm import Undone
 from sidecars.configsync.history import History
@@ -38,6 +40,17 @@ from sidecars.runtime.events import EventSink
 from sidecars.slurm import SlurmClient
 
 log = structlog.get_logger(__name__)
+
+SLURMCTLD_TIMEOUT_DEFAULT_SECONDS = 120.0  # Slurm's default SlurmctldTimeout
+TAKEOVER_MARGIN_SECONDS = 5.0  # a backup takes control 1-3 s after SlurmctldTimeout (docs/ha.md)
+
+
+def parse_seconds(value: str | None, default: float) -> float:
+    """A slurm.conf number of seconds; the default when unset or not a number (Slurm refuses those)."""
+    try:
+        return float(value) if value else default
+    except ValueError:
+        return default
 
 
 class ConfigSync(Installing):
@@ -105,8 +118,15 @@ class ConfigSync(Installing):
         self.rollout = (
             None if self.ha is None else Rollout(self.ha, self.record, settings.ha_catch_up_seconds)
         )
+        # a pod back while a peer's controller is in control: not ready until it holds that set
+        self.gate = None if self.ha is None else ReturnGate()
+        # never without a controller in control (ha_control.py)
+        self.keeper = None if self.ha is None else Keeper(self.ha, events)
+        self._rejection_stands = False  # a takeover we asked for: the role change it makes keeps a rejection
         self._rejected_moves = 0  # the HA role changes seen when the last rejection was made
         self._standby_verdict: tuple[str, Verdict] | None = None  # a standby validates a set once
+        self._last_sources: FileSet | None = None
+        self._takeover_seconds = ("", SLURMCTLD_TIMEOUT_DEFAULT_SECONDS + TAKEOVER_MARGIN_SECONDS)
 
     # ------------------------------------------------------------------ start-up
     async def start(self) -> None:
@@ -142,7 +162,37 @@ class ConfigSync(Installing):
             await self.validator.dry_runner.warm(conffile.parse(self.applied.files, s.main_file, s.conf_dir))
         if self.applied is not None:
             self.ready = True
+        self._judge_return()
         await self._notify()
+
+    def _judge_return(self) -> None:
+        """With peers, until this pod's slurmctld may start: does it hold what the one in control runs?"""
+        if self.gate is None or self.ha is None or self.gate.open:
+            return
+        held = self.applied.files.sha256 if self.applied is not None and self.ready else None
+        sources = self._last_sources.sha256 if self._last_sources is not None else None
+        self.gate.judge(self.ha, held, sources, self._takeover_bound())
+
+    def _takeover_bound(self) -> float:
+        """SlurmctldTimeout of the held set and a margin: when a backup should have taken control."""
+        held = self.applied.files.sha256 if self.applied is not None else ""
+        if self.applied is not None and self._takeover_seconds[0] != held:
+            # the held set's own SlurmctldTimeout, parsed once per set (not at every pass)
+            conf = conffile.parse(self.applied.files, self.settings.main_file, self.settings.conf_dir)
+            timeout = parse_seconds(conf.options.get("slurmctldtimeout"), SLURMCTLD_TIMEOUT_DEFAULT_SECONDS)
+            self._takeover_seconds = (held, timeout + TAKEOVER_MARGIN_SECONDS)
+        return self._takeover_seconds[1]
+
+    def _put_good_back(self) -> str:
+        """The last good set in this pod's directory (a standby reads it when it takes control)."""
+        if self.applied is None:
+            return "no good set known to put back"
+        a = self.applied
+        self._back_to_good("config-sync")
+        if self.target.read(self.settings.max_file_bytes).sha256 == a.files.sha256:
+            return f"generation {a.generation} ({a.files.short}) in place"
+        self.target.swap(a.files, a.generation)
+        return f"generation {a.generation} ({a.files.short}) put back"
 
     # ------------------------------------------------------------------ the loop
     async def run(self, stop: asyncio.Event) -> None:
@@ -155,6 +205,10 @@ class ConfigSync(Installing):
                 self.applied.files.sha256 if self.applied else None
             ):
                 timeout = min(timeout, s.ha_poll_seconds)  # until every peer holds this set
+            if self.gate is not None and not self.gate.open:
+                timeout = min(timeout, s.ha_poll_seconds)  # a returning pod asks until it may start
+            if self.keeper is not None and self.keeper.watching():
+                timeout = min(timeout, s.ha_poll_seconds)  # a controller may have let go: ask often
             await first_of(self._wake.wait(), stop.wait(), within=timeout)
             if stop.is_set():
                 return
@@ -162,6 +216,7 @@ class ConfigSync(Installing):
                 await self._debouncer.wait(stop)
             try:
                 await self.sync_once()
+                self._judge_return()
             except Exception as exc:  # one bad pass must not end the daemon; the next one retries
                 log.error("sync_failed", error=str(exc), exc_info=True)
                 self.last_error = str(exc)
@@ -183,6 +238,7 @@ class ConfigSync(Installing):
     async def sync_once(self, *, startup: bool = False) -> None:
         seen = time.monotonic()
         files = self._read()
+        self._last_sources = files
         if files is None:
             self.pending = True
             await self._notify()
@@ -194,6 +250,14 @@ class ConfigSync(Installing):
             await self.ha.refresh_peers()
             if self.rollout is not None:
                 await self.rollout.step(self.applied)  # has every pod caught up with the held set?
+            # no controller in control: the one that can take it does (ha_control.py); control then
+            # comes back by our own request, no reason to judge a refused set again (the controller
+            # that dropped control on it would drop it again)
+            keeper = self.keeper
+            if keeper is not None and await keeper.check(self._takeover_bound(), self._put_good_back):
+                self._rejection_stands = True
+            if self._rejection_stands and self.ha.writes:
+                self._rejected_moves, self._rejection_stands = self.ha.moves, False
         if current is not None and files.sha256 == current.sha256:
             if startup and self.applied is not None and self.applied.generation == 0:
                 await self._adopt(files)  # same content: take over the layout, nothing for slurmctld to learn
@@ -219,6 +283,8 @@ class ConfigSync(Installing):
         with structlog.contextvars.bound_contextvars(sha256=files.short, files=sorted(files.files)):
             async with self.queue:  # a plan (planapi.py) waits for this change, and it for a plan
                 await self._judge(files, current, seen, startup=startup)
+        if self.keeper is not None and self.ha is not None and self.ha.writes:
+            self.keeper.after_change()  # a failed reconfigure can drop control: ask often for a while
 
     async def _judge(self, files: FileSet, current: FileSet | None, seen: float, *, startup: bool) -> None:
         """Validate a new set, then install, apply or reject it."""
@@ -265,7 +331,9 @@ class ConfigSync(Installing):
                 return
             forced = {"by": who, "jobs": sorted(verdict.jobs), "why": risk.describe()}
             log.warning("config_forced_past_jobs", forced_by=who, jobs=sorted(verdict.jobs))
-        if current is None or (startup and before is None):
+        # a pod back while a peer writes installs nothing unchecked by the writer: it follows (_follow)
+        peer_writes = bool(self.gate and not self.gate.open and self.ha and self.ha.writer()[0])
+        if current is None or (startup and before is None and not peer_writes):
             # nothing runs on the target yet (first start, or slurmctld not started): it starts on this set
             await self._install(files, seen, reason="slurmctld is not running yet")
             return

@@ -20,6 +20,7 @@ from sidecars.configsync.main import Running, running
 from sidecars.configsync.service import ConfigSync
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileSet, read_source
+from sidecars.configsync.validate import Validator
 from sidecars.devcluster import ClusterSpec, DevCluster
 from sidecars.devcluster.ports import lease_ports
 from sidecars.devcluster.volume import AtomicVolume
@@ -74,6 +75,8 @@ class Pair:
     pods: dict[str, Pod] = field(default_factory=dict)
     settings: dict[str, Settings] = field(default_factory=dict)
     checkpoints: dict[str, Callable[[str], None] | None] = field(default_factory=dict)
+    # a pod's own validator (e.g. tests.configsync.harness.parser_only, to let a set reach Slurm)
+    validators: dict[str, Callable[[SlurmClient, Settings], Validator]] = field(default_factory=dict)
     _stacks: dict[str, contextlib.AsyncExitStack] = field(default_factory=dict)
 
     def good(self) -> dict[str, bytes]:
@@ -95,6 +98,7 @@ class Pair:
                     events=events,
                     registry=registry,
                     checkpoint=self.checkpoints[name],
+                    validator=self.validators[name](client, settings) if name in self.validators else None,
                 )
             )
             self._stacks[name] = stack.pop_all()
@@ -180,6 +184,7 @@ async def ha_pair(
     *,
     checkpoints: dict[str, Callable[[str], None]] | None = None,
     more_peers: dict[str, tuple[str, ...]] | None = None,
+    validators: dict[str, Callable[[SlurmClient, Settings], Validator]] | None = None,
     secrets: dict[str, bytes] | None = None,
     initial: dict[str, bytes] | None = None,
     **overrides: Any,
@@ -195,7 +200,7 @@ async def ha_pair(
     config.write(base)
     secret = AtomicVolume(cluster.dir / "vol" / "secret", mode=0o600)  # and one Secret
     secret.write(secrets or {})
-    pair = Pair(cluster, config, secret, base)
+    pair = Pair(cluster, config, secret, base, validators=dict(validators or {}))
     plugin_dir = await cluster.plugin_dir()
     async with contextlib.AsyncExitStack() as stack:
         # leased, not merely free: each pod must know the others' ports before any binds its own

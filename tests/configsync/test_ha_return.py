@@ -1,0 +1,182 @@
+"""A controller pod lost mid-change and back: the pair ends on one set, the good change is never rolled
+back, no job is touched, and a returning pod's slurmctld never starts on a set older than the one the
+controller in control runs or is verifying (configsync/ha_return.py).
+
+A pod's loss is its slurmctld killed (SIGKILL, as with its node) and its config-sync stopped together;
+its return is its config-sync started again and, as the kubelet does behind config-sync's startup
+probe, its slurmctld started once that config-sync reports ready."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+
+from sidecars.devcluster import DevCluster
+from sidecars.runtime.waits import until_set
+from sidecars.slurm import SlurmClient, SlurmError
+from tests.configsync.hapair import (
+    HA_SPEC,
+    Pair,
+    Pod,
+    conf_value,
+    ha_pair,
+    state_saved_since,
+    with_min_job_age,
+)
+from tests.configsync.harness import set_sha
+
+pytestmark = [
+    pytest.mark.releases("slurm24", "slurm26"),
+    pytest.mark.cluster(**HA_SPEC),
+    pytest.mark.timeout(600),
+]
+
+WITHIN = 240.0  # convergence bound on a loaded machine: Slurm's own handback alone takes ~30 s
+
+
+def rolled_back(pod: Pod) -> float:
+    got = pod.registry.get_sample_value("slurm_sidecars_config_applies_total", {"result": "rolled_back"})
+    return got or 0.0
+
+
+@dataclass
+class Freeze:
+    """The longest time a client of the cluster waited for an answer (`scontrol show config`)."""
+
+    longest: float = 0.0
+
+
+@contextlib.asynccontextmanager
+async def watching_answers(cluster: DevCluster) -> AsyncIterator[Freeze]:
+    freeze = Freeze()
+    client = SlurmClient(env=cluster.env)
+    stop = asyncio.Event()
+
+    async def watch() -> None:
+        while not stop.is_set():
+            asked = time.monotonic()
+            with contextlib.suppress(SlurmError):
+                await client.show_config()
+            freeze.longest = max(freeze.longest, time.monotonic() - asked)
+            await until_set(stop, 0.2)
+
+    task = asyncio.create_task(watch(), name="test-watch-answers")
+    try:
+        yield freeze
+    finally:
+        stop.set()
+        await task
+
+
+@dataclass
+class Scenario:
+    lost: tuple[str, ...]  # the pods lost together; they come back in this order
+    away_seconds: float  # each away this long (the scenario's input, not a wait for an effect)
+
+
+SCENARIOS = {
+    "primary-back-after-1s": Scenario(("ctld-a",), 1.0),
+    "primary-back-after-5s": Scenario(("ctld-a",), 5.0),
+    "backup-back-after-1s": Scenario(("ctld-b",), 1.0),
+    "backup-back-after-5s": Scenario(("ctld-b",), 5.0),
+    "both-primary-back-first": Scenario(("ctld-a", "ctld-b"), 1.0),
+    "both-backup-back-first": Scenario(("ctld-b", "ctld-a"), 1.0),
+}
+
+
+class Pods:
+    """The pods' losses and returns, and what every incarnation of their config-sync did."""
+
+    def __init__(self, pair: Pair) -> None:
+        self.pair = pair
+        self.rollbacks = 0.0  # over every incarnation: a lost pod's config-sync counts too
+        self.starts: dict[str, str] = {}  # the set each returning slurmctld started on
+
+    async def lose(self, names: tuple[str, ...]) -> None:
+        """The pods lost whole: their slurmctld killed and their config-sync ended together."""
+        # the kills beside, the stops here: config-sync's context (its bound log context) is this task's
+        kills = [
+            asyncio.create_task(self.pair.cluster.kill_controller(n), name=f"test-kill-{n}") for n in names
+        ]
+        try:
+            for name in names:
+                self.rollbacks += rolled_back(self.pair.pods[name])
+                await self.pair.stop(name)
+        finally:
+            await asyncio.gather(*kills)
+
+    async def come_back(self, name: str) -> None:
+        """The pod back: config-sync first; its slurmctld once config-sync is ready (the startup
+        probe). The set it starts on is never older than the one a peer in control runs."""
+        pod = await self.pair.start(name)
+        deadline = time.monotonic() + WITHIN
+        while not (pod.service.ready and pod.service.status()["ha"]["return"]["open"]):
+            assert time.monotonic() < deadline, f"{name} never ready: {pod.service.status()}"
+            await asyncio.sleep(0.05)
+        self.starts[name] = pod.target_sha()
+        for other in self.pair.pods.values():
+            st = other.service.status()
+            if other is not pod and st["ha"]["writer"] and not st["pending"]:
+                assert st["applied"]["sha256"] == self.starts[name], (name, self.pair.said())
+        await self.pair.cluster.start_controller(name)
+
+    def total_rollbacks(self) -> float:
+        return self.rollbacks + sum(rolled_back(p) for p in self.pair.pods.values())
+
+
+async def settled(pair: Pair, min_job_age: str) -> str:
+    """Until the pair holds one set and the controller in control answers with it; returns the set.
+    (Both pods can agree while Slurm still hands control back: the freeze comes after.)"""
+    client = SlurmClient(env=pair.cluster.env)
+    deadline = time.monotonic() + WITHIN
+    while True:
+        held = await pair.one_set(within=max(1.0, deadline - time.monotonic()))
+        with contextlib.suppress(SlurmError):
+            runs = (await client.show_config())["MinJobAge"].split()[0]
+            left = max(1.0, deadline - time.monotonic())
+            if runs == min_job_age and await pair.one_set(within=left) == held:
+                return held
+        assert time.monotonic() < deadline, f"never settled: {pair.said()}"
+        await asyncio.sleep(0.2)
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+async def test_a_pod_lost_mid_change_and_back_leaves_one_set(cluster: DevCluster, scenario: str) -> None:
+    plan = SCENARIOS[scenario]
+    async with ha_pair(cluster) as pair, watching_answers(cluster) as freeze:
+        pods = Pods(pair)
+        await pair.all_hold(set_sha(pair.good()), within=60)
+        job = await cluster.sbatch("-N", "1", wrap="sleep 600")
+        running = await cluster.wait_job(job, "RUNNING", timeout=30)
+        # saved running: a takeover recovers only what was saved (Slurm's own behaviour, not ours);
+        # its start second over, so the save is after the allocation
+        assert running.start_time is not None
+        await state_saved_since(cluster, running.start_time + 1)
+
+        new = with_min_job_age(pair.good(), 181)
+        sha = set_sha(new)
+        pair.config.write(new)
+        # mid-change: the writer (ctld-a, in control) has it in flight
+        await pair.pods["ctld-a"].service.wait_until(lambda st: bool(st["pending"]), 60)
+        lost = time.monotonic()
+        await pods.lose(plan.lost)
+        for name in plan.lost:
+            await asyncio.sleep(plan.away_seconds)  # the scenario's input: how long the pod is away
+            await pods.come_back(name)
+
+        held = await settled(pair, conf_value(new, "MinJobAge"))
+        print(
+            f"\n{scenario}: one set after {time.monotonic() - lost:.1f}s, {await cluster.primary()} in "
+            f"control; longest client wait {freeze.longest:.1f}s; started on "
+            + ", ".join(f"{n}: {s[:12]}" for n, s in pods.starts.items())
+        )
+        assert held == sha, f"the good change was lost: {pair.said()}"
+        assert pods.total_rollbacks() == 0, [p.service.history_view() for p in pair.pods.values()]
+        jobs = {j.job_id: j for j in await SlurmClient(env=cluster.env).jobs()}
+        assert jobs[job].state == "RUNNING" and jobs[job].start_time == running.start_time, jobs[job]
+        await cluster.scancel(job)
