@@ -29,9 +29,7 @@ import structlog
 
 from sidecars.configsync.ha import ASK_SECONDS, Coordination
 from sidecars.runtime.events import EventSink
-from sidecars.slurm.errors import SlurmTimeout
-from sidecars.slurm.runner import run
-from sidecars.slurm.standby import ask_alone, conf_path, host_names
+from sidecars.slurm.standby import ask_alone, ask_takeover, conf_path, host_names
 
 log = structlog.get_logger(__name__)
 
@@ -118,12 +116,7 @@ class Keeper:
             self.words = "this pod's controller is the primary: Slurm's own start takes control"
             return False
         put = put_back()
-        argv = ["scontrol", "takeover", str(index)]
-        try:
-            done = await run(argv, env=ha.env, timeout=ASK_SECONDS, check=False)
-            result = "asked" if done.returncode == 0 else f"failed: {(done.stderr or done.stdout).strip()}"
-        except SlurmTimeout as exc:
-            result = f"failed: {exc.message}"
+        argv, result = await ask_takeover(index, ASK_SECONDS, ha.env)
         self.acted_at = time.monotonic()
         gap = self.acted_at - (self.since or self.acted_at)
         self.words = (

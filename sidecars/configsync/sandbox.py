@@ -17,6 +17,7 @@ from pathlib import Path
 from sidecars.configsync import conffile
 from sidecars.configsync.conffile import SlurmConf
 from sidecars.slurm import hostlist
+from sidecars.slurm.daemons import ACCOUNTING_SLURMDBD
 
 # scripts slurmctld may run while loading the state or soon after (a job it fails runs
 # EpilogSlurmctld and mails); in the dry run they do nothing, where the candidate sets them
@@ -89,9 +90,6 @@ def isolate_nodes(text: str, port: int) -> str:
     return "\n".join(out) + "\n"
 
 
-SLURMDBD_STORAGE = "accounting_storage/slurmdbd"
-
-
 def uses_auth_slurm(conf: SlurmConf) -> bool:
     kinds = f"{conf.options.get('authtype', '')},{conf.options.get('authalttypes', '')}".lower()
     return "auth/slurm" in kinds
@@ -145,7 +143,7 @@ def overrides(
         lines.append(f"SlurmSchedLogFile={d / 'sched.log'}")
     # only the exact name: slurmctld loads plugins by their exact, case-sensitive name, so any other
     # spelling is left for the throwaway to load (and die of, in Slurm's words, as slurmctld would)
-    if (conf.options.get("accountingstoragetype") or "").strip() == SLURMDBD_STORAGE:
+    if (conf.options.get("accountingstoragetype") or "").strip() == ACCOUNTING_SLURMDBD:
         lines += ["AccountingStorageHost=127.0.0.1", f"AccountingStoragePort={dead_port}"]
         # without its slurmdbd, a controller whose state holds no TRES yet (the live one writes
         # them only at shutdown) dies: "running with a database but ... no TRES from it"

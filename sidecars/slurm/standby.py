@@ -120,3 +120,17 @@ async def ask_alone(name: str, timeout: float, env: Mapping[str, str] | None = N
     if STANDBY_WORDS in said.lower():
         return ControllerAnswer("standby", said)
     return ControllerAnswer("unknown", said or f"{' '.join(ASK)}: exit {asked.returncode}")
+
+
+async def ask_takeover(
+    index: int, timeout: float, env: Mapping[str, str] | None = None
+) -> tuple[list[str], str]:
+    """Ask the controller at `index` of SlurmctldHost to take control (`scontrol takeover INDEX`);
+    the argv and what came of it ("asked", or "failed: <Slurm's words>"). Never raises for Slurm's
+    refusal or silence: that is the answer."""
+    argv = ["scontrol", "takeover", str(index)]
+    try:
+        done = await run(argv, env=env, timeout=timeout, check=False)
+    except SlurmTimeout as exc:
+        return argv, f"failed: {exc.message}"
+    return argv, "asked" if done.returncode == 0 else f"failed: {(done.stderr or done.stdout).strip()}"

@@ -1,5 +1,6 @@
-"""No module in the package over 400 lines (issue 26): past that a module holds more than one
-activity, and a newcomer cannot see it whole."""
+"""No module in the package over 600 lines: past that a module holds more than one activity, and a
+newcomer cannot see it whole. Issue 26 set 400; issue 38 found that cap bunched modules at 350-400
+lines and split classes by inheritance to fit it, and asks for about 600 as the guide."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import sidecars
 
-LIMIT_LINES = 400
+LIMIT_LINES = 600
 
 
 def test_no_module_is_over_the_limit() -> None:
