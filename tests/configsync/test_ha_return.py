@@ -84,6 +84,8 @@ SCENARIOS = {
     "primary-back-after-5s": Scenario(("ctld-a",), 5.0),
     "backup-back-after-1s": Scenario(("ctld-b",), 1.0),
     "backup-back-after-5s": Scenario(("ctld-b",), 5.0),
+    "primary-back-after-30s": Scenario(("ctld-a",), 30.0),
+    "backup-back-after-30s": Scenario(("ctld-b",), 30.0),
     "both-primary-back-first": Scenario(("ctld-a", "ctld-b"), 1.0),
     "both-backup-back-first": Scenario(("ctld-b", "ctld-a"), 1.0),
 }
