@@ -16,7 +16,7 @@ demo: setup
 # 8 on 2 cores, measured: 12 min 11 s of wall time at 1,573 tests (load 3-5; 10 workers measured no
 # faster) and 765 s of CPU (user+sys of every process it starts), which is what bounds it. At 1,468
 # tests beside other runs (load 12-20): 20 min 45 s and 749 s of CPU, from 24 min 34 s and 911 s
-# at load 17-20 before the cuts in the README's "Developing" section.
+# at load 17-20 before the cuts in CONTRIBUTING.md's "The suite".
 # TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 8
 # Python's bytecode cache, kept outside the tree and written even where PYTHONDONTWRITEBYTECODE is set

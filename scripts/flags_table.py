@@ -1,8 +1,7 @@
 """Print the Markdown reference of every subcommand's flags and environment variables, made from
 their declarations (`sidecars.runtime.settings`: each flag's name, default, unit, converter and
-help in one place), so neither the README nor docs/flags.md can drift from the code (a test
-compares them). `--write` puts the table, and the metrics reference (metrics_table.py), into
-README.md, and the full reference (units, values, old spellings) into docs/flags.md."""
+help in one place), so docs/flags.md cannot drift from the code (a test compares them). `--write`
+writes it, and the metrics reference (metrics_table.py) into docs/metrics.md."""
 
 from __future__ import annotations
 
@@ -62,33 +61,8 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _default(f: Flag) -> str:
-    shown = f.shown_default()
-    if not shown:
-        return ""
-    return f"`{shown}`" + (f" {f.conv.unit}" if f.declared and f.conv.unit else "")
-
-
 def _has_env(f: Flag) -> bool:
     return f.conv is not _PLAIN
-
-
-def flags_markdown() -> str:
-    """The README's table: each subcommand's flags, variables, defaults and meaning."""
-    out: list[str] = []
-    for name, p in _parsers():
-        out.append(f"### `slurm-sidecars {name}`\n\n{p.description or ''}\n")
-        out.append("| flag | environment | default | required | meaning |\n|---|---|---|---|---|")
-        for f in _flags(p):
-            env = f"`{f.env}`" if _has_env(f) else ""
-            help_text = _cell(f.help)
-            if f.conv.choices:
-                help_text += f" (one of: {', '.join(f.conv.choices)})"
-            out.append(
-                f"| `{f.name}` | {env} | {_default(f)} | {'yes' if f.required else ''} | {help_text} |"
-            )
-        out.append("")
-    return "\n".join(out)
 
 
 def doc_markdown() -> str:
@@ -97,12 +71,16 @@ def doc_markdown() -> str:
     old: list[str] = []
     for name, p in _parsers():
         out.append(f"## `slurm-sidecars {name}`\n\n{p.description or ''}\n")
-        out.append("| flag | value | unit | default | required | meaning |\n|---|---|---|---|---|---|")
+        out.append(
+            "| flag | environment | value | unit | default | required | meaning |\n"
+            "|---|---|---|---|---|---|---|"
+        )
         for f in _flags(p):
+            env = f"`{f.env}`" if _has_env(f) else ""
             value = _cell(f.conv.metavar) if f.conv.metavar and _has_env(f) else ""
             shown = f.shown_default()
             out.append(
-                f"| `{f.name}` | {value} | {f.conv.unit if f.declared else ''} | "
+                f"| `{f.name}` | {env} | {value} | {f.conv.unit if f.declared else ''} | "
                 f"{f'`{shown}`' if shown else ''} | {'yes' if f.required else ''} | {_cell(f.help)} |"
             )
             old.extend(
@@ -127,23 +105,23 @@ def doc_markdown() -> str:
 def replace_section(text: str, begin: str, end: str, body: str) -> str:
     head, found, rest = text.partition(begin)
     if not found:
-        raise SystemExit(f"README has no {begin!r} marker")
+        raise SystemExit(f"no {begin!r} marker")
     _, _, tail = rest.partition(end)
     return f"{head}{begin}\n{body}{end}{tail}"
 
 
-def write_readme(path: Path) -> None:
+def write_docs() -> None:
     from metrics_table import BEGIN as M_BEGIN
+    from metrics_table import DOC as M_DOC
     from metrics_table import END as M_END
     from metrics_table import metrics_markdown
 
-    text = replace_section(path.read_text(), BEGIN, END, flags_markdown())
-    path.write_text(replace_section(text, M_BEGIN, M_END, metrics_markdown()))
     DOC.write_text(doc_markdown())
+    M_DOC.write_text(replace_section(M_DOC.read_text(), M_BEGIN, M_END, metrics_markdown()))
 
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--write"]:
-        write_readme(ROOT / "README.md")
+        write_docs()
     else:
-        sys.stdout.write(flags_markdown())
+        sys.stdout.write(doc_markdown())

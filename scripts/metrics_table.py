@@ -1,8 +1,9 @@
 """Print the Markdown reference of every metric the sidecars export, from the metric objects
-themselves (each role's metrics built on a fresh registry), so the README cannot drift from the code."""
+themselves (each role's metrics built on a fresh registry), so docs/metrics.md cannot drift from the code."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -17,6 +18,7 @@ from sidecars.worker import gpu_attribution
 from sidecars.worker.metrics import WorkerMetrics
 
 BEGIN, END = "<!-- metrics:begin (scripts/metrics_table.py) -->", "<!-- metrics:end -->"
+DOC = Path(__file__).parent.parent / "docs" / "metrics.md"
 SUFFIX = {"counter": "_total", "histogram": " (histogram)"}
 # the Kubernetes edge's one metric: building a client to list it would open a connection pool
 KUBE = [
