@@ -43,6 +43,7 @@ from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileSet
 from sidecars.configsync.stage import Applied
 from sidecars.configsync.validate import Verdict
+from sidecars.protocol.events import EventReason
 from sidecars.runtime.events import EventSink
 from sidecars.slurm import SlurmClient, daemons
 
@@ -118,7 +119,7 @@ class DbdSync(ConfigSync):
     async def _waiting(self, why: str) -> None:
         self.waiting_for_database = why
         log.warning("slurmdbd_waits_for_its_database", reason=why)
-        await self.events.emit("ConfigWaitsForDatabase", why, "Warning")
+        await self.events.emit(EventReason.CONFIG_WAITS_FOR_DATABASE, why, "Warning")
         await self._notify()
 
     async def _judge(self, files: FileSet, current: FileSet | None, seen: float, *, startup: bool) -> None:

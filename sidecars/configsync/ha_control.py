@@ -28,6 +28,7 @@ from typing import Any
 import structlog
 
 from sidecars.configsync.ha import ASK_SECONDS, Coordination
+from sidecars.protocol.events import EventReason
 from sidecars.runtime.events import EventSink
 from sidecars.slurm.standby import ask_alone, ask_takeover, conf_path, host_names
 
@@ -37,7 +38,7 @@ __all__ = ["Keeper"]
 
 ACT_AFTER_SECONDS = 1.0  # this pod's controller let go with none other in control: act this soon
 WATCH_AFTER_CHANGE_SECONDS = 60.0  # after an apply, ask often: a failed reconfigure drops control
-EVENT = "SlurmctldNoController"
+EVENT = EventReason.SLURMCTLD_NO_CONTROLLER
 
 
 def _rfc3339(monotonic: float) -> str:

@@ -27,6 +27,7 @@ import structlog
 from sidecars.configsync.ha import Coordination
 from sidecars.configsync.record import Recorder
 from sidecars.configsync.stage import Applied
+from sidecars.protocol.events import EventReason
 
 log = structlog.get_logger(__name__)
 
@@ -108,7 +109,9 @@ class Rollout:
         self.current = t
         self._show(t.state)
         outcome, event = (
-            ("applied", "ConfigApplied") if t.state == "everywhere" else ("staging", "ConfigStaging")
+            ("applied", EventReason.CONFIG_APPLIED)
+            if t.state == "everywhere"
+            else ("staging", EventReason.CONFIG_STAGING)
         )
         await self.record.applied(
             new, old, seen=seen, message=f"{message}; {self.words(t)}", outcome=outcome, event=event, **kw
@@ -140,10 +143,10 @@ class Rollout:
         message = f"generation {t.generation} ({t.short}){' applied' if state == 'everywhere' else ''}: {why}"
         if state == "everywhere":
             log.info("config_everywhere", generation=t.generation, seconds=round(until - t.since, 3))
-            await self.record.events.emit("ConfigApplied", message, "Normal")
+            await self.record.events.emit(EventReason.CONFIG_APPLIED, message, "Normal")
         else:
             log.warning("config_not_everywhere", generation=t.generation, behind=t.behind)
-            await self.record.events.emit("ConfigNotEverywhere", message, "Warning")
+            await self.record.events.emit(EventReason.CONFIG_NOT_EVERYWHERE, message, "Warning")
 
     def status(self, applied: Applied | None) -> dict[str, Any]:
         """`/status` `ha.rollout`: where the set this pod holds stands, and which peers lack it."""

@@ -21,6 +21,7 @@ from sidecars.configsync.stage import Applied, LastKnownGood, Restored, Target
 from sidecars.configsync.validate import Verdict
 from sidecars.configsync.views import SlurmView
 from sidecars.configsync.workers import RESTARTS_FROM
+from sidecars.protocol.events import EventReason
 from sidecars.slurm import SlurmClient, SlurmError
 
 log = structlog.get_logger(__name__)
@@ -158,7 +159,7 @@ class Installing(Reporting):
         self.pending = True
         self._backoff = self.settings.ha_poll_seconds
         await self.record.events.emit(
-            "ConfigHandover",
+            EventReason.CONFIG_HANDOVER,
             f"{files.short}: slurmctld stopped answering during the verification, but {why}; "
             "not a verdict on the set: judged again under the controller in control",
             "Normal",

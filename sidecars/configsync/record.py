@@ -15,16 +15,17 @@ from sidecars.configsync.history import History
 from sidecars.configsync.metrics import ConfigSyncMetrics
 from sidecars.configsync.sources import FileSet
 from sidecars.configsync.stage import Applied, Restored
+from sidecars.protocol.events import EventReason
 from sidecars.runtime.events import EventSink
 
 log = structlog.get_logger(__name__)
 
 # the Event of each way a set is not applied
 NOT_APPLIED_EVENTS = {
-    "rejected": "ConfigRejected",
-    "rolled_back": "ConfigRolledBack",
-    "restart_required": "ConfigRestartRequired",
-    "held": "ConfigHeldForJobs",
+    "rejected": EventReason.CONFIG_REJECTED,
+    "rolled_back": EventReason.CONFIG_ROLLED_BACK,
+    "restart_required": EventReason.CONFIG_RESTART_REQUIRED,
+    "held": EventReason.CONFIG_HELD_FOR_JOBS,
 }
 
 
@@ -87,7 +88,7 @@ class Recorder:
         installed: bool = False,
         phases: Phases | None = None,
         outcome: str = "applied",
-        event: str = "ConfigApplied",
+        event: EventReason = EventReason.CONFIG_APPLIED,
     ) -> None:
         """`new` is on disk and what slurmctld runs on (or will start on, when `installed`). With HA
         peers the outcome may be `staging` until every controller pod holds it (ha_rollout.py): it
@@ -149,7 +150,7 @@ class Recorder:
             unverified_generation=restored.unverified_generation,
         )
         await self.events.emit(
-            "ConfigRestored",
+            EventReason.CONFIG_RESTORED,
             f"generation {restored.unverified_generation} was never verified; {restored.by} put "
             f"generation {restored.restored_generation} back",
             "Warning",

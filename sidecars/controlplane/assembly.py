@@ -5,7 +5,6 @@ windows), and the writers run after each refresh, in their declared order."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,9 +46,11 @@ from sidecars.controlplane.reconcile import (
     UnownedPolicy,
     UnownedPolicySettings,
 )
+from sidecars.controlplane.reconcile.round import PodEmit
 from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.kube import KubeClient, KubeEventSink, Pod
 from sidecars.kube.cache import WatchCache
+from sidecars.protocol.events import Reason
 from sidecars.runtime.events import EventSink, EventType, LogEventSink
 from sidecars.slurm import SlurmClient, running_releases
 
@@ -94,12 +95,12 @@ class KubeSide:
     # the control plane's own (on its pod): a slurmctld takeover, what concerns no live worker pod
     events: EventSink
 
-    async def event_on(self, pod: Pod, reason: str, message: str, type: EventType = "Normal") -> None:
+    async def event_on(self, pod: Pod, reason: Reason, message: str, type: EventType = "Normal") -> None:
         await pod_event(self.kube, pod, reason, message, type)
 
 
 async def pod_event(
-    kube: KubeClient, pod: Pod, reason: str, message: str, type: EventType = "Normal"
+    kube: KubeClient, pod: Pod, reason: Reason, message: str, type: EventType = "Normal"
 ) -> None:
     """An Event on a worker pod."""
     involved = {"kind": "Pod", "name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
@@ -210,7 +211,7 @@ def writers(
     metrics: ControlPlaneMetrics,
     drains: DrainBatcher,
     workers: Workers,
-    emit: Callable[[Pod, str, str, EventType], Awaitable[None]],
+    emit: PodEmit,
 ) -> list[Reconciler]:
     """The writers the settings turn on, in the order they run: the busy label first (it is what
     keeps jobs from eviction), then the claims' Events, deletion costs, recycling, node records,

@@ -40,6 +40,7 @@ from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.kube import KubeClient
 from sidecars.kube.cache import WatchCache
 from sidecars.kube.nodename import NodeNaming
+from sidecars.protocol.events import Reason
 from sidecars.runtime import http, looplag
 from sidecars.runtime.events import LogEventSink
 from sidecars.runtime.tasks import RootTasks
@@ -204,7 +205,7 @@ class ControlPlaneService:
         status = self.status()
         return {k: status[k] for k in status if k not in {"drains_pending", "draining"}}
 
-    async def _pod_event(self, node: str, reason: str, message: str) -> None:
+    async def _pod_event(self, node: str, reason: Reason, message: str) -> None:
         """An Event on the worker pod of a Slurm node (none when no pod runs it)."""
         pod = self.workers.on_node(node)
         if pod is not None and self.k8s is not None:

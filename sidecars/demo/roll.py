@@ -20,9 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sidecars.controlplane.changes.budget import REASON_PREFIX, parse_budget
+from sidecars.controlplane.changes.budget import parse_budget
 from sidecars.demo.polling import until
 from sidecars.demo.stack import DemoStack
+from sidecars.protocol import drains
 
 Say = Callable[[str], None]
 
@@ -47,7 +48,7 @@ class DemoRoll:
         self, stack: DemoStack, revision: str, budget: str, say: Say, job_timeout: float = 120
     ) -> None:
         self.stack = stack
-        self.reason = REASON_PREFIX + revision
+        self.reason = drains.UPGRADE + revision
         self.budget = budget
         self.say = say
         self.job_timeout = job_timeout

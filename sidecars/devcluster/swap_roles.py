@@ -25,12 +25,12 @@ from sidecars.devcluster.release import Release
 from sidecars.devcluster.statecopy import StateMirror
 from sidecars.devcluster.swap import SwappableCluster
 from sidecars.devcluster.swap_ha import SwappableControllers
+from sidecars.protocol import drains
 from sidecars.runtime import process
 from sidecars.slurm import Reason, Version, running_releases
 
 log = structlog.get_logger(__name__)
 
-UPGRADE_REASON = "slurm-sidecars: upgrade "
 LIVE_JOB_STATES = {"RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING"}
 
 
@@ -238,7 +238,7 @@ class DevClusterRoles:
         undrain once each registered on the new release; a worker that does not come back stops
         the roll, left drained (its reason ours) for the operator."""
         release = self._release(image)
-        reason = f"{UPGRADE_REASON}{version}"
+        reason = f"{drains.UPGRADE}{version}"
         client = self.cluster.client(timeout=10.0)
         names = [n for n in self.cluster.node_names if self.cluster.release_of(f"slurmd-{n}") != release]
         # a worker drained before (an operator's, a maintenance's): moved, its drain and reason kept

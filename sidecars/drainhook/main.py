@@ -23,6 +23,8 @@ import aiohttp
 import structlog
 
 from sidecars.kube import pod_events
+from sidecars.protocol import drains
+from sidecars.protocol.events import EventReason
 from sidecars.runtime.events import EventSink, LogEventSink
 from sidecars.runtime.settings import PATH, TEXT, ConfigError, Flag, add_flags, convert, seconds
 from sidecars.runtime.trustedpath import Trust, UntrustedPath
@@ -32,7 +34,6 @@ log = structlog.get_logger("sidecars.drain_hook")
 RECONNECT_SECONDS = 0.2
 UNTRUSTED_RETRY_SECONDS = 5.0
 REPORT_EVERY = 60.0  # seconds between reports of transient failures that go on
-RESULTS = frozenset({"drained", "no_record", "timed_out"})
 POLICY_GRACE = 20.0  # the agent may need this long past the deadline to apply its time-out policy
 SOCKET = frozenset({stat.S_IFSOCK})
 
@@ -79,7 +80,7 @@ def _read(status: int, answer: Any) -> dict[str, Any]:
     """The agent's answer, or why it is none: transient or permanent."""
     if not isinstance(answer, dict):
         raise Permanent(f"HTTP {status}: not the agent's JSON: {str(answer)[:200]!r}")
-    if status == 200 and answer.get("result") in RESULTS:
+    if status == 200 and answer.get("result") in drains.DRAIN_RESULTS:
         return answer
     if status == 200:
         raise Permanent(f"HTTP 200 with no known result: {str(answer)[:200]}")
@@ -120,7 +121,7 @@ async def drain(
             left = deadline - time.monotonic()
             if left <= 0:
                 why = f"gave up after {seconds:g}s: {failures} transient failures, last: {last_error}"
-                await _say(events, "DrainHookGaveUp", why)
+                await _say(events, EventReason.DRAIN_HOOK_GAVE_UP, why)
                 return 1, why
             body = {"timeout_seconds": round(left, 3), "reason": reason or None}
             try:
@@ -134,12 +135,14 @@ async def drain(
                 log.warning("agent_socket_untrusted", problem=str(exc))
                 if time.monotonic() - reported_at >= REPORT_EVERY:
                     reported_at = time.monotonic()
-                    await _say(events, "DrainHookRetrying", f"untrusted agent socket, retrying: {exc}")
+                    await _say(
+                        events, EventReason.DRAIN_HOOK_RETRYING, f"untrusted agent socket, retrying: {exc}"
+                    )
                 await asyncio.sleep(min(UNTRUSTED_RETRY_SECONDS, max(deadline - time.monotonic(), 0)))
                 continue
             except Permanent as exc:
                 why = f"gave up: permanent failure: {exc}"
-                await _say(events, "DrainHookGaveUp", why)
+                await _say(events, EventReason.DRAIN_HOOK_GAVE_UP, why)
                 return 1, why
             except Transient as exc:
                 failures += 1
@@ -147,15 +150,19 @@ async def drain(
                 log.info("agent_unreachable_retrying", error=last_error, failures=failures)
                 if time.monotonic() - reported_at >= REPORT_EVERY:
                     reported_at = time.monotonic()
-                    await _say(events, "DrainHookRetrying", f"transient failure {failures}, retrying: {exc}")
+                    await _say(
+                        events,
+                        EventReason.DRAIN_HOOK_RETRYING,
+                        f"transient failure {failures}, retrying: {exc}",
+                    )
             await asyncio.sleep(min(RECONNECT_SECONDS, max(deadline - time.monotonic(), 0)))
 
 
 def _exit_code(answer: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    return (0 if answer["result"] in {"drained", "no_record"} else 1), answer
+    return (0 if answer["result"] in drains.DRAIN_DONE else 1), answer
 
 
-async def _say(events: EventSink, reason: str, message: str) -> None:
+async def _say(events: EventSink, reason: EventReason, message: str) -> None:
     print(f"{reason}: {message}", file=sys.stderr, flush=True)
     await events.emit(reason, message, "Warning")
 
@@ -163,8 +170,8 @@ async def _say(events: EventSink, reason: str, message: str) -> None:
 def main(args: argparse.Namespace) -> int:
     socket, timeout = convert(SOCKET_FLAG, args), convert(TIMEOUT_FLAG, args)
     reason = str(convert(REASON_FLAG, args)).strip()
-    if "\n" in reason or len(reason) > 200:
-        raise ConfigError("--reason: a single line of at most 200 characters")
+    if (problem := drains.reason_problem(reason)) is not None:
+        raise ConfigError(f"--reason: {problem}")
 
     async def run() -> tuple[int, dict[str, Any] | str]:
         async with pod_events("slurm-sidecars-drain-hook") as events:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from sidecars.protocol.events import Reason
 from sidecars.runtime.events import EventSink, EventType, LogEventSink
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ class KubeEventSink:
         self._component = component
         self._fallback = LogEventSink()
 
-    async def emit(self, reason: str, message: str, type: EventType = "Normal") -> None:
+    async def emit(self, reason: Reason, message: str, type: EventType = "Normal") -> None:
         await self._fallback.emit(reason, message, type)  # the log always has it too
         try:
             await self._kube.create_event(
@@ -64,7 +65,7 @@ class _PodEventSink:
         involved = {"kind": "Pod", "name": self._pod, "namespace": self._namespace}
         return KubeEventSink(kube, self._namespace, involved, component=self._component)
 
-    async def emit(self, reason: str, message: str, type: EventType = "Normal") -> None:
+    async def emit(self, reason: Reason, message: str, type: EventType = "Normal") -> None:
         if self._sink is None:
             try:
                 self._sink = await self._open()

@@ -17,11 +17,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sidecars.protocol import kube_names
+
 if TYPE_CHECKING:
     from sidecars.kube.models import Pod
 
 SOURCES = ("pod", "kube-node")
-ANNOTATION = "slurm-sidecars.io/slurm-node-name"
+ANNOTATION = kube_names.SLURM_NODE_NAME_ANNOTATION
 _FORBIDDEN = set(",[]=:#\"'\\/")  # hostlist syntax, scontrol's key=value, comments and quoting
 
 

@@ -9,6 +9,7 @@ from typing import Literal, Protocol
 
 import structlog
 
+from sidecars.protocol.events import Reason
 from sidecars.runtime import limits
 from sidecars.runtime.redact import Redactor
 
@@ -16,8 +17,8 @@ EventType = Literal["Normal", "Warning"]
 
 
 class EventSink(Protocol):
-    async def emit(self, reason: str, message: str, type: EventType = "Normal") -> None:
-        """Report one event (reason: CamelCase, e.g. `ConfigRejected`). Never raises."""
+    async def emit(self, reason: Reason, message: str, type: EventType = "Normal") -> None:
+        """Report one event (its reason from sidecars.protocol.events). Never raises."""
 
 
 class LogEventSink:
@@ -26,7 +27,7 @@ class LogEventSink:
     def __init__(self) -> None:
         self._log = structlog.get_logger("sidecars.events")
 
-    async def emit(self, reason: str, message: str, type: EventType = "Normal") -> None:
+    async def emit(self, reason: Reason, message: str, type: EventType = "Normal") -> None:
         level = self._log.warning if type == "Warning" else self._log.info
         level("event", reason=reason, message=message, event_type=type)
 
@@ -39,5 +40,5 @@ class RedactingEventSink:
         self.inner = inner
         self.redactor = redactor
 
-    async def emit(self, reason: str, message: str, type: EventType = "Normal") -> None:
+    async def emit(self, reason: Reason, message: str, type: EventType = "Normal") -> None:
         await self.inner.emit(reason, self.redactor.text(message, limits.EVENT_MESSAGE_CHARS), type)

@@ -12,8 +12,6 @@ from sidecars.slurm.errors import (
     SlurmUnreachable,
 )
 from sidecars.slurm.models import (
-    GPU_CHECK_REASON,
-    REASON_PREFIX,
     BootTime,
     Job,
     JobNodes,
@@ -31,8 +29,6 @@ from sidecars.slurm.releases import running_releases
 from sidecars.slurm.runner import CommandResult, SlurmMetrics
 
 __all__ = [
-    "GPU_CHECK_REASON",
-    "REASON_PREFIX",
     "BootTime",
     "CommandResult",
     "Controllers",

@@ -9,11 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-# every reason the sidecars write starts with this; one that does not is someone else's, never touched
-REASON_PREFIX = "slurm-sidecars:"
-# a worker agent's drain of its own node for a GPU its check found faulty (worker/gpucheck.py)
-GPU_CHECK_REASON = REASON_PREFIX + " gpu check failed: "
-
 # Base node states as Slurm names them (upper case, as in `scontrol show node`).
 BASE_STATES = frozenset(
     {

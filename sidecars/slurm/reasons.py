@@ -12,11 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import StrEnum
 
-from sidecars.slurm.models import REASON_PREFIX
+from sidecars.protocol.drains import REASON_PREFIX, SLINKY_OPERATOR_PREFIX
 
 # Slinky's slurm-operator writes its own reasons with this prefix and touches no other (v1.3,
 # IsNodeReasonOurs); we touch none of its
-OPERATOR_PREFIX = "slurm-operator:"
 
 
 class Owner(StrEnum):
@@ -66,7 +65,7 @@ def owner(reason: str | None) -> Owner:
     text = (reason or "").strip()
     if text.startswith(REASON_PREFIX):
         return Owner.OURS
-    if text.startswith(OPERATOR_PREFIX):
+    if text.startswith(SLINKY_OPERATOR_PREFIX):
         return Owner.OPERATOR
     return Owner.SLURM if cause(text) is not Cause.UNKNOWN else Owner.OTHER
 

@@ -20,6 +20,8 @@ from typing import Any
 import structlog
 from aiohttp import web
 
+from sidecars.protocol import drains
+from sidecars.protocol.events import EventReason
 from sidecars.runtime.http import application
 from sidecars.worker.drain import Drainer
 
@@ -66,8 +68,8 @@ async def post_drain(request: web.Request) -> web.Response:
         return _bad("body must be a JSON object")
     reason = body.get("reason")
     timeout = body.get("timeout_seconds")
-    if reason is not None and (not isinstance(reason, str) or len(reason) > 200 or "\n" in reason):
-        return _bad("reason: a single line of at most 200 characters")
+    if reason is not None and (problem := drains.reason_problem(reason)) is not None:
+        return _bad(f"reason: {problem}")
     if timeout is not None and (
         not isinstance(timeout, int | float)
         or isinstance(timeout, bool)
@@ -78,13 +80,13 @@ async def post_drain(request: web.Request) -> web.Response:
     refused = request.app[REFUSED]()
     if refused is not None:  # the Slurm node is another pod's: draining it would stop that pod's jobs
         return web.json_response(
-            {"result": "no_record", "detail": f"nothing drained: {refused}", "seconds": 0}
+            {"result": drains.NO_RECORD, "detail": f"nothing drained: {refused}", "seconds": 0}
         )
     drainer = request.app[DRAINER]
     fut = drainer.request(reason, float(timeout) if timeout is not None else None)
     request.app[WAKE].set()
     if drainer.unsaved is not None:
-        await drainer.events.emit("DrainNotRecorded", drainer.unsaved, "Warning")
+        await drainer.events.emit(EventReason.DRAIN_NOT_RECORDED, drainer.unsaved, "Warning")
     try:
         answer = await asyncio.shield(fut)
     finally:

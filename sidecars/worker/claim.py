@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from sidecars.kube.nodename import first_claimant
+from sidecars.protocol.events import EventReason
 from sidecars.runtime.events import EventSink
 from sidecars.runtime.waits import until_set
 
@@ -67,7 +68,7 @@ class ClaimCheck:
                 return True
             if why != said:
                 log.warning("slurm_node_claim_refused", node=self.node, why=why)
-                await events.emit("SlurmNodeClaimRefused", why, "Warning")
+                await events.emit(EventReason.SLURM_NODE_CLAIM_REFUSED, why, "Warning")
                 said = why
             await until_set(stop, self.interval)
         return False

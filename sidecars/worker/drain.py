@@ -19,6 +19,8 @@ from typing import Any
 
 import structlog
 
+from sidecars.protocol.drains import DRAINED, NO_RECORD, TIMED_OUT
+from sidecars.protocol.events import EventReason
 from sidecars.runtime.events import EventSink
 from sidecars.runtime.files import replace_atomically
 from sidecars.slurm import Job, NodeState, SlurmError
@@ -29,7 +31,6 @@ from sidecars.worker.source import NodeSource
 
 log = structlog.get_logger(__name__)
 
-DRAINED, NO_RECORD, TIMED_OUT = "drained", "no_record", "timed_out"
 PROGRESS_EVERY = 5.0  # seconds between progress lines while jobs run
 JOBS_REFRESH = 30.0  # alone, the job list for progress lines is re-read this often
 
@@ -277,7 +278,7 @@ class Drainer:
         level = log.warning if result == TIMED_OUT else log.info
         level("drain_finished", result=result, detail=detail, seconds=round(seconds, 2))
         await self.events.emit(
-            "DrainTimedOut" if result == TIMED_OUT else "Drained",
+            EventReason.DRAIN_TIMED_OUT if result == TIMED_OUT else EventReason.DRAINED,
             detail,
             "Warning" if result == TIMED_OUT else "Normal",
         )

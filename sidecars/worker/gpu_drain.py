@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import structlog
 
+from sidecars.protocol.events import EventReason
 from sidecars.runtime.events import EventSink
 from sidecars.worker.drain import Drainer
 from sidecars.worker.gpucheck import GpuCheck, gpu_reason, is_gpu_reason
@@ -58,12 +59,14 @@ class GpuDrain:
             if await self.source.drain(reason):
                 self.metrics.gpu_drains.labels("drain").inc()
                 await self.events.emit(
-                    "SlurmGpuCheckFailed", f"drained {view.name}: {'; '.join(verdict.faults)}", "Warning"
+                    EventReason.SLURM_GPU_CHECK_FAILED,
+                    f"drained {view.name}: {'; '.join(verdict.faults)}",
+                    "Warning",
                 )
         elif verdict.state in {"healthy", "absent"} and drained and is_gpu_reason(view.reason):
             assert view.reason is not None
             if await self.source.undrain(view.reason):  # the exact reason: only ours is lifted
                 self.metrics.gpu_drains.labels("undrain").inc()
                 await self.events.emit(
-                    "SlurmGpuCheckPassed", f"undrained {view.name}: {verdict.detail}", "Normal"
+                    EventReason.SLURM_GPU_CHECK_PASSED, f"undrained {view.name}: {verdict.detail}", "Normal"
                 )

@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from sidecars.protocol import drains
 from sidecars.runtime.health import CheckResult
 from sidecars.runtime.process import ProcessTimeout, run
 from sidecars.runtime.trustedpath import Trust, UntrustedPath
-from sidecars.slurm import GPU_CHECK_REASON
 
 log = structlog.get_logger(__name__)
 
@@ -48,7 +48,7 @@ FIELDS = (
     "remapped_rows.failure",
 )
 QUERY = ("--query-gpu=" + ",".join(FIELDS), "--format=csv,noheader,nounits")
-REASON = GPU_CHECK_REASON  # drains of ours start so; nothing else is lifted
+REASON = drains.GPU_CHECK  # drains of ours start so; nothing else is lifted
 UNKNOWN_LIMIT = 3
 LOST = ("Unable to determine the device handle", "GPU is lost", "GPU requires reset")
 NO_DRIVER = "couldn't communicate with the NVIDIA driver"
@@ -57,7 +57,9 @@ NOT_SUPPORTED = {"[N/A]", "N/A", "[Not Supported]", "Not Supported"}
 
 
 def gpu_reason(fault: str) -> str:
-    return (REASON + fault)[:200]  # Slurm keeps reasons short; the GPU and the fault lead
+    return (REASON + fault)[
+        : drains.REASON_MAX_CHARS
+    ]  # Slurm keeps reasons short; the GPU and the fault lead
 
 
 def is_gpu_reason(reason: str | None) -> bool:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from sidecars.protocol.events import EventReason
 from sidecars.runtime.events import EventSink
 from sidecars.worker.metrics import WorkerMetrics
 from sidecars.worker.observation import Observation
@@ -150,7 +151,7 @@ class Registration:
             self._last_heal = done
             self.status.detail = f"{why}; restart {n}/{self.settings.heal_attempts}: {done}"
             log.info("slurmd_restarted", attempt=n, how=done)
-        await self.events.emit("SlurmdRestarted", self.status.detail, "Warning")
+        await self.events.emit(EventReason.SLURMD_RESTARTED, self.status.detail, "Warning")
 
     async def _declare(self, why: str) -> None:
         self.status.state = "unregistered"
@@ -163,7 +164,7 @@ class Registration:
         )
         self.metrics.unregistered_declared.set(1)
         log.error("slurmd_declared_unregistered", why=self.status.detail)
-        await self.events.emit("SlurmdUnregistered", self.status.detail, "Warning")
+        await self.events.emit(EventReason.SLURMD_UNREGISTERED, self.status.detail, "Warning")
         await self.report(False, self.status.detail)
 
     async def _registered(self) -> None:
@@ -171,7 +172,9 @@ class Registration:
         self.metrics.registered.set(1)
         if was.state in {"healing", "unregistered"}:
             log.info("slurmd_registered_again", after_attempts=was.attempts)
-            await self.events.emit("SlurmdRegistered", f"registered again after {was.attempts} restart(s)")
+            await self.events.emit(
+                EventReason.SLURMD_REGISTERED, f"registered again after {was.attempts} restart(s)"
+            )
             if was.declared:
                 self.metrics.unregistered_declared.set(0)
                 await self.report(True, "registered")

@@ -14,6 +14,7 @@ import aiohttp
 import structlog
 from prometheus_client import CollectorRegistry
 
+from sidecars.protocol.events import EventReason
 from sidecars.runtime import looplag, tlsroots
 from sidecars.runtime.events import EventSink, LogEventSink
 from sidecars.runtime.health import CheckResult, Checks
@@ -375,6 +376,7 @@ class Agent:
                 return
             log.info("own_drain_undone", previous_reason=view.reason, state=str(st))
             await self.events.emit(
-                "Undrained", f"node {view.name} was drained by us ({view.reason}); a new agent took it back"
+                EventReason.UNDRAINED,
+                f"node {view.name} was drained by us ({view.reason}); a new agent took it back",
             )
         self._startup_done = True

@@ -12,6 +12,7 @@ from pathlib import Path
 from sidecars.kube import topology
 from sidecars.kube.nodename import ANNOTATION, SOURCES, is_node_name
 from sidecars.kube.topology import TopologySpec
+from sidecars.protocol import drains
 from sidecars.runtime import http
 from sidecars.runtime.looplag import LoopLagSettings
 from sidecars.runtime.settings import (
@@ -34,7 +35,6 @@ from sidecars.runtime.settings import (
     settings_of,
     values,
 )
-from sidecars.slurm import REASON_PREFIX
 from sidecars.worker import trusted
 
 POLICIES = ("requeue", "leave")
@@ -184,13 +184,12 @@ class WorkerSettings:
 
     def drain_reason(self, extra: str | None = None) -> str:
         """`slurm-sidecars: pod ns/name terminating[: extra]`: recognisably ours, naming the pod."""
-        base = f"{REASON_PREFIX} pod {self.pod} terminating"
-        return f"{base}: {extra.strip()}" if extra and extra.strip() else base
+        return drains.agent_reason(self.pod_namespace, self.pod_name, (extra or "").strip())
 
 
 def is_our_reason(reason: str | None) -> bool:
     """A reason the worker agent wrote for a terminating pod (not the control plane's own drains)."""
-    return bool(reason) and str(reason).startswith(f"{REASON_PREFIX} pod ") and " terminating" in str(reason)
+    return bool(reason) and str(reason).startswith(drains.AGENT) and " terminating" in str(reason)
 
 
 def configure(p: argparse.ArgumentParser) -> None:

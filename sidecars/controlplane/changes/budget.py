@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import math
 
-REASON_PREFIX = "slurm-sidecars: upgrade "
-
 
 class UpgradeError(Exception):
     def __init__(self, status: int, message: str) -> None:

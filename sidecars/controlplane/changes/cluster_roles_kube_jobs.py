@@ -15,13 +15,15 @@ from typing import Any
 
 import yaml
 
+from sidecars.protocol import kube_names
+
 Json = dict[str, Any]
 
 TEMPLATE_KEY = "job.yaml"  # the ConfigMap's key holding the backup Job (YAML or JSON)
-LOCATION_ANNOTATION = "slurm-sidecars.io/backup-location"  # where the template's Job writes its dump
+LOCATION_ANNOTATION = kube_names.BACKUP_LOCATION_ANNOTATION
 STAMP_ENV = "SLURM_SIDECARS_UPGRADE_STAMP"  # handed to the backup's containers, to name their dump
 LABELS = MappingProxyType(
-    {"app.kubernetes.io/managed-by": "slurm-sidecars", "slurm-sidecars.io/upgrade": "cluster"}
+    {kube_names.MANAGED_BY_LABEL: kube_names.MANAGED_BY, kube_names.UPGRADE_LABEL: "cluster"}
 )
 VOLUME_ROOT = "/volume"  # where the state Job mounts the StateSaveLocation's volume
 COPIES = ".slurm-sidecars-upgrade"  # the copies' directory at the volume's root

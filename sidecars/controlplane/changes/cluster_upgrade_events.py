@@ -7,6 +7,7 @@ from collections.abc import Callable
 from types import MappingProxyType
 
 from sidecars.controlplane.changes.cluster_upgrade_status import PAUSED, ROLLING_BACK
+from sidecars.protocol.events import UpgradeStageReason, upgrade_stage_reason
 from sidecars.runtime.events import EventSink, EventType
 
 # what is said -> the reason's last word(s) (a reason is CamelCase: ClusterUpgradeSlurmctldRolledBack)
@@ -26,9 +27,9 @@ SAID = MappingProxyType(
 WARNINGS = {"refused", "failed", "rolled_back", "interrupted", ROLLING_BACK}
 
 
-def reason(stage: str, said: str) -> str:
+def reason(stage: str, said: str) -> UpgradeStageReason:
     """ClusterUpgrade<Stage><State>, e.g. ClusterUpgradePreflightDone."""
-    return f"ClusterUpgrade{stage.capitalize()}{SAID[said]}"
+    return upgrade_stage_reason(stage, SAID[said])
 
 
 class StageEvents:

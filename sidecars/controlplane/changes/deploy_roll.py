@@ -38,10 +38,11 @@ from dataclasses import dataclass
 import structlog
 
 from sidecars.kube import Deployment, KubeClient, Pod
+from sidecars.protocol import kube_names
 
 log = structlog.get_logger(__name__)
 
-ANNOTATION = "slurm-sidecars.io/upgrade"  # on a Deployment this upgrade paused: the old pods' hash
+ANNOTATION = kube_names.UPGRADE_ANNOTATION  # on a Deployment this upgrade paused: the old pods' hash
 COST = "controller.kubernetes.io/pod-deletion-cost"
 FIRST = -2147483648  # pod-deletion-cost is an int32: the lowest goes first
 

@@ -30,6 +30,8 @@ import structlog
 from sidecars.controlplane.fleet.drains import DrainBatcher
 from sidecars.controlplane.fleet.ranking import FAR_FUTURE
 from sidecars.controlplane.fleet.snapshot import FleetNode
+from sidecars.protocol import drains
+from sidecars.protocol.events import EventReason
 from sidecars.slurm import Reservation, SlurmClient, SlurmCommandError
 from sidecars.slurm.hostlist import HostlistError, count, expand
 
@@ -37,7 +39,7 @@ log = structlog.get_logger(__name__)
 
 RESERVATION_PREFIX = "slurm-sidecars-maint-"
 REASON_IN_NAME = "."  # before 23.02: `<prefix><window>.<percent-encoded reason>` (no `.` in a window name)
-DRAIN_PREFIX = "slurm-sidecars: maintenance "
+DRAIN_PREFIX = drains.MAINTENANCE
 KUBE_PREFIX = "k8s-"  # windows named after a Kubernetes Node's annotation
 WINDOW_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 MAX_REASON = 200
@@ -45,7 +47,7 @@ MAX_DURATION = 366 * 86400
 PAST_SLACK = 60  # a start this far behind the clock is still "now" (clocks and typing differ)
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?$")
 
-Emit = Callable[[str, str, str], Awaitable[None]]  # (slurm node, reason, message)
+Emit = Callable[[str, EventReason, str], Awaitable[None]]  # (slurm node, reason, message)
 
 
 class WindowError(Exception):
@@ -345,5 +347,9 @@ class Maintenance:
         if self._emit is None or key in self._told or state in {"draining", "unknown"}:
             return
         self._told.add(key)
-        reason = {"waiting": "MaintenanceWaiting", "ready": "MaintenanceReady", "ended": "MaintenanceEnded"}
-        await self._emit(node, reason.get(state, "Maintenance"), f"window {window}: {words}")
+        reason = {
+            "waiting": EventReason.MAINTENANCE_WAITING,
+            "ready": EventReason.MAINTENANCE_READY,
+            "ended": EventReason.MAINTENANCE_ENDED,
+        }
+        await self._emit(node, reason.get(state, EventReason.MAINTENANCE), f"window {window}: {words}")

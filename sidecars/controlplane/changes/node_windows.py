@@ -23,10 +23,11 @@ from sidecars.controlplane.changes.maintenance import (
 )
 from sidecars.controlplane.fleet.kube_nodes import NodeCache
 from sidecars.kube import Pod
+from sidecars.protocol import kube_names
 
 log = structlog.get_logger(__name__)
 
-ANNOTATION = "slurm-sidecars.io/maintenance"
+ANNOTATION = kube_names.MAINTENANCE_ANNOTATION
 MINUTE = 60
 
 

@@ -21,12 +21,14 @@ from typing import Any
 
 import structlog
 
-from sidecars.controlplane.changes.budget import REASON_PREFIX, UpgradeError, parse_budget
+from sidecars.controlplane.changes.budget import UpgradeError, parse_budget
 from sidecars.controlplane.changes.cluster_upgrade_window import release_distance, window
 from sidecars.controlplane.changes.deploy_roll import DeploymentRoll, Refused
 from sidecars.controlplane.fleet.drains import DrainBatcher
 from sidecars.controlplane.fleet.snapshot import FleetNode
 from sidecars.kube import KubeClient, Pod
+from sidecars.protocol import drains
+from sidecars.protocol.events import EventReason
 from sidecars.slurm import Version
 
 log = structlog.get_logger(__name__)
@@ -81,7 +83,7 @@ class UpgradePlan:
 
     @property
     def reason(self) -> str:
-        return REASON_PREFIX + self.revision
+        return drains.UPGRADE + self.revision
 
     def data(self) -> dict[str, str]:
         return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in asdict(self).items()}
@@ -300,7 +302,7 @@ class Upgrade:
                 log.info("upgrade_pod_deleted", pod=p.name, node=name, revision=plan.revision)
                 if self._emit is not None:  # once: a second delete of the same pod finds it gone
                     await self._emit(
-                        p, "UpgradeReplacing", f"empty: pod deleted for revision {plan.revision}"
+                        p, EventReason.UPGRADE_REPLACING, f"empty: pod deleted for revision {plan.revision}"
                     )
         if plan.kind == "Deployment":
             await self.deployment.step(
@@ -330,5 +332,5 @@ class Upgrade:
             self._drains.submit(name, "drain", plan.reason)
             if self._emit is not None:
                 await self._emit(
-                    p, "UpgradeDraining", f"its turn in the upgrade to {plan.revision}: draining"
+                    p, EventReason.UPGRADE_DRAINING, f"its turn in the upgrade to {plan.revision}: draining"
                 )

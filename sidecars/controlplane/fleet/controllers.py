@@ -17,12 +17,13 @@ from typing import Any
 import structlog
 
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
+from sidecars.protocol.events import EventReason, Reason
 from sidecars.runtime.events import EventType
 from sidecars.slurm import SlurmClient, SlurmError, Takeover
 
 log = structlog.get_logger(__name__)
 
-Emit = Callable[[str, str, EventType], Awaitable[None]]  # reason, message, type
+Emit = Callable[[Reason, str, EventType], Awaitable[None]]  # reason, message, type
 
 
 class ControllerWatch:
@@ -86,7 +87,7 @@ class ControllerWatch:
         self._untold = None
         message = f"slurmctld {moved.primary} took control from {moved.previous}"
         try:
-            await self.emit("SlurmctldTakeover", message, "Warning")
+            await self.emit(EventReason.SLURMCTLD_TAKEOVER, message, "Warning")
         except Exception as exc:  # an Event is a report: a failed one must not stop the watch
             log.warning("takeover_event_failed", error=str(exc))
 

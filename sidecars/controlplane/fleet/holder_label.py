@@ -12,10 +12,11 @@ from collections.abc import Callable
 import structlog
 
 from sidecars.kube import KubeClient
+from sidecars.protocol import kube_names
 
 log = structlog.get_logger(__name__)
 
-LABEL = "slurm-sidecars.io/control-plane"
+LABEL = kube_names.CONTROL_PLANE_LABEL
 VALUE = "leader"
 
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 import structlog
 from aiohttp import web
 
-from sidecars.slurm import GPU_CHECK_REASON, REASON_PREFIX
+from sidecars.protocol import drains
 
 if TYPE_CHECKING:  # the type only: the Kubernetes client is loaded by whoever reviews tokens
     from sidecars.kube import TokenReview
@@ -39,7 +39,6 @@ Role = Literal["operator", "viewer", "agent"]
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 AGENT_WRITES = frozenset({"/v1/nodes/{name}/drain", "/v1/nodes/{name}/undrain", "/v1/nodes/{name}/report"})
 AGENT_READS = frozenset({"/v1/nodes/{name}", "/v1/openapi.json"})
-AGENT_REASON = REASON_PREFIX + " pod "  # an agent's drains: "slurm-sidecars: pod NS/NAME terminating[: why]"
 POD_NAME = "authentication.kubernetes.io/pod-name"
 POD_UID = "authentication.kubernetes.io/pod-uid"
 MAX_TOKEN_BYTES = 16 * 1024  # a ServiceAccount JWT is about 1 KB
@@ -77,12 +76,12 @@ class Caller:
         operator's, a maintenance window's or a cordon's drain of its node."""
         if self.role != "agent":
             return None
-        own = f"{AGENT_REASON}{self.namespace}/{self.pod} terminating"
+        own = drains.agent_reason(self.namespace, self.pod)
         if action == "drain" and (reason == own or reason.startswith(own + ":")):
             return None
-        if action == "undrain" and reason.startswith(AGENT_REASON) and " terminating" in reason:
+        if action == "undrain" and reason.startswith(drains.AGENT) and " terminating" in reason:
             return None
-        if reason.startswith(GPU_CHECK_REASON):  # its own GPUs' check: drained, and given back
+        if reason.startswith(drains.GPU_CHECK):  # its own GPUs' check: drained, and given back
             return None
         return (
             f"an agent {action}s only for its pod's termination ({own!r}); this needs the operator credential"

@@ -11,7 +11,7 @@ from typing import Any
 from sidecars.controlplane.http import openapi_maintenance, openapi_upgrade
 from sidecars.controlplane.http.access import roles
 from sidecars.controlplane.http.openapi_shared import ERROR, refusals
-from sidecars.slurm import REASON_PREFIX
+from sidecars.protocol.drains import REASON_PREFIX
 
 MAX_BODY = 16 * 1024
 NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$"  # Slurm node names, Kubernetes names

@@ -25,7 +25,7 @@ from sidecars.controlplane.fleet.drain_clock import DrainClock
 from sidecars.controlplane.fleet.ranking import FAR_FUTURE
 from sidecars.controlplane.fleet.snapshot import FleetNode, FleetSnapshot, FleetView
 from sidecars.controlplane.http.config_feed import ConfigFeed
-from sidecars.slurm import REASON_PREFIX
+from sidecars.protocol.drains import REASON_PREFIX
 
 CLASSES = ("idle", "busy", "draining", "drained", "down", "unregistered", "other")
 _DIGITS = re.compile(r"(\d+)")

@@ -18,10 +18,11 @@ import structlog
 from sidecars.controlplane.reconcile.pacing import TokenBucket
 from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.kube import KubeClient, Pod
+from sidecars.protocol import kube_names
 
 log = structlog.get_logger(__name__)
 
-LABEL = "slurm-sidecars.io/busy"
+LABEL = kube_names.BUSY_LABEL
 
 
 def labelled(pod: Pod) -> bool:

@@ -32,10 +32,12 @@ from sidecars.controlplane.fleet.kube_nodes import NodeCache
 from sidecars.controlplane.fleet.slinky import slinky_pod
 from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.kube import KubeClient, Pod
+from sidecars.protocol import drains, kube_names
+from sidecars.protocol.events import EventReason
 
 log = structlog.get_logger(__name__)
 
-_PREFIX, _SUFFIX = "slurm-sidecars: kubernetes node ", " cordoned"
+_PREFIX, _SUFFIX = drains.CORDON
 COMPONENT = "slurm-sidecars-control-plane"
 
 
@@ -163,7 +165,9 @@ class CordonSync:
         new leader, still on the pod (its SlurmNodeDrained condition, written by the last leader)."""
         if self.held.get(name) == want.kube_node:
             return True
-        return name not in self._looked and ("SlurmNodeDrained", "True", reason) in want.pod.conditions
+        return (
+            name not in self._looked and (kube_names.NODE_DRAINED[0], "True", reason) in want.pod.conditions
+        )
 
     async def _report(self) -> None:
         for name, want in list(self._owed.items()):
@@ -182,13 +186,13 @@ class CordonSync:
                 await self._kube.create_event(
                     want.pod.namespace,
                     involved,
-                    "SlurmDrainReapplied",
+                    EventReason.SLURM_DRAIN_REAPPLIED,
                     message,
                     type="Warning",
                     component=COMPONENT,
                 )
             except Exception as exc:  # reporting must never stop the sync: owed still, told next pass
-                log.warning("kube_event_failed", reason="SlurmDrainReapplied", error=str(exc))
+                log.warning("kube_event_failed", reason=EventReason.SLURM_DRAIN_REAPPLIED, error=str(exc))
                 continue
             if self._owed.get(name) is want:  # not owed again meanwhile (a newer re-apply)
                 del self._owed[name]

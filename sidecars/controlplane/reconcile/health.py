@@ -17,7 +17,7 @@ operator has cordoned itself (a scale-in) is its own: no health drain is added o
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -27,17 +27,18 @@ from sidecars.controlplane.fleet.kube_nodes import NodeCache
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.controlplane.fleet.slinky import POD_CORDON, slinky_pod
 from sidecars.controlplane.fleet.snapshot import FleetNode
-from sidecars.controlplane.reconcile.round import Outcome, View, unready
+from sidecars.controlplane.reconcile.round import Outcome, PodEmit, View, unready
 from sidecars.kube import KubeNode, Pod
+from sidecars.protocol import drains
+from sidecars.protocol.events import EventReason
 from sidecars.runtime.events import EventType
 
 log = structlog.get_logger(__name__)
 
-PREFIX = "slurm-sidecars: health "
+PREFIX = drains.HEALTH
 STATES = ("drained", "waiting", "capped", "other_drain")
 DETAIL_CHARS = 300  # of a condition's reason and message, in /status, Events and logs
 ASKED_SECONDS = 30.0  # a drain asked but never seen (refused, node gone) is asked again after this
-Emit = Callable[[Pod, str, str, EventType], Awaitable[None]]
 
 
 def health_reason(signal: str, kube_node: str) -> str:
@@ -104,7 +105,7 @@ class HealthSync:
         drains: DrainBatcher,
         node_of: Callable[[Pod], str],
         metrics: ControlPlaneMetrics,
-        emit: Emit,
+        emit: PodEmit,
         signals: Signals,
         *,
         settle_seconds: float = 30.0,
@@ -204,7 +205,7 @@ class HealthSync:
                     log.warning("health_drain_capped", node=name, signal=sigs[0][0], held=held, cap=cap)
                     await self._event(
                         pod,
-                        "SlurmHealthDrainCapped",
+                        EventReason.SLURM_HEALTH_DRAIN_CAPPED,
                         f"Slurm node {name} not drained for {sigs[0][0]} ({sigs[0][1]}): {held} of at "
                         f"most {cap} workers are held out by health signals already",
                         "Warning",
@@ -226,7 +227,7 @@ class HealthSync:
         log.warning("health_drain", node=name, signal=signal, detail=detail, kube_node=seen.kube_node)
         await self._event(
             pod,
-            "SlurmHealthDrain",
+            EventReason.SLURM_HEALTH_DRAIN,
             f"Slurm node {name} drained: {signal} on Kubernetes node {seen.kube_node} ({detail})",
             "Warning",
         )
@@ -261,7 +262,7 @@ class HealthSync:
             log.info("health_undrain", node=name, reason=reason)
             if pod is not None:
                 message = f"Slurm node {name} undrained: its health signals are gone"
-                await self._event(pod, "SlurmHealthUndrain", message, "Normal")
+                await self._event(pod, EventReason.SLURM_HEALTH_UNDRAIN, message, "Normal")
         self._clear_since = {n: t for n, t in self._clear_since.items() if n in drained}
         return made
 
@@ -277,7 +278,7 @@ class HealthSync:
         for signal, count in per_signal.items():
             self._metrics.health_signals.labels(signal).set(count)
 
-    async def _event(self, pod: Pod, reason: str, message: str, type: EventType) -> None:
+    async def _event(self, pod: Pod, reason: EventReason, message: str, type: EventType) -> None:
         try:
             await self._emit(pod, reason, message, type)
         except Exception as exc:  # reporting must never stop the sync

@@ -26,10 +26,11 @@ from sidecars.controlplane.reconcile.pacing import TokenBucket
 from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.kube import KubeClient, Pod
 from sidecars.kube.podstatus import patch_pod_conditions
+from sidecars.protocol import kube_names
 
 log = structlog.get_logger(__name__)
 
-TYPES = ("SlurmNodeReady", "SlurmNodeDrained", "SlurmNodeDown")
+TYPES = tuple(c[0] for c in kube_names.CONDITIONS)
 Conditions = tuple[tuple[str, str, str, str], ...]  # (type, status, reason, message), in TYPES order
 
 
@@ -43,15 +44,15 @@ def conditions(view: FleetNode) -> Conditions:
     # not the busy state (IDLE/ALLOCATED) when ready: a job starting must not rewrite the pod
     state = "" if ready else "+".join([view.state, *view.flags])
     return (
-        (
-            "SlurmNodeReady",
-            str(ready),
-            "SlurmReady" if ready else "SlurmNotReady",
-            f"Slurm node {view.name} is {state}" if state else "",
-        ),
-        ("SlurmNodeDrained", str(drained), "SlurmDrain" if drained else "SlurmNoDrain", why * drained),
-        ("SlurmNodeDown", str(down), "SlurmDown" if down else "SlurmUp", why * down),
+        _condition(kube_names.NODE_READY, ready, f"Slurm node {view.name} is {state}" if state else ""),
+        _condition(kube_names.NODE_DRAINED, drained, why * drained),
+        _condition(kube_names.NODE_DOWN, down, why * down),
     )
+
+
+def _condition(names: tuple[str, str, str], status: bool, message: str) -> tuple[str, str, str, str]:
+    kind, when_true, when_false = names
+    return (kind, str(status), when_true if status else when_false, message)
 
 
 def _on_pod(pod: Pod) -> dict[str, tuple[str, str]]:

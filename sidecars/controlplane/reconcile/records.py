@@ -24,7 +24,7 @@ gone); a record that shows the GPUs (new, or mended by an admin) has our drain l
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -32,17 +32,18 @@ import structlog
 from sidecars.controlplane.fleet.drains import DrainBatcher
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.controlplane.fleet.snapshot import FleetNode, FleetSnapshot
-from sidecars.controlplane.reconcile.round import Outcome, View, unready
+from sidecars.controlplane.reconcile.round import Outcome, PodEmit, View, unready
 from sidecars.kube import Pod
+from sidecars.protocol import drains
+from sidecars.protocol.events import EventReason
 from sidecars.runtime.events import EventSink, EventType
 from sidecars.slurm import JobNodes, SlurmClient, SlurmError
 
 log = structlog.get_logger(__name__)
 
 DYNAMIC = "DYNAMIC_NORM"  # a dynamic node's state flag (`scontrol create` or `slurmd -Z`)
-GRES_PREFIX = "slurm-sidecars: gres "
+GRES_PREFIX = drains.GRES
 ASKED_SECONDS = 30.0  # a drain or undrain asked and not seen is asked again after this
-Emit = Callable[[Pod, str, str, EventType], Awaitable[None]]
 
 
 def gres_reason(have: int, want: int) -> str:
@@ -66,7 +67,7 @@ class RecordKeeper:
         node_of: Callable[[Pod], str],
         metrics: ControlPlaneMetrics,
         events: EventSink,
-        emit: Emit,
+        emit: PodEmit,
         *,
         namespace: str,
         policy: RecordPolicy = RecordPolicy(),
@@ -130,11 +131,15 @@ class RecordKeeper:
             if node.gpus >= pod.gpus:
                 if ours and node.drain and self._ask(name, "undrain", now):
                     self._drains.submit(name, "undrain", node.reason or "")  # only an exact match is undone
-                    await self._tell(pod, "SlurmGresHealed", f"Slurm node {name} registered gpu:{node.gpus}")
+                    await self._tell(
+                        pod, EventReason.SLURM_GRES_HEALED, f"Slurm node {name} registered gpu:{node.gpus}"
+                    )
                     self._metrics.node_record_actions.labels("gres_undrain").inc()
                     writes += 1
                 elif name in self.short and not ours:
-                    await self._tell(pod, "SlurmGresHealed", f"Slurm node {name} registered gpu:{node.gpus}")
+                    await self._tell(
+                        pod, EventReason.SLURM_GRES_HEALED, f"Slurm node {name} registered gpu:{node.gpus}"
+                    )
                 self.short.pop(name, None)
                 continue
             first = name not in self.short
@@ -148,7 +153,7 @@ class RecordKeeper:
             if first:
                 await self._tell(
                     pod,
-                    "SlurmGresShort",
+                    EventReason.SLURM_GRES_SHORT,
                     f"Slurm node {name} registered gpu:{node.gpus} but pod {pod.name} asks for "
                     f"gpu:{pod.gpus}: drained until it registers them",
                     "Warning",
@@ -211,7 +216,7 @@ class RecordKeeper:
                 self._metrics.node_record_actions.labels("kept").inc()
                 log.warning("node_record_kept", node=name, jobs=list(naming))
                 await self._events.emit(
-                    "SlurmRecordKept",
+                    EventReason.SLURM_RECORD_KEPT,
                     f"Slurm node {name}'s record is kept: jobs {', '.join(map(str, naming))} hold or "
                     "name it (deleting it would kill a pending job at the next reconfigure)",
                     "Warning",
@@ -227,13 +232,15 @@ class RecordKeeper:
         self.deleted += 1
         self._metrics.node_record_actions.labels("deleted").inc()
         log.info("node_record_deleted", node=name, why=why)
-        await self._events.emit("SlurmRecordDeleted", f"Slurm node {name}'s record deleted: {why}")
+        await self._events.emit(
+            EventReason.SLURM_RECORD_DELETED, f"Slurm node {name}'s record deleted: {why}"
+        )
         for held in (self.orphaned, self.kept, self._asked):
             held.pop(name, None)  # `short` stays: its pod's node is told healed when it registers right
         self.known.discard(name)
         return 1
 
-    async def _tell(self, pod: Pod, reason: str, message: str, type: EventType = "Normal") -> None:
+    async def _tell(self, pod: Pod, reason: EventReason, message: str, type: EventType = "Normal") -> None:
         log.info("node_record_gres", pod=pod.name, reason=reason, detail=message)
         try:
             await self._emit(pod, reason, message, type)

@@ -22,6 +22,7 @@ import structlog
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.kube import KubeClient, Pod
+from sidecars.protocol.events import EventReason
 from sidecars.runtime.events import EventSink
 
 log = structlog.get_logger(__name__)
@@ -120,7 +121,7 @@ class Recycler:
             why = f"systemic: {unregistered} of {len(workers)} workers look unregistered"
             if self._suspend(why, "systemic"):
                 await self.events.emit(
-                    "WorkersUnregistered",
+                    EventReason.WORKERS_UNREGISTERED,
                     f"recycling suspended, {why}; check slurmctld, "
                     "munge and the network rather than the pods",
                     "Warning",
@@ -159,7 +160,7 @@ class Recycler:
             await self.kube.create_event(
                 pod.namespace,
                 {"kind": "Pod", "name": pod.name, "uid": pod.uid},
-                "WorkerRecycled",
+                EventReason.WORKER_RECYCLED,
                 f"deleting worker pod: {why}",
                 type="Warning",
             )

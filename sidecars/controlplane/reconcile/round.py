@@ -7,7 +7,7 @@ counted, and the ones after it still run: a Kubernetes hiccup in one must not st
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -16,8 +16,13 @@ import structlog
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.controlplane.fleet.snapshot import FleetSnapshot
 from sidecars.kube import Pod
+from sidecars.protocol.events import Reason
+from sidecars.runtime.events import EventType
 
 log = structlog.get_logger(__name__)
+
+# how a writer puts an Event on a worker pod (reason, message, type)
+PodEmit = Callable[[Pod, Reason, str, EventType], Awaitable[None]]
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.controlplane.reconcile.topology_files import group, render_conf, render_yaml
 from sidecars.kube import KubeClient, Pod
 from sidecars.kube.topology import Placement, TopologySpec, placement
+from sidecars.protocol.events import EventReason
 from sidecars.slurm import SlurmClient, SlurmError, hostlist
 
 log = structlog.get_logger(__name__)
@@ -223,7 +224,12 @@ class TopologySync:
         involved = {"kind": "Pod", "name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
         try:
             await self._kube.create_event(
-                pod.namespace, involved, "SlurmTopologyRefused", message, type="Warning", component=COMPONENT
+                pod.namespace,
+                involved,
+                EventReason.SLURM_TOPOLOGY_REFUSED,
+                message,
+                type="Warning",
+                component=COMPONENT,
             )
         except Exception as exc:  # reporting must never stop the sync
-            log.warning("kube_event_failed", reason="SlurmTopologyRefused", error=str(exc))
+            log.warning("kube_event_failed", reason=EventReason.SLURM_TOPOLOGY_REFUSED, error=str(exc))

@@ -8,17 +8,17 @@ over a few minutes, not in one burst."""
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 from sidecars.controlplane.fleet import unowned
 from sidecars.controlplane.reconcile.pacing import TokenBucket
-from sidecars.controlplane.reconcile.round import Outcome, View, unready
+from sidecars.controlplane.reconcile.round import Outcome, PodEmit, View, unready
 from sidecars.kube import Pod
-from sidecars.runtime.events import EventSink, EventType
+from sidecars.protocol.events import EventReason
+from sidecars.runtime.events import EventSink
 from sidecars.slurm.reasons import Cause
 
-EVENT_REASON = "SlurmDrainUnowned"
-Emit = Callable[[Pod, str, str, EventType], Awaitable[None]]
+EVENT_REASON = EventReason.SLURM_DRAIN_UNOWNED
 
 
 def message(found: unowned.Unowned) -> str:
@@ -39,7 +39,7 @@ class UnownedDrainEvents:
     def __init__(
         self,
         node_of: Callable[[Pod], str],
-        emit: Emit,
+        emit: PodEmit,
         events: EventSink,
         *,
         qps: float = 5.0,

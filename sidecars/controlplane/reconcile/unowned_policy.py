@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
@@ -27,16 +27,15 @@ import structlog
 from sidecars.controlplane.fleet import unowned
 from sidecars.controlplane.fleet.snapshot import FleetNode
 from sidecars.controlplane.reconcile.recycle import Recycler
-from sidecars.controlplane.reconcile.round import Outcome, View, unready
+from sidecars.controlplane.reconcile.round import Outcome, PodEmit, View, unready
 from sidecars.kube import Pod
-from sidecars.runtime.events import EventType
+from sidecars.protocol.events import EventReason
 from sidecars.slurm import SlurmClient, SlurmError
 from sidecars.slurm.reasons import Cause
 
 log = structlog.get_logger(__name__)
 
-RESUMED = "SlurmDrainUnownedResumed"
-Emit = Callable[[Pod, str, str, EventType], Awaitable[None]]
+RESUMED = EventReason.SLURM_DRAIN_UNOWNED_RESUMED
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +64,7 @@ class UnownedPolicy:
         slurm: SlurmClient,
         recycler: Recycler,
         node_of: Callable[[Pod], str],
-        emit: Emit,
+        emit: PodEmit,
         settings: UnownedPolicySettings,
         *,
         clock: Callable[[], float] = time.monotonic,

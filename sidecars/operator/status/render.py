@@ -8,7 +8,8 @@ from typing import Any
 
 from sidecars.operator.status import controllers
 from sidecars.operator.status.report import NodeRow, StatusReport
-from sidecars.slurm import REASON_PREFIX, reasons
+from sidecars.protocol.drains import REASON_PREFIX
+from sidecars.slurm import reasons
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from sidecars.controlplane.changes.upgrade import CONFIG_MAP, REASON_PREFIX
+from sidecars.controlplane.changes.upgrade import CONFIG_MAP
 from sidecars.devcluster import DevCluster
+from sidecars.protocol.drains import UPGRADE as REASON_PREFIX
 from sidecars.runtime.waits import within
 from sidecars.slurm import Version
 from tests.controlplane.conftest import TOKEN, control_plane, eventually

@@ -12,8 +12,8 @@ import contextlib
 import pytest
 
 from sidecars.controlplane.changes.deploy_roll import ANNOTATION
-from sidecars.controlplane.changes.upgrade import REASON_PREFIX
 from sidecars.devcluster import DevCluster
+from sidecars.protocol.drains import UPGRADE as REASON_PREFIX
 from tests.controlplane.conftest import control_plane, eventually
 from tests.fakekube import FakeKube
 from tests.fakekube.deployments import DeploymentController

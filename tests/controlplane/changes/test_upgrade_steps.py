@@ -7,9 +7,10 @@ from dataclasses import replace
 from typing import Any
 
 from sidecars.controlplane.changes.deploy_roll import ANNOTATION, COST, FIRST, DeploymentRoll
-from sidecars.controlplane.changes.upgrade import CONFIG_MAP, REASON_PREFIX, Upgrade
+from sidecars.controlplane.changes.upgrade import CONFIG_MAP, Upgrade
 from sidecars.controlplane.fleet.snapshot import FleetNode
 from sidecars.kube import Deployment, Pod, ReplicaSet
+from sidecars.protocol.drains import UPGRADE as REASON_PREFIX
 from sidecars.slurm import Version
 from tests.helpers import fleet_node, fleet_pod
 

@@ -1,0 +1,97 @@
+"""Every name on the wire is stated once, in sidecars/protocol: a literal of one anywhere else in
+the package fails here (a misspelt copy would be a second name for the same thing on the wire)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+from sidecars.protocol import drains, kube_names
+from sidecars.protocol.events import EventReason, upgrade_stage_reason
+
+ROOT = Path(__file__).parent.parent.parent / "sidecars"
+
+# whole values: a literal equal to one of these is a copy
+EXACT = {
+    *(r.value for r in EventReason),
+    drains.REASON_PREFIX,
+    drains.SLINKY_OPERATOR_PREFIX,
+    *(v for v in vars(kube_names).values() if isinstance(v, str) and v.startswith(kube_names.PREFIX)),
+    *(name for names in kube_names.CONDITIONS for name in names),
+}
+# families: a literal that starts with one of these is a hand-made reason of that family
+FAMILIES = (
+    drains.MAINTENANCE,
+    drains.UPGRADE,
+    drains.GRES,
+    drains.HEALTH,
+    drains.AGENT,
+    drains.GPU_CHECK,
+    drains.CORDON[0],
+)
+
+
+def _not_wire(tree: ast.AST) -> set[int]:
+    """Docstrings, and the names in `__all__` (a class may share a reason's word: Maintenance)."""
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
+            ids.update(id(n) for n in ast.walk(node.value))
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                ids.add(id(body[0].value))
+    return ids
+
+
+def copies(source: str) -> Iterator[tuple[int, str]]:
+    """(line, literal) of each wire name written outside the protocol layer."""
+    tree = ast.parse(source)
+    docs = _not_wire(tree)
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)) or id(node) in docs:
+            continue
+        text = node.value
+        if text in EXACT or text.startswith(FAMILIES):
+            yield node.lineno, text
+
+
+def test_no_wire_name_is_written_twice() -> None:
+    found = [
+        f"{path.relative_to(ROOT.parent)}:{line}: {text!r}"
+        for path in sorted(ROOT.rglob("*.py"))
+        if "protocol" not in path.relative_to(ROOT).parts
+        for line, text in copies(path.read_text())
+    ]
+    assert not found, "wire names belong in sidecars/protocol:\n" + "\n".join(found)
+
+
+def test_the_scan_finds_a_copy_of_each_kind() -> None:
+    source = '''
+"""A docstring may name SlurmDrainReapplied and slurm-sidecars.io/busy."""
+__all__ = ["Maintenance"]
+A = "SlurmDrainReapplied"
+B = {"slurm-sidecars.io/busy": "true"}
+C = f"slurm-sidecars: maintenance {name}"
+D = ("SlurmNodeDrained", "True")
+E = "slurm-sidecars: something else"
+'''
+    assert [line for line, _ in copies(source)] == [4, 5, 6, 7]
+
+
+def test_reasons_and_names_are_what_kubernetes_and_slurm_accept() -> None:
+    # an Event reason is UpperCamelCase (kubectl shows it as is); values are unique
+    values = [r.value for r in EventReason]
+    assert len(values) == len(set(values))
+    assert all(v[0].isupper() and v.isalnum() for v in values)
+    assert upgrade_stage_reason("slurmctld", "RolledBack") == "ClusterUpgradeSlurmctldRolledBack"
+    # every drain family is ours by the prefix the rest of the package trusts
+    assert all(f.startswith(drains.REASON_PREFIX) for f in FAMILIES)
+    assert (
+        drains.agent_reason("slurm", "w-0", "scale-in")
+        == "slurm-sidecars: pod slurm/w-0 terminating: scale-in"
+    )
+    assert drains.reason_problem("x" * drains.REASON_MAX_CHARS) is None
+    assert drains.reason_problem("x" * (drains.REASON_MAX_CHARS + 1)) is not None
+    assert drains.reason_problem("two\nlines") is not None
