@@ -24,8 +24,8 @@ from sidecars.configsync.validate import Validator
 from sidecars.configsync.watch import watch
 from sidecars.kube import pod_events
 from sidecars.runtime import daemon, logs, looplag
+from sidecars.runtime.checks import CheckResult, Checks
 from sidecars.runtime.events import EventSink, LogEventSink, RedactingEventSink
-from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, bearer_required, serve
 from sidecars.runtime.looplag import LoopLag
 from sidecars.runtime.redact import BOUND, Redactor

@@ -12,7 +12,7 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry
 
-from sidecars.controlplane import health
+from sidecars.controlplane import probes
 from sidecars.controlplane.assembly import Caches, KubeSide, cluster_roles, kube_side, writers
 from sidecars.controlplane.changes import (
     ClusterUpgradeMetrics,
@@ -337,7 +337,7 @@ class ControlPlaneService:
         }
 
     def http_app(self) -> Any:
-        liveness, readiness = health.checks(
+        liveness, readiness = probes.checks(
             self.fleet, self.tasks, self.caches(), interval_seconds=self.settings.interval_seconds
         )
         liveness.add(looplag.CHECK, self.lag.check)
@@ -353,7 +353,7 @@ class ControlPlaneService:
         """Serve for the duration of the block; `until_stopped(stop, plane.tasks)` inside it raises
         when one of the root tasks ends on its own."""
         stop = asyncio.Event()
-        health.watch_metrics(self.metrics, self.caches())
+        probes.watch_metrics(self.metrics, self.caches())
         self.fleet.last_attempt = time.monotonic()
         self.tasks.start(looplag.TASK, self.lag.run())
         self.tasks.start("refresh_loop", self.refresh_loop())

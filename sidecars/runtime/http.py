@@ -27,7 +27,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from sidecars.runtime.health import Checks
+from sidecars.runtime.checks import Checks
 from sidecars.runtime.http_gate import ConnectionGate
 from sidecars.runtime.settings import ConfigError, Conv, declared, flag, number, seconds, setting
 from sidecars.runtime.waits import within

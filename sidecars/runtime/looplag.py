@@ -16,7 +16,7 @@ from collections import deque
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from sidecars.runtime.health import CheckResult
+from sidecars.runtime.checks import CheckResult
 from sidecars.runtime.settings import declared, seconds, setting
 
 METRIC = "slurm_sidecars_event_loop_lag_seconds"

@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from sidecars.runtime.health import CheckResult
+from sidecars.runtime.checks import CheckResult
 
 log = structlog.get_logger("sidecars.tasks")
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from sidecars.protocol import drains
-from sidecars.runtime.health import CheckResult
+from sidecars.runtime.checks import CheckResult
 from sidecars.runtime.process import ProcessTimeout, run
 from sidecars.runtime.trustedpath import Trust, UntrustedPath
 

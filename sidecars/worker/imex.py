@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from sidecars.runtime.health import CheckResult
+from sidecars.runtime.checks import CheckResult
 
 IMEX_SWITCH = "switch/nvidia_imex"
 DEFAULT_CONF = Path("/etc/slurm/slurm.conf")

@@ -16,8 +16,8 @@ from prometheus_client import CollectorRegistry
 
 from sidecars.protocol.events import EventReason
 from sidecars.runtime import looplag, tlsroots
+from sidecars.runtime.checks import CheckResult, Checks
 from sidecars.runtime.events import EventSink, LogEventSink
-from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, bearer_or_loopback, serve, serve_unix
 from sidecars.runtime.tasks import RootTasks, until_stopped
 from sidecars.runtime.tokenfile import TokenFile

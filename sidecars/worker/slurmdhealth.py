@@ -22,7 +22,7 @@ from typing import Any
 import aiohttp
 import structlog
 
-from sidecars.runtime.health import CheckResult
+from sidecars.runtime.checks import CheckResult
 from sidecars.slurm import SlurmClient, SlurmError, health, podinfo
 
 log = structlog.get_logger(__name__)

@@ -13,8 +13,8 @@ from prometheus_client import CollectorRegistry, Counter
 
 from sidecars.cli import main as cli_main
 from sidecars.cli import self_argv
+from sidecars.runtime.checks import CheckResult, Checks
 from sidecars.runtime.daemon import run_until_signalled
-from sidecars.runtime.health import CheckResult, Checks
 from sidecars.runtime.http import DaemonHTTP, serve
 from sidecars.runtime.settings import ConfigError, flag, parse_addr
 from sidecars.runtime.waits import within

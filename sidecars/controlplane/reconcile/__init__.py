@@ -6,7 +6,7 @@ from sidecars.controlplane.reconcile.claim_events import ClaimEvents
 from sidecars.controlplane.reconcile.cordons import CordonSync
 from sidecars.controlplane.reconcile.deletion_cost import DeletionCostWriter
 from sidecars.controlplane.reconcile.gpu_features import GpuFeatureSync
-from sidecars.controlplane.reconcile.health import HealthSync, Signals
+from sidecars.controlplane.reconcile.health_signals import HealthSync, Signals
 from sidecars.controlplane.reconcile.pod_conditions import ConditionWriter
 from sidecars.controlplane.reconcile.records import RecordKeeper, RecordPolicy
 from sidecars.controlplane.reconcile.recycle import RecyclePolicy, Recycler

@@ -13,7 +13,7 @@ from sidecars.controlplane.flag_kinds import SIGNALS
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.controlplane.fleet.snapshot import FleetNode, FleetSnapshot
 from sidecars.controlplane.reconcile import HealthSync, Signals, View
-from sidecars.controlplane.reconcile.health import health_reason
+from sidecars.controlplane.reconcile.health_signals import health_reason
 from sidecars.kube import KubeNode, Pod
 from sidecars.runtime.settings import ConfigError
 from tests.controlplane.reconcile.standins import Drains, Nodes

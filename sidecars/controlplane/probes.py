@@ -10,7 +10,7 @@ from typing import Any
 
 from sidecars.controlplane.fleet import ControlPlaneMetrics, FleetView
 from sidecars.kube.cache import WatchCache
-from sidecars.runtime.health import CheckResult, Checks
+from sidecars.runtime.checks import CheckResult, Checks
 from sidecars.runtime.tasks import RootTasks
 
 
