@@ -43,8 +43,8 @@ from pathlib import Path
 
 from _report import result
 
-from sidecars.controlplane.changes.cluster_upgrade import ClusterUpgrade
-from sidecars.controlplane.changes.cluster_upgrade_queue import ACCOUNTING_QUEUE_SETTLED
+from sidecars.controlplane.changes.cluster_upgrade.queue import ACCOUNTING_QUEUE_SETTLED
+from sidecars.controlplane.changes.cluster_upgrade.stages import ClusterUpgrade
 from sidecars.devcluster import ClusterSpec, Release
 from sidecars.devcluster.release import build_chroot
 from sidecars.devcluster.swap import SwappableCluster

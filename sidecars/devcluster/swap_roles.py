@@ -3,7 +3,7 @@
 controllers (`swap_ha.py`) each controller is one role of its own, moved on its own.
 
 It has the shape of the control plane's `ClusterRoles` (sidecars/controlplane/changes/
-cluster_upgrade.py) without importing it: the dev cluster is dev tooling beside the roles, and the
+cluster_roles/roles.py) without importing it: the dev cluster is dev tooling beside the roles, and the
 tests, the demo and the U1 benchmark hand it to the stage machine.
 """
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sidecars.controlplane.changes.cluster_roles_kube_jobs import (
+from sidecars.controlplane.changes.cluster_roles.kube_jobs import (
     StateVolume,
     backup_job,
     state_job,

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from sidecars.controlplane.assembly import upgrade_role_names
-from sidecars.controlplane.changes.cluster_roles_kube import KubeClusterRoles, KubeRoleNames, PreflightError
-from sidecars.controlplane.changes.cluster_roles_kube_jobs import TEMPLATE_KEY, backup_job
+from sidecars.controlplane.changes.cluster_roles.kube import KubeClusterRoles, KubeRoleNames, PreflightError
+from sidecars.controlplane.changes.cluster_roles.kube_jobs import TEMPLATE_KEY, backup_job
 from sidecars.controlplane.settings import ControlPlaneSettings, from_args
 from sidecars.devcluster import DevCluster
 from sidecars.kube import KubeClient

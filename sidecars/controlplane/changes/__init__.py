@@ -2,18 +2,18 @@
 rolling upgrades (a StatefulSet's revision or a Deployment's paced roll), each draining first, and
 a whole-cluster upgrade in Slurm's order."""
 
-from sidecars.controlplane.changes.cluster_roles_kube import (
+from sidecars.controlplane.changes.cluster_roles.kube import (
     KubeClusterRoles,
     KubeRoleNames,
     unavailable,
 )
-from sidecars.controlplane.changes.cluster_roles_kube_roll import BudgetedRoll
-from sidecars.controlplane.changes.cluster_upgrade_events import StageEvents
-from sidecars.controlplane.changes.cluster_upgrade_run import (
+from sidecars.controlplane.changes.cluster_roles.kube_roll import BudgetedRoll
+from sidecars.controlplane.changes.cluster_upgrade.events import StageEvents
+from sidecars.controlplane.changes.cluster_upgrade.run import (
     ClusterUpgradeMetrics,
     ClusterUpgrades,
 )
-from sidecars.controlplane.changes.cluster_upgrade_store import ConfigMapStore, FileStore, signing_key
+from sidecars.controlplane.changes.cluster_upgrade.store import ConfigMapStore, FileStore, signing_key
 from sidecars.controlplane.changes.maintenance import Maintenance, WindowError
 from sidecars.controlplane.changes.node_windows import NodeWindows
 from sidecars.controlplane.changes.upgrade import Upgrade

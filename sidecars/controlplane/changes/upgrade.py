@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 
 from sidecars.controlplane.changes.budget import UpgradeError, parse_budget
-from sidecars.controlplane.changes.cluster_upgrade_window import release_distance, window
+from sidecars.controlplane.changes.cluster_upgrade.window import release_distance, window
 from sidecars.controlplane.changes.deploy_roll import DeploymentRoll, Refused
 from sidecars.controlplane.fleet.drains import DrainBatcher
 from sidecars.controlplane.fleet.snapshot import FleetNode

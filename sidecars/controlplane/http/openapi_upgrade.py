@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sidecars.controlplane.changes.cluster_upgrade_run import ROLES
+from sidecars.controlplane.changes.cluster_upgrade.run import ROLES
 from sidecars.controlplane.http.openapi_shared import DONE, refusals
 
 CLUSTER_VERSION = "^[0-9]{2}\\.[0-9]{2}(\\.[0-9]+)?$"

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sidecars.controlplane.changes.cluster_upgrade_run import ClusterUpgrades
+from sidecars.controlplane.changes.cluster_upgrade.run import ClusterUpgrades
 from sidecars.controlplane.changes.maintenance import Maintenance
 from sidecars.controlplane.changes.upgrade import Upgrade
 from sidecars.slurm.hostlist import compress

@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from sidecars.controlplane.changes.budget import UpgradeError
-from sidecars.controlplane.changes.cluster_upgrade_run import ROLES, ClusterUpgrades
+from sidecars.controlplane.changes.cluster_upgrade.run import ROLES, ClusterUpgrades
 from sidecars.controlplane.changes.upgrade import Upgrade
 from sidecars.controlplane.fleet.snapshot import FleetNode
 from sidecars.controlplane.fleet.versions import AgentVersions, describe, guard_inputs

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sidecars.controlplane.changes.cluster_roles_kube_jobs import (
+from sidecars.controlplane.changes.cluster_roles.kube_jobs import (
     LABELS,
     LOCATION_ANNOTATION,
     STAMP_ENV,

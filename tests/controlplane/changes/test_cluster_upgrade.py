@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecars.controlplane.changes.cluster_upgrade import ClusterUpgrade
+from sidecars.controlplane.changes.cluster_upgrade.stages import ClusterUpgrade
 from sidecars.devcluster import ClusterSpec, Release
 from sidecars.devcluster.swap import SwappableCluster
 from sidecars.devcluster.swap_roles import DevClusterRoles

@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 
 from sidecars.controlplane.changes import FileStore
-from sidecars.controlplane.changes.cluster_upgrade_store import CONFIG_MAP, KEY
+from sidecars.controlplane.changes.cluster_upgrade.store import CONFIG_MAP, KEY
 from sidecars.controlplane.service import NO_ROLES, ControlPlaneService
 from sidecars.devcluster import ClusterSpec, Release
 from sidecars.devcluster.swap import SwappableCluster

@@ -19,8 +19,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from sidecars.controlplane.changes.cluster_upgrade import ClusterUpgrade
-from sidecars.controlplane.changes.cluster_upgrade_status import ROLLING_BACK, Stage
+from sidecars.controlplane.changes.cluster_upgrade.stages import ClusterUpgrade
+from sidecars.controlplane.changes.cluster_upgrade.status import ROLLING_BACK, Stage
 from sidecars.devcluster import ClusterSpec, Release
 from sidecars.devcluster.swap_roles import DevClusterRoles
 from sidecars.operator.upgrade.main import render

@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from sidecars.controlplane.changes.cluster_upgrade import ClusterUpgrade
-from sidecars.controlplane.changes.cluster_upgrade_status import Stage
+from sidecars.controlplane.changes.cluster_upgrade.stages import ClusterUpgrade
+from sidecars.controlplane.changes.cluster_upgrade.status import Stage
 from sidecars.devcluster import ClusterSpec, Release
 from sidecars.devcluster.swap_ha import SwappableControllers
 from sidecars.devcluster.swap_roles import DevClusterRoles

@@ -26,8 +26,8 @@ import pytest
 import yaml
 
 from sidecars.controlplane.changes import KubeClusterRoles, KubeRoleNames
-from sidecars.controlplane.changes.cluster_roles_kube_jobs import TemplateError, backup_job
-from sidecars.controlplane.changes.cluster_upgrade import ClusterUpgrade
+from sidecars.controlplane.changes.cluster_roles.kube_jobs import TemplateError, backup_job
+from sidecars.controlplane.changes.cluster_upgrade.stages import ClusterUpgrade
 from sidecars.controlplane.settings import configure, from_args
 from sidecars.devcluster import ClusterSpec, Release
 from sidecars.devcluster.swap_roles import DevClusterRoles

@@ -11,10 +11,10 @@ from typing import Any, cast
 import pytest
 
 from sidecars.controlplane.changes import KubeClusterRoles, KubeRoleNames
-from sidecars.controlplane.changes.cluster_roles import ClusterRoles
-from sidecars.controlplane.changes.cluster_roles_kube_jobs import COPIES
-from sidecars.controlplane.changes.cluster_upgrade import ClusterUpgrade
-from sidecars.controlplane.changes.cluster_upgrade_status import ClusterUpgradeStatus
+from sidecars.controlplane.changes.cluster_roles.kube_jobs import COPIES
+from sidecars.controlplane.changes.cluster_roles.roles import ClusterRoles
+from sidecars.controlplane.changes.cluster_upgrade.stages import ClusterUpgrade
+from sidecars.controlplane.changes.cluster_upgrade.status import ClusterUpgradeStatus
 from sidecars.kube import KubeClient
 from sidecars.slurm import Version
 from tests.fakekube.server import configuration

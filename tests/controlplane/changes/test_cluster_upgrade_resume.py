@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from sidecars.controlplane.changes.cluster_upgrade_status import ClusterUpgradeStatus
-from sidecars.controlplane.changes.cluster_upgrade_store import CONFIG_MAP, KEY
+from sidecars.controlplane.changes.cluster_upgrade.status import ClusterUpgradeStatus
+from sidecars.controlplane.changes.cluster_upgrade.store import CONFIG_MAP, KEY
 from sidecars.controlplane.service import ControlPlaneService
 from sidecars.devcluster import Release
 from sidecars.devcluster.swap import SwappableCluster

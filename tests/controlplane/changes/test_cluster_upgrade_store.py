@@ -13,8 +13,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from sidecars.controlplane.changes import ClusterUpgradeMetrics, ClusterUpgrades
-from sidecars.controlplane.changes.cluster_upgrade_status import ClusterUpgradeStatus
-from sidecars.controlplane.changes.cluster_upgrade_store import MAX_BYTES, FileStore
+from sidecars.controlplane.changes.cluster_upgrade.status import ClusterUpgradeStatus
+from sidecars.controlplane.changes.cluster_upgrade.store import MAX_BYTES, FileStore
 
 pytestmark = [pytest.mark.timeout(30)]
 

@@ -3,7 +3,7 @@ releases back since 24.11 (two before), no downgrade, every release known, Slurm
 
 from __future__ import annotations
 
-from sidecars.controlplane.changes.cluster_upgrade_window import refusal, window
+from sidecars.controlplane.changes.cluster_upgrade.window import refusal, window
 from sidecars.slurm import Version
 
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from sidecars.controlplane.changes import ConfigMapStore, signing_key
-from sidecars.controlplane.changes.cluster_upgrade_store import CONFIG_MAP, KEY
+from sidecars.controlplane.changes.cluster_upgrade.store import CONFIG_MAP, KEY
 from sidecars.kube import KubeClient
 from tests.fakekube import FakeKube
 from tests.fakekube.server import configuration

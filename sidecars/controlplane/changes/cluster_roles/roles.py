@@ -1,5 +1,5 @@
 """What a whole-cluster upgrade needs from where the daemons run: the seam between the stage machine
-(cluster_upgrade.py) and Kubernetes (cluster_roles_kube.py) or the dev cluster (devcluster/swap_roles.py)."""
+(cluster_upgrade/stages.py) and Kubernetes (kube.py here) or the dev cluster (devcluster/swap_roles.py)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from sidecars.controlplane.changes.cluster_roles import StageFailed
+from sidecars.controlplane.changes.cluster_roles.roles import StageFailed
 from sidecars.controlplane.changes.upgrade import Upgrade
 from sidecars.slurm import Version, daemons
 

@@ -29,8 +29,7 @@ from typing import Any
 
 import structlog
 
-from sidecars.controlplane.changes.cluster_roles import StageFailed
-from sidecars.controlplane.changes.cluster_roles_kube_jobs import (
+from sidecars.controlplane.changes.cluster_roles.kube_jobs import (
     COPIES,
     TEMPLATE_KEY,
     StateVolume,
@@ -40,6 +39,7 @@ from sidecars.controlplane.changes.cluster_roles_kube_jobs import (
     state_job,
     state_volume,
 )
+from sidecars.controlplane.changes.cluster_roles.roles import StageFailed
 from sidecars.kube import KubeClient, KubeWorkloads, PodHealth, Workload
 from sidecars.slurm import SlurmClient, Version, daemons, running_releases, slurmdbd_version
 from sidecars.slurm.lastwords import DaemonExited, last_words

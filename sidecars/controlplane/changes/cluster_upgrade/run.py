@@ -9,7 +9,7 @@ operator starts that one again (with the same target: it goes on from where it s
 
 The roles (where the daemons run) are handed in: the dev cluster's release swap in the demo and the
 tests. Without them the start is refused with `why_unavailable`, one line that names what is missing
-(in Kubernetes: the settings that name slurmdbd's and slurmctld's workloads, cluster_roles_kube.py)."""
+(in Kubernetes: the settings that name slurmdbd's and slurmctld's workloads, cluster_roles/kube.py)."""
 
 from __future__ import annotations
 
@@ -22,11 +22,11 @@ import structlog
 from prometheus_client import CollectorRegistry, Gauge
 
 from sidecars.controlplane.changes.budget import UpgradeError
-from sidecars.controlplane.changes.cluster_roles import ClusterRoles
-from sidecars.controlplane.changes.cluster_upgrade import ClusterUpgrade
-from sidecars.controlplane.changes.cluster_upgrade_events import StageEvents
-from sidecars.controlplane.changes.cluster_upgrade_status import STAGES, STATES, ClusterUpgradeStatus
-from sidecars.controlplane.changes.cluster_upgrade_store import StatusStore
+from sidecars.controlplane.changes.cluster_roles.roles import ClusterRoles
+from sidecars.controlplane.changes.cluster_upgrade.events import StageEvents
+from sidecars.controlplane.changes.cluster_upgrade.stages import ClusterUpgrade
+from sidecars.controlplane.changes.cluster_upgrade.status import STAGES, STATES, ClusterUpgradeStatus
+from sidecars.controlplane.changes.cluster_upgrade.store import StatusStore
 from sidecars.slurm import Version, daemons
 
 log = structlog.get_logger(__name__)

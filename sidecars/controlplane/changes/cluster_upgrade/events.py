@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from types import MappingProxyType
 
-from sidecars.controlplane.changes.cluster_upgrade_status import PAUSED, ROLLING_BACK
+from sidecars.controlplane.changes.cluster_upgrade.status import PAUSED, ROLLING_BACK
 from sidecars.protocol.events import UpgradeStageReason, upgrade_stage_reason
 from sidecars.runtime.events import EventSink, EventType
 

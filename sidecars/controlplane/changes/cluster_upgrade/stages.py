@@ -1,7 +1,7 @@
 """A whole-cluster Slurm upgrade in Slurm's order, as stages: preflight, slurmdbd, slurmctld, workers.
 
-Each stage acts through a `ClusterRoles` (cluster_roles.py): in Kubernetes an image change of that
-role's workload (cluster_roles_kube.py), in the dev cluster the release swap of one daemon
+Each stage acts through a `ClusterRoles` (cluster_roles/roles.py): in Kubernetes an image change of that
+role's workload (cluster_roles/kube.py), in the dev cluster the release swap of one daemon
 (devcluster/swap_roles.py). The machine itself decides order, verification and rollback:
 
 - preflight: every daemon's release read (slurmdbd's included); the target within Slurm's window
@@ -32,15 +32,15 @@ from typing import Any
 
 import structlog
 
-from sidecars.controlplane.changes.cluster_roles import (
+from sidecars.controlplane.changes.cluster_roles.roles import (
     ClusterRoles,
     StageFailed,
     has_accounting,
     memory_of,
     recall,
 )
-from sidecars.controlplane.changes.cluster_upgrade_queue import accounting_taken
-from sidecars.controlplane.changes.cluster_upgrade_status import (
+from sidecars.controlplane.changes.cluster_upgrade.queue import accounting_taken
+from sidecars.controlplane.changes.cluster_upgrade.status import (
     ENDINGS,
     LIVE_JOBS,
     NO_RELEASE,
@@ -49,8 +49,8 @@ from sidecars.controlplane.changes.cluster_upgrade_status import (
     ClusterUpgradeStatus,
     same_release,
 )
-from sidecars.controlplane.changes.cluster_upgrade_verify import controller_verified
-from sidecars.controlplane.changes.cluster_upgrade_window import refusal
+from sidecars.controlplane.changes.cluster_upgrade.verify import controller_verified
+from sidecars.controlplane.changes.cluster_upgrade.window import refusal
 from sidecars.slurm import Version, daemons
 from sidecars.slurm.lastwords import DaemonExited
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from sidecars.controlplane.changes.cluster_roles import ClusterRoles, StageFailed
-from sidecars.controlplane.changes.cluster_upgrade_status import LIVE_JOBS, same_release
+from sidecars.controlplane.changes.cluster_roles.roles import ClusterRoles, StageFailed
+from sidecars.controlplane.changes.cluster_upgrade.status import LIVE_JOBS, same_release
 from sidecars.slurm import Version
 
 

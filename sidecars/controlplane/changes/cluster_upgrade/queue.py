@@ -10,7 +10,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from sidecars.controlplane.changes.cluster_roles import ClusterRoles
+from sidecars.controlplane.changes.cluster_roles.roles import ClusterRoles
 
 # records slurmctld may hold for slurmdbd at its stop: a busy cluster's queue is rarely empty, and
 # this many cost the new controller's first answer about a tenth of a second
