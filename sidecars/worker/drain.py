@@ -154,7 +154,7 @@ class Drainer:
         if obs.view is None and obs.origin != "slurm":
             # the hook's exit 0 lets the pod die: "no record" rests on Slurm's own word, never on
             # a relayed one (a control plane from before the node existed, a misrouted request)
-            obs = await self.source.slurm.observe()
+            obs = await self.source.observe_slurm()
             if not obs.ok:
                 self._progress(now, f"no record per the control plane; Slurm unreadable: {obs.error}")
                 return
@@ -179,7 +179,7 @@ class Drainer:
         if st.drained:
             if obs.origin != "slurm":
                 # trust only Slurm's own word for the last step (fail closed on a stale snapshot)
-                direct = await self.source.slurm.observe()
+                direct = await self.source.observe_slurm()
                 if not direct.ok or direct.view is None or not direct.view.state.drained:
                     return
             await self._delete_if_dynamic(st)
@@ -200,7 +200,7 @@ class Drainer:
         else:
             if self._jobs is None or time.monotonic() - self._jobs_at > JOBS_REFRESH:
                 try:
-                    self._jobs = await self.source.slurm.jobs_here()
+                    self._jobs = await self.source.jobs_here()
                     self._jobs_at = time.monotonic()
                 except SlurmError as exc:
                     log.debug("drain_jobs_unreadable", error=str(exc))
@@ -228,7 +228,7 @@ class Drainer:
         if policy == "requeue":
             # DOWN ends jobs: it rests on Slurm's word now, not on a look (or a control-plane
             # snapshot) that predates a drain someone else set since
-            obs = await self.source.slurm.observe()
+            obs = await self.source.observe_slurm()
         view = obs.view
         if not obs.ok:
             detail = f"drain timed out; node state unknown: {obs.error}"
@@ -243,7 +243,7 @@ class Drainer:
             reason = f"{self.record.reason}: drain timed out, jobs requeued"
             try:
                 # straight to Slurm: the deadline is now, no batching
-                await self.source.slurm.client.down([self.settings.node_name], reason)
+                await self.source.set_down(reason)
                 detail = "drain timed out; node set DOWN so Slurm requeues its batch jobs"
             except SlurmError as exc:
                 detail = f"drain timed out; setting the node DOWN failed: {exc}"
@@ -260,7 +260,7 @@ class Drainer:
         if not (self.settings.dynamic or dynamic or (self._dynamic is not None and self._dynamic())):
             return
         try:
-            await self.source.slurm.client.delete_node(self.settings.node_name)
+            await self.source.delete_record()
             log.info("dynamic_node_deleted")
         except SlurmError as exc:
             log.warning("dynamic_node_delete_failed", error=str(exc))

@@ -68,6 +68,14 @@ class SlurmSource:
             return False
         return True
 
+    async def set_down(self, reason: str) -> None:
+        """DOWN at once, straight to Slurm (a drain's deadline: Slurm requeues the batch jobs)."""
+        await self.client.down([self.name], reason)
+
+    async def delete_record(self) -> None:
+        """Delete a dynamic node's record once it is drained (`scontrol delete nodename`)."""
+        await self.client.delete_node(self.name)
+
     async def _fresh(self) -> Observation:
         now = await self.observe()
         if not now.ok:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 import structlog
 
 from sidecars.runtime.waits import until_set
+from sidecars.slurm import Job
 from sidecars.worker.backoff import Backoff
 from sidecars.worker.cp_client import AgentClient, ControlPlaneUnavailable
 from sidecars.worker.observation import Observation
@@ -120,6 +121,20 @@ class NodeSource:
         if wake.is_set():
             return None
         return await self.slurm.observe()
+
+    async def observe_slurm(self) -> Observation:
+        """Slurm's own word, never the control plane's view: what a drain's end rests on."""
+        return await self.slurm.observe()
+
+    async def jobs_here(self) -> list[Job]:
+        return await self.slurm.jobs_here()
+
+    async def set_down(self, reason: str) -> None:
+        """A drain's deadline: DOWN now, straight to Slurm, no batching."""
+        await self.slurm.set_down(reason)
+
+    async def delete_record(self) -> None:
+        await self.slurm.delete_record()
 
     async def drain(self, reason: str) -> bool:
         """Ask for our drain; False when Slurm, looked at just now, shows the node drained already.
