@@ -14,7 +14,7 @@ from sidecars.controlplane.changes import ClusterUpgradeMetrics
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.runtime.looplag import LoopLag, LoopLagSettings
 from sidecars.slurm.runner import SlurmMetrics
-from sidecars.worker import gpu_attribution
+from sidecars.worker.gpu import attribution as gpu_attribution
 from sidecars.worker.metrics import WorkerMetrics
 
 BEGIN, END = "<!-- metrics:begin (scripts/metrics_table.py) -->", "<!-- metrics:end -->"

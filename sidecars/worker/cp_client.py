@@ -13,7 +13,7 @@ from sidecars.slurm.nodejson import NodeRecord, parse_node
 from sidecars.worker.observation import Observation
 
 T = TypeVar("T")
-# the VersionedNode schema's required fields (controlplane/http/openapi.py)
+# the VersionedNode schema's required fields (controlplane/http/openapi/document.py)
 NODE_FIELDS = frozenset({"name", "state", "flags", "reason", "jobs", "busy_until", "version"})
 
 

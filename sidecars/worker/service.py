@@ -28,10 +28,10 @@ from sidecars.worker.backoff import Backoff
 from sidecars.worker.claim import ClaimCheck
 from sidecars.worker.cp_client import AgentClient
 from sidecars.worker.drain import Drainer
-from sidecars.worker.gpu_attribution import GpuAttribution
-from sidecars.worker.gpu_drain import GpuDrain
-from sidecars.worker.gpu_map_step import GpuMapStep
-from sidecars.worker.gpucheck import GpuCheck
+from sidecars.worker.gpu.attribution import GpuAttribution
+from sidecars.worker.gpu.check import GpuCheck
+from sidecars.worker.gpu.drain import GpuDrain
+from sidecars.worker.gpu.map_step import GpuMapStep
 from sidecars.worker.imex import ImexCheck
 from sidecars.worker.jobmap import JobMapping
 from sidecars.worker.metrics import WorkerMetrics

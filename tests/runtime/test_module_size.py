@@ -19,3 +19,35 @@ def test_no_module_is_over_the_limit() -> None:
         if (n := len(p.read_text().splitlines())) > LIMIT_LINES
     }
     assert over == {}, f"split by activity: {over}"
+
+
+# config-sync's wings (issue 38) are to come; until then its ha_* family is known, not new
+FAMILIES_PENDING = {"configsync/ha_"}
+FAMILY_SIZE = 3
+
+
+def families(names: list[str]) -> dict[str, int]:
+    """Prefixes (`word_`) that three or more module names in one folder share."""
+    counts: dict[str, int] = {}
+    for name in names:
+        head, sep, _ = name.partition("_")
+        if sep and head:
+            counts[head + "_"] = counts.get(head + "_", 0) + 1
+    return {prefix: n for prefix, n in counts.items() if n >= FAMILY_SIZE}
+
+
+def test_a_family_of_modules_is_a_package() -> None:
+    """Three modules named `gpu_*` beside each other are a package in hiding (`gpu/`): one folder
+    that says what its modules do, instead of a prefix repeated on each."""
+    root = Path(sidecars.__file__).parent
+    found = {
+        f"{folder.relative_to(root)}/{prefix}".removeprefix("./")
+        for folder in [root, *(p for p in root.rglob("*") if p.is_dir() and p.name != "__pycache__")]
+        for prefix in families([p.stem for p in folder.glob("*.py")])
+    }
+    assert found <= FAMILIES_PENDING, f"make these packages: {sorted(found - FAMILIES_PENDING)}"
+
+
+def test_the_family_rule_sees_a_family() -> None:
+    assert families(["gpu_check", "gpu_drain", "gpu_map", "drain", "__init__"]) == {"gpu_": 3}
+    assert families(["gpu_check", "gpu_drain", "service"]) == {}

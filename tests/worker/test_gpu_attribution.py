@@ -14,7 +14,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from sidecars.devcluster import DevCluster
-from sidecars.worker.gpu_attribution import JOBS_PER_GPU, GpuAttribution
+from sidecars.worker.gpu.attribution import JOBS_PER_GPU, GpuAttribution
 from tests.helpers import eventually
 from tests.worker.agents import running_agent, settings_for
 

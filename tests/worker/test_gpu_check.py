@@ -12,7 +12,7 @@ import pytest
 
 from sidecars.controlplane.http.access import Caller
 from sidecars.devcluster import DevCluster
-from sidecars.worker.gpucheck import QUERY, UNKNOWN_LIMIT, GpuCheck, judge
+from sidecars.worker.gpu.check import QUERY, UNKNOWN_LIMIT, GpuCheck, judge
 from sidecars.worker.service import Agent
 from tests.controlplane.conftest import control_plane
 from tests.fakekube import FakeKube

@@ -20,7 +20,7 @@ from sidecars.controlplane.fleet.versions import AgentVersions
 from sidecars.controlplane.http.access import CALLER, Access
 from sidecars.controlplane.http.bodies import read_body
 from sidecars.controlplane.http.errors import Leadership, error, not_leader
-from sidecars.controlplane.http.openapi import (
+from sidecars.controlplane.http.openapi.document import (
     MAX_BODY,
     NAME_PARAM,
     REASON_BODY,

@@ -8,7 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from sidecars.controlplane.http.errors import error
-from sidecars.controlplane.http.openapi import MAX_BODY
+from sidecars.controlplane.http.openapi.document import MAX_BODY
 from sidecars.controlplane.http.schemacheck import problem, with_defaults
 
 

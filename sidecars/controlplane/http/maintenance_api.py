@@ -5,9 +5,9 @@ from __future__ import annotations
 from aiohttp import web
 
 from sidecars.controlplane.changes.maintenance import WINDOW_NAME, Maintenance, WindowError
-from sidecars.controlplane.http import openapi_maintenance
 from sidecars.controlplane.http.bodies import read_body
 from sidecars.controlplane.http.errors import Leadership, error, not_leader
+from sidecars.controlplane.http.openapi import maintenance as openapi_maintenance
 from sidecars.slurm import SlurmError
 
 FIELDS = {"name", "nodes", "start", "duration", "reason"}

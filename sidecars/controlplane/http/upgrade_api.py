@@ -15,9 +15,9 @@ from sidecars.controlplane.changes.cluster_upgrade.run import ROLES, ClusterUpgr
 from sidecars.controlplane.changes.upgrade import Upgrade
 from sidecars.controlplane.fleet.snapshot import FleetNode
 from sidecars.controlplane.fleet.versions import AgentVersions, describe, guard_inputs
-from sidecars.controlplane.http import openapi_upgrade
 from sidecars.controlplane.http.bodies import read_body
 from sidecars.controlplane.http.errors import Leadership, error, not_leader
+from sidecars.controlplane.http.openapi import upgrade as openapi_upgrade
 from sidecars.kube import KubeError
 from sidecars.slurm import SlurmClient, SlurmError, Version, daemons, slurmdbd_version
 

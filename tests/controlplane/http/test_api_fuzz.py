@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecars.controlplane.http.openapi import document
+from sidecars.controlplane.http.openapi.document import document
 from sidecars.devcluster import DevCluster
 from sidecars.runtime.waits import within
 from tests.controlplane.conftest import TOKEN, VIEWER, control_plane

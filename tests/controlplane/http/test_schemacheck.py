@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sidecars.controlplane.http.openapi import REASON_BODY, REPORT_BODY, document
+from sidecars.controlplane.http.openapi.document import REASON_BODY, REPORT_BODY, document
 from sidecars.controlplane.http.schemacheck import (
     KEYWORDS,
     SchemaUnsupported,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sidecars.controlplane.http.openapi_shared import json_ref, refusals
+from sidecars.controlplane.http.openapi.shared import json_ref, refusals
 
 _WINDOW_PARAM = {
     "name": "window",

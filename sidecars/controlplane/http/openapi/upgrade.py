@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sidecars.controlplane.changes.cluster_upgrade.run import ROLES
-from sidecars.controlplane.http.openapi_shared import DONE, refusals
+from sidecars.controlplane.http.openapi.shared import DONE, refusals
 
 CLUSTER_VERSION = "^[0-9]{2}\\.[0-9]{2}(\\.[0-9]+)?$"
 # an image reference (registry/name:tag@digest), a revision or, in the dev cluster, a release's name

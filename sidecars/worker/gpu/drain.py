@@ -11,7 +11,7 @@ import structlog
 from sidecars.protocol.events import EventReason
 from sidecars.runtime.events import EventSink
 from sidecars.worker.drain import Drainer
-from sidecars.worker.gpucheck import GpuCheck, gpu_reason, is_gpu_reason
+from sidecars.worker.gpu.check import GpuCheck, gpu_reason, is_gpu_reason
 from sidecars.worker.metrics import WorkerMetrics
 from sidecars.worker.observation import Observation
 from sidecars.worker.settings import WorkerSettings

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sidecars.controlplane.http import openapi_maintenance, openapi_upgrade
 from sidecars.controlplane.http.access import roles
-from sidecars.controlplane.http.openapi_shared import ERROR, refusals
+from sidecars.controlplane.http.openapi import maintenance as openapi_maintenance
+from sidecars.controlplane.http.openapi import upgrade as openapi_upgrade
+from sidecars.controlplane.http.openapi.shared import ERROR, refusals
 from sidecars.protocol.drains import REASON_PREFIX
 
 MAX_BODY = 16 * 1024

@@ -8,7 +8,7 @@ import time
 import structlog
 
 from sidecars.slurm import SlurmError
-from sidecars.worker.gpu_attribution import GpuAttribution
+from sidecars.worker.gpu.attribution import GpuAttribution
 from sidecars.worker.jobmap import JobMapping, gpu_jobs
 from sidecars.worker.metrics import WorkerMetrics
 from sidecars.worker.observation import Observation
