@@ -5,8 +5,8 @@ Sums each test's wall time (setup + call + teardown, as pytest reports them) per
 release (the `slurm22`/`slurm24`/`slurm26` parameter; `none` for a test that needs no Slurm), and
 each fixture's set-up per fixture (a `cluster` named by its `cluster` marker's spec, since an
 accounting or HA cluster costs more than a plain one), sorted, biggest first. The terminal shows the
-top `--time-table-top` rows (15) of each with the totals; the whole table goes to
-`--time-table-file` (default: `time-table.txt` in pytest's cache dir, `.pytest_cache/d/`).
+top `--time-table-top` rows (15) of each with the totals; the whole table, every test's own time
+too, goes to `--time-table-file` (default: `.pytest_cache/d/time-table/last.txt`).
 
 Under xdist each worker times its own tests and fixtures (a fixture's time rides on the test report
 that set it up) and the controller adds them up, so the sums are worker-seconds: at `-n 8` they add
@@ -45,6 +45,7 @@ class _Table:
         self.fixtures: Counter[str] = Counter()
         self.fixture_setups: Counter[str] = Counter()
         self.phases: Counter[str] = Counter()
+        self.tests: Counter[str] = Counter()
         self.started = time.monotonic()
 
 
@@ -95,6 +96,7 @@ class TimeTable:
         table.files[path] += report.duration
         table.releases[release] += report.duration
         table.phases[report.when] += report.duration
+        table.tests[report.nodeid] += report.duration
         if report.when == "setup":
             table.file_tests[path] += 1
             table.release_tests[release] += 1
@@ -139,6 +141,8 @@ def render(table: _Table, top: int | None) -> list[str]:
     out += _part("per release", table.releases, table.release_tests, "tests", total, None)
     fixtures = sum(table.fixtures.values())
     out += _part("per fixture set-up", table.fixtures, table.fixture_setups, "set-ups", fixtures, top)
+    if top is None:  # the whole table (the file) has every test too
+        out += _part("per test", table.tests, Counter(dict.fromkeys(table.tests, 1)), "", total, None)
     return out
 
 
