@@ -31,12 +31,13 @@ test: setup
 
 # for developers, not what CI runs: every test that needs no Slurm, and on one release (FAST_RELEASE)
 # a few files that cover each daemon's path through real Slurm (config-sync's apply and rollback, the
-# worker's drain, the control plane's drains and cordons, the Slurm client). `make test` before a push.
+# worker's drain, the control plane's drains and cordons, the Slurm client), each of their tests on
+# that release (--every-release: not only those tests/releases.py gives it). `make test` before a push.
 FAST_RELEASE ?= slurm26
 FAST_SLURM_FILES := test_apply or test_rollback or test_reads_end_together or test_drain or test_drains or test_cordon_sync or test_client_real
 test-fast: setup
 	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(PYCACHE) \
-		$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not containers" \
+		$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not containers" --every-release \
 		-k "(not slurm22 and not slurm24 and not slurm26) or ($(FAST_RELEASE) and ($(FAST_SLURM_FILES)))"
 
 # the container stage (marker `containers`): builds the images with podman, runs the compose tour and

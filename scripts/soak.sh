@@ -8,7 +8,7 @@
 #   make soak SOAK_RUNS=3 SOAK_ARGS="-k cordon"
 #
 # Environment: SOAK_RUNS (3), SOAK_HOG_CPUS (2; 0: no hog), TEST_WORKERS (8, as `make test`),
-# SOAK_DIR (where each run's log goes; a new temporary directory by default).
+# SOAK_DIR (where each run's log and time table go; a new temporary directory by default).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/apt-missing.sh
@@ -48,6 +48,7 @@ for ((i = 1; i <= runs; i++)); do
   start=$(date +%s)
   PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX="$HOME/.cache/slurm-sidecars/pycache" \
     .venv/bin/python -m pytest -n "$workers" --dist worksteal -m "not containers" -rfE -p no:randomly \
+    --time-table-file "$dir/run-$i-time.txt" \
     "$@" >"$log" 2>&1
   rc=$?
   took=$(($(date +%s) - start))

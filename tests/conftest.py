@@ -6,15 +6,17 @@ in a chroot) and `slurm26` (26.05, Debian sid in a chroot); the chroots are buil
 and reused. A release that cannot run is an error, not a silent skip, unless
 SIDECARS_ALLOW_MISSING_SLURM=1 says a partial run is wanted.
 
-A test (or a class, or a module through `pytestmark`) that holds only on some releases says which:
+Only a test whose behaviour differs between releases runs on all three, and says why with
+`@pytest.mark.per_release("why")`; every other test runs on one release, chosen from its id by a
+stable hash so that the three share them (tests/releases.py, docs/testing.md). A test (or a class, or
+a module through `pytestmark`) that holds only on some releases says which:
 
     @pytest.mark.releases("slurm24", "slurm26")
     async def test_configless(cluster: DevCluster) -> None: ...
 
-It then runs, and is named, only for those; an unknown id is a collection error. `-k slurm26` runs
-the suite against one release only. A test of our own logic, where Slurm is only the stage (a guard,
-a batching rule, an HTTP answer, a file swap), runs on one release, with the reason beside the
-marker; whatever Slurm decides or prints runs on every release.
+It then runs, and is named, only for those (one of them, unless `per_release` too); an unknown id is
+a collection error. `-k slurm26` runs the tests that run on 26.05; `--every-release` runs every test
+on every release it allows.
 
 Helpers shared by tests live in modules named for what they hold (`tests/helpers.py` for every
 concern, `tests/<concern>/<noun>.py` for one: `agents.py`, `servers.py`, `harness.py`), never in
@@ -42,15 +44,14 @@ from sidecars.devcluster import ClusterSpec, DevCluster, Release
 from sidecars.devcluster.release import available_releases
 from sidecars.runtime import logs
 from sidecars.runtime.pdeathsig import tie_to_parent
+from tests.releases import EVERY_RELEASE_OPTION, PER_RELEASE, RELEASE_IDS, release_ids
 
 if TYPE_CHECKING:
     from tests.fakekube import FakeKube
 
-# pytest-timeout's alarm held off while a report is made (why: in the module)
-pytest_plugins = ["tests.timeouts"]
+# pytest-timeout's alarm held off while a report is made, and where the time went (why: in each module)
+pytest_plugins = ["tests.timeouts", "tests.timetable"]
 
-# test id -> release name, in the order tests run
-RELEASE_IDS = {"slurm22": "host", "slurm24": "chroot", "slurm26": "sid"}
 RELEASES_KEY = pytest.StashKey[dict[str, Release]]()
 MISSING_KEY = pytest.StashKey[list[str]]()
 WORKERINPUT = "sidecars_releases"
@@ -61,10 +62,21 @@ DB_TEMPLATE_INPUT = "sidecars_db_template"
 DATA = Path(__file__).parent / "data"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        EVERY_RELEASE_OPTION,
+        action="store_true",
+        help="run every test that needs Slurm on every release it allows, not only per_release ones",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cluster(**spec): the ClusterSpec for the `cluster` fixture")
     config.addinivalue_line(
         "markers", "releases(*ids): run only on these releases (slurm22, slurm24, slurm26)"
+    )
+    config.addinivalue_line(
+        "markers", f"{PER_RELEASE}(why): behaviour differs between releases: run on each (not only one)"
     )
     logs.configure(json=False, level=os.environ.get("SIDECARS_TEST_LOG_LEVEL", "warning"))
     if hasattr(config, "workerinput"):
@@ -120,21 +132,12 @@ def pytest_configure_node(node: Any) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Parametrize `release` over the releases, or over those a `releases` marker names."""
+    """Parametrize `release` over the releases the test runs on (tests/releases.py)."""
     if "release" not in metafunc.fixturenames:
         return
     if any("release" in _argnames(m) for m in metafunc.definition.iter_markers("parametrize")):
         return  # the test parametrizes a `release` argument of its own
-    ids = list(RELEASE_IDS)
-    marker = metafunc.definition.get_closest_marker("releases")
-    if marker is not None:
-        unknown = [a for a in marker.args if a not in RELEASE_IDS]
-        if unknown or not marker.args:
-            raise pytest.UsageError(
-                f"{metafunc.definition.nodeid}: @pytest.mark.releases({', '.join(map(repr, marker.args))}):"
-                f" expected one or more of {', '.join(RELEASE_IDS)}"
-            )
-        ids = [i for i in ids if i in marker.args]
+    ids = release_ids(metafunc.definition, metafunc.config.getoption(EVERY_RELEASE_OPTION))
     metafunc.parametrize("release", [RELEASE_IDS[i] for i in ids], ids=ids, indirect=True)
 
 

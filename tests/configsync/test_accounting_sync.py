@@ -16,6 +16,7 @@ from tests.configsync.harness import config_sync, set_sha
 
 @pytest.mark.timeout(180)
 @pytest.mark.cluster(nodes=1, accounting=True)
+@pytest.mark.per_release("each release's slurmctld beside its slurmdbd, and what its slurmdbd refuses")
 async def test_changes_on_an_accounting_cluster(
     cluster: DevCluster, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -21,6 +21,7 @@ async def test_startup_adopts_the_running_config(cluster: DevCluster) -> None:
         assert sync.target_sha() == st["applied"]["sha256"]
 
 
+@pytest.mark.per_release("23.11+ re-execs slurmctld on reconfigure; 22.05 rereads in place")
 async def test_valid_change_is_applied_and_visible(cluster: DevCluster) -> None:
     async with config_sync(cluster) as sync:
         files = sync.good()
@@ -84,6 +85,7 @@ async def test_a_missed_event_is_caught_by_the_periodic_rehash(cluster: DevClust
         assert (await cluster.client().partitions())[0].max_time_minutes == 12
 
 
+@pytest.mark.per_release("22.05 dies of a new node on reconfigure (held); 24.11+ re-execs and takes it")
 async def test_node_added_is_release_aware(cluster: DevCluster) -> None:
     """22.05 dies of a new node on reconfigure (MaxNodeCount): held. 24.11 re-executes and takes it."""
     with lease_ports(1) as lease:  # n9's port: no other cluster's slurmd may answer on it

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from sidecars.devcluster import ClusterSpec, DevCluster, Release
 from sidecars.devcluster.release import RELEASE_NAMES
 from tests.configsync.harness import config_sync, set_sha
@@ -168,6 +170,7 @@ class Failure:
     what: str
 
 
+@pytest.mark.per_release("each release's parser and slurmctld refuse the corpus their own way")
 async def test_bad_change_sets_never_reach_slurmctld(release: Release) -> None:
     assert len(CASES) >= 20
     async with DevCluster(release, ClusterSpec(nodes=2, gpus=2)) as cluster:

@@ -21,6 +21,7 @@ def method_for(cluster: DevCluster) -> str:
 
 
 @pytest.mark.cluster(**SLINKY)
+@pytest.mark.per_release("each release's configless fetch on reconfigure")
 async def test_a_slurm_conf_and_a_gres_conf_change_reach_every_configless_worker(
     cluster: DevCluster,
 ) -> None:
@@ -45,6 +46,7 @@ async def test_a_slurm_conf_and_a_gres_conf_change_reach_every_configless_worker
 
 
 @pytest.mark.cluster(**SLINKY)
+@pytest.mark.per_release("each release's configless workers and what they report of their config")
 async def test_a_worker_that_did_not_take_the_change_is_named(cluster: DevCluster) -> None:
     secrets = key_secret(cluster)
     async with config_sync(cluster, secrets=secrets) as sync:

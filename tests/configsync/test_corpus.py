@@ -253,6 +253,9 @@ CASES = [
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.per_release(
+    "each release's slurmctld -D meets each bad set its own way (refusal, death, requeue)"
+)
 async def test_the_corpus_never_kills_slurmctld_nor_a_job(release: Release) -> None:
     assert len(CASES) >= 40
     spec = ClusterSpec(nodes=3, gpus=2, foreground_ctld=True, extra_conf=EXTRA)

@@ -62,6 +62,7 @@ CASES = [
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.per_release("each release's dynamic workers and NodeSets meet each set their own way")
 async def test_sets_touching_busy_dynamic_workers_never_kill_slurmctld_nor_a_job(cluster: DevCluster) -> None:
     jobs = {ns: await cluster.sbatch("-w", node, wrap="sleep 900") for ns, node in WORKERS.items()}
     started = {j: (await cluster.wait_job(j, "RUNNING", timeout=60)).start_time for j in jobs.values()}

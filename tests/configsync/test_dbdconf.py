@@ -70,6 +70,7 @@ def test_what_a_change_needs() -> None:
     ],
     ids=["world-readable", "no-storagetype"],
 )
+@pytest.mark.per_release("each release's slurmdbd refuses its own set of files")
 async def test_what_we_refuse_the_real_slurmdbd_refuses(cluster: DevCluster, edit: object, mode: int) -> None:
     c = cluster
     path = c.dir / "etc" / dbdconf.CONF_NAME

@@ -174,6 +174,7 @@ async def _recorded(c: DevCluster, job: int, timeout: float = 60.0) -> str:
 
 @pytest.mark.timeout(240)
 @pytest.mark.cluster(nodes=1, accounting=True)
+@pytest.mark.per_release("which slurmdbd.conf keys `sacctmgr reconfigure` reloads is each release's")
 async def test_changes_are_applied_and_verified(cluster: DevCluster) -> None:
     c = cluster
     # a Secret's file as the kubelet gives it to a pod with an fsGroup (defaultMode 0400 + group read)
@@ -265,6 +266,7 @@ UNREADABLE = {
 
 @pytest.mark.timeout(180)
 @pytest.mark.cluster(nodes=1, accounting=True)
+@pytest.mark.per_release("each release's slurmdbd reads (and refuses) the file its own way")
 async def test_what_slurmdbd_cannot_read_is_refused_before_the_swap(cluster: DevCluster) -> None:
     c = cluster
     async with dbd_sync(c, restart_policy="restart") as h:
@@ -283,6 +285,7 @@ async def test_what_slurmdbd_cannot_read_is_refused_before_the_swap(cluster: Dev
 
 @pytest.mark.timeout(300)
 @pytest.mark.cluster(nodes=1, accounting=True)
+@pytest.mark.per_release("how each release's slurmdbd fails on a refused password or an absent database")
 async def test_a_file_slurmdbd_cannot_run_on_is_rolled_back(cluster: DevCluster) -> None:
     c = cluster
     assert c.database is not None
@@ -323,6 +326,7 @@ async def _sql(c: DevCluster, sql: str) -> None:
 
 @pytest.mark.timeout(300)
 @pytest.mark.cluster(nodes=1, accounting=True)
+@pytest.mark.per_release("each release's slurmdbd words (quoted lines, errors) must all be redacted")
 async def test_the_password_is_never_shown(cluster: DevCluster, capsys: pytest.CaptureFixture[str]) -> None:
     c = cluster
     assert c.database is not None
@@ -367,6 +371,7 @@ async def test_the_password_is_never_shown(cluster: DevCluster, capsys: pytest.C
 
 @pytest.mark.timeout(300)
 @pytest.mark.cluster(nodes=1, accounting=True)
+@pytest.mark.per_release("24.11+ `sacctmgr ping` needs no database, 22.05's does: two paths")
 async def test_a_database_that_is_away_is_waited_for_not_blamed(cluster: DevCluster) -> None:
     c = cluster
     assert c.database is not None

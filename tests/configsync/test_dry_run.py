@@ -94,6 +94,7 @@ async def wait_saved(cluster: DevCluster) -> None:
     )
 
 
+@pytest.mark.per_release("the throwaway is that release's slurmctld: its fatals are its own")
 async def test_dry_run_catches_a_fatal_the_other_checks_accept(cluster: DevCluster) -> None:
     job = await cluster.sbatch("-p", "debug", wrap="sleep 600")
     await cluster.wait_job(job, "RUNNING")
@@ -123,6 +124,7 @@ async def test_dry_run_catches_a_fatal_the_other_checks_accept(cluster: DevClust
 
 
 @pytest.mark.parametrize("isolation", ["netns", "ports"])
+@pytest.mark.per_release("each release's slurmctld checks its host name its own way")
 async def test_the_dry_run_starts_on_a_host_that_slurmctldhost_does_not_name(
     cluster: DevCluster, isolation: str
 ) -> None:
@@ -145,6 +147,7 @@ async def test_the_dry_run_starts_on_a_host_that_slurmctldhost_does_not_name(
 
 
 @pytest.mark.parametrize("isolation", ["netns", "ports"])
+@pytest.mark.per_release("the ports and messages each release's slurmctld sends its nodes at start")
 async def test_the_dry_run_reaches_no_slurmd(cluster: DevCluster, isolation: str) -> None:
     """A throwaway loading the state under a candidate without p2 fails the job running there and
     tells its node to end it at once: unisolated, the job dies (the control); isolated, the node's
@@ -182,6 +185,7 @@ async def test_the_dry_run_reaches_no_slurmd(cluster: DevCluster, isolation: str
     )
 
 
+@pytest.mark.per_release("what each release's slurmctld leaves (sockets, state files) differs")
 async def test_nothing_is_left_behind_on_any_path(cluster: DevCluster) -> None:
     base = cluster_files(cluster)
     current = conffile.parse(read_set(base), "slurm.conf", cluster.conf_path.parent)

@@ -156,6 +156,7 @@ async def _refused_through_config_sync(cluster: DevCluster) -> None:
 
 
 @CLASSIC
+@pytest.mark.per_release("each release's slurmctld judges a node port itself")
 async def test_an_out_of_range_port_is_refused_as_slurm_refuses_it(cluster: DevCluster) -> None:
     await _port_refused_as_slurm_refuses(cluster)
     await _refused_through_config_sync(cluster)
@@ -163,18 +164,21 @@ async def test_an_out_of_range_port_is_refused_as_slurm_refuses_it(cluster: DevC
 
 @SLINKY_RELEASES
 @SLINKY
+@pytest.mark.per_release("each release's slurmctld judges a node port itself")
 async def test_an_out_of_range_port_is_refused_as_slurm_refuses_it_slinky(cluster: DevCluster) -> None:
     await _port_refused_as_slurm_refuses(cluster)
     await _refused_through_config_sync(cluster)
 
 
 @CLASSIC
+@pytest.mark.per_release("each release's slurmctld resolves (or not) an address at start")
 async def test_an_unresolvable_address_passes_as_slurm_passes_it(cluster: DevCluster) -> None:
     await _address_passes_as_slurm_passes(cluster)
 
 
 @SLINKY_RELEASES
 @SLINKY
+@pytest.mark.per_release("each release's slurmctld resolves (or not) an address at start")
 async def test_an_unresolvable_address_passes_as_slurm_passes_it_slinky(cluster: DevCluster) -> None:
     await _address_passes_as_slurm_passes(cluster)
 
@@ -194,6 +198,7 @@ def test_a_changed_relative_path_is_named_untestable(key: str) -> None:
 
 
 @CLASSIC
+@pytest.mark.per_release("each release's client parse runs its own checks")
 async def test_what_the_overrides_replace_is_judged_by_slurms_client_parse(cluster: DevCluster) -> None:
     """The throwaway's own SlurmctldPort, debug levels and controller record replace the set's
     (Slurm takes the last value), so slurmctld's checks of those never see the set's values: the dry
@@ -223,6 +228,7 @@ async def test_what_the_overrides_replace_is_judged_by_slurms_client_parse(clust
 
 
 @CLASSIC
+@pytest.mark.per_release("22.05's client parse loads no plugin; later releases differ")
 async def test_only_the_exact_slurmdbd_plugin_is_replaced(cluster: DevCluster) -> None:
     """The throwaway runs accounting_storage/none instead of slurmdbd (it must not reach it). Any
     other spelling is left to it: slurmctld loads plugins by their exact name and dies of this one

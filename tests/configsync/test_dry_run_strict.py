@@ -22,7 +22,12 @@ from sidecars.devcluster import ClusterError, DevCluster
 from tests.configsync.harness import cluster_files, config_sync, read_set, set_sha
 from tests.configsync.test_dry_run import runner
 
-pytestmark = pytest.mark.cluster(nodes=2, foreground_ctld=True)
+pytestmark = [
+    pytest.mark.cluster(nodes=2, foreground_ctld=True),
+    pytest.mark.per_release(
+        "what slurmctld refuses at start, and when (22.05 at once, 23.11+ after primary), is each release's"
+    ),
+]
 
 BAD_WEIGHTS = "PriorityType=priority/multifactor\nPriorityWeightTRES=cpu=abc\n"
 # release -> whether its slurmctld meets that fatal only after it is primary (measured)

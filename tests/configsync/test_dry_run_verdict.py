@@ -35,6 +35,9 @@ class Verbose(DryRunner):
         return out
 
 
+@pytest.mark.per_release(
+    "each release's slurmctld logs its fatals and job effects in its own words and order"
+)
 async def test_the_verdict_and_the_job_effects_come_from_the_whole_log(cluster: DevCluster) -> None:
     job = await cluster.sbatch("-p", "p2", wrap="sleep 600")
     await cluster.wait_job(job, "RUNNING")
@@ -50,6 +53,9 @@ async def test_the_verdict_and_the_job_effects_come_from_the_whole_log(cluster: 
     assert 999999 not in dropped.jobs  # "Recovered JobId=999999" is no harm done
 
 
+@pytest.mark.per_release(
+    "what each release's slurmctld does before it answers (23.11+ defers fatals past primary)"
+)
 async def test_a_pass_comes_when_the_throwaway_answers_and_each_phase_is_told(cluster: DevCluster) -> None:
     """A pass is given as soon as the throwaway answers on its port (that proves what slurmctld
     initialises once primary: test_dry_run_strict), not a fixed time later that every change would
@@ -68,6 +74,7 @@ async def test_a_pass_comes_when_the_throwaway_answers_and_each_phase_is_told(cl
 
 
 @pytest.mark.releases("slurm24", "slurm26")
+@pytest.mark.per_release("22.05 as the dry run of a 24.11 and of a 26.05 set: each refuses in its own words")
 async def test_a_dry_run_of_another_release_is_named_as_such(cluster: DevCluster) -> None:
     """The host's slurmctld (22.05) as the dry run of a 24.11/26.05 cluster: the config-sync image
     lagging the slurmctld image. Said at start, on /readyz and /status, and as the reason a change

@@ -62,6 +62,7 @@ def test_a_dynamic_node_still_taken_or_idle_holds_nothing() -> None:
 @pytest.mark.releases("slurm24", "slurm26")
 @pytest.mark.timeout(240)
 @pytest.mark.cluster(**SLINKY)
+@pytest.mark.per_release("each release's NodeSets and dynamic-node definitions")
 async def test_sets_that_redefine_a_busy_worker_are_held_for_its_job(cluster: DevCluster) -> None:
     job = await cluster.sbatch("-w", "n1", "-p", "debug", wrap="sleep 600")
     await cluster.wait_job(job, "RUNNING", timeout=30)

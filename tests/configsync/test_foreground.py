@@ -39,6 +39,7 @@ def edit(files: dict[str, bytes], old: bytes, new: bytes) -> dict[str, bytes]:
     return {**files, "slurm.conf": re.sub(old, new, files["slurm.conf"])}
 
 
+@pytest.mark.per_release("23.11+ re-execs slurmctld -D on reconfigure; 22.05 rereads in place")
 async def test_valid_change_applies_in_the_same_process(cluster: DevCluster) -> None:
     job = await cluster.sbatch(wrap="sleep 600")
     await cluster.wait_job(job, "RUNNING")
@@ -71,6 +72,7 @@ async def test_invalid_change_never_reaches_the_controller(cluster: DevCluster) 
     assert cluster.foreground_pid() == pid and cluster.foreground_exit is None
 
 
+@pytest.mark.per_release("what kills slurmctld, and when (reconfigure or restart), is each release's")
 async def test_change_that_kills_slurmctld_is_rolled_back_and_it_restarts_on_the_good_set(
     cluster: DevCluster,
 ) -> None:
@@ -119,6 +121,7 @@ async def test_change_that_kills_slurmctld_is_rolled_back_and_it_restarts_on_the
         assert (await cluster.client().partitions())[0].max_time_minutes == 45
 
 
+@pytest.mark.per_release("each release's scontrol blocks and answers differently on a dead controller")
 async def test_verify_sees_a_dead_controller_within_seconds(cluster: DevCluster) -> None:
     """A read of a dead controller blocks ~9 s in scontrol (then the client retries it); `scontrol
     ping` says DOWN at once. The verification must not wait on the former."""
@@ -133,6 +136,9 @@ async def test_verify_sees_a_dead_controller_within_seconds(cluster: DevCluster)
     assert time.monotonic() - started < 7.0  # the wait, and room; not the ~9 s a read would block
 
 
+@pytest.mark.per_release(
+    "22.05 takes a new name on reconfigure, dies at its next start; 24.11 -D on the reconfigure"
+)
 async def test_new_cluster_name_is_refused_before_it_reaches_slurmctld(cluster: DevCluster) -> None:
     """Measured without this refusal: 22.05 took the new name on reconfigure (config-sync called it
     applied, and made it the last known good) and its next start died of `CLUSTER NAME MISMATCH`, a
@@ -152,6 +158,7 @@ async def test_new_cluster_name_is_refused_before_it_reaches_slurmctld(cluster: 
     assert (await cluster.client().ping()).up
 
 
+@pytest.mark.per_release("`scontrol shutdown` of slurmctld -D and its next start, per release")
 async def test_restart_policy_restarts_a_foreground_controller(cluster: DevCluster) -> None:
     """`scontrol shutdown` ends slurmctld -D with status 0; the container (here a loop) starts it
     again on the new files, and the change is verified on the new process."""

@@ -46,6 +46,7 @@ def outcome_is(sha: str, outcome: str) -> Any:
     return done
 
 
+@pytest.mark.per_release("each release's backup start on the staged set and its answers meanwhile")
 async def test_a_backup_down_during_a_change_counts_once_its_directory_holds_it(cluster: DevCluster) -> None:
     async with ha_pair(cluster, ha_catch_up_seconds=600) as pair:
         a = pair.pods["ctld-a"]

@@ -25,6 +25,7 @@ pytestmark = [pytest.mark.releases("slurm24", "slurm26"), pytest.mark.timeout(12
 CASE_SECONDS = 60.0  # each pod's verdict on one case (two dry runs at once on a shared machine)
 
 
+@pytest.mark.per_release("each release's HA pair meets each bad set its own way")
 async def test_the_whole_corpus_against_an_ha_pair(release: Release) -> None:
     spec = ha_spec(nodes=3, gpus=2, extra_conf=EXTRA)
     async with CorpusCluster(release, spec) as cluster:

@@ -13,6 +13,7 @@ from tests.configsync.harness import set_sha
 pytestmark = [pytest.mark.releases("slurm24", "slurm26"), pytest.mark.cluster(**HA_SPEC)]
 
 
+@pytest.mark.per_release("what each release's throwaway slurmctld reads and writes in StateSaveLocation")
 async def test_the_dry_runs_leave_the_shared_state_untouched(cluster: DevCluster) -> None:
     async with ha_pair(cluster) as pair:
         since = time.time()

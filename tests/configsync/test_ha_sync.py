@@ -19,6 +19,7 @@ async def _min_job_age(cluster: DevCluster) -> str:
     return (await SlurmClient(env=cluster.env).show_config())["MinJobAge"].split()[0]
 
 
+@pytest.mark.per_release("each release's takeover onto the staged set")
 async def test_a_change_reaches_both_controllers(cluster: DevCluster) -> None:
     async with ha_pair(cluster) as pair:
         a, b = pair.pods["ctld-a"], pair.pods["ctld-b"]

@@ -114,6 +114,9 @@ def test_who_forced_it() -> None:
 
 
 @pytest.mark.cluster(nodes=2, foreground_ctld=True, extra_conf=P2.decode())
+@pytest.mark.per_release(
+    "forced, the change reaches each release's slurmctld -D with the job on the partition"
+)
 async def test_held_for_the_jobs_then_forced_by_a_marker_naming_who(cluster: DevCluster) -> None:
     job = await cluster.sbatch("-p", "p2", wrap="sleep 600")
     started = (await cluster.wait_job(job, "RUNNING")).start_time
@@ -145,6 +148,7 @@ async def test_held_for_the_jobs_then_forced_by_a_marker_naming_who(cluster: Dev
 
 
 @pytest.mark.cluster(nodes=2, extra_conf=P2.decode())
+@pytest.mark.per_release("forced, the change reaches each release's slurmctld with the job on the partition")
 async def test_the_flag_forces_every_change(cluster: DevCluster) -> None:
     job = await cluster.sbatch("-p", "p2", wrap="sleep 600")
     await cluster.wait_job(job, "RUNNING")

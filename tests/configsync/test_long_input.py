@@ -39,6 +39,7 @@ VERDICT_SECONDS = 60.0
 
 
 @pytest.mark.cluster(nodes=1)
+@pytest.mark.per_release("each release's parser and dry run read the MiB sets their own way")
 async def test_every_long_set_gets_a_verdict_while_livez_answers(cluster: DevCluster) -> None:
     # the kubelet's view: /livez fails once the loop lagged past this (2 s: far over a healthy
     # loop's lag on a loaded machine, far under the minutes the sets held it for)

@@ -53,6 +53,7 @@ async def reconfigures(cluster: DevCluster) -> int:
     return text.count("Processing Reconfiguration Request")
 
 
+@pytest.mark.per_release("the dry run is that release's slurmctld: its fatal and its words are its own")
 async def test_a_fatal_set_is_refused_in_slurms_words_and_nothing_changes(cluster: DevCluster) -> None:
     live = read_set(cluster_files(cluster))
     before, count = target_sha(cluster), await reconfigures(cluster)

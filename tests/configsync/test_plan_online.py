@@ -69,6 +69,7 @@ def request(files: dict[str, bytes]) -> dict[str, Any]:
     return {"files": [{"name": n, "data": base64.b64encode(d).decode()} for n, d in files.items()]}
 
 
+@pytest.mark.per_release("the dry run is that release's slurmctld: its fatal and its words are its own")
 async def test_a_fatal_set_is_refused_and_the_live_cluster_is_untouched(
     cluster: DevCluster, tmp_path: Path
 ) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from sidecars.configsync import conffile
 from sidecars.configsync.slurmctld_opens import plugin_problems
 from sidecars.devcluster import DevCluster
@@ -37,6 +39,7 @@ def test_only_changed_plugin_keys_are_checked_and_none_needs_no_file(tmp_path: P
     ]
 
 
+@pytest.mark.per_release("each release ships its own plugins")
 async def test_a_misspelt_plugin_is_refused_and_a_real_one_passes(cluster: DevCluster) -> None:
     async with config_sync(cluster) as sync:
         good = sync.target_sha()

@@ -113,6 +113,7 @@ def test_config_is_served_off_loopback_only_with_the_viewer_token(tmp_path: Path
     assert got.viewer_token == VIEWER
 
 
+@pytest.mark.per_release("each release's Slurm words (errors quoting lines) must all be redacted")
 async def test_passwords_and_secret_files_never_leave_config_sync(
     cluster: DevCluster, capsys: pytest.CaptureFixture[str]
 ) -> None:

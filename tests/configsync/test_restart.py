@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from sidecars.devcluster import DevCluster
 from tests.configsync.harness import bump_max_job_count, config_sync, container_restarts, set_sha
 
@@ -22,6 +24,7 @@ async def test_hold_keeps_the_last_known_good(cluster: DevCluster) -> None:
         await cluster.wait_job(job, "RUNNING")
 
 
+@pytest.mark.per_release("each release's slurmctld stop, start and state recovery")
 async def test_restart_policy_restarts_slurmctld_and_verifies(cluster: DevCluster) -> None:
     job = await cluster.sbatch(wrap="sleep 600")
     await cluster.wait_job(job, "RUNNING")

@@ -48,6 +48,9 @@ async def test_a_restart_at_any_moment_of_a_refused_change_reads_the_good_set(cl
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.per_release(
+    "when a killing set kills slurmctld (reconfigure on 22.05, re-exec on 23.11+) is each release's"
+)
 async def test_without_the_dry_run_the_window_is_the_verification(cluster: DevCluster) -> None:
     """The bound where a set reaches the disk unverified: from its swap to the rollback. Shown with
     the dry run left out, on a set that kills slurmctld: the rollback comes within seconds, and the
@@ -76,6 +79,9 @@ async def test_without_the_dry_run_the_window_is_the_verification(cluster: DevCl
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.per_release(
+    "when a killing set kills slurmctld (reconfigure on 22.05, re-exec on 23.11+) is each release's"
+)
 async def test_a_restart_at_any_instant_of_a_killing_apply_reads_the_last_good_set(
     cluster: DevCluster,
 ) -> None:

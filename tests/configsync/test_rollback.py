@@ -7,10 +7,13 @@ a validator that only runs Slurm's client parse (which accepts a partition namin
 
 from __future__ import annotations
 
+import pytest
+
 from sidecars.devcluster import DevCluster
 from tests.configsync.harness import config_sync, parser_only, set_sha
 
 
+@pytest.mark.per_release("each release's slurmctld refuses in its own words")
 async def test_refused_set_is_rolled_back_and_reported(cluster: DevCluster) -> None:
     job = await cluster.sbatch(wrap="sleep 600")
     await cluster.wait_job(job, "RUNNING")

@@ -118,6 +118,9 @@ async def _drain_across(
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.per_release(
+    "each release's backup takes control at its own pace and answers its own way meanwhile"
+)
 async def test_a_drain_asked_as_the_primary_is_killed_is_written_on_the_backup(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:
@@ -125,6 +128,7 @@ async def test_a_drain_asked_as_the_primary_is_killed_is_written_on_the_backup(
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.per_release("each release's `scontrol takeover` and what its controllers say meanwhile")
 async def test_a_drain_asked_at_a_takeover_is_written_and_the_move_told_once(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:
@@ -132,6 +136,7 @@ async def test_a_drain_asked_at_a_takeover_is_written_and_the_move_told_once(
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.per_release("each release's handback (26.05 freezes ~30 s) and how a standby answers")
 async def test_a_restarted_primary_is_a_standby_until_it_takes_control_back(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:

@@ -34,6 +34,7 @@ def _demo_argv(release: Release, *extra: str) -> list[str]:
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.per_release("the tour a user runs first must reach its end on each release's Slurm")
 async def test_tour_runs_to_the_end(release: Release) -> None:
     proc = await asyncio.create_subprocess_exec(
         *_demo_argv(release, "--tour"),

@@ -20,6 +20,7 @@ def _demo(release: Release, *more: str) -> list[str]:
 
 @pytest.mark.timeout(300)
 @pytest.mark.releases("slurm22", "slurm26")
+@pytest.mark.per_release("the host's 22.05 slurmdbd and sacct and a chroot's 26.05 ones")
 async def test_the_tour_shows_jobs_in_sacct(release: Release) -> None:
     proc = await asyncio.create_subprocess_exec(
         *_demo(release, "--accounting"), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT

@@ -34,6 +34,7 @@ def test_accounting_needs_the_classic_shape(release: Release) -> None:
 
 @pytest.mark.timeout(180)
 @pytest.mark.cluster(nodes=1, accounting=True)
+@pytest.mark.per_release("each release's slurmdbd, MariaDB schema and sacct")
 async def test_jobs_are_recorded_in_sacct(cluster: DevCluster) -> None:
     c = cluster
     ok = await c.sbatch(wrap="true")
@@ -52,6 +53,7 @@ async def test_jobs_are_recorded_in_sacct(cluster: DevCluster) -> None:
 
 @pytest.mark.timeout(120)
 @pytest.mark.cluster(nodes=1, accounting=True)
+@pytest.mark.per_release("the files and processes each release's slurmdbd reads and leaves")
 async def test_the_storage_password_is_not_readable(cluster: DevCluster) -> None:
     c = cluster
     assert c.database is not None
@@ -69,6 +71,7 @@ async def test_the_storage_password_is_not_readable(cluster: DevCluster) -> None
 
 @pytest.mark.timeout(120)
 @pytest.mark.cluster(nodes=1, accounting=True)
+@pytest.mark.per_release("each release's slurmdbd stop, start and ping")
 async def test_a_down_slurmdbd_is_seen_and_comes_back(cluster: DevCluster) -> None:
     c = cluster
     client = c.client(timeout=10.0)

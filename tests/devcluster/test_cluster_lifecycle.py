@@ -19,6 +19,7 @@ def _mounts_under(root: Path | None) -> list[str]:
         return [line for line in f if f" {root}/" in line]
 
 
+@pytest.mark.per_release("each release's daemons, their children and their ends")
 async def test_running_jobs_and_daemons_are_gone_after_stop(release: Release) -> None:
     c = DevCluster(release, ClusterSpec(nodes=2))
     await c.start()
@@ -45,6 +46,7 @@ async def test_running_jobs_and_daemons_are_gone_after_stop(release: Release) ->
     assert _mounts_under(release.root) == []
 
 
+@pytest.mark.per_release("the ports and files each release's daemons take")
 async def test_two_clusters_run_side_by_side(release: Release) -> None:
     a, b = DevCluster(release, ClusterSpec(nodes=1)), DevCluster(release, ClusterSpec(nodes=1))
     async with a, b:
@@ -56,6 +58,7 @@ async def test_two_clusters_run_side_by_side(release: Release) -> None:
 
 
 @pytest.mark.cluster(nodes=2)
+@pytest.mark.per_release("each release's slurmd registration after a kill")
 async def test_kill_and_restart_slurmd(cluster: DevCluster) -> None:
     old = await cluster.kill_slurmd("n1")
     assert not os.path.exists(f"/proc/{old}/cmdline") or cluster.hostpid("slurmd-n1") != old
@@ -66,6 +69,7 @@ async def test_kill_and_restart_slurmd(cluster: DevCluster) -> None:
 
 
 @pytest.mark.cluster(nodes=1)
+@pytest.mark.per_release("each release's slurmctld state save and recovery")
 async def test_restart_slurmctld_keeps_running_job(cluster: DevCluster) -> None:
     job = await cluster.sbatch(wrap="sleep 600")
     await cluster.wait_job(job, "RUNNING")

@@ -17,7 +17,13 @@ import pytest
 from sidecars.devcluster import ClusterError, DevCluster
 from sidecars.slurm import SlurmClient
 
-pytestmark = pytest.mark.cluster(nodes=1, foreground_ctld=True)
+pytestmark = [
+    pytest.mark.cluster(nodes=1, foreground_ctld=True),
+    pytest.mark.per_release(
+        "the cluster runs each release's slurmctld -D: its pid over a reconfigure"
+        " (re-exec on 23.11+), its stops, deaths and fatals are each release's"
+    ),
+]
 
 
 def children(pid: int) -> list[int]:

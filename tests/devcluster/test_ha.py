@@ -27,7 +27,10 @@ from tests.devcluster import lifetime
 REPO = Path(__file__).resolve().parents[2]
 
 HA = {"nodes": 1, "controllers": 2, "slurmctld_timeout_seconds": 5}
-pytestmark = pytest.mark.releases("slurm22", "slurm24", "slurm26")
+pytestmark = [
+    pytest.mark.releases("slurm22", "slurm24", "slurm26"),
+    pytest.mark.per_release("each release's takeover, backup and handback, and what they leave"),
+]
 
 
 async def _output_says(c: DevCluster, job: int, word: str, timeout: float = 30) -> str:

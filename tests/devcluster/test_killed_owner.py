@@ -51,6 +51,9 @@ def _owner_argv(kind: str) -> list[str]:
     ],
     ids=["owner-sigkill", "owner-accounting-sigkill", "pytest-sigterm", "xdist-sigterm"],
 )
+@pytest.mark.per_release(
+    "the host's packages and a chroot's shims: each release's processes end their own way"
+)
 async def test_nothing_outlives_the_owner(
     release: Release, kind: str, sig: signal.Signals, tmp_path: Path
 ) -> None:

@@ -16,6 +16,7 @@ from sidecars.devcluster.release import CHROOTS, ReleaseUnavailable, build_chroo
 ROOT = Path(__file__).parent.parent.parent
 
 
+@pytest.mark.per_release("each release's version is its own")
 def test_the_id_names_the_version(release: Release, request: pytest.FixtureRequest) -> None:
     major = request.node.callspec.id.removeprefix("slurm")
     assert release.version.split(".")[0] == major, (request.node.callspec.id, release)
@@ -32,8 +33,13 @@ def test_sid_apt_ignores_its_expired_release_file(release: Release) -> None:
 
 
 @pytest.mark.releases("slurm24", "slurm26")
+@pytest.mark.per_release("the marker's own test: it runs on each release it names")
 def test_the_releases_marker_selects(release: Release, request: pytest.FixtureRequest) -> None:
     assert request.node.callspec.id in {"slurm24", "slurm26"} and release.name in {"chroot", "sid"}
+
+
+def test_an_unmarked_test_runs_on_one_release(release: Release) -> None:
+    assert release.name in {"host", "chroot", "sid"}
 
 
 def test_the_marker_leaves_out_the_other_releases() -> None:
@@ -50,6 +56,9 @@ def test_the_marker_leaves_out_the_other_releases() -> None:
     assert ids == {"test_the_releases_marker_selects[slurm24]", "test_the_releases_marker_selects[slurm26]"}
     assert "test_sid_apt_ignores_its_expired_release_file[slurm26]" in out
     assert "test_sid_apt_ignores_its_expired_release_file[slurm22]" not in out
+    # only a per_release test runs on every release (tests/releases.py)
+    assert sum("::test_the_id_names_the_version[" in line for line in out.splitlines()) == 3
+    assert sum("::test_an_unmarked_test_runs_on_one_release[" in line for line in out.splitlines()) == 1
 
 
 async def test_an_unknown_release_is_a_clear_error() -> None:

@@ -77,6 +77,7 @@ NET_LINES = ("Failed to connect to", "retrying", "agent_fini")
     ],
     ids=["unreachable", "refused"],
 )
+@pytest.mark.per_release("each release's slurmctld retries (or not) a record that never registered")
 async def test_slurmctld_gives_up_on_a_record_at_once(cluster: DevCluster, retried: bool) -> None:
     """slurmctld messages every record that never registered at each ping round. By default a
     record's connection fails in a way Slurm does not retry, so no message to it holds an agent
@@ -104,6 +105,7 @@ async def test_slurmctld_gives_up_on_a_record_at_once(cluster: DevCluster, retri
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.per_release("each release's slurmctld starting on 1,000 records and a held queue")
 async def test_a_cluster_with_records_and_a_held_queue(release: Release) -> None:
     """start() waits for the nodes with a slurmd only; the held jobs are individual pending jobs;
     a job still runs on a real node."""

@@ -31,6 +31,7 @@ def _procs(c: DevCluster) -> list[tuple[str, list[str], dict[str, str]]]:
 
 @pytest.mark.releases("slurm24", "slurm26")
 @pytest.mark.cluster(shape="slinky", nodes=3, gpus=2)
+@pytest.mark.per_release("each release's configless slurmd -Z, NodeSets and auth/slurm")
 async def test_configless_dynamic_workers_in_a_nodeset_with_auth_slurm(cluster: DevCluster) -> None:
     config = await cluster.client().show_config()
     assert config["AuthType"] == "auth/slurm" and config["CredType"] == "cred/slurm"
@@ -54,6 +55,7 @@ async def test_configless_dynamic_workers_in_a_nodeset_with_auth_slurm(cluster: 
 
 @pytest.mark.releases("slurm24", "slurm26")
 @pytest.mark.cluster(shape="slinky", nodes=1, nodesets={"n2": "gpu"})
+@pytest.mark.per_release("each release's dynamic registration into a NodeSet")
 async def test_a_worker_started_later_joins_its_nodeset(cluster: DevCluster) -> None:
     await cluster.start_slurmd("n2")
     node = await cluster.wait_node("n2", lambda n: n.state.registered and n.state.base == "IDLE")
@@ -85,6 +87,7 @@ async def _answers(cluster: DevCluster) -> list[bool]:
 
 @pytest.mark.releases("slurm24", "slurm26")
 @pytest.mark.cluster(shape="slinky", nodes=1)
+@pytest.mark.per_release("26.05 serves /livez and /readyz, 24.11 serves none")
 async def test_slurms_own_health_endpoints_where_the_release_serves_them(cluster: DevCluster) -> None:
     version = await cluster.client().version()
     served = health.served(version, (await cluster.client().show_config())["CommunicationParameters"])

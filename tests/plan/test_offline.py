@@ -114,6 +114,7 @@ def loaded(out: str) -> dict[str, Any]:
     return answer
 
 
+@pytest.mark.per_release("the dry run is that release's slurmctld: its fatal and its words are its own")
 async def test_a_fatal_set_on_stdin_is_refused_in_slurms_words_with_no_cluster(
     release: Release, slurm: dict[str, str]
 ) -> None:

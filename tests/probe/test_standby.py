@@ -68,6 +68,7 @@ async def _standby(cluster: DevCluster, name: str) -> str:
 
 @pytest.mark.timeout(120)
 @pytest.mark.cluster(**HA)
+@pytest.mark.per_release("26.05 answers on /livez and /readyz, 22.05 and 24.11 through the commands")
 async def test_primary_in_control_backup_standby_and_the_roles_swap_on_takeover(cluster: DevCluster) -> None:
     assert await _probe(cluster, "ctld-a") == IN_CONTROL
     said = await _standby(cluster, "ctld-b")
@@ -91,6 +92,7 @@ async def test_primary_in_control_backup_standby_and_the_roles_swap_on_takeover(
 @pytest.mark.timeout(120)
 @pytest.mark.releases("slurm24", "slurm26")  # the Slinky shape needs auth/slurm (23.11+)
 @pytest.mark.cluster(**HA, shape="slinky", extra_conf="CommunicationParameters=disable_http")
+@pytest.mark.per_release("26.05 with its HTTP off and 24.11 without it take the commands' path")
 async def test_asked_alone_with_slinkys_key_and_where_slurm_serves_no_http(cluster: DevCluster) -> None:
     """auth/slurm's key lies beside slurm.conf: the configuration naming one controller finds it
     there too. A 26.05 whose HTTP is turned off is asked through the commands, as older ones are."""
@@ -101,6 +103,7 @@ async def test_asked_alone_with_slinkys_key_and_where_slurm_serves_no_http(clust
 
 @pytest.mark.timeout(120)
 @pytest.mark.cluster(**HA)
+@pytest.mark.per_release("26.05 answers on /livez and /readyz, 22.05 and 24.11 through the commands")
 async def test_a_killed_controller_is_not_live_and_the_command_says_so(cluster: DevCluster) -> None:
     await _standby(cluster, "ctld-b")
     argv = self_argv("probe", "controller", "--url", _url(cluster, "ctld-b"), "--controller", "ctld-b")

@@ -11,6 +11,10 @@ from prometheus_client import CollectorRegistry
 from sidecars.devcluster import DevCluster
 from sidecars.slurm import SlurmClient, SlurmCommandError, SlurmMetrics
 
+pytestmark = pytest.mark.per_release(
+    "the client reads each release's own output: reservations, dynamic nodes, sdiag, version, client parse"
+)
+
 
 @pytest.mark.cluster(nodes=2)
 async def test_reservation_create_and_delete(cluster: DevCluster) -> None:

@@ -16,6 +16,7 @@ from sidecars.slurm.clientconf import ClientConfError, render
 from tests.slurm.test_plugin_dir_refused import kubelet_volume
 
 
+@pytest.mark.per_release("each release's commands read the rendered client file")
 async def test_the_rendered_file_reaches_the_controller_and_names_no_plugin_dir(cluster: DevCluster) -> None:
     volume = cluster.conf_path.parent / "slurm-config"
     plugins = kubelet_volume(volume)

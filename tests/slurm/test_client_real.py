@@ -23,6 +23,10 @@ from sidecars.slurm.runner import run
 from tests.conftest import descendants
 from tests.helpers import eventually
 
+pytestmark = pytest.mark.per_release(
+    "the client reads each release's own output: states, JSON, GRES, error words"
+)
+
 
 @pytest.mark.cluster(nodes=2)
 async def test_drain_running_node_then_drained_when_job_ends_then_resume(cluster: DevCluster) -> None:

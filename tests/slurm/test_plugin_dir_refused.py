@@ -41,6 +41,7 @@ async def scontrol_directly(env: dict[str, str]) -> process.Done:
     return await process.run(["scontrol", "ping"], env=env, timeout=60)
 
 
+@pytest.mark.per_release("each release's scontrol reads PluginDir its own way")
 async def test_a_plugin_dir_in_a_configmap_volume_is_read_by_scontrol_and_refused_by_us(
     cluster: DevCluster,
 ) -> None:

@@ -53,6 +53,7 @@ async def test_set_topology_moves_nodes_in_place_and_the_record_shows_it(cluster
 
 @pytest.mark.releases("slurm22", "slurm24")
 @pytest.mark.cluster(nodes=1)
+@pytest.mark.per_release("22.05 and 24.11 refuse it in their own words")
 async def test_set_topology_is_refused_before_25_05(cluster: DevCluster) -> None:
     client = cluster.client()
     with pytest.raises(SlurmCommandError, match="not supported"):

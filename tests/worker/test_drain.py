@@ -18,6 +18,7 @@ REASON = "slurm-sidecars: pod slurm/worker-n1 terminating"
 
 
 @pytest.mark.cluster(nodes=1)
+@pytest.mark.per_release("DRAINING then DRAINED as each release reports them")
 async def test_drain_waits_for_the_running_job_then_returns(cluster: DevCluster, sockdir) -> None:
     s = settings_for(cluster, sockdir)
     async with running_agent(cluster, s) as agent:
@@ -38,6 +39,7 @@ async def test_drain_waits_for_the_running_job_then_returns(cluster: DevCluster,
 
 
 @pytest.mark.cluster(nodes=1)
+@pytest.mark.per_release("an idle node's DRAINED as each release reports it")
 async def test_idle_node_drains_at_once(cluster: DevCluster, sockdir) -> None:
     s = settings_for(cluster, sockdir)
     async with running_agent(cluster, s):
@@ -99,6 +101,7 @@ async def test_controller_stopped_during_drain(cluster: DevCluster, sockdir) -> 
 
 
 @pytest.mark.cluster(nodes=1)
+@pytest.mark.per_release("requeue and DOWN with a job on the node: each release's own handling")
 async def test_time_out_with_requeue_sets_the_node_down(cluster: DevCluster, sockdir) -> None:
     s = settings_for(cluster, sockdir, drain_timeout_policy="requeue")
     async with running_agent(cluster, s) as agent:
@@ -161,6 +164,7 @@ async def test_node_without_a_record_counts_as_drained(cluster: DevCluster, sock
 
 
 @pytest.mark.cluster(nodes=1, max_node_count=4)
+@pytest.mark.per_release("dynamic nodes (slurmd -Z) and their deletion changed between 22.05 and 23.x")
 async def test_dynamic_node_record_is_deleted_after_the_drain(cluster: DevCluster, sockdir) -> None:
     await cluster.start_slurmd("d1", "-Z", "--conf", "CPUs=1 RealMemory=1000")
     await cluster.wait_node("d1", lambda n: n.state.registered and n.state.base == "IDLE")

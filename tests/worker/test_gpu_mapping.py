@@ -17,6 +17,7 @@ def files(d: Path) -> dict[str, str]:
 
 
 @pytest.mark.cluster(nodes=1, gpus=4, cpus=2)
+@pytest.mark.per_release("each release's GPU allocation and how it shows a job's GRES indices")
 async def test_two_jobs_on_four_gpus_and_a_killed_one(cluster: DevCluster, sockdir, tmp_path: Path) -> None:
     mapping = tmp_path / "gpu-jobs"
     mapping.mkdir()

@@ -48,6 +48,7 @@ def first_named(controllers: Controllers, env: dict[str, str]) -> list[str]:
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.per_release("each release's backup takes control its own way")
 async def test_the_agent_follows_a_lost_primary_and_its_drain_completes(cluster: DevCluster, sockdir) -> None:
     s = settings_for(cluster, sockdir, poll_seconds=0.5)
     agent = Agent(s, env=cluster.env, events=RecordingEvents())

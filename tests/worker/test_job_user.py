@@ -262,6 +262,7 @@ def slurmd_capabilities() -> list[str]:
 
 
 @pytest.mark.cluster(nodes=1)
+@pytest.mark.per_release("the capabilities each release's slurmd and slurmstepd need")
 async def test_slurmd_with_only_the_manifests_capabilities_runs_and_cancels_a_users_jobs(
     cluster: DevCluster, job_user: pwd.struct_passwd
 ) -> None:

@@ -29,6 +29,7 @@ async def test_healthy_agent_is_live_and_ready(cluster: DevCluster, sockdir) -> 
 
 
 @pytest.mark.cluster(nodes=1)
+@pytest.mark.per_release("how a restarted slurmd registers and how each release shows it")
 async def test_killed_slurmd_is_restarted_and_registers_again(cluster: DevCluster, sockdir) -> None:
     events = RecordingEvents()
     s = settings_for(cluster, sockdir, slurmd_restart_command=tuple(cluster.slurmd_argv("n1")))
@@ -150,6 +151,7 @@ async def test_no_healing_once_the_pod_is_terminating(cluster: DevCluster, sockd
 
 
 @pytest.mark.cluster(nodes=1, max_node_count=4)
+@pytest.mark.per_release("dynamic nodes (slurmd -Z) register differently on 22.05 and 23.x")
 async def test_dynamic_node_that_never_showed_up_is_started_and_registers(
     cluster: DevCluster, sockdir
 ) -> None:
@@ -168,6 +170,7 @@ async def test_dynamic_node_that_never_showed_up_is_started_and_registers(
 
 
 @pytest.mark.cluster(nodes=1)
+@pytest.mark.per_release("23.11+ re-execs slurmd on reconfigure (a new pid); 22.05 rereads in place")
 async def test_reconfigure_is_not_a_slurmd_death(cluster: DevCluster, sockdir) -> None:
     # 24.11 re-execs slurmd under a new PID at every reconfigure; 22.05 keeps it
     s = settings_for(

@@ -20,6 +20,7 @@ def readyz_method(cluster: DevCluster) -> str:
 
 
 @pytest.mark.cluster(shape="slinky", nodes=1)
+@pytest.mark.per_release("each release's dynamic registration, and slurmd's /readyz on 26.05 only")
 async def test_a_worker_that_never_registered_is_started_and_registers_as_a_dynamic_node(
     cluster: DevCluster, sockdir
 ) -> None:
@@ -45,6 +46,7 @@ async def test_a_worker_that_never_registered_is_started_and_registers_as_a_dyna
 
 
 @pytest.mark.cluster(shape="slinky", nodes=1)
+@pytest.mark.per_release("each release's configless slurmd re-registering as a dynamic node")
 async def test_a_killed_configless_slurmd_is_restarted_and_registers_again(
     cluster: DevCluster, sockdir
 ) -> None:
@@ -60,6 +62,7 @@ async def test_a_killed_configless_slurmd_is_restarted_and_registers_again(
 
 
 @pytest.mark.cluster(shape="slinky", nodes=2)
+@pytest.mark.per_release("each release's rules for deleting a dynamic node's record")
 async def test_the_drain_hook_drains_a_dynamic_worker_and_its_record_is_deleted(
     cluster: DevCluster, sockdir
 ) -> None:

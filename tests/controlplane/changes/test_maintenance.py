@@ -39,6 +39,7 @@ def states(body: dict[str, Any]) -> dict[str, str]:
 
 # the short job waits behind the long one until a backfill pass: every second here, not every 30 s
 @pytest.mark.cluster(nodes=2, extra_conf="SchedulerParameters=bf_interval=1\n")
+@pytest.mark.per_release("each release's scheduler and backfill around a MAINT reservation")
 async def test_a_window_ahead_of_time_keeps_a_long_job_off_and_lets_a_short_one_run(
     cluster: DevCluster,
 ) -> None:
@@ -263,6 +264,7 @@ async def test_a_kubernetes_node_annotation_puts_its_worker_pods_nodes_in_a_wind
 
 
 @pytest.mark.cluster(nodes=1)
+@pytest.mark.per_release("how each release stores and prints a reservation's comment")
 async def test_any_printable_reason_is_kept_by_slurm_on_every_release(cluster: DevCluster) -> None:
     reason = "50% done. Ünïcode / swap (rack 3) & more"
     async with control_plane(cluster) as cp:

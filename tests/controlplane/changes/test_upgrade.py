@@ -59,6 +59,7 @@ async def statefulset_on_delete(fake: FakeKube) -> AsyncIterator[list[str]]:
             await task
 
 
+@pytest.mark.per_release("each release's slurmd leaving and re-registering with jobs on the nodes")
 async def test_an_upgrade_keeps_to_its_budget_kills_no_job_and_survives_a_restart(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:

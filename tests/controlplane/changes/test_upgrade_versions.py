@@ -17,6 +17,7 @@ from tests.worker.agents import running_agent, settings_for, token_file
 
 @pytest.mark.releases("slurm22", "slurm24")
 @pytest.mark.cluster(nodes=2)
+@pytest.mark.per_release("22.05 on the host runs slurmd -V; a chroot's slurmd is read from its node record")
 async def test_an_agent_reports_its_slurmd_version_and_the_skew_guard_uses_it(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str], sockdir
 ) -> None:

@@ -11,6 +11,7 @@ from tests.helpers import eventually
 pytestmark = pytest.mark.cluster(nodes=2, gpus=4)
 
 
+@pytest.mark.per_release("each release writes a pending job's TRES and GRES its own way")
 async def test_pending_work_and_desired_workers_per_partition(cluster: DevCluster) -> None:
     busy = [await cluster.sbatch("-w", n, "--gres=gpu:1", wrap="sleep 300") for n in ("n1", "n2")]
     for job in busy:

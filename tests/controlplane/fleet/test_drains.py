@@ -136,6 +136,7 @@ async def test_drains_rest_on_slurms_state_now_not_on_the_snapshot(cluster: DevC
 
 
 @pytest.mark.cluster(nodes=3, extra_conf="ReturnToService=1")  # =2 would bring it back by itself
+@pytest.mark.per_release("RESUME of a DOWN node under ReturnToService=1: each release's own rule")
 async def test_undrain_of_our_timed_out_drain_resumes_the_down_node(cluster: DevCluster) -> None:
     async with control_plane(cluster) as cp:
         client = cluster.client()

@@ -25,6 +25,7 @@ def test_captured_summaries(release: str) -> None:
 
 
 @pytest.mark.cluster(nodes=2, gpus=2)
+@pytest.mark.per_release("each release's brief and full job reads")
 async def test_summaries_agree_with_the_full_read(cluster: DevCluster) -> None:
     running = await cluster.sbatch("-w", "n1", "-t", "7", "--gres=gpu:1", wrap="sleep 300")
     await cluster.wait_job(running, "RUNNING")

@@ -16,6 +16,7 @@ pytestmark = pytest.mark.cluster(nodes=4)
 
 
 @pytest.mark.parametrize("brief_jobs", [True, False], ids=["brief-jobs", "json-jobs"])
+@pytest.mark.per_release("the jobs read from each release's squeue text and JSON")
 async def test_order_and_deletion_costs_from_real_jobs(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str], brief_jobs: bool
 ) -> None:

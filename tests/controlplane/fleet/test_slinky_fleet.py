@@ -29,6 +29,7 @@ async def name_pods_in_comments(cluster: DevCluster, fake: FakeKube, names: list
         await client.update_nodes([name], comment=json.dumps(ident, separators=(",", ":")))
 
 
+@pytest.mark.per_release("each release's dynamic nodes, their Comment and drains")
 async def test_fleet_view_order_costs_and_batched_drains_over_dynamic_workers(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:
@@ -76,6 +77,7 @@ async def test_fleet_view_order_costs_and_batched_drains_over_dynamic_workers(
         assert after - updates == 1  # one `scontrol update nodename=n[3-4]` for both
 
 
+@pytest.mark.per_release("each release's dynamic nodes registering and deleted under reads")
 async def test_workers_that_come_and_go_while_the_fleet_is_read(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:

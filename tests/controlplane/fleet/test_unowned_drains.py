@@ -28,6 +28,7 @@ def listed(status: dict[str, object]) -> dict[str, dict[str, object]]:
     return {str(u["node"]): u for u in body["nodes"]}
 
 
+@pytest.mark.per_release("each release's own drain reasons (prolog failure, not responding)")
 async def test_slurms_own_drains_and_an_admins_are_found_with_their_class_and_age(
     cluster: DevCluster, tmp_path: Path
 ) -> None:

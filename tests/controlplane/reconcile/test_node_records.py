@@ -43,6 +43,7 @@ async def names(cluster: DevCluster) -> set[str]:
 
 
 @pytest.mark.cluster(shape="slinky", nodes=4)
+@pytest.mark.per_release("each release's rules for deleting a dynamic node that a job names")
 async def test_a_ghost_record_is_deleted_and_one_a_pending_job_names_is_kept(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:
@@ -77,6 +78,7 @@ async def test_a_ghost_record_is_deleted_and_one_a_pending_job_names_is_kept(
 
 
 @pytest.mark.cluster(shape="slinky", nodes=3, gpus=2)
+@pytest.mark.per_release("each release's registration of a dynamic node's GRES")
 async def test_a_node_registered_without_its_gpus_is_held_out_then_remade_and_given_back(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:
@@ -117,6 +119,7 @@ async def test_a_node_registered_without_its_gpus_is_held_out_then_remade_and_gi
 
 
 @pytest.mark.cluster(shape="slinky", nodes=3, gpus=2)
+@pytest.mark.per_release("each release's registration of a dynamic node's GRES")
 async def test_a_gpu_short_node_that_a_job_names_stays_drained_with_the_gres_in_its_reason(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:
