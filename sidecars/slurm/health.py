@@ -119,7 +119,10 @@ async def readiness(
         refused = slurm_error(body)
         if refused is None and (200 <= status < 300 or status == 500):
             detail = f"{status} from http://{host}:{port}/readyz"
-            return Readiness(Answer(200 <= status < 300, detail, http=True), one_line(body) or None)
+            words = one_line(body) or None
+            # 26.05's slurmd keeps its words to itself under PrivateData (204, no body; measured)
+            quiet = None if words else "/readyz?verbose gave no words (slurmd gives none under PrivateData)"
+            return Readiness(Answer(200 <= status < 300, detail, http=True), words, quiet)
         why = (
             f"/readyz?verbose answered {status}"
             + (f" ({refused})" if refused else "")
