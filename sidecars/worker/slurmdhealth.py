@@ -28,6 +28,7 @@ from sidecars.slurm import SlurmClient, SlurmError, health, podinfo
 
 log = structlog.get_logger(__name__)
 
+SOURCES = ("verbose", "plain", "registration", "unknown")
 RECORDS_PER_POLLS = 4  # alone, the node record is re-read every 4th poll (a minute at the default 15 s)
 
 
@@ -112,6 +113,15 @@ class SlurmdHealth:
             self.method = "readyz"
             log.info("slurmd_health_method", method=self.method)
         self.answer = answer
+
+    @property
+    def source(self) -> str:
+        """Where readiness comes from now (SOURCES): the metric's label."""
+        if self.method == "node_state":
+            return "registration"
+        if self.method == "readyz" and self.answer is not None:
+            return "verbose" if self.words else "plain"
+        return "unknown"
 
     @property
     def identity_mismatch(self) -> bool:
