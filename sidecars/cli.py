@@ -53,7 +53,12 @@ COMMANDS = (
         "a rolling upgrade of the workers, paced by a drain budget",
         "sidecars.operator.upgrade.main",
     ),
-    Command("probe", "exec probe: GET /livez or /readyz", "sidecars.probe.main", per_pod=True),
+    Command(
+        "probe",
+        "exec probe: GET /livez or /readyz; a controller; slurmctld's metrics",
+        "sidecars.probe.main",
+        per_pod=True,
+    ),
     Command(
         "check-secret", "init step: refuse an empty, short or placeholder key", "sidecars.check_secret.main"
     ),

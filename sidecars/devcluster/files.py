@@ -10,7 +10,7 @@ from sidecars.devcluster import controllers, mariadb, slinky, slurmdbd
 from sidecars.devcluster.base import IN_NS_PATH, ClusterBase, ClusterError
 from sidecars.devcluster.netblocks import AddressesUnavailable, lease_block
 from sidecars.devcluster.ports import PortsUnavailable, lease_ports
-from sidecars.devcluster.slurmconf import Ports, render
+from sidecars.devcluster.slurmconf import JWT_KEY, Ports, render
 
 CLIENT_COMMANDS = (
     "sinfo",
@@ -75,6 +75,8 @@ class ClusterFiles(ClusterBase):
         files.update(self.spec.files)
         for name, text in files.items():
             (self.dir / "etc" / name).write_text(text)
+            if name == JWT_KEY:
+                (self.dir / "etc" / name).chmod(0o600)  # Slurm refuses a key others may read
         self._write_shims()
 
     def _write_shims(self) -> None:

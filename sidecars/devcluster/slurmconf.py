@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 from sidecars.devcluster import slurmdbd
 from sidecars.devcluster.netblocks import AddressBlock
 
+JWT_KEY = "jwt_hs256.key"  # the HS256 key's file name in DIR/etc (`ClusterSpec.jwt`)
 # what a node record with no slurmd can be configured as (slurm.conf's State=); a record is a node of
 # a large cluster that is not up now: not provisioned (DOWN), not yet existing (FUTURE, which Slurm's
 # node listings leave out) or a cloud node that is powered down (CLOUD)
@@ -68,6 +70,9 @@ class ClusterSpec:
     # with several controllers: each reads a configuration directory of its own (DIR/<name>/etc,
     # a copy of DIR/etc at start), as each controller pod of Slinky's mounts its own /etc/slurm
     conf_per_controller: bool = False
+    # 25.11+: an HS256 key at DIR/etc/jwt_hs256.key (JWT_KEY) that slurmctld's HTTP endpoints check
+    # (`SlurmctldHttpAuthParameters`: without it 26.05 answers every token 401) and auth/jwt takes
+    jwt: bool = False
 
     def __post_init__(self) -> None:
         for state, count in self.node_records.items():
@@ -218,9 +223,14 @@ def render(
     )
     if spec.node_records:
         lines.append(f"PartitionName=records Nodes={_span(spec.record_names())} Default=NO State=UP")
+    if spec.jwt:
+        key = f"jwt_key={d}/etc/{JWT_KEY}"
+        lines += ["AuthAltTypes=auth/jwt", f"AuthAltParameters={key}", f"SlurmctldHttpAuthParameters={key}"]
     if spec.extra_conf:
         lines.append(spec.extra_conf.strip())
     files = {"slurm.conf": "\n".join(lines) + "\n"}
+    if spec.jwt:
+        files[JWT_KEY] = secrets.token_hex(32)
     if slinky:
         files["cgroup.conf"] = "CgroupPlugin=disabled\n"
     if spec.gpus:

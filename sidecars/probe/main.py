@@ -13,6 +13,16 @@ release serves `/livez` (25.11 and later, without `disable_http`) slurmctld's ow
 does not, Slurm's commands ask the controller `--controller` names alone, through a configuration
 naming only it (`slurm.standby`): a standby answers a ping and refuses requests as a standby. Only
 this pod's controller is asked, never its peers (a plain `scontrol ping` would wait for each).
+
+26.05 answers `/readyz?verbose` (Slurm's own words: `primary:T|F`, reconfiguring, workers) only to
+root's or SlurmUser's JWT: given `--slurm-token-file` or `--jwt-key-file`, the probe asks it and
+quotes the words; without one, or when Slurm refuses it, the plain `/readyz` decides and the
+message says why (`httpauth`, `health.readiness`).
+
+`probe metrics --url http://127.0.0.1:6817 [--path /metrics/jobs]` reads slurmctld's metrics once
+(`scrape`): exit 0 when read, or when this controller is a standby (its 303 to the primary,
+followed only to a `SlurmctldHost` of our slurm.conf), 1 when refused (401/403, said as
+unauthorized) or failed.
 """
 
 from __future__ import annotations
@@ -31,8 +41,9 @@ import aiohttp
 
 from sidecars.runtime import tlsroots
 from sidecars.runtime.http import CA_FILE
-from sidecars.runtime.settings import TEXT, URL, Flag, add_flags, convert, seconds
-from sidecars.slurm import SlurmClient, SlurmError, health, standby
+from sidecars.runtime.settings import PATH, TEXT, URL, ConfigError, Flag, add_flags, convert, seconds
+from sidecars.slurm import SlurmClient, SlurmError, health, scrape, standby
+from sidecars.slurm.httpauth import Credential
 
 URL_FLAG = Flag(
     name="--url", help="base URL of the daemon, e.g. http://127.0.0.1:9100", conv=URL, required=True
@@ -51,10 +62,38 @@ CA_FLAG = Flag(
     conv=CA_FILE,
 )
 
+SLURM_TOKEN_FLAG = Flag(
+    name="--slurm-token-file",
+    help="probe controller|metrics: a file holding a JWT for Slurm's own HTTP endpoints (26.05: "
+    "root's or SlurmUser's for /readyz?verbose), read at each probe",
+    conv=PATH,
+)
+JWT_KEY_FLAG = Flag(
+    name="--jwt-key-file",
+    help="probe controller|metrics: Slurm's HS256 key (jwt_hs256.key, no access for other users): "
+    "a one-minute token for --jwt-user is minted per probe",
+    conv=PATH,
+)
+JWT_USER_FLAG = Flag(
+    name="--jwt-user",
+    help="the user a token minted with --jwt-key-file names (SlurmUser or root)",
+    conv=TEXT,
+    default="slurm",
+)
+PATH_FLAG = Flag(name="--path", help="probe metrics: the endpoint read", conv=TEXT, default="/metrics")
+
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("which", choices=["livez", "readyz", "controller"])
+    p.add_argument("which", choices=["livez", "readyz", "controller", "metrics"])
     add_flags(p, URL_FLAG, TIMEOUT_FLAG, CONTROLLER_FLAG, CA_FLAG)
+    add_flags(p, SLURM_TOKEN_FLAG, JWT_KEY_FLAG, JWT_USER_FLAG, PATH_FLAG)
+
+
+def credential(args: argparse.Namespace) -> Credential:
+    token, key = convert(SLURM_TOKEN_FLAG, args), convert(JWT_KEY_FLAG, args)
+    if token is not None and key is not None:
+        raise ConfigError("--slurm-token-file and --jwt-key-file: give one, not both")
+    return Credential(token_file=token, key_file=key, user=convert(JWT_USER_FLAG, args))
 
 
 async def check(url: str, which: str, timeout: float, tls: ssl.SSLContext | None = None) -> tuple[bool, str]:
@@ -83,7 +122,11 @@ async def check(url: str, which: str, timeout: float, tls: ssl.SSLContext | None
 
 
 async def check_controller(
-    url: str, timeout: float, controller: str | None = None, env: Mapping[str, str] | None = None
+    url: str,
+    timeout: float,
+    controller: str | None = None,
+    env: Mapping[str, str] | None = None,
+    cred: Credential | None = None,
 ) -> tuple[bool, str]:
     """This pod's slurmctld: live, and in control or a standby; or not live, saying why. Its own
     `/livez` and `/readyz` where its release serves them, else Slurm's commands asking it alone
@@ -96,7 +139,7 @@ async def check_controller(
         return False, f"controller: cannot read Slurm's configuration: {exc}"
     left = max(deadline - time.monotonic(), 0.1)
     if health.served(version, comm_params):
-        return await _ask_http(url, left)
+        return await _ask_http(url, left, cred, health.verbose_needs_auth(version))
     name = controller or socket.gethostname().split(".", 1)[0]
     try:
         answer = await standby.ask_alone(name, left, env)
@@ -114,7 +157,7 @@ async def check_controller(
     )
 
 
-async def _ask_http(url: str, timeout: float) -> tuple[bool, str]:
+async def _ask_http(url: str, timeout: float, cred: Credential | None, needs_auth: bool) -> tuple[bool, str]:
     target = urlsplit(url)
     host, port = target.hostname or "", target.port or 80
     deadline = time.monotonic() + timeout
@@ -122,18 +165,46 @@ async def _ask_http(url: str, timeout: float) -> tuple[bool, str]:
         live = await health.probe(s, host, port, "/livez", timeout)
         if not live.ok:
             return False, f"controller: not live: {live.detail}"
-        ready = await health.probe(s, host, port, "/readyz", max(deadline - time.monotonic(), 0.1))
-    if ready.ok:
-        return True, "controller: live, in control"
-    return True, f"controller: live, standby (/readyz: {ready.detail})"
+        left = max(deadline - time.monotonic(), 0.1)
+        ready = await health.readiness(s, host, port, cred, needs_auth=needs_auth, timeout=left)
+    said = f"; Slurm says: {ready.words}" if ready.words else ""
+    said += f"; {ready.degraded}" if ready.degraded else ""
+    if ready.answer.ok:
+        return True, f"controller: live, in control{said}"
+    return True, f"controller: live, standby (/readyz: {ready.answer.detail}{said})"
+
+
+async def check_metrics(
+    url: str, path: str, timeout: float, env: Mapping[str, str] | None = None, cred: Credential | None = None
+) -> tuple[bool, str]:
+    """One read of slurmctld's `path` at `url`: (read or a standby, the outcome and why)."""
+    try:
+        controllers = standby.host_addresses(standby.conf_path(env).read_text())
+    except OSError as exc:
+        return False, f"metrics: cannot read slurm.conf for the controllers' addresses: {exc}"
+    async with aiohttp.ClientSession() as s:
+        got = await scrape.scrape(
+            s, url.rstrip("/") + path, controllers=controllers, credential=cred, timeout=timeout
+        )
+    lines = sum(1 for ln in got.text.splitlines() if ln and not ln.startswith("#"))
+    more = f" ({lines} samples)" if got.outcome is scrape.Outcome.OK else ""
+    served = got.outcome in (scrape.Outcome.OK, scrape.Outcome.STANDBY)  # a standby is no failure
+    return served, f"metrics: {got.outcome}{more}: {got.detail}"
 
 
 def main(args: argparse.Namespace) -> int:
     url, timeout, tls = convert(URL_FLAG, args), convert(TIMEOUT_FLAG, args), convert(CA_FLAG, args)
     if tls is not None:
         tls.check_hostname = False  # the chain is checked; the probe's 127.0.0.1 is no name in it
+    try:
+        cred = credential(args)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
     if args.which == "controller":
-        ok, message = asyncio.run(check_controller(url, timeout, convert(CONTROLLER_FLAG, args)))
+        ok, message = asyncio.run(check_controller(url, timeout, convert(CONTROLLER_FLAG, args), cred=cred))
+    elif args.which == "metrics":
+        ok, message = asyncio.run(check_metrics(url, convert(PATH_FLAG, args), timeout, cred=cred))
     else:
         ok, message = asyncio.run(check(url, args.which, timeout, tls))
     print(message, file=sys.stdout if ok else sys.stderr)

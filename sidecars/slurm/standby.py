@@ -64,6 +64,19 @@ def host_names(conf_text: str) -> list[str]:
     return [m["value"].split("(", 1)[0] for ln in conf_text.splitlines() if (m := _HOST_LINE.match(ln))]
 
 
+def host_addresses(conf_text: str) -> set[str]:
+    """Every name and address the `SlurmctldHost` lines give (`name(address)` gives both): where a
+    controller of this cluster may be reached, as Slurm itself writes it (no DNS asked)."""
+    found: set[str] = set()
+    for ln in conf_text.splitlines():
+        if m := _HOST_LINE.match(ln):
+            name, _, rest = m["value"].partition("(")
+            found.add(name)
+            if rest:
+                found.update(a for a in rest.rstrip(")").split(",") if a)
+    return found
+
+
 def naming_only(conf_text: str, name: str) -> str:
     """slurm.conf with every `SlurmctldHost` line but `name`'s dropped; the rest kept as written."""
     if any(_LEGACY_LINE.match(ln) for ln in conf_text.splitlines()):

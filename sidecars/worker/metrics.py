@@ -40,6 +40,13 @@ class WorkerMetrics:
             "times the agent fell back to Slurm because the control plane did not answer",
             registry=registry,
         )
+        self.slurmd_readiness = Gauge(
+            "slurm_sidecars_worker_slurmd_readiness_source",
+            "1 for where slurmd's readiness comes from now: verbose (slurmd's own words), plain (no words:"
+            " why in /status), registration (no HTTP on this release), unknown; 0 for the others",
+            ["source"],
+            registry=registry,
+        )
         self.gpu_files = Gauge(
             "slurm_sidecars_worker_gpu_job_files",
             "GPU -> job mapping files currently written",

@@ -40,7 +40,7 @@ from sidecars.worker.registration import Registration
 from sidecars.worker.settings import WorkerSettings, is_our_reason
 from sidecars.worker.slurm_source import SlurmSource
 from sidecars.worker.slurmd import Slurmd
-from sidecars.worker.slurmdhealth import SlurmdHealth
+from sidecars.worker.slurmdhealth import SOURCES, SlurmdHealth
 from sidecars.worker.slurmdversion import SlurmdVersion
 from sidecars.worker.source import NodeSource
 
@@ -343,6 +343,8 @@ class Agent:
             await self.gpu_map.step(obs)
         if not self.drainer.pod_terminating:
             await self.slurmd_health.step()
+            for source in SOURCES:
+                self.metrics.slurmd_readiness.labels(source=source).set(source == self.slurmd_health.source)
             await self._report_version()
 
     async def _report_version(self) -> None:

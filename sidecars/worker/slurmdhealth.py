@@ -1,6 +1,7 @@
 """slurmd's own word on its health, where it has one, and the pod identity Slinky wrote for the node.
 
-From 25.11 slurmd answers `GET /readyz` on its port: readiness then asks it, at most once per poll.
+From 25.11 slurmd answers `GET /readyz` on its port: readiness then asks it, at most once per poll,
+as `/readyz?verbose`, whose words (26.05: its workers and connection manager) `/status` shows.
 The port is the one the pod's slurmd listens on, read from /proc (its socket inodes in its
 network namespace's tcp table): no Slurm query, so a coordinated agent still makes none of its own.
 Whether the release serves HTTP is what slurmd answers: an HTTP status (any) means it does; a
@@ -27,6 +28,7 @@ from sidecars.slurm import SlurmClient, SlurmError, health, podinfo
 
 log = structlog.get_logger(__name__)
 
+SOURCES = ("verbose", "plain", "registration", "unknown")
 RECORDS_PER_POLLS = 4  # alone, the node record is re-read every 4th poll (a minute at the default 15 s)
 
 
@@ -70,6 +72,8 @@ class SlurmdHealth:
         self.read_record = True  # False when coordinated: the agent makes no Slurm query of its own
         self.method = "unknown"  # "readyz" or "node_state"
         self.answer: health.Answer | None = None
+        self.words: str | None = None  # slurmd's own words from /readyz?verbose (26.05)
+        self.degraded: str | None = None  # why there are none
         self.identity: podinfo.PodInfo | None = None
         self._next = 0.0
         self._record_due = 0.0
@@ -94,7 +98,13 @@ class SlurmdHealth:
         if where is None:
             self.answer = health.Answer(False, "no listening slurmd found to ask")
             return
-        answer = await health.probe(self.session, *where)
+        # the verbose read: 26.05's slurmd gives its words to anyone (no token; none under
+        # PrivateData); one that serves no HTTP drops it, and the plain read below says so
+        got = await health.readiness(self.session, *where)
+        answer = got.answer
+        if got.degraded != self.degraded and got.degraded is not None:
+            log.info("slurmd_readyz_plain", why=got.degraded)  # once per reason, not per poll
+        self.words, self.degraded = got.words, got.degraded
         if answer.http is False:  # Slurm's own protocol answered: no HTTP on this release
             self.method, self.answer = "node_state", None
             log.info("slurmd_health_method", method=self.method, why=answer.detail)
@@ -103,6 +113,15 @@ class SlurmdHealth:
             self.method = "readyz"
             log.info("slurmd_health_method", method=self.method)
         self.answer = answer
+
+    @property
+    def source(self) -> str:
+        """Where readiness comes from now (SOURCES): the metric's label."""
+        if self.method == "node_state":
+            return "registration"
+        if self.method == "readyz" and self.answer is not None:
+            return "verbose" if self.words else "plain"
+        return "unknown"
 
     @property
     def identity_mismatch(self) -> bool:
@@ -118,12 +137,15 @@ class SlurmdHealth:
         if self.method == "unknown" or self.answer is None:
             # nothing learnt yet (slurmd not up, or not asked): the registration check decides
             return CheckResult(True, "slurmd's /readyz not asked yet")
-        return CheckResult(self.answer.ok, f"slurmd /readyz: {self.answer.detail}")
+        said = f"; slurmd says: {self.words}" if self.words and not self.answer.ok else ""
+        return CheckResult(self.answer.ok, f"slurmd /readyz: {self.answer.detail}{said}")
 
     def as_json(self) -> dict[str, Any]:
         return {
             "method": self.method,
             "detail": self.answer.detail if self.answer else None,
             "ok": self.answer.ok if self.answer else None,
+            "words": self.words,
+            "no_words": self.degraded,
             "pod_identity": self.identity.as_json() if self.identity else None,
         }

@@ -263,6 +263,10 @@ def _roles(d: Path) -> list[Role]:
                 "--timeout-seconds": ["9"],
                 "--controller": ["ctld-b"],
                 "--ca-file": [ca],
+                "--slurm-token-file": [f"{d}/slurm.jwt"],
+                "--jwt-key-file": [f"{d}/jwt_hs256.key"],
+                "--jwt-user": ["root"],
+                "--path": ["/metrics/jobs"],
             },
         ),
         Role(

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from sidecars.devcluster import DevCluster
+from sidecars.worker.service import Agent
 from tests.helpers import eventually
 from tests.worker.agents import hook, http_get, running_agent, settings_for
 
@@ -17,6 +18,15 @@ pytestmark = pytest.mark.releases("slurm24", "slurm26")
 
 def readyz_method(cluster: DevCluster) -> str:
     return "readyz" if cluster.release.short >= "25.11" else "node_state"
+
+
+async def readiness_source(agent: Agent) -> str | None:
+    """The source `slurm_sidecars_worker_slurmd_readiness_source` marks 1, from the agent's /metrics."""
+    _, text = await http_get(agent, "/metrics")
+    for line in text.splitlines():
+        if line.startswith("slurm_sidecars_worker_slurmd_readiness_source{") and line.endswith(" 1.0"):
+            return line.split('source="', 1)[1].split('"', 1)[0]
+    return None
 
 
 @pytest.mark.cluster(shape="slinky", nodes=1)
@@ -41,8 +51,15 @@ async def test_a_worker_that_never_registered_is_started_and_registers_as_a_dyna
         _, st = await http_get(agent, "/status")
         assert st["slurmd_health"]["method"] == readyz_method(cluster)
         if st["slurmd_health"]["method"] == "readyz":
+            # 26.05's slurmd gives its words to /readyz?verbose without a token (200; measured)
             assert st["slurmd_health"]["ok"] is True
-            assert st["slurmd_health"]["detail"].startswith("204 from http://127.0.0.1:")
+            assert st["slurmd_health"]["detail"].startswith("200 from http://127.0.0.1:"), st
+            assert "workers: threads:" in st["slurmd_health"]["words"], st
+            assert st["slurmd_health"]["no_words"] is None, st
+        else:
+            assert st["slurmd_health"]["words"] is None, st
+        source = "verbose" if readyz_method(cluster) == "readyz" else "registration"
+        await eventually(lambda: readiness_source(agent), lambda s: s == source, what=f"source {source}")
 
 
 @pytest.mark.cluster(shape="slinky", nodes=1)
@@ -104,3 +121,18 @@ async def test_the_pod_identity_in_the_nodes_comment_is_read_and_a_foreign_one_f
         status, body = await http_get(agent, "/readyz")
         assert status == 503, body
         assert "names pod slurm/worker-n7" in json.dumps(body)
+
+
+@pytest.mark.releases("slurm26")
+@pytest.mark.cluster(shape="slinky", nodes=1, extra_conf="PrivateData=jobs")
+async def test_under_private_data_slurmd_gives_no_words_and_the_status_says_why(
+    cluster: DevCluster, sockdir
+) -> None:
+    async with running_agent(cluster, settings_for(cluster, sockdir)) as agent:
+        await eventually(lambda: agent.slurmd_health.answer is not None, what="slurmd's /readyz asked")
+        _, st = await http_get(agent, "/status")
+        health = st["slurmd_health"]
+        assert health["method"] == "readyz" and health["ok"] is True, st
+        assert health["detail"].startswith("204 from http://127.0.0.1:") and health["words"] is None, st
+        assert health["no_words"] == "/readyz?verbose gave no words (slurmd gives none under PrivateData)", st
+        await eventually(lambda: readiness_source(agent), lambda s: s == "plain", what="source plain")
