@@ -207,7 +207,7 @@ async def test_metrics_behind_metrics_auth_users_are_read_with_a_token_and_refus
 
 @pytest.mark.timeout(120)
 @pytest.mark.releases("slurm22", "slurm24")
-@pytest.mark.per_release("22.05 has no probe of its own, 24.11 its own: each must answer as before")
+@pytest.mark.per_release("22.05 and 24.11 answer through their own commands: each as before")
 @pytest.mark.cluster(**HA)
 async def test_older_releases_answer_as_before_credential_or_not(cluster: DevCluster, tmp_path: Path) -> None:
     key = tmp_path / "jwt.key"
