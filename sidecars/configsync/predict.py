@@ -15,9 +15,10 @@ A worker's configured GRES is its NodeName line's `Gres=`, or, for a dynamic wor
 `slurmd -Z --conf "Gres=gpu:1 ..."`), what slurmctld lists for it. Only what the change makes worse
 is refused: a mismatch the running set already had drained its workers already and is left to the
 operator. gres.conf with `AutoDetect` asks the driver: nothing is predicted of it. RealMemory and
-CPUs are not predicted: slurmctld lists what slurm.conf (or `--conf`) says, not what a worker has;
-the live judge (harm.py) catches those, where Slurm drains for them (not under
-`SlurmdParameters=config_overrides`).
+CPUs are not predicted: slurmctld lists what slurm.conf says, not what a static worker has (FreeMem
+is only a lower bound; the worker's figure shows only in the drain's reason, after the fact), and a
+set cannot raise a dynamic worker's (its `--conf`'s, or what it has); the live judge (harm.py)
+catches those, where Slurm drains for them (not under `SlurmdParameters=config_overrides`).
 
 The fleet is read only when the change touches gres.conf, GresTypes, a node's Gres or a NodeSet's
 Feature: an ordinary change costs no read of 1,000 nodes.
@@ -132,7 +133,7 @@ def _gres_problems(
             elif spec.type is not None and all(ln.type != spec.type for ln in mine):
                 types = sorted({ln.type or "untyped" for ln in mine})
                 why = (
-                    f"slurm.conf types it {spec.type}, gres.conf only {', '.join(types)} (Slurm drains "
+                    f"its Gres types it {spec.type}, gres.conf only {', '.join(types)} (Slurm drains "
                     "them: count reported lower than configured)"
                 )
             else:
