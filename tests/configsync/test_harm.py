@@ -240,6 +240,25 @@ async def test_a_rollback_says_what_it_undid(cluster: DevCluster) -> None:
         assert st["harm"]["registration_wait_seconds"] > 0
 
 
+@pytest.mark.releases("slurm24", "slurm26")
+@pytest.mark.cluster(**SLINKY)
+async def test_a_nodename_line_for_a_dynamic_worker_is_refused(cluster: DevCluster) -> None:
+    """A NodeName line naming a registered Slinky worker: Slurm turns the node static, the worker's
+    registration fails ("Node already exists in the node table") and it stops answering. The judge
+    rolls that back (its partition emptied), but the worker stays NOT_RESPONDING after the rollback
+    (measured on both releases): so it is refused before the swap, the fleet untouched."""
+    secrets = key_secret(cluster)
+    await cluster.client().drain(["n2"], ADMIN)
+    before = await fleet(cluster)
+    async with config_sync(cluster, secrets=secrets) as sync:
+        good = sync.good()
+        good_sha = (await sync.status())["applied"]["sha256"]
+        named = appended(b"NodeName=n1 CPUs=1 RealMemory=1000 State=UNKNOWN")(dict(good))
+        reason = await judged(sync, named, secrets, good_sha)
+        assert reason is not None and "NodeName names the registered dynamic worker n1" in reason, reason
+        assert await fleet(cluster) == before
+
+
 def test_gres_as_slurm_writes_it() -> None:
     assert parse_gres("gpu:2,gpu:a100:1(S:0-1),nic") == [
         GresSpec("gpu", None, 2),
