@@ -44,12 +44,17 @@ log = structlog.get_logger(__name__)
 # what makes a node unusable, as Slurm says it (`DOWN` is a base state, the rest flags)
 UNHEALTHY_FLAGS = frozenset({"DRAIN", "INVALID", "INVALID_REG", "FAIL", "NOT_RESPONDING"})
 _HARM_FLAGS = frozenset({"DRAIN", "INVALID", "INVALID_REG", "FAIL"})
-# the reasons Slurm's slurmctld sets when it judges a registration (node_mgr.c, gres.c,
-# node_features plugins, topology): a reason matching none of these is someone else's
+# the reasons slurmctld sets when it judges a registration, as the releases we run word them (read
+# off 22.05's, 24.11's and 26.05's slurmctld and libslurmfull, docs/config-sync-harm.md): GRES
+# (`gres/gpu count reported lower than configured (0 < 1)`, `... count too low (1 < 2)`), resources
+# (`Low RealMemory (reported:...)`, `Low CPUs`, ...) and 26.05's topology (`Failed to set topology
+# 'x:y'`, a new dynamic worker's). None sets one for features: a slurmd reports none without a
+# node_features plugin. A reason matching none of these is someone else's: an admin's drain worded
+# "feature" or "Invalid DIMM" at the change's second is not the change's (a node Slurm marked
+# INVALID is judged by the mark, whatever the words)
 REGISTRATION_REASON = re.compile(
-    r"count reported lower than configured|^Low (CPUs|RealMemory|TmpDisk|socket)|"
-    r"gres/\S+ |GRES|feature|topolog|Node unexpectedly rebooted|Invalid|mismatch",
-    re.IGNORECASE,
+    r"count reported lower than configured|count too low \(|^Low (CPUs|RealMemory|TmpDisk|socket)|"
+    r"Failed to set topology|^Node unexpectedly rebooted"
 )
 NAMED_AT_MOST = 5
 

@@ -9,18 +9,22 @@ and the fleet before anything is swapped, measured on 22.05, 24.11 and 26.05 in 
 - a GRES typed in slurm.conf (`Gres=gpu:h100:2`) for which gres.conf gives only other types:
   the worker registers 0 of that type;
 - a count above the devices gres.conf gives the worker (`(1 < 2)`);
-- a NodeSet whose Feature no worker has: its partition gets no node at all.
+- a NodeSet whose Feature no worker has: its partition gets no node at all;
+- a NodeName line for a registered dynamic worker (24.11, 26.05): the node turns static and the
+  worker stops answering, and the rollback does not bring it back (the judge sees it, the undo
+  cannot mend it: so it must be refused before).
 
 A worker's configured GRES is its NodeName line's `Gres=`, or, for a dynamic worker (Slinky's
 `slurmd -Z --conf "Gres=gpu:1 ..."`), what slurmctld lists for it. Only what the change makes worse
 is refused: a mismatch the running set already had drained its workers already and is left to the
 operator. gres.conf with `AutoDetect` asks the driver: nothing is predicted of it. RealMemory and
-CPUs are not predicted: slurmctld lists what slurm.conf (or `--conf`) says, not what a worker has;
-the live judge (harm.py) catches those, where Slurm drains for them (not under
-`SlurmdParameters=config_overrides`).
+CPUs are not predicted: slurmctld lists what slurm.conf says, not what a static worker has (FreeMem
+is only a lower bound; the worker's figure shows only in the drain's reason, after the fact), and a
+set cannot raise a dynamic worker's (its `--conf`'s, or what it has); the live judge (harm.py)
+catches those, where Slurm drains for them (not under `SlurmdParameters=config_overrides`).
 
 The fleet is read only when the change touches gres.conf, GresTypes, a node's Gres or a NodeSet's
-Feature: an ordinary change costs no read of 1,000 nodes.
+Feature, or names a node no NodeName line named: an ordinary change costs no read of 1,000 nodes.
 """
 
 from __future__ import annotations
@@ -132,7 +136,7 @@ def _gres_problems(
             elif spec.type is not None and all(ln.type != spec.type for ln in mine):
                 types = sorted({ln.type or "untyped" for ln in mine})
                 why = (
-                    f"slurm.conf types it {spec.type}, gres.conf only {', '.join(types)} (Slurm drains "
+                    f"its Gres types it {spec.type}, gres.conf only {', '.join(types)} (Slurm drains "
                     "them: count reported lower than configured)"
                 )
             else:
@@ -178,6 +182,27 @@ def _nodeset_problems(old: SlurmConf, new: SlurmConf, live: Mapping[str, Node]) 
     return out
 
 
+def _named_dynamic(old: SlurmConf, new: SlurmConf, live: Mapping[str, Node]) -> list[str]:
+    """NodeName lines the change adds for a registered dynamic worker (`slurmd -Z`). Measured on
+    24.11 and 26.05: slurmctld makes the node static, the worker's registration fails ("Node already
+    exists in the node table") and the node stops answering; the rollback does not bring it back."""
+    was = old.node_definitions()
+    out = []
+    for r in new.of("nodename"):
+        if r.name.upper() == "DEFAULT":
+            continue
+        clash = [
+            n for n in expand(r.name) if n not in was and n in live and "DYNAMIC_NORM" in live[n].state.flags
+        ]
+        if clash:
+            out.append(
+                f"{r.origin}: NodeName names the registered dynamic worker{'s' if len(clash) > 1 else ''} "
+                f"{_few(clash)} (slurmd -Z): Slurm makes {'them' if len(clash) > 1 else 'it'} static, and "
+                "its registration then fails (Node already exists in the node table)"
+            )
+    return out
+
+
 def _touched(old: SlurmConf, new: SlurmConf, old_files: FileSet, files: FileSet) -> tuple[bool, bool]:
     """(the change touches GRES, it touches a NodeSet's Feature)."""
     a, b = old_files.files.get(GRES_CONF), files.files.get(GRES_CONF)
@@ -202,7 +227,8 @@ async def problems(
     """What the workers' registration would refuse of `files` that it did not refuse of the running
     set; [] when nothing of it can be told (the fleet unreadable: the live judge still watches)."""
     gres, nodesets = _touched(old, new, old_files, files)
-    if not gres and not nodesets:
+    named = set(new.node_definitions()) - set(old.node_definitions())
+    if not gres and not nodesets and not named:
         return []
     try:
         live = {n.name: n for n in await client.node_listing()}
@@ -218,4 +244,6 @@ async def problems(
                 out.append(f"GRES {name} of worker{'s' if len(worse) > 1 else ''} {_few(worse)}: {why}")
     if nodesets:
         out += _nodeset_problems(old, new, live)
+    if named:
+        out += _named_dynamic(old, new, live)
     return out

@@ -60,9 +60,11 @@ def write_key(etc: Path) -> Path:
 def node_conf(spec: ClusterSpec, name: str, port: int) -> str:
     """The worker's `--conf`: what a Slinky NodeSet pod passes (Features, resources), plus its port."""
     features = [nodeset_of(spec, name), *[f for f in spec.features.get(name, "").split(",") if f]]
-    words = [f"Features={','.join(features)}", f"CPUs={spec.cpus}", f"RealMemory={spec.memory}"]
+    words = [f"Features={','.join(features)}", f"CPUs={spec.cpus}"]
+    if spec.memory:  # none: the worker registers the memory it has, as when Slinky's pod gives none
+        words.append(f"RealMemory={spec.memory}")
     if spec.gpus:
-        words.append(f"Gres=gpu:{spec.gpus}")
+        words.append(f"Gres={spec.gres()}")
     if name in spec.topology:
         words.append(f"Topology={spec.topology[name]}")
     words.append(f"Port={port}")

@@ -33,6 +33,7 @@ RECORD_REACHES = {"unreachable": "255.255.255.255", "refused": "127.0.0.1"}
 class ClusterSpec:
     nodes: int = 3
     gpus: int = 0  # fake GPUs per node (GRES gpu with device files that nothing opens)
+    gpu_type: str = ""  # their GRES type (`gpu:h100:2`, gres.conf's `Type=h100`); none when empty
     cpus: int = 1
     memory: int = 1000
     features: Mapping[str, str] = field(default_factory=dict)  # node -> "a,b"
@@ -84,6 +85,10 @@ class ClusterSpec:
             raise ValueError(
                 f"node record reach {self.record_reach!r} is not one of {', '.join(RECORD_REACHES)}"
             )
+
+    def gres(self) -> str:
+        """Each node's GRES as slurm.conf (or a worker's `--conf`) writes it: `gpu:2`, `gpu:h100:2`."""
+        return ":".join(["gpu", *([self.gpu_type] if self.gpu_type else []), str(self.gpus)])
 
     def node_names(self) -> list[str]:
         """The nodes that run a slurmd."""
@@ -209,7 +214,7 @@ def render(
         lines += [f"NodeSet={ns} Feature={ns}" for ns in nodesets]
         members = ",".join(nodesets)
     else:
-        gres = f" Gres=gpu:{spec.gpus}" if spec.gpus else ""
+        gres = f" Gres={spec.gres()}" if spec.gpus else ""
         for name, port in ports.nodes.items():
             feat = f" Feature={spec.features[name]}" if name in spec.features else ""
             lines.append(
@@ -234,7 +239,8 @@ def render(
     if slinky:
         files["cgroup.conf"] = "CgroupPlugin=disabled\n"
     if spec.gpus:
-        files["gres.conf"] = f"Name=gpu File={d}/dev/nvidia[0-{spec.gpus - 1}]\n"
+        typed = f" Type={spec.gpu_type}" if spec.gpu_type else ""
+        files["gres.conf"] = f"Name=gpu{typed} File={d}/dev/nvidia[0-{spec.gpus - 1}]\n"
     return files
 
 

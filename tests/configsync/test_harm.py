@@ -16,12 +16,21 @@ from sidecars.configsync.predict import GresSpec, parse_gres
 from sidecars.devcluster import DevCluster
 from sidecars.slurm import Node, NodeState
 from sidecars.slurm.models import Reason
-from tests.configsync.harness import Sync, config_sync, key_secret, set_sha
+from tests.configsync.harness import Sync, cluster_files, config_sync, key_secret, set_sha
 
 # SlurmdParameters=config_overrides (the dev cluster's default) tells Slurm not to drain a worker
 # that reports less than slurm.conf says: the classic cluster here leaves it out, as most do
 CLASSIC = {"nodes": 2, "gpus": 2, "extra_conf": "SlurmdParameters=shutdown_on_reboot"}
-SLINKY = {"shape": "slinky", "nodes": 2, "gpus": 2}
+# typed GPUs (`--conf Gres=gpu:h100:2`, gres.conf `Type=h100`); no RealMemory in the workers' `--conf`,
+# so each registers the memory it has; and no config_overrides, so Slurm drains for low memory
+SLINKY = {
+    "shape": "slinky",
+    "nodes": 2,
+    "gpus": 2,
+    "gpu_type": "h100",
+    "memory": 0,
+    "extra_conf": "SlurmdParameters=shutdown_on_reboot",
+}
 ADMIN = "admin: fan swap"
 Files = dict[str, bytes]
 
@@ -38,6 +47,13 @@ class Case:
 
 def drop_gres_conf(files: Files) -> Files:
     return {n: d for n, d in files.items() if n != "gres.conf"}
+
+
+def appended(line: bytes, name: str = "slurm.conf") -> Callable[[Files], Files]:
+    def change(files: Files) -> Files:
+        return {**files, name: files[name] + line + b"\n"}
+
+    return change
 
 
 def conf(old: bytes, new: bytes, name: str = "slurm.conf") -> Callable[[Files], Files]:
@@ -66,7 +82,7 @@ CLASSIC_CASES = [
         both(
             conf(b"Gres=gpu:2", b"Gres=gpu:h100:2"), conf(b"Name=gpu ", b"Name=gpu Type=a100 ", "gres.conf")
         ),
-        "slurm.conf types it h100, gres.conf only a100",
+        "its Gres types it h100, gres.conf only a100",
         GRES_LOWER,
     ),
     Case(
@@ -91,6 +107,23 @@ CLASSIC_CASES = [
 ]
 SLINKY_CASES = [
     DROPPED,
+    Case(
+        "GRES typed differently",
+        conf(b"Type=h100", b"Type=a100", "gres.conf"),
+        "its Gres types it h100, gres.conf only a100",
+        GRES_LOWER,
+    ),
+    # a dynamic worker's memory is its own `--conf`'s, else what it has: slurm.conf's defaults are
+    # not applied to it (measured on 24.11 and 26.05), so no ConfigMap change raises it. The set
+    # applies and nobody is drained; naming the worker in a NodeName line is another harm (a node
+    # table clash its registration fails on, the workers' verdict's)
+    Case(
+        "RealMemory above what workers have",
+        appended(b"NodeName=DEFAULT RealMemory=90000000"),
+        None,
+        "Low RealMemory",
+        harmless_on=("24.11", "26.05"),
+    ),
     Case(
         "a count above the devices",
         conf(b"nvidia[0-1]", b"nvidia[0-0]", "gres.conf"),
@@ -207,6 +240,25 @@ async def test_a_rollback_says_what_it_undid(cluster: DevCluster) -> None:
         assert st["harm"]["registration_wait_seconds"] > 0
 
 
+@pytest.mark.releases("slurm24", "slurm26")
+@pytest.mark.cluster(**SLINKY)
+async def test_a_nodename_line_for_a_dynamic_worker_is_refused(cluster: DevCluster) -> None:
+    """A NodeName line naming a registered Slinky worker: Slurm turns the node static, the worker's
+    registration fails ("Node already exists in the node table") and it stops answering. The judge
+    rolls that back (its partition emptied), but the worker stays NOT_RESPONDING after the rollback
+    (measured on both releases): so it is refused before the swap, the fleet untouched."""
+    secrets = key_secret(cluster)
+    await cluster.client().drain(["n2"], ADMIN)
+    before = await fleet(cluster)
+    async with config_sync(cluster, secrets=secrets) as sync:
+        good = sync.good()
+        good_sha = (await sync.status())["applied"]["sha256"]
+        named = appended(b"NodeName=n1 CPUs=1 RealMemory=1000 State=UNKNOWN")(dict(good))
+        reason = await judged(sync, named, secrets, good_sha)
+        assert reason is not None and "NodeName names the registered dynamic worker n1" in reason, reason
+        assert await fleet(cluster) == before
+
+
 def test_gres_as_slurm_writes_it() -> None:
     assert parse_gres("gpu:2,gpu:a100:1(S:0-1),nic") == [
         GresSpec("gpu", None, 2),
@@ -250,3 +302,58 @@ def test_only_what_slurm_set_after_the_change_is_harm() -> None:
     again = {"ok": _node("ok", "IDLE+DRAIN+INVALID_REG", "gres/gpu count reported lower", t - 30)}
     assert [h.name for h in judge({"ok": before["ok"]}, again, t).harmed] == ["ok"]
     assert judge(before, before, t).ok
+
+
+def test_an_admins_words_at_the_change_are_not_slurms() -> None:
+    """Only Slurm's own registration reasons (or its INVALID mark) make a drain the change's: an
+    admin's drain set in the change's second, worded like a feature or topology problem, is not."""
+    t = 1_000_000
+    before = {n: _node(n, "IDLE") for n in ("feature", "topology", "invalid", "slurm", "memory")}
+    after = {
+        "feature": _node("feature", "IDLE+DRAIN", "admin: feature flag rollout", t),
+        "topology": _node("topology", "IDLE+DRAIN", "admin: topology rewire, rack 4", t),
+        "invalid": _node("invalid", "IDLE+DRAIN", "Invalid DIMM, RMA 1234", t),
+        "slurm": _node("slurm", "IDLE+DRAIN", "Failed to set topology 'k8s:a'", t),
+        "memory": _node("memory", "IDLE+DRAIN", "Low RealMemory (reported:24105 < 100.00% of conf", t),
+    }
+    assert sorted(h.name for h in judge(before, after, t).harmed) == ["memory", "slurm"]
+
+
+# a tree whose one switch the Slinky workers register under (`--conf Topology=kubernetes:kubernetes`)
+TOPOLOGY = """---
+- topology: kubernetes
+  cluster_default: true
+  tree:
+    switches:
+      - switch: kubernetes
+"""
+PLACED = {"n1": "kubernetes:kubernetes", "n2": "kubernetes:kubernetes"}
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.releases("slurm26")
+@pytest.mark.cluster(shape="slinky", nodes=2, topology=PLACED, files={"topology.yaml": TOPOLOGY})
+async def test_a_topology_that_strands_the_workers_is_refused(cluster: DevCluster) -> None:
+    """26.05 is the release whose workers register in a topology (`--conf Topology=`), and its one
+    topology reason at registration, `Failed to set topology` (INVALID_REG), is a new worker's
+    (tests/worker/test_registration_topology.py). A set that takes away the switch the registered
+    workers sit under does not drain them: slurmctld refuses the reconfigure ("Requested topology
+    configuration is not available") and keeps running the old set. Refused by the dry run; with the
+    dry run off, by the reconfigure, rolled back with the fleet as it was."""
+    secrets = key_secret(cluster)
+    await cluster.client().drain(["n2"], ADMIN)
+    before = await fleet(cluster)
+    initial = {**cluster_files(cluster), "topology.yaml": TOPOLOGY.encode()}
+    async with config_sync(cluster, secrets=secrets, initial=initial) as sync:
+        good = sync.good()
+        good_sha = (await sync.status())["applied"]["sha256"]
+        stranded = conf(b"switch: kubernetes", b"switch: root", "topology.yaml")(dict(good))
+        refused = await judged(sync, stranded, secrets, good_sha)
+        assert refused is not None and "dry run" in refused, refused
+        assert await fleet(cluster) == before
+        await back_to_good(sync, good, good_sha)
+        sync.service.validator.dry_runner = None  # what the live apply must catch without it
+        refused = await judged(sync, stranded, secrets, good_sha)
+        assert refused is not None and "Requested topology configuration is not available" in refused, refused
+        assert await fleet(cluster) == before  # n1 usable, n2 still the admin's
+        await back_to_good(sync, good, good_sha)
