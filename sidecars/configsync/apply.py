@@ -70,9 +70,16 @@ def few(names: Iterable[str], limit: int = NAMED_AT_MOST) -> str:
     return head if len(listed) <= limit else f"{head} and {len(listed) - limit} more"
 
 
+_UNITS = ("seconds", "secs", "sec")
+
+
 def _norm(value: str | None) -> str:
+    """A setting's value as compared: case, quotes and a unit of seconds aside. A few ms for a MiB
+    value (a pattern anchored at the end was tried at every position: 0.2 s each, on the loop)."""
     v = (value or "").strip().lower()
-    v = re.sub(r"(?<!\s)\s*(sec|secs|seconds)$", "", v)  # tried at a run's first space only: linear
+    unit = next((u for u in _UNITS if v.endswith(u)), None)
+    if unit is not None:
+        v = v[: -len(unit)].rstrip()
     return v.replace('"', "")
 
 

@@ -48,6 +48,13 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 MAX_REASON = 2000
+# Node features a set may name (distinct, over every NodeName line; and on one line, repeats
+# counted). slurmctld keeps its features in a list searched once per feature of each node line as it
+# starts and reconfigures, so its time grows with the square of their number: measured on 22.05 (a
+# throwaway slurmctld, one node line): 4,000 features 0.5 s, 16,000 4 s, 32,000 past the dry run's
+# 15 s; 24.11 past 15 s at 64,000. Real fleets name tens; past this the set is refused before any
+# Slurm program runs on it, rather than judged by a dry run that times out (docs/limits.md).
+MAX_FEATURES = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +122,7 @@ def semantic_problems(conf: SlurmConf) -> list[str]:
             name = item.split(":", 1)[0].strip().lower()
             if name and name != "(null)" and name not in gres_types:
                 problems.append(f"{r.origin}: node {r.name} has GRES {name!r}, which GresTypes does not name")
+    problems += feature_problems(conf)
     known = set(nodes)
     nodesets = {r.name for r in conf.of("nodeset")}
     for r in conf.of("nodeset"):
@@ -131,6 +139,27 @@ def semantic_problems(conf: SlurmConf) -> list[str]:
         if unknown:
             problems.append(f"{r.origin}: partition {r.name} names unknown node(s) {','.join(unknown)}")
     return problems
+
+
+def feature_problems(conf: SlurmConf) -> list[str]:
+    """Node features past `MAX_FEATURES`: what slurmctld takes too long to start on (see there)."""
+    distinct: set[str] = set()
+    for r in conf.of("nodename"):
+        items = [f for f in (r.fields.get("feature") or r.fields.get("features") or "").split(",") if f]
+        if len(items) > MAX_FEATURES:
+            return [
+                f"{r.origin}: node {r.name[:64]} lists {len(items)} features, over the cap of "
+                f"{MAX_FEATURES}: slurmctld's start and reconfigure time grow with the square of the "
+                "features it reads (not tried by Slurm; docs/limits.md)"
+            ]
+        distinct.update(items)  # Slurm compares features as written
+    if len(distinct) > MAX_FEATURES:
+        return [
+            f"the node lines name {len(distinct)} distinct features, over the cap of {MAX_FEATURES}: "
+            "slurmctld's start and reconfigure time grow with the square of the features it reads "
+            "(not tried by Slurm; docs/limits.md)"
+        ]
+    return []
 
 
 def identity_problems(old: SlurmConf, new: SlurmConf) -> list[str]:

@@ -60,6 +60,7 @@ async def test_every_long_set_gets_a_verdict_while_livez_answers(cluster: DevClu
 
         prober = asyncio.create_task(probe())
         took: dict[str, float] = {}
+        reasons: dict[str, str] = {}
         try:
             for name, make in SETS.items():
                 files = sync.good()
@@ -76,6 +77,9 @@ async def test_every_long_set_gets_a_verdict_while_livez_answers(cluster: DevClu
                     what=f"a verdict on {name}",
                 )
                 took[name] = time.monotonic() - started
+                reasons[name] = next(
+                    g["reason"] for g in sync.service.history_view()["generations"] if g["sha256"] == wanted
+                )
             # and the cluster's configuration still moves: a good change is applied
             files = sync.good()
             files["slurm.conf"] += b"# a good change after the long ones\n"
@@ -85,4 +89,7 @@ async def test_every_long_set_gets_a_verdict_while_livez_answers(cluster: DevClu
             done.set()
             await prober
         assert answers > 0 and not refused, refused
+        # slurmctld takes past the dry run's timeout on a MiB of features (its time grows with their
+        # square): refused by config-sync's cap, in its words, before any Slurm program reads it
+        assert "features, over the cap of" in reasons["a MiB Feature list"], reasons
         print("verdicts:", {k: round(v, 2) for k, v in took.items()})
