@@ -175,6 +175,28 @@ def identity_problems(old: SlurmConf, new: SlurmConf) -> list[str]:
     ]
 
 
+def _rules(
+    files: FileSet,
+    current: FileSet | None,
+    old: SlurmConf | None,
+    conf: SlurmConf,
+    version: Version,
+    dirs: list[Path],
+) -> Verdict | list[RestartReason]:
+    """What no reconfigure or restart can take, the restarts the change needs, and the plugins and
+    paths slurmctld would open: CPU-bound over both sets (a reject, or the restart reasons)."""
+    reasons: list[RestartReason] = []
+    if current is not None and old is not None:
+        problems = identity_problems(old, conf)
+        if problems:
+            return _reject("; ".join(problems))
+        reasons = restart.classify(old, conf, current, files, version)
+    problems = (plugin_problems(old, conf, dirs) if dirs else []) + path_problems(old, conf)
+    if problems:
+        return _reject("; ".join(problems))
+    return reasons
+
+
 def candidate_copy(files: FileSet, where: Path, target: Path) -> None:
     """The set written to `where` for the client parse, with includes of the target pointed at the copy."""
     prefix = str(target).rstrip("/") + "/"
@@ -315,16 +337,12 @@ class Validator:
         refused, version = await self.client_parse(files)
         if refused or version is None:
             return _reject(refused or "Slurm's parser gave no version")
-        reasons: list[RestartReason] = []
-        if current is not None and old is not None:
-            problems = identity_problems(old, conf)
-            if problems:
-                return _reject("; ".join(problems))
-            reasons = restart.classify(old, conf, current, files, version)
         dirs = await self.plugin_dirs()
-        problems = (plugin_problems(old, conf, dirs) if dirs else []) + path_problems(old, conf)
-        if problems:
-            return _reject("; ".join(problems))
+        size = sum(e.size for s in (files, current) if s is not None for e in s.files.values())
+        rules = await offloop.sized(size, _rules, files, current, old, conf, version, dirs)
+        if isinstance(rules, Verdict):
+            return rules
+        reasons = rules
         predicted: list[str] = []
         if self.predict and old is not None and current is not None:
             # what the workers' registration would refuse, said before the swap (predict.py)
