@@ -280,8 +280,13 @@ class Validator:
     async def client_parse(self, files: FileSet) -> tuple[str | None, Version | None]:
         """Slurm's own parse of the candidate: (its message when it refuses, the client's release)."""
         where = self.work_dir / f"candidate-{files.short}"
-        shutil.rmtree(where, ignore_errors=True)
-        candidate_copy(files, where, self.target)
+
+        def fresh_copy() -> None:
+            shutil.rmtree(where, ignore_errors=True)
+            candidate_copy(files, where, self.target)
+
+        # a MiB set's copy (its lines rewritten, written) and its removal: in a thread, like its read
+        await offloop.whole(fresh_copy)
         try:
             client = self.client.with_env(SLURM_CONF=str(where / self.main))
             return None, await client.parse_config(timeout=self.parse_timeout)
@@ -290,7 +295,7 @@ class Validator:
             text = exc.message.replace(str(where), str(self.target))
             return text or f"Slurm's parser failed ({exc})", None
         finally:
-            shutil.rmtree(where, ignore_errors=True)
+            await offloop.whole(shutil.rmtree, where, ignore_errors=True)
 
     def _read(self, files: FileSet, current: FileSet | None) -> Verdict | tuple[SlurmConf, SlurmConf | None]:
         """Our checks of the text, and both sets parsed: CPU-bound, linear in the sets' size."""

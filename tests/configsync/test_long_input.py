@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from sidecars.configsync import conffile, restart
+from sidecars.configsync import conffile, restart, validate
 from sidecars.configsync.sources import FileSet
 from sidecars.configsync.stage import LastKnownGood
 from sidecars.devcluster import DevCluster
@@ -58,6 +58,7 @@ def on_the_loop(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         (conffile, "parse", lambda files, *_: _size(files)),  # the sets read (validation, apply, dry run)
         (restart, "classify", lambda old, new, current, files, *_: _size(files) + _size(current)),
         (LastKnownGood, "save", lambda self, applied: _size(applied.files)),  # the set kept, in base64
+        (validate, "candidate_copy", lambda files, *_: _size(files)),  # the copy Slurm's parser reads
     ]
     for owner, name, size in steps:
         real = getattr(owner, name)
