@@ -31,6 +31,7 @@ from sidecars.devcluster import ClusterSpec, DevCluster, Release
 from sidecars.devcluster.release import release_named
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime import logs
+from sidecars.runtime.daemon import children_watched_without_threads
 from sidecars.slurm.runner import SlurmMetrics
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the sets and settings live with the tests
@@ -148,4 +149,5 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    with children_watched_without_threads():  # as the daemon watches its children
+        asyncio.run(main())

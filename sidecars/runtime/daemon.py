@@ -63,7 +63,7 @@ async def run_until_signalled(
 
 
 @contextlib.contextmanager
-def _children_watched_without_threads() -> Iterator[None]:
+def children_watched_without_threads() -> Iterator[None]:
     """Python 3.11 starts a thread to wait for each child (its default child watcher), and the loop
     waits until that thread runs: 0.1-0.3 s held on a loaded machine at every Slurm command we
     run. A pidfd watches a child from the loop itself (3.12 picks it on its own). Kept as it was
@@ -88,7 +88,7 @@ def run(main: Callable[[asyncio.Event], Awaitable[None]], grace_seconds: float =
     """The process entry for a daemon role: returns the exit code."""
     log = structlog.get_logger("sidecars.daemon")
     try:
-        with _children_watched_without_threads():
+        with children_watched_without_threads():
             return asyncio.run(run_until_signalled(main, grace_seconds))
     except ConfigError as exc:
         print(f"slurm-sidecars: {exc}", file=sys.stderr)
