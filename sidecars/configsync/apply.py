@@ -28,6 +28,7 @@ from sidecars.configsync import harm as fleet_harm
 from sidecars.configsync.conffile import SlurmConf
 from sidecars.configsync.views import SlurmView, settings_view
 from sidecars.configsync.workers import WorkerCheck, answered
+from sidecars.runtime import offloop
 from sidecars.runtime.waits import until_set
 from sidecars.slurm import SlurmClient, SlurmError
 from sidecars.slurm.models import Node
@@ -37,6 +38,9 @@ log = structlog.get_logger(__name__)
 
 DOWN_SECONDS = 2.0  # a controller that says DOWN this long after a change died of it
 NAMED_AT_MOST = 5  # a reason names this many nodes, then "and N more"
+# what a node or a record weighs in the judgement of the fleet after a change, as characters read
+# (offloop.sized): a node's listing is a few hundred; a fleet of ~650 nodes and up is judged in a thread
+FLEET_CHARS_PER_NODE = 100
 # records Slurm keeps out of its node listings: FUTURE always, powered-down CLOUD ones on 22.05
 _UNLISTED_STATES = ("future", "cloud")
 
@@ -70,9 +74,16 @@ def few(names: Iterable[str], limit: int = NAMED_AT_MOST) -> str:
     return head if len(listed) <= limit else f"{head} and {len(listed) - limit} more"
 
 
+_UNITS = ("seconds", "secs", "sec")
+
+
 def _norm(value: str | None) -> str:
+    """A setting's value as compared: case, quotes and a unit of seconds aside. A few ms for a MiB
+    value (a pattern anchored at the end was tried at every position: 0.2 s each, on the loop)."""
     v = (value or "").strip().lower()
-    v = re.sub(r"(?<!\s)\s*(sec|secs|seconds)$", "", v)  # tried at a run's first space only: linear
+    unit = next((u for u in _UNITS if v.endswith(u)), None)
+    if unit is not None:
+        v = v[: -len(unit)].rstrip()
     return v.replace('"', "")
 
 
@@ -100,6 +111,12 @@ def setting_mismatches(old: SlurmConf, new: SlurmConf, before: SlurmView, after:
         if want_state is not None and want_state.upper() != seen.state.upper():
             out.append(f"partition {name} State is {seen.state}, the files say {want_state}")
     return out
+
+
+def _fleet_mismatches(
+    old: SlurmConf, new: SlurmConf, before: SlurmView, listed: Mapping[str, Node]
+) -> tuple[list[str], list[str]]:
+    return node_mismatches(old, new, before, listed), unlisted_added(old, new, listed)
 
 
 def unlisted_added(old: SlurmConf, new: SlurmConf, listed: Mapping[str, Node]) -> list[str]:
@@ -305,8 +322,9 @@ class Applier:
         if isinstance(nodes, SlurmError):
             return ApplyOutcome(False, f"slurmctld's nodes could not be read: {nodes.message}")
         listed = {n.name: n for n in nodes}
-        problems = node_mismatches(old, new, before, listed)
-        missing = unlisted_added(old, new, listed)
+        # every node of both sets' records against the listing: CPU-bound with the fleet's size
+        size = (len(listed) + len(old.records) + len(new.records)) * FLEET_CHARS_PER_NODE
+        problems, missing = await offloop.sized(size, _fleet_mismatches, old, new, before, listed)
         if missing:  # the listing leaves some states out: asked by name, with FUTURE ones shown
             try:
                 found = await self.client.nodes_named(missing)
@@ -322,7 +340,15 @@ class Applier:
             latest = {**listed, **self.workers.latest}
         harm = None
         if since is not None:
-            harm = fleet_harm.judge(before.nodes, latest, since, before.partitions, after.partitions)
+            harm = await offloop.sized(
+                len(latest) * FLEET_CHARS_PER_NODE,
+                fleet_harm.judge,
+                before.nodes,
+                latest,
+                since,
+                before.partitions,
+                after.partitions,
+            )
             self.last_harm = harm
             if not harm.ok:
                 problems.append(harm.reason())

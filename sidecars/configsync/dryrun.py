@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Literal
 
 import structlog
 
@@ -65,24 +65,6 @@ if TYPE_CHECKING:
     from sidecars.configsync.settings import Settings
 
 log = structlog.get_logger(__name__)
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-async def _to_thread_whole(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-    """`fn` in a thread, and on cancellation still waited for before the caller goes on: a thread
-    cannot be stopped, and one still writing the shadow after the lock was let go would race the
-    next sync of it (a dry run loading a shadow half in step). Cancellation is raised once it ended."""
-    work = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
-    try:
-        return await asyncio.shield(work)
-    except asyncio.CancelledError:
-        while not work.done():  # not cancellable: it ends on its own (a sync, a few file writes)
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.shield(work)
-        raise
-
 
 IsolationSetting = Literal["auto", "netns", "ports"]  # settings.DryRunIsolation
 
@@ -332,7 +314,7 @@ class DryRunner:
             started = time.monotonic()
             try:
                 state = self.state_path(where, self.work_dir)
-                await _to_thread_whole(self.prepare_state, where, state)
+                await offloop.whole(self.prepare_state, where, state)
             except OSError as exc:  # the next sync (or the dry run's own) tries again
                 log.warning("dry_run_state_not_ready", state=str(where), error=str(exc))
                 return False
@@ -355,7 +337,9 @@ class DryRunner:
             try:
                 if files is not None:
                     if parsed is None or parsed[0] != files.sha256:
-                        parsed = (files.sha256, conffile.parse(files, self.main, self.target))
+                        size = sum(e.size for e in files.files.values())
+                        conf = await offloop.sized(size, conffile.parse, files, self.main, self.target)
+                        parsed = (files.sha256, conf)
                     await self.warm(parsed[1])
             except Exception as exc:  # one bad sync must not end the task; the dry run syncs anyway
                 log.error("dry_run_state_sync_failed", error=str(exc), exc_info=True)
@@ -404,7 +388,7 @@ class DryRunner:
             ctld_port = int(given) if given.isdigit() and 0 < int(given) <= 0xFFFF else 6817
             if isolation == "ports":
                 ctld_port = free_port()
-            conf_path = await _to_thread_whole(self._prepare, files, d, where, ctld_port, dead.port)
+            conf_path = await offloop.whole(self._prepare, files, d, where, ctld_port, dead.port)
             prepared = time.monotonic()
             trial: Trial = await try_controller(
                 [*self.command, "-D", "-f", str(conf_path)],

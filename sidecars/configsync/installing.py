@@ -22,6 +22,7 @@ from sidecars.configsync.validate import Verdict
 from sidecars.configsync.views import SlurmView
 from sidecars.configsync.workers import RESTARTS_FROM
 from sidecars.protocol.events import EventReason
+from sidecars.runtime import offloop
 from sidecars.slurm import SlurmClient, SlurmError
 
 log = structlog.get_logger(__name__)
@@ -91,7 +92,11 @@ class Installing(Reporting):
         forced: dict[str, Any] | None = None,
     ) -> None:
         assert self.applied is not None and verdict.conf is not None
-        old_conf = conffile.parse(self.applied.files, self.settings.main_file, self.settings.conf_dir)
+        applied = self.applied.files
+        size = sum(e.size for e in applied.files.values())  # a MiB set's parse holds a loop 0.1 s
+        old_conf = await offloop.sized(
+            size, conffile.parse, applied, self.settings.main_file, self.settings.conf_dir
+        )
         if not self._fixed_log_path:  # slurmctld's own words for a refusal, when its log is visible here
             logfile = old_conf.options.get("slurmctldlogfile")
             self.applier.tail.path = Path(logfile) if logfile else None
@@ -130,7 +135,8 @@ class Installing(Reporting):
         if outcome.ok:
             old, self.applied = self.applied, Applied(generation, now_rfc3339(), files)
             self.forced = forced
-            self.lkg.save(self.applied)
+            # the set in base64 in JSON, written and fsynced: tens of ms for a MiB on a busy disk
+            await offloop.whole(self.lkg.save, self.applied)
             self.rejected = None
             self.pending = False
             self._backoff = 0.0

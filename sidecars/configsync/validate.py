@@ -48,6 +48,13 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 MAX_REASON = 2000
+# Node features a set may name (distinct, over every NodeName line; and on one line, repeats
+# counted). slurmctld keeps its features in a list searched once per feature of each node line as it
+# starts and reconfigures, so its time grows with the square of their number: measured on 22.05 (a
+# throwaway slurmctld, one node line): 4,000 features 0.5 s, 16,000 4 s, 32,000 past the dry run's
+# 15 s; 24.11 past 15 s at 64,000. Real fleets name tens; past this the set is refused before any
+# Slurm program runs on it, rather than judged by a dry run that times out (docs/limits.md).
+MAX_FEATURES = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +122,7 @@ def semantic_problems(conf: SlurmConf) -> list[str]:
             name = item.split(":", 1)[0].strip().lower()
             if name and name != "(null)" and name not in gres_types:
                 problems.append(f"{r.origin}: node {r.name} has GRES {name!r}, which GresTypes does not name")
+    problems += feature_problems(conf)
     known = set(nodes)
     nodesets = {r.name for r in conf.of("nodeset")}
     for r in conf.of("nodeset"):
@@ -133,6 +141,27 @@ def semantic_problems(conf: SlurmConf) -> list[str]:
     return problems
 
 
+def feature_problems(conf: SlurmConf) -> list[str]:
+    """Node features past `MAX_FEATURES`: what slurmctld takes too long to start on (see there)."""
+    distinct: set[str] = set()
+    for r in conf.of("nodename"):
+        items = [f for f in (r.fields.get("feature") or r.fields.get("features") or "").split(",") if f]
+        if len(items) > MAX_FEATURES:
+            return [
+                f"{r.origin}: node {r.name[:64]} lists {len(items)} features, over the cap of "
+                f"{MAX_FEATURES}: slurmctld's start and reconfigure time grow with the square of the "
+                "features it reads (not tried by Slurm; docs/limits.md)"
+            ]
+        distinct.update(items)  # Slurm compares features as written
+    if len(distinct) > MAX_FEATURES:
+        return [
+            f"the node lines name {len(distinct)} distinct features, over the cap of {MAX_FEATURES}: "
+            "slurmctld's start and reconfigure time grow with the square of the features it reads "
+            "(not tried by Slurm; docs/limits.md)"
+        ]
+    return []
+
+
 def identity_problems(old: SlurmConf, new: SlurmConf) -> list[str]:
     """Changes neither a reconfigure nor a restart can take. slurmctld keeps its ClusterName in
     StateSaveLocation and refuses to start under another one (measured, 22.05 and 24.11: `fatal:
@@ -144,6 +173,28 @@ def identity_problems(old: SlurmConf, new: SlurmConf) -> list[str]:
         f"ClusterName changed ({a!r} -> {b!r}): slurmctld refuses to start on the state saved "
         "under the old name (fatal: CLUSTER NAME MISMATCH)"
     ]
+
+
+def _rules(
+    files: FileSet,
+    current: FileSet | None,
+    old: SlurmConf | None,
+    conf: SlurmConf,
+    version: Version,
+    dirs: list[Path],
+) -> Verdict | list[RestartReason]:
+    """What no reconfigure or restart can take, the restarts the change needs, and the plugins and
+    paths slurmctld would open: CPU-bound over both sets (a reject, or the restart reasons)."""
+    reasons: list[RestartReason] = []
+    if current is not None and old is not None:
+        problems = identity_problems(old, conf)
+        if problems:
+            return _reject("; ".join(problems))
+        reasons = restart.classify(old, conf, current, files, version)
+    problems = (plugin_problems(old, conf, dirs) if dirs else []) + path_problems(old, conf)
+    if problems:
+        return _reject("; ".join(problems))
+    return reasons
 
 
 def candidate_copy(files: FileSet, where: Path, target: Path) -> None:
@@ -229,8 +280,13 @@ class Validator:
     async def client_parse(self, files: FileSet) -> tuple[str | None, Version | None]:
         """Slurm's own parse of the candidate: (its message when it refuses, the client's release)."""
         where = self.work_dir / f"candidate-{files.short}"
-        shutil.rmtree(where, ignore_errors=True)
-        candidate_copy(files, where, self.target)
+
+        def fresh_copy() -> None:
+            shutil.rmtree(where, ignore_errors=True)
+            candidate_copy(files, where, self.target)
+
+        # a MiB set's copy (its lines rewritten, written) and its removal: in a thread, like its read
+        await offloop.whole(fresh_copy)
         try:
             client = self.client.with_env(SLURM_CONF=str(where / self.main))
             return None, await client.parse_config(timeout=self.parse_timeout)
@@ -239,7 +295,7 @@ class Validator:
             text = exc.message.replace(str(where), str(self.target))
             return text or f"Slurm's parser failed ({exc})", None
         finally:
-            shutil.rmtree(where, ignore_errors=True)
+            await offloop.whole(shutil.rmtree, where, ignore_errors=True)
 
     def _read(self, files: FileSet, current: FileSet | None) -> Verdict | tuple[SlurmConf, SlurmConf | None]:
         """Our checks of the text, and both sets parsed: CPU-bound, linear in the sets' size."""
@@ -286,16 +342,12 @@ class Validator:
         refused, version = await self.client_parse(files)
         if refused or version is None:
             return _reject(refused or "Slurm's parser gave no version")
-        reasons: list[RestartReason] = []
-        if current is not None and old is not None:
-            problems = identity_problems(old, conf)
-            if problems:
-                return _reject("; ".join(problems))
-            reasons = restart.classify(old, conf, current, files, version)
         dirs = await self.plugin_dirs()
-        problems = (plugin_problems(old, conf, dirs) if dirs else []) + path_problems(old, conf)
-        if problems:
-            return _reject("; ".join(problems))
+        size = sum(e.size for s in (files, current) if s is not None for e in s.files.values())
+        rules = await offloop.sized(size, _rules, files, current, old, conf, version, dirs)
+        if isinstance(rules, Verdict):
+            return rules
+        reasons = rules
         predicted: list[str] = []
         if self.predict and old is not None and current is not None:
             # what the workers' registration would refuse, said before the swap (predict.py)

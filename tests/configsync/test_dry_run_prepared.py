@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from sidecars.configsync.conffile import SlurmConf
-from sidecars.configsync.dryrun import DryRunner, _to_thread_whole
+from sidecars.configsync.dryrun import DryRunner
 from sidecars.devcluster import DevCluster
+from sidecars.runtime import offloop
 from tests.configsync.harness import config_sync, read_set, set_sha
 from tests.configsync.test_dry_run_state import add_job, make_live
 
@@ -121,7 +122,7 @@ async def test_a_cancelled_preparation_lets_go_only_once_its_thread_ended() -> N
 
     async def caller() -> None:
         try:
-            await _to_thread_whole(work)
+            await offloop.whole(work)
         finally:
             order.append("caller resumed")
 

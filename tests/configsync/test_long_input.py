@@ -7,13 +7,19 @@ run see it too."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import aiohttp
 import pytest
 
+from sidecars.configsync import conffile, restart, validate
+from sidecars.configsync.sources import FileSet
+from sidecars.configsync.stage import LastKnownGood
 from sidecars.devcluster import DevCluster
+from sidecars.runtime import limits
 from sidecars.runtime.looplag import LoopLagSettings
 from tests.configsync.harness import config_sync, set_sha
 from tests.helpers import eventually
@@ -38,9 +44,41 @@ SETS: dict[str, Callable[[int], bytes]] = {
 VERDICT_SECONDS = 60.0
 
 
+def _size(files: FileSet | None) -> int:
+    return sum(e.size for e in files.files.values()) if files is not None else 0
+
+
+def on_the_loop(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The CPU-bound steps of a verdict and an apply (each 0.02-0.1 s on a MiB set, more on a loaded
+    machine), named each time one runs on the event loop's thread over a set past
+    `limits.OFF_LOOP_CHARS`. Which thread runs them is what the test asserts, not how long they
+    take: a loaded machine can fake a duration, not a thread."""
+    found: list[str] = []
+    steps: list[tuple[Any, str, Callable[..., int]]] = [
+        (conffile, "parse", lambda files, *_: _size(files)),  # the sets read (validation, apply, dry run)
+        (restart, "classify", lambda old, new, current, files, *_: _size(files) + _size(current)),
+        (LastKnownGood, "save", lambda self, applied: _size(applied.files)),  # the set kept, in base64
+        (validate, "candidate_copy", lambda files, *_: _size(files)),  # the copy Slurm's parser reads
+    ]
+    for owner, name, size in steps:
+        real = getattr(owner, name)
+
+        def watched(*args: Any, _real: Any = real, _name: str = name, _size: Any = size) -> Any:
+            loop_thread = threading.current_thread() is threading.main_thread()
+            if loop_thread and _size(*args) >= limits.OFF_LOOP_CHARS:
+                found.append(_name)
+            return _real(*args)
+
+        monkeypatch.setattr(owner, name, watched)
+    return found
+
+
 @pytest.mark.cluster(nodes=1)
 @pytest.mark.per_release("each release's parser and dry run read the MiB sets their own way")
-async def test_every_long_set_gets_a_verdict_while_livez_answers(cluster: DevCluster) -> None:
+async def test_every_long_set_gets_a_verdict_while_livez_answers(
+    cluster: DevCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    held = on_the_loop(monkeypatch)
     # the kubelet's view: /livez fails once the loop lagged past this (2 s: far over a healthy
     # loop's lag on a loaded machine, far under the minutes the sets held it for)
     async with config_sync(cluster, loop_lag=LoopLagSettings(bound_seconds=2.0)) as sync:
@@ -61,6 +99,7 @@ async def test_every_long_set_gets_a_verdict_while_livez_answers(cluster: DevClu
 
         prober = asyncio.create_task(probe())
         took: dict[str, float] = {}
+        reasons: dict[str, str] = {}
         try:
             for name, make in SETS.items():
                 files = sync.good()
@@ -77,6 +116,9 @@ async def test_every_long_set_gets_a_verdict_while_livez_answers(cluster: DevClu
                     what=f"a verdict on {name}",
                 )
                 took[name] = time.monotonic() - started
+                reasons[name] = next(
+                    g["reason"] for g in sync.service.history_view()["generations"] if g["sha256"] == wanted
+                )
             # and the cluster's configuration still moves: a good change is applied
             files = sync.good()
             files["slurm.conf"] += b"# a good change after the long ones\n"
@@ -86,4 +128,8 @@ async def test_every_long_set_gets_a_verdict_while_livez_answers(cluster: DevClu
             done.set()
             await prober
         assert answers > 0 and not refused, refused
+        assert not held, f"on the event loop over a MiB set: {sorted(set(held))}"
+        # slurmctld takes past the dry run's timeout on a MiB of features (its time grows with their
+        # square): refused by config-sync's cap, in its words, before any Slurm program reads it
+        assert "features, over the cap of" in reasons["a MiB Feature list"], reasons
         print("verdicts:", {k: round(v, 2) for k, v in took.items()})

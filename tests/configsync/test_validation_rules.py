@@ -7,7 +7,7 @@ from pathlib import Path
 from sidecars.configsync import conffile, restart
 from sidecars.configsync.slurmctld_opens import path_problems
 from sidecars.configsync.sources import FileEntry, FileSet
-from sidecars.configsync.validate import file_problems, semantic_problems
+from sidecars.configsync.validate import MAX_FEATURES, file_problems, semantic_problems
 from sidecars.slurm.models import Version
 
 T = Path("/etc/slurm")
@@ -113,3 +113,27 @@ def test_a_changed_path_slurmctld_opens_needs_its_directory(tmp_path: Path) -> N
     ]
     # another plugin's JobCompLoc is a URL or a host, not a file
     assert path_problems(old, conf("JobCompType=jobcomp/elasticsearch\nJobCompLoc=http://es:9200\n")) == []
+
+
+def test_node_features_past_the_cap_are_refused_before_slurm_runs() -> None:
+    # slurmctld's start time grows with the square of the features it reads (validate.MAX_FEATURES)
+    at_cap = ",".join(f"f{i}" for i in range(MAX_FEATURES))
+    assert problems(files(f"NodeName=n3 Features={at_cap}\n")) == []
+    over = problems(files(f"NodeName=n3 Feature={at_cap},one_more\n"))
+    assert over == [
+        f"slurm.conf:9: node n3 lists {MAX_FEATURES + 1} features, over the cap of {MAX_FEATURES}: "
+        "slurmctld's start and reconfigure time grow with the square of the features it reads "
+        "(not tried by Slurm; docs/limits.md)"
+    ]
+    # repeats on one line count (Slurm reads each), and distinct ones over every line add up
+    assert "lists" in problems(files(f"NodeName=n3 Features={'f,' * MAX_FEATURES}f\n"))[0]
+    half = MAX_FEATURES // 2 + 1
+    split = files(
+        "NodeName=n3 Features=" + ",".join(f"a{i}" for i in range(half)) + "\n"
+        "NodeName=n4 Features=" + ",".join(f"b{i}" for i in range(half)) + "\n"
+    )
+    assert problems(split) == [
+        f"the node lines name {2 * half} distinct features, over the cap of {MAX_FEATURES}: slurmctld's "
+        "start and reconfigure time grow with the square of the features it reads (not tried by "
+        "Slurm; docs/limits.md)"
+    ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 
@@ -13,6 +14,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from sidecars.cli import main as cli_main
 from sidecars.cli import self_argv
+from sidecars.runtime import process
 from sidecars.runtime.checks import CheckResult, Checks
 from sidecars.runtime.daemon import run_until_signalled
 from sidecars.runtime.http import DaemonHTTP, serve
@@ -153,3 +155,26 @@ async def test_a_daemon_runner_cancelled_itself_leaves_its_main_not_running() ->
     with pytest.raises(asyncio.CancelledError):
         await runner
     assert ended.is_set()
+
+
+CHILDREN = """
+import asyncio, sys, threading
+from sidecars.runtime import process
+from sidecars.runtime.daemon import run
+
+async def main(stop):
+    child = await process.start(["cat"], stdin=asyncio.subprocess.PIPE)
+    waiting = [t.name for t in threading.enumerate() if "waitpid" in t.name]
+    print("threads", waiting, "reaped", await child.kill(), flush=True)
+
+sys.exit(run(main))
+"""
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open"), reason="3.11 with pidfds")
+async def test_a_daemon_waits_for_its_children_without_a_thread_each() -> None:
+    # 3.11's default watcher starts a thread per child and the loop waits for it to run: a stall of
+    # 0.1-0.3 s at every Slurm command on a loaded machine; a daemon watches children by pidfd
+    # no timeout of its own: the daemon ends when its main returns (the suite bounds every test)
+    done = await process.run([sys.executable, "-c", CHILDREN], timeout=None, merge_stderr=True)
+    assert (done.returncode, done.stdout) == (0, b"threads [] reaped -9\n"), done.stdout
