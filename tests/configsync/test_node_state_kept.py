@@ -7,10 +7,12 @@ put-back, features, weight, topology (26.05 classic) and the DOWN stay lost (the
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import aiohttp
 import pytest
 
 from sidecars.configsync.runstate import POLL_SECONDS
@@ -147,3 +149,38 @@ async def test_run_time_node_state_is_back_after_a_change_classic(cluster: DevCl
 @pytest.mark.cluster(**SLINKY)
 async def test_run_time_node_state_is_back_after_a_change_slinky(cluster: DevCluster) -> None:
     await state_kept_across_a_change(cluster)
+
+
+# what the plan lists is our reading of the measured table (runstate.LOST), the same on every
+# release but topology's (25.05+), which this case does not set: one release
+@pytest.mark.timeout(120)
+@pytest.mark.releases("slurm26")
+@pytest.mark.cluster(nodes=4)
+async def test_plan_lists_what_the_change_s_reconfigure_would_wipe(cluster: DevCluster) -> None:
+    client = cluster.client()
+    await client.update_nodes(["n1"], AvailableFeatures="x,rt", ActiveFeatures="rt", Weight="77")
+    await client.update_nodes(["n2"], Weight="5")
+    await client.drain(["n3"], ADMIN)  # kept by every release: not listed
+    await client.down(["n4"], DOWN)
+    token = "operator-token-for-the-node-state-plan-0123456789"
+    async with config_sync(cluster, operator_token=token) as sync:
+        files = sync.good()
+        url = f"http://127.0.0.1:{sync.running.port}/v1/plan"
+        auth = {"Authorization": f"Bearer {token}"}
+
+        async def plan(conf: bytes) -> dict[str, object]:
+            body = {"files": [{"name": n, "data": base64.b64encode(d).decode()} for n, d in files.items()]}
+            body["files"] = [f for f in body["files"] if f["name"] != "slurm.conf"]
+            body["files"].append({"name": "slurm.conf", "data": base64.b64encode(conf).decode()})
+            async with aiohttp.ClientSession() as s, s.post(url, json=body, headers=auth) as r:
+                assert r.status == 200, await r.text()
+                return dict(await r.json())
+
+        conf = files["slurm.conf"].replace(b"MaxTime=INFINITE", b"MaxTime=33")
+        answer = await plan(conf)
+        assert answer["verdict"] == "would-apply", answer
+        assert answer["wipes"] == {"features": ["n1"], "weight": ["n1", "n2"], "down": ["n4"]}, answer
+        # a change that itself sets n2's weight: that one is the change's, not wiped
+        answer = await plan(conf.replace(b"NodeName=n2 ", b"NodeName=n2 Weight=9 "))
+        assert answer["wipes"] == {"features": ["n1"], "weight": ["n1"], "down": ["n4"]}, answer
+        assert sync.target_sha() == set_sha(files)  # a plan changes nothing
