@@ -113,7 +113,8 @@ def _theirs(reason: str | None) -> str | None:
 
 def held_of(node: Node) -> Held:
     drain = _theirs(node.reason.text if node.reason else None) if "DRAIN" in node.state.flags else None
-    answers = "NOT_RESPONDING" not in node.state.flags
+    # a slurmd that answers registers again and returns the node; a record without one never does
+    answers = node.state.registered and node.slurmd_start_time is not None
     down = node.reason.text if node.reason and node.state.base == "DOWN" and answers else None
     return Held(
         features=(node.features, node.active_features),
