@@ -33,6 +33,7 @@ from sidecars.controlplane.fleet import (
     Written,
     unowned,
 )
+from sidecars.controlplane.fleet.reconfigures import ReconfigureWatch
 from sidecars.controlplane.http import Face
 from sidecars.controlplane.leader import LeaderElector
 from sidecars.controlplane.reconcile import CordonSync, HealthSync, RecordKeeper, Round, TopologySync, View
@@ -138,6 +139,10 @@ class ControlPlaneService:
                 emit=self.k8s.event_on,
             )
             self.writers = Round(found, self.metrics)
+        # a reconfigure seen at once: the fleet read now, and the writers re-assert after it
+        self.reconfigures = ReconfigureWatch(
+            slurm, seconds=settings.reconfigure_poll_seconds, on_seen=self._refresh_now.set
+        )
         self.slurmctld = ControllerWatch(
             slurm,
             self.metrics,
@@ -314,6 +319,7 @@ class ControlPlaneService:
             "identity": self.settings.identity,
             "kubernetes": self.kube is not None,
             "controllers": self.slurmctld.status(),
+            "reconfigures": self.reconfigures.status(),
             "drains_pending": sorted(self.drains.pending),
             "draining": sorted(self.drain_clock.ours),
             "maintenance": {
@@ -358,6 +364,8 @@ class ControlPlaneService:
         self.tasks.start("refresh_loop", self.refresh_loop())
         self.tasks.start("drain_loop", self.drain_loop())
         self.tasks.start("slurmctld_loop", self.slurmctld_loop())
+        if self.settings.reconfigure_poll_seconds > 0:
+            self.tasks.start("reconfigure_watch", self.reconfigures.run())
         if self.holder_label is not None:
             self.tasks.start("holder_label_loop", self.holder_label_loop())
         self.tasks.start("act_loop", self.act_loop())
