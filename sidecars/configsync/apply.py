@@ -29,7 +29,7 @@ from sidecars.configsync import runstate
 from sidecars.configsync.conffile import SlurmConf
 from sidecars.configsync.views import SlurmView, settings_view
 from sidecars.configsync.workers import WorkerCheck, answered
-from sidecars.runtime.waits import all_of, until_set
+from sidecars.runtime.waits import until_set
 from sidecars.slurm import SlurmClient, SlurmError
 from sidecars.slurm.models import Node
 from sidecars.slurm.textformat import parse_minutes
@@ -355,14 +355,19 @@ class Applier:
             return ApplyOutcome(False, "; ".join(w for w in words if w), controller_died=not alive)
         returned = time.monotonic()
         took = returned - asked
-        # what the reconfigure took is put back at once, beside the verification (which waits)
-        outcome, kept = await all_of(
-            self.verify(old, new, before, wait=3.0, interrupt=interrupt, since=since),
-            self.runstate.keep(held, returned),
-        )
+        # what the reconfigure took is put back at once, beside the verification (which waits); a
+        # change that fails is rolled back, and the rollback's reconfigure keeps it again
+        keeping = asyncio.ensure_future(self.runstate.keep(held, returned))
+        try:
+            outcome = await self.verify(old, new, before, wait=3.0, interrupt=interrupt, since=since)
+            if outcome.ok:
+                outcome.kept = await keeping
+        finally:
+            keeping.cancel()  # a no-op once it ended
+            await asyncio.gather(keeping, return_exceptions=True)  # its end collected, whatever it was
         outcome.took_request = True
         outcome.reconfigure_seconds = took
-        outcome.held, outcome.kept = held, kept
+        outcome.held = held
         if not outcome.ok:
             extra = self.tail.trouble()
             if extra:
