@@ -171,7 +171,8 @@ def hold(nodes: Mapping[str, Node], old: SlurmConf, new: SlurmConf) -> dict[str,
 
 
 def lost(want: Held, now: Node) -> list[str]:
-    """The held attributes `now` no longer has."""
+    """The held attributes `now` no longer has. A drain or DOWN is lost when the node is back in
+    service, not when Slurm has since put it out of service for a reason of its own."""
     out = []
     if want.features is not None and (
         sorted(want.features[0]) != sorted(now.features)
@@ -182,10 +183,12 @@ def lost(want: Held, now: Node) -> list[str]:
         out.append(WEIGHT)
     if want.topology and now.topology != want.topology:
         out.append(TOPOLOGY)
-    reason = now.reason.text if now.reason else None
-    if want.drain and not ("DRAIN" in now.state.flags and reason == want.drain):
+    # a state Slurm set since (a registration refused: drained, INVALID) is the change's harm, for
+    # the harm judge to see and undo (harm.py): never written over here
+    slurms = owner(now.reason.text if now.reason else None) is Owner.SLURM
+    if want.drain and "DRAIN" not in now.state.flags and not slurms:
         out.append(DRAIN)
-    if want.down and not (now.state.base == "DOWN" and reason == want.down):
+    if want.down and now.state.base != "DOWN" and "DRAIN" not in now.state.flags and not slurms:
         out.append(DOWN)
     return out
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sidecars.configsync import conffile
 from sidecars.configsync.conffile import SlurmConf
-from sidecars.configsync.runstate import Held, hold, would_wipe
+from sidecars.configsync.runstate import Held, hold, lost, would_wipe
 from sidecars.slurm import Node, NodeState
 from sidecars.slurm.models import REASON_PREFIX, Reason
 from tests.configsync.harness import read_set
@@ -91,3 +91,15 @@ def test_a_dynamic_node_keeps_its_available_features() -> None:
     assert hold({"s1": same, "s2": differs}, conf(), conf()) == {
         "s2": Held(features=(("slinky", "rt"), ("slinky",)))
     }
+
+
+def test_what_slurm_set_since_is_the_harm_judge_s() -> None:
+    held = Held(drain="admin: fan swap")
+    # Slurm drained it again for a reason of its own (a registration the change made it refuse)
+    harmed = node("n2", "IDLE+DRAIN+INVALID_REG", "gres/gpu count reported lower than configured (0 < 1)")
+    assert lost(held, harmed) == []
+    assert lost(held, node("n2")) == ["drain"]  # back in service: lost, put back
+    down = Held(down="admin: repair")
+    assert lost(down, node("n4", "IDLE", "admin: repair")) == ["down"]  # 24.11 keeps the reason
+    assert lost(down, node("n4")) == ["down"]  # 26.05 clears it
+    assert lost(down, node("n4", "IDLE+DRAIN", "Low RealMemory")) == []
