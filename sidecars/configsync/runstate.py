@@ -158,12 +158,15 @@ def hold(nodes: Mapping[str, Node], old: SlurmConf, new: SlurmConf) -> dict[str,
         h = held_of(node)
         mine = changed.get(name, set())
         same_features, same_weight = _from_files(node, files.get(name))
+        # a state the files give (a record's `State=DRAIN Reason=...`) is no run-time state: every
+        # reconfigure sets it again, and holding it would read a large cluster's records each change
+        filed = (files.get(name) or {}).get("state", "").upper() in {"DRAIN", "DOWN"}
         h = Held(
             features=None if FEATURES in mine or same_features else h.features,
             weight=None if WEIGHT in mine or same_weight else h.weight,
             topology="" if TOPOLOGY in mine else h.topology,
-            drain=None if DRAIN in mine else h.drain,
-            down=None if DOWN in mine else h.down,
+            drain=None if DRAIN in mine or filed else h.drain,
+            down=None if DOWN in mine or filed else h.down,
         )
         if h.attributes():
             out[name] = h

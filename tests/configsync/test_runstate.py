@@ -15,7 +15,13 @@ from sidecars.slurm import Node, NodeState
 from sidecars.slurm.models import REASON_PREFIX, Reason
 from tests.configsync.harness import read_set
 
-LINES = "NodeName=n[1-2] Feature=gpu CPUs=1\nNodeName=x1 State=DOWN Reason=not_provisioned\n"
+LINES = (
+    "NodeName=n[1-2] Feature=gpu CPUs=1\nNodeName=x1 State=DOWN Reason=not_provisioned\n"
+    "NodeName=x2 State=DRAIN Reason=not_provisioned\n"
+)
+
+
+RECORD: dict[str, object] = {"slurmd_start_time": None, "features": (), "active_features": ()}
 
 
 def conf(extra: str = "") -> SlurmConf:
@@ -73,7 +79,9 @@ def test_whose_down_and_drain_are_held() -> None:
         # Slurm's own reason: Slurm's to lift, never held
         "n3": node("n3", "DOWN*", "Not responding"),
         # a record the files hold DOWN, whose slurmd never registered: nothing will return it
-        "x1": node("x1", "DOWN", "not_provisioned", slurmd_start_time=None, features=(), active_features=()),
+        "x1": node("x1", "DOWN", "not_provisioned", **RECORD),
+        # a record the files drain: every reconfigure drains it again
+        "x2": node("x2", "IDLE+DRAIN", "not_provisioned", **RECORD),
     }
     held = hold(nodes, conf(), conf())
     assert held == {
