@@ -216,8 +216,11 @@ class RunState:
         self.poll_seconds = poll_seconds
         self.last: Kept | None = None
 
-    async def _put_back(self, held: Mapping[str, Held], now: Mapping[str, Node], kept: Kept) -> bool:
-        """Put back what each node lost; True when something was. Nodes sharing a value share a call."""
+    async def _put_back(
+        self, held: Mapping[str, Held], now: Mapping[str, Node], kept: Kept, refused: set[tuple[str, ...]]
+    ) -> bool:
+        """Put back what each node lost; True when something was. Nodes sharing a value share a call;
+        a value Slurm refused (a topology the new file no longer has) is not sent again."""
         groups: dict[tuple[str, ...], list[str]] = {}
         for name, want in held.items():
             node = now.get(name)
@@ -237,6 +240,8 @@ class RunState:
                 groups.setdefault(key, []).append(name)
         for key, names in sorted(groups.items()):
             attr = key[0]
+            if key in refused:
+                continue
             try:
                 if attr == FEATURES:
                     await self.client.update_nodes(names, AvailableFeatures=key[1], ActiveFeatures=key[2])
@@ -250,6 +255,7 @@ class RunState:
                     await self.client.down(names, key[1])
             except (SlurmError, ValueError) as exc:
                 log.warning("node_state_not_put_back", attribute=attr, nodes=few(names), error=str(exc))
+                refused.add(key)
                 continue
             log.info("node_state_put_back", attribute=attr, nodes=few(names))
             done = kept.put_back.setdefault(attr, [])
@@ -271,9 +277,10 @@ class RunState:
         if not held:
             return kept
         watch_until = returned + (self.watch_seconds if any(h.down for h in held.values()) else 0.0)
+        refused: set[tuple[str, ...]] = set()
         now = await self._read(held)
         while True:
-            if now is not None and await self._put_back(held, now, kept):
+            if now is not None and await self._put_back(held, now, kept, refused):
                 now = await self._read(held)  # read back: the put-back shows, or says what did not
                 if now is not None and not any(lost(h, now[n]) for n, h in held.items() if n in now):
                     kept.back_seconds = time.monotonic() - returned
