@@ -235,7 +235,12 @@ class ControlPlaneService:
             except SlurmError:
                 self.metrics.refreshes.labels("error").inc()
             self._refreshed.set()
-            fast = self.drain_clock.ours or self.drains.pending
+            # after a reconfigure, fast until the regular read would have come (fleet/reconfigures.py)
+            fast = (
+                self.drain_clock.ours
+                or self.drains.pending
+                or self.reconfigures.recent(self.settings.interval_seconds)
+            )
             interval = self.settings.fast_interval_seconds if fast else self.settings.interval_seconds
             self._refresh_now.clear()
             await until_set(self._refresh_now, interval)
