@@ -25,6 +25,7 @@ from typing import TypeVar
 import structlog
 
 from sidecars.configsync import harm as fleet_harm
+from sidecars.configsync import runstate
 from sidecars.configsync.conffile import SlurmConf
 from sidecars.configsync.views import SlurmView, settings_view
 from sidecars.configsync.workers import WorkerCheck, answered
@@ -65,6 +66,9 @@ class ApplyOutcome:
     reconfigure_seconds: float | None = None  # `scontrol reconfigure` until it returned
     harm: fleet_harm.Harm | None = None  # what the change did to the fleet's health (harm.py)
     since: float | None = None  # the change's time (epoch): what Slurm set after it is the change's
+    # the run-time node state held across the reconfigure, and what was put back (runstate.py)
+    held: dict[str, runstate.Held] = field(default_factory=dict)
+    kept: runstate.Kept | None = None
 
 
 def few(names: Iterable[str], limit: int = NAMED_AT_MOST) -> str:
@@ -207,6 +211,9 @@ class Applier:
         # the configless workers took it too (workers.py), waited for as long as Slurm needs
         self.workers = WorkerCheck(client, wait=registration_seconds)
         self.last_harm: fleet_harm.Harm | None = None  # the judge's verdict on the last change
+        # run-time node state a reconfigure loses, put back right after it, watched as long as a
+        # registration may still take it (runstate.py)
+        self.runstate = runstate.RunState(client, watch_seconds=registration_seconds)
 
     async def _answers(self, deadline: float) -> bool:
         while True:
@@ -362,6 +369,7 @@ class Applier:
         self, old: SlurmConf, new: SlurmConf, before: SlurmView, *, interrupt: asyncio.Event | None = None
     ) -> ApplyOutcome:
         self.tail.mark()
+        held = runstate.hold(before.nodes, old, new)
         since = time.time()
         asked = time.monotonic()
         try:
@@ -371,15 +379,32 @@ class Applier:
             words = [exc.message, *self.tail.trouble()]
             alive = await self._answers(time.monotonic() + 3.0)
             return ApplyOutcome(False, "; ".join(w for w in words if w), controller_died=not alive)
-        took = time.monotonic() - asked
-        outcome = await self.verify(old, new, before, wait=3.0, interrupt=interrupt, since=since)
+        returned = time.monotonic()
+        took = returned - asked
+        # what the reconfigure took is put back at once, beside the verification (which waits); a
+        # change that fails is rolled back, and the rollback's reconfigure keeps it again
+        keeping = asyncio.ensure_future(self.runstate.keep(held, returned))
+        try:
+            outcome = await self.verify(old, new, before, wait=3.0, interrupt=interrupt, since=since)
+            if outcome.ok:
+                outcome.kept = await keeping
+        finally:
+            keeping.cancel()  # a no-op once it ended
+            await asyncio.gather(keeping, return_exceptions=True)  # its end collected, whatever it was
         outcome.took_request = True
         outcome.reconfigure_seconds = took
+        outcome.held = held
         if not outcome.ok:
             extra = self.tail.trouble()
             if extra:
                 outcome.reason = "; ".join([outcome.reason, *extra])
         return outcome
+
+    async def reconfigure_back(self, held: Mapping[str, runstate.Held]) -> runstate.Kept:
+        """A rollback's `scontrol reconfigure` to the good set, and the run-time node state held
+        before the change put back after it. Raises SlurmError when slurmctld refuses it."""
+        await self.client.reconfigure()
+        return await self.runstate.keep(held, time.monotonic())
 
     async def _boot_time(self) -> str | None:
         """slurmctld's BOOT_TIME once its clock has left that second. BOOT_TIME has 1-s resolution,

@@ -30,6 +30,11 @@ log = structlog.get_logger(__name__)
 __all__ = ["Installing"]
 
 
+def _kept(outcome: ApplyOutcome) -> str | None:
+    """The history's word on the run-time node state the reconfigure took and config-sync put back."""
+    return (outcome.kept.describe() or None) if outcome.kept is not None else None
+
+
 class Installing(Reporting):
     """The part of the daemon that writes the target; the attributes are set by ConfigSync.__init__."""
 
@@ -145,7 +150,7 @@ class Installing(Reporting):
                 old,
                 seen=seen,
                 phases=change_phases(seen, judged, swapped, verdict.dry_run, outcome.reconfigure_seconds),
-                reason="slurmctld restarted on it" if verdict.restart_required else None,
+                reason="slurmctld restarted on it" if verdict.restart_required else _kept(outcome),
                 message=f"generation {generation} ({files.short}) applied"
                 + (" by restarting slurmctld" if verdict.restart_required else "")
                 + (f", forced by {forced['by']}: it {forced['why']}" if forced else ""),
@@ -196,7 +201,7 @@ class Installing(Reporting):
             # slurmctld may have taken part of the set: have it read the good one again
             since = time.time()
             with contextlib.suppress(SlurmError):
-                await self.client.reconfigure()
+                await self.applier.reconfigure_back(outcome.held)
             if outcome.harm is not None and not outcome.harm.ok:
                 # then what Slurm set because of the change is taken back, and only that (harm.py)
                 outcome.reason = "; ".join([outcome.reason, await self._undo(outcome.harm, since)])

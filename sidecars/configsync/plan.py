@@ -10,17 +10,20 @@ reads the live controller and copies the state into its shadow.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from sidecars.configsync.conffile import SlurmConf
 from sidecars.configsync.history import FileChange, changes
 from sidecars.configsync.jobs import JobRisk, forced_by
+from sidecars.configsync.runstate import would_wipe
 from sidecars.configsync.secretvalues import values_of
 from sidecars.configsync.sources import FileSet
 from sidecars.configsync.validate import Validator, Verdict
 from sidecars.runtime.redact import MIN_VALUE, Redactor
+from sidecars.slurm.models import Node
 
 PlanVerdict = Literal["would-apply", "refused", "held-for-jobs", "restart-required", "no-change"]
 
@@ -52,6 +55,9 @@ class Plan:
     checks: tuple[str, ...] = ()  # those that ran, in order
     not_checked: tuple[str, ...] = ()  # what this plan could not check, and why
     dry_run_seconds: float | None = None
+    # attribute -> the nodes whose run-time value (`scontrol update`) the change's reconfigure would
+    # wipe, and config-sync puts back right after it (runstate.py); None: the live fleet was not read
+    wipes: dict[str, list[str]] | None = None
 
     @property
     def exit_code(self) -> int:
@@ -70,6 +76,7 @@ class Plan:
             "checks": list(self.checks),
             "not_checked": list(self.not_checked),
             "dry_run_seconds": None if self.dry_run_seconds is None else round(self.dry_run_seconds, 3),
+            "wipes": self.wipes,
         }
 
 
@@ -120,9 +127,11 @@ async def make_plan(
     not_checked: Iterable[str] = (),
     secret_sources: frozenset[Path] = frozenset(),
     allow_job_loss: bool = False,
+    fleet: tuple[Mapping[str, Node], SlurmConf] | None = None,
 ) -> Plan:
     """Judge `candidate` against `live` as config-sync would (`allow_job_loss`: its setting), and
-    stop before the swap."""
+    stop before the swap. With `fleet` (the live nodes, the live set parsed) a plan that reconfigures
+    also says what run-time node state that reconfigure would wipe."""
     candidate, kept = with_live_secrets(candidate, live, secret_sources)
     shown = changes(live, candidate, secret_sources=secret_sources)
     live_sha = live.sha256 if live is not None else None
@@ -147,6 +156,8 @@ async def make_plan(
     restart = tuple(hide.text(str(r)) for r in verdict.restart)
     if not verdict.ok:
         return Plan("refused", candidate.sha256, live_sha, reason=hide.text(verdict.reason), **common)
+    if fleet is not None and verdict.conf is not None and not verdict.restart:
+        common["wipes"] = would_wipe(fleet[0], fleet[1], verdict.conf)
     jobs = {j: hide.text(why) for j, why in verdict.jobs.items()}
     risk = hide.text(JobRisk(verdict.jobs).describe()) if jobs else ""
     forced = forced_by(candidate, allow_job_loss) if jobs else None

@@ -22,13 +22,18 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+import structlog
 from aiohttp import web
 
+from sidecars.configsync import conffile
+from sidecars.configsync.conffile import SlurmConf
 from sidecars.configsync.plan import EXIT_CODES, make_plan
 from sidecars.configsync.record import now_rfc3339
 from sidecars.configsync.service import ConfigSync
 from sidecars.configsync.sources import FileEntry, FileSet
 from sidecars.runtime.redact import Redactor
+from sidecars.slurm import SlurmError
+from sidecars.slurm.models import Node
 
 KEY = re.compile(r"^[-._a-zA-Z0-9]+$")  # a ConfigMap or Secret key
 MAX_FILES = 256
@@ -37,6 +42,8 @@ RECENT_PLANS = 20  # kept in memory for GET /v1/plans, newest first
 JOBS_LISTED = 50  # a plan's jobs named in GET /v1/plans (all counted): the page's document stays small
 SECRET_SOURCE = Path("plan/secret")  # where a request's secret files are said to come from
 CONFIG_SOURCE = Path("plan/config")
+
+log = structlog.get_logger(__name__)
 
 
 class BadPlan(ValueError):
@@ -102,18 +109,30 @@ class PlanEndpoint:
                         {"error": "config-sync has applied no set yet: plan offline"}, status=503
                     )
                 live = self.service.applied.files
+                fleet = await self._fleet(live)
                 plan = await make_plan(
                     self.service.validator,
                     candidate,
                     live,
                     secret_sources=frozenset({*self.service.settings.secret_sources, SECRET_SOURCE}),
                     allow_job_loss=self.service.settings.allow_job_loss,
+                    fleet=fleet,
                 )
             answer = self.redactor.json(plan.as_json())
             self.recent.append(summary(answer))
             return web.json_response(answer)
         finally:
             self.running = False
+
+    async def _fleet(self, live: FileSet) -> tuple[dict[str, Node], SlurmConf] | None:
+        """The live nodes and set, for what the change's reconfigure would wipe (None: unread)."""
+        settings = self.service.settings
+        try:
+            nodes = await self.service.client.node_listing()
+            return {n.name: n for n in nodes}, conffile.parse(live, settings.main_file, settings.conf_dir)
+        except (SlurmError, ValueError) as exc:
+            log.warning("plan_fleet_unread", error=str(exc))
+            return None
 
     async def recent_plans(self, _: web.Request) -> web.Response:
         return web.json_response(

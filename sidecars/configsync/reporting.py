@@ -71,6 +71,8 @@ class Reporting:
                 "last": None if self.applier.last_harm is None else self.applier.last_harm.as_json(),
                 "undone": None if self.undone is None else self.undone.as_json(),
             },
+            # the run-time node state the last reconfigure would have lost, put back (runstate.py)
+            "node_state": None if (kept := self.applier.runstate.last) is None else kept.as_json(),
         }
         if self.ha is not None:  # with --peer only (ha.py): this pod's place among the controller pods
             out["ha"] = self.ha.status(None if a is None else a.files.sha256)

@@ -33,6 +33,7 @@ from sidecars.controlplane.fleet import (
     Written,
     unowned,
 )
+from sidecars.controlplane.fleet.reconfigures import ReconfigureWatch
 from sidecars.controlplane.http import Face
 from sidecars.controlplane.leader import LeaderElector
 from sidecars.controlplane.reconcile import CordonSync, HealthSync, RecordKeeper, Round, TopologySync, View
@@ -139,6 +140,10 @@ class ControlPlaneService:
                 emit=self.k8s.event_on,
             )
             self.writers = Round(found, self.metrics)
+        # a reconfigure seen at once: the fleet read now, and the writers re-assert after it
+        self.reconfigures = ReconfigureWatch(
+            slurm, seconds=settings.reconfigure_poll_seconds, on_seen=self._refresh_now.set
+        )
         self.slurmctld = ControllerWatch(
             slurm,
             self.metrics,
@@ -231,7 +236,12 @@ class ControlPlaneService:
             except SlurmError:
                 self.metrics.refreshes.labels("error").inc()
             self._refreshed.set()
-            fast = self.drain_clock.ours or self.drains.pending
+            # after a reconfigure, fast until the regular read would have come (fleet/reconfigures.py)
+            fast = (
+                self.drain_clock.ours
+                or self.drains.pending
+                or self.reconfigures.recent(self.settings.interval_seconds)
+            )
             interval = self.settings.fast_interval_seconds if fast else self.settings.interval_seconds
             self._refresh_now.clear()
             await until_set(self._refresh_now, interval)
@@ -315,6 +325,7 @@ class ControlPlaneService:
             "identity": self.settings.identity,
             "kubernetes": self.kube is not None,
             "controllers": self.slurmctld.status(),
+            "reconfigures": self.reconfigures.status(),
             "drains_pending": sorted(self.drains.pending),
             "draining": sorted(self.drain_clock.ours),
             "maintenance": {
@@ -359,6 +370,8 @@ class ControlPlaneService:
         self.tasks.start("refresh_loop", self.refresh_loop())
         self.tasks.start("drain_loop", self.drain_loop())
         self.tasks.start("slurmctld_loop", self.slurmctld_loop())
+        if self.settings.reconfigure_poll_seconds > 0:
+            self.tasks.start("reconfigure_watch", self.reconfigures.run())
         if self.holder_label is not None:
             self.tasks.start("holder_label_loop", self.holder_label_loop())
         self.tasks.start("act_loop", self.act_loop())

@@ -68,6 +68,13 @@ class ControlPlaneSettings:
     fast_interval_seconds: float = setting(
         default=0.25, conv=seconds(), help="read interval while a drain is in progress"
     )
+    # one RPC each (`scontrol show config`); 23.11+ only (22.05 reconfigures in place, same BOOT_TIME)
+    reconfigure_poll_seconds: float = setting(
+        default=1.0,
+        conv=seconds(zero_ok=True),
+        help="ask slurmctld's start time this often: a new one (a reconfigure, a restart) reads the "
+        "fleet at once, and the writers put back the node state it lost; 0: only at the next read",
+    )
     brief_jobs: bool = setting(  # jobs read with squeue's brief format, not Slurm's JSON
         default=True,
         flag="--job-read",

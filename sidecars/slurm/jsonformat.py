@@ -128,6 +128,7 @@ def node(obj: Obj) -> Node:
         port=number(obj.get("port")) or None,
         comment=_str(obj.get("comment")),
         topology=_str(obj.get("topology")),
+        weight=number(obj.get("weight")),
     )
 
 

@@ -111,6 +111,7 @@ class Node:
     # 25.05+: the node's place as `scontrol update topology=` set it (`name:unit[:...]`); "" when
     # none was set in place (the topology file's placement is not shown here) or before 25.05
     topology: str = ""
+    weight: int | None = None  # scheduling Weight (`scontrol update weight=` changes it at run time)
 
 
 @dataclass(frozen=True, slots=True)

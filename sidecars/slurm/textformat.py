@@ -190,6 +190,7 @@ def node_from_pairs(p: list[tuple[str, str]]) -> Node:
         port=int_or(d["Port"]) if (d.get("Port") or "").isdigit() else None,
         comment=nullable(d.get("Comment")) or "",
         topology=nullable(d.get("Topology")) or "",
+        weight=int_or(d["Weight"]) if (d.get("Weight") or "").isdigit() else None,
     )
 
 

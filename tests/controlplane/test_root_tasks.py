@@ -24,6 +24,7 @@ TARGETS = {
     "pod_watch": lambda p: (p.workers.pods, "run"),
     "config_feed": lambda p: (p.face.config_feed, "run"),
     "slurmctld_loop": lambda p: (p, "slurmctld_loop"),
+    "reconfigure_watch": lambda p: (p.reconfigures, "run"),
 }
 
 

@@ -171,6 +171,7 @@ def _roles(d: Path) -> list[Role]:
                 "--config-sync": ["http://cs:1/"],
                 "--interval-seconds": ["2"],
                 "--fast-interval-seconds": ["0.5"],
+                "--reconfigure-poll-seconds": ["0"],
                 "--job-read": ["full"],
                 "--batch-window-seconds": ["0"],
                 "--max-wait-seconds": ["30"],

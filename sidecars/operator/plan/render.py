@@ -51,6 +51,15 @@ def render(plan: dict[str, Any]) -> str:
         ]
         out += [f"| {j['job_id']} | {_cell(j['why'])} |" for j in plan["jobs"]]
         out.append("")
+    if plan.get("wipes"):
+        out += [
+            "### Run-time node state its reconfigure would wipe (config-sync puts it back)",
+            "",
+            "| attribute | nodes |",
+            "|---|---|",
+        ]
+        out += [f"| {a} | {_cell(', '.join(n))} |" for a, n in sorted(plan["wipes"].items())]
+        out.append("")
     if plan.get("restart"):
         out += ["### Why slurmctld must restart", ""] + [f"- {_cell(r)}" for r in plan["restart"]] + [""]
     files = plan.get("files") or []
