@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from sidecars.configsync.ha import ASK_SECONDS, Coordination, Peer
-from sidecars.slurm.standby import NotAController, conf_path, host_names
+from sidecars.slurm.standby import NotAController, ask_alone, conf_path, host_names
 from sidecars.slurm.standdown import ask_shutdown, listening
 
 log = structlog.get_logger(__name__)
@@ -134,6 +134,11 @@ class ReturnGate:
         if self.open or name is None:
             return self.open
         if self.asked_at is None:
+            # Slurm's view, not a peer's word: only a controller Slurm says is in control is shut down
+            # (a standby saves nothing, and a peer's answer could name any controller)
+            seen = await ask_alone(name, ASK_SECONDS, ha.env)
+            if seen.role != "in control":
+                return self._open(f"{name} is {seen.role}, as Slurm says ({seen.detail}): no handback")
             argv, result = await ask_shutdown(name, ASK_SECONDS, ha.env)
             self.asked_at = time.monotonic()
             log.warning("ha_return_asked_shutdown", controller=name, argv=argv, result=result)

@@ -40,9 +40,12 @@ class Gaps:
     since: float | None = None
     in_control: str | None = None
 
+    def each(self) -> list[float]:
+        """Every stretch so far, one still open included."""
+        return [*self.gaps, *([time.monotonic() - self.since] if self.since is not None else [])]
+
     def longest(self) -> float:
-        open_gap = [time.monotonic() - self.since] if self.since is not None else []
-        return max([*self.gaps, *open_gap], default=0.0)
+        return max(self.each(), default=0.0)
 
 
 @contextlib.asynccontextmanager

@@ -170,7 +170,8 @@ async def test_a_pod_lost_mid_change_and_back_leaves_one_set(cluster: DevCluster
         held = await settled(pair, conf_value(new, "MinJobAge"))
         print(
             f"\n{scenario}: one set after {time.monotonic() - lost:.1f}s, {await cluster.primary()} in "
-            f"control; longest client wait {freeze.longest:.1f}s; controller-less {gaps.longest():.1f}s; "
+            f"control; longest client wait {freeze.longest:.1f}s; controller-less "
+            f"{[round(g, 1) for g in gaps.each()]}s; "
             f"restarted {pods.restarted or 'none'}; started on "
             + ", ".join(f"{n}: {s[:12]}" for n, s in pods.starts.items())
         )
