@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -194,8 +195,11 @@ async def fake_kube() -> AsyncIterator[tuple[FakeKube, str]]:
 async def cluster(release: Release, request: pytest.FixtureRequest) -> AsyncIterator[DevCluster]:
     marker = request.node.get_closest_marker("cluster")
     spec = ClusterSpec(**marker.kwargs) if marker else ClusterSpec()
-    c = DevCluster(release, spec, db_template=_db_template(request.config))
+    keep = os.environ.get("SIDECARS_KEEP_CLUSTER_DIRS") == "1"  # debugging: read its logs after
+    c = DevCluster(release, spec, db_template=_db_template(request.config), keep_dir=keep)
     await c.start()
+    if keep:
+        print(f"\ncluster dir kept: {c.dir}", file=sys.stderr)
     try:
         yield c
     finally:

@@ -53,6 +53,7 @@ class Peer:
     applied_sha256: str | None = None
     pending: bool = False
     error: str | None = None
+    stands_down: str | None = None  # the controller its returning pod asked to shut down (ha_return.py)
 
 
 def _peer_from(url: str, body: Any) -> Peer:
@@ -71,7 +72,11 @@ def _peer_from(url: str, body: Any) -> Peer:
         or (sha is not None and not (isinstance(sha, str) and SHA256_HEX.fullmatch(sha)))
     ):
         return Peer(url, error="its /status does not have the expected shape")
-    return Peer(url, controller, role, sha, bool(body.get("pending")))
+    back = ha.get("return")
+    down = back.get("stands_down") if isinstance(back, dict) else None
+    if down is not None and not (isinstance(down, str) and CONTROLLER_NAME.fullmatch(down)):
+        return Peer(url, error="its /status does not have the expected shape")
+    return Peer(url, controller, role, sha, bool(body.get("pending")), stands_down=down)
 
 
 class HaMetrics:

@@ -86,11 +86,25 @@ class Keeper:
         self._was_ours = False
         if ha.role != "standby":
             return False  # only a controller that is up can take control
-        wait = ACT_AFTER_SECONDS if self.ours_let_go else bound_seconds
-        started = self.since if self.ours_let_go else self.last_in_control
+        # the fast way only when no pod of a controller listed before this one is up: one that is (a
+        # primary back, which had this one shut down to start without a handback) takes control
+        # once its slurmctld starts, and a takeover now would take it from it again
+        fast = self.ours_let_go and not self._earlier_pod_up()
+        wait = ACT_AFTER_SECONDS if fast else bound_seconds
+        started = self.since if fast else self.last_in_control
         if now - started < wait or (self.acted_at is not None and now - self.acted_at < bound_seconds):
             return False
         return await self._act(put_back)
+
+    def _earlier_pod_up(self) -> bool:
+        """Whether the config-sync of a controller listed before this one answers (its pod is up)."""
+        try:
+            order = host_names(conf_path(self.ha.env).read_text())
+        except OSError:
+            return False
+        mine = order.index(self.ha.controller) if self.ha.controller in order else len(order)
+        up = [p.controller for p in self.ha.peers if p.error is None and p.controller in order]
+        return any(order.index(name) < mine for name in up if name is not None)
 
     async def _act(self, put_back: Callable[[], str]) -> bool:
         ha = self.ha

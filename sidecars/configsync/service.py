@@ -162,16 +162,19 @@ class ConfigSync(Installing):
             await self.validator.dry_runner.warm(conffile.parse(self.applied.files, s.main_file, s.conf_dir))
         if self.applied is not None:
             self.ready = True
-        self._judge_return()
+        await self._judge_return()
         await self._notify()
 
-    def _judge_return(self) -> None:
-        """With peers, until this pod's slurmctld may start: does it hold what the one in control runs?"""
+    async def _judge_return(self) -> None:
+        """With peers, until this pod's slurmctld may start: does it hold what the one in control runs?
+        (and has that one, when Slurm would hand control back to this one, shut down first)"""
         if self.gate is None or self.ha is None or self.gate.open:
             return
         held = self.applied.files.sha256 if self.applied is not None and self.ready else None
         sources = self._last_sources.sha256 if self._last_sources is not None else None
         self.gate.judge(self.ha, held, sources, self._takeover_bound())
+        if self.gate.stands_down is not None and await self.gate.stand_down(self.ha):
+            await self._notify()
 
     def _takeover_bound(self) -> float:
         """SlurmctldTimeout of the held set and a margin: when a backup should have taken control."""
@@ -216,7 +219,7 @@ class ConfigSync(Installing):
                 await self._debouncer.wait(stop)
             try:
                 await self.sync_once()
-                self._judge_return()
+                await self._judge_return()
             except Exception as exc:  # one bad pass must not end the daemon; the next one retries
                 log.error("sync_failed", error=str(exc), exc_info=True)
                 self.last_error = str(exc)

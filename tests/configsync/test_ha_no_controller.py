@@ -6,17 +6,14 @@ Slurm to take over (configsync/ha_control.py); the controller-less time stays un
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 
 import pytest
 
 from sidecars.devcluster import DevCluster
-from sidecars.runtime.waits import until_set
 from tests.configsync.hapair import HA_SPEC, ha_pair
 from tests.configsync.harness import parser_only, set_sha
+from tests.configsync.hawatch import watching_control
 
 pytestmark = [
     pytest.mark.releases("slurm24", "slurm26"),
@@ -25,44 +22,6 @@ pytestmark = [
 ]
 
 WITHIN = 180.0  # generous on a loaded machine; the bound under test is the gap, measured by Slurm's view
-
-
-@dataclass
-class Gaps:
-    """Each stretch of time no controller was in control (asked alone, as `DevCluster.primary` does)."""
-
-    gaps: list[float] = field(default_factory=list)
-    since: float | None = None
-    in_control: str | None = None
-
-    def longest(self) -> float:
-        open_gap = [time.monotonic() - self.since] if self.since is not None else []
-        return max([*self.gaps, *open_gap], default=0.0)
-
-
-@contextlib.asynccontextmanager
-async def watching_control(cluster: DevCluster) -> AsyncIterator[Gaps]:
-    gaps = Gaps()
-    stop = asyncio.Event()
-
-    async def watch() -> None:
-        while not stop.is_set():
-            who = await cluster.primary()
-            now = time.monotonic()
-            if who is None and gaps.since is None:
-                gaps.since = now
-            elif who is not None and gaps.since is not None:
-                gaps.gaps.append(now - gaps.since)
-                gaps.since = None
-            gaps.in_control = who
-            await until_set(stop, 0.1)
-
-    task = asyncio.create_task(watch(), name="test-watch-control")
-    try:
-        yield gaps
-    finally:
-        stop.set()
-        await task
 
 
 @pytest.mark.per_release("24.11 puts the backup in standby after a failed reconfigure; 26.05 its own way")
