@@ -10,7 +10,8 @@ from sidecars.devcluster import controllers, mariadb, slinky, slurmdbd
 from sidecars.devcluster.base import IN_NS_PATH, ClusterBase, ClusterError
 from sidecars.devcluster.netblocks import AddressesUnavailable, lease_block
 from sidecars.devcluster.ports import PortsUnavailable, lease_ports
-from sidecars.devcluster.slurmconf import Ports, render
+from sidecars.devcluster.restd import RESTD_UID
+from sidecars.devcluster.slurmconf import JWT_KEY_FILE, Ports, render
 
 CLIENT_COMMANDS = (
     "sinfo",
@@ -75,6 +76,11 @@ class ClusterFiles(ClusterBase):
         files.update(self.spec.files)
         for name, text in files.items():
             (self.dir / "etc" / name).write_text(text)
+        if self.spec.jwt:
+            # readable by slurmrestd's user alone (as config-sync stages it), and by root's slurmctld
+            key = self.dir / "etc" / JWT_KEY_FILE
+            key.chmod(0o400)
+            os.chown(key, RESTD_UID, RESTD_UID)
         self._write_shims()
 
     def _write_shims(self) -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sidecars.devcluster import slurmdbd
 from sidecars.devcluster.netblocks import AddressBlock
+
+JWT_KEY_FILE = "jwt.key"  # with ClusterSpec(jwt=True): the HS256 key slurmctld signs tokens with
 
 # what a node record with no slurmd can be configured as (slurm.conf's State=); a record is a node of
 # a large cluster that is not up now: not provisioned (DOWN), not yet existing (FUTURE, which Slurm's
@@ -68,6 +71,9 @@ class ClusterSpec:
     # with several controllers: each reads a configuration directory of its own (DIR/<name>/etc,
     # a copy of DIR/etc at start), as each controller pod of Slinky's mounts its own /etc/slurm
     conf_per_controller: bool = False
+    # tokens (AuthAltTypes=auth/jwt) beside munge, with a key in DIR/etc/jwt.key: what slurmrestd
+    # and `scontrol token` need (restd.py); the key is made per cluster, never shipped
+    jwt: bool = False
 
     def __post_init__(self) -> None:
         for state, count in self.node_records.items():
@@ -218,9 +224,13 @@ def render(
     )
     if spec.node_records:
         lines.append(f"PartitionName=records Nodes={_span(spec.record_names())} Default=NO State=UP")
+    if spec.jwt:
+        lines += ["AuthAltTypes=auth/jwt", f"AuthAltParameters=jwt_key={d}/etc/{JWT_KEY_FILE}"]
     if spec.extra_conf:
         lines.append(spec.extra_conf.strip())
     files = {"slurm.conf": "\n".join(lines) + "\n"}
+    if spec.jwt:
+        files[JWT_KEY_FILE] = secrets.token_hex(32)
     if slinky:
         files["cgroup.conf"] = "CgroupPlugin=disabled\n"
     if spec.gpus:
