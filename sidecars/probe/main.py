@@ -5,6 +5,9 @@ shows why.
 
 Healthy is any 2xx: our daemons answer 200, Slurm's own endpoints (25.11 and later) 204.
 
+`probe restd-livez|restd-readyz --url http://127.0.0.1:6820 --token-file F`: slurmrestd, on every release
+(`probe/restd.py`).
+
 `probe controller --url http://127.0.0.1:6817 [--controller NAME]` asks this pod's slurmctld
 itself and passes for a controller in control and for a healthy standby alike: a standby that
 failed its pod's readiness would stay NotReady and wedge the StatefulSet's rolls. Where the
@@ -29,9 +32,10 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from sidecars.probe import restd
 from sidecars.runtime import tlsroots
 from sidecars.runtime.http import CA_FILE
-from sidecars.runtime.settings import TEXT, URL, Flag, add_flags, convert, seconds
+from sidecars.runtime.settings import TEXT, TOKEN_FILE, URL, Flag, add_flags, convert, seconds
 from sidecars.slurm import SlurmClient, SlurmError, health, standby
 
 URL_FLAG = Flag(
@@ -51,10 +55,16 @@ CA_FLAG = Flag(
     conv=CA_FILE,
 )
 
+TOKEN_FLAG = Flag(
+    name="--token-file",
+    help="probe restd-*: the JWT slurmrestd's callers present (X-SLURM-USER-TOKEN; not root's)",
+    conv=TOKEN_FILE,
+)
+
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("which", choices=["livez", "readyz", "controller"])
-    add_flags(p, URL_FLAG, TIMEOUT_FLAG, CONTROLLER_FLAG, CA_FLAG)
+    p.add_argument("which", choices=["livez", "readyz", "controller", *restd.CHECKS])
+    add_flags(p, URL_FLAG, TIMEOUT_FLAG, CONTROLLER_FLAG, CA_FLAG, TOKEN_FLAG)
 
 
 async def check(url: str, which: str, timeout: float, tls: ssl.SSLContext | None = None) -> tuple[bool, str]:
@@ -134,6 +144,8 @@ def main(args: argparse.Namespace) -> int:
         tls.check_hostname = False  # the chain is checked; the probe's 127.0.0.1 is no name in it
     if args.which == "controller":
         ok, message = asyncio.run(check_controller(url, timeout, convert(CONTROLLER_FLAG, args)))
+    elif args.which in restd.CHECKS:
+        ok, message = asyncio.run(restd.check(url, args.which, timeout, convert(TOKEN_FLAG, args) or None))
     else:
         ok, message = asyncio.run(check(url, args.which, timeout, tls))
     print(message, file=sys.stdout if ok else sys.stderr)

@@ -263,6 +263,7 @@ def _roles(d: Path) -> list[Role]:
                 "--timeout-seconds": ["9"],
                 "--controller": ["ctld-b"],
                 "--ca-file": [ca],
+                "--token-file": [f"{d}/tok"],
             },
         ),
         Role(
