@@ -16,6 +16,7 @@ import pytest
 from sidecars.cli import self_argv
 from sidecars.devcluster import DevCluster
 from sidecars.devcluster import restd as devrestd
+from sidecars.slurm import restd as restd_edge
 
 pytestmark = [pytest.mark.releases("slurm24", "slurm26"), pytest.mark.cluster(nodes=1, jwt=True)]
 
@@ -97,3 +98,35 @@ async def test_a_refused_token_and_a_stopped_slurmrestd_say_so(cluster: DevClust
         url = restd.url
     rc, words = await _probe("restd-livez", url, token)
     assert rc == 1 and "unreachable" in words, words
+
+
+@pytest.mark.cluster(nodes=1, controllers=2, slurmctld_timeout_seconds=5, jwt=True)
+async def test_it_follows_the_controller_in_control_of_an_ha_pair(
+    cluster: DevCluster, tmp_path: Path
+) -> None:
+    """slurmrestd reaches whichever controller of the SlurmctldHost list is in control: the probe
+    lists both, stays ready while one answers, and a request that needs the controller in control
+    (`/diag`, at v0.0.42, which 24.11 and 26.05 both serve) goes through after the backup took over."""
+    token = await _token_file(cluster, tmp_path / "token")
+    async with devrestd.serving(cluster) as restd:
+        words = await _until("restd-readyz", restd.url, token, 0)
+        assert "ctld-a (primary) up" in words and "ctld-b" in words, words
+        assert await _diag(restd.port, token) == 200
+
+        await cluster.kill_controller("ctld-a")
+        await cluster.wait_primary("ctld-b", timeout=SETTLE_SECONDS)
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while "ctld-a (primary) down" not in (words := (await _probe("restd-readyz", restd.url, token))[1]):
+            assert time.monotonic() < deadline, words
+        assert "restd-readyz: ok" in words and " up" in words.split("ctld-b", 1)[1], words
+        assert await _diag(restd.port, token) == 200
+
+        await cluster.kill_controller("ctld-b")
+        words = await _until("restd-readyz", restd.url, token, 1)
+        assert "no controller responds" in words, words
+
+
+async def _diag(port: int, token_file: Path) -> int:
+    headers = restd_edge.auth_headers(token_file.read_text().strip())
+    reply = await restd_edge.get("127.0.0.1", port, "/slurm/v0.0.42/diag", headers, PROBE_TIMEOUT_SECONDS)
+    return reply.status
