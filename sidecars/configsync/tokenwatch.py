@@ -127,10 +127,10 @@ class TokenWatch:
         key = f"{kind}:{r.expires_at}:{'expired' if (r.left_seconds or 0) <= 0 else 'soon'}"
         whose = f" (user {r.user})" if r.user else ""
         message = f"the token in {r.file}{whose} {r.problem}"
-        log.warning("token_problem", file=str(r.file), user=r.user, problem=r.problem)
         if told == key:
-            return  # said once for this token and this state
+            return  # said once for this token and this state (the metric goes on saying it)
         self._told[r.file] = key
+        log.warning("token_problem", file=str(r.file), user=r.user, problem=r.problem)
         await self.events.emit(kind, message, "Warning")
 
     async def run(self) -> None:
