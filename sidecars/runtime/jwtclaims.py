@@ -17,13 +17,13 @@ MAX_TOKEN_CHARS = 16 * 1024  # Slurm's are ~200 characters; anything near this i
 
 
 @dataclass(frozen=True, slots=True)
-class Claims:
+class TokenClaims:
     expires_at: float | None  # epoch seconds; None: the token says it never expires
     issued_at: float | None
     user: str  # `sun`, else `sub`; "" when neither is there
 
 
-def read(token: str) -> Claims:
+def read(token: str) -> TokenClaims:
     """The claims of `token` (header.payload.signature); ValueError saying what is wrong with it.
     Linear in the token's length, which is capped."""
     token = token.strip()
@@ -38,7 +38,7 @@ def read(token: str) -> Claims:
         raise ValueError("its payload is not base64url-encoded JSON") from None
     if not isinstance(payload, dict):
         raise ValueError("its payload is not a JSON object")
-    return Claims(_epoch(payload, "exp"), _epoch(payload, "iat"), _user(payload))
+    return TokenClaims(_epoch(payload, "exp"), _epoch(payload, "iat"), _user(payload))
 
 
 def _epoch(payload: dict[str, object], key: str) -> float | None:
