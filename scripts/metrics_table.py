@@ -10,8 +10,10 @@ from prometheus_client import CollectorRegistry
 
 from sidecars.configsync.ha import HaMetrics
 from sidecars.configsync.metrics import ConfigSyncMetrics
+from sidecars.configsync.tokenwatch import TokenWatch, TokenWatchSettings
 from sidecars.controlplane.changes import ClusterUpgradeMetrics
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
+from sidecars.runtime.events import LogEventSink
 from sidecars.runtime.looplag import LoopLag, LoopLagSettings
 from sidecars.slurm.runner import SlurmMetrics
 from sidecars.worker.gpu import attribution as gpu_attribution
@@ -57,6 +59,7 @@ def metric_rows() -> list[tuple[str, str, str, tuple[str, ...], str]]:
         *_rows("every role", lambda registry: LoopLag(registry, LoopLagSettings())),
         *_rows("config-sync", ConfigSyncMetrics),
         *_rows("config-sync", HaMetrics),
+        *_rows("config-sync", lambda registry: TokenWatch(TokenWatchSettings(), registry, LogEventSink())),
         *_rows("worker", WorkerMetrics),
         *[(name, "gauge", doc, labels, "worker") for name, doc, labels in gpu_attribution.FAMILIES],
         *_rows("control plane", ControlPlaneMetrics),

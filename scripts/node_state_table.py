@@ -23,8 +23,8 @@ import time
 
 from sidecars.devcluster import ClusterSpec, DevCluster
 from sidecars.devcluster.release import available_releases
+from sidecars.protocol.drains import REASON_PREFIX
 from sidecars.slurm import SlurmClient, SlurmCommandError
-from sidecars.slurm.models import REASON_PREFIX
 
 SETTLE_SECONDS = 5.0  # after the last registration: a late registration's overwrite shows by then
 REGISTER_SECONDS = 120.0

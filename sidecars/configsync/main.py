@@ -14,6 +14,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from sidecars.configsync import settings as settings_mod
+from sidecars.configsync import tokenwatch
 from sidecars.configsync.dbdapply import Stop
 from sidecars.configsync.dbdsync import DbdSync
 from sidecars.configsync.planapi import PlanEndpoint, add_routes
@@ -130,6 +131,8 @@ async def running(
     app.router.add_get("/history", history)
     async with serve(app, settings.http_host, settings.http_port, settings.http_limits, settings.tls) as port:
         tasks.start(looplag.TASK, lag.run())
+        if settings.token_watch.files:
+            tasks.start(tokenwatch.TASK, tokenwatch.TokenWatch(settings.token_watch, registry, sink).run())
         watching = asyncio.Event()
         if watch_files:  # off only in tests of the periodic re-hash
             tasks.start("watch", watch(settings.sources, service.wake, stop, watching))

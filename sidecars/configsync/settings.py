@@ -11,6 +11,7 @@ from typing import Literal
 
 from sidecars.configsync import ha_peers
 from sidecars.configsync.jobs import FORCE_FILE
+from sidecars.configsync.tokenwatch import TokenWatchSettings
 from sidecars.runtime import http
 from sidecars.runtime.looplag import LoopLagSettings
 from sidecars.runtime.settings import (
@@ -218,6 +219,7 @@ class Settings:
     )
     http_limits: http.ServerLimits = settings_of(default_factory=http.ServerLimits)
     loop_lag: LoopLagSettings = settings_of(default_factory=LoopLagSettings)
+    token_watch: TokenWatchSettings = settings_of(default_factory=TokenWatchSettings)  # slurmrestd's callers'
     tls: ssl.SSLContext | None = None  # --tls-cert-file, --tls-key-file
 
     @property

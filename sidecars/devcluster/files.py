@@ -10,6 +10,7 @@ from sidecars.devcluster import controllers, mariadb, slinky, slurmdbd
 from sidecars.devcluster.base import IN_NS_PATH, ClusterBase, ClusterError
 from sidecars.devcluster.netblocks import AddressesUnavailable, lease_block
 from sidecars.devcluster.ports import PortsUnavailable, lease_ports
+from sidecars.devcluster.restd import RESTD_UID
 from sidecars.devcluster.slurmconf import JWT_KEY, Ports, render
 
 CLIENT_COMMANDS = (
@@ -75,8 +76,12 @@ class ClusterFiles(ClusterBase):
         files.update(self.spec.files)
         for name, text in files.items():
             (self.dir / "etc" / name).write_text(text)
-            if name == JWT_KEY:
-                (self.dir / "etc" / name).chmod(0o600)  # Slurm refuses a key others may read
+        if self.spec.jwt:
+            # readable by slurmrestd's user alone (as config-sync stages it), and by root's slurmctld:
+            # Slurm refuses a key others may read
+            key = self.dir / "etc" / JWT_KEY
+            key.chmod(0o400)
+            os.chown(key, RESTD_UID, RESTD_UID)
         self._write_shims()
 
     def _write_shims(self) -> None:

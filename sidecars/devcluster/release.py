@@ -5,7 +5,7 @@
 - `sid`: Debian unstable's Slurm (26.05) in a second such tree.
 
 A marker file in each tree records the versions of CHROOT_PACKAGES so tests can print them. A tree
-whose marker lacks a package added to that list since it was built (slurmdbd, for accounting) gets
+whose marker lacks a package added to that list since it was built (slurmdbd for accounting, slurmrestd) gets
 it installed in place, at the version of the tree's own slurmctld, and its marker rewritten.
 """
 
@@ -27,8 +27,18 @@ from sidecars.runtime import process
 
 log = structlog.get_logger(__name__)
 
-# slurmdbd: the accounting shape (its database, MariaDB, runs from the host's packages)
-CHROOT_PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge", "slurmdbd")
+# slurmdbd: the accounting shape (its database, MariaDB, runs from the host's packages);
+# slurmrestd and the auth/jwt plugin: the REST daemon Slinky's operator talks through, and the
+# tokens it takes (both added to built trees in place)
+CHROOT_PACKAGES = (
+    "slurmctld",
+    "slurmd",
+    "slurm-client",
+    "munge",
+    "slurmdbd",
+    "slurmrestd",
+    "slurm-wlm-jwt-plugin",
+)
 MARKER = ".slurm-chroot"
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 from sidecars.devcluster import slurmdbd
 from sidecars.devcluster.netblocks import AddressBlock
 
-JWT_KEY = "jwt_hs256.key"  # the HS256 key's file name in DIR/etc (`ClusterSpec.jwt`)
+JWT_KEY = "jwt_hs256.key"  # with ClusterSpec(jwt=True): the HS256 key in DIR/etc slurmctld signs tokens with
+
 # what a node record with no slurmd can be configured as (slurm.conf's State=); a record is a node of
 # a large cluster that is not up now: not provisioned (DOWN), not yet existing (FUTURE, which Slurm's
 # node listings leave out) or a cloud node that is powered down (CLOUD)
@@ -71,9 +72,12 @@ class ClusterSpec:
     # with several controllers: each reads a configuration directory of its own (DIR/<name>/etc,
     # a copy of DIR/etc at start), as each controller pod of Slinky's mounts its own /etc/slurm
     conf_per_controller: bool = False
-    # 25.11+: an HS256 key at DIR/etc/jwt_hs256.key (JWT_KEY) that slurmctld's HTTP endpoints check
-    # (`SlurmctldHttpAuthParameters`: without it 26.05 answers every token 401) and auth/jwt takes
+    # tokens (AuthAltTypes=auth/jwt) beside munge, with a key in DIR/etc/jwt_hs256.key (JWT_KEY): what
+    # slurmrestd and `scontrol token` need (restd.py); the key is made per cluster, never shipped
     jwt: bool = False
+    # 25.11+, with jwt: slurmctld's HTTP endpoints check tokens with that key too
+    # (`SlurmctldHttpAuthParameters`: without it 26.05 answers every token 401)
+    http_auth: bool = False
 
     def __post_init__(self) -> None:
         for state, count in self.node_records.items():
@@ -230,7 +234,9 @@ def render(
         lines.append(f"PartitionName=records Nodes={_span(spec.record_names())} Default=NO State=UP")
     if spec.jwt:
         key = f"jwt_key={d}/etc/{JWT_KEY}"
-        lines += ["AuthAltTypes=auth/jwt", f"AuthAltParameters={key}", f"SlurmctldHttpAuthParameters={key}"]
+        lines += ["AuthAltTypes=auth/jwt", f"AuthAltParameters={key}"]
+        if spec.http_auth:  # 25.11+ only: older releases refuse the key
+            lines.append(f"SlurmctldHttpAuthParameters={key}")
     if spec.extra_conf:
         lines.append(spec.extra_conf.strip())
     files = {"slurm.conf": "\n".join(lines) + "\n"}

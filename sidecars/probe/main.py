@@ -5,6 +5,9 @@ shows why.
 
 Healthy is any 2xx: our daemons answer 200, Slurm's own endpoints (25.11 and later) 204.
 
+`probe restd-livez|restd-readyz --url http://127.0.0.1:6820 --token-file F`: slurmrestd, on every release
+(`probe/restd.py`).
+
 `probe controller --url http://127.0.0.1:6817 [--controller NAME]` asks this pod's slurmctld
 itself and passes for a controller in control and for a healthy standby alike: a standby that
 failed its pod's readiness would stay NotReady and wedge the StatefulSet's rolls. Where the
@@ -39,9 +42,20 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from sidecars.probe import restd
 from sidecars.runtime import tlsroots
 from sidecars.runtime.http import CA_FILE
-from sidecars.runtime.settings import PATH, TEXT, URL, ConfigError, Flag, add_flags, convert, seconds
+from sidecars.runtime.settings import (
+    PATH,
+    TEXT,
+    TOKEN_FILE,
+    URL,
+    ConfigError,
+    Flag,
+    add_flags,
+    convert,
+    seconds,
+)
 from sidecars.slurm import SlurmClient, SlurmError, health, scrape, standby
 from sidecars.slurm.httpauth import Credential
 
@@ -83,9 +97,16 @@ JWT_USER_FLAG = Flag(
 PATH_FLAG = Flag(name="--path", help="probe metrics: the endpoint read", conv=TEXT, default="/metrics")
 
 
+TOKEN_FLAG = Flag(
+    name="--token-file",
+    help="probe restd-*: the JWT slurmrestd's callers present (X-SLURM-USER-TOKEN; not root's)",
+    conv=TOKEN_FILE,
+)
+
+
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("which", choices=["livez", "readyz", "controller", "metrics"])
-    add_flags(p, URL_FLAG, TIMEOUT_FLAG, CONTROLLER_FLAG, CA_FLAG)
+    p.add_argument("which", choices=["livez", "readyz", "controller", "metrics", *restd.CHECKS])
+    add_flags(p, URL_FLAG, TIMEOUT_FLAG, CONTROLLER_FLAG, CA_FLAG, TOKEN_FLAG)
     add_flags(p, SLURM_TOKEN_FLAG, JWT_KEY_FLAG, JWT_USER_FLAG, PATH_FLAG)
 
 
@@ -205,6 +226,8 @@ def main(args: argparse.Namespace) -> int:
         ok, message = asyncio.run(check_controller(url, timeout, convert(CONTROLLER_FLAG, args), cred=cred))
     elif args.which == "metrics":
         ok, message = asyncio.run(check_metrics(url, convert(PATH_FLAG, args), timeout, cred=cred))
+    elif args.which in restd.CHECKS:
+        ok, message = asyncio.run(restd.check(url, args.which, timeout, convert(TOKEN_FLAG, args) or None))
     else:
         ok, message = asyncio.run(check(url, args.which, timeout, tls))
     print(message, file=sys.stdout if ok else sys.stderr)

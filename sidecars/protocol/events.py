@@ -20,6 +20,8 @@ class EventReason(StrEnum):
     CONFIG_HANDOVER = "ConfigHandover"
     CONFIG_WAITS_FOR_DATABASE = "ConfigWaitsForDatabase"
     SLURMCTLD_NO_CONTROLLER = "SlurmctldNoController"
+    SLURM_TOKEN_EXPIRING = "SlurmTokenExpiring"  # less than the warning time left (or gone)
+    SLURM_TOKEN_UNREADABLE = "SlurmTokenUnreadable"  # missing, empty or no JWT
     # the worker agent and the drain hook
     SLURMD_RESTARTED = "SlurmdRestarted"
     SLURMD_UNREGISTERED = "SlurmdUnregistered"

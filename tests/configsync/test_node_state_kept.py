@@ -17,8 +17,8 @@ import pytest
 
 from sidecars.configsync.runstate import POLL_SECONDS
 from sidecars.devcluster import DevCluster
+from sidecars.protocol.drains import REASON_PREFIX
 from sidecars.slurm import Node
-from sidecars.slurm.models import REASON_PREFIX
 from tests.configsync.harness import cluster_files, config_sync, key_secret, set_sha
 
 OURS = f"{REASON_PREFIX} held by the control plane"

@@ -11,8 +11,9 @@ from pathlib import Path
 from sidecars.configsync import conffile
 from sidecars.configsync.conffile import SlurmConf
 from sidecars.configsync.runstate import Held, hold, lost, would_wipe
+from sidecars.protocol.drains import REASON_PREFIX
 from sidecars.slurm import Node, NodeState
-from sidecars.slurm.models import REASON_PREFIX, Reason
+from sidecars.slurm.models import Reason
 from tests.configsync.harness import read_set
 
 LINES = (

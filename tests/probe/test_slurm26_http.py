@@ -75,7 +75,7 @@ async def _metrics(
 
 @pytest.mark.timeout(180)
 @pytest.mark.releases("slurm26")
-@pytest.mark.cluster(**HA, jwt=True, extra_conf=METRICS)
+@pytest.mark.cluster(**HA, jwt=True, http_auth=True, extra_conf=METRICS)
 async def test_verbose_readiness_with_a_token_and_the_plain_one_with_the_reason_without(
     cluster: DevCluster, tmp_path: Path
 ) -> None:
@@ -172,7 +172,7 @@ async def test_a_standbys_metrics_303_is_followed_to_the_primary_and_never_a_fai
 
 @pytest.mark.timeout(180)
 @pytest.mark.releases("slurm26")
-@pytest.mark.cluster(**HA, jwt=True, extra_conf=f"{METRICS}\nMetricsAuthUsers=slurm")
+@pytest.mark.cluster(**HA, jwt=True, http_auth=True, extra_conf=f"{METRICS}\nMetricsAuthUsers=slurm")
 async def test_metrics_behind_metrics_auth_users_are_read_with_a_token_and_refusals_said(
     cluster: DevCluster,
 ) -> None:

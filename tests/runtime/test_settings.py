@@ -110,6 +110,9 @@ def _roles(d: Path) -> list[Role]:
                 "--dry-run-state-sync-seconds": ["4"],
                 "--dry-run-timeout-seconds": ["3"],
                 "--allow-job-loss": ["true"],
+                "--watch-token": [f"{d}/tok"],
+                "--token-warn-seconds": ["600"],
+                "--token-check-seconds": ["5"],
                 "--tls-cert-file": [],  # with its key, below
                 "--tls-key-file": [],
                 **limits,
@@ -268,6 +271,7 @@ def _roles(d: Path) -> list[Role]:
                 "--jwt-key-file": [f"{d}/jwt_hs256.key"],
                 "--jwt-user": ["root"],
                 "--path": ["/metrics/jobs"],
+                "--token-file": [f"{d}/tok"],
             },
         ),
         Role(
