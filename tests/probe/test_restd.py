@@ -18,7 +18,11 @@ from sidecars.devcluster import DevCluster
 from sidecars.devcluster import restd as devrestd
 from sidecars.slurm import restd as restd_edge
 
-pytestmark = [pytest.mark.releases("slurm24", "slurm26"), pytest.mark.cluster(nodes=1, jwt=True)]
+pytestmark = [
+    pytest.mark.releases("slurm24", "slurm26"),
+    pytest.mark.per_release("each release's slurmrestd serves other probes and API versions"),
+    pytest.mark.cluster(nodes=1, jwt=True),
+]
 
 # each probe run is a fresh interpreter (about 1 s of CPU); on a loaded machine several times that
 PROBE_TIMEOUT_SECONDS = 20.0
