@@ -208,8 +208,8 @@ async def check_metrics(
             s, url.rstrip("/") + path, controllers=controllers, credential=cred, timeout=timeout
         )
     lines = sum(1 for ln in got.text.splitlines() if ln and not ln.startswith("#"))
-    more = f" ({lines} samples)" if got.outcome is scrape.Outcome.OK else ""
-    served = got.outcome in (scrape.Outcome.OK, scrape.Outcome.STANDBY)  # a standby is no failure
+    more = f" ({lines} samples)" if got.outcome is scrape.ScrapeOutcome.OK else ""
+    served = got.outcome in (scrape.ScrapeOutcome.OK, scrape.ScrapeOutcome.STANDBY)  # a standby is no failure
     return served, f"metrics: {got.outcome}{more}: {got.detail}"
 
 

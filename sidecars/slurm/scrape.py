@@ -34,7 +34,7 @@ MAX_BYTES = 16 * 1024 * 1024  # a scrape at 1,000 nodes is well under this; more
 SEE_OTHER = 303
 
 
-class Outcome(StrEnum):
+class ScrapeOutcome(StrEnum):
     OK = "ok"
     STANDBY = "standby"  # a backup's 303, followed to nothing usable or not followed
     UNAUTHORIZED = "unauthorized"  # 401: no token, a bad one, or Slurm checking none
@@ -45,7 +45,7 @@ class Outcome(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Scrape:
-    outcome: Outcome
+    outcome: ScrapeOutcome
     detail: str
     text: str = ""  # the metrics, when OK
     url: str = ""  # where they were read (the primary's, when a standby's 303 was followed)
@@ -89,7 +89,7 @@ async def scrape(
     try:
         headers = credential.headers()
     except CredentialError as exc:
-        return Scrape(Outcome.NO_CREDENTIAL, str(exc))
+        return Scrape(ScrapeOutcome.NO_CREDENTIAL, str(exc))
     first = await _get(session, url, headers, timeout, max_bytes)
     if not isinstance(first, tuple):
         return first
@@ -97,16 +97,20 @@ async def scrape(
     if status != SEE_OTHER:
         return _judge(url, status, body, credential)
     if not location:
-        return Scrape(Outcome.STANDBY, f"{url}: 303 without a Location: a standby, not followed")
+        return Scrape(ScrapeOutcome.STANDBY, f"{url}: 303 without a Location: a standby, not followed")
     why = refuse_location(url, location, controllers) if follow else "not asked to follow"
     if why is not None:
-        return Scrape(Outcome.STANDBY, f"{url}: a standby; its 303 to {location!r} not followed: {why}")
+        return Scrape(ScrapeOutcome.STANDBY, f"{url}: a standby; its 303 to {location!r} not followed: {why}")
     then = await _get(session, location, headers, timeout, max_bytes)
     if not isinstance(then, tuple):  # the standby answered as one; what it names did not
-        return Scrape(Outcome.STANDBY, f"{url}: a standby; its 303 followed to {location}: {then.detail}")
+        return Scrape(
+            ScrapeOutcome.STANDBY, f"{url}: a standby; its 303 followed to {location}: {then.detail}"
+        )
     status, _, body = then
     if status == SEE_OTHER:  # the one it names is a standby too (none in control): no second hop
-        return Scrape(Outcome.STANDBY, f"{url} and {location} both answer 303: no controller serves metrics")
+        return Scrape(
+            ScrapeOutcome.STANDBY, f"{url} and {location} both answer 303: no controller serves metrics"
+        )
     judged = _judge(location, status, body, credential)
     return Scrape(judged.outcome, f"a standby's 303 followed: {judged.detail}", judged.text, judged.url)
 
@@ -120,25 +124,25 @@ async def _get(
         ) as r:
             data = await r.content.read(max_bytes + 1)
             if len(data) > max_bytes:
-                return Scrape(Outcome.FAILED, f"{url}: more than {max_bytes} bytes: not read")
+                return Scrape(ScrapeOutcome.FAILED, f"{url}: more than {max_bytes} bytes: not read")
             return r.status, r.headers.get("Location"), data.decode(errors="replace")
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-        return Scrape(Outcome.FAILED, f"{url}: {type(exc).__name__}: {exc}".rstrip(": "))
+        return Scrape(ScrapeOutcome.FAILED, f"{url}: {type(exc).__name__}: {exc}".rstrip(": "))
 
 
 def _judge(url: str, status: int, body: str, credential: Credential) -> Scrape:
     if status == 200:
-        return Scrape(Outcome.OK, f"200 from {url}", body, url)
+        return Scrape(ScrapeOutcome.OK, f"200 from {url}", body, url)
     said = slurm_error(body) or one_line(body, 200)
     if status == 401:
         return Scrape(
-            Outcome.UNAUTHORIZED,
+            ScrapeOutcome.UNAUTHORIZED,
             f"401 from {url} ({said}) to {credential.describe()}{hint(status, said)}",
         )
     if status == 403:
         return Scrape(
-            Outcome.FORBIDDEN,
+            ScrapeOutcome.FORBIDDEN,
             f"403 from {url} ({said}) to {credential.describe()}:"
             " not root, SlurmUser or a user MetricsAuthUsers lists",
         )
-    return Scrape(Outcome.FAILED, f"{status} from {url}" + (f": {said}" if said else ""))
+    return Scrape(ScrapeOutcome.FAILED, f"{status} from {url}" + (f": {said}" if said else ""))

@@ -143,6 +143,7 @@ async def test_the_command_serves_status_and_exits_0_on_sigterm(cluster: DevClus
         keys = {"applied", "rejected", "restart_required", "pending", "held_for_jobs", "dry_run", "workers"}
         keys.add("restored")  # what config-guard (or config-sync at its start) put back, if anything
         keys.add("harm")  # the fleet's health around the last change, and what a rollback undid
+        keys.add("node_state")  # run-time node state held across the last reconfigure, and put back
         assert set(st) == keys
         assert set(st["applied"]) == {"generation", "sha256", "at", "forced"}
         assert st["applied"]["generation"] == 1 and st["applied"]["forced"] is None

@@ -76,7 +76,9 @@ async def test_a_redirect_elsewhere_is_never_fetched_and_a_second_one_never_foll
             got = await scrape.scrape(
                 s, f"http://127.0.0.1:{port}/metrics", controllers={"127.0.0.1"}, credential=cred
             )
-        assert got.outcome is scrape.Outcome.STANDBY and "'localhost' is no SlurmctldHost" in got.detail, got
+        assert (
+            got.outcome is scrape.ScrapeOutcome.STANDBY and "'localhost' is no SlurmctldHost" in got.detail
+        ), got
         assert [p for p, _ in seen] == [f"127.0.0.1:{port}/metrics"], seen
 
     # two standbys pointing at each other, on one port at two addresses: one hop, then "standby"
@@ -90,7 +92,7 @@ async def test_a_redirect_elsewhere_is_never_fetched_and_a_second_one_never_foll
             controllers={"127.0.0.1", "127.0.0.2"},
             credential=cred,
         )
-    assert got.outcome is scrape.Outcome.STANDBY and "both answer 303" in got.detail, got
+    assert got.outcome is scrape.ScrapeOutcome.STANDBY and "both answer 303" in got.detail, got
     assert [p for p, _ in seen] == [f"127.0.0.1:{shared}/metrics/jobs", f"127.0.0.2:{shared}/metrics/jobs"]
     assert all(t is not None for _, t in seen), seen  # our own controllers: the token went with it
 

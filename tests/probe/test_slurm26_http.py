@@ -151,7 +151,7 @@ async def test_a_standbys_metrics_303_is_followed_to_the_primary_and_never_a_fai
     # the same 303 with nothing in our slurm.conf naming its target: reported, not fetched
     async with aiohttp.ClientSession() as s:
         got = await scrape.scrape(s, _url(cluster, "ctld-b") + "/metrics", controllers=["ctld-b"])
-    assert got.outcome is scrape.Outcome.STANDBY and got.text == "", got
+    assert got.outcome is scrape.ScrapeOutcome.STANDBY and got.text == "", got
     assert "is no SlurmctldHost of this cluster" in got.detail, got
 
     # no controller in control: the backup's 303 leads to a dead primary, said as such
