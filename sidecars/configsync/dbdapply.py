@@ -33,7 +33,7 @@ from pathlib import Path
 import structlog
 
 from sidecars.configsync.dbdconf import Endpoint
-from sidecars.slurm import SlurmClient, SlurmError
+from sidecars.slurm import SlurmClient, SlurmError, daemons
 
 log = structlog.get_logger(__name__)
 
@@ -123,7 +123,7 @@ def request_stop(request: Path) -> bool:
 
 def _is_slurmdbd(pid: int) -> bool:
     try:
-        return Path(f"/proc/{pid}/comm").read_text().strip() == "slurmdbd"
+        return Path(f"/proc/{pid}/comm").read_text().strip() == daemons.SLURMDBD
     except OSError:
         return False
 
