@@ -6,10 +6,8 @@ slurmdbd starts)."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +16,7 @@ import pytest
 
 from sidecars.configsync import dbdapply
 from sidecars.runtime import process
+from tests.helpers import eventually
 from tests.shipping.kube import K8S_VERSIONS, TARGETS, find, flag_value, pod_specs, render
 from tests.shipping.shipped import parser_flags
 
@@ -115,13 +114,6 @@ while :; do sleep 0.1; done
 """
 
 
-async def _until(what: str, check: Any, seconds: float = 60.0) -> None:
-    deadline = time.monotonic() + seconds  # generous: a loaded machine, a shell polling every second
-    while not check():
-        assert time.monotonic() < deadline, f"never: {what}"
-        await asyncio.sleep(0.05)
-
-
 async def _slurmdbd_container(
     tmp_path: Path, leftover: bool = False
 ) -> tuple[process.Child, Path, Path, Path]:
@@ -141,7 +133,7 @@ async def _slurmdbd_container(
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", PIDS=str(pids), LOG=str(log))
     script = script.replace(f"request={dbdapply.STOP_REQUEST}", f"request={request}")
     child = await process.start(["sh", "-c", script], env=env)
-    await _until("the stand-in slurmdbd started", lambda: pids.exists() and pids.read_text().strip())
+    await eventually(lambda: pids.exists() and pids.read_text().strip(), what="the stand-in slurmdbd started")
     return child, request, pids, log
 
 
