@@ -2,11 +2,12 @@
 
 A change of the keys slurmdbd re-reads (dbdconf.RELOADABLE) is a `sacctmgr reconfigure`; any other
 is a restart: slurmdbd reads its storage, address and authentication settings only at start. The
-restart is the deployment's: slurmdbd is stopped (`sacctmgr shutdown`, or SIGTERM to the pid its
-PidFile names when it no longer answers), and its container runtime starts it again on whatever file
-is in place. Either way the change counts only once slurmdbd answers (`sacctmgr ping`, or a round
-trip on 22.05, which has no ping); accounting records wait in slurmctld's queue meanwhile, so a
-short outage loses none.
+restart is the deployment's: slurmdbd is stopped (`sacctmgr shutdown`; when it no longer answers, a
+stop request its container's command watches for, in a directory both containers mount: the pod
+shares no process namespace with the third-party slurmdbd image), and its container runtime starts
+it again on whatever file is in place. Either way the change counts only once slurmdbd answers
+(`sacctmgr ping`, or a round trip on 22.05, which has no ping); accounting records wait in
+slurmctld's queue meanwhile, so a short outage loses none.
 
 When slurmdbd does not come back, the database is asked whether it is there (its server speaks
 first on connect: the greeting is read, no login is tried). A database that does not answer at the
@@ -32,13 +33,16 @@ from pathlib import Path
 import structlog
 
 from sidecars.configsync.dbdconf import Endpoint
-from sidecars.slurm import SlurmClient, SlurmError
+from sidecars.slurm import SlurmClient, SlurmError, daemons
 
 log = structlog.get_logger(__name__)
 
 Stop = Callable[[], Awaitable[None]]
 Instance = Callable[[], object | None]  # which slurmdbd runs now (None: cannot be told from here)
 DEFAULT_PID_FILE = Path("/run/slurmdbd.pid")  # slurmdbd's own default (PidFile)
+# the file whose appearance tells slurmdbd's container to stop it (manifests/overlays/accounting:
+# its command removes it, SIGTERMs slurmdbd and exits; the kubelet starts the container again)
+STOP_REQUEST = Path("/run/slurmdbd-control/stop")
 GREETING_SECONDS = 3.0
 
 
@@ -79,21 +83,49 @@ def pid_file_instance(pid_file: Path) -> tuple[int, int, bytes] | None:
         return None
 
 
-async def stop_slurmdbd(client: SlurmClient, pid_file: Path) -> None:
+async def stop_slurmdbd(client: SlurmClient, pid_file: Path, request: Path = STOP_REQUEST) -> None:
     """The deployment's stop: `sacctmgr shutdown` while slurmdbd answers (it finishes what it was
-    writing); else SIGTERM to the pid its PidFile names, for a slurmdbd that waits on a database it
-    cannot reach (it answers nothing then). That pid is visible only where the pod shares its
-    process namespace (manifests/overlays/accounting)."""
+    writing); else, for a slurmdbd that waits on a database it cannot reach (it answers nothing
+    then), a stop request for its container's command, and SIGTERM to the pid its PidFile names only
+    where that pid is a slurmdbd we can see (a host or a dev cluster, not a pod: its pids are another
+    namespace's, and that number here may be anything, config-sync itself included)."""
     if await client.accounting_ping():
         await client.shutdown_accounting()
         return
+    asked = request_stop(request)
     try:
         pid = int(pid_file.read_text().split()[0])
     except (OSError, ValueError, IndexError):
-        log.warning("slurmdbd_pid_unknown", pid_file=str(pid_file))
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, signal.SIGTERM)
+        pid = 0
+    if pid > 1 and _is_slurmdbd(pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+    elif not asked:
+        log.warning("slurmdbd_cannot_be_stopped", pid_file=str(pid_file), request=str(request))
+
+
+def request_stop(request: Path) -> bool:
+    """Leave the stop request (written whole, then renamed into place); False when its directory
+    is not there (no container watches for it)."""
+    if not request.parent.is_dir():
+        return False
+    part = request.with_name(f".{request.name}.{os.getpid()}")
+    try:
+        part.write_text(f"stop requested by config-sync at {time.time():.0f}\n")
+        part.replace(request)
+    except OSError as exc:
+        log.warning("slurmdbd_stop_request_failed", request=str(request), error=exc.strerror)
+        part.unlink(missing_ok=True)
+        return False
+    log.info("slurmdbd_stop_requested", request=str(request))
+    return True
+
+
+def _is_slurmdbd(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() == daemons.SLURMDBD
+    except OSError:
+        return False
 
 
 class DbdApplier:

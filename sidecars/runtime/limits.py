@@ -22,3 +22,10 @@ KNOWN_SECRET_CHARS = 4 * 1024 * 1024
 DIFF_MAX_LINES = 1_000
 # a text this long or longer is worked on in a thread, not on the event loop (asyncio.to_thread)
 OFF_LOOP_CHARS = 64 * 1024
+# what we read from a child process (a Slurm command's output: stdout and stderr together): past it
+# the child's whole process group is killed and reaped, and the caller gets an error naming the
+# command and this cap (runtime.process.OutputTooLarge). Slurm's largest answer we ask for, every
+# job as JSON (`scontrol show job --json`, 22.05's `squeue --json`), is ~9.4 KB a job on 26.05
+# (~8.7 KB on 24.11, 3.6 KB on 22.05): ~94 MB at 10,000 jobs. `scontrol -o -d show node` is ~650 B
+# a node, its JSON ~2.8 KB (2.8 MB at 1,000 nodes). 256 MiB leaves 2.8x room above the jobs.
+CHILD_OUTPUT_BYTES = 256 * 1024 * 1024

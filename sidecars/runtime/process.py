@@ -21,7 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
 
-from sidecars.runtime.waits import within
+from sidecars.runtime import limits
+from sidecars.runtime.waits import all_of, within
 
 DEVNULL = asyncio.subprocess.DEVNULL
 PIPE = asyncio.subprocess.PIPE
@@ -52,6 +53,18 @@ class ProcessTimeout(Exception):
         self.timeout = timeout
         self.returncode = returncode
         super().__init__(f"{' '.join(self.argv[:4])}: no answer within {timeout:g}s")
+
+
+class OutputTooLarge(Exception):
+    """The child wrote more than its cap (stdout and stderr together); its whole process group was
+    killed and it was reaped, and what it wrote is not kept."""
+
+    def __init__(self, argv: Sequence[str], cap: int) -> None:
+        self.argv = tuple(argv)
+        self.cap = cap
+        super().__init__(
+            f"{' '.join(self.argv[:4])}: wrote more than {cap} bytes; killed, its output not read"
+        )
 
 
 class Child:
@@ -108,9 +121,18 @@ async def _kill(proc: asyncio.subprocess.Process) -> None:
         if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
-    # reap it so no zombie or transport is left behind; a killed child exits at once
+    # reap it so no zombie or transport is left behind; a killed child exits at once. What is left
+    # in its pipes is read and dropped: asyncio ends wait() only once every pipe is closed, and a
+    # pipe whose reader stopped with a full buffer (a child that wrote past its cap, or a lot before
+    # its timeout) is paused and would never see its end
     with contextlib.suppress(Exception):
-        await asyncio.shield(proc.wait())
+        await asyncio.shield(all_of(proc.wait(), _discard(proc.stdout), _discard(proc.stderr)))
+
+
+async def _discard(stream: asyncio.StreamReader | None) -> None:
+    if stream is not None:
+        while await stream.read(_CHUNK):
+            pass
 
 
 async def start(
@@ -159,11 +181,13 @@ async def run(
     stdin: bytes | None = None,
     merge_stderr: bool = False,
     preexec_fn: Callable[[], None] | None = None,
+    max_output_bytes: int = limits.CHILD_OUTPUT_BYTES,
 ) -> Completed:
     """Run argv to its end and capture its output. A non-zero exit is returned, not raised.
 
-    ProcessTimeout past `timeout` (None: no limit) and on cancellation the whole process group is
-    killed and the child reaped before this returns; OSError when it cannot be started."""
+    ProcessTimeout past `timeout` (None: no limit), OutputTooLarge past `max_output_bytes` (stdout
+    and stderr together), and on cancellation: the whole process group is killed and the child reaped
+    before this returns. OSError when it cannot be started."""
     started = time.monotonic()
     child = await start(
         argv,
@@ -175,7 +199,7 @@ async def run(
         preexec_fn=preexec_fn,
     )
     try:
-        out, err = await within(child.proc.communicate(stdin), timeout)
+        out, err = await within(_communicate(child, stdin, max_output_bytes), timeout)
     except TimeoutError:
         await _kill(child.proc)
         raise ProcessTimeout(argv, timeout or 0.0, child.returncode) from None
@@ -184,3 +208,39 @@ async def run(
         raise
     returncode = child.returncode if child.returncode is not None else -1
     return Completed(tuple(argv), returncode, out or b"", err or b"", time.monotonic() - started)
+
+
+async def _communicate(child: Child, stdin: bytes | None, cap: int) -> tuple[bytes, bytes]:
+    """`Process.communicate`, counting what is read: OutputTooLarge as soon as stdout and stderr
+    together pass `cap` bytes (the caller kills and reaps the child). communicate() would buffer
+    whatever a child writes, a runaway one included."""
+    proc = child.proc
+    left = cap
+
+    async def read(stream: asyncio.StreamReader | None) -> bytes:
+        if stream is None:
+            return b""
+        nonlocal left
+        chunks = []
+        while chunk := await stream.read(_CHUNK):
+            left -= len(chunk)
+            if left < 0:
+                raise OutputTooLarge(child.argv, cap)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def feed() -> None:
+        if proc.stdin is None:
+            return
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # it need not read it all
+            if stdin:
+                proc.stdin.write(stdin)
+                await proc.stdin.drain()
+            proc.stdin.close()
+
+    out, err, _ = await all_of(read(proc.stdout), read(proc.stderr), feed())
+    await proc.wait()
+    return out, err
+
+
+_CHUNK = 64 * 1024

@@ -13,7 +13,7 @@ from pathlib import Path
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from sidecars.runtime import process
+from sidecars.runtime import limits, process
 from sidecars.slurm import naming, plugindir
 from sidecars.slurm.errors import SlurmCommandError, SlurmTimeout, SlurmUnreachable, classify
 
@@ -81,18 +81,27 @@ async def run(
     metrics: SlurmMetrics | None = None,
     check: bool = True,
     stdin: bytes | None = None,
+    max_output_bytes: int = limits.CHILD_OUTPUT_BYTES,
 ) -> CommandResult:
     """Run argv; raise a classified SlurmError on failure when `check`. The child never outlives us.
     A Slurm command whose configuration names an untrusted PluginDir is refused before it runs
-    (plugindir), whatever `check`."""
+    (plugindir), whatever `check`; one whose output passes `max_output_bytes` is killed and raises
+    SlurmCommandError naming the cap, whatever `check`."""
     await _refuse_untrusted_plugins(argv, env, metrics)
     started = time.monotonic()
     try:  # a timed-out or cancelled command's whole process group is killed (runtime.process)
-        done = await process.run(argv, timeout=timeout, env=env, stdin=stdin)
+        done = await process.run(
+            argv, timeout=timeout, env=env, stdin=stdin, max_output_bytes=max_output_bytes
+        )
     except process.ProcessTimeout:
         if metrics:
             metrics.observe(argv, "timeout", time.monotonic() - started)
         raise SlurmTimeout(argv, f"no answer within {timeout:g}s", None) from None
+    except process.OutputTooLarge as e:  # killed and reaped: a runaway answer is not buffered whole
+        if metrics:
+            metrics.observe(argv, "too_large", time.monotonic() - started)
+        log.warning("slurm_command_output_too_large", command=naming.label(argv), cap_bytes=e.cap)
+        raise SlurmCommandError(argv, f"its output passed {e.cap} bytes; killed, not read further") from None
     seconds = done.seconds
     result = CommandResult(
         tuple(argv),

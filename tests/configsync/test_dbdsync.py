@@ -24,6 +24,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from sidecars.configsync import dbdconf
+from sidecars.configsync.dbdapply import stop_slurmdbd
 from sidecars.configsync.dbdcheck import PARSE_DIR
 from sidecars.configsync.main import Running, running
 from sidecars.configsync.settings import Settings, configure, from_args
@@ -49,6 +50,7 @@ class DbdSyncHarness:
     events: RecordingEvents
     original: bytes
     starts: list[int]  # slurmdbd starts by the stand-in container runtime
+    stop_requests: list[float]  # config-sync's stop requests its stand-in container honoured
     after_stop: list[Callable[[], Awaitable[None]]]  # run once each, right after slurmdbd's next stop
 
     @property
@@ -75,11 +77,18 @@ class DbdSyncHarness:
 
 @contextlib.asynccontextmanager
 async def slurmdbd_container(
-    c: DevCluster, delay_seconds: float = 0.0, *, enabled: bool = True
+    c: DevCluster,
+    request: Path,
+    stop_requests: list[float],
+    delay_seconds: float = 0.0,
+    *,
+    enabled: bool = True,
 ) -> AsyncIterator[list[int]]:
-    """Stand in for slurmdbd's container: when slurmdbd has exited, start it again (without waiting
-    for it to answer, as a container runtime does; after `delay_seconds`, as a kubelet's back-off
-    does); a start that fails is tried again. Not `enabled`: nothing starts it."""
+    """Stand in for slurmdbd's container: a stop request config-sync left at `request` is removed and
+    slurmdbd stopped (as the shipped container's command does: tests/configsync/test_dbd_manifest.py);
+    when slurmdbd has exited, start it again (without waiting for it to answer, as a container
+    runtime does; after `delay_seconds`, as a kubelet's back-off does); a start that fails is tried
+    again. Not `enabled`: nothing starts it."""
     starts: list[int] = []
     if not enabled:
         yield starts
@@ -87,6 +96,10 @@ async def slurmdbd_container(
 
     async def loop() -> None:
         while True:
+            if request.exists():
+                request.unlink()
+                stop_requests.append(time.monotonic())
+                await c.stop_slurmdbd()
             if c.hostpid("slurmdbd") is None:
                 await asyncio.sleep(delay_seconds)
                 with contextlib.suppress(ClusterError):
@@ -137,13 +150,15 @@ async def dbd_sync(
     env = dict(c.env) | ({"PATH": f"{path_first}:{c.env['PATH']}"} if path_first else {})
     client = SlurmClient(env=env, metrics=SlurmMetrics(registry), timeout=10.0)
 
+    request = c.dir / "dbd-control" / "stop"
+    request.parent.mkdir(exist_ok=True)
+    request.unlink(missing_ok=True)
+    stop_requests: list[float] = []
+
     async def stop() -> None:
-        # production's stop (dbdapply.stop_slurmdbd), with the dev cluster's own kill for a slurmdbd
-        # that does not answer: its pid file holds a pid of the cluster's namespace, not ours
-        if await client.accounting_ping():
-            await client.shutdown_accounting()
-        else:
-            await c.stop_slurmdbd()
+        # production's stop: `sacctmgr shutdown`, or a stop request for slurmdbd's container. No pid
+        # file is given: the cluster's holds a pid of its namespace, which here may be anything
+        await stop_slurmdbd(client, c.dir / "no-pid-file", request)
         while after_stop:
             await after_stop.pop(0)()
 
@@ -151,13 +166,13 @@ async def dbd_sync(
 
     events = RecordingEvents()
     async with (
-        slurmdbd_container(c, restart_delay_seconds, enabled=supervise) as starts,
+        slurmdbd_container(c, request, stop_requests, restart_delay_seconds, enabled=supervise) as starts,
         running(settings, client=client, events=events, registry=registry, dbd_stop=stop) as r,
     ):
         # slurmdbd reads the directory config-sync stages into, as in its pod
         live.unlink()
         live.symlink_to(target / CONF)
-        yield DbdSyncHarness(c, secret, r, events, original, starts, after_stop)
+        yield DbdSyncHarness(c, secret, r, events, original, starts, stop_requests, after_stop)
 
 
 def _with(text: bytes, *lines: str) -> bytes:
@@ -301,6 +316,8 @@ async def test_a_file_slurmdbd_cannot_run_on_is_rolled_back(cluster: DevCluster)
         reason = st["rejected"]["reason"]
         assert "did not answer" in reason and "previous file is back and slurmdbd answers" in reason, reason
         assert f"database at 127.0.0.1:{c.database.port} answers" in reason
+        # slurmdbd, waiting on a database that refuses it, answered nothing: stopped by request
+        assert h.stop_requests
         assert h.live.read_bytes() == h.original
         assert await c.client().accounting_ping()
         assert await _recorded(c, job) == "COMPLETED"

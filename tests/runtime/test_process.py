@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecars.runtime import process
+from sidecars.runtime import limits, process
 from tests.conftest import descendants
 
 # a wrapper that forks the real work and waits for it, as a shim entering a namespace does
@@ -56,6 +56,36 @@ async def test_output_is_captured_and_a_failure_is_returned() -> None:
     )
     assert (merged.stdout, merged.stderr, merged.text()) == (b"1\nerr\n", b"", "1\nerr\n")
     assert merged.argv[0] == "sh" and merged.seconds > 0
+
+
+async def test_output_past_the_cap_kills_the_whole_group_and_is_not_kept(tmp_path: Path) -> None:
+    """A child that writes without end (here `yes`, forked by a wrapper beside a sleeping sibling)
+    is killed with its group and reaped once its output passes the cap; nothing of it is kept."""
+    pids = tmp_path / "pids"
+    cap = 1024 * 1024
+    script = f"sleep 300 & echo $! > {pids}; yes slurm-sidecars & echo $! >> {pids}; echo $$ >> {pids}; wait"
+    with pytest.raises(process.OutputTooLarge) as info:
+        await process.run(["sh", "-c", script], timeout=None, max_output_bytes=cap)
+    assert info.value.cap == cap and info.value.argv[:2] == ("sh", "-c")
+    assert f"wrote more than {cap} bytes" in str(info.value) and str(info.value).startswith("sh -c")
+    await _all_gone(await _pids(pids, 3))
+
+
+async def test_the_cap_counts_stdout_and_stderr_together_to_the_byte() -> None:
+    cap = 100_000
+    exactly = await process.run(
+        ["sh", "-c", f"head -c {cap // 2} /dev/zero; head -c {cap // 2} /dev/zero >&2"],
+        timeout=None,
+        max_output_bytes=cap,
+    )
+    assert (len(exactly.stdout), len(exactly.stderr)) == (cap // 2, cap // 2)
+    with pytest.raises(process.OutputTooLarge):
+        await process.run(
+            ["sh", "-c", f"head -c {cap // 2} /dev/zero; head -c {cap // 2 + 1} /dev/zero >&2"],
+            timeout=None,
+            max_output_bytes=cap,
+        )
+    assert process.run.__kwdefaults__["max_output_bytes"] == limits.CHILD_OUTPUT_BYTES  # the one cap
 
 
 async def test_a_missing_program_is_an_oserror() -> None:

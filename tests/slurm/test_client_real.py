@@ -164,6 +164,28 @@ async def test_permanent_errors_are_raised_at_once_with_slurms_words(cluster: De
     assert await client.node("nosuch") is None
 
 
+@pytest.mark.cluster(nodes=1)
+async def test_a_slurm_answer_past_the_cap_is_killed_and_named(cluster: DevCluster) -> None:
+    """Real `scontrol show config` (several KB) under a 1 KiB cap: refused, naming the command and the
+    cap, counted, and the child gone (the leak guard checks it)."""
+    registry = CollectorRegistry()
+    with pytest.raises(SlurmCommandError) as info:
+        await run(
+            ["scontrol", "show", "config"],
+            env=cluster.env,
+            metrics=SlurmMetrics(registry),
+            max_output_bytes=1024,
+        )
+    assert str(info.value).startswith("scontrol show config:") and "passed 1024 bytes" in str(info.value)
+    assert (
+        registry.get_sample_value(
+            "slurm_sidecars_slurm_commands_total", {"command": "scontrol show", "result": "too_large"}
+        )
+        == 1
+    )
+    assert (await run(["scontrol", "show", "config"], env=cluster.env)).stdout  # the default cap: read whole
+
+
 async def test_timeout_kills_the_child() -> None:
     started = time.monotonic()
     with pytest.raises(SlurmTimeout):

@@ -102,7 +102,8 @@ class ClusterUpgradeStatus:
             )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ValueError(f"not a cluster upgrade's status ({type(e).__name__}: {e})") from None
-        if not re.fullmatch(r"\d+\.\d+\.\d+", status.target):
+        # no digit before its start: a run of digits is read once even when searched (quadratic else)
+        if not re.fullmatch(r"(?<!\d)\d++\.\d++\.\d++", status.target):
             raise ValueError(f"not a cluster upgrade's status: its target is {status.target!r}")
         if [s.name for s in stages] != list(STAGES) or any(s.state not in STATES for s in stages):
             seen = [(s.name, s.state) for s in stages]
