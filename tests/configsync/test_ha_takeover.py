@@ -21,6 +21,7 @@ from tests.configsync.hapair import (
     with_min_job_age,
 )
 from tests.configsync.harness import set_sha
+from tests.helpers import eventually
 
 pytestmark = [
     pytest.mark.releases("slurm22", "slurm24", "slurm26"),
@@ -82,8 +83,16 @@ async def test_a_takeover_during_an_apply_leaves_one_set(cluster: DevCluster, in
         assert config["MinJobAge"].split()[0] == conf_value(ran, "MinJobAge")
         # control moved and stayed: ctld-a was shut down, its pod holds the set it will start on
         assert await cluster.primary() == "ctld-b"
-        b = pair.pods["ctld-b"].service.status()
-        assert b["ha"]["writer"] and pair.pods["ctld-a"].service.status()["ha"]["role"] == "down"
+        # each config-sync learns its controller's role at its next poll: wait for that, not Slurm's
+        await eventually(
+            lambda: (
+                pair.pods["ctld-b"].service.status()["ha"]["writer"],
+                pair.pods["ctld-a"].service.status()["ha"]["role"],
+            ),
+            lambda seen: seen == (True, "down"),
+            within=60,
+            what="ctld-b's config-sync the writer, ctld-a's down",
+        )
         # the job never noticed: still running, not requeued
         jobs = {j.job_id: j for j in await SlurmClient(env=cluster.env).jobs()}
         assert jobs[job].state == "RUNNING", jobs[job]
