@@ -90,7 +90,7 @@ async def test_a_takeover_during_an_apply_leaves_one_set(cluster: DevCluster, in
                 pair.pods["ctld-a"].service.status()["ha"]["role"],
             ),
             lambda seen: seen == (True, "down"),
-            within=60,
+            within=300 * pair.settings["ctld-b"].ha_poll_seconds,  # its poll, generously
             what="ctld-b's config-sync the writer, ctld-a's down",
         )
         # the job never noticed: still running, not requeued
