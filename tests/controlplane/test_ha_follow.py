@@ -66,8 +66,14 @@ async def _drain_across(
         assert _roles(before) == {"ctld-a": "in control", "ctld-b": "standby"}, before
         assert before["takeovers"] == 0 and before["last_takeover"] is None
         assert (await cp.get("/readyz"))[0] == 200
-        assert cp.sample("slurm_sidecars_slurmctld_primary", host="ctld-b") == 0
-        assert cp.sample("slurm_sidecars_slurmctld_primary", host="ctld-a") == 1
+        # /status reads the client's view; the gauge is set at the plane's own check: wait for it
+        await eventually(
+            lambda: tuple(
+                cp.sample("slurm_sidecars_slurmctld_primary", host=h) for h in ("ctld-a", "ctld-b")
+            ),
+            lambda seen: seen == (1, 0),
+            what="the primary gauge naming ctld-a",
+        )
 
         job = await cluster.sbatch("-w", "n1", wrap="sleep 300")
         await cluster.wait_job(job, "RUNNING")
