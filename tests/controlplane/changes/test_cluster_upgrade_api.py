@@ -250,7 +250,12 @@ async def test_refusals_say_why_in_one_line_and_start_nothing(
     report = await _until(plane, lambda r: r["cluster"]["state"] != "running", within=60, what="preflight")
     assert report["cluster"]["state"] == "refused"
     assert "nothing changed" in report["cluster"]["stages"][0]["detail"]
-    assert plane.sample("slurm_sidecars_cluster_upgrade_stage_state", stage="preflight") == 4  # refused
+    # the report reads the status; the gauge is set when the stage machine tells its change, just after
+    await eventually(
+        lambda: plane.sample("slurm_sidecars_cluster_upgrade_stage_state", stage="preflight"),
+        lambda state: state == 4,  # refused
+        what="the preflight's gauge at refused",
+    )
     assert not (cluster.dir / "upgrade").exists()  # not even a backup taken
     # and it ended: a new one may start (refused again, the same way)
     status, text = await plane.post("/v1/upgrade/cluster", {"slurm_version": "27.11", "images": IMAGES})
