@@ -273,7 +273,7 @@ class Play:
         ctld = ("slurmctld",)
         out = self.exec(
             *ctld, "slurmctld", "sbatch", "--parsable", "-o", "/dev/null", "-w", node, "-t", "2",
-            "--wrap", "sleep 3",
+            "--wrap", "sleep 30",
         ).stdout  # fmt: skip
         job = out.strip().split(";")[0]
 
@@ -282,7 +282,9 @@ class Play:
             m = re.search(r"JobState=(\S+)", text)
             return m.group(1) if m else "?"
 
-        until(f"job {job} RUNNING", lambda: state() == "RUNNING", timeout=60, every=1.0)
+        # the job outlives many polls: a `podman exec` on a loaded machine takes seconds, and a job
+        # of 3 s once ended between two of them (never seen RUNNING)
+        until(f"job {job} RUNNING", lambda: state() == "RUNNING", timeout=120, every=1.0)
         r = self.exec("slurmd", "slurmd", *hook, check=False)
         final = until(
             f"job {job} done",
