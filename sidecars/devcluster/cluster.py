@@ -36,6 +36,7 @@ from sidecars.devcluster.daemons import ClusterDaemons
 from sidecars.devcluster.files import ClusterFiles
 from sidecars.devcluster.ha import ClusterControllers
 from sidecars.devcluster.jobs import ClusterJobs
+from sidecars.devcluster.release import MOUNT_TREE, in_private_mounts
 from sidecars.runtime import process
 from sidecars.runtime.pdeathsig import die_with_parent
 from sidecars.slurm import Node
@@ -106,46 +107,19 @@ class DevCluster(ClusterFiles, ClusterDaemons, ClusterControllers, ClusterJobs):
 
     async def _start_namespace(self) -> None:
         reaper = 'trap "" HUP INT TERM; while :; do sleep 3600 & wait $!; done'
+        # the namespace's init dies with unshare, and everything in it with the init (in a tree: bash,
+        # then chroot, then the init it execs, keep the signal)
+        pid_ns = ("--pid", "--fork", "--kill-child")
         if self.release.root is None:
-            argv = [
-                "unshare",
-                "--pid",
-                "--mount",
-                "--fork",
-                "--kill-child",  # the namespace init dies with unshare, and everything in it with the init
-                "--mount-proc",
-                "--propagation",
-                "private",
-                "--",
-                "bash",
-                "-c",
-                reaper,
-            ]
+            argv = in_private_mounts(reaper, unshare=(*pid_ns, "--mount-proc"))
         else:
-            root = str(self.release.root)
             script = (
-                'set -e; R=$0 D=$1; mount -t proc proc "$R/proc"; mount --rbind /dev "$R/dev"; '
-                'mount -t sysfs sysfs "$R/sys"; mkdir -p "$R$D"; mount --bind "$D" "$R$D"; '
+                f'set -e; R=$1 D=$2; {MOUNT_TREE}mkdir -p "$R$D"; mount --bind "$D" "$R$D"; '
                 # Slinky shape: a /run of its own, where auth/slurm's daemons make their sack.socket
                 + ('mount -t tmpfs tmpfs "$R/run"; ' if self.slinky else "")
-                + 'exec chroot "$R" /bin/bash -c "$2"'
+                + 'exec chroot "$R" /bin/bash -c "$3"'
             )
-            argv = [
-                "unshare",
-                "--pid",
-                "--mount",
-                "--fork",
-                "--kill-child",  # as above: bash, then chroot, then the init it execs, keep the signal
-                "--propagation",
-                "private",
-                "--",
-                "bash",
-                "-c",
-                script,
-                root,
-                str(self.dir),
-                reaper,
-            ]
+            argv = in_private_mounts(script, str(self.release.root), str(self.dir), reaper, unshare=pid_ns)
         init_log = open(self.log_dir / "init.log", "wb")  # noqa: SIM115 - handed to the child
         try:
             self._unshare = await process.start(

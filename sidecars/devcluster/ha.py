@@ -54,14 +54,20 @@ class ClusterControllers(ClusterBase):
             await self.start_controller(c.name)
         await self.wait_primary(self.controllers[0].name, timeout=60)
 
-    async def start_controller(self, name: str) -> int:
-        """(Re)start one controller's slurmctld in its namespaces; returns its host PID."""
+    def _ready_to_start(self, name: str) -> tuple[Controller, int]:
+        """Controller `name` and the host PID of the process holding its namespaces, with a stale
+        pid file of its removed: what starting its slurmctld needs, on any release."""
         c = self._controller(name)
         holder = self._holders.get(name)
         if holder is None:
             raise ClusterError(f"the namespaces of {name} are gone")
         if c.pid_file.exists() and self.controller_pid(name) is None:
             c.pid_file.unlink()  # slurmctld kills whatever a stale pid file names
+        return c, holder
+
+    async def start_controller(self, name: str) -> int:
+        """(Re)start one controller's slurmctld in its namespaces; returns its host PID."""
+        _, holder = self._ready_to_start(name)
         chroot = self.release.root is not None
         await self._exec([*controllers.enter_argv(holder, chroot), *self._clean_env(), "slurmctld"])
         return await self._until_listening(name)

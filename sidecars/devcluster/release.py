@@ -41,6 +41,28 @@ CHROOT_PACKAGES = (
 )
 MARKER = ".slurm-chroot"
 
+# a release's tree ($R) gets its own /proc, /dev and /sys: run in a mount namespace of its own
+# (`in_private_mounts`), they vanish with it
+MOUNT_TREE = 'mount -t proc proc "$R/proc"; mount --rbind /dev "$R/dev"; mount -t sysfs sysfs "$R/sys"; '
+
+
+def in_private_mounts(script: str, *args: str, unshare: Sequence[str] = ()) -> list[str]:
+    """argv running the bash `script` (with `args` as $1, $2, ...) in a mount namespace of its own,
+    which `unshare`'s further options can make a PID namespace too."""
+    return [
+        "unshare",
+        *unshare,
+        "--mount",
+        "--propagation",
+        "private",
+        "--",
+        "bash",
+        "-c",
+        script,
+        "bash",
+        *args,
+    ]
+
 
 @dataclass(frozen=True, slots=True)
 class ChrootRecipe:
@@ -200,25 +222,11 @@ async def _build(root: Path, recipe: ChrootRecipe, mirror: str) -> None:
 
 async def _apt_install(root: Path, packages: Sequence[str]) -> None:
     script = (
-        'set -e; R=$1; shift; mount -t proc proc "$R/proc"; mount --rbind /dev "$R/dev"; '
-        'mount -t sysfs sysfs "$R/sys"; chroot "$R" apt-get update -qq; '
+        f'set -e; R=$1; shift; {MOUNT_TREE}chroot "$R" apt-get update -qq; '
         'DEBIAN_FRONTEND=noninteractive chroot "$R" apt-get install -y -qq --no-install-recommends "$@"; '
         'chroot "$R" apt-get clean; rm -rf "$R"/var/lib/apt/lists/*'
     )
-    # /proc, /dev and /sys for dpkg live in a private mount namespace and vanish with it
-    await _check(
-        "unshare",
-        "--mount",
-        "--propagation",
-        "private",
-        "--",
-        "bash",
-        "-c",
-        script,
-        "bash",
-        str(root),
-        *packages,
-    )
+    await _check(*in_private_mounts(script, str(root), *packages))  # dpkg wants /proc, /dev and /sys
 
 
 async def _write_marker(root: Path, head: str) -> None:

@@ -19,14 +19,14 @@ import os
 import shlex
 import signal
 from pathlib import Path
+from typing import Any
 
 import structlog
 
 from sidecars.devcluster.base import IN_NS_PATH, ClusterError
 from sidecars.devcluster.cluster import DevCluster
 from sidecars.devcluster.files import CLIENT_COMMANDS
-from sidecars.devcluster.release import Release
-from sidecars.devcluster.slurmconf import ClusterSpec
+from sidecars.devcluster.release import MOUNT_TREE, Release, in_private_mounts
 from sidecars.devcluster.startwatch import StartWatch
 
 log = structlog.get_logger(__name__)
@@ -36,23 +36,16 @@ ACCOUNTING_COMMANDS = ("sacct", "sacctmgr")
 # run from a new mount namespace inside the cluster's PID namespace: the tree gets its own /proc
 # (of that PID namespace), /dev, /sys and the cluster directory, then the command runs chrooted there
 _ENTER_TREE = (
-    'set -e; R=$1 D=$2; shift 2; mount -t proc proc "$R/proc"; mount --rbind /dev "$R/dev"; '
-    'mount -t sysfs sysfs "$R/sys"; mkdir -p "$R$D"; mount --bind "$D" "$R$D"; exec chroot "$R" "$@"'
+    f'set -e; R=$1 D=$2; shift 2; {MOUNT_TREE}mkdir -p "$R$D"; mount --bind "$D" "$R$D"; '
+    'exec chroot "$R" "$@"'
 )
 
 
 class SwappableCluster(DevCluster):
     """A `DevCluster` whose slurmdbd, slurmctld, slurmd and clients each run a release of their own."""
 
-    def __init__(
-        self,
-        release: Release,
-        spec: ClusterSpec | None = None,
-        *,
-        base_dir: Path | None = None,
-        keep_dir: bool = False,
-    ) -> None:
-        super().__init__(release, spec, base_dir=base_dir, keep_dir=keep_dir)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # DevCluster's
+        super().__init__(*args, **kwargs)
         self.releases: dict[str, Release] = {}  # daemon ("slurmdbd", "slurmctld", "slurmd-n1") -> its release
         self._trees: set[Path] = set()  # release roots where the cluster dir was made, removed at stop
 
@@ -75,25 +68,10 @@ class SwappableCluster(DevCluster):
         if self.init_pid is None:
             raise ClusterError("cluster is not running")
         self._trees.add(release.root)
+        enter = ["nsenter", "-t", str(self.init_pid), "-p", "--"]
         return [
-            "nsenter",
-            "-t",
-            str(self.init_pid),
-            "-p",
-            "--",
-            "unshare",
-            "--mount",
-            "--propagation",
-            "private",
-            "--",
-            "bash",
-            "-c",
-            _ENTER_TREE,
-            "bash",
-            str(release.root),
-            str(self.dir),
-            *self._clean_env(),
-            *argv,
+            *enter,
+            *in_private_mounts(_ENTER_TREE, str(release.root), str(self.dir), *self._clean_env(), *argv),
         ]
 
     # the base cluster starts every daemon through these two: each start follows `releases`

@@ -16,7 +16,7 @@ import signal
 import structlog
 
 from sidecars.devcluster import controllers
-from sidecars.devcluster.base import ClusterError, alive
+from sidecars.devcluster.base import alive
 from sidecars.devcluster.release import Release
 from sidecars.devcluster.startwatch import StartWatch
 from sidecars.devcluster.swap import SwappableCluster
@@ -46,12 +46,7 @@ class SwappableControllers(SwappableCluster):
         release = self.controller_release(name)
         if release == self.release:
             return await super().start_controller(name)
-        c = self._controller(name)
-        holder = self._holders.get(name)
-        if holder is None:
-            raise ClusterError(f"the namespaces of {name} are gone")
-        if c.pid_file.exists() and self.controller_pid(name) is None:
-            c.pid_file.unlink()  # slurmctld kills whatever a stale pid file names
+        c, holder = self._ready_to_start(name)
         own_etc = str(self.conf_path.parent) if self.spec.conf_per_controller else ""
         mounts = [
             "/bin/sh",
