@@ -35,6 +35,7 @@ from typing import Any
 import yaml
 from _steps import StepFailed, run, say, until
 
+from sidecars.demo.narrate import summary
 from sidecars.devcluster import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -348,10 +349,7 @@ def run_tour(stack: Stack) -> bool:
         except Exception as exc:
             say(f"  FAILED: {exc}")
             results.append((title, False, str(exc)))
-    say("\nSummary")
-    for title, ok, note in results:
-        say(f"  {'ok  ' if ok else 'FAIL'} {title}: {note}")
-    return all(ok for _, ok, _ in results)
+    return summary(results)
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:

@@ -1,5 +1,5 @@
-"""The tour's voice and hands: a line said, a step that did not show what it should, and the
-`slurm-sidecars` command typed as an operator types it."""
+"""The tour's voice and hands: a line said, a step that did not show what it should, the summary at
+the end, and the `slurm-sidecars` command typed as an operator types it."""
 
 from __future__ import annotations
 
@@ -15,6 +15,15 @@ class StepFailed(RuntimeError):
 
 def say(text: str = "") -> None:
     print(text, flush=True)
+
+
+def summary(results: list[tuple[str, bool, str]]) -> bool:
+    """Each step's (title, passed, note) said at the end of a tour (this one's and the compose
+    stack's, scripts/compose_tour.py); whether every step passed."""
+    say("\nSummary")
+    for title, ok, note in results:
+        say(f"  {'ok  ' if ok else 'FAIL'} {title}: {note}")
+    return all(ok for _, ok, _ in results)
 
 
 async def cli(stack: DemoStack, *args: str) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 
 from sidecars.cli import self_argv
 from sidecars.demo import accounting, upgrade_tour
-from sidecars.demo.narrate import StepFailed, cli, say
+from sidecars.demo.narrate import StepFailed, cli, say, summary
 from sidecars.demo.polling import until
 from sidecars.demo.roll import DemoRoll
 from sidecars.demo.stack import DemoStack
@@ -321,9 +321,7 @@ async def run_tour(stack: DemoStack) -> bool:
         except Exception as exc:
             say(f"  FAILED: {exc}")
             results.append((title, False, str(exc)))
-    say("\nSummary")
-    for title, ok, note in results:
-        say(f"  {'ok  ' if ok else 'FAIL'} {title}: {note}")
+    passed = summary(results)
     say(f"\nThe operator's page was at {stack.page_url} (viewer token: {stack.viewer_token_file});")
     say("run `slurm-sidecars demo` (without --tour) to keep the stack up and look at it.")
-    return all(ok for _, ok, _ in results)
+    return passed
