@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, Self
 
 import structlog
@@ -65,16 +65,9 @@ class SlurmCommands:
         """The same client with some environment changed (e.g. `SLURM_CONF` of a staged candidate)."""
         env = dict(os.environ if self.env is None else self.env)
         env.update(overrides)
-        clone = type(self)(
-            env=env,
-            timeout=self.timeout,
-            retry=self.retry,
-            metrics=self.metrics,
-            output=self.output,
-            guard=self.guard,
-            fence=self.fence,
-        )  # not the controllers: they follow the file this client reads, not another one
-        clone._version = self._version
+        # not the controllers: they follow the file this client reads, not another one
+        clone = replace(self, env=env, controllers=None)
+        clone._version = self._version  # not an argument: replace() leaves it out
         return clone
 
     # ------------------------------------------------------------------ plumbing
