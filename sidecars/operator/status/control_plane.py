@@ -8,8 +8,7 @@ from dataclasses import replace
 import aiohttp
 
 from sidecars.operator import maintenance, upgrade
-from sidecars.operator.client import ControlPlaneClient
-from sidecars.operator.status.fetch import get_json
+from sidecars.operator.status.fetch import control_plane_client, get_json
 from sidecars.operator.status.report import NodeRow, SourceError
 from sidecars.operator.status.settings import StatusSettings
 from sidecars.slurm.nodejson import NodeRecord, parse_node
@@ -31,11 +30,8 @@ async def read_control_plane(
 ) -> tuple[list[NodeRow], list[str] | None, list[str], SourceError | None]:
     """The nodes, the scale-in order and the planned work; when only the order fails, the nodes read
     are kept and the order is None with its error (whatever could be read is still printed)."""
-    assert settings.control_plane is not None and settings.token is not None
-    base = settings.control_plane
-    cp = ControlPlaneClient(
-        url=base, token=settings.token, timeout=settings.timeout_seconds, tls=settings.tls
-    )
+    cp = control_plane_client(settings)
+    base = cp.url
     async with cp.session() as session:
         nodes = await get_json(session, f"{base}/v1/nodes", "control plane")
         try:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sidecars.operator.client import ControlPlaneClient
-from sidecars.operator.status.fetch import get_json
+from sidecars.operator.status.fetch import control_plane_client, get_json
 from sidecars.operator.status.report import SourceError
 from sidecars.operator.status.settings import StatusSettings
 from sidecars.slurm import Controllers, SlurmClient, SlurmError
@@ -14,11 +13,8 @@ from sidecars.slurm import Controllers, SlurmClient, SlurmError
 
 async def from_control_plane(settings: StatusSettings) -> dict[str, Any] | None:
     """`/status`'s `slurmctld` (None with one controller, or from a control plane without it)."""
-    assert settings.control_plane is not None and settings.token is not None
-    base = settings.control_plane
-    cp = ControlPlaneClient(
-        url=base, token=settings.token, timeout=settings.timeout_seconds, tls=settings.tls
-    )
+    cp = control_plane_client(settings)
+    base = cp.url
     async with cp.session() as session:
         body = await get_json(session, f"{base}/status", "control plane")
     found = body.get("controllers") if isinstance(body, dict) else None

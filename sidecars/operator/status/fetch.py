@@ -1,4 +1,5 @@
-"""One GET of a JSON document from a sidecar, every failure turned into a one-line SourceError."""
+"""One GET of a JSON document from a sidecar, every failure turned into a one-line SourceError; the
+control plane's client as the flags name it."""
 
 from __future__ import annotations
 
@@ -6,7 +7,17 @@ from typing import Any
 
 import aiohttp
 
+from sidecars.operator.client import ControlPlaneClient
 from sidecars.operator.status.report import SourceError
+from sidecars.operator.status.settings import StatusSettings
+
+
+def control_plane_client(settings: StatusSettings) -> ControlPlaneClient:
+    """`--control-plane`'s client, bearing `--token-file`'s token (both given: the caller checks)."""
+    assert settings.control_plane is not None and settings.token is not None
+    return ControlPlaneClient(
+        url=settings.control_plane, token=settings.token, timeout=settings.timeout_seconds, tls=settings.tls
+    )
 
 
 async def get_json(session: aiohttp.ClientSession, url: str, what: str) -> Any:
