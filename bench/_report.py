@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 
 from sidecars.devcluster import Release
-from sidecars.devcluster.release import available_releases, build_chroot, host_release
+from sidecars.devcluster.release import available_releases, build_chroot, host_release, release_named
 
 SEP = " | "
 
@@ -25,8 +25,11 @@ def result(rid: str, what: str, ours: str, baseline: str, goal: str, met: bool) 
 
 
 async def releases(choice: str) -> list[Release]:
-    """The Slurm releases to measure: `host`, `chroot` (built if need be), or `both` (24.11 only when
-    its chroot is already built: a benchmark never spends half a minute building it)."""
+    """The Slurm releases to measure: `host`, `chroot` (built if need be), `sid` (26.05, likewise),
+    or `both` (24.11 only when its chroot is already built: a benchmark never spends half a minute
+    building it)."""
+    if choice == "sid":
+        return [await release_named("sid")]
     if choice != "both":
         return [await (host_release() if choice == "host" else build_chroot())]
     found, missing = await available_releases(build=False)

@@ -46,7 +46,6 @@ from sidecars.configsync.main import running
 from sidecars.configsync.record import Phases
 from sidecars.configsync.settings import Settings
 from sidecars.devcluster import ClusterSpec, DevCluster, Release
-from sidecars.devcluster.release import release_named
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime import logs
 from sidecars.slurm.runner import SlurmMetrics
@@ -284,8 +283,7 @@ async def main() -> None:
     )
     args = p.parse_args()
     logs.configure(json=False, level="error")
-    chosen = [await release_named("sid")] if args.release == "sid" else await releases(args.release)
-    for release in chosen:
+    for release in await releases(args.release):
         for jobs in (int(j) for j in args.jobs.split(",")):
             for reach in args.reach.split(","):
                 await measure(release, jobs, args.records, reach, args.changes, args.baseline)

@@ -42,7 +42,6 @@ from sidecars.configsync.main import running
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileEntry, FileSet
 from sidecars.devcluster import ClusterSpec, DevCluster, Release
-from sidecars.devcluster.release import release_named
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime import logs
 from sidecars.slurm.runner import SlurmMetrics
@@ -381,8 +380,7 @@ async def main() -> None:
     p.add_argument("--settle-seconds", type=float, default=0.0)
     args = p.parse_args()
     logs.configure(json=False, level="warning")
-    chosen = [await release_named("sid")] if args.release == "sid" else await releases(args.release)
-    for release in chosen:
+    for release in await releases(args.release):
         await measure(release, args)
 
 

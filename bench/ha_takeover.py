@@ -31,7 +31,6 @@ from typing import Any
 from _report import releases, result
 
 from sidecars.devcluster import DevCluster, Release
-from sidecars.devcluster.release import release_named
 from sidecars.runtime import logs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -207,8 +206,7 @@ async def main() -> None:
     p.add_argument("--seed", type=int, default=22)
     args = p.parse_args()
     logs.configure(json=False, level="warning")
-    chosen = [await release_named("sid")] if args.release == "sid" else await releases(args.release)
-    for release in chosen:
+    for release in await releases(args.release):
         await measure(release, args)
 
 

@@ -28,7 +28,6 @@ from prometheus_client import CollectorRegistry
 from sidecars.configsync.main import running
 from sidecars.configsync.settings import Settings
 from sidecars.devcluster import ClusterSpec, DevCluster, Release
-from sidecars.devcluster.release import release_named
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime import logs
 from sidecars.runtime.daemon import children_watched_without_threads
@@ -66,8 +65,7 @@ def load() -> str:
 
 
 async def measure(release_choice: str, idle_seconds: float, only: list[str]) -> None:
-    chosen = [await release_named("sid")] if release_choice == "sid" else await releases(release_choice)
-    for release in chosen:
+    for release in await releases(release_choice):
         await measure_one(release, idle_seconds, only)
 
 

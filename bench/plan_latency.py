@@ -35,7 +35,6 @@ from sidecars.configsync.main import running
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileEntry, FileSet
 from sidecars.devcluster import ClusterSpec, DevCluster, Release
-from sidecars.devcluster.release import release_named
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime import logs
 from sidecars.slurm.runner import SlurmMetrics
@@ -133,8 +132,7 @@ async def main() -> None:
     parser.add_argument("--scale", action="store_true")
     args = parser.parse_args()
     logs.configure(level="warning")
-    chosen = [await release_named("sid")] if args.release == "sid" else await releases(args.release)
-    for release in chosen:
+    for release in await releases(args.release):
         await measure(release, args.plans, args.scale)
 
 
