@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -189,19 +188,11 @@ async def test_event_sink_writes_events_and_survives_api_failure(
     await sink.emit("X", "y")  # logged, not raised
 
 
-async def test_lease_create_update_and_conflicts(fake: tuple[FakeKube, str], kube: KubeClient) -> None:
-    now = dt.datetime.now(dt.UTC)
+async def test_lease_create_update_and_conflicts(
+    fake: tuple[FakeKube, str], kube: KubeClient, new_lease: LeaseRecord
+) -> None:
+    rec, now = new_lease, new_lease.renew_time
     assert await kube.get_lease("slurm", "cp") is None
-    rec = LeaseRecord(
-        namespace="slurm",
-        name="cp",
-        holder="a",
-        duration_seconds=15,
-        acquire_time=now,
-        renew_time=now,
-        transitions=0,
-        resource_version="",
-    )
     created = await kube.create_lease(rec)
     with pytest.raises(LeaseConflict):
         await kube.create_lease(rec)

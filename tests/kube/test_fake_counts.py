@@ -4,7 +4,6 @@ from the moment it is opened: what the call-count tests and the kube_calls bench
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 
 from sidecars.kube import KubeClient, LeaseRecord
 from sidecars.kube.podstatus import patch_pod_conditions
@@ -32,7 +31,7 @@ def test_paths_are_named_as_the_api_server_names_them() -> None:
 
 
 async def test_every_call_is_counted_and_an_open_watch_when_opened(
-    fake: tuple[FakeKube, str], kube: KubeClient
+    fake: tuple[FakeKube, str], kube: KubeClient, new_lease: LeaseRecord
 ) -> None:
     f, _ = fake
     f.add_pod("w1", hostname="n1")
@@ -42,19 +41,7 @@ async def test_every_call_is_counted_and_an_open_watch_when_opened(
     await kube.annotate_pod("slurm", "w1", {"a": "1"})
     await patch_pod_conditions(kube, "slurm", "w1", [{"type": "SlurmNodeReady", "status": "True"}])
     await kube.create_event("slurm", {"kind": "Pod", "name": "w1"}, "Test", "a test")
-    now = dt.datetime.now(dt.UTC)
-    lease = await kube.create_lease(
-        LeaseRecord(
-            namespace="slurm",
-            name="cp",
-            holder="a",
-            duration_seconds=15,
-            acquire_time=now,
-            renew_time=now,
-            transitions=0,
-            resource_version="",
-        )
-    )
+    lease = await kube.create_lease(new_lease)
     await kube.update_lease(lease)
     assert await kube.get_pod("slurm", "w1") is not None
     before = len(f.requests)
