@@ -1,11 +1,13 @@
 """Test machinery every concern (and the benchmarks) uses: polling until a condition holds, a root
 task that dies on cue, an event sink that records, the control plane's node documents computed from
-a real Slurm, its value types built in one line, and the agent's command line."""
+a real Slurm, its value types built in one line, the agent's command line and the control plane's
+process."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -171,6 +173,24 @@ def fleet_pod(
 def worker_args(node: str, port: int, socket: Path, *extra: str) -> list[str]:
     """`slurm-sidecars worker` for one node of a dev cluster, serving HTTP on 127.0.0.1:`port`."""
     return ["worker", "--node-name", node, "--http", f"127.0.0.1:{port}", "--socket", str(socket), *extra]
+
+
+async def control_plane_process(
+    env: Mapping[str, str], port: int, *, stderr: int = asyncio.subprocess.DEVNULL
+) -> asyncio.subprocess.Process:
+    """`slurm-sidecars control-plane` as a process, configured by `env`, serving on 127.0.0.1:`port`
+    and logging JSON to `stderr` (the caller stops it)."""
+    return await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "slurm-sidecars"),
+        "--log-format",
+        "json",
+        "control-plane",
+        "--http",
+        f"127.0.0.1:{port}",
+        env=dict(env),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=stderr,
+    )
 
 
 async def refused_invocation(*argv: str) -> str:

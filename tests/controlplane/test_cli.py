@@ -14,7 +14,7 @@ import pytest
 from sidecars.devcluster import DevCluster, free_port
 from sidecars.kube import load_configuration
 from sidecars.runtime.waits import within
-from tests.helpers import eventually
+from tests.helpers import control_plane_process, eventually
 
 pytestmark = pytest.mark.cluster(nodes=1)
 CLI = str(Path(sys.executable).parent / "slurm-sidecars")
@@ -36,17 +36,7 @@ async def test_serves_until_sigterm_then_exits_0(cluster: DevCluster, tmp_path: 
         "SIDECARS_KUBERNETES": "off",
         "SIDECARS_INTERVAL_SECONDS": "0.5",
     }
-    proc = await asyncio.create_subprocess_exec(
-        CLI,
-        "--log-format",
-        "json",
-        "control-plane",
-        "--http",
-        f"127.0.0.1:{port}",
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    proc = await control_plane_process(env, port, stderr=asyncio.subprocess.PIPE)
     try:
         async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {TOKEN}"}) as s:
 

@@ -28,7 +28,7 @@ from sidecars.runtime.waits import within
 from sidecars.slurm import SlurmClient, SlurmFenced, SlurmMetrics
 from tests.controlplane.conftest import control_plane
 from tests.fakekube import FakeKube, configuration, write_kubeconfig
-from tests.helpers import eventually
+from tests.helpers import control_plane_process, eventually
 
 CLI = str(Path(sys.executable).parent / "slurm-sidecars")
 TOKEN = "api-token-for-agents-3c8e1f0a7b5d9264"
@@ -82,17 +82,7 @@ async def replica(
         "SIDECARS_DELETION_COST_QPS": "50",
     }
     env.pop("KUBERNETES_SERVICE_HOST", None)
-    proc = await asyncio.create_subprocess_exec(
-        CLI,
-        "--log-format",
-        "json",
-        "control-plane",
-        "--http",
-        f"127.0.0.1:{port}",
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
+    proc = await control_plane_process(env, port)
     try:
         yield Replica(name, proc, port, kube_token)
         with contextlib.suppress(ProcessLookupError):
