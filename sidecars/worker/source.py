@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import structlog
 
@@ -139,22 +139,26 @@ class NodeSource:
     async def drain(self, reason: str) -> bool:
         """Ask for our drain; False when Slurm, looked at just now, shows the node drained already.
         The control plane makes the same check itself before its batched write."""
-        if self.cp is not None and self.using_cp:
-            try:
-                await self.cp.drain(reason)
-                return True
-            except ControlPlaneUnavailable as exc:
-                self._fell_back("drain", exc)
+        if await self._control_plane_took("drain", lambda cp: cp.drain(reason)):
+            return True
         return await self.slurm.drain(reason)
 
     async def undrain(self, reason: str) -> bool:
-        if self.cp is not None and self.using_cp:
-            try:
-                await self.cp.undrain(reason)
-                return True
-            except ControlPlaneUnavailable as exc:
-                self._fell_back("undrain", exc)
+        if await self._control_plane_took("undrain", lambda cp: cp.undrain(reason)):
+            return True
         return await self.slurm.undrain(reason)
+
+    async def _control_plane_took(self, what: str, ask: Callable[[AgentClient], Awaitable[None]]) -> bool:
+        """Whether the control plane took a request (it writes to Slurm in its batch); False when it
+        is not used now or did not answer (then we fall back, and the caller asks Slurm itself)."""
+        if self.cp is None or not self.using_cp:
+            return False
+        try:
+            await ask(self.cp)
+        except ControlPlaneUnavailable as exc:
+            self._fell_back(what, exc)
+            return False
+        return True
 
     async def report(self, pod_namespace: str, pod_name: str, registered: bool, detail: str) -> None:
         """Best effort: the readiness probe, metric and Event say the same."""
