@@ -44,11 +44,28 @@ class Database:
     def log(self) -> Path:
         return self.dir / "error.log"
 
+    @property
+    def root_client(self) -> list[str]:
+        """The `mariadb` client's argv as the server's root, over its socket."""
+        return ["mariadb", "--no-defaults", f"--socket={self.socket}", "-u", "root"]
+
     def log_tail(self, limit: int = 1500) -> str:
         try:
             return self.log.read_text(errors="replace")[-limit:].strip()
         except OSError:
             return ""
+
+    async def sql(self, statements: str, timeout: float = 30.0) -> str:
+        """Run `statements` as the server's root (on stdin: never in a command line, which any local
+        user can read); their output, or DatabaseError in MariaDB's words."""
+        done = await process.run(
+            self.root_client, timeout=timeout, stdin=statements.encode(), merge_stderr=True
+        )
+        if done.returncode != 0:
+            raise DatabaseError(
+                f"{statements[:200]!r} failed (exit {done.returncode}): {done.text(1500).strip()}"
+            )
+        return done.text()
 
 
 def _server_options(db: Database) -> list[str]:
@@ -149,7 +166,7 @@ async def start(
     deadline = time.monotonic() + timeout
     while True:
         done = await process.run(
-            ["mariadb", "--no-defaults", f"--socket={db.socket}", "-u", "root"],
+            db.root_client,
             timeout=10.0,
             stdin=sql.encode(),  # not in argv: any local user can read a process's command line
             merge_stderr=True,

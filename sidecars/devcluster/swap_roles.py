@@ -165,7 +165,7 @@ class DevClusterRoles:
             raise ClusterError("this cluster has no accounting database")
         await self.cluster.stop_slurmdbd()
         done = await process.run(
-            ["mariadb", "--no-defaults", f"--socket={db.socket}", "-u", "root", "-e", f"source {backup}"],
+            [*db.root_client, "-e", f"source {backup}"],
             timeout=300,
             merge_stderr=True,
         )

@@ -20,7 +20,6 @@ from sidecars.controlplane.changes.cluster_upgrade.stages import ClusterUpgrade
 from sidecars.devcluster import ClusterSpec, Release
 from sidecars.devcluster.swap import SwappableCluster
 from sidecars.devcluster.swap_roles import DevClusterRoles
-from sidecars.runtime import process
 from sidecars.runtime.waits import within
 from sidecars.slurm import Version
 from tests.controlplane.changes.upgrade_records import finished_record
@@ -202,11 +201,7 @@ async def test_a_slurmdbd_failing_its_conversion_halts_with_its_backup_and_loses
     assert c.database is not None
     before = await run.submit()
     # the database user may no longer change tables: the new slurmdbd's conversion fails
-    revoke = f"REVOKE ALTER ON `{c.database.name}`.* FROM '{c.database.user}'@'127.0.0.1';"
-    done = await process.run(
-        ["mariadb", "--no-defaults", f"--socket={c.database.socket}", "-u", "root", "-e", revoke], timeout=30
-    )
-    assert done.returncode == 0, done.text()
+    await c.database.sql(f"REVOKE ALTER ON `{c.database.name}`.* FROM '{c.database.user}'@'127.0.0.1';")
     up = run.upgrade()
     assert await up.run() == "failed"
     assert _states(up) == {
@@ -223,10 +218,7 @@ async def test_a_slurmdbd_failing_its_conversion_halts_with_its_backup_and_loses
     await c.wait_job(run.spanning, "COMPLETED", timeout=60)
     # the operator's way back (docs/upgrades.md): the backup loaded, the old slurmdbd started on it;
     # slurmctld then sends the records it queued
-    grant = f"GRANT ALTER ON `{c.database.name}`.* TO '{c.database.user}'@'127.0.0.1';"
-    await process.run(
-        ["mariadb", "--no-defaults", f"--socket={c.database.socket}", "-u", "root", "-e", grant], timeout=30
-    )
+    await c.database.sql(f"GRANT ALTER ON `{c.database.name}`.* TO '{c.database.user}'@'127.0.0.1';")
     await run.roles.restore_database(up.status.backup)
     assert (await run.roles.versions())["slurmdbd"].at_least(24, 11)
     assert not (await run.roles.versions())["slurmdbd"].at_least(25)

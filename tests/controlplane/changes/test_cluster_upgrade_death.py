@@ -24,7 +24,6 @@ from sidecars.controlplane.changes.cluster_upgrade.status import ROLLING_BACK, S
 from sidecars.devcluster import ClusterSpec, Release
 from sidecars.devcluster.swap_roles import DevClusterRoles
 from sidecars.operator.upgrade.main import render
-from sidecars.runtime import process
 from sidecars.slurm import Version
 from tests.controlplane.changes.test_cluster_upgrade import Run, Sabotaged
 from tests.controlplane.changes.upgrade_records import finished_record
@@ -114,11 +113,7 @@ async def test_a_new_slurmdbd_that_dies_in_its_conversion_halts_the_upgrade_at_o
     c = run.cluster
     assert c.database is not None
     before = await run.submit()
-    revoke = f"REVOKE ALTER ON `{c.database.name}`.* FROM '{c.database.user}'@'127.0.0.1';"
-    done = await process.run(
-        ["mariadb", "--no-defaults", f"--socket={c.database.socket}", "-u", "root", "-e", revoke], timeout=30
-    )
-    assert done.returncode == 0, done.text()
+    await c.database.sql(f"REVOKE ALTER ON `{c.database.name}`.* FROM '{c.database.user}'@'127.0.0.1';")
     up = _upgrade(run)
     assert await up.run() == "failed"
     stage = up.status.stage("slurmdbd")

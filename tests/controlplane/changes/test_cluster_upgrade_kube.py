@@ -32,7 +32,6 @@ from sidecars.controlplane.settings import configure, from_args
 from sidecars.devcluster import ClusterSpec, Release
 from sidecars.devcluster.swap_roles import DevClusterRoles
 from sidecars.kube import KubeClient
-from sidecars.runtime import process
 from sidecars.runtime.settings import ConfigError
 from sidecars.slurm import Version
 from tests.controlplane.changes.test_cluster_upgrade import Sabotaged
@@ -593,11 +592,7 @@ async def test_a_slurmdbd_failing_its_conversion_ends_its_container_and_halts_no
     assert c.database is not None
     spanning, held, before = await _submit(kube)
     # the database user may no longer change tables: the new slurmdbd's conversion fails
-    revoke = f"REVOKE ALTER ON `{c.database.name}`.* FROM '{c.database.user}'@'127.0.0.1';"
-    done = await process.run(
-        ["mariadb", "--no-defaults", f"--socket={c.database.socket}", "-u", "root", "-e", revoke], timeout=30
-    )
-    assert done.returncode == 0, done.text()
+    await c.database.sql(f"REVOKE ALTER ON `{c.database.name}`.* FROM '{c.database.user}'@'127.0.0.1';")
     up = kube.upgrade()
     assert await up.run() == "failed", up.status.report()
     assert tuple(_states(up).values()) == ("done", "failed", "pending", "pending")
