@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import aiohttp
 from sidecars.devcluster import DevCluster
 from sidecars.drainhook import drain
 from sidecars.runtime.waits import within
+from sidecars.slurm import Job
 from sidecars.worker.observation import Observation
 from sidecars.worker.service import Agent
 from sidecars.worker.settings import WorkerSettings
@@ -59,6 +61,26 @@ async def running_agent(
 
 async def hook(settings: WorkerSettings, within: float = 60.0, reason: str | None = None) -> tuple[int, Any]:
     return await drain(str(settings.socket_path), within, reason)
+
+
+async def drained_under_a_job(
+    cluster: DevCluster, s: WorkerSettings, *sbatch: str, wrap: str
+) -> tuple[int, float]:
+    """A job submitted (`sbatch`'s words and `wrap`) and seen RUNNING, then the preStop hook run: it
+    must answer `drained` (exit 0). The job, and when the hook returned (epoch seconds)."""
+    job = await cluster.sbatch("-t", "1", *sbatch, wrap=wrap)
+    await cluster.wait_job(job, "RUNNING")
+    code, answer = await hook(s, within=60)
+    returned = time.time()
+    assert (code, answer["result"]) == (0, "drained"), answer
+    return job, returned
+
+
+async def completed(cluster: DevCluster, job: int) -> Job:
+    """The job at its end, which must be COMPLETED (exit 0): a drain never cancels or fails it."""
+    done = await cluster.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL"})
+    assert done.state == "COMPLETED", done
+    return done
 
 
 async def http_get(agent: Agent, path: str) -> tuple[int, Any]:

@@ -11,7 +11,15 @@ import pytest
 
 from sidecars.devcluster import DevCluster, free_port
 from tests.helpers import eventually
-from tests.worker.agents import hook, running_agent, settings_for, slurm_commands, token_file
+from tests.worker.agents import (
+    completed,
+    drained_under_a_job,
+    hook,
+    running_agent,
+    settings_for,
+    slurm_commands,
+    token_file,
+)
 from tests.worker.nodeapi import FakeControlPlane
 
 TOKEN = "s3cret-token-7c0e5b1f9a2d4e86b3c1"
@@ -62,11 +70,8 @@ async def test_drain_goes_through_the_control_plane(cluster: DevCluster, sockdir
     async with cp.running() as url:
         s = settings_for(cluster, sockdir, control_plane=url, token_file=token_file(sockdir, TOKEN))
         async with running_agent(cluster, s) as agent:
-            job = await cluster.sbatch("-t", "1", wrap="sleep 3")
-            await cluster.wait_job(job, "RUNNING")
-            code, answer = await hook(s, within=60)
-            assert (code, answer["result"]) == (0, "drained"), answer
-            assert (await cluster.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED"})).state == "COMPLETED"
+            job, _ = await drained_under_a_job(cluster, s, wrap="sleep 3")
+            await completed(cluster, job)
             assert (
                 "n1",
                 "drain",
@@ -83,11 +88,8 @@ async def test_unreachable_control_plane_never_blocks_a_drain(cluster: DevCluste
     dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     s = settings_for(cluster, sockdir, control_plane=dead, token_file=token_file(sockdir, TOKEN))
     async with running_agent(cluster, s) as agent:
-        job = await cluster.sbatch("-t", "1", wrap="sleep 3")
-        await cluster.wait_job(job, "RUNNING")
-        code, answer = await hook(s, within=60)
-        assert (code, answer["result"]) == (0, "drained"), answer
-        assert (await cluster.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED"})).state == "COMPLETED"
+        job, _ = await drained_under_a_job(cluster, s, wrap="sleep 3")
+        await completed(cluster, job)
         assert agent.source.mode == "fallback"
         assert agent.metrics.fallbacks._value.get() >= 1
 

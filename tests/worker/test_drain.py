@@ -12,7 +12,14 @@ import pytest
 from sidecars.devcluster import DevCluster
 from sidecars.worker.service import Agent
 from tests.helpers import RecordingEvents, eventually
-from tests.worker.agents import hook, running_agent, settings_for, stale_look_once
+from tests.worker.agents import (
+    completed,
+    drained_under_a_job,
+    hook,
+    running_agent,
+    settings_for,
+    stale_look_once,
+)
 
 REASON = "slurm-sidecars: pod slurm/worker-n1 terminating"
 
@@ -22,14 +29,8 @@ REASON = "slurm-sidecars: pod slurm/worker-n1 terminating"
 async def test_drain_waits_for_the_running_job_then_returns(cluster: DevCluster, sockdir) -> None:
     s = settings_for(cluster, sockdir)
     async with running_agent(cluster, s) as agent:
-        job = await cluster.sbatch("-t", "1", wrap="sleep 3; echo finished")
-        await cluster.wait_job(job, "RUNNING")
-        code, answer = await hook(s, within=60)
-        returned = time.time()
-        assert (code, answer["result"]) == (0, "drained"), answer
-        # the job ran to its end: COMPLETED (exit 0), not cancelled or failed
-        done = await cluster.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL"})
-        assert done.state == "COMPLETED"
+        job, returned = await drained_under_a_job(cluster, s, wrap="sleep 3; echo finished")
+        done = await completed(cluster, job)
         assert (cluster.out_dir / f"slurm-{job}.out").read_text().strip() == "finished"
         assert done.end_time is not None and returned >= done.end_time
         node = await cluster.client().node("n1")
@@ -170,12 +171,9 @@ async def test_dynamic_node_record_is_deleted_after_the_drain(cluster: DevCluste
     await cluster.wait_node("d1", lambda n: n.state.registered and n.state.base == "IDLE")
     s = settings_for(cluster, sockdir, node="d1")  # dynamic: seen from slurmd's `-Z`, no flag needed
     async with running_agent(cluster, s):
-        job = await cluster.sbatch("-t", "1", "-w", "d1", wrap="sleep 2")
-        await cluster.wait_job(job, "RUNNING")
-        code, answer = await hook(s, within=60)
-        assert (code, answer["result"]) == (0, "drained"), answer
+        job, _ = await drained_under_a_job(cluster, s, "-w", "d1", wrap="sleep 2")
         assert await cluster.client().node("d1") is None
-        assert (await cluster.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED"})).state == "COMPLETED"
+        await completed(cluster, job)
 
 
 def _while_draining(agent: Agent) -> bool:

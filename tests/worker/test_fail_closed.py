@@ -24,6 +24,7 @@ from sidecars.runtime.waits import within
 from sidecars.worker.backoff import Backoff
 from tests.fakekube import FakeKube, write_kubeconfig
 from tests.helpers import RecordingEvents, eventually
+from tests.worker import agents
 from tests.worker.agents import hook, running_agent, settings_for, slurm_commands, token_file
 
 TOKEN = "s3cret-token-2f7a9c4e1b8d6053a7e1"
@@ -82,13 +83,8 @@ async def test_a_control_plane_fault_never_ends_a_drain_while_a_job_runs(
     async with standing_in(answer) as url:
         s = settings_for(cluster, sockdir, control_plane=url, token_file=token_file(sockdir, TOKEN))
         async with running_agent(cluster, s):
-            job = await cluster.sbatch("-t", "1", wrap="sleep 4; echo finished")
-            await cluster.wait_job(job, "RUNNING")
-            code, answer_ = await hook(s, within=60)
-            returned = time.time()
-            assert (code, answer_["result"]) == (0, "drained"), answer_
-    done = await cluster.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL"})
-    assert done.state == "COMPLETED"
+            job, returned = await agents.drained_under_a_job(cluster, s, wrap="sleep 4; echo finished")
+    done = await agents.completed(cluster, job)
     assert (cluster.out_dir / f"slurm-{job}.out").read_text().strip() == "finished"
     assert done.end_time is not None and returned >= done.end_time
 

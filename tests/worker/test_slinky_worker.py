@@ -11,7 +11,7 @@ import pytest
 from sidecars.devcluster import DevCluster
 from sidecars.worker.service import Agent
 from tests.helpers import eventually
-from tests.worker.agents import hook, http_get, running_agent, settings_for
+from tests.worker.agents import completed, drained_under_a_job, http_get, running_agent, settings_for
 
 pytestmark = pytest.mark.releases("slurm24", "slurm26")
 
@@ -85,12 +85,9 @@ async def test_the_drain_hook_drains_a_dynamic_worker_and_its_record_is_deleted(
 ) -> None:
     s = settings_for(cluster, sockdir, node="n2")  # dynamic: seen from slurmd's `-Z`, no flag needed
     async with running_agent(cluster, s):
-        job = await cluster.sbatch("-t", "1", "-w", "n2", wrap="sleep 2")
-        await cluster.wait_job(job, "RUNNING")
-        code, answer = await hook(s, within=60)
-        assert (code, answer["result"]) == (0, "drained"), answer
+        job, _ = await drained_under_a_job(cluster, s, "-w", "n2", wrap="sleep 2")
         assert await cluster.client().node("n2") is None
-        assert (await cluster.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED"})).state == "COMPLETED"
+        await completed(cluster, job)
         assert [n.name for n in await cluster.client().nodes()] == ["n1"]
 
 
