@@ -8,7 +8,6 @@ import asyncio
 import os
 import re
 import signal
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from sidecars.devcluster import Release
 from sidecars.runtime.pdeathsig import die_with_parent
 from sidecars.runtime.waits import within
 from sidecars.slurm import naming
+from tests.demo.tours import demo_argv, tour
 from tests.devcluster import lifetime
 
 
@@ -29,23 +29,10 @@ def _mentions(pid: str, text: bytes) -> bool:
         return False
 
 
-def _demo_argv(release: Release, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "sidecars", "demo", "--release", release.name, *extra]
-
-
 @pytest.mark.timeout(240)
 @pytest.mark.per_release("the tour a user runs first must reach its end on each release's Slurm")
 async def test_tour_runs_to_the_end(release: Release) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        *_demo_argv(release, "--tour"),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        preexec_fn=die_with_parent(),  # a test run that is killed takes its demo (and cluster) along
-    )
-    out, _ = await within(proc.communicate(), 200)
-    text = out.decode()
-    assert proc.returncode == 0, text[-3000:]
-    summary = text[text.index("\nSummary") :]
+    text, summary = await tour(release, seconds=200)
     assert summary.count("\n  ok ") == 9 and "FAIL" not in summary, summary
     assert re.search(r"rejected: .*ThisIsNotAKey", text), text[-3000:]
     # a window made ahead of time: Slurm's MAINT reservation, the job waited for, the node released
@@ -110,7 +97,7 @@ async def test_live_mode_stops_on_signal_and_leaves_nothing(sig: signal.Signals)
 @pytest.mark.releases("slurm24")  # the demo's own; test_killed_owner.py kills owners on host and chroot
 async def test_killed_demo_leaves_nothing_running(release: Release) -> None:
     proc = await asyncio.create_subprocess_exec(
-        *_demo_argv(release),
+        *demo_argv(release),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,

@@ -3,32 +3,20 @@ that cannot have accounting is a bad invocation with one line saying why."""
 
 from __future__ import annotations
 
-import asyncio
 import re
-import sys
 
 import pytest
 
 from sidecars.devcluster import Release
-from sidecars.runtime.waits import within
+from tests.demo.tours import demo_argv, tour
 from tests.helpers import refused_invocation
-
-
-def _demo(release: Release, *more: str) -> list[str]:
-    return [sys.executable, "-m", "sidecars", "demo", "--tour", "--release", release.name, *more]
 
 
 @pytest.mark.timeout(300)
 @pytest.mark.releases("slurm22", "slurm26")
 @pytest.mark.per_release("the host's 22.05 slurmdbd and sacct and a chroot's 26.05 ones")
 async def test_the_tour_shows_jobs_in_sacct(release: Release) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        *_demo(release, "--accounting"), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-    )
-    out, _ = await within(proc.communicate(), 260)
-    text = out.decode()
-    assert proc.returncode == 0, text[-3000:]
-    summary = text[text.index("\nSummary") :]
+    text, summary = await tour(release, "--accounting", seconds=260)
     assert "FAIL" not in summary and "ok   Jobs in accounting" in summary, summary
     assert re.search(r"sacct: job \d+ CANCELLED", text), text[-3000:]
     assert re.search(r"sacct: job \d+ COMPLETED \(exit 0:0\)", text), text[-3000:]  # the tour.s own jobs
@@ -36,22 +24,14 @@ async def test_the_tour_shows_jobs_in_sacct(release: Release) -> None:
 
 @pytest.mark.releases("slurm26")
 async def test_accounting_with_the_slinky_shape_is_a_bad_invocation(release: Release) -> None:
-    line = await refused_invocation(*_demo(release, "--accounting", "--shape", "slinky"))
+    line = await refused_invocation(*demo_argv(release, "--tour", "--accounting", "--shape", "slinky"))
     assert "classic shape only" in line, line
 
 
 @pytest.mark.timeout(420)
 @pytest.mark.releases("slurm24")
 async def test_the_tour_ends_with_a_whole_cluster_upgrade_shown_stage_by_stage(release: Release) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        *_demo(release, "--accounting", "--upgrade-to", "sid"),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    out, _ = await within(proc.communicate(), 380)
-    text = out.decode()
-    assert proc.returncode == 0, text[-3000:]
-    summary = text[text.index("\nSummary") :]
+    text, summary = await tour(release, "--accounting", "--upgrade-to", "sid", seconds=380)
     assert "FAIL" not in summary and "ok   A whole-cluster upgrade" in summary, summary
     assert "ok   Jobs in accounting" in summary, summary
     step = text[text.index("A whole-cluster upgrade (slurmdbd") : text.index("\nSummary")]
@@ -68,5 +48,5 @@ async def test_the_tour_ends_with_a_whole_cluster_upgrade_shown_stage_by_stage(r
 
 @pytest.mark.releases("slurm24")
 async def test_an_upgrade_without_accounting_is_a_bad_invocation(release: Release) -> None:
-    line = await refused_invocation(*_demo(release, "--upgrade-to", "sid"))
+    line = await refused_invocation(*demo_argv(release, "--tour", "--upgrade-to", "sid"))
     assert "--upgrade-to: needs --accounting and --release chroot" in line, line

@@ -3,30 +3,20 @@ cannot run that shape is a bad invocation with one line saying why."""
 
 from __future__ import annotations
 
-import asyncio
 import re
-import sys
 
 import pytest
 
 from sidecars.devcluster import Release
-from sidecars.runtime.waits import within
+from tests.demo.tours import demo_argv, tour
 from tests.helpers import refused_invocation
 
 
 @pytest.mark.timeout(240)
 @pytest.mark.releases("slurm26")
 async def test_the_tour_runs_to_the_end_on_the_slinky_shape(release: Release) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        *[sys.executable, "-m", "sidecars", "demo", "--tour", "--release", release.name, "--shape", "slinky"],
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    out, _ = await within(proc.communicate(), 200)
-    text = out.decode()
-    assert proc.returncode == 0, text[-3000:]
+    text, summary = await tour(release, "--shape", "slinky", seconds=200)
     assert "(slinky shape)" in text
-    summary = text[text.index("\nSummary") :]
     assert summary.count("\n  ok ") == 9 and "FAIL" not in summary, summary
     assert "then its dynamic record deleted" in text
     assert re.search(r"rejected: .*ThisIsNotAKey", text), text[-3000:]
@@ -34,7 +24,5 @@ async def test_the_tour_runs_to_the_end_on_the_slinky_shape(release: Release) ->
 
 @pytest.mark.releases("slurm22")
 async def test_the_slinky_shape_on_22_05_is_a_bad_invocation(release: Release) -> None:
-    line = await refused_invocation(
-        sys.executable, "-m", "sidecars", "demo", "--tour", "--release", release.name, "--shape", "slinky"
-    )
+    line = await refused_invocation(*demo_argv(release, "--tour", "--shape", "slinky"))
     assert "--shape slinky: the Slinky shape needs Slurm 23.11" in line, line
