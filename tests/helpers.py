@@ -6,9 +6,10 @@ process."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -42,6 +43,18 @@ async def eventually(
         if loop.time() > deadline:
             raise AssertionError(f"timed out after {within:g}s waiting for {what}; last: {value!r}")
         await asyncio.sleep(every)
+
+
+@contextlib.asynccontextmanager
+async def in_background(work: Coroutine[Any, Any, Any], name: str) -> AsyncIterator[asyncio.Task[Any]]:
+    """`work` running as a task named `name` while the block runs; cancelled, and waited for, at its end."""
+    task = asyncio.create_task(work, name=name)
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def dies_when_armed(

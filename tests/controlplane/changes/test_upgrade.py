@@ -19,6 +19,7 @@ from sidecars.runtime.waits import within
 from sidecars.slurm import Version
 from tests.controlplane.conftest import TOKEN, control_plane, eventually
 from tests.fakekube import FakeKube
+from tests.helpers import in_background
 
 pytestmark = [pytest.mark.releases("slurm24", "slurm26"), pytest.mark.cluster(nodes=4)]
 REASON = REASON_PREFIX + "new"
@@ -50,13 +51,8 @@ async def statefulset_on_delete(fake: FakeKube) -> AsyncIterator[list[str]]:
                     replaced.append(node)
             await asyncio.sleep(0.05)
 
-    task = asyncio.create_task(run(), name="statefulset")
-    try:
+    async with in_background(run(), "statefulset"):
         yield replaced
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 @pytest.mark.per_release("each release's slurmd leaving and re-registering with jobs on the nodes")

@@ -33,6 +33,7 @@ from typing import Any
 
 from sidecars.slurm import Node, SlurmClient, SlurmError
 from tests.fakekube import FakeKube
+from tests.helpers import in_background
 
 PREFIX = "slurm-operator: "
 POD_CORDON = "nodeset.slinky.slurm.net/pod-cordon"
@@ -154,10 +155,5 @@ class SlinkyOperator:
                     await self.step()
                 await asyncio.sleep(every_seconds)  # a controller's requeue period, not a test wait
 
-        task = asyncio.create_task(loop(), name="fake_slinky_operator")
-        try:
+        async with in_background(loop(), "fake_slinky_operator"):
             yield self
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
