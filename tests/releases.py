@@ -13,15 +13,13 @@ the choice (a test that holds only on some releases), and `per_release` then run
 those. `--every-release` runs every test on every release it allows (the suite before issue #34, or a
 developer's `--every-release -k slurm24` to see one test on one release).
 
-Files not yet read for the marker keep every release (UNREVIEWED below): a file leaves the list once
-each of its tests that differs per release is marked. A reviewer unsure whether a test differs marks
-it: coverage is kept by default, never lost by omission.
+Every test file has been read for the marker (issue #34). A reviewer unsure whether a test differs
+marks it: coverage is kept by default, never lost by omission.
 """
 
 from __future__ import annotations
 
 import zlib
-from pathlib import PurePosixPath
 
 import pytest
 
@@ -29,16 +27,6 @@ import pytest
 RELEASE_IDS = {"slurm22": "host", "slurm24": "chroot", "slurm26": "sid"}
 EVERY_RELEASE_OPTION = "--every-release"
 PER_RELEASE = "per_release"
-
-# test files (relative to the repository) whose tests all still run on every release: not yet read for
-# `per_release` (issue #34). Shrinks as files are read; a new file is never added here.
-UNREVIEWED: frozenset[str] = frozenset(
-    {
-        "tests/configsync/test_at_size.py",
-        "tests/configsync/test_ha_return.py",
-        "tests/configsync/test_harm.py",
-    }
-)
 
 
 def one_release(test_id: str, ids: list[str]) -> str:
@@ -66,10 +54,6 @@ def release_ids(definition: pytest.Function, every_release: bool) -> list[str]:
             " behaviour differs between releases"
         )
     test_id = definition.nodeid.split("[", 1)[0]
-    if every_release or marker is not None or _path(test_id) in UNREVIEWED:
+    if every_release or marker is not None:
         return ids
     return [one_release(test_id, ids)]
-
-
-def _path(test_id: str) -> str:
-    return str(PurePosixPath(test_id.split("::", 1)[0]))

@@ -29,6 +29,10 @@ def max_time(files: dict[str, bytes], minutes: int) -> dict[str, bytes]:
 
 @pytest.mark.timeout(240)
 @pytest.mark.cluster(node_records=RECORDS, extra_conf=LATE)
+@pytest.mark.per_release(
+    "23.11+ restarts slurmd at a reconfigure (each worker judged) and takes added nodes; 22.05 must "
+    "restart for them and lists no CLOUD record"
+)
 async def test_a_change_applies_beside_records_in_every_state(cluster: DevCluster) -> None:
     async with config_sync(cluster) as sync:
         files = max_time(sync.good(), 45)
@@ -56,6 +60,10 @@ async def test_a_change_applies_beside_records_in_every_state(cluster: DevCluste
 
 @pytest.mark.timeout(240)
 @pytest.mark.cluster(node_records={"DOWN": 500, "FUTURE": 500})
+@pytest.mark.per_release(
+    "the verification after a reconfigure is each release's: 23.11+ re-execs slurmctld and restarts "
+    "slurmd, 22.05 rereads in place; the fleet is read once on each"
+)
 async def test_the_fleet_is_read_once_per_verification(cluster: DevCluster) -> None:
     reads: list[str] = []
 

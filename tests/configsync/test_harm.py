@@ -210,6 +210,10 @@ async def each_refused_or_rolled_back(cluster: DevCluster, cases: list[Case]) ->
 
 @pytest.mark.timeout(600)
 @pytest.mark.cluster(**CLASSIC)
+@pytest.mark.per_release(
+    "a Gres count above the devices drains no worker on 22.05 (applied) and is rolled back on 24.11+; "
+    "the rollback's resumes meet 24.11's kept reason"
+)
 async def test_changes_the_workers_refuse_classic(cluster: DevCluster) -> None:
     await each_refused_or_rolled_back(cluster, CLASSIC_CASES)
 
@@ -217,6 +221,10 @@ async def test_changes_the_workers_refuse_classic(cluster: DevCluster) -> None:
 @pytest.mark.timeout(600)
 @pytest.mark.releases("slurm24", "slurm26")
 @pytest.mark.cluster(**SLINKY)
+@pytest.mark.per_release(
+    "each release's dynamic workers register (and are drained) in their own words, and the rollback's "
+    "resumes meet 24.11's kept reason"
+)
 async def test_changes_the_workers_refuse_slinky(cluster: DevCluster) -> None:
     await each_refused_or_rolled_back(cluster, SLINKY_CASES)
 
