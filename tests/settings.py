@@ -49,15 +49,14 @@ def _placeholders(cls: type, values: dict[str, Any]) -> dict[str, Any]:
         node = values.get("node_name") or "n1"
         return {
             "node_name": node,
-            "http_host": "127.0.0.1",
-            "http_port": 0,
+            "http_address": ("127.0.0.1", 0),
             "socket_path": NOWHERE / "agent.sock",
             "state_dir": NOWHERE,
             "pod_namespace": "slurm",
             "pod_name": f"worker-{node}",
         }
     if cls is ControlPlaneSettings:
-        return {"host": "127.0.0.1", "port": 0, "token": TOKEN, "viewer_token": VIEWER}
+        return {"http_address": ("127.0.0.1", 0), "token": TOKEN, "viewer_token": VIEWER}
     if cls is ConfigSyncSettings:
         return {"sources": (), "target": NOWHERE, "state_dir": NOWHERE, "http_host": "127.0.0.1"}
     if cls is StatusSettings:

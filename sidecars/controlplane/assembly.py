@@ -43,7 +43,7 @@ from sidecars.controlplane.reconcile import (
     UnownedPolicy,
 )
 from sidecars.controlplane.reconcile.round import PodEmit
-from sidecars.controlplane.settings import ControlPlaneSettings, UpgradeSettings
+from sidecars.controlplane.settings import ClusterUpgradeSettings, ControlPlaneSettings
 from sidecars.kube import KubeClient, KubeEventSink, Pod
 from sidecars.kube.cache import WatchCache
 from sidecars.protocol.events import Reason
@@ -157,7 +157,7 @@ def cluster_roles(
 
 
 def upgrade_role_names(
-    upgrade: UpgradeSettings, namespace: str, own_pod: str
+    upgrade: ClusterUpgradeSettings, namespace: str, own_pod: str
 ) -> tuple[KubeRoleNames | None, list[str]]:
     """What a whole-cluster upgrade moves, as the settings name it; or none, and the flags missing."""
     u = upgrade

@@ -32,10 +32,8 @@ from sidecars.runtime.settings import (
     TOKEN_FILE,
     URL,
     ConfigError,
-    Flag,
     add_flags,
     choice,
-    convert,
     declared,
     number,
     seconds,
@@ -46,11 +44,6 @@ from sidecars.runtime.settings import (
 from sidecars.slurm import daemons
 
 AUDIENCE = "slurm-sidecars"  # the audience of the agents' projected ServiceAccount tokens
-
-
-HTTP = Flag(
-    name="--http", help="HOST:PORT to serve the API, probes and metrics on", conv=ADDRESS, required=True
-)
 
 
 # The writers' settings, a group each: the writer is handed its group, not the whole settings.
@@ -237,7 +230,7 @@ class TopologySettings:
 
 
 @declared()
-class UpgradeSettings:
+class ClusterUpgradeSettings:
     """A whole-cluster upgrade in Kubernetes (docs/upgrades.md): what it changes, named."""
 
     slurmdbd_workload: tuple[str, str] | None = setting(
@@ -286,8 +279,9 @@ class UpgradeSettings:
 
 @declared()
 class ControlPlaneSettings:
-    host: str  # --http
-    port: int
+    http_address: tuple[str, int] = setting(
+        flag="--http", conv=ADDRESS, required=True, help="HOST:PORT to serve the API, probes and metrics on"
+    )
     token: str = setting(  # the operator's credential: every call, writes to any node, maintenance, upgrades
         flag="--token-file",
         conv=TOKEN_FILE,
@@ -401,17 +395,24 @@ class ControlPlaneSettings:
     )
     busy: BusySettings = settings_of(default_factory=BusySettings, prefix="busy")
     topology: TopologySettings = settings_of(default_factory=TopologySettings, prefix="topology")
-    upgrade: UpgradeSettings = settings_of(default_factory=UpgradeSettings, prefix="upgrade")
+    upgrade: ClusterUpgradeSettings = settings_of(default_factory=ClusterUpgradeSettings, prefix="upgrade")
+
+    @property
+    def host(self) -> str:
+        return self.http_address[0]
+
+    @property
+    def port(self) -> int:
+        return self.http_address[1]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    add_flags(parser, HTTP, ControlPlaneSettings)
+    add_flags(parser, ControlPlaneSettings)
     http.configure_tls(parser)
     topology.add_flags(parser)
 
 
 def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
-    host, port = convert(HTTP, args)
     given = values(ControlPlaneSettings, args)
     if given["viewer_token"] == given["token"]:
         raise ConfigError("--viewer-token-file: must differ from --token-file (the operator's)")
@@ -420,7 +421,7 @@ def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
     given["namespace"] = given.get("namespace") or os.environ.get("POD_NAMESPACE") or "slurm"
     given["kubeconfig"] = given.get("kubeconfig") or None
     given["topology"] = dataclasses.replace(given["topology"], spec=topology.from_args(args))
-    settings = ControlPlaneSettings(host=host, port=port, tls=http.tls_from(args), **given)
+    settings = ControlPlaneSettings(tls=http.tls_from(args), **given)
     if settings.upgrade.backup_job_configmap and settings.upgrade.without_database_backup:
         raise ConfigError(
             "--upgrade-without-database-backup: a backup Job is named (--upgrade-backup-job-configmap): "

@@ -68,6 +68,7 @@ __all__ = [  # the converters too: a role declares its settings with one import
     "read_token",
     "seconds",
     "setting",
+    "settings_from",
     "settings_of",
     "values",
 ]
@@ -315,6 +316,11 @@ def values(cls: type, args: argparse.Namespace, *, _prefix: str = "") -> dict[st
             if getattr(args, f.dest, None) not in (None, []) or f.required:
                 out[field.name] = convert(f, args)
     return out
+
+
+def settings_from(cls: type[T], args: argparse.Namespace) -> T:
+    """`cls` built from `args` alone: for a role whose every field is a declared flag."""
+    return cls(**values(cls, args))
 
 
 def flag(
