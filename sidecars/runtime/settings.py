@@ -263,12 +263,16 @@ def add_flag(parser: argparse.ArgumentParser, f: Flag, env: Mapping[str, str] | 
 
 
 def add_flags(
-    parser: argparse.ArgumentParser, *sources: type | Flag, env: Mapping[str, str] | None = None
+    parser: argparse.ArgumentParser,
+    *sources: type | Flag,
+    env: Mapping[str, str] | None = None,
+    note: str = "",
 ) -> None:
-    """The flags of settings dataclasses and of lone `Flag`s, in the order given."""
+    """The flags of settings dataclasses and of lone `Flag`s, in the order given; `note` leads
+    each one's help (a role told how its value must match another's)."""
     for source in sources:
         for f in [source] if isinstance(source, Flag) else flags_of(source):
-            add_flag(parser, f, env)
+            add_flag(parser, dataclasses.replace(f, help=note + f.help) if note else f, env)
 
 
 def convert(f: Flag, args: argparse.Namespace) -> Any:
