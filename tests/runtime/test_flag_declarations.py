@@ -15,7 +15,6 @@ import argparse
 from sidecars.cli import build_parser
 from sidecars.runtime.settings import Flag
 
-CLIENT = ("--control-plane", "--token-file", "--timeout-seconds", "--ca-file")  # the operator's commands'
 # (command, flag) declared another way, left to move ("" is the command line's own options).
 NOT_YET: frozenset[tuple[str, str]] = frozenset(
     {
@@ -25,14 +24,9 @@ NOT_YET: frozenset[tuple[str, str]] = frozenset(
         # config-sync: its layout is being reworked (#38, its wings)
         ("config-sync", "--http"),
         ("config-guard", "--target"),
-        # the operator's commands and the demo: their text is checked by hand per action
-        *(("maintenance", f) for f in (*CLIENT, "--nodes", "--start", "--duration", "--reason")),
-        *(
-            ("upgrade", f)
-            for f in (*CLIENT, "--revision", "--deployment", "--upgrade-budget", "--slurm-version", "--image")
-        ),
         ("plan", "-f"),  # kubectl's short alias of --filename
-        *(("demo", f) for f in ("--release", "--nodes", "--shape", "--tour", "--accounting", "--upgrade-to")),
+        # switches without a value, and a choice that may be empty
+        *(("demo", f) for f in ("--tour", "--accounting", "--upgrade-to")),
     }
 )
 
