@@ -12,7 +12,7 @@ from sidecars.runtime.settings import (
     declared,
     env_name,
     flags_of,
-    seconds,
+    number,
     setting,
     settings_from,
     settings_of,
@@ -22,7 +22,7 @@ from tests.settings import build
 
 @declared()
 class Inner:
-    grace_seconds: float = setting(default=5.0, conv=seconds(), help="a grace")
+    tries: int = setting(default=5, conv=number(unit="tries"), help="how many")
     on: bool = setting(default=True, flag="--inner-switch", conv=BOOL, help="named by itself")
 
 
@@ -34,16 +34,16 @@ class Outer:
 
 def test_a_groups_prefix_leads_its_flags_and_variables_and_a_fields_own_flag_wins() -> None:
     flags = {f.name: f for f in flags_of(Outer)}
-    assert list(flags) == ["--plain", "--in-ner-grace-seconds", "--inner-switch"]
-    assert flags["--in-ner-grace-seconds"].env == "SIDECARS_IN_NER_GRACE_SECONDS"
-    assert [f.path for f in flags.values()] == ["plain", "inner.grace_seconds", "inner.on"]
+    assert list(flags) == ["--plain", "--in-ner-tries", "--inner-switch"]
+    assert flags["--in-ner-tries"].env == "SIDECARS_IN_NER_TRIES"
+    assert [f.path for f in flags.values()] == ["plain", "inner.tries", "inner.on"]
 
 
 def test_a_group_is_built_from_its_flags_and_from_its_variables() -> None:
     p = argparse.ArgumentParser()
     add_flags(p, Outer, env={env_name("--inner-switch"): "false"})
-    got = settings_from(Outer, p.parse_args(["--in-ner-grace-seconds", "2.5"]))
-    assert got == Outer(plain="x", inner=Inner(grace_seconds=2.5, on=False))
+    got = settings_from(Outer, p.parse_args(["--in-ner-tries", "2"]))
+    assert got == Outer(plain="x", inner=Inner(tries=2, on=False))
     assert settings_from(Outer, argparse.ArgumentParser().parse_args([])) == Outer()  # nothing given
 
 
