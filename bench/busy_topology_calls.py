@@ -34,6 +34,7 @@ from sidecars.controlplane.fleet.snapshot import FleetSnapshot
 from sidecars.controlplane.reconcile import View
 from sidecars.controlplane.reconcile.busy_label import LABEL, BusyLabeler
 from sidecars.controlplane.reconcile.topology_sync import TopologySync
+from sidecars.controlplane.settings import TopologySettings
 from sidecars.kube import KubeClient, KubeNode, Pod
 from sidecars.kube.topology import TopologySpec
 from sidecars.runtime import logs
@@ -130,7 +131,7 @@ class Sim:
             lambda p: p.hostname,
             TopologySpec((ZONE, RACK)),
             namespace="slurm",
-            configmap="slurm-topology",
+            settings=TopologySettings(configmap="slurm-topology"),
             clock=self.clock,
         )
         self.version = 0

@@ -203,13 +203,18 @@ def scaled(speed: float) -> ControlPlaneSettings:
         batch_window_seconds=d.batch_window_seconds / speed,
         lease_seconds=d.lease_seconds / speed,
         renew_seconds=d.renew_seconds / speed,
-        condition_settle_seconds=d.condition_settle_seconds / speed,
-        condition_qps=d.condition_qps * speed,
-        busy_label_qps=d.busy_label_qps * speed,
-        busy_release_seconds=d.busy_release_seconds / speed,
+        conditions=dataclasses.replace(
+            d.conditions, settle_seconds=d.conditions.settle_seconds / speed, qps=d.conditions.qps * speed
+        ),
+        busy=dataclasses.replace(
+            d.busy, label_qps=d.busy.label_qps * speed, release_seconds=d.busy.release_seconds / speed
+        ),
         deletion_cost_qps=d.deletion_cost_qps * speed,
-        recycle_grace_seconds=d.recycle_grace_seconds / speed,
-        recycle_window_seconds=d.recycle_window_seconds / speed,
+        recycle=dataclasses.replace(
+            d.recycle,
+            grace_seconds=d.recycle.grace_seconds / speed,
+            window_seconds=d.recycle.window_seconds / speed,
+        ),
     )
 
 
@@ -478,7 +483,7 @@ async def main() -> None:
     cordon_calls = kinds(during)[2].total()
     # what changes on each cordoned worker: its conditions twice (drained while its job runs, then
     # drained and idle), its deletion cost and its busy label once each (the job ended)
-    changes = 2 + 1 + (1 if settings.busy_label else 0)
+    changes = 2 + 1 + (1 if settings.busy.label else 0)
     result(
         "K1",
         f"calls for a cordon of {args.cordon} Nodes (drain + job end), then held {held_min:.0f} min",

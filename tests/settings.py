@@ -4,16 +4,23 @@
 placeholders for what a role must be given but a test may not care about (loopback HTTP on a free
 port, the test credentials), every period shortened for a test unless `quick=False` (benchmarks
 measure production's), and last the caller's `values`.
+
+A group of settings (`ControlPlaneSettings.recycle`) is given either whole, as its object, or as a
+mapping of the fields the test cares about, laid over the group's quick values and defaults:
+`build(ControlPlaneSettings, recycle={"grace_seconds": 0.5})`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 from sidecars.configsync.settings import Settings as ConfigSyncSettings
 from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.operator.status.settings import StatusSettings
+from sidecars.runtime.settings import GROUP
 from sidecars.worker.settings import WorkerSettings
 
 TOKEN = "s3cret-token-for-tests-5d1e8a0c93b7f"  # the operator's
@@ -28,7 +35,13 @@ def build(cls: type[S], *, quick: bool = True, **values: Any) -> S:
     base = _placeholders(cls, values)
     if quick:
         base.update(_quick(cls))
-    return cls(**{**base, **values})
+    groups = {f.name: f.default_factory for f in dataclasses.fields(cls) if GROUP in f.metadata}
+    for name, value in values.items():
+        merge = name in groups and isinstance(value, Mapping)
+        base[name] = {**base.get(name, {}), **value} if merge else value
+    return cls(
+        **{k: groups[k](**v) if k in groups and isinstance(v, Mapping) else v for k, v in base.items()}
+    )
 
 
 def _placeholders(cls: type, values: dict[str, Any]) -> dict[str, Any]:
@@ -36,15 +49,14 @@ def _placeholders(cls: type, values: dict[str, Any]) -> dict[str, Any]:
         node = values.get("node_name") or "n1"
         return {
             "node_name": node,
-            "http_host": "127.0.0.1",
-            "http_port": 0,
+            "http_address": ("127.0.0.1", 0),
             "socket_path": NOWHERE / "agent.sock",
             "state_dir": NOWHERE,
             "pod_namespace": "slurm",
             "pod_name": f"worker-{node}",
         }
     if cls is ControlPlaneSettings:
-        return {"host": "127.0.0.1", "port": 0, "token": TOKEN, "viewer_token": VIEWER}
+        return {"http_address": ("127.0.0.1", 0), "token": TOKEN, "viewer_token": VIEWER}
     if cls is ConfigSyncSettings:
         return {"sources": (), "target": NOWHERE, "state_dir": NOWHERE, "http_host": "127.0.0.1"}
     if cls is StatusSettings:
@@ -72,9 +84,7 @@ def _quick(cls: type) -> dict[str, Any]:
             "identity": "cp-a",
             "lease_seconds": 6.0,  # a write lapses 4 s after a renewal starts: room for a loaded machine
             "renew_seconds": 0.5,
-            "recycle_grace_seconds": 0.5,
-            "recycle_window_seconds": 60.0,
-            "recycle_backoff_seconds": 30.0,
+            "recycle": {"grace_seconds": 0.5, "window_seconds": 60.0, "backoff_seconds": 30.0},
             "deletion_cost_qps": 50.0,
         }
     if cls is ConfigSyncSettings:

@@ -11,26 +11,31 @@ import argparse
 from pathlib import Path
 
 from sidecars.runtime import secretcheck
-from sidecars.runtime.settings import PATH, ConfigError, Flag, add_flags, convert, number
+from sidecars.runtime.settings import PATH, ConfigError, add_flags, declared, number, setting, settings_from
 
-FILE_FLAG = Flag(
-    name="--file", help="a key file (a mounted Secret); repeatable", conv=PATH, required=True, multiple=True
-)
-MIN_BYTES_FLAG = Flag(
-    name="--min-bytes",
-    help="shortest key accepted",
-    conv=number(unit="bytes"),
-    default=secretcheck.MIN_KEY_BYTES,
-)
+
+@declared(kw_only=True)
+class CheckSecretSettings:
+    files: tuple[Path, ...] = setting(
+        flag="--file",
+        help="a key file (a mounted Secret); repeatable",
+        conv=PATH,
+        required=True,
+        multiple=True,
+    )
+    min_bytes: int = setting(
+        default=secretcheck.MIN_KEY_BYTES, conv=number(unit="bytes"), help="shortest key accepted"
+    )
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    add_flags(p, FILE_FLAG, MIN_BYTES_FLAG)
+    add_flags(p, CheckSecretSettings)
 
 
 def main(args: argparse.Namespace) -> int:
-    least = int(convert(MIN_BYTES_FLAG, args))
-    for name in convert(FILE_FLAG, args):
+    settings = settings_from(CheckSecretSettings, args)
+    least = settings.min_bytes
+    for name in settings.files:
         try:
             data = Path(name).read_bytes()
         except OSError as exc:

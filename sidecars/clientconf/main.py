@@ -10,23 +10,28 @@ takes a restart of the pod (docs/security.md).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from sidecars.runtime.files import replace_atomically
-from sidecars.runtime.settings import PATH, ConfigError, Flag, add_flags, convert
+from sidecars.runtime.settings import PATH, ConfigError, add_flags, declared, setting, settings_from
 from sidecars.slurm.clientconf import ClientConfError, render
 
-FROM_FLAG = Flag(
-    name="--from", help="the cluster's slurm.conf (the mounted ConfigMap)", conv=PATH, required=True
-)
-OUT_FLAG = Flag(name="--out", help="where to write the client slurm.conf", conv=PATH, required=True)
+
+@declared(kw_only=True)
+class ClientConfSettings:
+    source: Path = setting(
+        flag="--from", help="the cluster's slurm.conf (the mounted ConfigMap)", conv=PATH, required=True
+    )
+    out: Path = setting(help="where to write the client slurm.conf", conv=PATH, required=True)
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    add_flags(p, FROM_FLAG, OUT_FLAG)
+    add_flags(p, ClientConfSettings)
 
 
 def main(args: argparse.Namespace) -> int:
-    source, out = convert(FROM_FLAG, args), convert(OUT_FLAG, args)
+    settings = settings_from(ClientConfSettings, args)
+    source, out = settings.source, settings.out
     try:
         rendered = render(source)
     except ClientConfError as exc:

@@ -36,18 +36,14 @@ from sidecars.controlplane.reconcile import (
     HealthSync,
     Reconciler,
     RecordKeeper,
-    RecordPolicy,
-    RecyclePolicy,
     Recycler,
-    Signals,
     SlinkySpecs,
     TopologySync,
     UnownedDrainEvents,
     UnownedPolicy,
-    UnownedPolicySettings,
 )
 from sidecars.controlplane.reconcile.round import PodEmit
-from sidecars.controlplane.settings import ControlPlaneSettings
+from sidecars.controlplane.settings import ClusterUpgradeSettings, ControlPlaneSettings
 from sidecars.kube import KubeClient, KubeEventSink, Pod
 from sidecars.kube.cache import WatchCache
 from sidecars.protocol.events import Reason
@@ -67,7 +63,7 @@ class Caches:
 
     @classmethod
     def build(cls, settings: ControlPlaneSettings, kube: KubeClient) -> Caches:
-        wanted = settings.gpu_domain_features and settings.compute_domains
+        wanted = settings.gpu.domain_features and settings.gpu.compute_domains
         return cls(
             PodCache(kube, settings.namespace, settings.worker_selector),
             NodeCache(kube),
@@ -125,17 +121,10 @@ def kube_side(
         if settings.pod_name
         else LogEventSink()
     )
-    policy = RecyclePolicy(
-        grace_seconds=settings.recycle_grace_seconds,
-        window_seconds=settings.recycle_window_seconds,
-        fraction=settings.recycle_fraction,
-        backoff_seconds=settings.recycle_backoff_seconds,
-        backoff_max_seconds=settings.recycle_backoff_max_seconds,
-    )
     return KubeSide(
         kube,
         caches,
-        Recycler(kube, metrics, events, workers.node_of, policy),
+        Recycler(kube, metrics, events, workers.node_of, settings.recycle),
         Upgrade(
             kube,
             settings.namespace,
@@ -156,49 +145,48 @@ def cluster_roles(
 ) -> tuple[KubeClusterRoles | None, str]:
     """A whole-cluster upgrade's roles in Kubernetes: the workloads the settings name; or none, and
     the one line that names the settings missing."""
-    names, missing = upgrade_role_names(settings)
+    names, missing = upgrade_role_names(settings.upgrade, settings.namespace, settings.pod_name)
     if names is None:
         return None, unavailable(missing)
     roll = BudgetedRoll(
         side.upgrade,
-        settings.upgrade_worker_budget,
+        settings.upgrade.worker_budget,
         lambda: running_releases(slurm, names.slurmctld_statefulset),
     )
     return KubeClusterRoles(names, side.kube, lambda: slurm, roll), ""
 
 
-def upgrade_role_names(settings: ControlPlaneSettings) -> tuple[KubeRoleNames | None, list[str]]:
+def upgrade_role_names(
+    upgrade: ClusterUpgradeSettings, namespace: str, own_pod: str
+) -> tuple[KubeRoleNames | None, list[str]]:
     """What a whole-cluster upgrade moves, as the settings name it; or none, and the flags missing."""
-    s = settings
+    u = upgrade
     missing = [
         flag
         for flag, given in (
-            ("--upgrade-slurmdbd-workload", s.upgrade_slurmdbd_workload),
-            ("--upgrade-slurmctld-statefulset", s.upgrade_slurmctld_statefulset),
-            ("--upgrade-state-image", s.upgrade_state_image),
-            (
-                "--upgrade-backup-job-configmap",
-                s.upgrade_backup_job_configmap or s.upgrade_without_database_backup,
-            ),
+            ("--upgrade-slurmdbd-workload", u.slurmdbd_workload),
+            ("--upgrade-slurmctld-statefulset", u.slurmctld_statefulset),
+            ("--upgrade-state-image", u.state_image),
+            ("--upgrade-backup-job-configmap", u.backup_job_configmap or u.without_database_backup),
         )
         if not given
     ]
-    if missing or s.upgrade_slurmdbd_workload is None:
+    if missing or u.slurmdbd_workload is None:
         return None, missing
-    kind, name = s.upgrade_slurmdbd_workload
+    kind, name = u.slurmdbd_workload
     names = KubeRoleNames(
-        namespace=s.namespace,
+        namespace=namespace,
         slurmdbd_kind=kind,
         slurmdbd_name=name,
-        slurmdbd_container=s.upgrade_slurmdbd_container,
-        slurmctld_statefulset=s.upgrade_slurmctld_statefulset,
-        slurmctld_container=s.upgrade_slurmctld_container,
-        state_image=s.upgrade_state_image,
-        backup_configmap=s.upgrade_backup_job_configmap,
-        without_backup=s.upgrade_without_database_backup,
-        rollout_timeout_seconds=s.upgrade_rollout_timeout_seconds,
-        job_timeout_seconds=s.upgrade_job_timeout_seconds,
-        own_pod=s.pod_name,
+        slurmdbd_container=u.slurmdbd_container,
+        slurmctld_statefulset=u.slurmctld_statefulset,
+        slurmctld_container=u.slurmctld_container,
+        state_image=u.state_image,
+        backup_configmap=u.backup_job_configmap,
+        without_backup=u.without_database_backup,
+        rollout_timeout_seconds=u.rollout_timeout_seconds,
+        job_timeout_seconds=u.job_timeout_seconds,
+        own_pod=own_pod,
     )
     return names, []
 
@@ -219,8 +207,8 @@ def writers(
     topology and features annotations."""
     s, kube, node_of = settings, side.kube, workers.node_of
     out: list[Reconciler] = []
-    if s.busy_label:
-        out.append(BusyLabeler(kube, node_of, qps=s.busy_label_qps, release_seconds=s.busy_release_seconds))
+    if s.busy.label:
+        out.append(BusyLabeler(kube, node_of, s.busy))
     out.append(ClaimEvents(workers.claims, emit))
     out.append(UnownedDrainEvents(node_of, emit, side.events))
     upgrade = side.upgrade
@@ -235,83 +223,51 @@ def writers(
         )
     )
     out.append(side.recycler)
-    if s.unowned_drain_policy:
-        policy = UnownedPolicySettings(
-            settle_seconds=s.unowned_settle_seconds,
-            window_seconds=s.recycle_window_seconds,
-            fraction=s.recycle_fraction,
-        )
-        out.append(UnownedPolicy(slurm, side.recycler, node_of, emit, policy))
-    if s.record_cleanup:
-        records = RecordPolicy(grace_seconds=s.record_grace_seconds, per_pass=s.record_deletes_per_pass)
+    if s.unowned.drain_policy:  # capped by the recycler's own window and fraction
+        out.append(UnownedPolicy(slurm, side.recycler, node_of, emit, s.unowned))
+    if s.records.cleanup:
         out.append(
             RecordKeeper(
-                slurm, drains, node_of, metrics, side.events, emit, namespace=s.namespace, policy=records
+                slurm, drains, node_of, metrics, side.events, emit, namespace=s.namespace, policy=s.records
             )
         )
-    if s.cordon_sync:
+    if s.cordons.sync:
+        out.append(CordonSync(kube, side.caches.nodes, drains, node_of, s.cordons, slinky_mode=s.slinky_mode))
+    if s.health.conditions or s.health.taints:
         out.append(
-            CordonSync(
-                kube,
-                side.caches.nodes,
-                drains,
-                node_of,
-                taint_keys=s.cordon_taints,
-                slinky_mode=s.slinky_mode,
-            )
+            HealthSync(side.caches.nodes, drains, node_of, metrics, emit, s.health, slinky_mode=s.slinky_mode)
         )
-    if s.health_conditions or s.health_taints:
-        out.append(
-            HealthSync(
-                side.caches.nodes,
-                drains,
-                node_of,
-                metrics,
-                emit,
-                Signals(s.health_conditions, s.health_taints),
-                settle_seconds=s.health_settle_seconds,
-                max_fraction=s.health_max_fraction,
-                slinky_mode=s.slinky_mode,
-            )
-        )
-    if s.pod_conditions:
-        out.append(
-            ConditionWriter(
-                kube,
-                node_of,
-                qps=s.condition_qps,
-                settle_seconds=s.condition_settle_seconds,
-                slinky_mode=s.slinky_mode,
-            )
-        )
-    if s.gpu_domain_features:
+    if s.conditions.enabled:
+        out.append(ConditionWriter(kube, node_of, s.conditions, slinky_mode=s.slinky_mode))
+    gpu_features = s.gpu.domain_features
+    if gpu_features:
         out.append(
             GpuFeatureSync(
                 slurm, side.caches.nodes, node_of, side.caches.compute_domains, slinky_mode=s.slinky_mode
             )
         )
-    if s.topology is not None:
+    spec = s.topology.spec
+    if spec is not None:
         out.append(
             TopologySync(
                 kube,
                 slurm,
                 side.caches.nodes,
                 node_of,
-                s.topology,
+                spec,
                 namespace=s.namespace,
-                configmap=s.topology_configmap,
-                settle_seconds=s.topology_settle_seconds,
+                settings=s.topology,
                 slinky_mode=s.slinky_mode,
             )
         )
-    if (s.topology is not None or s.gpu_domain_features) and s.slinky_mode is not False:
+    if (spec is not None or gpu_features) and s.slinky_mode is not False:
         out.append(
             SlinkySpecs(
                 kube,
                 side.caches.nodes,
                 slinky_mode=s.slinky_mode,
-                topology=s.topology,
-                gpu_features=s.gpu_domain_features,
+                topology=spec,
+                gpu_features=gpu_features,
                 domains=side.caches.compute_domains,
             )
         )

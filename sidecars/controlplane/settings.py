@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import socket
 import ssl
@@ -31,10 +32,8 @@ from sidecars.runtime.settings import (
     TOKEN_FILE,
     URL,
     ConfigError,
-    Flag,
     add_flags,
     choice,
-    convert,
     declared,
     number,
     seconds,
@@ -47,15 +46,242 @@ from sidecars.slurm import daemons
 AUDIENCE = "slurm-sidecars"  # the audience of the agents' projected ServiceAccount tokens
 
 
-HTTP = Flag(
-    name="--http", help="HOST:PORT to serve the API, probes and metrics on", conv=ADDRESS, required=True
-)
+# The writers' settings, a group each: the writer is handed its group, not the whole settings.
+# Each group's fields are flags under its prefix (`recycle.grace_seconds`: --recycle-grace-seconds).
+
+
+@declared()
+class RecycleSettings:
+    """Pods whose worker Slurm does not know are deleted (recreated by their controller), capped."""
+
+    grace_seconds: float = setting(
+        default=300.0,
+        conv=seconds(zero_ok=True),
+        help="a Ready worker absent from Slurm this long is recycled",
+    )
+    window_seconds: float = setting(default=600.0, conv=seconds(), help="the window of the recycling cap")
+    fraction: float = setting(
+        default=0.10,
+        conv=number(float, most=1),
+        help="at most max(1, this fraction of the workers) recycled per window",
+    )
+    backoff_seconds: float = setting(
+        default=60.0, conv=seconds(), help="first wait before recycling the same pod again"
+    )
+    backoff_max_seconds: float = setting(
+        default=3600.0, conv=seconds(), help="longest wait between recycles of a pod"
+    )
+
+
+@declared()
+class RecordSettings:
+    """Dynamic nodes' records of pods that are gone are deleted."""
+
+    cleanup: bool = setting(
+        default=True,
+        conv=BOOL,
+        help="delete the record of a dynamic Slurm node whose worker pod is gone, and drain (then remake) "
+        "one registered with fewer GPUs than its pod's nvidia.com/gpu limit",
+    )
+    grace_seconds: float = setting(
+        default=600.0,
+        conv=seconds(zero_ok=True),
+        help="a dynamic node held by no worker pod this long, with no job holding or naming it, "
+        "loses its record",
+    )
+    deletes_per_pass: int = setting(
+        default=2, conv=number(unit="records"), help="at most this many node records deleted a pass"
+    )
+    stale_seconds: float = 60.0  # not a flag: a snapshot older than this is no ground for a delete
+
+
+@declared()
+class UnownedSettings:
+    """Slurm's own drains of a worker's node: given back, or the pod recycled (capped as recycling)."""
+
+    drain_policy: bool = setting(
+        default=False,
+        conv=BOOL,
+        help="give back a worker's node that Slurm drained or downed itself (prolog, kill task failed, not "
+        "responding, ...) once healthy, or recycle its pod when not; capped like recycling (off: only "
+        "reported; an admin's or another tool's reason is never touched)",
+    )
+    settle_seconds: float = setting(
+        default=300.0,
+        conv=seconds(zero_ok=True),
+        help="how long Slurm's own drain must hold before --unowned-drain-policy acts on it",
+    )
+
+
+@declared()
+class CordonSettings:
+    sync: bool = setting(
+        default=True,
+        conv=BOOL,
+        help="a cordoned Kubernetes Node drains its workers' Slurm nodes; uncordon undrains them",
+    )
+    taints: tuple[str, ...] = setting(
+        default=(),
+        conv=TAINT_KEYS,
+        help="comma-separated taint keys that count as a cordon when NoSchedule or NoExecute",
+    )
+
+
+@declared()
+class HealthSettings:
+    """Node conditions and taints that drain the workers on the Node."""
+
+    conditions: tuple[tuple[str, str], ...] = setting(
+        default=(),
+        conv=SIGNALS,
+        help="Node conditions that drain the workers on the Node: TYPE[=STATUS] (STATUS True unless "
+        "given), e.g. KernelDeadlock,ReadonlyFilesystem (node-problem-detector), GpuXidError (NVSentinel)",
+    )
+    taints: tuple[tuple[str, str], ...] = setting(
+        default=(),
+        conv=SIGNALS,
+        help="taints (NoSchedule or NoExecute) that drain the workers on the Node: KEY[=VALUE] (any value "
+        "unless given)",
+    )
+    settle_seconds: float = setting(
+        default=30.0,
+        conv=seconds(zero_ok=True),
+        help="a health signal must hold this long before its drain, and be gone this long before the undrain",
+    )
+    max_fraction: float = setting(
+        default=0.10,
+        conv=number(float, most=1),
+        help="at most max(1, this fraction of the workers) held out by health signals at once; the rest wait",
+    )
+
+
+@declared()
+class ConditionSettings:
+    """The worker pods' SlurmNode* conditions."""
+
+    enabled: bool = setting(
+        default=True,
+        flag="--pod-conditions",
+        conv=BOOL,
+        help="worker pods carry SlurmNodeReady/SlurmNodeDrained/SlurmNodeDown conditions",
+    )
+    qps: float = setting(
+        default=5.0, conv=number(float, unit="/s"), help="at most this many pod status patches a second"
+    )
+    settle_seconds: float = setting(
+        default=10.0,
+        conv=seconds(zero_ok=True),
+        help="a Slurm state must hold this long before the pod conditions show it (no flapping)",
+    )
+
+
+@declared()
+class GpuSettings:
+    """NVLink domains as Slurm node features."""
+
+    domain_features: bool = setting(
+        default=True,
+        conv=BOOL,
+        help="a worker's Slurm node gets nvlink-clique-<v> from its Node's nvidia.com/gpu.clique label",
+    )
+    compute_domains: bool = setting(  # also watch NVIDIA's DRA ComputeDomains (the CRD and RBAC needed)
+        default=False,
+        flag="--compute-domains",
+        conv=BOOL,
+        help="also nvlink-domain-<name> for each resource.nvidia.com ComputeDomain its Node joined",
+    )
+
+
+@declared()
+class BusySettings:
+    """The busy label on worker pods running jobs."""
+
+    label: bool = setting(
+        default=True,
+        conv=BOOL,
+        help="worker pods running jobs carry slurm-sidecars.io/busy=true (a PDB protects them)",
+    )
+    label_qps: float = setting(
+        default=10.0, conv=number(float, unit="/s"), help="at most this many busy-label patches a second"
+    )
+    release_seconds: float = setting(
+        default=30.0,
+        conv=seconds(zero_ok=True),
+        help="a worker idle this long loses its busy label (back-to-back jobs keep it)",
+    )
+
+
+@declared()
+class TopologySettings:
+    """Slurm's topology from Node labels."""
+
+    configmap: str = setting(
+        default="",
+        conv=CONFIGMAP,
+        help="ConfigMap to write the rendered topology.yaml (25.05+) / topology.conf to, for config-sync",
+    )
+    settle_seconds: float = setting(
+        default=10.0,
+        conv=seconds(zero_ok=True),
+        help="a new place from the labels must hold this long before the node is moved (no flapping)",
+    )
+    # from the --topology-* label flags (sidecars.kube.topology); None = no topology sync
+    spec: topology.TopologySpec | None = None
+
+
+@declared()
+class ClusterUpgradeSettings:
+    """A whole-cluster upgrade in Kubernetes (docs/upgrades.md): what it changes, named."""
+
+    slurmdbd_workload: tuple[str, str] | None = setting(
+        default=None,
+        conv=WORKLOAD,
+        help="slurmdbd's workload a whole-cluster upgrade moves: deployment/NAME or statefulset/NAME",
+    )
+    slurmdbd_container: str = setting(
+        default=daemons.SLURMDBD, conv=OBJECT_NAME, help="the slurmdbd container in that workload"
+    )
+    slurmctld_statefulset: str = setting(
+        default="", conv=OBJECT_NAME, help="slurmctld's StatefulSet a whole-cluster upgrade moves"
+    )
+    slurmctld_container: str = setting(
+        default=daemons.SLURMCTLD, conv=OBJECT_NAME, help="the slurmctld container in that StatefulSet"
+    )
+    state_image: str = setting(
+        default="",
+        conv=IMAGE,
+        help="this project's image, for the Jobs that copy and restore slurmctld's StateSaveLocation",
+    )
+    backup_job_configmap: str = setting(
+        default="",
+        conv=CONFIGMAP,
+        help="ConfigMap whose job.yaml is the Job backing up the accounting database before slurmdbd moves",
+    )
+    without_database_backup: bool = setting(
+        default=False,
+        conv=BOOL,
+        help="move slurmdbd with no database backup first (only where the platform keeps its own)",
+    )
+    rollout_timeout_seconds: float = setting(
+        default=600.0,
+        conv=seconds(),
+        help="bound on each rollout of slurmdbd or slurmctld, and on their answer",
+    )
+    job_timeout_seconds: float = setting(
+        default=3600.0,
+        conv=seconds(),
+        help="bound on each backup or state Job (one that outlives it is deleted)",
+    )
+    worker_budget: str = setting(
+        default="1", conv=BUDGET, help="workers a whole-cluster upgrade's roll takes out of service at once"
+    )
 
 
 @declared()
 class ControlPlaneSettings:
-    host: str  # --http
-    port: int
+    http_address: tuple[str, int] = setting(
+        flag="--http", conv=ADDRESS, required=True, help="HOST:PORT to serve the API, probes and metrics on"
+    )
     token: str = setting(  # the operator's credential: every call, writes to any node, maintenance, upgrades
         flag="--token-file",
         conv=TOKEN_FILE,
@@ -133,52 +359,9 @@ class ControlPlaneSettings:
         "pod-deadline, not controller.kubernetes.io/pod-deletion-cost, and leave those pods' cordons and "
         "conditions to the operator (auto, the default: on the pods a slinky.slurm.net NodeSet owns)",
     )
-    recycle_grace_seconds: float = setting(
-        default=300.0,
-        conv=seconds(zero_ok=True),
-        help="a Ready worker absent from Slurm this long is recycled",
-    )
-    record_cleanup: bool = setting(
-        default=True,
-        conv=BOOL,
-        help="delete the record of a dynamic Slurm node whose worker pod is gone, and drain (then remake) "
-        "one registered with fewer GPUs than its pod's nvidia.com/gpu limit",
-    )
-    record_grace_seconds: float = setting(
-        default=600.0,
-        conv=seconds(zero_ok=True),
-        help="a dynamic node held by no worker pod this long, with no job holding or naming it, "
-        "loses its record",
-    )
-    record_deletes_per_pass: int = setting(
-        default=2, conv=number(unit="records"), help="at most this many node records deleted a pass"
-    )
-    recycle_window_seconds: float = setting(
-        default=600.0, conv=seconds(), help="the window of the recycling cap"
-    )
-    recycle_fraction: float = setting(
-        default=0.10,
-        conv=number(float, most=1),
-        help="at most max(1, this fraction of the workers) recycled per window",
-    )
-    recycle_backoff_seconds: float = setting(
-        default=60.0, conv=seconds(), help="first wait before recycling the same pod again"
-    )
-    recycle_backoff_max_seconds: float = setting(
-        default=3600.0, conv=seconds(), help="longest wait between recycles of a pod"
-    )
-    unowned_drain_policy: bool = setting(
-        default=False,
-        conv=BOOL,
-        help="give back a worker's node that Slurm drained or downed itself (prolog, kill task failed, not "
-        "responding, ...) once healthy, or recycle its pod when not; capped like recycling (off: only "
-        "reported; an admin's or another tool's reason is never touched)",
-    )
-    unowned_settle_seconds: float = setting(
-        default=300.0,
-        conv=seconds(zero_ok=True),
-        help="how long Slurm's own drain must hold before --unowned-drain-policy acts on it",
-    )
+    recycle: RecycleSettings = settings_of(default_factory=RecycleSettings, prefix="recycle")
+    records: RecordSettings = settings_of(default_factory=RecordSettings, prefix="record")
+    unowned: UnownedSettings = settings_of(default_factory=UnownedSettings, prefix="unowned")
     viewer_token: str | None = setting(  # the read-only credential (web page, GETs)
         default=None,
         flag="--viewer-token-file",
@@ -200,144 +383,36 @@ class ControlPlaneSettings:
         conv=URL,
         help="config-sync's URL (e.g. http://127.0.0.1:9100), read for the web page's config history",
     )
-    cordon_sync: bool = setting(
-        default=True,
-        conv=BOOL,
-        help="a cordoned Kubernetes Node drains its workers' Slurm nodes; uncordon undrains them",
-    )
-    cordon_taints: tuple[str, ...] = setting(
-        default=(),
-        conv=TAINT_KEYS,
-        help="comma-separated taint keys that count as a cordon when NoSchedule or NoExecute",
-    )
-    health_conditions: tuple[tuple[str, str], ...] = setting(
-        default=(),
-        conv=SIGNALS,
-        help="Node conditions that drain the workers on the Node: TYPE[=STATUS] (STATUS True unless "
-        "given), e.g. KernelDeadlock,ReadonlyFilesystem (node-problem-detector), GpuXidError (NVSentinel)",
-    )
-    health_taints: tuple[tuple[str, str], ...] = setting(
-        default=(),
-        conv=SIGNALS,
-        help="taints (NoSchedule or NoExecute) that drain the workers on the Node: KEY[=VALUE] (any value "
-        "unless given)",
-    )
-    health_settle_seconds: float = setting(
-        default=30.0,
-        conv=seconds(zero_ok=True),
-        help="a health signal must hold this long before its drain, and be gone this long before the undrain",
-    )
-    health_max_fraction: float = setting(
-        default=0.10,
-        conv=number(float, most=1),
-        help="at most max(1, this fraction of the workers) held out by health signals at once; the rest wait",
-    )
-    pod_conditions: bool = setting(
-        default=True,
-        conv=BOOL,
-        help="worker pods carry SlurmNodeReady/SlurmNodeDrained/SlurmNodeDown conditions",
-    )
-    condition_qps: float = setting(
-        default=5.0, conv=number(float, unit="/s"), help="at most this many pod status patches a second"
-    )
-    condition_settle_seconds: float = setting(
-        default=10.0,
-        conv=seconds(zero_ok=True),
-        help="a Slurm state must hold this long before the pod conditions show it (no flapping)",
-    )
-    gpu_domain_features: bool = setting(
-        default=True,
-        conv=BOOL,
-        help="a worker's Slurm node gets nvlink-clique-<v> from its Node's nvidia.com/gpu.clique label",
-    )
-    compute_domains: bool = setting(  # also watch NVIDIA's DRA ComputeDomains (the CRD and RBAC needed)
-        default=False,
-        conv=BOOL,
-        help="also nvlink-domain-<name> for each resource.nvidia.com ComputeDomain its Node joined",
-    )
+    cordons: CordonSettings = settings_of(default_factory=CordonSettings, prefix="cordon")
+    health: HealthSettings = settings_of(default_factory=HealthSettings, prefix="health")
+    conditions: ConditionSettings = settings_of(default_factory=ConditionSettings, prefix="condition")
+    gpu: GpuSettings = settings_of(default_factory=GpuSettings, prefix="gpu")
     leader_label: bool = setting(
         default=False,
         conv=BOOL,
         help="the Lease holder's pod carries slurm-sidecars.io/control-plane=leader, no other pod does "
         "(a Service for the agents selects it: one control plane per controller pod)",
     )
-    busy_label: bool = setting(
-        default=True,
-        conv=BOOL,
-        help="worker pods running jobs carry slurm-sidecars.io/busy=true (a PDB protects them)",
-    )
-    busy_label_qps: float = setting(
-        default=10.0, conv=number(float, unit="/s"), help="at most this many busy-label patches a second"
-    )
-    busy_release_seconds: float = setting(
-        default=30.0,
-        conv=seconds(zero_ok=True),
-        help="a worker idle this long loses its busy label (back-to-back jobs keep it)",
-    )
-    topology: topology.TopologySpec | None = None  # from Node labels; None = no topology sync
-    topology_configmap: str = setting(
-        default="",
-        conv=CONFIGMAP,
-        help="ConfigMap to write the rendered topology.yaml (25.05+) / topology.conf to, for config-sync",
-    )
-    topology_settle_seconds: float = setting(
-        default=10.0,
-        conv=seconds(zero_ok=True),
-        help="a new place from the labels must hold this long before the node is moved (no flapping)",
-    )
-    # a whole-cluster upgrade in Kubernetes (docs/upgrades.md): what it changes, named
-    upgrade_slurmdbd_workload: tuple[str, str] | None = setting(
-        default=None,
-        conv=WORKLOAD,
-        help="slurmdbd's workload a whole-cluster upgrade moves: deployment/NAME or statefulset/NAME",
-    )
-    upgrade_slurmdbd_container: str = setting(
-        default=daemons.SLURMDBD, conv=OBJECT_NAME, help="the slurmdbd container in that workload"
-    )
-    upgrade_slurmctld_statefulset: str = setting(
-        default="", conv=OBJECT_NAME, help="slurmctld's StatefulSet a whole-cluster upgrade moves"
-    )
-    upgrade_slurmctld_container: str = setting(
-        default=daemons.SLURMCTLD, conv=OBJECT_NAME, help="the slurmctld container in that StatefulSet"
-    )
-    upgrade_state_image: str = setting(
-        default="",
-        conv=IMAGE,
-        help="this project's image, for the Jobs that copy and restore slurmctld's StateSaveLocation",
-    )
-    upgrade_backup_job_configmap: str = setting(
-        default="",
-        conv=CONFIGMAP,
-        help="ConfigMap whose job.yaml is the Job backing up the accounting database before slurmdbd moves",
-    )
-    upgrade_without_database_backup: bool = setting(
-        default=False,
-        conv=BOOL,
-        help="move slurmdbd with no database backup first (only where the platform keeps its own)",
-    )
-    upgrade_rollout_timeout_seconds: float = setting(
-        default=600.0,
-        conv=seconds(),
-        help="bound on each rollout of slurmdbd or slurmctld, and on their answer",
-    )
-    upgrade_job_timeout_seconds: float = setting(
-        default=3600.0,
-        conv=seconds(),
-        help="bound on each backup or state Job (one that outlives it is deleted)",
-    )
-    upgrade_worker_budget: str = setting(
-        default="1", conv=BUDGET, help="workers a whole-cluster upgrade's roll takes out of service at once"
-    )
+    busy: BusySettings = settings_of(default_factory=BusySettings, prefix="busy")
+    topology: TopologySettings = settings_of(default_factory=TopologySettings, prefix="topology")
+    upgrade: ClusterUpgradeSettings = settings_of(default_factory=ClusterUpgradeSettings, prefix="upgrade")
+
+    @property
+    def host(self) -> str:
+        return self.http_address[0]
+
+    @property
+    def port(self) -> int:
+        return self.http_address[1]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    add_flags(parser, HTTP, ControlPlaneSettings)
+    add_flags(parser, ControlPlaneSettings)
     http.configure_tls(parser)
     topology.add_flags(parser)
 
 
 def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
-    host, port = convert(HTTP, args)
     given = values(ControlPlaneSettings, args)
     if given["viewer_token"] == given["token"]:
         raise ConfigError("--viewer-token-file: must differ from --token-file (the operator's)")
@@ -345,10 +420,9 @@ def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
     given["identity"] = given.get("identity") or pod_name or socket.gethostname()
     given["namespace"] = given.get("namespace") or os.environ.get("POD_NAMESPACE") or "slurm"
     given["kubeconfig"] = given.get("kubeconfig") or None
-    settings = ControlPlaneSettings(
-        host=host, port=port, tls=http.tls_from(args), topology=topology.from_args(args), **given
-    )
-    if settings.upgrade_backup_job_configmap and settings.upgrade_without_database_backup:
+    given["topology"] = dataclasses.replace(given["topology"], spec=topology.from_args(args))
+    settings = ControlPlaneSettings(tls=http.tls_from(args), **given)
+    if settings.upgrade.backup_job_configmap and settings.upgrade.without_database_backup:
         raise ConfigError(
             "--upgrade-without-database-backup: a backup Job is named (--upgrade-backup-job-configmap): "
             "give one or the other"

@@ -13,31 +13,41 @@ from typing import TYPE_CHECKING
 
 from sidecars.runtime import logs
 from sidecars.runtime.daemon import run as run_daemon
-from sidecars.runtime.settings import ConfigError, flag
+from sidecars.runtime.settings import (
+    ConfigError,
+    add_flags,
+    choice,
+    declared,
+    number,
+    setting,
+    settings_from,
+)
 from sidecars.slurm import daemons
 
 if TYPE_CHECKING:
     from sidecars.devcluster import Release
 
 
-def configure(p: argparse.ArgumentParser) -> None:
-    flag(
-        p,
-        "--release",
+@declared()
+class DemoSettings:
+    release: str = setting(
         default="host",
-        choices=["host", "chroot", "sid"],
+        conv=choice("host", "chroot", "sid"),
         help="host: this machine's Slurm packages; chroot: Debian 13's 24.11 in a chroot; "
         "sid: Debian unstable's 26.05 in a chroot",
     )
-    flag(p, "--nodes", default="3", help="number of slurmd nodes (3 to 16)")
-    flag(
-        p,
-        "--shape",
+    nodes: int = setting(default=3, conv=number(most=16), help="number of slurmd nodes (3 to 16)")
+    shape: str = setting(
         default="classic",
-        choices=["classic", "slinky"],
+        conv=choice("classic", "slinky"),
         help="classic: static nodes and munge; slinky: as Slinky deploys it (configless slurmctld, "
         "slurmd -Z dynamic workers in a NodeSet, auth/slurm; needs --release chroot or sid)",
     )
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    add_flags(p, DemoSettings)
+    # switches (no value) and a choice that may be empty: argparse's own, not yet setting() fields
     p.add_argument("--tour", action="store_true", help="walk through the features, then exit")
     p.add_argument(
         "--accounting",
@@ -72,27 +82,25 @@ def main(args: argparse.Namespace) -> int:
 
     if args.log_level == "info":  # the demo's own narration is the output; its log only says what went wrong
         logs.configure(json=False, level="warning")
-    try:
-        nodes = int(args.nodes)
-    except ValueError:
-        raise ConfigError(f"--nodes: not a number: {args.nodes!r}") from None
+    settings = settings_from(DemoSettings, args)
+    nodes = settings.nodes
     if not 3 <= nodes <= 16:
         raise ConfigError(f"--nodes: must be 3..16, got {nodes}")
     outcome: list[bool] = []
 
     async def body(stop: asyncio.Event) -> None:
         try:
-            release = await release_named(args.release)
+            release = await release_named(settings.release)
         except ReleaseUnavailable as exc:
             raise ConfigError(str(exc)) from None
-        why = slinky.check(ClusterSpec(shape=args.shape), release.version)
-        if args.accounting and args.shape != "classic":
+        why = slinky.check(ClusterSpec(shape=settings.shape), release.version)
+        if args.accounting and settings.shape != "classic":
             why = "--accounting runs with the classic shape only"
         if why:
-            raise ConfigError(f"--shape {args.shape}: {why}")
+            raise ConfigError(f"--shape {settings.shape}: {why}")
         newer = None
         if args.upgrade_to:
-            if not args.accounting or args.release != "chroot":
+            if not args.accounting or settings.release != "chroot":
                 raise ConfigError(
                     "--upgrade-to: needs --accounting and --release chroot (24.11, within 26.05's window)"
                 )
@@ -101,12 +109,12 @@ def main(args: argparse.Namespace) -> int:
             except ReleaseUnavailable as exc:
                 raise ConfigError(str(exc)) from None
         print(
-            f"starting Slurm {release.version} ({args.shape} shape), config-sync, the control plane "
+            f"starting Slurm {release.version} ({settings.shape} shape), config-sync, the control plane "
             f"and {nodes} worker agents ...",
             flush=True,
         )
         async with DemoStack(
-            release, nodes, args.shape, accounting=args.accounting, upgrade_to=newer
+            release, nodes, settings.shape, accounting=args.accounting, upgrade_to=newer
         ) as stack:
             c = stack.cluster
             print(

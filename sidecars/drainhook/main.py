@@ -26,7 +26,7 @@ from sidecars.kube import pod_events
 from sidecars.protocol import drains
 from sidecars.protocol.events import EventReason
 from sidecars.runtime.events import EventSink, LogEventSink
-from sidecars.runtime.settings import PATH, TEXT, ConfigError, Flag, add_flags, convert, seconds
+from sidecars.runtime.settings import PATH, ConfigError, add_flags, declared, seconds, setting, settings_from
 from sidecars.runtime.trustedpath import Trust, UntrustedPath
 
 log = structlog.get_logger("sidecars.drain_hook")
@@ -38,18 +38,19 @@ POLICY_GRACE = 20.0  # the agent may need this long past the deadline to apply i
 SOCKET = frozenset({stat.S_IFSOCK})
 
 
-SOCKET_FLAG = Flag(name="--socket", help="the worker agent's unix socket", conv=PATH, required=True)
-TIMEOUT_FLAG = Flag(
-    name="--timeout-seconds",
-    help="give up after this long (terminationGracePeriodSeconds minus a margin)",
-    conv=seconds(),
-    default=3600.0,
-)
-REASON_FLAG = Flag(name="--reason", help="added to the drain reason", conv=TEXT, default="")
+@declared(kw_only=True)
+class DrainHookSettings:
+    socket: Path = setting(help="the worker agent's unix socket", conv=PATH, required=True)
+    timeout_seconds: float = setting(
+        default=3600.0,
+        conv=seconds(),
+        help="give up after this long (terminationGracePeriodSeconds minus a margin)",
+    )
+    reason: str = setting(default="", help="added to the drain reason")
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    add_flags(p, SOCKET_FLAG, TIMEOUT_FLAG, REASON_FLAG)
+    add_flags(p, DrainHookSettings)
 
 
 def check_socket(socket: str) -> None:
@@ -168,8 +169,8 @@ async def _say(events: EventSink, reason: EventReason, message: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    socket, timeout = convert(SOCKET_FLAG, args), convert(TIMEOUT_FLAG, args)
-    reason = str(convert(REASON_FLAG, args)).strip()
+    settings = settings_from(DrainHookSettings, args)
+    socket, timeout, reason = settings.socket, settings.timeout_seconds, settings.reason.strip()
     if (problem := drains.reason_problem(reason)) is not None:
         raise ConfigError(f"--reason: {problem}")
 

@@ -26,7 +26,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from sidecars.runtime.settings import ConfigError, flag
+from sidecars.runtime.settings import (
+    ConfigError,
+    choice,
+    declared,
+    setting,
+    settings_from,
+)
+from sidecars.runtime.settings import (
+    add_flags as add_setting_flags,
+)
 
 KINDS = ("tree", "block")
 Kind = Literal["tree", "block"]
@@ -96,43 +105,45 @@ def parse_keys(text: str) -> tuple[str, ...]:
     return keys
 
 
-def add_flags(parser: argparse.ArgumentParser, *, note: str = "") -> None:
+@declared()
+class TopologyFlags:
     """--topology-labels, --topology-type and --topology-name: one definition for the control plane
-    and the worker agent, which must be given the same (`note` says so in the agent's help)."""
-    flag(
-        parser,
-        "--topology-labels",
+    and the worker agent, which must be given the same."""
+
+    labels: str = setting(
         default="",
-        help=note + "comma-separated Kubernetes Node label keys, outermost first (e.g. "
+        flag="--topology-labels",
+        help="comma-separated Kubernetes Node label keys, outermost first (e.g. "
         "topology.kubernetes.io/zone,example.com/rack), placing each worker's Slurm node; empty: off",
     )
-    flag(
-        parser,
-        "--topology-type",
+    type: str = setting(
         default="tree",
-        choices=list(KINDS),
-        help=note
-        + "tree: a switch per label level under one root; block: a block per distinct set of values",
+        flag="--topology-type",
+        conv=choice(*KINDS),
+        help="tree: a switch per label level under one root; block: a block per distinct set of values",
     )
-    flag(
-        parser,
-        "--topology-name",
+    name: str = setting(
         default="kubernetes",
-        help=note + "the topology's name in slurmctld's topology.yaml (and the tree's root switch)",
+        flag="--topology-name",
+        help="the topology's name in slurmctld's topology.yaml (and the tree's root switch)",
     )
+
+
+def add_flags(parser: argparse.ArgumentParser, *, note: str = "") -> None:
+    """The topology flags (`note` leads their help: the agent's must match the control plane's)."""
+    add_setting_flags(parser, TopologyFlags, note=note)
 
 
 def from_args(args: argparse.Namespace) -> TopologySpec | None:
     """The topology flags, checked; None when no labels are named (no topology)."""
+    given = settings_from(TopologyFlags, args)
     try:
-        keys = parse_keys(args.topology_labels or "")
+        keys = parse_keys(given.labels)
     except ValueError as exc:
         raise ConfigError(f"--topology-labels: {exc}") from None
-    why = check_name(args.topology_name)
+    why = check_name(given.name)
     if why is not None:
         raise ConfigError(f"--topology-name: {why}")
-    if args.topology_type not in KINDS:
-        raise ConfigError(f"--topology-type: one of {', '.join(KINDS)}, got {args.topology_type!r}")
     if not keys:
         return None
-    return TopologySpec(keys, "block" if args.topology_type == "block" else "tree", args.topology_name)
+    return TopologySpec(keys, "block" if given.type == "block" else "tree", given.name)

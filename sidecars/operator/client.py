@@ -18,16 +18,40 @@ from typing import Any
 import aiohttp
 
 from sidecars.runtime.daemon import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
-from sidecars.runtime.http import client_tls
-from sidecars.runtime.settings import flag, http_url, positive, read_token
+from sidecars.runtime.http import CA_FILE
+from sidecars.runtime.settings import TOKEN_FILE, URL, add_flags, declared, seconds, setting, settings_from
+
+
+@declared(kw_only=True)
+class ControlPlaneFlags:
+    """How an operator's command reaches the control plane."""
+
+    url: str = setting(
+        flag="--control-plane",
+        conv=URL,
+        required=True,
+        help="control-plane URL, e.g. http://slurm-sidecars-control-plane:9200",
+    )
+    token: str = setting(
+        flag="--token-file",
+        conv=TOKEN_FILE,
+        required=True,
+        help="bearer token for the control plane (a mounted Secret)",
+    )
+    timeout_seconds: float = setting(
+        default=30.0, conv=seconds(), help="give up on the control plane after this long"
+    )
+    tls: ssl.SSLContext | None = setting(
+        default=None,
+        flag="--ca-file",
+        conv=CA_FILE,
+        help="CA certificate(s) to trust for an https control plane",
+    )
 
 
 def control_plane_flags(p: argparse.ArgumentParser) -> None:
     """The flags `ControlPlaneClient.from_args` reads."""
-    flag(p, "--control-plane", help="control-plane URL, e.g. http://slurm-sidecars-control-plane:9200")
-    flag(p, "--token-file", help="bearer token for the control plane (a mounted Secret)")
-    flag(p, "--timeout-seconds", default="30", help="give up on the control plane after this long")
-    flag(p, "--ca-file", default=None, help="CA certificate(s) to trust for an https control plane")
+    add_flags(p, ControlPlaneFlags)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,12 +64,8 @@ class ControlPlaneClient:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ControlPlaneClient:
         """From `--control-plane`, `--token-file` and `--timeout-seconds`; ConfigError when one is bad."""
-        return cls(
-            url=http_url(args.control_plane, "--control-plane"),
-            token=read_token(args.token_file),
-            timeout=positive(args.timeout_seconds, "--timeout-seconds"),
-            tls=client_tls(args.ca_file),
-        )
+        given = settings_from(ControlPlaneFlags, args)
+        return cls(url=given.url, token=given.token, timeout=given.timeout_seconds, tls=given.tls)
 
     def session(self) -> aiohttp.ClientSession:
         """A session whose every request bears the token and ends within the timeout."""

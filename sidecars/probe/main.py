@@ -38,6 +38,7 @@ import ssl
 import sys
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -47,74 +48,74 @@ from sidecars.runtime import tlsroots
 from sidecars.runtime.http import CA_FILE
 from sidecars.runtime.settings import (
     PATH,
-    TEXT,
-    TOKEN_FILE,
     URL,
     ConfigError,
-    Flag,
+    Conv,
     add_flags,
-    convert,
+    declared,
+    read_token,
     seconds,
+    setting,
+    settings_from,
 )
 from sidecars.slurm import SlurmClient, SlurmError, health, scrape, standby
 from sidecars.slurm.httpauth import Credential
 
-URL_FLAG = Flag(
-    name="--url", help="base URL of the daemon, e.g. http://127.0.0.1:9100", conv=URL, required=True
-)
-TIMEOUT_FLAG = Flag(name="--timeout-seconds", help="give up after this long", conv=seconds(), default=3.0)
-CONTROLLER_FLAG = Flag(
-    name="--controller",
-    help="probe controller: this pod's slurmctld, as its SlurmctldHost name (default: this host's "
-    "short name, as slurmctld finds its own entry); asked by it where the release serves no /livez",
-    conv=TEXT,
-)
-CA_FLAG = Flag(
-    name="--ca-file",
-    help="for an https daemon: the CA its certificate chains to (the name is not checked: the "
-    "probe asks 127.0.0.1)",
-    conv=CA_FILE,
-)
-
-SLURM_TOKEN_FLAG = Flag(
-    name="--slurm-token-file",
-    help="probe controller|metrics: a file holding a JWT for Slurm's own HTTP endpoints (26.05: "
-    "root's or SlurmUser's for /readyz?verbose), read at each probe",
-    conv=PATH,
-)
-JWT_KEY_FLAG = Flag(
-    name="--jwt-key-file",
-    help="probe controller|metrics: Slurm's HS256 key (jwt_hs256.key, no access for other users): "
-    "a one-minute token for --jwt-user is minted per probe",
-    conv=PATH,
-)
-JWT_USER_FLAG = Flag(
-    name="--jwt-user",
-    help="the user a token minted with --jwt-key-file names (SlurmUser or root)",
-    conv=TEXT,
-    default="slurm",
-)
-PATH_FLAG = Flag(name="--path", help="probe metrics: the endpoint read", conv=TEXT, default="/metrics")
+TIMEOUT_SECONDS = 3.0  # a kubelet's exec probe gives its command about its own timeoutSeconds
+# the file's name only: the token is read when a restd-* probe asks (a livez probe in a container
+# whose environment names another role's token file must not depend on that file)
+TOKEN_PATH = Conv(lambda text, what: text, lambda _: "", "FILE")
 
 
-TOKEN_FLAG = Flag(
-    name="--token-file",
-    help="probe restd-*: the JWT slurmrestd's callers present (X-SLURM-USER-TOKEN; not root's)",
-    conv=TOKEN_FILE,
-)
+@declared(kw_only=True)
+class ProbeSettings:
+    url: str = setting(help="base URL of the daemon, e.g. http://127.0.0.1:9100", conv=URL, required=True)
+    timeout_seconds: float = setting(default=TIMEOUT_SECONDS, conv=seconds(), help="give up after this long")
+    controller: str | None = setting(
+        default=None,
+        help="probe controller: this pod's slurmctld, as its SlurmctldHost name (default: this host's "
+        "short name, as slurmctld finds its own entry); asked by it where the release serves no /livez",
+    )
+    ca: ssl.SSLContext | None = setting(
+        default=None,
+        flag="--ca-file",
+        conv=CA_FILE,
+        help="for an https daemon: the CA its certificate chains to (the name is not checked: the "
+        "probe asks 127.0.0.1)",
+    )
+    token_file: str | None = setting(
+        default=None,
+        conv=TOKEN_PATH,
+        help="probe restd-*: the JWT slurmrestd's callers present (X-SLURM-USER-TOKEN; not root's)",
+    )
+    slurm_token_file: Path | None = setting(
+        default=None,
+        conv=PATH,
+        help="probe controller|metrics: a file holding a JWT for Slurm's own HTTP endpoints (26.05: "
+        "root's or SlurmUser's for /readyz?verbose), read at each probe",
+    )
+    jwt_key_file: Path | None = setting(
+        default=None,
+        conv=PATH,
+        help="probe controller|metrics: Slurm's HS256 key (jwt_hs256.key, no access for other users): "
+        "a one-minute token for --jwt-user is minted per probe",
+    )
+    jwt_user: str = setting(
+        default="slurm", help="the user a token minted with --jwt-key-file names (SlurmUser or root)"
+    )
+    path: str = setting(default="/metrics", help="probe metrics: the endpoint read")
 
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("which", choices=["livez", "readyz", "controller", "metrics", *restd.CHECKS])
-    add_flags(p, URL_FLAG, TIMEOUT_FLAG, CONTROLLER_FLAG, CA_FLAG, TOKEN_FLAG)
-    add_flags(p, SLURM_TOKEN_FLAG, JWT_KEY_FLAG, JWT_USER_FLAG, PATH_FLAG)
+    add_flags(p, ProbeSettings)
 
 
-def credential(args: argparse.Namespace) -> Credential:
-    token, key = convert(SLURM_TOKEN_FLAG, args), convert(JWT_KEY_FLAG, args)
+def credential(settings: ProbeSettings) -> Credential:
+    token, key = settings.slurm_token_file, settings.jwt_key_file
     if token is not None and key is not None:
         raise ConfigError("--slurm-token-file and --jwt-key-file: give one, not both")
-    return Credential(token_file=token, key_file=key, user=convert(JWT_USER_FLAG, args))
+    return Credential(token_file=token, key_file=key, user=settings.jwt_user)
 
 
 async def check(url: str, which: str, timeout: float, tls: ssl.SSLContext | None = None) -> tuple[bool, str]:
@@ -214,20 +215,22 @@ async def check_metrics(
 
 
 def main(args: argparse.Namespace) -> int:
-    url, timeout, tls = convert(URL_FLAG, args), convert(TIMEOUT_FLAG, args), convert(CA_FLAG, args)
+    settings = settings_from(ProbeSettings, args)
+    url, timeout, tls = settings.url, settings.timeout_seconds, settings.ca
     if tls is not None:
         tls.check_hostname = False  # the chain is checked; the probe's 127.0.0.1 is no name in it
     try:
-        cred = credential(args)
+        cred = credential(settings)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 2
     if args.which == "controller":
-        ok, message = asyncio.run(check_controller(url, timeout, convert(CONTROLLER_FLAG, args), cred=cred))
+        ok, message = asyncio.run(check_controller(url, timeout, settings.controller, cred=cred))
     elif args.which == "metrics":
-        ok, message = asyncio.run(check_metrics(url, convert(PATH_FLAG, args), timeout, cred=cred))
+        ok, message = asyncio.run(check_metrics(url, settings.path, timeout, cred=cred))
     elif args.which in restd.CHECKS:
-        ok, message = asyncio.run(restd.check(url, args.which, timeout, convert(TOKEN_FLAG, args) or None))
+        token = read_token(settings.token_file) if settings.token_file else None
+        ok, message = asyncio.run(restd.check(url, args.which, timeout, token))
     else:
         ok, message = asyncio.run(check(url, args.which, timeout, tls))
     print(message, file=sys.stdout if ok else sys.stderr)

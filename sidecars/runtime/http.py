@@ -21,6 +21,7 @@ import os
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -29,7 +30,17 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from sidecars.runtime.checks import Checks
 from sidecars.runtime.http_gate import ConnectionGate
-from sidecars.runtime.settings import ConfigError, Conv, declared, flag, number, seconds, setting
+from sidecars.runtime.settings import (
+    PATH,
+    ConfigError,
+    Conv,
+    add_flags,
+    declared,
+    number,
+    seconds,
+    setting,
+    settings_from,
+)
 from sidecars.runtime.waits import within
 
 StatusFn = Callable[[], Awaitable[dict[str, Any]] | dict[str, Any]]
@@ -83,16 +94,30 @@ class ServerLimits:
     )
 
 
-def configure_tls(parser: argparse.ArgumentParser) -> None:
+@declared()
+class ServerTlsFiles:
     """Optional TLS for a server, from a mounted Secret (kubernetes.io/tls: tls.crt, tls.key)."""
-    flag(parser, "--tls-cert-file", default=None, help="serve HTTPS with this certificate (PEM, chain first)")
-    flag(parser, "--tls-key-file", default=None, help="the certificate's private key (PEM)")
+
+    cert_file: Path | None = setting(
+        default=None,
+        flag="--tls-cert-file",
+        conv=PATH,
+        help="serve HTTPS with this certificate (PEM, chain first)",
+    )
+    key_file: Path | None = setting(
+        default=None, flag="--tls-key-file", conv=PATH, help="the certificate's private key (PEM)"
+    )
+
+
+def configure_tls(parser: argparse.ArgumentParser) -> None:
+    add_flags(parser, ServerTlsFiles)
 
 
 def tls_from(args: argparse.Namespace) -> ssl.SSLContext | None:
     """A server context from --tls-cert-file and --tls-key-file (both or neither); ConfigError when
     they cannot be loaded, so a broken Secret stops the start, not the first client."""
-    cert, key = args.tls_cert_file or None, args.tls_key_file or None
+    files = settings_from(ServerTlsFiles, args)
+    cert, key = files.cert_file, files.key_file
     if cert is None and key is None:
         return None
     if cert is None or key is None:

@@ -68,6 +68,7 @@ __all__ = [  # the converters too: a role declares its settings with one import
     "read_token",
     "seconds",
     "setting",
+    "settings_from",
     "settings_of",
     "values",
 ]
@@ -93,6 +94,7 @@ class Flag:
     multiple: bool = False  # repeatable; comma-separated in the environment
     aliases: tuple[str, ...] = ()  # old names, still accepted, with a warning
     declared: bool = True  # False: a plain `flag()` whose text the role converts itself
+    path: str = ""  # the field it fills, dotted through nested groups: `recycle.grace_seconds`
 
     @property
     def dest(self) -> str:
@@ -144,9 +146,18 @@ def setting(
     return dataclasses.field(default=default, metadata={SETTING: decl})
 
 
-def settings_of(*, default_factory: Callable[[], Any]) -> Any:
-    """A field holding a nested settings dataclass (its fields' flags are the role's flags too)."""
-    return dataclasses.field(default_factory=default_factory, metadata={GROUP: default_factory})
+@dataclass(frozen=True, slots=True)
+class _Group:
+    cls: type[Any]
+    prefix: str  # put before each of its fields' flag names, unless a field names its flag itself
+
+
+def settings_of(*, default_factory: type[Any], prefix: str = "") -> Any:
+    """A field holding a nested settings dataclass (its fields' flags are the role's flags too):
+    a group of settings handed whole to the part that uses them. With `prefix` ("recycle"), its
+    field `grace_seconds` is the flag `--recycle-grace-seconds`; a field's own `flag=` wins."""
+    group = _Group(default_factory, prefix.replace("_", "-") + "-" if prefix else "")
+    return dataclasses.field(default_factory=default_factory, metadata={GROUP: group})
 
 
 @dataclass_transform(frozen_default=True, field_specifiers=(setting, settings_of, dataclasses.field))
@@ -159,21 +170,23 @@ def declared(*, kw_only: bool = False) -> Callable[[type[T]], type[T]]:
     return make
 
 
-def flags_of(cls: type) -> list[Flag]:
+def flags_of(cls: type, *, _prefix: str = "", _path: str = "") -> list[Flag]:
     """Every flag declared by `cls`'s fields (and its nested groups'), in field order."""
     out: list[Flag] = []
     for f in dataclasses.fields(cls):
         if GROUP in f.metadata:
-            out.extend(flags_of(f.metadata[GROUP]))
+            group: _Group = f.metadata[GROUP]
+            out.extend(flags_of(group.cls, _prefix=_prefix + group.prefix, _path=f"{_path}{f.name}."))
         elif SETTING in f.metadata:
-            out.append(_flag(f))
+            out.append(_flag(f, _prefix, _path))
     return out
 
 
-def _flag(field: dataclasses.Field[Any]) -> Flag:
+def _flag(field: dataclasses.Field[Any], prefix: str = "", path: str = "") -> Flag:
     d: _Decl = field.metadata[SETTING]
     return Flag(
-        name=d.flag or "--" + field.name.replace("_", "-"),
+        name=d.flag or "--" + prefix + field.name.replace("_", "-"),
+        path=path + field.name,
         help=d.help,
         conv=d.conv,
         default=None if field.default is dataclasses.MISSING else field.default,
@@ -250,12 +263,16 @@ def add_flag(parser: argparse.ArgumentParser, f: Flag, env: Mapping[str, str] | 
 
 
 def add_flags(
-    parser: argparse.ArgumentParser, *sources: type | Flag, env: Mapping[str, str] | None = None
+    parser: argparse.ArgumentParser,
+    *sources: type | Flag,
+    env: Mapping[str, str] | None = None,
+    note: str = "",
 ) -> None:
-    """The flags of settings dataclasses and of lone `Flag`s, in the order given."""
+    """The flags of settings dataclasses and of lone `Flag`s, in the order given; `note` leads
+    each one's help (a role told how its value must match another's)."""
     for source in sources:
         for f in [source] if isinstance(source, Flag) else flags_of(source):
-            add_flag(parser, f, env)
+            add_flag(parser, dataclasses.replace(f, help=note + f.help) if note else f, env)
 
 
 def convert(f: Flag, args: argparse.Namespace) -> Any:
@@ -290,19 +307,24 @@ def _warn(f: Flag, **kw: str) -> None:
     structlog.get_logger("sidecars.settings").warning("setting_old_spelling", flag=f.name, **kw)
 
 
-def values(cls: type, args: argparse.Namespace) -> dict[str, Any]:
+def values(cls: type, args: argparse.Namespace, *, _prefix: str = "") -> dict[str, Any]:
     """`cls`'s declared fields from `args`: those given, converted, and nested groups built; a
     field left out keeps its dataclass default (or is for the role to derive)."""
     out: dict[str, Any] = {}
     for field in dataclasses.fields(cls):
         if GROUP in field.metadata:
-            group = field.metadata[GROUP]
-            out[field.name] = group(**values(group, args))
+            group: _Group = field.metadata[GROUP]
+            out[field.name] = group.cls(**values(group.cls, args, _prefix=_prefix + group.prefix))
         elif SETTING in field.metadata:
-            f = _flag(field)
+            f = _flag(field, _prefix)
             if getattr(args, f.dest, None) not in (None, []) or f.required:
                 out[field.name] = convert(f, args)
     return out
+
+
+def settings_from(cls: type[T], args: argparse.Namespace) -> T:
+    """`cls` built from `args` alone: for a role whose every field is a declared flag."""
+    return cls(**values(cls, args))
 
 
 def flag(

@@ -19,21 +19,25 @@ from pathlib import Path
 
 import structlog
 
-from sidecars.runtime.settings import PATH, Flag, add_flags, convert
+from sidecars.runtime.settings import PATH, add_flags, declared, setting, settings_from
 from sidecars.statecopy import tree
 
 log = structlog.get_logger(__name__)
 
-STATE_DIR_FLAG = Flag(name="--state-dir", help="the StateSaveLocation", conv=PATH, required=True)
-COPY_DIR_FLAG = Flag(
-    name="--copy-dir", help="the copy: made by copy, read by restore (same volume)", conv=PATH, required=True
-)
 ACTIONS = ("copy", "restore")
+
+
+@declared(kw_only=True)
+class StateCopySettings:
+    state_dir: Path = setting(help="the StateSaveLocation", conv=PATH, required=True)
+    copy_dir: Path = setting(
+        help="the copy: made by copy, read by restore (same volume)", conv=PATH, required=True
+    )
 
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=ACTIONS, help="copy the state aside, or put a copy back")
-    add_flags(p, STATE_DIR_FLAG, COPY_DIR_FLAG)
+    add_flags(p, StateCopySettings)
 
 
 def _manifest_path(copy_dir: Path) -> Path:
@@ -90,7 +94,8 @@ def restore(saved: Path, state: Path) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    state, copy_dir = Path(convert(STATE_DIR_FLAG, args)), Path(convert(COPY_DIR_FLAG, args))
+    settings = settings_from(StateCopySettings, args)
+    state, copy_dir = settings.state_dir, settings.copy_dir
     try:
         if args.action == "copy":
             return copy(state, copy_dir)

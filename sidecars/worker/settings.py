@@ -23,10 +23,8 @@ from sidecars.runtime.settings import (
     TOKEN_FILE,
     URL,
     ConfigError,
-    Flag,
     add_flags,
     choice,
-    convert,
     declared,
     number,
     read_token,
@@ -40,14 +38,12 @@ from sidecars.worker import trusted
 POLICIES = ("requeue", "leave")
 
 
-HTTP = Flag(name="--http", help="HOST:PORT for /livez /readyz /metrics /status", conv=ADDRESS, required=True)
-
-
 @declared()
 class WorkerSettings:
+    http_address: tuple[str, int] = setting(
+        flag="--http", conv=ADDRESS, required=True, help="HOST:PORT for /livez /readyz /metrics /status"
+    )
     node_name: str = setting(help="this pod's Slurm node name (or --node-name-from=kube-node)")
-    http_host: str  # --http
-    http_port: int
     socket_path: Path = setting(
         flag="--socket", conv=PATH, required=True, help="unix socket the drain hook calls"
     )
@@ -179,6 +175,14 @@ class WorkerSettings:
     topology: TopologySpec | None = None
 
     @property
+    def http_host(self) -> str:
+        return self.http_address[0]
+
+    @property
+    def http_port(self) -> int:
+        return self.http_address[1]
+
+    @property
     def pod(self) -> str:
         return f"{self.pod_namespace}/{self.pod_name}"
 
@@ -193,14 +197,13 @@ def is_our_reason(reason: str | None) -> bool:
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    add_flags(p, HTTP, WorkerSettings)
+    add_flags(p, WorkerSettings)
     topology.add_flags(p, note="kube-node, as given to the control plane (slurmd registers there, 25.05+): ")
 
 
 def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> WorkerSettings:
     env = os.environ if env is None else env
     given = values(WorkerSettings, args)
-    host, port = convert(HTTP, args)
     name = str(given.pop("node_name", "")).strip()
     source = given["node_name_from"] = given.get("node_name_from", "pod")
     kube_node = given["kube_node"] = str(given.get("kube_node", "")).strip()
@@ -238,8 +241,6 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         raise ConfigError("--topology-labels needs --node-name-from=kube-node (the agent reads its Node)")
     settings = WorkerSettings(
         node_name=name,
-        http_host=host,
-        http_port=port,
         pod_namespace=env.get("POD_NAMESPACE") or "default",
         pod_name=env.get("POD_NAME") or socket.gethostname(),
         topology=spec,

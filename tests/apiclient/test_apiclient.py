@@ -37,7 +37,7 @@ def test_the_flags_become_a_control_plane(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--token-file", "{tok}"], "--control-plane must be an http(s) URL, got None"),
+        (["--token-file", "{tok}"], "--control-plane is required"),
         (["--control-plane", "cp:9200", "--token-file", "{tok}"], "--control-plane must be an http(s) URL"),
         (["--control-plane", "http://cp"], "--token-file is required"),
         (["--control-plane", "http://cp", "--token-file", "{tok}.nope"], "--token-file: cannot read"),

@@ -18,7 +18,7 @@ from sidecars import probe
 from sidecars.cli import self_argv
 from sidecars.devcluster import DevCluster
 from sidecars.devcluster.slurmconf import JWT_KEY
-from sidecars.probe.main import TIMEOUT_FLAG
+from sidecars.probe.main import TIMEOUT_SECONDS
 from sidecars.runtime import process
 from sidecars.slurm import scrape
 from sidecars.slurm.httpauth import Credential, mint
@@ -30,7 +30,7 @@ METRICS = "MetricsType=metrics/openmetrics"
 # after SlurmctldTimeout: both bounded by it, generously (a loaded machine runs 5-10x slower)
 START_SECONDS = 6 * HA["slurmctld_timeout_seconds"]
 TAKEOVER_SECONDS = 12 * HA["slurmctld_timeout_seconds"]
-COMMAND_SECONDS = 20 * TIMEOUT_FLAG.default  # the probe as a process: its own timeout, and a start
+COMMAND_SECONDS = 20 * TIMEOUT_SECONDS  # the probe as a process: its own timeout, and a start
 
 
 def _env(cluster: DevCluster) -> dict[str, str]:

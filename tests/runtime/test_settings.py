@@ -25,7 +25,7 @@ from sidecars.controlplane import settings as controlplane
 from sidecars.operator.status import settings as status
 from sidecars.runtime.settings import (
     BOOL,
-    SETTING,
+    GROUP,
     ConfigError,
     add_flags,
     declared,
@@ -321,6 +321,24 @@ def _shown(settings: Any) -> dict[str, Any]:
     return out
 
 
+def _at(shown: dict[str, Any], path: str) -> Any:
+    """A field of shown settings by its dotted path (`recycle.grace_seconds`: a group's field)."""
+    head, *rest = path.split(".")
+    value = shown[head]
+    for name in rest:
+        value = getattr(value, name)
+    return value
+
+
+def _fields(cls: type, prefix: str = "") -> Iterator[tuple[str, dataclasses.Field[Any]]]:
+    """Every field of `cls` and of its nested groups, by dotted path."""
+    for f in dataclasses.fields(cls):
+        if GROUP in f.metadata:
+            yield from _fields(f.default_factory, f"{prefix}{f.name}.")
+        else:
+            yield prefix + f.name, f
+
+
 def _pairs(argv: list[str]) -> Iterator[tuple[str, str]]:
     for i in range(0, len(argv), 2):
         yield argv[i], argv[i + 1]
@@ -412,17 +430,18 @@ BEFORE: dict[str, dict[str, Any]] = {
     },
     "control-plane": {
         "agent_audience": "slurm-sidecars", "batch_window_seconds": 0.1, "brief_jobs": True,
-        "busy_label": True, "busy_label_qps": 10.0, "busy_release_seconds": 30.0, "compute_domains": False,
-        "condition_qps": 5.0,
-        "condition_settle_seconds": 10.0, "config_sync": None, "cordon_sync": True, "cordon_taints": (),
-        "deletion_cost_qps": 5.0, "fast_interval_seconds": 0.25, "gpu_domain_features": True,
-        "host": "127.0.0.1", "interval_seconds": 4.0, "kubeconfig": None, "kubernetes": True,
+        "busy.label": True, "busy.label_qps": 10.0, "busy.release_seconds": 30.0,
+        "gpu.compute_domains": False, "conditions.qps": 5.0,
+        "conditions.settle_seconds": 10.0, "config_sync": None, "cordons.sync": True, "cordons.taints": (),
+        "deletion_cost_qps": 5.0, "fast_interval_seconds": 0.25, "gpu.domain_features": True,
+        "http_address": ("127.0.0.1", 0), "interval_seconds": 4.0, "kubeconfig": None, "kubernetes": True,
         "lease_name": "slurm-sidecars-control-plane", "lease_seconds": 15.0, "max_wait_seconds": 60.0,
         "namespace": "slurm", "node_label": "", "node_name_annotation": "slurm-sidecars.io/slurm-node-name",
-        "node_name_from": "pod", "pod_conditions": True, "port": 0, "recycle_backoff_max_seconds": 3600.0,
-        "recycle_backoff_seconds": 60.0, "recycle_fraction": 0.1, "recycle_grace_seconds": 300.0,
-        "recycle_window_seconds": 600.0, "renew_seconds": 7.0, "topology": None, "topology_configmap": "",
-        "topology_settle_seconds": 10.0, "worker_selector": "app.kubernetes.io/component=worker",
+        "node_name_from": "pod", "conditions.enabled": True, "recycle.backoff_max_seconds": 3600.0,
+        "recycle.backoff_seconds": 60.0, "recycle.fraction": 0.1, "recycle.grace_seconds": 300.0,
+        "recycle.window_seconds": 600.0, "renew_seconds": 7.0, "topology.spec": None,
+        "topology.configmap": "", "topology.settle_seconds": 10.0,
+        "worker_selector": "app.kubernetes.io/component=worker",
         "token": TOKEN, "viewer_token": VIEWER, "pod_name": "", "tls": None,
     },
     "status": {
@@ -431,7 +450,7 @@ BEFORE: dict[str, dict[str, Any]] = {
     "worker": {
         "control_plane": None, "drain_timeout_seconds": 3600.0, "drain_poll_seconds": 0.25,
         "drain_timeout_policy": "requeue", "dynamic": False, "fallback_max_seconds": 15.0, "heal_attempts": 3,
-        "heal_backoff_seconds": 10.0, "http_host": "127.0.0.1", "http_port": 0,
+        "heal_backoff_seconds": 10.0, "http_address": ("127.0.0.1", 0),
         "imex_channel": Path("/dev/nvidia-caps-imex-channels/channel0"), "job_mapping_dir": None,
         "kube_node": "", "node_name": "n1", "node_name_annotation": "slurm-sidecars.io/slurm-node-name",
         "node_name_from": "pod", "pod_namespace": "hpc", "pod_name": "worker-7", "poll_seconds": 15.0,
@@ -447,7 +466,7 @@ BEFORE: dict[str, dict[str, Any]] = {
 def test_defaults_are_what_they_were(which: str, sockdir: Path, clean_env: pytest.MonkeyPatch) -> None:
     role = next(r for r in _roles(sockdir) if r.name == which)
     got = _parse(role, role.base)
-    assert {k: got[k] for k in BEFORE[which]} == BEFORE[which]
+    assert {k: _at(got, k) for k in BEFORE[which]} == BEFORE[which]
     if "http_limits" in got:
         limits = got["http_limits"]
         assert (limits.header_seconds, limits.body_seconds, limits.max_connections) == (10.0, 10.0, 4096)
@@ -464,9 +483,9 @@ DURATION = re.compile(
 def test_durations_carry_their_unit_in_field_and_flag_names() -> None:
     for cls in ALL_SETTINGS:
         by_dest = {f.dest: f for f in flags_of(cls)}
-        for field in dataclasses.fields(cls):
+        for path, field in _fields(cls):
             if field.type in ("float", float) and DURATION.search(field.name):
-                assert field.name.endswith("_seconds"), f"{cls.__name__}.{field.name} drops its unit"
+                assert field.name.endswith("_seconds"), f"{cls.__name__}.{path} drops its unit"
         for f in by_dest.values():
             if f.conv.unit == "s":
                 assert f.name.endswith("-seconds"), f"{f.name} is a duration: its name must say seconds"
@@ -487,14 +506,14 @@ def test_every_boolean_is_true_or_false_and_the_old_spellings_still_work_with_a_
     role: str, flag: str, sockdir: Path, clean_env: pytest.MonkeyPatch
 ) -> None:
     r = next(x for x in _roles(sockdir) if _settings_of(x) == role)
-    field = next(f.name for f in dataclasses.fields(_class(role)) if _flag_name(f) == flag)
+    field = next(f.path for f in flags_of(_class(role)) if f.name == flag)
     for spelling, want in {"true": True, "false": False}.items():
         with capture_logs() as logs:
-            assert _parse(r, [*r.base, flag, spelling])[field] is want
+            assert _at(_parse(r, [*r.base, flag, spelling]), field) is want
         assert not [e for e in logs if e["event"] == "setting_old_spelling"]
     for spelling, want in OLD.items():
         with capture_logs() as logs:
-            assert _parse(r, [*r.base, flag, spelling])[field] is want
+            assert _at(_parse(r, [*r.base, flag, spelling]), field) is want
         warned = [e for e in logs if e["event"] == "setting_old_spelling"]
         assert warned == [
             {"event": "setting_old_spelling", "log_level": "warning", "flag": flag, "given": spelling,
@@ -502,7 +521,7 @@ def test_every_boolean_is_true_or_false_and_the_old_spellings_still_work_with_a_
         ]  # fmt: skip
         with capture_logs() as logs, clean_env.context() as env:  # the variable's old spelling too
             env.setenv(env_name(flag), spelling)
-            assert _parse(r, r.base)[field] is want
+            assert _at(_parse(r, r.base), field) is want
         assert [e["write"] for e in logs if e["event"] == "setting_old_spelling"] == [str(want).lower()]
     with pytest.raises(ConfigError, match=f"^{flag}: true or false, got 'maybe'$"):
         _parse(r, [*r.base, flag, "maybe"])
@@ -517,11 +536,6 @@ def _settings_of(role: Role) -> str:
         "config-sync": "Settings", "worker": "WorkerSettings", "control-plane": "ControlPlaneSettings",
         "status": "StatusSettings",
     }.get(role.name, "")  # fmt: skip
-
-
-def _flag_name(field: dataclasses.Field[Any]) -> str:
-    decl = field.metadata.get(SETTING)
-    return (decl.flag or "--" + field.name.replace("_", "-")) if decl else ""
 
 
 @pytest.mark.parametrize(
@@ -605,7 +619,7 @@ def test_an_empty_value_unsets_an_optional_setting_and_is_refused_for_a_required
     plane = next(r for r in _roles(sockdir) if r.name == "control-plane")
     empty = ["--kubeconfig", "", "--config-sync", "", "--agent-audience", "", "--cordon-taints", ""]
     got = _parse(plane, [*plane.base, *empty])
-    assert (got["kubeconfig"], got["config_sync"], got["agent_audience"], got["cordon_taints"]) == (
+    assert (got["kubeconfig"], got["config_sync"], got["agent_audience"], got["cordons"].taints) == (
         None, None, "", (),
     )  # fmt: skip
     sync = next(r for r in _roles(sockdir) if r.name == "config-sync")

@@ -145,7 +145,8 @@ def settings_of(
 
 def upgrade_names(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> KubeRoleNames:
     [(deploy, container)] = control_planes(OVERLAY)
-    names, missing = upgrade_role_names(settings_of(container["command"], tmp, pod_name(deploy), monkeypatch))
+    settings = settings_of(container["command"], tmp, pod_name(deploy), monkeypatch)
+    names, missing = upgrade_role_names(settings.upgrade, settings.namespace, settings.pod_name)
     assert missing == [] and names is not None
     return names
 

@@ -8,13 +8,13 @@ from sidecars.controlplane.reconcile.deletion_cost import DeletionCostWriter
 from sidecars.controlplane.reconcile.gpu_features import GpuFeatureSync
 from sidecars.controlplane.reconcile.health_signals import HealthSync, Signals
 from sidecars.controlplane.reconcile.pod_conditions import ConditionWriter
-from sidecars.controlplane.reconcile.records import RecordKeeper, RecordPolicy
-from sidecars.controlplane.reconcile.recycle import RecyclePolicy, Recycler
+from sidecars.controlplane.reconcile.records import RecordKeeper
+from sidecars.controlplane.reconcile.recycle import Recycler
 from sidecars.controlplane.reconcile.round import Outcome, Reconciler, Round, View
 from sidecars.controlplane.reconcile.slinky_specs import SlinkySpecs
 from sidecars.controlplane.reconcile.topology_sync import TopologySync
 from sidecars.controlplane.reconcile.unowned_events import UnownedDrainEvents
-from sidecars.controlplane.reconcile.unowned_policy import UnownedPolicy, UnownedPolicySettings
+from sidecars.controlplane.reconcile.unowned_policy import UnownedPolicy
 
 __all__ = [
     "BusyLabeler",
@@ -27,8 +27,6 @@ __all__ = [
     "Outcome",
     "Reconciler",
     "RecordKeeper",
-    "RecordPolicy",
-    "RecyclePolicy",
     "Recycler",
     "Round",
     "Signals",
@@ -36,6 +34,5 @@ __all__ = [
     "TopologySync",
     "UnownedDrainEvents",
     "UnownedPolicy",
-    "UnownedPolicySettings",
     "View",
 ]

@@ -17,6 +17,7 @@ import structlog
 
 from sidecars.controlplane.reconcile.pacing import TokenBucket
 from sidecars.controlplane.reconcile.round import Outcome, View, unready
+from sidecars.controlplane.settings import BusySettings
 from sidecars.kube import KubeClient, Pod
 from sidecars.protocol import kube_names
 
@@ -36,18 +37,19 @@ class BusyLabeler:
         self,
         kube: KubeClient,
         node_of: Callable[[Pod], str],
+        settings: BusySettings | None = None,  # None: the flags' defaults
         *,
-        qps: float = 10.0,
-        release_seconds: float = 30.0,
         burst_seconds: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        settings = settings or BusySettings()
         self._kube = kube
         self._node_of = node_of
         # a burst of `burst_seconds`' worth: passes come every --interval-seconds (4 s), and a bucket
         # holding one second's tokens would cap the rate at qps / interval
+        qps = settings.label_qps
         self._bucket = TokenBucket(qps, clock, capacity=qps * burst_seconds)
-        self._release_seconds = release_seconds
+        self._release_seconds = settings.release_seconds
         self._clock = clock
         self._idle_since: dict[str, float] = {}  # pod uid -> when its labelled node was first seen idle
         # pod uid -> (what we wrote, the pod's resourceVersion before): until the watched pod moves

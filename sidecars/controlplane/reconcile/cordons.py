@@ -31,6 +31,7 @@ from sidecars.controlplane.fleet.drains import DrainBatcher, Written
 from sidecars.controlplane.fleet.kube_nodes import NodeCache
 from sidecars.controlplane.fleet.slinky import slinky_pod
 from sidecars.controlplane.reconcile.round import Outcome, View, unready
+from sidecars.controlplane.settings import CordonSettings
 from sidecars.kube import KubeClient, Pod
 from sidecars.protocol import drains, kube_names
 from sidecars.protocol.events import EventReason
@@ -64,16 +65,17 @@ class CordonSync:
         nodes: NodeCache,
         drains: DrainBatcher,
         node_of: Callable[[Pod], str],
+        settings: CordonSettings | None = None,  # None: the flags' defaults
         *,
-        taint_keys: Iterable[str] = (),
         slinky_mode: bool | None = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        settings = settings or CordonSettings()
         self._kube = kube
         self._nodes = nodes
         self._drains = drains
         self._node_of = node_of
-        self._taint_keys = frozenset(taint_keys)
+        self._taint_keys = frozenset(settings.taints)
         self._slinky_mode = slinky_mode
         self._clock = clock
         self.held: dict[str, str] = {}  # Slurm node -> Kubernetes node, seen drained with our reason

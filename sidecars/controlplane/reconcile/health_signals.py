@@ -28,6 +28,7 @@ from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.controlplane.fleet.slinky import POD_CORDON, slinky_pod
 from sidecars.controlplane.fleet.snapshot import FleetNode
 from sidecars.controlplane.reconcile.round import Outcome, PodEmit, View, unready
+from sidecars.controlplane.settings import HealthSettings
 from sidecars.kube import KubeNode, Pod
 from sidecars.protocol import drains
 from sidecars.protocol.events import EventReason
@@ -106,10 +107,8 @@ class HealthSync:
         node_of: Callable[[Pod], str],
         metrics: ControlPlaneMetrics,
         emit: PodEmit,
-        signals: Signals,
+        settings: HealthSettings,
         *,
-        settle_seconds: float = 30.0,
-        max_fraction: float = 0.10,
         slinky_mode: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -118,9 +117,9 @@ class HealthSync:
         self._node_of = node_of
         self._metrics = metrics
         self._emit = emit
-        self.signals = signals
-        self._settle_seconds = settle_seconds
-        self._max_fraction = max_fraction
+        self.signals = Signals(settings.conditions, settings.taints)
+        self._settle_seconds = settings.settle_seconds
+        self._max_fraction = settings.max_fraction
         self._slinky_mode = slinky_mode
         self._clock = clock
         self.seen: dict[str, Seen] = {}  # Slurm node -> its signals now

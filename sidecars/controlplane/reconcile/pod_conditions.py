@@ -24,6 +24,7 @@ from sidecars.controlplane.fleet.slinky import slinky_pod
 from sidecars.controlplane.fleet.snapshot import FleetNode
 from sidecars.controlplane.reconcile.pacing import TokenBucket
 from sidecars.controlplane.reconcile.round import Outcome, View, unready
+from sidecars.controlplane.settings import ConditionSettings
 from sidecars.kube import KubeClient, Pod
 from sidecars.kube.podstatus import patch_pod_conditions
 from sidecars.protocol import kube_names
@@ -66,17 +67,17 @@ class ConditionWriter:
         self,
         kube: KubeClient,
         node_of: Callable[[Pod], str],
+        settings: ConditionSettings | None = None,  # None: the flags' defaults
         *,
-        qps: float = 5.0,
-        settle_seconds: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
         slinky_mode: bool | None = False,
     ) -> None:
+        settings = settings or ConditionSettings()
         self._kube = kube
         self._slinky_mode = slinky_mode
         self._node_of = node_of
-        self._bucket = TokenBucket(qps, clock)
-        self._settle_seconds = settle_seconds
+        self._bucket = TokenBucket(settings.qps, clock)
+        self._settle_seconds = settings.settle_seconds
         self._clock = clock
         self._seen: dict[str, tuple[Conditions, float]] = {}  # pod uid -> (wanted, since when)
         self._sent: dict[str, Conditions] = {}  # pod uid -> what we last wrote

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 import structlog
 
@@ -33,6 +32,7 @@ from sidecars.controlplane.fleet.drains import DrainBatcher
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.controlplane.fleet.snapshot import FleetNode, FleetSnapshot
 from sidecars.controlplane.reconcile.round import Outcome, PodEmit, View, unready
+from sidecars.controlplane.settings import RecordSettings
 from sidecars.kube import Pod
 from sidecars.protocol import drains
 from sidecars.protocol.events import EventReason
@@ -50,13 +50,6 @@ def gres_reason(have: int, want: int) -> str:
     return f"{GRES_PREFIX}registered gpu:{have}, its pod asks for gpu:{want}"
 
 
-@dataclass(frozen=True)
-class RecordPolicy:
-    grace_seconds: float = 600.0  # a pod gone this long before its record goes
-    per_pass: int = 2  # deletes a pass, at most
-    stale_seconds: float = 60.0  # a snapshot older than this is no ground for a delete
-
-
 class RecordKeeper:
     name = "records"
 
@@ -70,10 +63,11 @@ class RecordKeeper:
         emit: PodEmit,
         *,
         namespace: str,
-        policy: RecordPolicy = RecordPolicy(),
+        policy: RecordSettings | None = None,  # None: the flags' defaults
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
+        policy = policy or RecordSettings()
         self._slurm = slurm
         self._drains = drains
         self._node_of = node_of
@@ -201,7 +195,7 @@ class RecordKeeper:
         jobs = await self._slurm.job_nodes()  # asked now, not from the snapshot: a job may have started
         writes = 0
         for name in due:
-            if writes >= self.policy.per_pass:
+            if writes >= self.policy.deletes_per_pass:
                 self._metrics.node_record_actions.labels("capped").inc()
                 break
             writes += await self._delete(snap.nodes[name], jobs, held.get(name))

@@ -21,6 +21,7 @@ import structlog
 
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.controlplane.reconcile.round import Outcome, View, unready
+from sidecars.controlplane.settings import RecycleSettings
 from sidecars.kube import KubeClient, Pod
 from sidecars.protocol.events import EventReason
 from sidecars.runtime.events import EventSink
@@ -33,15 +34,6 @@ class Report:
     registered: bool
     detail: str
     at: float
-
-
-@dataclass(frozen=True, slots=True)
-class RecyclePolicy:
-    grace_seconds: float = 300.0
-    window_seconds: float = 600.0
-    fraction: float = 0.10
-    backoff_seconds: float = 60.0
-    backoff_max_seconds: float = 3600.0
 
 
 @dataclass
@@ -59,7 +51,7 @@ class Recycler:
     metrics: ControlPlaneMetrics
     events: EventSink  # about the control plane itself (systemic faults)
     node_of: Callable[[Pod], str]
-    policy: RecyclePolicy = field(default_factory=RecyclePolicy)
+    policy: RecycleSettings = field(default_factory=RecycleSettings)
     clock: Callable[[], float] = time.monotonic
     reports: dict[tuple[str, str], Report] = field(default_factory=dict)
     absent_since: dict[str, float] = field(default_factory=dict)

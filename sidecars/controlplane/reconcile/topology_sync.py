@@ -27,6 +27,7 @@ from sidecars.controlplane.fleet.slinky import slinky_pod
 from sidecars.controlplane.fleet.snapshot import FleetSnapshot
 from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.controlplane.reconcile.topology_files import group, render_conf, render_yaml
+from sidecars.controlplane.settings import TopologySettings
 from sidecars.kube import KubeClient, Pod
 from sidecars.kube.topology import Placement, TopologySpec, placement
 from sidecars.protocol.events import EventReason
@@ -49,20 +50,20 @@ class TopologySync:
         spec: TopologySpec,
         *,
         namespace: str,
-        configmap: str = "",
-        settle_seconds: float = 10.0,
+        settings: TopologySettings | None = None,  # None: the flags' defaults
         retry_seconds: float = 60.0,
         slinky_mode: bool | None = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        settings = settings or TopologySettings()
         self._kube = kube
         self._slurm = slurm
         self._nodes = nodes
         self._node_of = node_of
         self.spec = spec
         self._namespace = namespace
-        self._configmap = configmap
-        self._settle_seconds = settle_seconds
+        self._configmap = settings.configmap
+        self._settle_seconds = settings.settle_seconds
         self._retry = retry_seconds
         self._clock = clock
         # Slinky's pods are placed by the operator from the Node's annotation (slinky_specs): kept

@@ -20,7 +20,6 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import structlog
 
@@ -28,6 +27,7 @@ from sidecars.controlplane.fleet import unowned
 from sidecars.controlplane.fleet.snapshot import FleetNode
 from sidecars.controlplane.reconcile.recycle import Recycler
 from sidecars.controlplane.reconcile.round import Outcome, PodEmit, View, unready
+from sidecars.controlplane.settings import UnownedSettings
 from sidecars.kube import Pod
 from sidecars.protocol.events import EventReason
 from sidecars.slurm import SlurmClient, SlurmError
@@ -36,13 +36,6 @@ from sidecars.slurm.reasons import Cause
 log = structlog.get_logger(__name__)
 
 RESUMED = EventReason.SLURM_DRAIN_UNOWNED_RESUMED
-
-
-@dataclass(frozen=True, slots=True)
-class UnownedPolicySettings:
-    settle_seconds: float = 300.0
-    window_seconds: float = 600.0  # the recycler's cap: its window and fraction
-    fraction: float = 0.10
 
 
 def healthy(node: FleetNode, pod: Pod) -> str | None:
@@ -65,7 +58,7 @@ class UnownedPolicy:
         recycler: Recycler,
         node_of: Callable[[Pod], str],
         emit: PodEmit,
-        settings: UnownedPolicySettings,
+        settings: UnownedSettings,
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -100,9 +93,9 @@ class UnownedPolicy:
             if now - since >= self._settings.settle_seconds:
                 due.append((drain, pod))
         self._seen = seen
-        while self._resumed and self._resumed[0] <= now - self._settings.window_seconds:
+        while self._resumed and self._resumed[0] <= now - self._recycler.policy.window_seconds:
             self._resumed.popleft()
-        cap = max(1, math.floor(self._settings.fraction * len(pods)))
+        cap = max(1, math.floor(self._recycler.policy.fraction * len(pods)))
         made = 0
         for drain, pod in sorted(due, key=lambda d: d[0].node):
             node = view.snapshot.nodes[drain.node]

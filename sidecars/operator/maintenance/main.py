@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sidecars.operator.client import ControlPlaneClient, Request, control_plane_flags, run
-from sidecars.runtime.settings import ConfigError, flag
+from sidecars.runtime.settings import ConfigError, add_flags, declared, setting, settings_from
 
 ACTIONS = ("create", "list", "delete")
 
@@ -20,10 +20,17 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=ACTIONS, help="what to do")
     p.add_argument("name", nargs="?", help="the window (delete; optional for create)")
     control_plane_flags(p)
-    flag(p, "--nodes", help="create: the Slurm nodes, a hostlist such as gpu[01-08]")
-    flag(p, "--start", default="now", help="create: `now` or an RFC 3339 time with offset")
-    flag(p, "--duration", help="create: how long, e.g. 90m, 4h, 1h30m, 1d")
-    flag(p, "--reason", help="create: why (kept in the reservation's comment)")
+    add_flags(p, WindowFlags)
+
+
+@declared(kw_only=True)
+class WindowFlags:
+    """A window to create, as given: the control plane checks it (one rule, one place)."""
+
+    nodes: str | None = setting(default=None, help="create: the Slurm nodes, a hostlist such as gpu[01-08]")
+    start: str = setting(default="now", help="create: `now` or an RFC 3339 time with offset")
+    duration: str | None = setting(default=None, help="create: how long, e.g. 90m, 4h, 1h30m, 1d")
+    reason: str | None = setting(default=None, help="create: why (kept in the reservation's comment)")
 
 
 @dataclass(frozen=True)
@@ -37,15 +44,16 @@ class MaintenanceSettings:
     def from_args(cls, args: argparse.Namespace) -> MaintenanceSettings:
         control_plane = ControlPlaneClient.from_args(args)
         body: dict[str, str] = {}
+        window = settings_from(WindowFlags, args)
         if args.action == "create":
             for f in ("nodes", "duration", "reason"):
-                if not getattr(args, f):
+                if not getattr(window, f):
                     raise ConfigError(f"create needs --{f}")
             body = {
-                "nodes": args.nodes,
-                "start": args.start,
-                "duration": args.duration,
-                "reason": args.reason,
+                "nodes": str(window.nodes),
+                "start": window.start,
+                "duration": str(window.duration),
+                "reason": str(window.reason),
             }
             if args.name:
                 body["name"] = args.name

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sidecars.operator.client import ControlPlaneClient, Request, control_plane_flags, run
-from sidecars.runtime.settings import ConfigError, flag
+from sidecars.runtime.settings import ConfigError, Conv, add_flags, declared, setting, settings_from
 from sidecars.slurm import daemons
 
 ACTIONS = ("start", "status", "pause", "resume")
@@ -21,20 +22,32 @@ ROLES = daemons.UPGRADE_ORDER
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=ACTIONS, help="what to do")
     control_plane_flags(p)
-    flag(p, "--revision", help="start: the new pods' revision label (StatefulSet updateRevision)")
-    flag(p, "--deployment", help="start: a Deployment's name, paused now; change its template after")
-    flag(p, "--upgrade-budget", help="start: workers out of service at once, a number or a percentage")
-    flag(
-        p,
-        "--slurm-version",
+    add_flags(p, StartFlags)
+
+
+@declared(kw_only=True)
+class StartFlags:
+    """An upgrade to start, as given (`UpgradeSettings.from_args` says which go together)."""
+
+    revision: str | None = setting(
+        default=None, help="start: the new pods' revision label (StatefulSet updateRevision)"
+    )
+    deployment: str | None = setting(
+        default=None, help="start: a Deployment's name, paused now; change its template after"
+    )
+    upgrade_budget: str | None = setting(
+        default=None, help="start: workers out of service at once, a number or a percentage"
+    )
+    slurm_version: str | None = setting(
+        default=None,
         help="start: the new image's slurmd release, checked against slurmctld; with --image, the release "
         "the whole cluster moves to",
     )
-    flag(
-        p,
-        "--image",
+    images: tuple[str, ...] = setting(
+        default=(),
+        flag="--image",
+        conv=Conv(lambda text, what: text, metavar="ROLE=IMAGE"),  # checked whole by cluster_body
         multiple=True,
-        metavar="ROLE=IMAGE",
         help="start a whole-cluster upgrade: slurmdbd=, slurmctld= and slurmd= each role's new image or "
         "revision (in the dev cluster, a release's name)",
     )
@@ -50,23 +63,26 @@ class UpgradeSettings:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> UpgradeSettings:
         control_plane = ControlPlaneClient.from_args(args)
+        start = settings_from(StartFlags, args)
         body: dict[str, Any] = {}
-        if args.action == "start" and args.image:
+        if args.action == "start" and start.images:
             return cls(
                 args.action,
                 control_plane,
-                cluster_body(args.slurm_version, args.image),
+                cluster_body(start.slurm_version, start.images),
                 "/v1/upgrade/cluster",
             )
         if args.action == "start":
-            if not (args.revision or args.deployment) or not args.upgrade_budget:
+            if not (start.revision or start.deployment) or not start.upgrade_budget:
                 raise ConfigError("start needs --revision (or --deployment) and --upgrade-budget")
-            if args.revision and args.deployment:
+            if start.revision and start.deployment:
                 raise ConfigError("start takes --revision (a StatefulSet's) or --deployment, not both")
-            body = {"budget": args.upgrade_budget}
-            body.update({"deployment": args.deployment} if args.deployment else {"revision": args.revision})
-            if args.slurm_version:
-                body["slurm_version"] = args.slurm_version
+            body = {"budget": start.upgrade_budget}
+            body.update(
+                {"deployment": start.deployment} if start.deployment else {"revision": start.revision}
+            )
+            if start.slurm_version:
+                body["slurm_version"] = start.slurm_version
         return cls(args.action, control_plane, body)
 
     def request(self) -> Request:
@@ -77,7 +93,7 @@ class UpgradeSettings:
         return Request(method="POST", path=f"/v1/upgrade/{self.action}")
 
 
-def cluster_body(version: str | None, images: list[str]) -> dict[str, Any]:
+def cluster_body(version: str | None, images: Sequence[str]) -> dict[str, Any]:
     """The whole-cluster request: the release and each role's image, every role once."""
     if not version:
         raise ConfigError("a whole-cluster upgrade (--image) needs --slurm-version, the release to move to")

@@ -51,6 +51,12 @@ RBAC = {
     "slurm-sidecars-upgrade": Path(__file__).parents[3] / "manifests" / "overlays" / "upgrades" / "rbac.yaml",
 }
 BACKUP_CM = "slurmdbd-backup"
+UPGRADE = {  # what a whole-cluster upgrade moves (the upgrade group of the control plane's settings)
+    "slurmdbd_workload": ("Deployment", "slurmdbd"),
+    "slurmctld_statefulset": "slurmctld",
+    "state_image": "registry.example/slurm-sidecars:1",
+    "backup_job_configmap": BACKUP_CM,
+}
 BACKUP_CLAIM = "db-backups"
 LOCATION = "backups/slurm_acct_db-$(SLURM_SIDECARS_UPGRADE_STAMP).sql"  # the template's word for its dump
 
@@ -485,10 +491,7 @@ async def test_the_control_plane_builds_the_roles_from_its_settings_or_names_wha
         c,
         kube_url=kube.url,
         pod_name="slurmctld-0",
-        upgrade_slurmdbd_workload=("Deployment", "slurmdbd"),
-        upgrade_slurmctld_statefulset="slurmctld",
-        upgrade_state_image="registry.example/slurm-sidecars:1",
-        upgrade_backup_job_configmap=BACKUP_CM,
+        upgrade=UPGRADE,
     ) as named:
         status, text = await named.post("/v1/upgrade/cluster", body)
         assert status == 201, text
@@ -528,12 +531,7 @@ async def test_the_whole_upgrade_through_the_control_plane_with_its_own_roll_of_
         kube_url=kube.url,
         pod_name="control-plane-0",
         interval_seconds=1.0,
-        upgrade_slurmdbd_workload=("Deployment", "slurmdbd"),
-        upgrade_slurmctld_statefulset="slurmctld",
-        upgrade_state_image="registry.example/slurm-sidecars:1",
-        upgrade_backup_job_configmap=BACKUP_CM,
-        upgrade_rollout_timeout_seconds=60.0,
-        upgrade_job_timeout_seconds=60.0,
+        upgrade=UPGRADE | {"rollout_timeout_seconds": 60.0, "job_timeout_seconds": 60.0},
     ) as plane:
         status, text = await plane.post("/v1/upgrade/cluster", body)
         assert status == 201, text

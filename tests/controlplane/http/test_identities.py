@@ -48,7 +48,7 @@ async def test_an_agent_acts_on_its_own_node_only(
     fake, url = fake_kube
     workers(fake)
     agent = fake.issue_token("worker-1")
-    async with control_plane(cluster, kube_url=url, recycle_grace_seconds=3600) as cp:
+    async with control_plane(cluster, kube_url=url, recycle={"grace_seconds": 3600}) as cp:
         await eventually(cp.leading, what="leader with pods listed")
         # its own node: read, drain, undrain, report
         assert (await call(cp, "GET", "/v1/nodes/n1", agent))[0] == 200

@@ -10,6 +10,7 @@ import pytest
 
 from sidecars.controlplane.fleet.snapshot import FleetSnapshot
 from sidecars.controlplane.reconcile.busy_label import LABEL, BusyLabeler
+from sidecars.controlplane.settings import BusySettings
 from sidecars.devcluster import DevCluster
 from sidecars.kube import KubeClient
 from sidecars.kube.client import KubeRetry
@@ -42,7 +43,7 @@ async def test_a_job_labels_its_pod_busy_until_the_node_stays_idle(
     fake.add_pod("w1", hostname="n1")
     fake.add_pod("w2", hostname="n2")
     release = 15.0  # far longer than a job takes to follow another here, on a loaded machine too
-    async with control_plane(cluster, url, busy_release_seconds=release) as cp:
+    async with control_plane(cluster, url, busy={"release_seconds": release}) as cp:
         await eventually(cp.leading, what="leader with pods")
         first = await cluster.sbatch("-w", "n1", wrap="sleep 300")
         await cluster.wait_job(first, "RUNNING")
@@ -79,7 +80,7 @@ async def test_a_job_labels_its_pod_busy_until_the_node_stays_idle(
 async def test_busy_label_off_writes_no_label(cluster: DevCluster, fake_kube: tuple[FakeKube, str]) -> None:
     fake, url = fake_kube
     fake.add_pod("w1", hostname="n1")
-    async with control_plane(cluster, url, busy_label=False) as cp:
+    async with control_plane(cluster, url, busy={"label": False}) as cp:
         assert "busy_label" not in cp.plane.writers
         await eventually(cp.leading, what="leader with pods")
         job = await cluster.sbatch("-w", "n1", wrap="sleep 300")
@@ -113,9 +114,8 @@ async def test_flapping_rate_limit_and_order_without_slurm(fake_kube: tuple[Fake
         async def pods() -> list[Any]:
             return (await kube.list_pods("slurm", "app=slurmd"))[0]
 
-        labeler = BusyLabeler(
-            kube, lambda p: p.hostname, qps=2, release_seconds=5.0, burst_seconds=1.0, clock=lambda: now[0]
-        )
+        busy = BusySettings(label_qps=2, release_seconds=5.0)
+        labeler = BusyLabeler(kube, lambda p: p.hostname, busy, burst_seconds=1.0, clock=lambda: now[0])
         # n1..n3 busy, n4 idle (labelled): sets first, two a second; the removal waits `release`
         assert (
             await one_pass(labeler, await pods(), _snap({"n1": True, "n2": True, "n3": True, "n4": False}))
@@ -164,5 +164,7 @@ async def test_a_pass_may_use_a_burst_of_several_seconds(fake_kube: tuple[FakeKu
         fake.add_pod(f"w{i}", hostname=f"n{i}")
     async with KubeClient(configuration(url), retry=KubeRetry(attempts=2, initial_wait=0.01)) as kube:
         pods, _ = await kube.list_pods("slurm", "app=slurmd")
-        labeler = BusyLabeler(kube, lambda p: p.hostname, qps=2, burst_seconds=5.0, clock=lambda: 0.0)
+        labeler = BusyLabeler(
+            kube, lambda p: p.hostname, BusySettings(label_qps=2), burst_seconds=5.0, clock=lambda: 0.0
+        )
         assert await one_pass(labeler, pods, _snap({f"n{i}": True for i in range(1, 13)})) == 10

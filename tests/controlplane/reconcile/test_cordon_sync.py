@@ -157,7 +157,7 @@ async def test_a_configured_taint_counts_as_a_cordon_but_prefer_no_schedule_does
     two_hosts(fake)
     client = cluster.client()
     key = "example.com/gpu-health"
-    async with control_plane(cluster, url, cordon_taints=(key,)) as cp:
+    async with control_plane(cluster, url, cordons={"taints": (key,)}) as cp:
         await eventually(lambda: cp.leading("cordons"), what="leader with pods and nodes")
         # k2's soft taint first, then k1's hard one: once k1's workers are drained, k2's was seen too
         fake.set_node_spec("k2", taints=[{"key": key, "value": "degraded", "effect": "PreferNoSchedule"}])
@@ -180,7 +180,7 @@ async def test_cordon_sync_off_drains_nothing_and_adds_no_node_reads(
     fake, url = fake_kube
     two_hosts(fake)
     fake.set_node_spec("k1", unschedulable=True)
-    async with control_plane(cluster, url, cordon_sync=False) as cp:
+    async with control_plane(cluster, url, cordons={"sync": False}) as cp:
         await eventually(cp.leading, what="leader with pods")
         assert "cordons" not in cp.plane.writers
         nodes = cp.plane.workers.nodes

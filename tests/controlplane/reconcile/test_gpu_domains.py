@@ -37,7 +37,7 @@ async def test_domains_become_features_and_move_without_touching_anyone_elses(
     for i in (1, 2, 3, 4):
         fake.add_pod(f"w{i}", hostname=f"n{i}", node_name=f"k{i}")
     fake.set_compute_domain("train-a", ["k1"])
-    async with control_plane(cluster, url, compute_domains=True) as cp:
+    async with control_plane(cluster, url, gpu={"compute_domains": True}) as cp:
         await eventually(lambda: cp.leading("gpu_features"), what="leader with Nodes and ComputeDomains")
         found = await eventually(
             lambda: features(cluster),

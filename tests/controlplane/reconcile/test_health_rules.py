@@ -14,6 +14,7 @@ from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.controlplane.fleet.snapshot import FleetNode, FleetSnapshot
 from sidecars.controlplane.reconcile import HealthSync, Signals, View
 from sidecars.controlplane.reconcile.health_signals import health_reason
+from sidecars.controlplane.settings import HealthSettings
 from sidecars.kube import KubeNode, Pod
 from sidecars.runtime.settings import ConfigError
 from tests.controlplane.reconcile.standins import Drains, Nodes
@@ -68,9 +69,9 @@ def setup(
         lambda p: p.hostname,
         metrics,
         emit,
-        NPD,
-        settle_seconds=settle,
-        max_fraction=fraction,
+        HealthSettings(
+            conditions=NPD.conditions, taints=NPD.taints, settle_seconds=settle, max_fraction=fraction
+        ),
         slinky_mode=slinky,
         clock=clock,
     )

@@ -63,8 +63,8 @@ async def test_a_node_condition_drains_its_workers_clearing_undrains_and_an_admi
     two_hosts(fake)
     client = cluster.client()
     await client.drain(["n3"], "admin: bad DIMM")  # someone else's drain on a worker about to be sick
-    signals: dict[str, Any] = {"health_conditions": (("KernelDeadlock", ""),), "health_settle_seconds": 0.0}
-    async with control_plane(cluster, url, health_max_fraction=1.0, **signals) as cp:
+    health = {"conditions": (("KernelDeadlock", ""),), "settle_seconds": 0.0, "max_fraction": 1.0}
+    async with control_plane(cluster, url, health=health) as cp:
         await eventually(lambda: cp.leading("health"), what="leader with pods and nodes")
         deadlock(fake, "k2", False)  # reported healthy: nothing happens
         deadlock(fake, "k1", True)
@@ -113,7 +113,7 @@ async def test_a_taint_on_every_node_drains_no_more_than_the_cap(
     two_hosts(fake)
     taint = [{"key": QUARANTINE, "value": "true", "effect": "NoSchedule"}]
     async with control_plane(
-        cluster, url, health_taints=((QUARANTINE, ""),), health_settle_seconds=0.0, health_max_fraction=0.25
+        cluster, url, health={"taints": ((QUARANTINE, ""),), "settle_seconds": 0.0, "max_fraction": 0.25}
     ) as cp:
         await eventually(lambda: cp.leading("health"), what="leader with pods and nodes")
         fake.set_node_spec("k1", taints=taint)
@@ -143,10 +143,10 @@ async def test_beside_slinky_one_drain_per_cordon_ours_survive_its_sweep_and_con
     client = cluster.client()
     await client.drain(["n4"], "admin: reseat GPU")
     operator = SlinkyOperator(fake, client, sweep=True)  # DaemonSet mode: it lifts cordons every pass
-    signals: dict[str, Any] = {"health_conditions": (("KernelDeadlock", ""),), "health_settle_seconds": 0.0}
+    health = {"conditions": (("KernelDeadlock", ""),), "settle_seconds": 0.0, "max_fraction": 1.0}
     async with (
         operator.running(),
-        control_plane(cluster, url, health_max_fraction=1.0, condition_settle_seconds=0.0, **signals) as cp,
+        control_plane(cluster, url, health=health, conditions={"settle_seconds": 0.0}) as cp,
     ):
         await eventually(lambda: cp.leading("health", "cordons"), what="leader with pods and nodes")
         # a cordon: the operator drains k1's workers with its reason; our cordon sync leaves them

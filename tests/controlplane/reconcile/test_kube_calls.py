@@ -52,7 +52,7 @@ async def test_steady_intervals_cost_nothing_and_a_cordon_costs_one_write_per_ch
     for i, pod in enumerate(pods, 1):
         fake.add_node(f"k{i}")
         fake.add_pod(pod, hostname=f"n{i}", node_name=f"k{i}")
-    async with control_plane(cluster, url, condition_settle_seconds=0.3) as cp:
+    async with control_plane(cluster, url, conditions={"settle_seconds": 0.3}) as cp:
         await eventually(
             lambda: _all(fake, pods, settled_pod), bool, what="conditions and costs on every pod"
         )

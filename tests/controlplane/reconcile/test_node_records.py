@@ -23,7 +23,11 @@ pytestmark = [pytest.mark.releases("slurm24", "slurm26")]
 # the recycler's production grace: the suite's 0.5 s would recycle a worker pod whose record is being
 # remade (gone from Slurm until its slurmd registers again, seconds on a loaded machine), and its pod
 # with it the record keeper's word that it healed
-RECORDS: dict[str, Any] = {"record_grace_seconds": 1.0, "pod_name": "cp-0", "recycle_grace_seconds": 300.0}
+RECORDS: dict[str, Any] = {
+    "records": {"grace_seconds": 1.0},
+    "pod_name": "cp-0",
+    "recycle": {"grace_seconds": 300.0},
+}
 
 
 def workers(fake: FakeKube, count: int, gpus: int = 0) -> None:

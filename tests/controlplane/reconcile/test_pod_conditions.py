@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from sidecars.controlplane.reconcile.pod_conditions import ConditionWriter
+from sidecars.controlplane.settings import ConditionSettings
 from sidecars.devcluster import DevCluster
 from sidecars.kube import KubeClient
 from sidecars.kube.client import KubeRetry
@@ -53,7 +54,7 @@ async def test_conditions_follow_slurm_only_on_change_and_never_flap(
         fake.add_pod(f"w{i}", hostname=f"n{i}")
     client = cluster.client()
     settle = 3.0
-    async with control_plane(cluster, url, condition_settle_seconds=settle) as cp:
+    async with control_plane(cluster, url, conditions={"settle_seconds": settle}) as cp:
         for pod in ("w1", "w2", "w3"):
             got = await eventually(lambda p=pod: read(fake, p), lambda c: "SlurmNodeReady" in c, what=pod)
             assert got == {
@@ -110,7 +111,8 @@ async def test_writes_are_rate_limited_and_the_rest_wait_for_the_next_pass(
     snap = fleet_snapshot(views.values())
     async with KubeClient(configuration(url), retry=KubeRetry(attempts=2, initial_wait=0.01)) as kube:
         pods, _ = await kube.list_pods("slurm", "app=slurmd")
-        writer = ConditionWriter(kube, lambda p: p.hostname, qps=2, settle_seconds=0, clock=lambda: now[0])
+        conditions = ConditionSettings(qps=2, settle_seconds=0)
+        writer = ConditionWriter(kube, lambda p: p.hostname, conditions, clock=lambda: now[0])
         assert await one_pass(writer, pods, snap) == 2  # a burst of at most `qps`
         assert await one_pass(writer, pods, snap) == 0  # no time has passed: no token
         now[0] += 1.0

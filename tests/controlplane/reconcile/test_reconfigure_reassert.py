@@ -49,7 +49,7 @@ async def test_the_topology_is_placed_again_as_soon_as_a_reconfigure_is_seen(
     async with control_plane(
         cluster,
         url,
-        topology=TopologySpec(KEYS),
+        topology={"spec": TopologySpec(KEYS)},
         interval_seconds=INTERVAL_SECONDS,
         reconfigure_poll_seconds=POLL_SECONDS,
     ) as cp:

@@ -11,7 +11,8 @@ from prometheus_client import CollectorRegistry
 
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.controlplane.fleet.snapshot import FleetNode, FleetSnapshot
-from sidecars.controlplane.reconcile import RecordKeeper, RecordPolicy, View
+from sidecars.controlplane.reconcile import RecordKeeper, View
+from sidecars.controlplane.settings import RecordSettings
 from sidecars.kube import Pod
 from sidecars.runtime.events import LogEventSink
 from sidecars.slurm import SlurmClient
@@ -52,7 +53,7 @@ def keeper(clock: Clock, grace: float = 5.0) -> tuple[RecordKeeper, CollectorReg
         LogEventSink(),
         emit,
         namespace="slurm",
-        policy=RecordPolicy(grace_seconds=grace, per_pass=2, stale_seconds=60.0),
+        policy=RecordSettings(grace_seconds=grace, deletes_per_pass=2, stale_seconds=60.0),
         clock=clock,
         wall=clock,
     )

@@ -46,7 +46,7 @@ async def test_recycling_is_capped_per_window_with_warning_events(
     fake.add_pod("ghost-a", hostname="n8")  # Ready, but Slurm has no n8 / n9
     fake.add_pod("ghost-b", hostname="n9")
     async with control_plane(
-        cluster, kube_url=url, recycle_grace_seconds=0.5, recycle_window_seconds=8.0, recycle_fraction=0.1
+        cluster, kube_url=url, recycle={"grace_seconds": 0.5, "window_seconds": 8.0, "fraction": 0.1}
     ) as cp:  # a window a loaded machine's passes fit in: ghost-b is seen capped before it ends
         # an agent reports worker-2 unregistered: a candidate at once (no grace: the agent tried to heal)
         status, _ = await cp.post(

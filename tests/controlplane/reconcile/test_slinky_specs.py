@@ -46,7 +46,9 @@ async def test_slinky_workers_get_node_annotations_and_no_direct_write(
     fake.add_pod("w2", hostname="n2", node_name="k2", owner_kind="NodeSet", owner_api_version=SLINKY)
     fake.add_pod("w3", hostname="n3", node_name="k3")  # a ReplicaSet worker: written in Slurm as before
     client = cluster.client()
-    async with control_plane(cluster, url, topology=TopologySpec(KEYS), topology_settle_seconds=0.0) as cp:
+    async with control_plane(
+        cluster, url, topology={"spec": TopologySpec(KEYS), "settle_seconds": 0.0}
+    ) as cp:
         await eventually(lambda: cp.leading("slinky_specs", "topology"), what="leader with pods and Nodes")
         want = {
             "k1": {

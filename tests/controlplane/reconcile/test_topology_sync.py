@@ -57,9 +57,7 @@ async def test_labels_place_nodes_a_change_moves_one_and_a_bad_value_moves_nothi
     async with control_plane(
         cluster,
         url,
-        topology=TopologySpec(KEYS),
-        topology_configmap="slurm-topology",
-        topology_settle_seconds=settle,
+        topology={"spec": TopologySpec(KEYS), "configmap": "slurm-topology", "settle_seconds": settle},
     ) as cp:
         await eventually(lambda: cp.leading("topology"), what="leader with pods and nodes")
         placed = {"kubernetes": "n[1-3]", "a": "n[1-3]", "a/r1": "n[1-2]", "a/r2": "n3"}
@@ -131,7 +129,9 @@ async def test_a_flapping_label_moves_nothing_and_a_restart_is_healed(
     # the flips below take about 2 s on a quiet machine, and several times that under a full suite's
     # load (each waits for a watch event and a refresh): well inside it either way
     settle = 15.0
-    async with control_plane(cluster, url, topology=TopologySpec(KEYS), topology_settle_seconds=settle) as cp:
+    async with control_plane(
+        cluster, url, topology={"spec": TopologySpec(KEYS), "settle_seconds": settle}
+    ) as cp:
         await eventually(lambda: cp.leading("topology"), what="leader with pods and nodes")
         placed = {"kubernetes": "n[1-3]", "a": "n[1-3]", "a/r1": "n[1-2]", "a/r2": "n3"}
         await eventually(lambda: switches(client), lambda s: s == placed, what="placed from the labels")
@@ -175,9 +175,7 @@ async def test_before_25_05_the_rendered_topology_conf_is_the_fallback(
         async with control_plane(
             cluster,
             url,
-            topology=TopologySpec(KEYS),
-            topology_configmap="slurm-topology",
-            topology_settle_seconds=0,
+            topology={"spec": TopologySpec(KEYS), "configmap": "slurm-topology", "settle_seconds": 0},
         ) as cp:
             await eventually(lambda: cp.leading("topology"), what="leader with pods and nodes")
             cm = await eventually(

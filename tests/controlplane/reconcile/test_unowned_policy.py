@@ -32,9 +32,8 @@ async def test_slurms_own_drains_are_resumed_when_healthy_and_recycled_when_not(
     async with control_plane(
         cluster,
         kube_url=url,
-        unowned_drain_policy=True,
-        unowned_settle_seconds=1.0,
-        recycle_fraction=1.0,
+        unowned={"drain_policy": True, "settle_seconds": 1.0},
+        recycle={"fraction": 1.0},
     ) as cp:
         await client.drain(["n2"], "bad fan, ticket 12")  # an admin's: never touched
         job = await cluster.sbatch("-w", "n1", wrap="true")  # its prolog fails: Slurm drains n1
