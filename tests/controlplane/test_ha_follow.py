@@ -235,7 +235,8 @@ async def test_the_lease_holders_pod_alone_carries_the_leader_label(
     fake.tokens |= {"token-a", "token-b"}
     for name in ("slurmctld-0", "slurmctld-1"):
         fake.add_pod(name, labels={"app.kubernetes.io/name": "slurmctld"}, owner_kind="StatefulSet")
-    both = {"lease_name": "cp", "lease_seconds": 3.0, "renew_seconds": 0.5, "leader_label": True}
+    # the tests' Lease (tests/settings.py: 6 s); a 3 s one leaves a holder 2 s to write after a renewal
+    both = {"lease_name": "cp", "leader_label": True}
     async with control_plane(cluster, url, "token-a", identity="cp-a", pod_name="slurmctld-0", **both) as a:
         await eventually(lambda: a.plane.leader.is_leader, what="cp-a holds the Lease")
         async with control_plane(

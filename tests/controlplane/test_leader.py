@@ -18,7 +18,9 @@ async def test_hand_over_when_the_holder_stops_renewing(
 ) -> None:
     fake, url = fake_kube
     fake.tokens |= {"token-a", "token-b"}
-    lease = {"lease_name": "cp", "lease_seconds": 3.0, "renew_seconds": 0.5}
+    # the tests' Lease (tests/settings.py: 6 s, a write lapses 4 s after a renewal is sent); a 3 s one
+    # left 2 s, and a's renewal ran past it beside the hog (a stepped down before b even started)
+    lease = {"lease_name": "cp"}
     async with control_plane(cluster, kube_url=url, kube_token="token-a", identity="cp-a", **lease) as a:
         await eventually(lambda: a.get("/status"), lambda r: r[1]["leader"], what="a leads")
         async with control_plane(cluster, kube_url=url, kube_token="token-b", identity="cp-b", **lease) as b:
