@@ -9,7 +9,6 @@ mid-upgrade stops it where it is, and the next holder reports it the same way.""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -20,13 +19,12 @@ import pytest
 from sidecars.controlplane.changes.cluster_upgrade.status import ClusterUpgradeStatus
 from sidecars.controlplane.changes.cluster_upgrade.store import CONFIG_MAP, KEY
 from sidecars.controlplane.service import ControlPlaneService
-from sidecars.controlplane.settings import ControlPlaneSettings
 from sidecars.devcluster import Release
 from sidecars.devcluster.swap import SwappableCluster
 from sidecars.devcluster.swap_roles import DevClusterRoles
 from sidecars.operator.upgrade import render
 from tests.controlplane.changes.upgrade_records import finished_record
-from tests.controlplane.conftest import Running, control_plane
+from tests.controlplane.conftest import PRODUCT_LEASE_SECONDS, Running, control_plane
 from tests.fakekube import FakeKube
 from tests.helpers import eventually
 
@@ -35,17 +33,11 @@ pytestmark = [pytest.mark.releases("slurm24"), pytest.mark.timeout(TEST_SECONDS)
 
 IMAGES = {"slurmdbd": "sid", "slurmctld": "sid", "slurmd": "sid"}
 NS = "slurm"
-# the Lease's own default duration (ControlPlaneSettings.lease_seconds): a holder may write for 2/3
-# of it after a renewal is sent, and a 3 s Lease left 2 s, which one slow renewal on a loaded machine
-# ate: the upgrade's first status write was fenced and it ended "not started" (seen beside the hog).
-# The holders hand over by releasing it, and renew and look often, so no wait grows with it.
-LEASE: dict[str, Any] = {
-    "lease_name": "cp",
-    "lease_seconds": next(
-        f.default for f in dataclasses.fields(ControlPlaneSettings) if f.name == "lease_seconds"
-    ),
-    "renew_seconds": 0.5,
-}
+# the product's Lease (15 s: a holder may write for 10 s after a renewal is sent); a 3 s Lease left
+# 2 s, which one slow renewal on a loaded machine ate: the upgrade's first status write was fenced
+# and it ended "not started" (seen beside the hog). The holders hand over by releasing it, and renew
+# and look often, so no wait grows with it.
+LEASE: dict[str, Any] = {"lease_name": "cp", "lease_seconds": PRODUCT_LEASE_SECONDS, "renew_seconds": 0.5}
 
 
 class CutAtStart(DevClusterRoles):
