@@ -14,7 +14,7 @@ from sidecars.devcluster import DevCluster
 from sidecars.operator.status import controllers
 from sidecars.operator.status.settings import StatusSettings
 from sidecars.slurm import Controllers, Node
-from tests.controlplane.conftest import TOKEN, Running, control_plane
+from tests.controlplane.conftest import PRODUCT_LEASE_SECONDS, TOKEN, Running, control_plane
 from tests.fakekube import FakeKube
 from tests.helpers import eventually
 
@@ -235,8 +235,9 @@ async def test_the_lease_holders_pod_alone_carries_the_leader_label(
     fake.tokens |= {"token-a", "token-b"}
     for name in ("slurmctld-0", "slurmctld-1"):
         fake.add_pod(name, labels={"app.kubernetes.io/name": "slurmctld"}, owner_kind="StatefulSet")
-    # the tests' Lease (tests/settings.py: 6 s); a 3 s one leaves a holder 2 s to write after a renewal
-    both = {"lease_name": "cp", "leader_label": True}
+    # the product's Lease: a 3 s one left a holder 2 s to write after each renewal, which a loaded
+    # machine's slow renewal eats (cp-b takes it when cp-a, leaving, releases it: no expiry waited)
+    both = {"lease_name": "cp", "lease_seconds": PRODUCT_LEASE_SECONDS, "leader_label": True}
     async with control_plane(cluster, url, "token-a", identity="cp-a", pod_name="slurmctld-0", **both) as a:
         await eventually(lambda: a.plane.leader.is_leader, what="cp-a holds the Lease")
         async with control_plane(
