@@ -96,6 +96,7 @@ class LeaderElector:
         try:
             while not stop.is_set():
                 failed = True
+                began = time.monotonic()
                 # a leader's look may not outlast its step-down deadline (a stalled API server
                 # must not keep it leading past the point where another replica may take over)
                 left = self.write_deadline - time.monotonic()
@@ -111,11 +112,15 @@ class LeaderElector:
                     self._set(False)
                 # a leader whose renewal failed tries again soon: a blip of the API server must not
                 # cost the lease, and the renewals that succeed can then be few (client-go's retry)
-                wait = (
-                    min(self.retry_seconds, self.renew_seconds)
-                    if failed and self._leading
-                    else self.renew_seconds
-                )
+                wait = self.renew_seconds
+                if failed and self._leading:
+                    wait = min(self.retry_seconds, self.renew_seconds)
+                elif self._leading:
+                    # a renewal that succeeded: the next is due `renew_seconds` after this one was
+                    # SENT, as the write deadline runs from there. Counted from the answer, a slow
+                    # API server's latency came twice out of the margin, and the leader lost its
+                    # writes between two renewals that both succeeded (#34, a fenced upgrade start)
+                    wait = max(0.0, self.renew_seconds - (time.monotonic() - began))
                 await until_set(stop, wait)
         finally:
             if self._leading:

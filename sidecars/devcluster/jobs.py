@@ -4,11 +4,18 @@ held jobs at size, and polling until a job or node is in the state asked for."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable
 
 from sidecars.devcluster.base import ClusterBase, ClusterError
 from sidecars.runtime import process
 from sidecars.slurm import Job, Node
+
+# slurmctld saves its jobs at most this long after a change is scheduled (SAVE_MAX_WAIT in Slurm's
+# state_save.c, not configurable): a save asked for comes within it on a quiet machine
+SLURM_SAVE_MAX_WAIT_SECONDS = 5.0
+# a loaded machine runs 5-10x slower, and the request itself is a command to run first
+JOB_STATE_SAVED_TIMEOUT_SECONDS = 12 * SLURM_SAVE_MAX_WAIT_SECONDS
 
 
 class ClusterJobs(ClusterBase):
@@ -65,6 +72,39 @@ class ClusterJobs(ClusterBase):
         if len(ids) != count:
             raise ClusterError(f"submitted {len(ids)} held jobs of {count}")
         return sorted(ids)
+
+    async def job_state_saved(self, job_id: int, timeout: float = JOB_STATE_SAVED_TIMEOUT_SECONDS) -> None:
+        """Until slurmctld's saved job state (StateSaveLocation/job_state) holds job `job_id` as it
+        is now: what a restarted, dry-run or backup controller recovers is only what was saved.
+
+        The save is asked for, not waited for by its file's time: a save after "now" never comes
+        when the one that holds the job's last change was written before we looked (Slurm saves a
+        change at once when it saved nothing for 5 s, then nothing until the next change or its
+        5-minute checkpoint). A unique AdminComment is set on the job (an admin-only field nothing
+        of ours reads; the update schedules a save), and the wait is for the saved bytes to hold
+        that marker: that save was made after the update, so after everything seen before it."""
+        marker = f"slurm-sidecars-saved-{uuid.uuid4().hex}"
+        await self._exec(
+            [
+                "env",
+                f"PATH={self.env['PATH']}",
+                f"SLURM_CONF={self.conf_path}",
+                "scontrol",
+                "update",
+                f"JobId={job_id}",
+                f"AdminComment={marker}",
+            ]
+        )
+        saved = self.dir / "state" / "job_state"
+        needle = marker.encode()
+
+        def holds() -> bool:
+            try:
+                return needle in saved.read_bytes()
+            except OSError:  # between a release's renames there is a moment without the file
+                return False
+
+        await self._poll(self._async(holds), bool, timeout, f"job {job_id} in the saved job state")
 
     async def scancel(self, job_id: int, *args: str) -> None:
         await self._exec(

@@ -230,17 +230,6 @@ async def ha_pair(
         yield pair
 
 
-async def state_saved_since(cluster: DevCluster, since: float, within: float = 30) -> None:
-    """Poll until the controller in control saved its jobs after `since` (time.time()): a backup
-    recovers only what was saved, so a job started but not saved comes back requeued (Slurm's own
-    behaviour at a takeover, not ours)."""
-    saved = cluster.dir / "state" / "job_state"
-    deadline = time.monotonic() + within
-    while not (saved.exists() and saved.stat().st_mtime > since):
-        assert time.monotonic() < deadline, f"no job state saved since {since} in {within}s"
-        await asyncio.sleep(0.1)
-
-
 def takeover_now(cluster: DevCluster) -> None:
     """`scontrol takeover 1` from inside a checkpoint of config-sync's staging (a plain function,
     run between two steps): it blocks the step until Slurm has the request, so the apply goes on

@@ -13,7 +13,6 @@ import os
 import re
 import shutil
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -84,16 +83,6 @@ async def gone(cluster: DevCluster, work: Path) -> None:
     )
 
 
-async def wait_saved(cluster: DevCluster) -> None:
-    """Until slurmctld has saved its job state after now (it saves a few seconds after a change):
-    the throwaway loads only what was saved."""
-    state = cluster.dir / "state" / "job_state"
-    now = time.time()
-    await cluster._poll(
-        cluster._async(lambda: state.exists() and state.stat().st_mtime > now), bool, 30, "job state saved"
-    )
-
-
 @pytest.mark.per_release("the throwaway is that release's slurmctld: its fatals are its own")
 async def test_dry_run_catches_a_fatal_the_other_checks_accept(cluster: DevCluster) -> None:
     job = await cluster.sbatch("-p", "debug", wrap="sleep 600")
@@ -154,7 +143,7 @@ async def test_the_dry_run_reaches_no_slurmd(cluster: DevCluster, isolation: str
     slurmd hears nothing and the job runs on."""
     job = await cluster.sbatch("-p", "p2", wrap="sleep 600")
     started = (await cluster.wait_job(job, "RUNNING")).start_time
-    await wait_saved(cluster)
+    await cluster.job_state_saved(job)  # the throwaway loads only what was saved
     base = cluster_files(cluster)
     current = conffile.parse(read_set(base), "slurm.conf", cluster.conf_path.parent)
     slurmd_log = cluster.dir / "log" / "slurmd-n2.log"

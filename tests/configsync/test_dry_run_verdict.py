@@ -15,7 +15,7 @@ from sidecars.configsync.dryrun import DryRunner
 from sidecars.configsync.sources import FileSet
 from sidecars.devcluster import DevCluster
 from tests.configsync.harness import cluster_files, config_sync, read_set, set_sha
-from tests.configsync.test_dry_run import runner, wait_saved, without_p2
+from tests.configsync.test_dry_run import runner, without_p2
 
 pytestmark = pytest.mark.cluster(
     nodes=2, foreground_ctld=True, extra_conf="PartitionName=p2 Nodes=n2 State=UP"
@@ -41,7 +41,7 @@ class Verbose(DryRunner):
 async def test_the_verdict_and_the_job_effects_come_from_the_whole_log(cluster: DevCluster) -> None:
     job = await cluster.sbatch("-p", "p2", wrap="sleep 600")
     await cluster.wait_job(job, "RUNNING")
-    await wait_saved(cluster)
+    await cluster.job_state_saved(job)  # the throwaway loads only what was saved
     base = cluster_files(cluster)
     current = conffile.parse(read_set(base), "slurm.conf", cluster.conf_path.parent)
     good = await runner(cluster, Verbose, timeout=10.0).run(read_set(base), current)

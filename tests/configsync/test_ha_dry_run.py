@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from sidecars.devcluster import DevCluster
-from tests.configsync.hapair import HA_SPEC, ha_pair, state_fingerprint, state_saved_since, with_min_job_age
+from tests.configsync.hapair import HA_SPEC, ha_pair, state_fingerprint, with_min_job_age
 from tests.configsync.harness import set_sha
 
 pytestmark = [pytest.mark.releases("slurm24", "slurm26"), pytest.mark.cluster(**HA_SPEC)]
@@ -16,10 +14,9 @@ pytestmark = [pytest.mark.releases("slurm24", "slurm26"), pytest.mark.cluster(**
 @pytest.mark.per_release("what each release's throwaway slurmctld reads and writes in StateSaveLocation")
 async def test_the_dry_runs_leave_the_shared_state_untouched(cluster: DevCluster) -> None:
     async with ha_pair(cluster) as pair:
-        since = time.time()
         job = await cluster.sbatch("-N", "1", wrap="sleep 300")  # a job in the state the dry runs load
         await cluster.wait_job(job, "RUNNING", timeout=30)
-        await state_saved_since(cluster, since)
+        await cluster.job_state_saved(job)
         # nothing else may write the state meanwhile: both controllers go (the backup first, or it
         # would take control), so no pod writes either, and each pod's dry run is all that reads it
         await cluster.kill_controller("ctld-b")

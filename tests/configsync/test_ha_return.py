@@ -23,7 +23,6 @@ from tests.configsync.hapair import (
     Pod,
     conf_value,
     ha_pair,
-    state_saved_since,
     with_min_job_age,
 )
 from tests.configsync.harness import set_sha
@@ -169,10 +168,8 @@ async def lost_and_back(cluster: DevCluster, scenario: str, plan: Scenario) -> N
         await pair.all_hold(set_sha(pair.good()), within=60)
         job = await cluster.sbatch("-N", "1", wrap="sleep 600")
         running = await cluster.wait_job(job, "RUNNING", timeout=30)
-        # saved running: a takeover recovers only what was saved (Slurm's own behaviour, not ours);
-        # its start second over, so the save is after the allocation
-        assert running.start_time is not None
-        await state_saved_since(cluster, running.start_time + 1)
+        # saved running: a takeover recovers only what was saved (Slurm's own behaviour, not ours)
+        await cluster.job_state_saved(job)
 
         new = with_min_job_age(pair.good(), 181)
         sha = set_sha(new)

@@ -14,7 +14,7 @@ from sidecars.configsync.sources import FileSet, read_source
 from sidecars.configsync.validate import Validator
 from sidecars.devcluster import DevCluster
 from tests.configsync.harness import cluster_files, read_set
-from tests.configsync.test_dry_run import KILLER, wait_saved, without_p2
+from tests.configsync.test_dry_run import KILLER, without_p2
 
 pytestmark = [
     pytest.mark.cluster(nodes=2, extra_conf="PartitionName=p2 Nodes=n2 State=UP"),
@@ -74,7 +74,7 @@ async def test_a_fatal_set_is_refused_in_slurms_words_and_nothing_changes(cluste
 async def test_a_plan_removing_a_busy_partition_lists_the_job(cluster: DevCluster) -> None:
     job = await cluster.sbatch("-p", "p2", wrap="sleep 600")
     await cluster.wait_job(job, "RUNNING")
-    await wait_saved(cluster)
+    await cluster.job_state_saved(job)  # the throwaway loads only what was saved
     base = cluster_files(cluster)
     plan = await make_plan(await validator(cluster), read_set(without_p2(base)), read_set(base))
     assert plan.verdict == "held-for-jobs" and plan.exit_code == 3, plan

@@ -17,7 +17,7 @@ from sidecars.cli import self_argv
 from sidecars.devcluster import DevCluster
 from sidecars.runtime.waits import within
 from tests.configsync.harness import Sync, config_sync
-from tests.configsync.test_dry_run import KILLER, wait_saved, without_p2
+from tests.configsync.test_dry_run import KILLER, without_p2
 from tests.configsync.test_plan import reconfigures
 
 pytestmark = [
@@ -103,7 +103,7 @@ async def test_a_busy_partition_removed_is_held_for_its_job(cluster: DevCluster,
     job = await cluster.sbatch("-p", "p2", wrap="sleep 600")
     await cluster.wait_job(job, "RUNNING")
     async with config_sync(cluster, operator_token=TOKEN) as sync:
-        await wait_saved(cluster)
+        await cluster.job_state_saved(job)  # the throwaway loads only what was saved
         code, answer, err = await plan_command(sync, without_p2(sync.good()), tmp_path)
         assert code == 3 and answer["verdict"] == "held-for-jobs", err
         assert [j["job_id"] for j in answer["jobs"]] == [job]

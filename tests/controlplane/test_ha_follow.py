@@ -4,7 +4,6 @@ standby (not a failure), counts and tells each takeover once, and a drain asked 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -15,7 +14,7 @@ from sidecars.devcluster import DevCluster
 from sidecars.operator.status import controllers
 from sidecars.operator.status.settings import StatusSettings
 from sidecars.slurm import Controllers, Node
-from tests.controlplane.conftest import TOKEN, Running, control_plane
+from tests.controlplane.conftest import PRODUCT_LEASE_SECONDS, TOKEN, Running, control_plane
 from tests.fakekube import FakeKube
 from tests.helpers import eventually
 
@@ -39,11 +38,6 @@ def _follow(cluster: DevCluster) -> Callable[[ControlPlaneService], None]:
         plane.slurm.controllers = Controllers({**cluster.env, "TMPDIR": str(cluster.dir)})
 
     return prepare
-
-
-async def _state_saved_since(c: DevCluster, since: float) -> None:
-    saved = c.dir / "state" / "job_state"
-    await eventually(lambda: saved.exists() and saved.stat().st_mtime > since, what="job state saved")
 
 
 def _roles(s: dict[str, Any]) -> dict[str, str]:
@@ -77,7 +71,7 @@ async def _drain_across(
 
         job = await cluster.sbatch("-w", "n1", wrap="sleep 300")
         await cluster.wait_job(job, "RUNNING")
-        await _state_saved_since(cluster, time.time())  # what a backup recovers is only what was saved
+        await cluster.job_state_saved(job)  # what a backup recovers is only what was saved
         # the drain is asked, then control moves before (or while) it is written
         status, text = await cp.post("/v1/nodes/n1/drain", {"reason": REASON})
         assert status == 202, text
@@ -206,7 +200,13 @@ async def test_two_control_planes_tell_a_takeover_once(
             await eventually(
                 lambda cp=cp: _slurmctld(cp), lambda s: s["takeovers"] == 1, within=60, what="the move seen"
             )
-            assert cp.sample("slurm_sidecars_slurmctld_takeovers_total", host="ctld-b") == 1
+            # /status reads the client's count, which any command's re-learning moves; the counter
+            # follows at the plane's own check
+            await eventually(
+                lambda cp=cp: cp.sample("slurm_sidecars_slurmctld_takeovers_total", host="ctld-b"),
+                lambda n: n == 1,
+                what="the takeover counted",
+            )
         events = await eventually(lambda: _takeover_events(fake), what="the Event")
         for _ in range(3):
             await a.plane.slurmctld.check()
@@ -235,7 +235,9 @@ async def test_the_lease_holders_pod_alone_carries_the_leader_label(
     fake.tokens |= {"token-a", "token-b"}
     for name in ("slurmctld-0", "slurmctld-1"):
         fake.add_pod(name, labels={"app.kubernetes.io/name": "slurmctld"}, owner_kind="StatefulSet")
-    both = {"lease_name": "cp", "lease_seconds": 3.0, "renew_seconds": 0.5, "leader_label": True}
+    # the product's Lease: a 3 s one left a holder 2 s to write after each renewal, which a loaded
+    # machine's slow renewal eats (cp-b takes it when cp-a, leaving, releases it: no expiry waited)
+    both = {"lease_name": "cp", "lease_seconds": PRODUCT_LEASE_SECONDS, "leader_label": True}
     async with control_plane(cluster, url, "token-a", identity="cp-a", pod_name="slurmctld-0", **both) as a:
         await eventually(lambda: a.plane.leader.is_leader, what="cp-a holds the Lease")
         async with control_plane(

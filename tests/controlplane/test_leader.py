@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sidecars.devcluster import DevCluster
-from tests.controlplane.conftest import control_plane
+from tests.controlplane.conftest import PRODUCT_LEASE_SECONDS, control_plane
 from tests.fakekube import FakeKube
 from tests.helpers import eventually
 
@@ -18,7 +18,9 @@ async def test_hand_over_when_the_holder_stops_renewing(
 ) -> None:
     fake, url = fake_kube
     fake.tokens |= {"token-a", "token-b"}
-    lease = {"lease_name": "cp", "lease_seconds": 3.0, "renew_seconds": 0.5}
+    # a holds the Lease while b starts and the test reads both: the product's Lease (a 3 s one left a
+    # 2 s write margin, and a's renewal ran past it beside the hog: a stepped down before b started)
+    lease = {"lease_name": "cp", "lease_seconds": PRODUCT_LEASE_SECONDS, "renew_seconds": 0.5}
     async with control_plane(cluster, kube_url=url, kube_token="token-a", identity="cp-a", **lease) as a:
         await eventually(lambda: a.get("/status"), lambda r: r[1]["leader"], what="a leads")
         async with control_plane(cluster, kube_url=url, kube_token="token-b", identity="cp-b", **lease) as b:
@@ -32,7 +34,11 @@ async def test_hand_over_when_the_holder_stops_renewing(
 
             fake.blocked.add("token-a")  # a is cut off from the API: it can no longer renew
             await eventually(
-                lambda: b.get("/status"), lambda r: r[1]["leader"], within=30, what="b takes over"
+                # a steps down 2/3 of the Lease after its last renewal, b takes it once it expired
+                lambda: b.get("/status"),
+                lambda r: r[1]["leader"],
+                within=3 * PRODUCT_LEASE_SECONDS,
+                what="b takes over",
             )
             status, body = await a.get("/status")
             assert body["leader"] is False  # a stepped down before b could take over

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -92,3 +93,28 @@ async def test_a_renewal_that_stalls_past_the_deadline_steps_the_leader_down(
         fake.stall("PUT", "/leases/cp", 10.0, times=1)
         await eventually(lead.changed.is_set, within=8, what="stepped down by the deadline")
         assert not lead.is_leader
+
+
+async def test_slow_renewals_keep_the_leader_writing(fake_kube: tuple[FakeKube, str]) -> None:
+    """A renewal is due `renew_seconds` after the last one was sent, not after its answer: the write
+    deadline runs from the sending, so an API server slow to answer costs the margin once, not
+    twice. Here the deadline is 10 s after each sending and every answer comes 4 s late: renewals
+    sent 3 s after the last answer arrive 7 s apart and are answered 11 s apart, past the deadline
+    (the leader stopped writing, or stepped down); sent on time, they are answered 4 s apart."""
+    fake, url = fake_kube
+    lease, renew, late = 15.0, 3.0, 4.0
+    async with elector(url, lease_seconds=lease, renew_seconds=renew) as lead:
+        await eventually(lambda: lead.is_leader, what="leading")
+        start = len(fake.answered("PUT", "/leases/cp"))
+        fake.stall("PUT", "/leases/cp", late, times=1000)
+        lost: list[float] = []
+        began = time.monotonic()
+
+        def look() -> int:
+            if not lead.is_leader:
+                lost.append(round(time.monotonic() - began, 2))
+            return len(fake.answered("PUT", "/leases/cp"))
+
+        # until the fourth slow renewal arrives: three answered on the cadence under test
+        await eventually(look, lambda n: n >= start + 4, within=2 * lease, what="four slow renewals")
+        assert not lost, f"not writing {len(lost)} times, first {lost[0]} s after the API server slowed"

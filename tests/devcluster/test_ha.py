@@ -45,16 +45,6 @@ async def _output_says(c: DevCluster, job: int, word: str, timeout: float = 30) 
         await asyncio.sleep(0.1)
 
 
-async def _state_saved_since(c: DevCluster, since: float, timeout: float = 30) -> None:
-    """Poll until the controller in control has saved its jobs (state/job_state, written whole and
-    renamed) after `since` (time.time()): what a backup recovers is only what was saved."""
-    saved = c.dir / "state" / "job_state"
-    deadline = time.monotonic() + timeout
-    while not (saved.exists() and saved.stat().st_mtime > since):
-        assert time.monotonic() < deadline, f"no job state saved since {since} in {timeout}s"
-        await asyncio.sleep(0.1)
-
-
 def _net_namespaces_of(pids: list[int]) -> set[str]:
     return {os.readlink(f"/proc/{p}/ns/net") for p in pids}
 
@@ -108,7 +98,7 @@ async def test_a_killed_primary_moves_control_and_the_backup_schedules(cluster: 
     await _output_says(cluster, running, "started")
     # a job whose start the primary had not saved yet comes back held (JobHeldUser): Slurm's own
     # behaviour after a crash, not what this test is about
-    await _state_saved_since(cluster, time.time())
+    await cluster.job_state_saved(running)
     await cluster.kill_controller("ctld-a")
     # SlurmctldTimeout=5 s: the backup takes control once the primary's heartbeat is that old
     await cluster.wait_primary("ctld-b", timeout=60)

@@ -57,9 +57,7 @@ async def test_the_agent_follows_a_lost_primary_and_its_drain_completes(cluster:
     async with running(agent, lambda: agent.last_tick is not None, "a first look"):
         job = await cluster.sbatch("-w", "n1", "-t", "1", wrap="sleep 8; echo finished")
         await cluster.wait_job(job, "RUNNING")
-        saved = cluster.dir / "state" / "job_state"
-        since = saved.stat().st_mtime if saved.exists() else 0.0
-        await eventually(lambda: saved.exists() and saved.stat().st_mtime > since, what="job state saved")
+        await cluster.job_state_saved(job)  # what a backup recovers is only what was saved
         await cluster.kill_controller("ctld-a")
         await silence(cluster, 0)
         await cluster.wait_primary("ctld-b", timeout=60)

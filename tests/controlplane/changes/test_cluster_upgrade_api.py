@@ -139,7 +139,12 @@ async def test_start_pause_resume_and_status_through_the_api(
         ("workers", "pending"),
     ]
     assert rows[0]["cluster upgrade"] == "to 26.05.0: paused"
-    assert plane.sample("slurm_sidecars_cluster_upgrade_stage_state", stage="preflight") == 2  # done
+    # the report reads the status; the gauge is set when the stage machine tells its change, just after
+    await eventually(
+        lambda: plane.sample("slurm_sidecars_cluster_upgrade_stage_state", stage="preflight"),
+        lambda state: state == 2,  # done
+        what="the preflight's gauge at done",
+    )
     # still 24.11 everywhere: a pause holds before anything moves
     assert (await cluster.client().show_config())["SLURM_VERSION"].startswith("24.11")
 
@@ -316,8 +321,17 @@ async def test_a_rollback_is_in_the_status_the_metrics_and_the_events(
             assert report["cluster"]["state"] == "rolled_back", report["cluster"]["stages"]
             assert _stages(report)["slurmctld"] == "rolled_back" and _stages(report)["workers"] == "pending"
             assert "rolled back" in report["cluster"]["stages"][2]["detail"]
-            assert plane.sample("slurm_sidecars_cluster_upgrade_stage_state", stage="slurmctld") == 6
-            assert plane.sample("slurm_sidecars_cluster_upgrade_slurmctld_unanswered_seconds") > 0
+            # the report reads the status; the gauges are set when the stage machine tells its end
+            await eventually(
+                lambda: plane.sample("slurm_sidecars_cluster_upgrade_stage_state", stage="slurmctld"),
+                lambda state: state == 6,  # rolled_back
+                what="the slurmctld stage's gauge at rolled_back",
+            )
+            await eventually(
+                lambda: plane.sample("slurm_sidecars_cluster_upgrade_slurmctld_unanswered_seconds"),
+                lambda seconds: seconds > 0,
+                what="the unanswered seconds' gauge",
+            )
             assert (await c.client().show_config())["SLURM_VERSION"].startswith("24.11")
             assert job in {j.job_id for j in await c.client().jobs()}
             # one Event per stage start and end, and the rollback's start, on the holder's pod
