@@ -39,11 +39,15 @@ def jwt_problems(conf: SlurmConf, files: FileSet, target: Path) -> list[str]:
         ]
     named = _params(conf.options.get("authaltparameters", "")).get("jwt_key")
     if not named:
-        return ["AuthAltParameters names no jwt_key=: slurmrestd would have no key"]
+        return [
+            "slurm.conf names no jwt_key (among the alternative authentication's parameters): "
+            "slurmrestd would have no key"
+        ]
     path = Path(named)
     if path.parent != target or path.name not in files.files:
         return [
-            f"AuthAltParameters jwt_key={named} is not a file of this set staged in {target}: "
+            # the path is not said: what that option holds is redacted wherever it is shown
+            f"the jwt_key slurm.conf names is not a file of this set staged in {target}: "
             "slurmrestd reads the key config-sync staged, no other file"
         ]
     return key.problems(path.name, files.files[path.name].data)

@@ -79,6 +79,7 @@ async def restd_pod(c: DevCluster) -> AsyncIterator[RestdPod]:
         state_dir=state,
         daemon="slurmrestd",
         dry_run=False,
+        restart_policy="restart",
         restart_timeout_seconds=RESTART_TIMEOUT_SECONDS,
         restd=DrainSettings(
             port=port, settle_seconds=0.2, drain_seconds=DRAIN_SECONDS, uid=devrestd.RESTD_UID
