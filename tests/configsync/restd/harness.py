@@ -71,6 +71,7 @@ async def restd_pod(c: DevCluster) -> AsyncIterator[RestdPod]:
     conf.write({"slurm.conf": slurm_conf_for(c, target)})
     key.write({JWT_KEY: (c.dir / "etc" / JWT_KEY).read_bytes()})
     port = free_port()
+    # the test's Service (load.clients' `routed`) drops a pod that is not ready at once: no settle
     settings = build(
         Settings,
         sources=(conf.path, key.path),
@@ -82,11 +83,11 @@ async def restd_pod(c: DevCluster) -> AsyncIterator[RestdPod]:
         restart_policy="restart",
         restart_timeout_seconds=RESTART_TIMEOUT_SECONDS,
         restd=DrainSettings(
-            port=port, settle_seconds=0.2, drain_seconds=DRAIN_SECONDS, uid=devrestd.RESTD_UID
+            port=port, settle_seconds=0.0, drain_seconds=DRAIN_SECONDS, uid=devrestd.RESTD_UID
         ),
     )
     registry = CollectorRegistry()
-    client = SlurmClient(env=dict(c.env), metrics=SlurmMetrics(registry), timeout=30.0)
+    client = SlurmClient(env=dict(c.env), metrics=SlurmMetrics(registry))
     started: list[devrestd.Restd] = []
 
     async def container_restart() -> None:

@@ -9,8 +9,8 @@ import asyncio
 import contextlib
 import os
 import stat
-import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -22,6 +22,7 @@ from sidecars.runtime.waits import within
 from sidecars.slurm import restd as restd_edge
 from tests.configsync.restd import load
 from tests.configsync.restd.harness import DRAIN_SECONDS, RestdPod, restd_pod, slurm_conf_for
+from tests.helpers import eventually
 
 pytestmark = [pytest.mark.releases("slurm24", "slurm26"), pytest.mark.cluster(nodes=1, jwt=True)]
 
@@ -29,18 +30,11 @@ BUSY_REQUESTS = 40
 
 
 async def _until(what: str, cond: Callable[[], bool], seconds: float = DRAIN_SECONDS) -> None:
-    deadline = time.monotonic() + seconds
-    while not cond():
-        assert time.monotonic() < deadline, f"not {what} after {seconds:g}s"
-        await asyncio.sleep(0.05)
+    await eventually(cond, within=seconds, what=what)
 
 
-async def _status_until(pod: RestdPod, what: str, cond: Callable[[dict], bool]) -> dict:  # type: ignore[type-arg]
-    deadline = time.monotonic() + DRAIN_SECONDS
-    while not cond(st := await pod.status()):
-        assert time.monotonic() < deadline, f"not {what} after {DRAIN_SECONDS:g}s: {st}"
-        await asyncio.sleep(0.05)
-    return st
+async def _status_until(pod: RestdPod, what: str, cond: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    return await eventually(pod.status, cond, within=DRAIN_SECONDS, what=what)
 
 
 async def _slow_request(port: int, token: str, then: Callable[[], bool]) -> bytes:
