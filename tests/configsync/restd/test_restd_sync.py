@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
+import random
 import stat
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +27,7 @@ from tests.helpers import eventually
 pytestmark = [pytest.mark.releases("slurm24", "slurm26"), pytest.mark.cluster(nodes=1, jwt=True)]
 
 BUSY_REQUESTS = 40
+_BYTES = random.Random(37)  # the same keys in every xdist worker's collection
 
 
 async def _until(what: str, cond: Callable[[], bool], seconds: float = DRAIN_SECONDS) -> None:
@@ -106,11 +107,11 @@ async def test_a_change_is_applied_by_a_drained_restart_that_drops_no_request(cl
     ("key", "words"),
     [
         (b"", "is empty"),
-        (os.urandom(16), "is 16 bytes: HS256 needs at least 32"),
+        (_BYTES.randbytes(16), "is 16 bytes: HS256 needs at least 32"),
         (b"changeme-changeme-changeme-changeme", "placeholder"),
         (b"a" * 64, "distinct bytes"),
-        (b"-----BEGIN PUBLIC KEY-----\nMIIB" + os.urandom(40).hex().encode(), "PEM"),
-        (os.urandom(70_000), "over the 65536-byte limit"),
+        (b"-----BEGIN PUBLIC KEY-----\nMIIB" + _BYTES.randbytes(40).hex().encode(), "PEM"),
+        (_BYTES.randbytes(70_000), "over the 65536-byte limit"),
     ],
     ids=["empty", "short", "placeholder", "one-byte", "pem", "huge"],
 )
