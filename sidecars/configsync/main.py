@@ -18,6 +18,7 @@ from sidecars.configsync import tokenwatch
 from sidecars.configsync.dbdapply import Stop
 from sidecars.configsync.dbdsync import DbdSync
 from sidecars.configsync.planapi import PlanEndpoint, add_routes
+from sidecars.configsync.restd.sync import RestdSync
 from sidecars.configsync.secretvalues import SecretValues
 from sidecars.configsync.service import ConfigSync
 from sidecars.configsync.settings import Settings
@@ -64,6 +65,7 @@ async def running(
     checkpoint: Callable[[str], None] | None = None,
     watch_files: bool = True,
     dbd_stop: Stop | None = None,
+    restd_stop: Stop | None = None,
 ) -> AsyncIterator[Running]:
     """The whole daemon for the duration of the block: HTTP first (probes say "not ready" until the
     target holds a set), then the start-up sync, then watching and syncing until the block ends."""
@@ -74,8 +76,11 @@ async def running(
     redactor = Redactor(SecretValues(settings.sources, settings.secret_sources, settings.max_file_bytes))
     bound = structlog.contextvars.bind_contextvars(**{BOUND: redactor})
     sink = RedactingEventSink(events or LogEventSink(), redactor)
+    restd: RestdSync | None = None
     if settings.daemon == daemons.SLURMDBD:
         service: ConfigSync = DbdSync(settings, client, registry, sink, stop=dbd_stop, checkpoint=checkpoint)
+    elif settings.daemon == daemons.SLURMRESTD:
+        service = restd = RestdSync(settings, client, registry, sink, stop=restd_stop, checkpoint=checkpoint)
     else:
         service = ConfigSync(settings, client, registry, sink, validator=validator, checkpoint=checkpoint)
     stop = asyncio.Event()
@@ -90,6 +95,8 @@ async def running(
             service.ready, "the target holds a verified set" if service.ready else "no set synced yet"
         ),
     )
+    if restd is not None:  # out of the Service's endpoints while a restart drains slurmrestd
+        readiness.add("slurmrestd_serving", lambda: CheckResult(*restd.drainer.readiness()))
     if service.ha is not None:  # a standby is ready too: the check says where this pod stands
         ha = service.ha
         readiness.add(

@@ -11,6 +11,7 @@ from typing import Literal
 
 from sidecars.configsync import ha_peers
 from sidecars.configsync.jobs import FORCE_FILE
+from sidecars.configsync.restd.drain import DrainSettings
 from sidecars.configsync.tokenwatch import TokenWatchSettings
 from sidecars.runtime import http
 from sidecars.runtime.looplag import LoopLagSettings
@@ -112,7 +113,8 @@ class Settings:
     daemon: Daemon = setting(
         default=daemons.SLURMCTLD,
         conv=choice(*daemons.DAEMONS),
-        help="the Slurm daemon the files are for: slurmctld (slurm.conf...) or slurmdbd (slurmdbd.conf)",
+        help="the Slurm daemon the files are for: slurmctld (slurm.conf...), slurmdbd (slurmdbd.conf) "
+        "or slurmrestd (slurm.conf and its JWT key)",
     )
     main_file: str = setting(
         default="slurm.conf", help="the file the Slurm daemon reads (SLURM_CONF; slurmdbd.conf for slurmdbd)"
@@ -220,6 +222,7 @@ class Settings:
     http_limits: http.ServerLimits = settings_of(default_factory=http.ServerLimits)
     loop_lag: LoopLagSettings = settings_of(default_factory=LoopLagSettings)
     token_watch: TokenWatchSettings = settings_of(default_factory=TokenWatchSettings)  # slurmrestd's callers'
+    restd: DrainSettings = settings_of(default_factory=DrainSettings)  # --daemon slurmrestd (restd/drain.py)
     tls: ssl.SSLContext | None = None  # --tls-cert-file, --tls-key-file
 
     @property
@@ -279,6 +282,8 @@ def from_args(args: argparse.Namespace) -> Settings:
             )
         given["main_file"] = "slurmdbd.conf"
         given["dry_run"] = False  # the dry run is slurmctld's; slurmdbd's own reading is dbdcheck's
+    if given.get("daemon") == daemons.SLURMRESTD:
+        given["dry_run"] = False  # slurmrestd runs no job and keeps no state: nothing to dry-run
     main_file = str(given.get("main_file", "slurm.conf"))
     if "/" in main_file or main_file.startswith(".."):
         raise ConfigError(f"--main-file: a plain file name is expected, got {main_file!r}")

@@ -100,6 +100,8 @@ def write_files(
     transform: Callable[[str, bytes], bytes] | None = None,
     *,
     durable: bool = True,
+    mode: Callable[[FileEntry], int] = target_mode,
+    owner: int | None = None,
 ) -> None:
     """Write every file of the set into a new directory `where`, durably unless told it is scratch
     (a copy for a parse or a dry run, removed within the second: no fsync to wait for)."""
@@ -107,10 +109,12 @@ def write_files(
     for e in files.files.values():
         data = transform(e.name, e.data) if transform else e.data
         path = where / e.name
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, target_mode(e))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode(e))
         try:
             _write_all(fd, data)
-            os.fchmod(fd, target_mode(e))  # the umask must not widen or narrow what the source said
+            os.fchmod(fd, mode(e))  # the umask must not widen or narrow what the source said
+            if owner is not None:  # a root config-sync staging for another daemon's user (restd/sync.py)
+                os.fchown(fd, owner, owner)
             if durable:
                 os.fsync(fd)
         finally:
@@ -161,9 +165,17 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 class Target:
     """The directory slurmctld reads. `checkpoint(step)` runs between steps (tests crash there)."""
 
-    def __init__(self, path: Path, checkpoint: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        checkpoint: Callable[[str], None] | None = None,
+        mode: Callable[[FileEntry], int] = target_mode,
+        owner: int | None = None,
+    ) -> None:
         self.path = path
         self._checkpoint = checkpoint or (lambda step: None)
+        self.mode = mode  # each staged file's mode (slurmrestd's: 0400, restd/sync.py)
+        self.owner = owner  # None: ours
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
@@ -219,7 +231,7 @@ class Target:
         it runs on it; the marker goes down first and the good generation stays (see the module)."""
         gen = f"{GEN_PREFIX}{generation:08d}_{secrets.token_hex(3)}"
         tmp = self.path / f"..tmp{gen}"
-        write_files(tmp, files)
+        write_files(tmp, files, mode=self.mode, owner=self.owner)
         os.rename(tmp, self.path / gen)
         self._checkpoint("written")
         with self.locked():

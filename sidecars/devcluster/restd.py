@@ -45,10 +45,12 @@ class Restd:
     child: process.Child
 
 
-def argv(cluster: ClusterBase, port: int) -> list[str]:
-    """The command line of a slurmrestd for this cluster listening on 127.0.0.1:port."""
+def argv(cluster: ClusterBase, port: int, conf: Path | None = None) -> list[str]:
+    """The command line of a slurmrestd for this cluster listening on 127.0.0.1:port; reading `conf`
+    (a path the cluster's namespace sees: under its dir) instead of the cluster's slurm.conf."""
     return cluster.in_namespace(
         "env",
+        *([f"SLURM_CONF={conf}"] if conf is not None else []),
         "SLURM_JWT=daemon",
         "SLURMRESTD_SECURITY=disable_unshare_sysv,disable_unshare_files",
         "slurmrestd",
@@ -75,14 +77,16 @@ async def _listening(port: int) -> bool:
     return True
 
 
-async def start(cluster: ClusterBase, *, port: int | None = None, timeout: float = 60.0) -> Restd:
+async def start(
+    cluster: ClusterBase, *, port: int | None = None, timeout: float = 60.0, conf: Path | None = None
+) -> Restd:
     """Start slurmrestd and wait until it takes connections (or fail with its last words)."""
     if not cluster.spec.jwt or cluster.release.root is None:
         raise RestdError("slurmrestd runs on a chroot release's cluster made with ClusterSpec(jwt=True)")
     port = port or free_port()
     log = cluster.log_dir / f"slurmrestd-{port}.log"
     with open(log, "ab") as sink:
-        child = await process.start(argv(cluster, port), stdout=sink, stderr=process.STDOUT)
+        child = await process.start(argv(cluster, port, conf), stdout=sink, stderr=process.STDOUT)
     deadline = time.monotonic() + timeout
     try:
         while not await _listening(port):

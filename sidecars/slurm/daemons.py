@@ -7,6 +7,7 @@ from __future__ import annotations
 SLURMCTLD = "slurmctld"
 SLURMDBD = "slurmdbd"
 SLURMD = "slurmd"
-DAEMONS = (SLURMCTLD, SLURMDBD)  # config-sync's --daemon
+SLURMRESTD = "slurmrestd"
+DAEMONS = (SLURMCTLD, SLURMDBD, SLURMRESTD)  # config-sync's --daemon
 UPGRADE_ORDER = (SLURMDBD, SLURMCTLD, SLURMD)  # Slurm's own rule: accounting first, workers last
 ACCOUNTING_SLURMDBD = "accounting_storage/slurmdbd"  # AccountingStorageType of a cluster with slurmdbd

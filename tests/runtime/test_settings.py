@@ -113,6 +113,10 @@ def _roles(d: Path) -> list[Role]:
                 "--watch-token": [f"{d}/tok"],
                 "--token-warn-seconds": ["600"],
                 "--token-check-seconds": ["5"],
+                "--restd-port": ["6821"],
+                "--restd-unready-seconds": ["3"],
+                "--restd-drain-seconds": ["30"],
+                "--restd-uid": ["65534"],
                 "--tls-cert-file": [],  # with its key, below
                 "--tls-key-file": [],
                 **limits,

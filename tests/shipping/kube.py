@@ -25,6 +25,7 @@ TARGETS = (
     "overlays/daemonset",
     "overlays/gpu",
     "overlays/upgrades",
+    "overlays/restapi",
     "ha",
     "slinky",
 )

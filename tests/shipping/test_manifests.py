@@ -108,6 +108,7 @@ OVERLAY_FLAGS = {
         "control-plane": {"--node-name-from", "--worker-selector"},
     },
     "overlays/gpu": {"control-plane": {"--compute-domains"}},
+    "overlays/restapi": {"config-sync": {"--daemon", "--secret-source", "--restart-policy", "--restd-port"}},
     "ha": {"control-plane": {"--leader-label"}, "config-sync": {"--peer", "--pod-name"}},
     "overlays/upgrades": {
         "control-plane": {

@@ -1,0 +1,164 @@
+"""slurmrestd restarted on new files without dropping a request in flight.
+
+Measured on 24.11.5 and 26.05.5 (docs/slurmrestd.md): slurmrestd reads slurm.conf and its key at start
+only; SIGTERM and SIGHUP end it at once, cutting every request in flight; it binds its port without
+SO_REUSEPORT (a second slurmrestd on the port fails: "Address already in use") and takes no listening
+socket from outside, so no new slurmrestd can take over the port while the old one finishes. What is
+left is a replacement behind the Service: this pod stops being ready (the Service stops sending it new
+connections once its endpoints drop the pod: `settle_seconds`), the connections still open on the
+port are waited out (inflight.py, up to `drain_seconds`), and only then is slurmrestd stopped; the
+kubelet starts its container again on the staged files. The restart counts once a new listening
+socket is on the port.
+
+Where the pod is the Service's only ready endpoint, the Service has none meanwhile (new connections
+are refused for the drain and the restart): run two replicas or more. Nothing here makes replicas take
+turns: a change reaches them all at once, and they drain at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from sidecars.configsync.dbdapply import request_stop
+from sidecars.configsync.restd import inflight
+from sidecars.runtime import offloop
+from sidecars.runtime.settings import declared, number, seconds, setting
+
+log = structlog.get_logger(__name__)
+
+Stop = Callable[[], Awaitable[None]]
+# the file whose appearance tells slurmrestd's container to stop it (manifests/overlays/restapi: its
+# command removes it, SIGTERMs slurmrestd and exits; the kubelet starts the container again)
+STOP_REQUEST = Path("/run/slurmrestd-control/stop")
+SERVING = "slurmrestd serves on the staged set"
+
+
+@declared()
+class DrainSettings:
+    port: int = setting(
+        default=6820,
+        flag="--restd-port",
+        conv=number(most=65535),
+        help="with --daemon slurmrestd: slurmrestd's port in this pod (its open connections are waited out "
+        "before a restart)",
+    )
+    settle_seconds: float = setting(
+        default=5.0,
+        flag="--restd-unready-seconds",
+        conv=seconds(zero_ok=True),
+        help="with --daemon slurmrestd: how long the pod is not ready before the connections are counted "
+        "(the Service's endpoints dropping it)",
+    )
+    drain_seconds: float = setting(
+        default=60.0,
+        flag="--restd-drain-seconds",
+        conv=seconds(zero_ok=True),
+        help="with --daemon slurmrestd: the longest wait for slurmrestd's open connections to end before "
+        "it is restarted anyway (those left are counted and logged)",
+    )
+    uid: int | None = setting(
+        default=None,
+        flag="--restd-uid",
+        conv=number(zero_ok=True),
+        help="with --daemon slurmrestd: the user the staged files belong to, when config-sync runs as root "
+        "(default: config-sync's own user, as in slurmrestd's pod, where it runs as slurmrestd's)",
+    )
+    restart_timeout_seconds: float = 120.0  # stopped -> a new slurmrestd listens (the kubelet's restart)
+    poll_seconds: float = 0.1
+    tables: tuple[Path, ...] = inflight.TABLES
+
+
+@dataclass(frozen=True, slots=True)
+class RestartOutcome:
+    ok: bool
+    reason: str
+    cut: int  # connections still open when slurmrestd was stopped (0: none dropped)
+    drained_seconds: float  # from not ready to the stop
+
+
+async def request_restart() -> None:
+    """The deployment's stop: a request its container's command acts on."""
+    if not request_stop(STOP_REQUEST):
+        log.warning("slurmrestd_cannot_be_stopped", request=str(STOP_REQUEST))
+
+
+class Drainer:
+    """Readiness for slurmrestd's pod, and the drained restart."""
+
+    def __init__(
+        self,
+        settings: DrainSettings,
+        stop: Stop = request_restart,
+        on_change: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.stop = stop
+        self.on_change = on_change
+        self.serving = True
+        self.why = SERVING
+        self.waiting_on = 0  # connections a drain waits to end, as last read (0: no drain waits)
+
+    def readiness(self) -> tuple[bool, str]:
+        return self.serving, self.why
+
+    async def _state(self) -> inflight.PortState:
+        return await offloop.whole(inflight.read, self.settings.port, self.settings.tables)
+
+    async def _say(self, serving: bool, why: str) -> None:
+        self.serving, self.why = serving, why
+        if self.on_change is not None:
+            await self.on_change()
+
+    async def restart(self) -> RestartOutcome:
+        s = self.settings
+        before = await self._state()
+        started = time.monotonic()
+        await self._say(False, "draining slurmrestd: it restarts on a new set once no connection is open")
+        try:
+            # the Service's endpoints drop a pod that is not ready after kube-proxy's next update: the
+            # port may still take connections until then
+            await asyncio.sleep(s.settle_seconds)
+            cut = await self._drained(time.monotonic() + s.drain_seconds)
+            drained = time.monotonic() - started
+            log.info("restarting_slurmrestd", open_connections=cut, drained_seconds=round(drained, 3))
+            await self.stop()
+            if await self._listening_anew(before.listener, time.monotonic() + s.restart_timeout_seconds):
+                return RestartOutcome(True, "slurmrestd restarted on the new set", cut, drained)
+            return RestartOutcome(
+                False,
+                f"no slurmrestd listens on port {s.port} {s.restart_timeout_seconds:g}s after its restart",
+                cut,
+                drained,
+            )
+        finally:
+            await self._say(True, SERVING)
+
+    async def _drained(self, deadline: float) -> int:
+        """Wait until no connection is open on the port (or the deadline); the number left open."""
+        while (state := await self._state()).serving and time.monotonic() < deadline:
+            self.waiting_on = state.serving
+            await asyncio.sleep(self.settings.poll_seconds)
+        self.waiting_on = 0
+        if state.serving:
+            log.warning(
+                "slurmrestd_restarts_with_connections_open",
+                connections=state.serving,
+                drain_seconds=self.settings.drain_seconds,
+            )
+        return state.serving
+
+    async def _listening_anew(self, old: int | None, deadline: float) -> bool:
+        """A listening socket on the port that is not the one before the stop: a new slurmrestd."""
+        while True:
+            state = await self._state()
+            if state.listener is not None and state.listener != old:
+                return True
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(self.settings.poll_seconds)

@@ -1,0 +1,141 @@
+"""config-sync beside slurmrestd (`config-sync --daemon slurmrestd`): slurm.conf from its ConfigMap and
+the JWT key from its Secret, judged (check.py), staged 0400 (slurmrestd's user runs config-sync in its
+pod, so it owns what is staged and alone may read it: Slurm refuses a key others can read), and applied
+by a drained restart (drain.py): not ready, the open connections waited out, then slurmrestd restarted.
+
+The rest is config-sync's own: the sources read and hashed, the atomic swap with its unverified marker,
+the last known good set under --state-dir, history, metrics, Events, /status. A set counts once a new
+slurmrestd listens on it; one that does not come up is rolled back, and slurmrestd restarted once more
+on the good set. At config-sync's start, with nothing listening yet (slurmrestd's container starts
+after config-sync is ready), the set is installed and slurmrestd starts on it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import structlog
+from prometheus_client import CollectorRegistry
+
+from sidecars.configsync.record import now_rfc3339
+from sidecars.configsync.restd import inflight
+from sidecars.configsync.restd.check import RestdValidator
+from sidecars.configsync.restd.drain import Drainer, RestartOutcome, Stop, request_restart
+from sidecars.configsync.service import ConfigSync
+from sidecars.configsync.settings import Settings
+from sidecars.configsync.sources import FileEntry, FileSet
+from sidecars.configsync.stage import Applied, Target
+from sidecars.runtime import offloop
+from sidecars.runtime.events import EventSink
+from sidecars.slurm import SlurmClient, daemons
+
+log = structlog.get_logger(__name__)
+
+STAGED_MODE = 0o400  # slurmrestd's user reads; nobody writes a staged file in place (a swap replaces it)
+
+
+def staged_mode(_: FileEntry) -> int:
+    return STAGED_MODE
+
+
+class RestdSync(ConfigSync):
+    def __init__(
+        self,
+        settings: Settings,
+        client: SlurmClient,
+        registry: CollectorRegistry,
+        events: EventSink,
+        *,
+        stop: Stop | None = None,
+        checkpoint: Callable[[str], None] | None = None,
+    ) -> None:
+        validator = RestdValidator(
+            client,
+            settings.conf_dir,
+            settings.state_dir,
+            main=settings.main_file,
+            max_bytes=settings.max_file_bytes,
+            parse_timeout=settings.parse_timeout_seconds,
+            sources=settings.sources,
+        )
+        super().__init__(settings, client, registry, events, validator=validator, checkpoint=checkpoint)
+        owner = settings.restd.uid if settings.restd.uid is not None and os.geteuid() == 0 else None
+        self.target = Target(settings.target, checkpoint, mode=staged_mode, owner=owner)
+        self.drainer = Drainer(
+            replace(settings.restd, restart_timeout_seconds=settings.restart_timeout_seconds),
+            stop=stop or request_restart,
+            on_change=self._notify,
+        )
+        self.last_restart: RestartOutcome | None = None
+
+    def status(self) -> dict[str, Any]:
+        last = self.last_restart
+        return {
+            **super().status(),
+            "daemon": daemons.SLURMRESTD,
+            "restd": {
+                "serving": self.drainer.serving,
+                "why": self.drainer.why,
+                "waiting_on_connections": self.drainer.waiting_on,
+                "last_restart": None
+                if last is None
+                else {"ok": last.ok, "cut": last.cut, "drained_seconds": round(last.drained_seconds, 3)},
+            },
+        }
+
+    async def _listening(self) -> bool:
+        state = await offloop.whole(inflight.read, self.drainer.settings.port, self.drainer.settings.tables)
+        return state.listener is not None
+
+    async def _judge(self, files: FileSet, current: FileSet | None, seen: float, *, startup: bool) -> None:
+        self.pending = True
+        await self._notify()
+        verdict = await self.validator.validate(files, current)
+        if not verdict.ok:
+            await self._reject(files, verdict.reason, "rejected", seen)
+            return
+        if current is None or self.applied is None or (startup and not await self._listening()):
+            await self._install(files, seen, reason="slurmrestd is not running yet: it starts on this set")
+            return
+        if self.settings.restart_policy == "hold":
+            why = "restart of slurmrestd required: " + "; ".join(str(r) for r in verdict.restart)
+            await self._reject(files, why, "restart_required", seen, restart_required=True)
+            return
+        generation = self.applied.generation + 1
+        # unverified until a new slurmrestd listens on it; a config-sync that dies meanwhile puts it back
+        self.target.swap(files, generation, unverified=True)
+        try:
+            outcome = await self.drainer.restart()
+        except BaseException:
+            self._back_to_good("config-sync")
+            raise
+        self.last_restart = outcome
+        if outcome.ok and self.target.verified():
+            previous, self.applied = self.applied, Applied(generation, now_rfc3339(), files)
+            self.lkg.save(self.applied)
+            self.rejected = None
+            self.pending = False
+            self._backoff = 0.0
+            cut = f", {outcome.cut} connections cut" if outcome.cut else ", no connection cut"
+            await self.record.applied(
+                self.applied,
+                previous,
+                seen=seen,
+                reason=outcome.reason,
+                message=f"generation {generation} ({files.short}) applied by a drained restart of "
+                f"slurmrestd after {outcome.drained_seconds:.1f}s{cut}",
+            )
+            await self._notify()
+            return
+        self._back_to_good("config-sync")
+        back = await self.drainer.restart()  # once more, on the good set
+        reason = outcome.reason + (
+            "; the previous set is back and slurmrestd listens on it"
+            if back.ok
+            else f"; the previous set is back, but slurmrestd does not listen on it either: {back.reason}"
+        )
+        log.warning("slurmrestd_set_rolled_back", reason=reason)
+        await self._reject(files, reason, "rolled_back", seen)

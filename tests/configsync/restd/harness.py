@@ -1,0 +1,109 @@
+"""config-sync for slurmrestd beside a dev cluster, as in slurmrestd's pod: slurm.conf in a
+ConfigMap-style volume and the JWT key in a Secret-style one (kubelet's atomic swaps), the target the
+directory slurmrestd reads, and slurmrestd's container played here: started on the staged set once
+config-sync is ready, and started again (on the same port) whenever config-sync stops it."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from prometheus_client import CollectorRegistry
+
+from sidecars.configsync.main import Running, running
+from sidecars.configsync.restd.drain import DrainSettings
+from sidecars.configsync.settings import Settings
+from sidecars.devcluster import DevCluster, free_port
+from sidecars.devcluster import restd as devrestd
+from sidecars.devcluster.slurmconf import JWT_KEY
+from sidecars.devcluster.volume import AtomicVolume
+from sidecars.slurm import SlurmClient
+from sidecars.slurm.runner import SlurmMetrics
+from tests.helpers import RecordingEvents
+from tests.settings import build
+
+DRAIN_SECONDS = 120.0  # generous for a loaded machine: a request takes ~0.1 s quiet
+RESTART_TIMEOUT_SECONDS = 120.0  # a slurmrestd start takes ~1 s quiet
+
+
+@dataclass
+class RestdPod:
+    cluster: DevCluster
+    conf: AtomicVolume
+    key: AtomicVolume
+    settings: Settings
+    running: Running
+    port: int
+    started: list[devrestd.Restd] = field(default_factory=list)
+
+    @property
+    def service(self) -> Any:
+        return self.running.service
+
+    @property
+    def target(self) -> Path:
+        return self.settings.target
+
+    async def status(self) -> dict[str, Any]:
+        async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{self.running.port}/status") as r:
+            return dict(await r.json())
+
+    async def readyz(self) -> int:
+        async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{self.running.port}/readyz") as r:
+            return r.status
+
+
+def slurm_conf_for(c: DevCluster, target: Path) -> str:
+    """The cluster's slurm.conf, naming the key where config-sync stages it."""
+    text = (c.dir / "etc" / "slurm.conf").read_text()
+    return text.replace(f"{c.dir}/etc/{JWT_KEY}", f"{target}/{JWT_KEY}")
+
+
+@contextlib.asynccontextmanager
+async def restd_pod(c: DevCluster) -> AsyncIterator[RestdPod]:
+    target, state = c.dir / "restd-etc", c.dir / "restd-sync"
+    conf = AtomicVolume(c.dir / "vol" / "restd-conf")
+    key = AtomicVolume(c.dir / "vol" / "restd-key", mode=0o600)
+    conf.write({"slurm.conf": slurm_conf_for(c, target)})
+    key.write({JWT_KEY: (c.dir / "etc" / JWT_KEY).read_bytes()})
+    port = free_port()
+    # the test's Service (load.clients' `routed`) drops a pod that is not ready at once: no settle
+    settings = build(
+        Settings,
+        sources=(conf.path, key.path),
+        secret_sources=(key.path,),
+        target=target,
+        state_dir=state,
+        daemon="slurmrestd",
+        dry_run=False,
+        restart_policy="restart",
+        restart_timeout_seconds=RESTART_TIMEOUT_SECONDS,
+        restd=DrainSettings(
+            port=port, settle_seconds=0.0, drain_seconds=DRAIN_SECONDS, uid=devrestd.RESTD_UID
+        ),
+    )
+    registry = CollectorRegistry()
+    client = SlurmClient(env=dict(c.env), metrics=SlurmMetrics(registry))
+    started: list[devrestd.Restd] = []
+
+    async def container_restart() -> None:
+        # the container's command SIGTERMs slurmrestd; the kubelet starts it again on the staged set
+        if started:
+            await devrestd.stop(started[-1])
+        with contextlib.suppress(devrestd.RestdError):  # one that cannot start: nothing listens
+            started.append(await devrestd.start(c, port=port, conf=target / "slurm.conf"))
+
+    try:
+        async with running(
+            settings, client=client, events=RecordingEvents(), registry=registry, restd_stop=container_restart
+        ) as r:
+            # slurmrestd's container starts once config-sync is ready: on the set it staged
+            started.append(await devrestd.start(c, port=port, conf=target / "slurm.conf"))
+            yield RestdPod(c, conf, key, settings, r, port, started)
+    finally:
+        for s in started:
+            await devrestd.stop(s)
