@@ -43,6 +43,7 @@ from sidecars.configsync.settings import Settings
 from sidecars.configsync.sources import FileSet
 from sidecars.configsync.stage import Applied
 from sidecars.configsync.validate import Verdict
+from sidecars.protocol.configsync import ConfigOutcome
 from sidecars.protocol.events import EventReason
 from sidecars.runtime.events import EventSink
 from sidecars.slurm import SlurmClient, daemons
@@ -129,7 +130,7 @@ class DbdSync(ConfigSync):
         await self._notify()
         verdict = await self.validator.validate(files, current)
         if not verdict.ok:
-            await self._reject(files, verdict.reason, "rejected", seen)
+            await self._reject(files, verdict.reason, ConfigOutcome.REJECTED, seen)
             return
         if current is None:
             # nothing staged yet: slurmdbd (re)starts on this set (its container waits for config-sync)
@@ -142,7 +143,7 @@ class DbdSync(ConfigSync):
             return
         if verdict.restart_required and self.settings.restart_policy == "hold":
             why = "restart of slurmdbd required: " + "; ".join(str(r) for r in verdict.restart)
-            await self._reject(files, why, "restart_required", seen, restart_required=True)
+            await self._reject(files, why, ConfigOutcome.RESTART_REQUIRED, seen, restart_required=True)
             return
         live = _endpoint(current)
         if not answering and live and await database_answers(live) is False:
@@ -210,4 +211,4 @@ class DbdSync(ConfigSync):
             else f"; the previous file is back, but slurmdbd does not answer on it either: {back.reason}"
         )
         log.warning("slurmdbd_conf_rolled_back", reason=reason)
-        await self._reject(files, reason, "rolled_back", seen)
+        await self._reject(files, reason, ConfigOutcome.ROLLED_BACK, seen)

@@ -20,24 +20,25 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any
 
 import structlog
 
 from sidecars.configsync.ha import Coordination
 from sidecars.configsync.record import Recorder
 from sidecars.configsync.stage import Applied
+from sidecars.protocol.configsync import ConfigOutcome, RolloutState
 from sidecars.protocol.events import EventReason
 
 log = structlog.get_logger(__name__)
 
-State = Literal["everywhere", "staging", "not everywhere"]
-STATES: tuple[State, ...] = ("everywhere", "staging", "not everywhere")
-OUTCOMES: Mapping[State, str] = MappingProxyType(
+State = RolloutState
+STATES: tuple[State, ...] = tuple(RolloutState)
+OUTCOMES: Mapping[State, ConfigOutcome] = MappingProxyType(
     {
-        "everywhere": "applied",
-        "staging": "staging",
-        "not everywhere": "not_everywhere",
+        RolloutState.EVERYWHERE: ConfigOutcome.APPLIED,
+        RolloutState.STAGING: ConfigOutcome.STAGING,
+        RolloutState.NOT_EVERYWHERE: ConfigOutcome.NOT_EVERYWHERE,
     }
 )
 
@@ -69,16 +70,16 @@ class Rollout:
     def _state(self, t: Tracked, sha: str) -> State:
         t.behind = self.ha.behind(sha)
         if not t.behind:
-            return "everywhere"
+            return RolloutState.EVERYWHERE
         late = time.monotonic() - t.since > self.catch_up_seconds
-        return "not everywhere" if late else "staging"
+        return RolloutState.NOT_EVERYWHERE if late else RolloutState.STAGING
 
     def words(self, t: Tracked) -> str:
         here = f"{self.ha.controller} ({self.ha.role})"
-        if t.state == "everywhere":
+        if t.state == RolloutState.EVERYWHERE:
             peers = ", ".join(p.controller or p.url for p in self.ha.peers)
             return f"every controller holds it: {here}, {peers}"
-        if t.state == "staging":
+        if t.state == RolloutState.STAGING:
             return f"on {here}; staging on {'; '.join(t.behind)}"
         return f"on {here}; not on {'; '.join(t.behind)} after {self.catch_up_seconds:g}s"
 
@@ -94,24 +95,24 @@ class Rollout:
         already (a standby staging what the writer runs), else as staging until `step` says more."""
         now = time.monotonic()
         old_t = self.current
-        if old_t is not None and old_t.state == "staging":
+        if old_t is not None and old_t.state == RolloutState.STAGING:
             # replaced before every pod held it (a burst of changes): never everywhere, and no
             # failure either, so no Warning; the new generation's own outcome is what counts
             old_t.until = now
             why = f"replaced by generation {new.generation} before every controller held it"
-            self.record.history.settle(old_t.generation, "superseded", why)
-            self.record.counted("superseded", now - old_t.seen)
+            self.record.history.settle(old_t.generation, ConfigOutcome.SUPERSEDED, why)
+            self.record.counted(ConfigOutcome.SUPERSEDED, now - old_t.seen)
             log.info("config_superseded_before_everywhere", generation=old_t.generation, by=new.generation)
-        t = Tracked(new.generation, new.files.short, seen, now, "staging", [])
+        t = Tracked(new.generation, new.files.short, seen, now, RolloutState.STAGING, [])
         t.state = self._state(t, new.files.sha256)
-        if t.state == "everywhere":
+        if t.state == RolloutState.EVERYWHERE:
             t.until = now
         self.current = t
         self._show(t.state)
         outcome, event = (
-            ("applied", EventReason.CONFIG_APPLIED)
-            if t.state == "everywhere"
-            else ("staging", EventReason.CONFIG_STAGING)
+            (ConfigOutcome.APPLIED, EventReason.CONFIG_APPLIED)
+            if t.state == RolloutState.EVERYWHERE
+            else (ConfigOutcome.STAGING, EventReason.CONFIG_STAGING)
         )
         await self.record.applied(
             new, old, seen=seen, message=f"{message}; {self.words(t)}", outcome=outcome, event=event, **kw
@@ -122,7 +123,7 @@ class Rollout:
         t = self.current
         if applied is None or t is None or t.generation != applied.generation:
             return  # nothing recorded by this pod yet (its start-up set): nothing to settle
-        if t.state == "everywhere":
+        if t.state == RolloutState.EVERYWHERE:
             # its outcome stays applied; a peer that falls behind later (a restart) shows in
             # /status (`ha.in_step`, `ha.rollout.behind`) until it holds the set again
             t.behind = self.ha.behind(applied.files.sha256)
@@ -140,8 +141,9 @@ class Rollout:
         outcome = OUTCOMES[state]
         self.record.history.settle(t.generation, outcome, why)
         self.record.counted(outcome, until - t.seen)
-        message = f"generation {t.generation} ({t.short}){' applied' if state == 'everywhere' else ''}: {why}"
-        if state == "everywhere":
+        everywhere = state == RolloutState.EVERYWHERE
+        message = f"generation {t.generation} ({t.short}){' applied' if everywhere else ''}: {why}"
+        if everywhere:
             log.info("config_everywhere", generation=t.generation, seconds=round(until - t.since, 3))
             await self.record.events.emit(EventReason.CONFIG_APPLIED, message, "Normal")
         else:
@@ -155,7 +157,7 @@ class Rollout:
             return {"generation": None, "state": None, "behind": [], "seconds": None, "words": None}
         if t is None or t.generation != applied.generation:  # its start-up set: no bound runs on it
             behind = self.ha.behind(applied.files.sha256)
-            state: State = "staging" if behind else "everywhere"
+            state: State = RolloutState.STAGING if behind else RolloutState.EVERYWHERE
             return {
                 "generation": applied.generation,
                 "state": state,

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sidecars.configsync.sources import FileEntry, FileSet
+from sidecars.protocol.configsync import ConfigOutcome
 from sidecars.runtime import limits, offloop
 from sidecars.runtime.redact import redact
 
@@ -42,8 +43,7 @@ class FileChange:
 
 @dataclass(frozen=True, slots=True)
 class Generation:
-    outcome: str  # applied, rejected, rolled_back, restart_required; with HA peers staging,
-    # not_everywhere, superseded (ha_rollout.py)
+    outcome: ConfigOutcome
     generation: int | None  # the number an applied set got; None for one that never ran
     based_on: int | None  # the generation it was compared with (what ran when it was judged)
     sha256: str
@@ -185,7 +185,7 @@ class History:
 
     async def record(
         self,
-        outcome: str,
+        outcome: ConfigOutcome,
         files: FileSet,
         old: FileSet | None,
         *,
@@ -204,7 +204,7 @@ class History:
         self.version += 1
         return entry
 
-    def settle(self, generation: int, outcome: str, reason: str) -> bool:
+    def settle(self, generation: int, outcome: ConfigOutcome, reason: str) -> bool:
         """The outcome of a generation recorded before it was known (with HA peers: applied here,
         staging on the others), now known; False when it is no longer kept."""
         for i, g in enumerate(self._items):

@@ -21,6 +21,7 @@ from sidecars.configsync.stage import Applied, LastKnownGood, Restored, Target
 from sidecars.configsync.validate import Verdict
 from sidecars.configsync.views import SlurmView
 from sidecars.configsync.workers import RESTARTS_FROM
+from sidecars.protocol.configsync import ConfigOutcome
 from sidecars.protocol.events import EventReason
 from sidecars.runtime import offloop
 from sidecars.slurm import SlurmClient, SlurmError
@@ -74,7 +75,7 @@ class Installing(Reporting):
         self,
         files: FileSet,
         reason: str,
-        result: str,
+        result: ConfigOutcome,
         seen: float,
         *,
         restart_required: bool = False,
@@ -205,7 +206,7 @@ class Installing(Reporting):
             if outcome.harm is not None and not outcome.harm.ok:
                 # then what Slurm set because of the change is taken back, and only that (harm.py)
                 outcome.reason = "; ".join([outcome.reason, await self._undo(outcome.harm, since)])
-        await self._reject(files, outcome.reason, "rolled_back", seen)
+        await self._reject(files, outcome.reason, ConfigOutcome.ROLLED_BACK, seen)
 
     async def _undo(self, judged: harm.Harm, since: float) -> str:
         try:

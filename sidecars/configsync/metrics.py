@@ -5,13 +5,21 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from sidecars.protocol.configsync import ConfigOutcome
+
 
 class ConfigSyncMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.applies = Counter(
             "slurm_sidecars_config_applies", "Change sets by outcome", ["result"], registry=registry
         )
-        for result in ("applied", "rejected", "rolled_back", "restart_required", "held"):
+        for result in (
+            ConfigOutcome.APPLIED,
+            ConfigOutcome.REJECTED,
+            ConfigOutcome.ROLLED_BACK,
+            ConfigOutcome.RESTART_REQUIRED,
+            ConfigOutcome.HELD,
+        ):
             self.applies.labels(result=result)
         self.seconds = Histogram(
             "slurm_sidecars_config_apply_seconds",

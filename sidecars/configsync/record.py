@@ -15,6 +15,7 @@ from sidecars.configsync.history import History
 from sidecars.configsync.metrics import ConfigSyncMetrics
 from sidecars.configsync.sources import FileSet
 from sidecars.configsync.stage import Applied, Restored
+from sidecars.protocol.configsync import ConfigOutcome
 from sidecars.protocol.events import EventReason
 from sidecars.runtime.events import EventSink
 
@@ -22,10 +23,10 @@ log = structlog.get_logger(__name__)
 
 # the Event of each way a set is not applied
 NOT_APPLIED_EVENTS = {
-    "rejected": EventReason.CONFIG_REJECTED,
-    "rolled_back": EventReason.CONFIG_ROLLED_BACK,
-    "restart_required": EventReason.CONFIG_RESTART_REQUIRED,
-    "held": EventReason.CONFIG_HELD_FOR_JOBS,
+    ConfigOutcome.REJECTED: EventReason.CONFIG_REJECTED,
+    ConfigOutcome.ROLLED_BACK: EventReason.CONFIG_ROLLED_BACK,
+    ConfigOutcome.RESTART_REQUIRED: EventReason.CONFIG_RESTART_REQUIRED,
+    ConfigOutcome.HELD: EventReason.CONFIG_HELD_FOR_JOBS,
 }
 
 
@@ -87,7 +88,7 @@ class Recorder:
         forced: bool = False,
         installed: bool = False,
         phases: Phases | None = None,
-        outcome: str = "applied",
+        outcome: ConfigOutcome = ConfigOutcome.APPLIED,
         event: EventReason = EventReason.CONFIG_APPLIED,
     ) -> None:
         """`new` is on disk and what slurmctld runs on (or will start on, when `installed`). With HA
@@ -103,7 +104,7 @@ class Recorder:
             reason=reason,
         )
         seconds = time.monotonic() - seen
-        if outcome == "applied":
+        if outcome == ConfigOutcome.APPLIED:
             self.counted(outcome, seconds)
         if installed:
             log.info("config_installed", generation=new.generation, why=reason, outcome=outcome)
@@ -121,12 +122,18 @@ class Recorder:
             )
         await self.events.emit(event, message, "Warning" if forced else "Normal")
 
-    def counted(self, result: str, seconds: float) -> None:
+    def counted(self, result: ConfigOutcome, seconds: float) -> None:
         self.metrics.applies.labels(result=result).inc()
         self.metrics.seconds.labels(result=result).observe(seconds)
 
     async def not_applied(
-        self, files: FileSet, rejection: Rejection, result: str, applied: Applied | None, *, seen: float
+        self,
+        files: FileSet,
+        rejection: Rejection,
+        result: ConfigOutcome,
+        applied: Applied | None,
+        *,
+        seen: float,
     ) -> None:
         await self.history.record(
             result,

@@ -36,6 +36,7 @@ from sidecars.configsync.sources import FileSet, SourceChanged, read_sources
 from sidecars.configsync.stage import Applied, LastKnownGood, Restored, Target
 from sidecars.configsync.validate import Validator, Verdict
 from sidecars.configsync.views import view_if_up
+from sidecars.protocol.configsync import ConfigOutcome
 from sidecars.runtime.events import EventSink
 from sidecars.slurm import SlurmClient
 
@@ -313,7 +314,7 @@ class ConfigSync(Installing):
         if verdict.dry_run is not None:
             self.metrics.dry_run_seconds.observe(verdict.dry_run.seconds)
         if not verdict.ok:
-            await self._reject(files, verdict.reason, "rejected", seen)
+            await self._reject(files, verdict.reason, ConfigOutcome.REJECTED, seen)
             return
         forced = None
         if verdict.jobs:
@@ -330,7 +331,7 @@ class ConfigSync(Installing):
                     f"held: the change {risk.describe()}; "
                     f"to apply it anyway add a {jobs.FORCE_FILE} key naming who"
                 )
-                await self._reject(files, why, "held", seen, jobs=held)
+                await self._reject(files, why, ConfigOutcome.HELD, seen, jobs=held)
                 return
             forced = {"by": who, "jobs": sorted(verdict.jobs), "why": risk.describe()}
             log.warning("config_forced_past_jobs", forced_by=who, jobs=sorted(verdict.jobs))
@@ -342,7 +343,7 @@ class ConfigSync(Installing):
             return
         if verdict.restart_required and self.settings.restart_policy == "hold":
             why = "restart required: " + "; ".join(str(r) for r in verdict.restart)
-            await self._reject(files, why, "restart_required", seen, restart_required=True)
+            await self._reject(files, why, ConfigOutcome.RESTART_REQUIRED, seen, restart_required=True)
             return
         if self.ha is not None:
             if await self.ha.refresh_role() != "in control":
