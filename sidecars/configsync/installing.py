@@ -150,7 +150,13 @@ class Installing(Reporting):
                 self.applied,
                 old,
                 seen=seen,
-                phases=change_phases(seen, judged, swapped, verdict.dry_run, outcome.reconfigure_seconds),
+                phases=change_phases(
+                    seen,
+                    judged,
+                    swapped,
+                    None if verdict.dry_run is None else verdict.dry_run.seconds,
+                    outcome.reconfigure_seconds,
+                ),
                 reason="slurmctld restarted on it" if verdict.restart_required else _kept(outcome),
                 message=f"generation {generation} ({files.short}) applied"
                 + (" by restarting slurmctld" if verdict.restart_required else "")

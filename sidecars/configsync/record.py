@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 
 import structlog
 
-from sidecars.configsync.dryrun import DryRunResult
 from sidecars.configsync.history import History
 from sidecars.configsync.metrics import ConfigSyncMetrics
 from sidecars.configsync.sources import FileSet
@@ -47,14 +46,15 @@ Phases = dict[str, int | None]  # where a change's time went, in ms (None: not r
 
 
 def change_phases(
-    seen: float, judged: float, swapped: float, dry_run: DryRunResult | None, reconfigure: float | None
+    seen: float, judged: float, swapped: float, dry_run: float | None, reconfigure: float | None
 ) -> Phases:
     """Where an applied change's time went, in ms, from its monotonic instants: validation (the dry
-    run beside the rest), the swap, `scontrol reconfigure` until it returned, the verification."""
+    run beside the rest; `dry_run` its seconds, None when none ran), the swap, `scontrol
+    reconfigure` until it returned, the verification."""
     ended = time.monotonic()
     return {
         "validate_ms": round((judged - seen) * 1000),
-        "dry_run_ms": None if dry_run is None else round(dry_run.seconds * 1000),
+        "dry_run_ms": None if dry_run is None else round(dry_run * 1000),
         "swap_ms": round((swapped - judged) * 1000),
         "reconfigure_ms": None if reconfigure is None else round(reconfigure * 1000),
         "verify_ms": round((ended - swapped - (reconfigure or 0.0)) * 1000),
