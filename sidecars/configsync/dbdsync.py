@@ -37,6 +37,7 @@ from sidecars.configsync.dbdapply import (
     stop_slurmdbd,
 )
 from sidecars.configsync.dbdcheck import DbdValidator
+from sidecars.configsync.holds import Change
 from sidecars.configsync.record import now_rfc3339
 from sidecars.configsync.service import ConfigSync
 from sidecars.configsync.settings import Settings
@@ -141,9 +142,9 @@ class DbdSync(ConfigSync):
             # the pod's start: slurmdbd waits for config-sync to be ready, so it starts on this set
             await self._install(files, seen, reason="slurmdbd is not running yet: it starts on this set")
             return
-        if verdict.restart_required and self.settings.restart_policy == "hold":
-            why = "restart of slurmdbd required: " + "; ".join(str(r) for r in verdict.restart)
-            await self._reject(files, why, ConfigOutcome.RESTART_REQUIRED, seen, restart_required=True)
+        if await self._held(
+            Change(files, verdict, self.settings, self.client, daemons.SLURMDBD, False), seen
+        ):
             return
         live = _endpoint(current)
         if not answering and live and await database_answers(live) is False:

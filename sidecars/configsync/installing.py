@@ -10,9 +10,10 @@ from typing import Any
 
 import structlog
 
-from sidecars.configsync import conffile, harm
+from sidecars.configsync import conffile, harm, holds
 from sidecars.configsync.apply import ApplyOutcome
 from sidecars.configsync.ha_return import handover
+from sidecars.configsync.holds import Change, HoldRule
 from sidecars.configsync.record import Rejection, change_phases, now_rfc3339
 from sidecars.configsync.reporting import Reporting
 from sidecars.configsync.settings import Settings
@@ -48,6 +49,7 @@ class Installing(Reporting):
     _backoff: float
     _rejected_moves: int
     undone: harm.Undone | None
+    hold_rules: tuple[HoldRule, ...]
 
     async def _adopt(self, files: FileSet) -> None:
         assert self.applied is not None
@@ -77,15 +79,41 @@ class Installing(Reporting):
         reason: str,
         result: ConfigOutcome,
         seen: float,
-        *,
-        restart_required: bool = False,
-        jobs: tuple[int, ...] = (),
     ) -> None:
-        self.rejected = Rejection(files.sha256, reason, now_rfc3339(), restart_required, jobs)
+        self.rejected = Rejection(files.sha256, reason, now_rfc3339())
         self._rejected_moves = self.ha.moves if self.ha is not None else 0
         self.pending = False
         await self.record.not_applied(files, self.rejected, result, self.applied, seen=seen)
         await self._notify()
+
+    async def _held(self, change: Change, seen: float) -> bool:
+        """Does a hold rule hold this judged change? (configsync/holds) Held: said, unless it was
+        held for the same already (a rule judged again at every pass)."""
+        found = await holds.first_hold(self.hold_rules, change)
+        if found is None:
+            return False
+        rule, hold = found
+        r, files = self.rejected, change.files
+        if (
+            r is not None
+            and r.sha256 == files.sha256
+            and r.held_by == rule.name
+            and r.jobs == hold.jobs
+            and (hold.jobs or r.reason == hold.reason)
+        ):
+            self.pending = False  # still held for the same: said already
+            await self._notify()
+            return True
+        self.rejected = Rejection(
+            files.sha256, hold.reason, now_rfc3339(), hold.restart_required, hold.jobs, rule.name, rule.again
+        )
+        self._rejected_moves = self.ha.moves if self.ha is not None else 0
+        self.pending = False
+        await self.record.not_applied(
+            files, self.rejected, rule.outcome, self.applied, seen=seen, event=rule.event
+        )
+        await self._notify()
+        return True
 
     async def _apply(
         self,

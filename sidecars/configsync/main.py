@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -17,6 +17,7 @@ from sidecars.configsync import settings as settings_mod
 from sidecars.configsync import tokenwatch
 from sidecars.configsync.dbdapply import Stop
 from sidecars.configsync.dbdsync import DbdSync
+from sidecars.configsync.holds import HoldRule
 from sidecars.configsync.planapi import PlanEndpoint, add_routes
 from sidecars.configsync.secretvalues import SecretValues
 from sidecars.configsync.service import ConfigSync
@@ -64,6 +65,7 @@ async def running(
     checkpoint: Callable[[str], None] | None = None,
     watch_files: bool = True,
     dbd_stop: Stop | None = None,
+    hold_rules: Sequence[HoldRule] | None = None,
 ) -> AsyncIterator[Running]:
     """The whole daemon for the duration of the block: HTTP first (probes say "not ready" until the
     target holds a set), then the start-up sync, then watching and syncing until the block ends."""
@@ -77,7 +79,15 @@ async def running(
     if settings.daemon == daemons.SLURMDBD:
         service: ConfigSync = DbdSync(settings, client, registry, sink, stop=dbd_stop, checkpoint=checkpoint)
     else:
-        service = ConfigSync(settings, client, registry, sink, validator=validator, checkpoint=checkpoint)
+        service = ConfigSync(
+            settings,
+            client,
+            registry,
+            sink,
+            validator=validator,
+            checkpoint=checkpoint,
+            hold_rules=hold_rules,
+        )
     stop = asyncio.Event()
     tasks = RootTasks()
     liveness, readiness = Checks(), Checks()

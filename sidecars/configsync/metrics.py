@@ -3,24 +3,38 @@ the Slurm client)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from sidecars.protocol.configsync import ConfigOutcome
 
 
 class ConfigSyncMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        hold_rules: Iterable[str] = (),
+        held_outcomes: Iterable[ConfigOutcome] = (),
+    ) -> None:
+        """`hold_rules` the names of the daemon's hold rules, `held_outcomes` their outcomes."""
         self.applies = Counter(
             "slurm_sidecars_config_applies", "Change sets by outcome", ["result"], registry=registry
         )
-        for result in (
-            ConfigOutcome.APPLIED,
-            ConfigOutcome.REJECTED,
-            ConfigOutcome.ROLLED_BACK,
-            ConfigOutcome.RESTART_REQUIRED,
-            ConfigOutcome.HELD,
-        ):
+        # every outcome a set can have here: refused before or after the swap, applied, or each
+        # hold rule's (configsync/holds); with HA peers, ha_rollout's come as they happen
+        outcomes = (ConfigOutcome.APPLIED, ConfigOutcome.REJECTED, ConfigOutcome.ROLLED_BACK)
+        for result in dict.fromkeys((*outcomes, *held_outcomes)):
             self.applies.labels(result=result)
+        self.hold_rules = tuple(hold_rules)
+        self.held = Gauge(
+            "slurm_sidecars_config_held",
+            "1 while the change seen is held by this hold rule",
+            ["rule"],
+            registry=registry,
+        )
+        for name in self.hold_rules:
+            self.held.labels(rule=name).set(0)
         self.seconds = Histogram(
             "slurm_sidecars_config_apply_seconds",
             "From a change being seen to its outcome (verified, rejected)",

@@ -20,12 +20,10 @@ from sidecars.runtime.events import EventSink
 
 log = structlog.get_logger(__name__)
 
-# the Event of each way a set is not applied
+# the Event of each way a set is refused (a held one's is its hold rule's: configsync/holds)
 NOT_APPLIED_EVENTS = {
     ConfigOutcome.REJECTED: EventReason.CONFIG_REJECTED,
     ConfigOutcome.ROLLED_BACK: EventReason.CONFIG_ROLLED_BACK,
-    ConfigOutcome.RESTART_REQUIRED: EventReason.CONFIG_RESTART_REQUIRED,
-    ConfigOutcome.HELD: EventReason.CONFIG_HELD_FOR_JOBS,
 }
 
 
@@ -40,6 +38,8 @@ class Rejection:
     at: str
     restart_required: bool = False
     jobs: tuple[int, ...] = ()  # held: the jobs it would end or requeue
+    held_by: str | None = None  # the hold rule that holds it (configsync/holds), None: refused
+    again: bool = False  # judged again at every pass: the state that holds it may change by itself
 
 
 Phases = dict[str, int | None]  # where a change's time went, in ms (None: not reached)
@@ -74,6 +74,8 @@ class Recorder:
         self.metrics.pending.set(1 if pending else 0)
         self.metrics.restart_required.set(1 if rejected and rejected.restart_required else 0)
         self.metrics.held_jobs.set(len(rejected.jobs) if rejected else 0)
+        for rule in self.metrics.hold_rules:
+            self.metrics.held.labels(rule=rule).set(1 if rejected and rejected.held_by == rule else 0)
         if applied:
             self.metrics.generation.set(applied.generation)
 
@@ -134,7 +136,9 @@ class Recorder:
         applied: Applied | None,
         *,
         seen: float,
+        event: EventReason | None = None,
     ) -> None:
+        """Refused (`event` None: the refusal's own Event) or held (its hold rule's Event)."""
         await self.history.record(
             result,
             files,
@@ -145,8 +149,9 @@ class Recorder:
             reason=rejection.reason,
         )
         self.counted(result, time.monotonic() - seen)
-        log.warning("config_not_applied", result=result, reason=rejection.reason)
-        await self.events.emit(NOT_APPLIED_EVENTS[result], f"{files.short}: {rejection.reason}", "Warning")
+        log.warning("config_not_applied", result=result, reason=rejection.reason, held_by=rejection.held_by)
+        said = event or NOT_APPLIED_EVENTS[result]
+        await self.events.emit(said, f"{files.short}: {rejection.reason}", "Warning")
 
     async def restored(self, restored: Restored) -> None:
         """An unverified set was replaced by the good one outside a rollback of ours."""

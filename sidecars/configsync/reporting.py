@@ -55,7 +55,13 @@ class Reporting:
             else {"generation": a.generation, "sha256": a.files.sha256, "at": a.at, "forced": self.forced},
             "rejected": None
             if r is None
-            else {"sha256": r.sha256, "reason": r.reason, "at": r.at, "jobs": list(r.jobs)},
+            else {
+                "sha256": r.sha256,
+                "reason": r.reason,
+                "at": r.at,
+                "jobs": list(r.jobs),
+                "held_by": r.held_by,  # the hold rule that holds it (configsync/holds), None: refused
+            },
             "restart_required": bool(r and r.restart_required),
             "held_for_jobs": list(r.jobs) if r else [],
             "pending": self.pending,

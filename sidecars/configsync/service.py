@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry
 
-from sidecars.configsync import conffile, jobs
+from sidecars.configsync import conffile, holds, jobs
 from sidecars.configsync.apply import Applier
 from sidecars.configsync.ha import Coordination
 from sidecars.configsync.ha_control import Keeper
@@ -27,6 +27,7 @@ from sidecars.configsync.ha_return import ReturnGate
 from sidecars.configsync.ha_rollout import Rollout
 from sidecars.configsync.harm import Undone
 from sidecars.configsync.history import History
+from sidecars.configsync.holds import Change, HoldRule
 from sidecars.configsync.installing import Installing
 from sidecars.configsync.metrics import ConfigSyncMetrics
 from sidecars.configsync.quiet import Debouncer, first_of, swapped_whole
@@ -38,7 +39,7 @@ from sidecars.configsync.validate import Validator, Verdict
 from sidecars.configsync.views import view_if_up
 from sidecars.protocol.configsync import ConfigOutcome
 from sidecars.runtime.events import EventSink
-from sidecars.slurm import SlurmClient
+from sidecars.slurm import SlurmClient, daemons
 
 log = structlog.get_logger(__name__)
 
@@ -65,11 +66,16 @@ class ConfigSync(Installing):
         validator: Validator | None = None,
         checkpoint: Callable[[str], None] | None = None,
         log_path: Path | None = None,
+        hold_rules: Sequence[HoldRule] | None = None,
     ) -> None:
         self.settings = settings
         self.client = client
         self.events = events
-        self.metrics = ConfigSyncMetrics(registry)
+        # the Slurm states (and policies) a judged change waits under (configsync/holds)
+        self.hold_rules = tuple(holds.rules() if hold_rules is None else hold_rules)
+        self.metrics = ConfigSyncMetrics(
+            registry, [r.name for r in self.hold_rules], [r.outcome for r in self.hold_rules]
+        )
         self.target = Target(settings.target, checkpoint)
         self.lkg = LastKnownGood(settings.state_dir)
         self.validator = validator or Validator.from_settings(settings, client)
@@ -276,7 +282,7 @@ class ConfigSync(Installing):
         if (
             self.rejected is not None
             and files.sha256 == self.rejected.sha256
-            and not self.rejected.jobs
+            and not self.rejected.again  # a hold rule's state may change by itself (jobs end)
             and not moved  # judged under another controller in control (a takeover): judged again
         ):
             self.pending = False  # judged already; a later fix is a new hash
@@ -316,34 +322,20 @@ class ConfigSync(Installing):
         if not verdict.ok:
             await self._reject(files, verdict.reason, ConfigOutcome.REJECTED, seen)
             return
-        forced = None
-        if verdict.jobs:
-            who = jobs.forced_by(files, self.settings.allow_job_loss)
-            risk = jobs.JobRisk(verdict.jobs)
-            held = tuple(sorted(verdict.jobs))
-            again = self.rejected is not None and self.rejected.sha256 == files.sha256
-            if who is None and again and self.rejected is not None and self.rejected.jobs == held:
-                self.pending = False  # still held for the same jobs: said already
-                await self._notify()
-                return
-            if who is None:
-                why = (
-                    f"held: the change {risk.describe()}; "
-                    f"to apply it anyway add a {jobs.FORCE_FILE} key naming who"
-                )
-                await self._reject(files, why, ConfigOutcome.HELD, seen, jobs=held)
-                return
-            forced = {"by": who, "jobs": sorted(verdict.jobs), "why": risk.describe()}
-            log.warning("config_forced_past_jobs", forced_by=who, jobs=sorted(verdict.jobs))
         # a pod back while a peer writes installs nothing unchecked by the writer: it follows (_follow)
         peer_writes = bool(self.gate and not self.gate.open and self.ha and self.ha.writer()[0])
-        if current is None or (startup and before is None and not peer_writes):
-            # nothing runs on the target yet (first start, or slurmctld not started): it starts on this set
-            await self._install(files, seen, reason="slurmctld is not running yet")
+        # nothing runs on the target yet (first start, or slurmctld not started): it starts on this set
+        installs = current is None or (startup and before is None and not peer_writes)
+        change = Change(files, verdict, self.settings, self.client, daemons.SLURMCTLD, installs)
+        if await self._held(change, seen):
             return
-        if verdict.restart_required and self.settings.restart_policy == "hold":
-            why = "restart required: " + "; ".join(str(r) for r in verdict.restart)
-            await self._reject(files, why, ConfigOutcome.RESTART_REQUIRED, seen, restart_required=True)
+        forced = None
+        who = jobs.forced_by(files, self.settings.allow_job_loss) if verdict.jobs else None
+        if who is not None:  # past the jobs it would end: who forced it, said with the applied set
+            forced = {"by": who, "jobs": sorted(verdict.jobs), "why": jobs.JobRisk(verdict.jobs).describe()}
+            log.warning("config_forced_past_jobs", forced_by=who, jobs=sorted(verdict.jobs))
+        if installs:
+            await self._install(files, seen, reason="slurmctld is not running yet")
             return
         if self.ha is not None:
             if await self.ha.refresh_role() != "in control":

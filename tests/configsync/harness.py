@@ -106,6 +106,7 @@ async def config_sync(
     initial: dict[str, bytes] | None = None,
     watch_files: bool = True,
     checkpoint: Any = None,
+    hold_rules: Any = None,
     **overrides: Any,
 ) -> AsyncIterator[Sync]:
     base = initial or cluster_files(cluster)
@@ -139,6 +140,7 @@ async def config_sync(
         validator=validator,
         watch_files=watch_files,
         checkpoint=checkpoint,
+        hold_rules=hold_rules,
     ) as r:
         sync = Sync(cluster, config, secret, settings, r, events, base={**base, **(secrets or {})})
         sync.base = dict(base)
