@@ -15,15 +15,15 @@ from prometheus_client import CollectorRegistry
 
 from sidecars.configsync import settings as settings_mod
 from sidecars.configsync import tokenwatch
-from sidecars.configsync.dbdapply import Stop
-from sidecars.configsync.dbdsync import DbdSync
+from sidecars.configsync.fileset.secretvalues import SecretValues
+from sidecars.configsync.fileset.watch import watch
 from sidecars.configsync.holds import HoldRule
-from sidecars.configsync.planapi import PlanEndpoint, add_routes
-from sidecars.configsync.secretvalues import SecretValues
-from sidecars.configsync.service import ConfigSync
+from sidecars.configsync.judge.validate import Validator
+from sidecars.configsync.plans.api import PlanEndpoint, add_routes
+from sidecars.configsync.service.daemon import ConfigSync
 from sidecars.configsync.settings import Settings
-from sidecars.configsync.validate import Validator
-from sidecars.configsync.watch import watch
+from sidecars.configsync.slurmdbd.apply import Stop
+from sidecars.configsync.slurmdbd.sync import DbdSync
 from sidecars.kube import pod_events
 from sidecars.runtime import daemon, logs, looplag
 from sidecars.runtime.checks import CheckResult, Checks

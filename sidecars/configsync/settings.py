@@ -9,8 +9,8 @@ import ssl
 from pathlib import Path
 from typing import Literal
 
-from sidecars.configsync import ha_peers
-from sidecars.configsync.jobs import FORCE_FILE
+from sidecars.configsync import peers as ha_peers
+from sidecars.configsync.judge.jobs import FORCE_FILE
 from sidecars.configsync.tokenwatch import TokenWatchSettings
 from sidecars.runtime import http
 from sidecars.runtime.looplag import LoopLagSettings
@@ -108,7 +108,7 @@ class Settings:
         conv=DIR,
         help="slurmctld's plugins as seen here (default: its PluginDir); unknown plugin names are refused",
     )
-    # slurmdbd: the set is slurmdbd.conf from its Secret (configsync/dbdsync.py)
+    # slurmdbd: the set is slurmdbd.conf from its Secret (configsync/slurmdbd/sync.py)
     daemon: Daemon = setting(
         default=daemons.SLURMCTLD,
         conv=choice(*daemons.DAEMONS),
@@ -186,7 +186,7 @@ class Settings:
         conv=TOKEN_FILE,
         help="the operator's token that POST /v1/plan requires; without it plans are not served",
     )
-    # HA (configsync/ha.py): one config-sync per controller pod; the one beside the controller in
+    # HA (configsync/ha/coordination.py): one config-sync per controller pod; the one beside the controller in
     # control applies, the others stage what it verified
     peers: tuple[str, ...] = setting(
         default=(),

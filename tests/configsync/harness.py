@@ -18,11 +18,11 @@ from prometheus_client import CollectorRegistry
 
 from sidecars import probe
 from sidecars.cli import self_argv
-from sidecars.configsync import conffile
+from sidecars.configsync.fileset import conffile
+from sidecars.configsync.fileset.sources import FileEntry, FileSet, read_source
+from sidecars.configsync.judge.validate import Validator, Verdict
 from sidecars.configsync.main import Running, running
 from sidecars.configsync.settings import Settings
-from sidecars.configsync.sources import FileEntry, FileSet, read_source
-from sidecars.configsync.validate import Validator, Verdict
 from sidecars.devcluster import DevCluster, free_port
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime import process

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sidecars.configsync import conffile, jobs
-from sidecars.configsync.sources import FileEntry, FileSet
+from sidecars.configsync.fileset import conffile
+from sidecars.configsync.fileset.sources import FileEntry, FileSet
+from sidecars.configsync.judge import jobs
 from sidecars.devcluster import DevCluster
 from sidecars.slurm.models import JobPlacement
 from tests.configsync.harness import config_sync, set_sha

@@ -4,8 +4,8 @@ leave pending ones nowhere to run) waits until they are gone, unless forced (--a
 
 from __future__ import annotations
 
-from sidecars.configsync import jobs
 from sidecars.configsync.holds.rule import Change, Hold
+from sidecars.configsync.judge import jobs
 from sidecars.protocol.configsync import ConfigOutcome
 from sidecars.protocol.events import EventReason
 

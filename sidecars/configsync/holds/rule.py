@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from sidecars.configsync.fileset.sources import FileSet
+from sidecars.configsync.judge.validate import Verdict
 from sidecars.configsync.settings import Settings
-from sidecars.configsync.sources import FileSet
-from sidecars.configsync.validate import Verdict
 from sidecars.protocol.configsync import ConfigOutcome
 from sidecars.protocol.events import EventReason
 from sidecars.slurm import SlurmClient
