@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Literal
 
 from sidecars.configsync import peers as ha_peers
-from sidecars.configsync.judge.jobs import FORCE_FILE
 from sidecars.configsync.tokenwatch import TokenWatchSettings
+from sidecars.protocol.configsync import FORCE_FILE
 from sidecars.runtime import http
 from sidecars.runtime.looplag import LoopLagSettings
 from sidecars.runtime.settings import (

@@ -1,11 +1,14 @@
 """config-sync's words on the wire: the outcome of a change set (the `result` label of
 `slurm_sidecars_config_applies_total`, a /history entry's `outcome`, /status `applied.outcome`) and
 where a generation stands among HA controller pods (/status `ha.rollout.state`, the `state` label of
-`slurm_sidecars_config_ha_rollout`)."""
+`slurm_sidecars_config_ha_rollout`), and the key of a set that forces a change past its jobs."""
 
 from __future__ import annotations
 
 from enum import StrEnum
+
+# a key of the set that forces a change past the jobs it would end: its first line names who
+FORCE_FILE = "slurm-sidecars.force"
 
 
 class ConfigOutcome(StrEnum):

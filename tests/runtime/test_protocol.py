@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sidecars.protocol import drains, kube_names
-from sidecars.protocol.configsync import ConfigOutcome, RolloutState
+from sidecars.protocol.configsync import FORCE_FILE, ConfigOutcome, RolloutState
 from sidecars.protocol.events import EventReason, upgrade_stage_reason
 
 ROOT = Path(__file__).parent.parent.parent / "sidecars"
@@ -20,6 +20,7 @@ EXACT = {
     drains.SLINKY_OPERATOR_PREFIX,
     *(v for v in vars(kube_names).values() if isinstance(v, str) and v.startswith(kube_names.PREFIX)),
     *(name for names in kube_names.CONDITIONS for name in names),
+    FORCE_FILE,
 }
 # families: a literal that starts with one of these is a hand-made reason of that family
 FAMILIES = (

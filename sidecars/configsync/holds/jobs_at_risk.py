@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sidecars.configsync.holds.rule import Change, Hold
 from sidecars.configsync.judge import jobs
-from sidecars.protocol.configsync import ConfigOutcome
+from sidecars.protocol.configsync import FORCE_FILE, ConfigOutcome
 from sidecars.protocol.events import EventReason
 
 __all__ = ["JobsAtRisk"]
@@ -24,6 +24,6 @@ class JobsAtRisk:
             return None
         why = (
             f"held: the change {jobs.JobRisk(at_risk).describe()}; "
-            f"to apply it anyway add a {jobs.FORCE_FILE} key naming who"
+            f"to apply it anyway add a {FORCE_FILE} key naming who"
         )
         return Hold(why, jobs=tuple(sorted(at_risk)))

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 
 from sidecars.configsync.fileset.conffile import SlurmConf
 from sidecars.configsync.fileset.sources import FileSet
+from sidecars.protocol.configsync import FORCE_FILE
 from sidecars.slurm import hostlist
 from sidecars.slurm.models import JobPlacement
 
 # the marker a ConfigMap carries to apply a change that would end or requeue jobs: its content names
 # who forced it (and is reported); removing it is the next change
-FORCE_FILE = "slurm-sidecars.force"
 
 
 @dataclass(frozen=True, slots=True)
