@@ -18,7 +18,7 @@ from sidecars.configsync import tokenwatch
 from sidecars.configsync.fileset.secretvalues import SecretValues
 from sidecars.configsync.fileset.watch import watch
 from sidecars.configsync.holds import HoldRule
-from sidecars.configsync.judge.validate import Validator
+from sidecars.configsync.judge.validate import Judge
 from sidecars.configsync.plans.api import PlanEndpoint, add_routes
 from sidecars.configsync.service.daemon import ConfigSync
 from sidecars.configsync.settings import Settings
@@ -61,7 +61,7 @@ async def running(
     client: SlurmClient | None = None,
     events: EventSink | None = None,
     registry: CollectorRegistry | None = None,
-    validator: Validator | None = None,
+    validator: Judge | None = None,
     checkpoint: Callable[[str], None] | None = None,
     watch_files: bool = True,
     dbd_stop: Stop | None = None,

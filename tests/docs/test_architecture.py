@@ -1,5 +1,6 @@
 """docs/architecture.md is the newcomer's map: every path and module it names exists, every module
-of the control plane and of config-sync is on it, and every relative link in the front pages leads somewhere."""
+of the control plane and of config-sync is on it, and every relative link in the front pages leads
+somewhere."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -216,6 +216,15 @@ def candidate_copy(files: FileSet, where: Path, target: Path) -> None:
         return "".join(out).encode()
 
     write_files(where, files, transform=rewrite, durable=False)
+
+
+class Judge(Protocol):
+    """What the daemon asks of a set's judge: slurmctld's (Validator) or slurmdbd's
+    (slurmdbd/check.py), each a class of its own."""
+
+    dry_runner: DryRunner | None  # slurmctld's throwaway, shown in /status; None: no dry run
+
+    async def validate(self, files: FileSet, current: FileSet | None) -> Verdict: ...
 
 
 class Validator:

@@ -20,7 +20,7 @@ from sidecars.configsync.fileset.conffile import SlurmConf
 from sidecars.configsync.fileset.secretvalues import values_of
 from sidecars.configsync.fileset.sources import FileSet
 from sidecars.configsync.judge.jobs import JobRisk, forced_by
-from sidecars.configsync.judge.validate import Validator, Verdict
+from sidecars.configsync.judge.validate import Judge, Verdict
 from sidecars.configsync.report.history import FileChange, changes
 from sidecars.runtime.redact import MIN_VALUE, Redactor
 from sidecars.slurm.models import Node
@@ -120,7 +120,7 @@ def _checks_run(verdict: Verdict, live: FileSet | None) -> tuple[str, ...]:
 
 
 async def make_plan(
-    validator: Validator,
+    validator: Judge,
     candidate: FileSet,
     live: FileSet | None,
     *,

@@ -33,7 +33,7 @@ from sidecars.configsync.ha.return_gate import ReturnGate
 from sidecars.configsync.ha.rollout import Rollout
 from sidecars.configsync.holds import Change, HoldRule
 from sidecars.configsync.judge import jobs
-from sidecars.configsync.judge.validate import Validator, Verdict
+from sidecars.configsync.judge.validate import Judge, Validator, Verdict
 from sidecars.configsync.report.history import History
 from sidecars.configsync.report.metrics import ConfigSyncMetrics
 from sidecars.configsync.report.record import Recorder, Rejection, now_rfc3339
@@ -65,7 +65,7 @@ class ConfigSync(Installing):
         registry: CollectorRegistry,
         events: EventSink,
         *,
-        validator: Validator | None = None,
+        validator: Judge | None = None,
         checkpoint: Callable[[str], None] | None = None,
         log_path: Path | None = None,
         hold_rules: Sequence[HoldRule] | None = None,

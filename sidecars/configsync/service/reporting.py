@@ -15,7 +15,7 @@ from sidecars.configsync.ha.control import Keeper
 from sidecars.configsync.ha.coordination import Coordination
 from sidecars.configsync.ha.return_gate import ReturnGate
 from sidecars.configsync.ha.rollout import OUTCOMES, Rollout
-from sidecars.configsync.judge.validate import Validator
+from sidecars.configsync.judge.validate import Judge
 from sidecars.configsync.report.history import History
 from sidecars.configsync.report.record import Recorder, Rejection
 
@@ -31,7 +31,7 @@ class Reporting:
     restored: Restored | None
     undone: Undone | None
     pending: bool
-    validator: Validator
+    validator: Judge
     applier: Applier
     history: History
     record: Recorder

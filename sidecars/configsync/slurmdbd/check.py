@@ -28,12 +28,13 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from sidecars.configsync.dryrun.runner import DryRunner
 from sidecars.configsync.fileset import dbdconf
 from sidecars.configsync.fileset.sources import FileSet
 from sidecars.configsync.fileset.stage import write_files
 from sidecars.configsync.judge import plugintrust
 from sidecars.configsync.judge.restart import RestartReason
-from sidecars.configsync.judge.validate import MAX_REASON, Validator, Verdict
+from sidecars.configsync.judge.validate import MAX_REASON, Verdict
 from sidecars.slurm import SlurmClient, SlurmCommandError
 from sidecars.slurm.dbd_throwaway import closed_port, read_conf
 
@@ -45,17 +46,18 @@ log = structlog.get_logger(__name__)
 PARSE_DIR = "slurmdbd-parse"  # under --state-dir: where the throwaway slurmdbd reads its copy
 
 
-class DbdValidator(Validator):
+class DbdValidator:
+    """slurmdbd's judge (validate.Judge): no dry run of slurmctld's, its own throwaway slurmdbd."""
+
+    dry_runner: DryRunner | None = None
+
     def __init__(self, client: SlurmClient, settings: Settings) -> None:
-        super().__init__(
-            client,
-            settings.target,
-            settings.state_dir,
-            main=dbdconf.CONF_NAME,
-            max_bytes=settings.max_file_bytes,
-            parse_timeout=settings.parse_timeout_seconds,
-            sources=settings.sources,
-        )
+        self.client = client
+        self.target = settings.target
+        self.work_dir = settings.state_dir
+        self.sources = tuple(settings.sources)  # what the config's volumes fill: never a PluginDir
+        self.max_bytes = settings.max_file_bytes
+        self.parse_timeout = settings.parse_timeout_seconds
         self.command = settings.slurmdbd_command
         self.owner_uid = os.geteuid()  # the owner of every file config-sync stages
         self._parsing = asyncio.Lock()  # one throwaway at a time: they share PARSE_DIR
