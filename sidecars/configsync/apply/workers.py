@@ -10,7 +10,7 @@ it is named, not waited for. One not marked yet (seen on a loaded machine) has n
 24.11's re-exec: it is waited for while the check lasts, then named as not responding too. Only
 workers whose slurmd answered before the change are judged: a node record without a slurmd (DOWN,
 FUTURE, powered down) or a worker not registered yet has no configuration to take. The verdict
-rests on the one listing of the fleet the verification reads (apply.py); only the few workers it
+rests on the one listing of the fleet the verification reads (apply/applier.py); only the few workers it
 waits for are read again, by name. Where
 slurmd serves `/readyz` (25.11+) a worker counts as responding only when that answers too. 26.05's
 `GET /v0.0.45/conf` would say more, but answers 401 without an auth/jwt token (its plugin is not

@@ -53,7 +53,7 @@ class Peer:
     applied_sha256: str | None = None
     pending: bool = False
     error: str | None = None
-    stands_down: str | None = None  # the controller its returning pod asked to shut down (ha_return.py)
+    stands_down: str | None = None  # the controller its returning pod asked to shut down (ha/return_gate.py)
 
 
 def _peer_from(url: str, body: Any) -> Peer:
@@ -97,7 +97,7 @@ class HaMetrics:
             "Times this pod's slurmctld changed role (a takeover, a start or a stop)",
             registry=registry,
         )
-        self.rollout = Gauge(  # set by ha_rollout.py
+        self.rollout = Gauge(  # set by ha/rollout.py
             "slurm_sidecars_config_ha_rollout",
             "1 for where the set this pod holds stands: on every controller pod (everywhere), staging "
             "on some, or not everywhere after --ha-catch-up-seconds",

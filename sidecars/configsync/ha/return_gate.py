@@ -10,8 +10,9 @@ until its own directory holds the set the controller in control runs, with no ch
 in flight; its own sources, checked by itself, are what it stages (no file ever comes from a peer).
 
 The gate only ever opens: once this pod's slurmctld may start, a standby staying ready as it waits
-for the writer is the ordinary case (ha.py). With no peer's controller in control (both pods lost,
-or the takeover window) there is nothing newer to wait for and it opens on this pod's own set.
+for the writer is the ordinary case (ha/coordination.py). With no peer's controller in control
+(both pods lost, or the takeover window) there is nothing newer to wait for and it opens on this
+pod's own set.
 
 A primary that comes back while a backup is in control is not left to Slurm's own handback, which
 can lose every job on 26.05 (slurm/standdown.py, docs/ha.md): once it holds the set, the gate asks

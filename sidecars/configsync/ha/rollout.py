@@ -2,7 +2,8 @@
 
 A standby runs what is on its pod's disk (it reads its directory when it takes control), and a
 backup that is down reads it at its next start; so "every controller that is up runs it, and a
-down one will read it" is "every peer config-sync reports this set as its own" (ha.py's `in_step`).
+down one will read it" is "every peer config-sync reports this set as its own"
+(ha/coordination.py's `in_step`).
 Until then the generation is `staging`: on this pod, not yet on the peers named. A peer that has
 not caught up within `--ha-catch-up-seconds` (it answers junk, nothing, or holds another set) makes
 it `not everywhere`, a Warning; should it catch up later, the generation becomes applied then.

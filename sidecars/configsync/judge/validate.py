@@ -11,7 +11,7 @@
 (d) Plugin names with no plugin file where slurmctld loads them from (a misspelt one kills it).
 (d') What the workers' registration would refuse (GRES against gres.conf, NodeSet features against
     the fleet): predict.py. What cannot be predicted is judged after the swap (harm.py).
-(e) Last, the dry run (dryrun.py): a throwaway slurmctld of the same release started on the candidate
+(e) Last, the dry run (dryrun/runner.py): a throwaway slurmctld of the same release started on the candidate
     and a copy of the live state. Hand-written checks trail Slurm's own; this one is Slurm's own. With
     it, what the change does to pending and running jobs (jobs.py).
 """

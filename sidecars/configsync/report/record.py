@@ -94,7 +94,7 @@ class Recorder:
         event: EventReason = EventReason.CONFIG_APPLIED,
     ) -> None:
         """`new` is on disk and what slurmctld runs on (or will start on, when `installed`). With HA
-        peers the outcome may be `staging` until every controller pod holds it (ha_rollout.py): it
+        peers the outcome may be `staging` until every controller pod holds it (ha/rollout.py): it
         is counted as applied only then."""
         await self.history.record(
             outcome,

@@ -111,7 +111,7 @@ class ConfigSync(Installing):
             max_seconds=settings.debounce_max_seconds,
             whole=lambda: swapped_whole(settings.sources),
         )
-        # HA (ha.py): with peers, only the config-sync beside the controller in control applies
+        # HA (ha/coordination.py): with peers, only the config-sync beside the controller in control applies
         self.ha = (
             None
             if not settings.peers or settings.controller is None
@@ -129,7 +129,7 @@ class ConfigSync(Installing):
         )
         # a pod back while a peer's controller is in control: not ready until it holds that set
         self.gate = None if self.ha is None else ReturnGate()
-        # never without a controller in control (ha_control.py)
+        # never without a controller in control (ha/control.py)
         self.keeper = None if self.ha is None else Keeper(self.ha, events)
         self._rejection_stands = False  # a takeover we asked for: the role change it makes keeps a rejection
         self._rejected_moves = 0  # the HA role changes seen when the last rejection was made
@@ -262,7 +262,7 @@ class ConfigSync(Installing):
             await self.ha.refresh_peers()
             if self.rollout is not None:
                 await self.rollout.step(self.applied)  # has every pod caught up with the held set?
-            # no controller in control: the one that can take it does (ha_control.py); control then
+            # no controller in control: the one that can take it does (ha/control.py); control then
             # comes back by our own request, no reason to judge a refused set again (the controller
             # that dropped control on it would drop it again)
             keeper = self.keeper
@@ -293,7 +293,7 @@ class ConfigSync(Installing):
         # a set held for jobs is judged again at every pass (the re-hash timer): once they ended, it applies
         # every line about this change set names it, whichever step logs it
         with structlog.contextvars.bound_contextvars(sha256=files.short, files=sorted(files.files)):
-            async with self.queue:  # a plan (planapi.py) waits for this change, and it for a plan
+            async with self.queue:  # a plan (plans/api.py) waits for this change, and it for a plan
                 await self._judge(files, current, seen, startup=startup)
         if self.keeper is not None and self.ha is not None and self.ha.writes:
             self.keeper.after_change()  # a failed reconfigure can drop control: ask often for a while

@@ -198,7 +198,7 @@ class Installing(Reporting):
         await self._rollback(files, outcome, verdict, seen)
 
     async def _handed_over(self, files: FileSet, why: str) -> None:
-        """slurmctld stopped answering because control is changing hands (ha_return.py), not because
+        """slurmctld stopped answering because control is changing hands (ha/return_gate.py), not because
         of the set: the good set goes back on this pod's disk (a standby's disk holds only verified
         sets), nothing is reconfigured, and the change is judged again under the controller in
         control (which applies it; this pod then stages it). Not a rejection, not a rollback."""

@@ -1,5 +1,5 @@
 """What config-sync tells: `/status`, `/history`, the gauges, and the wait tests and the benchmark use
-for an outcome. The daemon (service.py) holds the state; this is how it is shown."""
+for an outcome. The daemon (service/daemon.py) holds the state; this is how it is shown."""
 
 from __future__ import annotations
 
@@ -80,13 +80,13 @@ class Reporting:
             # the run-time node state the last reconfigure would have lost, put back (runstate.py)
             "node_state": None if (kept := self.applier.runstate.last) is None else kept.as_json(),
         }
-        if self.ha is not None:  # with --peer only (ha.py): this pod's place among the controller pods
+        if self.ha is not None:  # with --peer only (ha/coordination.py): this pod among the controllers
             out["ha"] = self.ha.status(None if a is None else a.files.sha256)
-            if self.gate is not None:  # a returning pod: may its slurmctld start yet (ha_return.py)
+            if self.gate is not None:  # a returning pod: may its slurmctld start yet (ha/return_gate.py)
                 out["ha"]["return"] = self.gate.status()
-            if self.keeper is not None:  # no controller in control, and what was done (ha_control.py)
+            if self.keeper is not None:  # no controller in control, and what was done (ha/control.py)
                 out["ha"]["no_controller"] = self.keeper.status()
-        if self.rollout is not None:  # applied only once every controller pod holds it (ha_rollout.py)
+        if self.rollout is not None:  # applied only once every controller pod holds it (ha/rollout.py)
             rollout = out["ha"]["rollout"] = self.rollout.status(a)
             if out["applied"] is not None:
                 out["applied"]["outcome"] = OUTCOMES[rollout["state"]]

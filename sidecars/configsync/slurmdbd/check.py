@@ -12,7 +12,7 @@ In order, the first refusal ending it:
 Not tried, because only the live database or slurmdbd's own container can answer them: whether
 the credentials (StorageUser/StoragePass) are accepted, whether StorageLoc exists, whether
 DbdHost names the host slurmdbd runs on, ArchiveDir and ArchiveScript. A change's restart and
-`sacctmgr ping` judge those, and a failure there is rolled back (dbdapply.py).
+`sacctmgr ping` judge those, and a failure there is rolled back (slurmdbd/apply.py).
 
 What the change needs: dbdconf.restart_reasons for slurmdbd.conf; any other file of the set (a
 key slurmdbd's authentication reads) is read only at start, so its change is a restart too.

@@ -1,8 +1,8 @@
 """config-sync for slurmdbd (`config-sync --daemon slurmdbd`): slurmdbd.conf from its Secret into the
-directory slurmdbd reads, judged without the database (dbdcheck.py), then applied as slurmdbd takes
+directory slurmdbd reads, judged without the database (slurmdbd/check.py), then applied as slurmdbd takes
 it: `sacctmgr reconfigure` for the keys it re-reads, a restart for any other (held instead under
 `--restart-policy hold`, as slurmctld's restarts are), verified by slurmdbd answering, and rolled
-back when it does not (dbdapply.py).
+back when it does not (slurmdbd/apply.py).
 
 The rest is config-sync's own: the sources read and hashed, the atomic swap with its unverified
 marker, the last known good set under --state-dir, history, metrics, Events, /status. slurmdbd's
