@@ -41,9 +41,9 @@ from _report import percentile, releases, result
 from config_latency import base_files, sha_of, with_max_time
 from prometheus_client import CollectorRegistry
 
-from sidecars.configsync.dryrun import DryRunner
+from sidecars.configsync.dryrun.runner import DryRunner
 from sidecars.configsync.main import running
-from sidecars.configsync.record import Phases
+from sidecars.configsync.report.record import Phases
 from sidecars.configsync.settings import Settings
 from sidecars.devcluster import ClusterSpec, DevCluster, Release
 from sidecars.devcluster.volume import AtomicVolume

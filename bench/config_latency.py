@@ -38,9 +38,9 @@ from typing import Any
 from _report import percentile, releases, result
 from prometheus_client import CollectorRegistry
 
+from sidecars.configsync.fileset.sources import FileEntry, FileSet
 from sidecars.configsync.main import running
 from sidecars.configsync.settings import Settings
-from sidecars.configsync.sources import FileEntry, FileSet
 from sidecars.devcluster import ClusterSpec, DevCluster, Release
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime import logs

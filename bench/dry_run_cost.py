@@ -6,7 +6,7 @@ minutes a release, the old copy of them more than one; about 7 minutes in all).
 
 One dev cluster holds, in turn, each count of held batch jobs (individual jobs, not arrays). At each,
 a harmless set is dry-run --runs times, as config-sync does it (the shadow of the state kept in step,
-sidecars/configsync/shadow.py), after one run that builds the shadow; beside it, in the same run, two
+sidecars/configsync/dryrun/shadow.py), after one run that builds the shadow; beside it, in the same run, two
 baselines: the shadow listed in full at each sync (every hash directory listed and every state file
 copied, as before it trusted mtimes), and the copy every dry run made before (each job's hash.N/job.M/
 re-created with empty files, the state files copied, and removed after). Printed: the median seconds
@@ -29,9 +29,9 @@ from pathlib import Path
 from _report import result
 from config_at_size import phase_lines
 
-from sidecars.configsync import conffile
-from sidecars.configsync.dryrun import DryRunner
-from sidecars.configsync.sources import FileEntry, FileSet
+from sidecars.configsync.dryrun.runner import DryRunner
+from sidecars.configsync.fileset import conffile
+from sidecars.configsync.fileset.sources import FileEntry, FileSet
 from sidecars.devcluster import ClusterSpec, DevCluster
 from sidecars.devcluster.release import release_named
 from sidecars.runtime import logs

@@ -31,9 +31,9 @@ from config_at_size import shadow_built
 from config_latency import base_files, with_max_time
 from prometheus_client import CollectorRegistry
 
+from sidecars.configsync.fileset.sources import FileEntry, FileSet
 from sidecars.configsync.main import running
 from sidecars.configsync.settings import Settings
-from sidecars.configsync.sources import FileEntry, FileSet
 from sidecars.devcluster import ClusterSpec, DevCluster, Release
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime import logs

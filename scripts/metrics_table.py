@@ -8,8 +8,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from sidecars.configsync.ha import HaMetrics
-from sidecars.configsync.metrics import ConfigSyncMetrics
+from sidecars.configsync.ha.coordination import HaMetrics
+from sidecars.configsync.report.metrics import ConfigSyncMetrics
 from sidecars.configsync.tokenwatch import TokenWatch, TokenWatchSettings
 from sidecars.controlplane.changes import ClusterUpgradeMetrics
 from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics

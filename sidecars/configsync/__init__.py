@@ -1,13 +1,28 @@
-"""config-sync: apply ConfigMap/Secret changes to slurmctld in place, validated first, verified after,
-rolled back to the last known good set when Slurm refuses them.
+"""config-sync: apply ConfigMap/Secret changes to slurmctld (or slurmdbd) in place, validated first,
+verified after, rolled back to the last known good set when Slurm refuses them.
 
-One change set travels: sources.py (read the volumes, hash names+contents, skip `..*`) -> watch.py
-(events only wake the loop; a timer re-hashes too) -> validate.py (our checks, then Slurm's own
-parser on a staged copy, then restart.py's table, then dryrun.py: a throwaway slurmctld of the same
-release on the candidate and a copy of the live state, and jobs.py: what it would do to jobs) ->
-stage.py (one rename swaps the whole set into the target) -> apply.py (reconfigure or restart,
-then verify what slurmctld reports) -> service.py (status, metrics, events, rollback, last known
-good under --state-dir) -> main.py (the daemon).
+The wings, highest first (a wing imports only from wings below it; `lint-imports` checks it):
+
+- main.py: the command (flags, HTTP face, watcher, the sync loop); guard/: config-guard, which makes
+  slurmctld's start read only a verified set.
+- plans/: what a set would do, judged without applying it (offline, and /v1/plan); slurmdbd/: the
+  same daemon for slurmdbd.conf (its check by a throwaway slurmdbd, its apply and rollback).
+- service/: the daemon: one change set at a time from the sources to a verified slurmctld
+  (daemon.py), written to the target, applied or rolled back (installing.py), shown (reporting.py).
+- ha/: controller pods in HA: who writes, the rollout to every pod, no controller in control, a
+  returning pod's gate.
+- holds/: the Slurm states (and policies) under which a judged change waits: one module per rule,
+  listed in `holds.RULES`.
+- judge/: the verdict: our checks, Slurm's own parser, the restart table, what the workers would
+  refuse, the jobs at risk, then the dry run.
+- dryrun/: a throwaway slurmctld of the same release on the candidate and a copy of the live state;
+  apply/: reconfigure or restart the live slurmctld, verify it and its workers, judge the harm, keep
+  the run-time node state.
+- report/: what is said of each outcome: history, metrics, Events, logs.
+- fileset/: the set's files: read and hashed (skipping `..*`), parsed, staged by one rename.
+- settings.py, peers.py, tokenwatch.py: the flags and what they parse.
+
+Its outcomes on the wire are `sidecars.protocol.configsync`.
 
 Deployment notes: the target must be a directory shared with slurmctld (an emptyDir), not the
 ConfigMap mount itself; its files become links `name -> ..current/name` into the generation directory

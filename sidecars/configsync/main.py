@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -15,15 +15,16 @@ from prometheus_client import CollectorRegistry
 
 from sidecars.configsync import settings as settings_mod
 from sidecars.configsync import tokenwatch
-from sidecars.configsync.dbdapply import Stop
-from sidecars.configsync.dbdsync import DbdSync
-from sidecars.configsync.planapi import PlanEndpoint, add_routes
+from sidecars.configsync.fileset.secretvalues import SecretValues
+from sidecars.configsync.fileset.watch import watch
+from sidecars.configsync.holds import HoldRule
+from sidecars.configsync.judge.validate import Judge
+from sidecars.configsync.plans.api import PlanEndpoint, add_routes
 from sidecars.configsync.restd.sync import RestdSync
-from sidecars.configsync.secretvalues import SecretValues
-from sidecars.configsync.service import ConfigSync
+from sidecars.configsync.service.daemon import ConfigSync
 from sidecars.configsync.settings import Settings
-from sidecars.configsync.validate import Validator
-from sidecars.configsync.watch import watch
+from sidecars.configsync.slurmdbd.apply import Stop
+from sidecars.configsync.slurmdbd.sync import DbdSync
 from sidecars.kube import pod_events
 from sidecars.runtime import daemon, logs, looplag
 from sidecars.runtime.checks import CheckResult, Checks
@@ -61,11 +62,12 @@ async def running(
     client: SlurmClient | None = None,
     events: EventSink | None = None,
     registry: CollectorRegistry | None = None,
-    validator: Validator | None = None,
+    validator: Judge | None = None,
     checkpoint: Callable[[str], None] | None = None,
     watch_files: bool = True,
     dbd_stop: Stop | None = None,
     restd_stop: Stop | None = None,
+    hold_rules: Sequence[HoldRule] | None = None,
 ) -> AsyncIterator[Running]:
     """The whole daemon for the duration of the block: HTTP first (probes say "not ready" until the
     target holds a set), then the start-up sync, then watching and syncing until the block ends."""
@@ -82,7 +84,15 @@ async def running(
     elif settings.daemon == daemons.SLURMRESTD:
         service = restd = RestdSync(settings, client, registry, sink, stop=restd_stop, checkpoint=checkpoint)
     else:
-        service = ConfigSync(settings, client, registry, sink, validator=validator, checkpoint=checkpoint)
+        service = ConfigSync(
+            settings,
+            client,
+            registry,
+            sink,
+            validator=validator,
+            checkpoint=checkpoint,
+            hold_rules=hold_rules,
+        )
     stop = asyncio.Event()
     tasks = RootTasks()
     liveness, readiness = Checks(), Checks()

@@ -9,10 +9,9 @@ import ssl
 from pathlib import Path
 from typing import Literal
 
-from sidecars.configsync import ha_peers
-from sidecars.configsync.jobs import FORCE_FILE
-from sidecars.configsync.restd.drain import DrainSettings
+from sidecars.configsync import peers as ha_peers
 from sidecars.configsync.tokenwatch import TokenWatchSettings
+from sidecars.protocol.configsync import FORCE_FILE
 from sidecars.runtime import http
 from sidecars.runtime.looplag import LoopLagSettings
 from sidecars.runtime.settings import (
@@ -43,6 +42,46 @@ DryRunIsolation = Literal["auto", "netns", "ports"]
 
 
 HTTP = Flag(name="--http", help="HOST:PORT for /livez /readyz /metrics /status", conv=ADDRESS, required=True)
+
+
+# the kernel's tables of TCP sockets in the pod's network namespace, where slurmrestd's open
+# connections are counted (restd/inflight.py)
+PORT_TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
+
+
+@declared()
+class DrainSettings:
+    port: int = setting(
+        default=6820,
+        flag="--restd-port",
+        conv=number(most=65535),
+        help="with --daemon slurmrestd: slurmrestd's port in this pod (its open connections are waited out "
+        "before a restart)",
+    )
+    settle_seconds: float = setting(
+        default=5.0,
+        flag="--restd-unready-seconds",
+        conv=seconds(zero_ok=True),
+        help="with --daemon slurmrestd: how long the pod is not ready before the connections are counted "
+        "(the Service's endpoints dropping it)",
+    )
+    drain_seconds: float = setting(
+        default=60.0,
+        flag="--restd-drain-seconds",
+        conv=seconds(zero_ok=True),
+        help="with --daemon slurmrestd: the longest wait for slurmrestd's open connections to end before "
+        "it is restarted anyway (those left are counted and logged)",
+    )
+    uid: int | None = setting(
+        default=None,
+        flag="--restd-uid",
+        conv=number(zero_ok=True),
+        help="with --daemon slurmrestd: the user the staged files belong to, when config-sync runs as root "
+        "(default: config-sync's own user, as in slurmrestd's pod, where it runs as slurmrestd's)",
+    )
+    restart_timeout_seconds: float = 120.0  # stopped -> a new slurmrestd listens (the kubelet's restart)
+    poll_seconds: float = 0.1
+    tables: tuple[Path, ...] = PORT_TABLES
 
 
 @declared()
@@ -109,7 +148,7 @@ class Settings:
         conv=DIR,
         help="slurmctld's plugins as seen here (default: its PluginDir); unknown plugin names are refused",
     )
-    # slurmdbd: the set is slurmdbd.conf from its Secret (configsync/dbdsync.py)
+    # slurmdbd: the set is slurmdbd.conf from its Secret (configsync/slurmdbd/sync.py)
     daemon: Daemon = setting(
         default=daemons.SLURMCTLD,
         conv=choice(*daemons.DAEMONS),
@@ -188,7 +227,7 @@ class Settings:
         conv=TOKEN_FILE,
         help="the operator's token that POST /v1/plan requires; without it plans are not served",
     )
-    # HA (configsync/ha.py): one config-sync per controller pod; the one beside the controller in
+    # HA (configsync/ha/coordination.py): one config-sync per controller pod; the one beside the controller in
     # control applies, the others stage what it verified
     peers: tuple[str, ...] = setting(
         default=(),

@@ -16,6 +16,7 @@ class EventReason(StrEnum):
     CONFIG_ROLLED_BACK = "ConfigRolledBack"
     CONFIG_RESTART_REQUIRED = "ConfigRestartRequired"
     CONFIG_HELD_FOR_JOBS = "ConfigHeldForJobs"
+    CONFIG_HELD = "ConfigHeld"  # held by a Slurm state (a hold rule with no Event of its own)
     CONFIG_RESTORED = "ConfigRestored"
     CONFIG_HANDOVER = "ConfigHandover"
     CONFIG_WAITS_FOR_DATABASE = "ConfigWaitsForDatabase"

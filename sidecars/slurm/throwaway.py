@@ -1,4 +1,4 @@
-"""A throwaway slurmctld: started on files prepared elsewhere (configsync/dryrun.py), watched until it
+"""A throwaway slurmctld: started on files prepared elsewhere (configsync/dryrun/runner.py), watched until it
 is the primary controller and has stayed up a moment, or until it died; then killed, always.
 
 Isolation. Where the process may create a network namespace (root or CAP_SYS_ADMIN; or, unprivileged,

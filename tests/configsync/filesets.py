@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sidecars.configsync.sources import FileEntry, FileSet, read_source
+from sidecars.configsync.fileset.sources import FileEntry, FileSet, read_source
 
 STEPS = ("written", "swapped", "linked")
 

@@ -16,11 +16,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from sidecars.configsync.fileset.sources import FileSet, read_source
+from sidecars.configsync.judge.validate import Validator
 from sidecars.configsync.main import Running, running
-from sidecars.configsync.service import ConfigSync
+from sidecars.configsync.service.daemon import ConfigSync
 from sidecars.configsync.settings import Settings
-from sidecars.configsync.sources import FileSet, read_source
-from sidecars.configsync.validate import Validator
 from sidecars.devcluster import ClusterSpec, DevCluster
 from sidecars.devcluster.ports import lease_ports
 from sidecars.devcluster.volume import AtomicVolume

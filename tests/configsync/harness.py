@@ -18,11 +18,11 @@ from prometheus_client import CollectorRegistry
 
 from sidecars import probe
 from sidecars.cli import self_argv
-from sidecars.configsync import conffile
+from sidecars.configsync.fileset import conffile
+from sidecars.configsync.fileset.sources import FileEntry, FileSet, read_source
+from sidecars.configsync.judge.validate import Validator, Verdict
 from sidecars.configsync.main import Running, running
 from sidecars.configsync.settings import Settings
-from sidecars.configsync.sources import FileEntry, FileSet, read_source
-from sidecars.configsync.validate import Validator, Verdict
 from sidecars.devcluster import DevCluster, free_port
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime import process
@@ -106,6 +106,7 @@ async def config_sync(
     initial: dict[str, bytes] | None = None,
     watch_files: bool = True,
     checkpoint: Any = None,
+    hold_rules: Any = None,
     **overrides: Any,
 ) -> AsyncIterator[Sync]:
     base = initial or cluster_files(cluster)
@@ -139,6 +140,7 @@ async def config_sync(
         validator=validator,
         watch_files=watch_files,
         checkpoint=checkpoint,
+        hold_rules=hold_rules,
     ) as r:
         sync = Sync(cluster, config, secret, settings, r, events, base={**base, **(secrets or {})})
         sync.base = dict(base)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sidecars.configsync import conffile
-from sidecars.configsync.apply import Applier, few, node_mismatches, unlisted_added
-from sidecars.configsync.views import SlurmView, view
+from sidecars.configsync.apply.applier import Applier, few, node_mismatches, unlisted_added
+from sidecars.configsync.apply.views import SlurmView, view
+from sidecars.configsync.fileset import conffile
 from sidecars.devcluster import DevCluster
 from sidecars.slurm import Node, NodeState, Reason, SlurmClient
 from tests.configsync.harness import cluster_files, config_sync, read_set, set_sha

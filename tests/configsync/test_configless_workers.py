@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from sidecars.configsync.workers import judge
+from sidecars.configsync.apply.workers import judge
 from sidecars.devcluster import DevCluster
 from sidecars.slurm import Node, NodeState
 from tests.configsync.harness import config_sync, key_secret, set_sha

@@ -14,7 +14,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from sidecars.configsync import dbdapply
+from sidecars.configsync.slurmdbd import apply as dbdapply
 from sidecars.runtime import process
 from tests.helpers import eventually
 from tests.shipping.kube import K8S_VERSIONS, TARGETS, find, flag_value, pod_specs, render

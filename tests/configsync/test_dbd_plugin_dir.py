@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sidecars.configsync import dbdconf
+from sidecars.configsync.fileset import dbdconf
 from sidecars.devcluster import DevCluster
 from tests.configsync.test_dbdsync import CONF, _with, dbd_sync
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from sidecars.configsync import dbdconf
-from sidecars.configsync.sources import FileEntry, FileSet
-from sidecars.configsync.validate import file_problems
+from sidecars.configsync.fileset import dbdconf
+from sidecars.configsync.fileset.sources import FileEntry, FileSet
+from sidecars.configsync.judge.validate import file_problems
 from sidecars.devcluster import ClusterError, DevCluster
 
 SECRET = "pw-Zq8rT3vN7xK2mB9c"

@@ -23,11 +23,11 @@ import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
 
-from sidecars.configsync import dbdconf
-from sidecars.configsync.dbdapply import stop_slurmdbd
-from sidecars.configsync.dbdcheck import PARSE_DIR
+from sidecars.configsync.fileset import dbdconf
 from sidecars.configsync.main import Running, running
 from sidecars.configsync.settings import Settings, configure, from_args
+from sidecars.configsync.slurmdbd.apply import stop_slurmdbd
+from sidecars.configsync.slurmdbd.check import PARSE_DIR
 from sidecars.devcluster import ClusterError, DevCluster, free_port, mariadb
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime import process

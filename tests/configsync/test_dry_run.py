@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from sidecars.configsync import conffile
-from sidecars.configsync.dryrun import DryRunner
-from sidecars.configsync.sandbox import overrides
-from sidecars.configsync.validate import Validator
+from sidecars.configsync.dryrun.runner import DryRunner
+from sidecars.configsync.dryrun.sandbox import overrides
+from sidecars.configsync.fileset import conffile
+from sidecars.configsync.judge.validate import Validator
 from sidecars.devcluster import DevCluster
 from sidecars.slurm.runner import run
 from sidecars.slurm.throwaway import helper_argv

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from sidecars.configsync.conffile import SlurmConf
-from sidecars.configsync.dryrun import DryRunner
+from sidecars.configsync.dryrun.runner import DryRunner
+from sidecars.configsync.fileset.conffile import SlurmConf
 from sidecars.devcluster import DevCluster
 from sidecars.runtime import offloop
 from tests.configsync.harness import config_sync, read_set, set_sha

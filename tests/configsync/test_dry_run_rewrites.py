@@ -14,16 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from sidecars.configsync import conffile
-from sidecars.configsync.dryrun import DryRunner
-from sidecars.configsync.rewrite_checks import (
+from sidecars.configsync.dryrun.rewrite_checks import (
     RecordProblems,
     c_atoi,
     node_record_problems,
     relative_path_problems,
 )
-from sidecars.configsync.sandbox import isolate_nodes
-from sidecars.configsync.validate import Validator
+from sidecars.configsync.dryrun.runner import DryRunner
+from sidecars.configsync.dryrun.sandbox import isolate_nodes
+from sidecars.configsync.fileset import conffile
+from sidecars.configsync.judge.validate import Validator
 from sidecars.devcluster import DevCluster
 from tests.configsync.harness import cluster_files, config_sync, key_secret, read_set, set_sha
 

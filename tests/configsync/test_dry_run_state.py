@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from sidecars.configsync.shadow import ShadowState
+from sidecars.configsync.dryrun.shadow import ShadowState
 
 
 def make_live(root: Path, jobs: range) -> Path:

@@ -16,8 +16,8 @@ import re
 
 import pytest
 
-from sidecars.configsync import conffile
-from sidecars.configsync.rewrite_checks import identity_problem
+from sidecars.configsync.dryrun.rewrite_checks import identity_problem
+from sidecars.configsync.fileset import conffile
 from sidecars.devcluster import ClusterError, DevCluster
 from tests.configsync.harness import cluster_files, config_sync, read_set, set_sha
 from tests.configsync.test_dry_run import runner

@@ -10,9 +10,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from sidecars.configsync import conffile
-from sidecars.configsync.dryrun import DryRunner
-from sidecars.configsync.sources import FileSet
+from sidecars.configsync.dryrun.runner import DryRunner
+from sidecars.configsync.fileset import conffile
+from sidecars.configsync.fileset.sources import FileSet
 from sidecars.devcluster import DevCluster
 from tests.configsync.harness import cluster_files, config_sync, read_set, set_sha
 from tests.configsync.test_dry_run import runner, without_p2

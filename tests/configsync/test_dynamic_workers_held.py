@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sidecars.configsync import conffile, jobs
+from sidecars.configsync.fileset import conffile
+from sidecars.configsync.judge import jobs
 from sidecars.devcluster import DevCluster
 from sidecars.slurm.models import JobPlacement
 from tests.configsync.harness import config_sync, key_secret, read_set, set_sha

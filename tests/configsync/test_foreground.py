@@ -16,9 +16,9 @@ import time
 
 import pytest
 
-from sidecars.configsync import conffile
-from sidecars.configsync.apply import Applier
-from sidecars.configsync.views import view
+from sidecars.configsync.apply.applier import Applier
+from sidecars.configsync.apply.views import view
+from sidecars.configsync.fileset import conffile
 from sidecars.devcluster import DevCluster
 from sidecars.runtime.waits import within
 from tests.configsync.harness import (

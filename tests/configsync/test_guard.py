@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sidecars.cli import self_argv
-from sidecars.configsync.stage import MARKER, RESTORED, Target
+from sidecars.configsync.fileset.stage import MARKER, RESTORED, Target
 from tests.configsync.filesets import NEW, OLD, STEPS, Crash, fileset, seen
 
 

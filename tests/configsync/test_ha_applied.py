@@ -1,7 +1,7 @@
 """HA controllers: a change counts as applied only when every controller that is up runs it, or,
 for a backup that is down, when its directory holds it (what it reads at its next start). Until
 then the generation is "staging"; a peer that never catches up makes it "not everywhere". Both
-show in /status, /history, the Events and the metrics (configsync/ha_rollout.py)."""
+show in /status, /history, the Events and the metrics (configsync/ha/rollout.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Never without a controller: with the primary down, a reconfigure that fails on the backup in
 control leaves Slurm with no controller in control (24.11 puts the backup in standby after its
 "reconfigure failed"). config-sync beside that backup sees it, puts the last good set back and asks
-Slurm to take over (configsync/ha_control.py); the controller-less time stays under 10 s."""
+Slurm to take over (configsync/ha/control.py); the controller-less time stays under 10 s."""
 
 from __future__ import annotations
 

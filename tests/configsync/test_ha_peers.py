@@ -13,8 +13,8 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from sidecars.configsync.ha import PEER_BODY_BYTES, Coordination
-from sidecars.configsync.ha_peers import others
+from sidecars.configsync.ha.coordination import PEER_BODY_BYTES, Coordination
+from sidecars.configsync.peers import others
 from sidecars.configsync.settings import Settings, configure, from_args
 from sidecars.runtime.http import serve
 from sidecars.runtime.settings import ConfigError

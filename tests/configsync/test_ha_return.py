@@ -1,6 +1,6 @@
 """A controller pod lost mid-change and back: the pair ends on one set, the good change is never rolled
 back, no job is touched, and a returning pod's slurmctld never starts on a set older than the one the
-controller in control runs or is verifying (configsync/ha_return.py).
+controller in control runs or is verifying (configsync/ha/return_gate.py).
 
 A pod's loss is its slurmctld killed (SIGKILL, as with its node) and its config-sync stopped together;
 its return is its config-sync started again and, as the kubelet does behind config-sync's startup

@@ -1,4 +1,4 @@
-"""The return gate's decisions, peer answer by peer answer (configsync/ha_return.py): a returning pod
+"""The return gate's decisions, peer answer by peer answer (configsync/ha/return_gate.py): a returning pod
 waits for the set the controller in control runs, says why, and only ever opens."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from sidecars.configsync.ha import Coordination, Peer, _peer_from
-from sidecars.configsync.ha_return import ReturnGate, handover
+from sidecars.configsync.ha.coordination import Coordination, Peer, _peer_from
+from sidecars.configsync.ha.return_gate import ReturnGate, handover
 from sidecars.slurm.standdown import address, listening
 
 OLD, NEW, OTHER = "a" * 64, "b" * 64, "c" * 64

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from sidecars.configsync.harm import judge
-from sidecars.configsync.predict import GresSpec, parse_gres
+from sidecars.configsync.apply.harm import judge
+from sidecars.configsync.judge.predict import GresSpec, parse_gres
 from sidecars.devcluster import DevCluster
 from sidecars.slurm import Node, NodeState
 from sidecars.slurm.models import Reason

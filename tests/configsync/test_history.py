@@ -9,8 +9,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from sidecars.configsync.history import History, changes
-from sidecars.configsync.sources import FileEntry, FileSet
+from sidecars.configsync.fileset.sources import FileEntry, FileSet
+from sidecars.configsync.report.history import History, changes
 from sidecars.devcluster import DevCluster
 from tests.configsync.harness import bump_max_job_count, config_sync, set_sha
 

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from sidecars.configsync import conffile, jobs
-from sidecars.configsync.sources import FileEntry, FileSet
+from sidecars.configsync.fileset import conffile
+from sidecars.configsync.fileset.sources import FileEntry, FileSet
+from sidecars.configsync.judge import jobs
 from sidecars.devcluster import DevCluster
+from sidecars.protocol.configsync import FORCE_FILE
 from sidecars.slurm.models import JobPlacement
 from tests.configsync.harness import config_sync, set_sha
 
@@ -108,9 +110,9 @@ def test_who_forced_it() -> None:
 
     assert jobs.forced_by(fs(), flag=False) is None
     assert jobs.forced_by(fs(), flag=True) == "--allow-job-loss"
-    marker = {jobs.FORCE_FILE: b"alice: p2 is retired (CHG-42)\n"}
-    assert jobs.forced_by(fs(**marker), flag=False) == f"{jobs.FORCE_FILE}: alice: p2 is retired (CHG-42)"
-    assert jobs.forced_by(fs(**{jobs.FORCE_FILE: b"\n"}), flag=False) == f"{jobs.FORCE_FILE} (unsigned)"
+    marker = {FORCE_FILE: b"alice: p2 is retired (CHG-42)\n"}
+    assert jobs.forced_by(fs(**marker), flag=False) == f"{FORCE_FILE}: alice: p2 is retired (CHG-42)"
+    assert jobs.forced_by(fs(**{FORCE_FILE: b"\n"}), flag=False) == f"{FORCE_FILE} (unsigned)"
 
 
 @pytest.mark.cluster(nodes=2, foreground_ctld=True, extra_conf=P2.decode())
@@ -128,18 +130,18 @@ async def test_held_for_the_jobs_then_forced_by_a_marker_naming_who(cluster: Dev
         reason = st["rejected"]["reason"]
         assert st["held_for_jobs"] == [job] and st["rejected"]["jobs"] == [job]
         assert reason.startswith("held:") and f"job {job}" in reason and "p2" in reason
-        assert jobs.FORCE_FILE in reason  # says how to force it
+        assert FORCE_FILE in reason  # says how to force it
         assert st["restart_required"] is False and sync.target_sha() == good
         assert await sync.metric("slurm_sidecars_config_applies_total", result="held") == 1
         assert await sync.metric("slurm_sidecars_config_held_jobs") == 1
         assert [m for r, m, t in sync.events.events if r == "ConfigHeldForJobs" and t == "Warning"]
         assert (await cluster.wait_job(job, "RUNNING")).start_time == started
         # forced: the marker names who, and the report says so
-        forced = {**files, jobs.FORCE_FILE: b"alice: p2 is retired (CHG-42)\n"}
+        forced = {**files, FORCE_FILE: b"alice: p2 is retired (CHG-42)\n"}
         sync.config.write(forced)
         st = await sync.wait(set_sha(forced))
         assert st["held_for_jobs"] == [] and st["rejected"] is None
-        assert st["applied"]["forced"]["by"] == f"{jobs.FORCE_FILE}: alice: p2 is retired (CHG-42)"
+        assert st["applied"]["forced"]["by"] == f"{FORCE_FILE}: alice: p2 is retired (CHG-42)"
         assert st["applied"]["forced"]["jobs"] == [job]
         assert await sync.metric("slurm_sidecars_config_held_jobs") == 0
         applied = [m for r, m, _ in sync.events.events if r == "ConfigApplied"]

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from sidecars.configsync import conffile, jobs
+from sidecars.configsync.fileset import conffile
+from sidecars.configsync.fileset.sources import FileEntry, FileSet
+from sidecars.configsync.judge import jobs
+from sidecars.configsync.judge.validate import Validator
 from sidecars.configsync.settings import Settings
-from sidecars.configsync.sources import FileEntry, FileSet
-from sidecars.configsync.validate import Validator
 from sidecars.devcluster import DevCluster
 from sidecars.slurm import SlurmClient
 from sidecars.slurm.models import JobPlacement

@@ -15,9 +15,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from sidecars.configsync import conffile, restart, validate
-from sidecars.configsync.sources import FileSet
-from sidecars.configsync.stage import LastKnownGood
+from sidecars.configsync.fileset import conffile
+from sidecars.configsync.fileset.sources import FileSet
+from sidecars.configsync.fileset.stage import LastKnownGood
+from sidecars.configsync.judge import restart, validate
 from sidecars.devcluster import DevCluster
 from sidecars.runtime import limits
 from sidecars.runtime.looplag import LoopLagSettings

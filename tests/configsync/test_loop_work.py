@@ -9,7 +9,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecars.configsync.apply import _norm
+from sidecars.configsync.apply.applier import _norm
 from tests.costs import cpu_seconds
 
 MiB = 1 << 20

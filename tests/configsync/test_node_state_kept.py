@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import aiohttp
 import pytest
 
-from sidecars.configsync.runstate import POLL_SECONDS
+from sidecars.configsync.apply.runstate import POLL_SECONDS
 from sidecars.devcluster import DevCluster
 from sidecars.protocol.drains import REASON_PREFIX
 from sidecars.slurm import Node

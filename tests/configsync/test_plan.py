@@ -7,12 +7,12 @@ import asyncio
 
 import pytest
 
-from sidecars.configsync.dryrun import DryRunner
-from sidecars.configsync.jobs import FORCE_FILE
-from sidecars.configsync.plan import DRY_RUN, JOB_IMPACT, RESTART_TABLE, make_plan
-from sidecars.configsync.sources import FileSet, read_source
-from sidecars.configsync.validate import Validator
+from sidecars.configsync.dryrun.runner import DryRunner
+from sidecars.configsync.fileset.sources import FileSet, read_source
+from sidecars.configsync.judge.validate import Validator
+from sidecars.configsync.plans.plan import DRY_RUN, JOB_IMPACT, RESTART_TABLE, make_plan
 from sidecars.devcluster import DevCluster
+from sidecars.protocol.configsync import FORCE_FILE
 from tests.configsync.harness import cluster_files, read_set
 from tests.configsync.test_dry_run import KILLER, without_p2
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sidecars.configsync import conffile
-from sidecars.configsync.plugintrust import plugin_dir_problems
+from sidecars.configsync.fileset import conffile
+from sidecars.configsync.judge.plugintrust import plugin_dir_problems
 from sidecars.devcluster import DevCluster
 from tests.configsync.harness import config_sync, read_set, set_sha
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sidecars.configsync import conffile
-from sidecars.configsync.slurmctld_opens import plugin_problems
+from sidecars.configsync.dryrun.slurmctld_opens import plugin_problems
+from sidecars.configsync.fileset import conffile
 from sidecars.devcluster import DevCluster
 from tests.configsync.harness import config_sync, read_set, set_sha
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from sidecars.configsync.quiet import Debouncer, swapped_whole
-from sidecars.configsync.sources import read_sources
-from sidecars.configsync.watch import watch
+from sidecars.configsync.fileset.quiet import Debouncer, swapped_whole
+from sidecars.configsync.fileset.sources import read_sources
+from sidecars.configsync.fileset.watch import watch
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime.waits import within
 

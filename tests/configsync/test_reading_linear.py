@@ -12,10 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidecars.configsync import conffile, sandbox
-from sidecars.configsync.history import changes
-from sidecars.configsync.plan import secret_values
-from sidecars.configsync.sources import FileEntry, FileSet
+from sidecars.configsync.dryrun import sandbox
+from sidecars.configsync.fileset import conffile
+from sidecars.configsync.fileset.sources import FileEntry, FileSet
+from sidecars.configsync.plans.plan import secret_values
+from sidecars.configsync.report.history import changes
 from tests.costs import superlinear
 
 BASE = "ClusterName=c\nSlurmctldHost=h\nNodeName=n[1-4] CPUs=2\nPartitionName=p Nodes=ALL\n"

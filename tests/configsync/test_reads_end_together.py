@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecars.configsync.views import view, view_if_up
+from sidecars.configsync.apply.views import view, view_if_up
 from sidecars.devcluster import DevCluster
 from sidecars.slurm import SlurmClient, SlurmError
 from sidecars.slurm.commands import RetryPolicy

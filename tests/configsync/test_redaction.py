@@ -15,9 +15,9 @@ import pytest
 import structlog
 
 from sidecars.configsync import settings as cs_settings
-from sidecars.configsync.history import History, changes
-from sidecars.configsync.secretvalues import SecretValues
-from sidecars.configsync.sources import FileEntry, FileSet
+from sidecars.configsync.fileset.secretvalues import SecretValues
+from sidecars.configsync.fileset.sources import FileEntry, FileSet
+from sidecars.configsync.report.history import History, changes
 from sidecars.devcluster import DevCluster
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime import logs

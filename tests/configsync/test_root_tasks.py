@@ -11,8 +11,8 @@ import aiohttp
 import pytest
 
 from sidecars.configsync import main as configsync_main
-from sidecars.configsync.dryrun import DryRunner
-from sidecars.configsync.service import ConfigSync
+from sidecars.configsync.dryrun.runner import DryRunner
+from sidecars.configsync.service.daemon import ConfigSync
 from sidecars.devcluster import DevCluster
 from sidecars.runtime.tasks import RootTaskFailed, until_stopped
 from sidecars.runtime.waits import within

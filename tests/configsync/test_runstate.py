@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from sidecars.configsync import conffile
-from sidecars.configsync.conffile import SlurmConf
-from sidecars.configsync.runstate import Held, hold, lost, would_wipe
+from sidecars.configsync.apply.runstate import Held, hold, lost, would_wipe
+from sidecars.configsync.fileset import conffile
+from sidecars.configsync.fileset.conffile import SlurmConf
 from sidecars.protocol.drains import REASON_PREFIX
 from sidecars.slurm import Node, NodeState
 from sidecars.slurm.models import Reason

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sidecars.configsync.sources import FileEntry, FileSet, read_sources
-from sidecars.configsync.stage import Applied, LastKnownGood, Target
+from sidecars.configsync.fileset.sources import FileEntry, FileSet, read_sources
+from sidecars.configsync.fileset.stage import Applied, LastKnownGood, Target
 from sidecars.devcluster.volume import AtomicVolume
 from tests.configsync.filesets import NEW, OLD, STEPS, Crash, fileset, seen
 

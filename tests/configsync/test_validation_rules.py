@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sidecars.configsync import conffile, restart
-from sidecars.configsync.slurmctld_opens import path_problems
-from sidecars.configsync.sources import FileEntry, FileSet
-from sidecars.configsync.validate import MAX_FEATURES, file_problems, semantic_problems
+from sidecars.configsync.dryrun.slurmctld_opens import path_problems
+from sidecars.configsync.fileset import conffile
+from sidecars.configsync.fileset.sources import FileEntry, FileSet
+from sidecars.configsync.judge import restart
+from sidecars.configsync.judge.validate import MAX_FEATURES, file_problems, semantic_problems
 from sidecars.slurm.models import Version
 
 T = Path("/etc/slurm")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from sidecars.configsync.watch import watch
+from sidecars.configsync.fileset.watch import watch
 from sidecars.runtime.waits import until_set
 
 

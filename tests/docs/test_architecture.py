@@ -1,5 +1,6 @@
 """docs/architecture.md is the newcomer's map: every path and module it names exists, every module
-of the control plane is on it, and every relative link in the front pages leads somewhere."""
+of the control plane and of config-sync is on it, and every relative link in the front pages leads
+somewhere."""
 
 from __future__ import annotations
 
@@ -29,6 +30,12 @@ def test_every_control_plane_module_is_on_the_map() -> None:
     text = MAP.read_text()
     absent = sorted(m for m in _modules(ROOT / "sidecars" / "controlplane") if Path(m).name not in text)
     assert not absent, f"control-plane modules missing from docs/architecture.md: {absent}"
+
+
+def test_every_config_sync_module_is_on_the_map() -> None:
+    text = MAP.read_text()
+    absent = sorted(m for m in _modules(ROOT / "sidecars" / "configsync") if Path(m).name not in text)
+    assert not absent, f"config-sync modules missing from docs/architecture.md: {absent}"
 
 
 def test_every_relative_link_leads_somewhere() -> None:

@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from sidecars.cli import self_argv
-from sidecars.configsync.planapi import JOBS_LISTED, add_routes, summary
+from sidecars.configsync.plans.api import JOBS_LISTED, add_routes, summary
 from sidecars.runtime import http, process
 
 pytestmark = pytest.mark.timeout(60)

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sidecars.protocol import drains, kube_names
+from sidecars.protocol.configsync import FORCE_FILE, ConfigOutcome, RolloutState
 from sidecars.protocol.events import EventReason, upgrade_stage_reason
 
 ROOT = Path(__file__).parent.parent.parent / "sidecars"
@@ -19,6 +20,7 @@ EXACT = {
     drains.SLINKY_OPERATOR_PREFIX,
     *(v for v in vars(kube_names).values() if isinstance(v, str) and v.startswith(kube_names.PREFIX)),
     *(name for names in kube_names.CONDITIONS for name in names),
+    FORCE_FILE,
 }
 # families: a literal that starts with one of these is a hand-made reason of that family
 FAMILIES = (
@@ -65,6 +67,59 @@ def test_no_wire_name_is_written_twice() -> None:
         for line, text in copies(path.read_text())
     ]
     assert not found, "wire names belong in sidecars/protocol:\n" + "\n".join(found)
+
+
+# config-sync's outcomes are plain words ("applied", "held") that are also /status keys and other
+# roles' states: a copy is a literal of one in the code that reads or writes config-sync's outcomes,
+# other than as a key (a dict's, a subscript's, `.get`'s, `in`'s)
+OUTCOMES = {*(o.value for o in ConfigOutcome), *(s.value for s in RolloutState)}
+OUTCOME_SCOPE = (ROOT / "configsync", ROOT / "operator" / "status")
+
+
+def _keys(tree: ast.AST) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            ids.update(id(k) for k in node.keys if k is not None)
+        elif isinstance(node, ast.Subscript):
+            ids.add(id(node.slice))
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "get" and node.args:
+            ids.add(id(node.args[0]))
+        elif isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.In | ast.NotIn):
+            ids.add(id(node.left))
+    return ids
+
+
+def outcome_copies(source: str) -> Iterator[tuple[int, str]]:
+    """(line, literal) of each of config-sync's outcomes written as a value outside the protocol."""
+    tree = ast.parse(source)
+    skip = _not_wire(tree) | _keys(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and node.value in OUTCOMES and id(node) not in skip:
+            yield node.lineno, node.value
+
+
+def test_no_config_sync_outcome_is_written_twice() -> None:
+    found = [
+        f"{path.relative_to(ROOT.parent)}:{line}: {text!r}"
+        for scope in OUTCOME_SCOPE
+        for path in sorted(scope.rglob("*.py"))
+        for line, text in outcome_copies(path.read_text())
+    ]
+    assert not found, "config-sync's outcomes belong in sidecars/protocol/configsync.py:\n" + "\n".join(found)
+
+
+def test_the_outcome_scan_finds_a_copy_and_spares_keys() -> None:
+    source = '''
+"""held, applied"""
+out = {"applied": None, "rejected": r}
+a = body.get("applied")
+b = out["restart_required"]
+c = "applied" in body
+record(files, "held")
+state = "not everywhere"
+'''
+    assert sorted(line for line, _ in outcome_copies(source)) == [7, 8]
 
 
 def test_the_scan_finds_a_copy_of_each_kind() -> None:

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidecars.configsync.secretvalues import values_of
-from sidecars.configsync.sources import FileEntry
+from sidecars.configsync.fileset.secretvalues import values_of
+from sidecars.configsync.fileset.sources import FileEntry
 from sidecars.runtime import limits
 from sidecars.runtime.events import RedactingEventSink
 from sidecars.runtime.redact import PLACEHOLDERS, REDACTED, Redactor, redact, secret_pairs

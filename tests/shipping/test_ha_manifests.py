@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sidecars.configsync.ha_peers import others
+from sidecars.configsync.peers import others
 from sidecars.controlplane.fleet.holder_label import LABEL, VALUE
 from sidecars.slurm.standby import host_names
 from tests.shipping.kube import commands, containers, find, flag_value, render

@@ -1,5 +1,5 @@
 """`slurm-sidecars status` with HA controllers: a generation that config-sync says is not yet on
-every controller pod (configsync/ha_rollout.py) is not shown as applied."""
+every controller pod (configsync/ha/rollout.py) is not shown as applied."""
 
 from __future__ import annotations
 

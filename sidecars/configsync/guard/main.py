@@ -20,7 +20,7 @@ from pathlib import Path
 
 import structlog
 
-from sidecars.configsync.stage import Target
+from sidecars.configsync.fileset.stage import Target
 from sidecars.runtime.settings import ConfigError, flag
 
 log = structlog.get_logger(__name__)

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sidecars.configsync.conffile import SlurmConf
-from sidecars.configsync.restart import RestartReason
+from sidecars.configsync.fileset.conffile import SlurmConf
+from sidecars.configsync.fileset.sources import FileSet
+from sidecars.configsync.judge.restart import RestartReason
+from sidecars.configsync.judge.validate import MAX_REASON, Validator, Verdict
 from sidecars.configsync.restd import key
-from sidecars.configsync.sources import FileSet
-from sidecars.configsync.validate import MAX_REASON, Validator, Verdict
 from sidecars.runtime import offloop
 from sidecars.slurm import daemons
 

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import structlog
 
-from sidecars.configsync.dbdapply import request_stop
 from sidecars.configsync.restd import inflight
+from sidecars.configsync.settings import DrainSettings
+from sidecars.configsync.slurmdbd.apply import request_stop
 from sidecars.runtime import offloop
-from sidecars.runtime.settings import declared, number, seconds, setting
 
 log = structlog.get_logger(__name__)
 
@@ -37,41 +37,6 @@ Stop = Callable[[], Awaitable[None]]
 # command removes it, SIGTERMs slurmrestd and exits; the kubelet starts the container again)
 STOP_REQUEST = Path("/run/slurmrestd-control/stop")
 SERVING = "slurmrestd serves on the staged set"
-
-
-@declared()
-class DrainSettings:
-    port: int = setting(
-        default=6820,
-        flag="--restd-port",
-        conv=number(most=65535),
-        help="with --daemon slurmrestd: slurmrestd's port in this pod (its open connections are waited out "
-        "before a restart)",
-    )
-    settle_seconds: float = setting(
-        default=5.0,
-        flag="--restd-unready-seconds",
-        conv=seconds(zero_ok=True),
-        help="with --daemon slurmrestd: how long the pod is not ready before the connections are counted "
-        "(the Service's endpoints dropping it)",
-    )
-    drain_seconds: float = setting(
-        default=60.0,
-        flag="--restd-drain-seconds",
-        conv=seconds(zero_ok=True),
-        help="with --daemon slurmrestd: the longest wait for slurmrestd's open connections to end before "
-        "it is restarted anyway (those left are counted and logged)",
-    )
-    uid: int | None = setting(
-        default=None,
-        flag="--restd-uid",
-        conv=number(zero_ok=True),
-        help="with --daemon slurmrestd: the user the staged files belong to, when config-sync runs as root "
-        "(default: config-sync's own user, as in slurmrestd's pod, where it runs as slurmrestd's)",
-    )
-    restart_timeout_seconds: float = 120.0  # stopped -> a new slurmrestd listens (the kubelet's restart)
-    poll_seconds: float = 0.1
-    tables: tuple[Path, ...] = inflight.TABLES
 
 
 @dataclass(frozen=True, slots=True)

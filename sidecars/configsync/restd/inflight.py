@@ -13,7 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
+from sidecars.configsync.settings import PORT_TABLES
+
+TABLES = PORT_TABLES
 MAX_LINES = 1_000_000  # ~150 MB of table: far beyond a pod's sockets; the rest is not read
 LISTEN = "0A"
 # the server side of a connection slurmrestd has not closed: established (accepted or queued), a

@@ -20,14 +20,16 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry
 
-from sidecars.configsync.record import now_rfc3339
+from sidecars.configsync.fileset.sources import FileEntry, FileSet
+from sidecars.configsync.fileset.stage import Applied, Target
+from sidecars.configsync.holds.rule import Change
+from sidecars.configsync.report.record import now_rfc3339
 from sidecars.configsync.restd import inflight
 from sidecars.configsync.restd.check import RestdValidator
 from sidecars.configsync.restd.drain import Drainer, RestartOutcome, Stop, request_restart
-from sidecars.configsync.service import ConfigSync
+from sidecars.configsync.service.daemon import ConfigSync
 from sidecars.configsync.settings import Settings
-from sidecars.configsync.sources import FileEntry, FileSet
-from sidecars.configsync.stage import Applied, Target
+from sidecars.protocol.configsync import ConfigOutcome
 from sidecars.runtime import offloop
 from sidecars.runtime.events import EventSink
 from sidecars.slurm import SlurmClient, daemons
@@ -95,14 +97,15 @@ class RestdSync(ConfigSync):
         await self._notify()
         verdict = await self.validator.validate(files, current)
         if not verdict.ok:
-            await self._reject(files, verdict.reason, "rejected", seen)
+            await self._reject(files, verdict.reason, ConfigOutcome.REJECTED, seen)
             return
         if current is None or self.applied is None or (startup and not await self._listening()):
             await self._install(files, seen, reason="slurmrestd is not running yet: it starts on this set")
             return
-        if self.settings.restart_policy == "hold":
-            why = "restart of slurmrestd required: " + "; ".join(str(r) for r in verdict.restart)
-            await self._reject(files, why, "restart_required", seen, restart_required=True)
+        # under --restart-policy hold, the drained restart waits as slurmctld's and slurmdbd's do
+        if await self._held(
+            Change(files, verdict, self.settings, self.client, daemons.SLURMRESTD, False), seen
+        ):
             return
         generation = self.applied.generation + 1
         # unverified until a new slurmrestd listens on it; a config-sync that dies meanwhile puts it back
@@ -138,4 +141,4 @@ class RestdSync(ConfigSync):
             else f"; the previous set is back, but slurmrestd does not listen on it either: {back.reason}"
         )
         log.warning("slurmrestd_set_rolled_back", reason=reason)
-        await self._reject(files, reason, "rolled_back", seen)
+        await self._reject(files, reason, ConfigOutcome.ROLLED_BACK, seen)

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from sidecars.configsync.sources import FileEntry, FileSet, read_source
+from sidecars.configsync.fileset.sources import FileEntry, FileSet, read_source
 from sidecars.runtime.settings import ConfigError
 
 KEY = re.compile(r"^[-._a-zA-Z0-9]+$")  # a ConfigMap or Secret key, as the API server allows it

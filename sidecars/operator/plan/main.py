@@ -12,7 +12,7 @@ import asyncio
 import json
 import sys
 
-from sidecars.configsync.plan import EXIT_CODES
+from sidecars.configsync.plans.plan import EXIT_CODES
 from sidecars.operator.plan.inputs import read_candidate
 from sidecars.operator.plan.offline import Offline, plan_offline
 from sidecars.operator.plan.online import EXIT_NO_PLAN, ConfigSyncPlanner, NoPlan, plan_online

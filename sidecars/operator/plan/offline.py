@@ -14,11 +14,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from sidecars.configsync import conffile
-from sidecars.configsync.dryrun import DryRunner, IsolationSetting
-from sidecars.configsync.plan import Plan, make_plan
-from sidecars.configsync.sources import FileSet
-from sidecars.configsync.validate import Validator
+from sidecars.configsync.dryrun.runner import DryRunner, IsolationSetting
+from sidecars.configsync.fileset import conffile
+from sidecars.configsync.fileset.sources import FileSet
+from sidecars.configsync.judge.validate import Validator
+from sidecars.configsync.plans.plan import Plan, make_plan
 from sidecars.slurm import SlurmClient
 from sidecars.slurm.offline import parse_only
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import aiohttp
 
-from sidecars.configsync.sources import FileSet
+from sidecars.configsync.fileset.sources import FileSet
 
 EXIT_NO_PLAN = 5  # config-sync unreachable, busy (429), or refusing the request: no verdict
 

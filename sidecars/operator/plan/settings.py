@@ -6,7 +6,7 @@ import argparse
 import ssl
 from pathlib import Path
 
-from sidecars.configsync.dryrun import IsolationSetting
+from sidecars.configsync.dryrun.runner import IsolationSetting
 from sidecars.runtime.http import CA_FILE
 from sidecars.runtime.settings import (
     DIR,

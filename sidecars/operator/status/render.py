@@ -8,6 +8,7 @@ from typing import Any
 
 from sidecars.operator.status import controllers
 from sidecars.operator.status.report import NodeRow, StatusReport
+from sidecars.protocol.configsync import ConfigOutcome
 from sidecars.protocol.drains import REASON_PREFIX
 from sidecars.slurm import reasons
 
@@ -189,8 +190,8 @@ def _render_config(body: dict[str, Any]) -> list[str]:
         if applied
         else "nothing applied yet",
     ]
-    outcome = str(applied.get("outcome") or "applied")
-    if applied and outcome != "applied":  # HA: not yet (or never) on every controller pod
+    outcome = str(applied.get("outcome") or ConfigOutcome.APPLIED)
+    if applied and outcome != ConfigOutcome.APPLIED:  # HA: not yet (or never) on every controller pod
         rollout = (body.get("ha") or {}).get("rollout") or {}
         where = rollout.get("words") or "; ".join(map(str, rollout.get("behind") or [])) or "?"
         lines[0] = lines[0].replace(" applied at ", f" {outcome.replace('_', ' ')} since ", 1) + f": {where}"

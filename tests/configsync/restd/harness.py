@@ -15,8 +15,7 @@ import aiohttp
 from prometheus_client import CollectorRegistry
 
 from sidecars.configsync.main import Running, running
-from sidecars.configsync.restd.drain import DrainSettings
-from sidecars.configsync.settings import Settings
+from sidecars.configsync.settings import DrainSettings, Settings
 from sidecars.devcluster import DevCluster, free_port
 from sidecars.devcluster import restd as devrestd
 from sidecars.devcluster.slurmconf import JWT_KEY

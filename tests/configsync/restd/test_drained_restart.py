@@ -18,7 +18,8 @@ from collections.abc import Callable
 import pytest
 
 from sidecars.configsync.restd import inflight
-from sidecars.configsync.restd.drain import Drainer, DrainSettings
+from sidecars.configsync.restd.drain import Drainer
+from sidecars.configsync.settings import DrainSettings
 from sidecars.devcluster import DevCluster
 from sidecars.devcluster import restd as devrestd
 from sidecars.runtime.waits import within

@@ -1,0 +1,378 @@
+"""The config-sync daemon's core: one change set at a time, from the sources to a verified slurmctld.
+
+Every outcome is kept for /status, counted in metrics, reported as an event and logged. Nothing that
+failed validation (the dry run on a throwaway slurmctld included) is ever written to the target, so a
+slurmctld that restarts at any moment after a refusal reads the last known good set; whatever the
+live slurmctld then refuses is rolled back to that set, which survives a restart of this sidecar
+under --state-dir. A change that would end or requeue jobs is held like a restart-required one,
+unless forced (--allow-job-loss, or a `slurm-sidecars.force` key in the set naming who).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import structlog
+from prometheus_client import CollectorRegistry
+
+from sidecars.configsync import holds
+from sidecars.configsync.apply.applier import Applier
+from sidecars.configsync.apply.harm import Undone
+from sidecars.configsync.apply.views import view_if_up
+from sidecars.configsync.fileset import conffile
+from sidecars.configsync.fileset.quiet import Debouncer, first_of, swapped_whole
+from sidecars.configsync.fileset.sources import FileSet, SourceChanged, read_sources
+from sidecars.configsync.fileset.stage import Applied, LastKnownGood, Restored, Target
+from sidecars.configsync.ha.control import Keeper
+from sidecars.configsync.ha.coordination import Coordination
+from sidecars.configsync.ha.return_gate import ReturnGate
+from sidecars.configsync.ha.rollout import Rollout
+from sidecars.configsync.holds import Change, HoldRule
+from sidecars.configsync.judge import jobs
+from sidecars.configsync.judge.validate import Judge, Validator, Verdict
+from sidecars.configsync.report.history import History
+from sidecars.configsync.report.metrics import ConfigSyncMetrics
+from sidecars.configsync.report.record import Recorder, Rejection, now_rfc3339
+from sidecars.configsync.service.installing import Installing
+from sidecars.configsync.settings import Settings
+from sidecars.protocol.configsync import ConfigOutcome
+from sidecars.runtime.events import EventSink
+from sidecars.slurm import SlurmClient, daemons
+
+log = structlog.get_logger(__name__)
+
+SLURMCTLD_TIMEOUT_DEFAULT_SECONDS = 120.0  # Slurm's default SlurmctldTimeout
+TAKEOVER_MARGIN_SECONDS = 5.0  # a backup takes control 1-3 s after SlurmctldTimeout (docs/ha.md)
+
+
+def parse_seconds(value: str | None, default: float) -> float:
+    """A slurm.conf number of seconds; the default when unset or not a number (Slurm refuses those)."""
+    try:
+        return float(value) if value else default
+    except ValueError:
+        return default
+
+
+class ConfigSync(Installing):
+    def __init__(
+        self,
+        settings: Settings,
+        client: SlurmClient,
+        registry: CollectorRegistry,
+        events: EventSink,
+        *,
+        validator: Judge | None = None,
+        checkpoint: Callable[[str], None] | None = None,
+        log_path: Path | None = None,
+        hold_rules: Sequence[HoldRule] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.client = client
+        self.events = events
+        # the Slurm states (and policies) a judged change waits under (configsync/holds)
+        self.hold_rules = tuple(holds.rules() if hold_rules is None else hold_rules)
+        self.metrics = ConfigSyncMetrics(
+            registry, [r.name for r in self.hold_rules], [r.outcome for r in self.hold_rules]
+        )
+        self.target = Target(settings.target, checkpoint)
+        self.lkg = LastKnownGood(settings.state_dir)
+        self.validator = validator or Validator.from_settings(settings, client)
+        self.applier = Applier(
+            client,
+            settle_seconds=settings.settle_seconds,
+            restart_timeout=settings.restart_timeout_seconds,
+            log_path=log_path,
+            registration_seconds=settings.registration_seconds,
+        )
+        self._fixed_log_path = log_path is not None
+        self.applied: Applied | None = None
+        self.forced: dict[str, Any] | None = None  # who forced the applied set past the job check, and why
+        self.rejected: Rejection | None = None
+        # the last time an unverified set was replaced by the good one outside a rollback of ours:
+        # config-guard did it as slurmctld (re)started (stage.py), or this sidecar did at its start
+        self.restored: Restored | None = None
+        self.undone: Undone | None = None  # what the last rollback took back of Slurm's (harm.py)
+        self.history = History(settings.history_limit, settings.secret_sources)
+        self.record = Recorder(self.history, self.metrics, events)
+        self.pending = False
+        self.ready = False
+        self.last_error: str | None = None
+        self._wake = asyncio.Event()
+        self.queue = asyncio.Lock()  # the apply queue: one change or one plan judged at a time
+        self._changed = asyncio.Condition()
+        self._backoff = 0.0
+        self._debouncer = Debouncer(
+            self._wake,
+            lone_seconds=settings.debounce_seconds,
+            max_seconds=settings.debounce_max_seconds,
+            whole=lambda: swapped_whole(settings.sources),
+        )
+        # HA (ha/coordination.py): with peers, only the config-sync beside the controller in control applies
+        self.ha = (
+            None
+            if not settings.peers or settings.controller is None
+            else Coordination(
+                settings.controller,
+                settings.peers,
+                registry,
+                env=client.env,
+                token=settings.viewer_token,
+                tls=settings.peer_tls,
+            )
+        )
+        self.rollout = (
+            None if self.ha is None else Rollout(self.ha, self.record, settings.ha_catch_up_seconds)
+        )
+        # a pod back while a peer's controller is in control: not ready until it holds that set
+        self.gate = None if self.ha is None else ReturnGate()
+        # never without a controller in control (ha/control.py)
+        self.keeper = None if self.ha is None else Keeper(self.ha, events)
+        self._rejection_stands = False  # a takeover we asked for: the role change it makes keeps a rejection
+        self._rejected_moves = 0  # the HA role changes seen when the last rejection was made
+        self._standby_verdict: tuple[str, Verdict] | None = None  # a standby validates a set once
+        self._last_sources: FileSet | None = None
+        self._takeover_seconds = ("", SLURMCTLD_TIMEOUT_DEFAULT_SECONDS + TAKEOVER_MARGIN_SECONDS)
+
+    # ------------------------------------------------------------------ start-up
+    async def start(self) -> None:
+        """Bring the target to a known set before slurmctld (and readiness) depend on it."""
+        self.target.recover()
+        if self.validator.dry_runner is not None:
+            await self.validator.dry_runner.isolation()  # decided once, before any change waits on it
+            await self.validator.dry_runner.compare_releases()  # a mismatch said at start, not at a change
+        self.applied = self.lkg.load()
+        # a set left unverified (this sidecar ended mid-verification) goes; one the guard already
+        # replaced as slurmctld restarted is reported
+        restored = self.target.take_restored() or self._back_to_good("config-sync")
+        if restored is not None:
+            await self._report_restored(restored)
+        on_disk = self.target.read(self.settings.max_file_bytes)
+        if self.applied is not None and on_disk.sha256 != self.applied.files.sha256:
+            # a crash between swap and verification left an unverified set: back to the good one
+            log.warning(
+                "target_differs_from_last_known_good",
+                target_sha256=on_disk.short,
+                lkg_sha256=self.applied.files.short,
+            )
+            self.target.swap(self.applied.files, self.applied.generation)
+        elif self.applied is None and self.settings.main_file in on_disk.files:
+            # first run beside an existing config: it is what slurmctld runs on, so it is the baseline
+            self.applied = Applied(0, now_rfc3339(), on_disk)
+        # ready only after the start-up pass: the sources are synced (or judged) before anyone relies on it
+        await self.sync_once(startup=True)
+        if self.applied is not None and self.validator.dry_runner is not None:
+            # the dry run's copy of the state prepared before ready (seconds at 10,000 jobs), so no
+            # change judged after it pays for that; main.py's "dry_run_state" keeps it in step
+            s = self.settings
+            await self.validator.dry_runner.warm(conffile.parse(self.applied.files, s.main_file, s.conf_dir))
+        if self.applied is not None:
+            self.ready = True
+        await self._judge_return()
+        await self._notify()
+
+    async def _judge_return(self) -> None:
+        """With peers, until this pod's slurmctld may start: does it hold what the one in control runs?
+        (and has that one, when Slurm would hand control back to this one, shut down first)"""
+        if self.gate is None or self.ha is None or self.gate.open:
+            return
+        held = self.applied.files.sha256 if self.applied is not None and self.ready else None
+        sources = self._last_sources.sha256 if self._last_sources is not None else None
+        self.gate.judge(self.ha, held, sources, self._takeover_bound())
+        if self.gate.stands_down is not None and await self.gate.stand_down(self.ha):
+            await self._notify()
+
+    def _takeover_bound(self) -> float:
+        """SlurmctldTimeout of the held set and a margin: when a backup should have taken control."""
+        held = self.applied.files.sha256 if self.applied is not None else ""
+        if self.applied is not None and self._takeover_seconds[0] != held:
+            # the held set's own SlurmctldTimeout, parsed once per set (not at every pass)
+            conf = conffile.parse(self.applied.files, self.settings.main_file, self.settings.conf_dir)
+            timeout = parse_seconds(conf.options.get("slurmctldtimeout"), SLURMCTLD_TIMEOUT_DEFAULT_SECONDS)
+            self._takeover_seconds = (held, timeout + TAKEOVER_MARGIN_SECONDS)
+        return self._takeover_seconds[1]
+
+    def _put_good_back(self) -> str:
+        """The last good set in this pod's directory (a standby reads it when it takes control)."""
+        if self.applied is None:
+            return "no good set known to put back"
+        a = self.applied
+        self._back_to_good("config-sync")
+        if self.target.read(self.settings.max_file_bytes).sha256 == a.files.sha256:
+            return f"generation {a.generation} ({a.files.short}) in place"
+        self.target.swap(a.files, a.generation)
+        return f"generation {a.generation} ({a.files.short}) put back"
+
+    # ------------------------------------------------------------------ the loop
+    async def run(self, stop: asyncio.Event) -> None:
+        s = self.settings
+        # (the dry run's shadow of the state is built by start() and kept in step by a task of its
+        # own, beside this loop: main.py's "dry_run_state", DryRunner.keep_state)
+        while not stop.is_set():
+            timeout = self._backoff if self.pending and self._backoff else s.rehash_seconds
+            if self.ha is not None and not self.ha.in_step(
+                self.applied.files.sha256 if self.applied else None
+            ):
+                timeout = min(timeout, s.ha_poll_seconds)  # until every peer holds this set
+            if self.gate is not None and not self.gate.open:
+                timeout = min(timeout, s.ha_poll_seconds)  # a returning pod asks until it may start
+            if self.keeper is not None and self.keeper.watching():
+                timeout = min(timeout, s.ha_poll_seconds)  # a controller may have let go: ask often
+            await first_of(self._wake.wait(), stop.wait(), within=timeout)
+            if stop.is_set():
+                return
+            if self._wake.is_set():
+                await self._debouncer.wait(stop)
+            try:
+                await self.sync_once()
+                await self._judge_return()
+            except Exception as exc:  # one bad pass must not end the daemon; the next one retries
+                log.error("sync_failed", error=str(exc), exc_info=True)
+                self.last_error = str(exc)
+                self.pending = True
+                self._backoff = min(max(self._backoff * 2, 0.5), s.retry_max_seconds)
+                await self._notify()
+            # a change that arrived while this set was applied continues a burst
+            self._debouncer.in_burst = self._wake.is_set()
+
+    # ------------------------------------------------------------------ one change set
+    def _read(self) -> FileSet | None:
+        try:
+            return read_sources(self.settings.sources, self.settings.max_file_bytes)
+        except (OSError, SourceChanged) as exc:
+            log.warning("sources_unreadable", error=str(exc))
+            self.last_error = str(exc)
+            return None
+
+    async def sync_once(self, *, startup: bool = False) -> None:
+        seen = time.monotonic()
+        files = self._read()
+        self._last_sources = files
+        if files is None:
+            self.pending = True
+            await self._notify()
+            return
+        current = self.applied.files if self.applied else None
+        log.debug("sync_pass", sha256=files.short, startup=startup)
+        if self.ha is not None:  # who writes, and what the peers hold, as of this pass
+            await self.ha.refresh_role()
+            await self.ha.refresh_peers()
+            if self.rollout is not None:
+                await self.rollout.step(self.applied)  # has every pod caught up with the held set?
+            # no controller in control: the one that can take it does (ha/control.py); control then
+            # comes back by our own request, no reason to judge a refused set again (the controller
+            # that dropped control on it would drop it again)
+            keeper = self.keeper
+            if keeper is not None and await keeper.check(self._takeover_bound(), self._put_good_back):
+                self._rejection_stands = True
+            if self._rejection_stands and self.ha.writes:
+                self._rejected_moves, self._rejection_stands = self.ha.moves, False
+        if current is not None and files.sha256 == current.sha256:
+            if startup and self.applied is not None and self.applied.generation == 0:
+                await self._adopt(files)  # same content: take over the layout, nothing for slurmctld to learn
+            self.pending = False
+            self._backoff = 0.0
+            if self.rejected is not None:
+                log.info("sources_back_to_applied_set", sha256=files.short)
+                self.rejected = None
+            await self._notify()
+            return
+        moved = self.ha is not None and self.ha.moves != self._rejected_moves
+        if (
+            self.rejected is not None
+            and files.sha256 == self.rejected.sha256
+            and not self.rejected.again  # a hold rule's state may change by itself (jobs end)
+            and not moved  # judged under another controller in control (a takeover): judged again
+        ):
+            self.pending = False  # judged already; a later fix is a new hash
+            await self._notify()
+            return
+        # a set held for jobs is judged again at every pass (the re-hash timer): once they ended, it applies
+        # every line about this change set names it, whichever step logs it
+        with structlog.contextvars.bound_contextvars(sha256=files.short, files=sorted(files.files)):
+            async with self.queue:  # a plan (plans/api.py) waits for this change, and it for a plan
+                await self._judge(files, current, seen, startup=startup)
+        if self.keeper is not None and self.ha is not None and self.ha.writes:
+            self.keeper.after_change()  # a failed reconfigure can drop control: ask often for a while
+
+    async def _judge(self, files: FileSet, current: FileSet | None, seen: float, *, startup: bool) -> None:
+        """Validate a new set, then install, apply or reject it."""
+        self.pending = True
+        await self._notify()
+        standby = self.ha is not None and not self.ha.writes
+        # what slurmctld reports now, read while the set is validated (it is the baseline to verify
+        # against); a standby verifies nothing, so it reads it only at its start
+        need_view = current is not None and (not standby or startup)
+        before_task = asyncio.create_task(view_if_up(self.client)) if need_view else None
+        try:
+            cached = self._standby_verdict if standby else None
+            if cached is not None and cached[0] == files.sha256:
+                verdict = cached[1]  # a standby waiting for the writer does not dry-run the set again
+            else:
+                verdict = await self.validator.validate(files, current)
+            before = await before_task if before_task else None
+            judged = time.monotonic()
+        finally:
+            if before_task and not before_task.done():
+                before_task.cancel()
+                await asyncio.gather(before_task, return_exceptions=True)
+        if verdict.dry_run is not None:
+            self.metrics.dry_run_seconds.observe(verdict.dry_run.seconds)
+        if not verdict.ok:
+            await self._reject(files, verdict.reason, ConfigOutcome.REJECTED, seen)
+            return
+        # a pod back while a peer writes installs nothing unchecked by the writer: it follows (_follow)
+        peer_writes = bool(self.gate and not self.gate.open and self.ha and self.ha.writer()[0])
+        # nothing runs on the target yet (first start, or slurmctld not started): it starts on this set
+        installs = current is None or (startup and before is None and not peer_writes)
+        change = Change(files, verdict, self.settings, self.client, daemons.SLURMCTLD, installs)
+        if await self._held(change, seen):
+            return
+        forced = None
+        who = jobs.forced_by(files, self.settings.allow_job_loss) if verdict.jobs else None
+        if who is not None:  # past the jobs it would end: who forced it, said with the applied set
+            forced = {"by": who, "jobs": sorted(verdict.jobs), "why": jobs.JobRisk(verdict.jobs).describe()}
+            log.warning("config_forced_past_jobs", forced_by=who, jobs=sorted(verdict.jobs))
+        if installs:
+            await self._install(files, seen, reason="slurmctld is not running yet")
+            return
+        if self.ha is not None:
+            if await self.ha.refresh_role() != "in control":
+                self._standby_verdict = (files.sha256, verdict)
+                await self._follow(files, seen)
+                return
+            self.ha.waiting_for = self.ha.waiting_why = None  # in control now: it applies, waits on no one
+        if before is None:
+            self._backoff = min(max(self._backoff * 2, 0.5), self.settings.retry_max_seconds)
+            log.warning("slurmctld_unreachable_change_pending", retry_in=self._backoff)
+            await self._notify()
+            return
+        await self._apply(files, verdict, before, seen=seen, judged=judged, forced=forced)
+
+    async def _follow(self, files: FileSet, seen: float) -> None:
+        """A standby's pod: stage the set once the writer reports it verified, else wait and ask again."""
+        assert self.ha is not None
+        writer, why = self.ha.writer()
+        if writer is not None and writer.applied_sha256 == files.sha256:
+            self.ha.waiting_for = self.ha.waiting_why = None
+            self._standby_verdict = None
+            self.ha.metrics.staged.inc()
+            await self._install(
+                files,
+                seen,
+                reason=f"staged beside a {self.ha.role} controller: {writer.controller}, in control, runs it",
+            )
+            return
+        if writer is not None:
+            held = writer.applied_sha256[:12] if writer.applied_sha256 else "no set"
+            why = f"{writer.controller}, in control, runs {held}" + (
+                " (its change pending)" if writer.pending else ""
+            )
+        self.ha.waiting_for, self.ha.waiting_why = files.sha256, why
+        log.info("ha_standby_waits_for_writer", why=why)
+        self.pending = True
+        self._backoff = self.settings.ha_poll_seconds
+        await self._notify()

@@ -1,0 +1,215 @@
+"""config-sync for slurmdbd (`config-sync --daemon slurmdbd`): slurmdbd.conf from its Secret into the
+directory slurmdbd reads, judged without the database (slurmdbd/check.py), then applied as slurmdbd takes
+it: `sacctmgr reconfigure` for the keys it re-reads, a restart for any other (held instead under
+`--restart-policy hold`, as slurmctld's restarts are), verified by slurmdbd answering, and rolled
+back when it does not (slurmdbd/apply.py).
+
+The rest is config-sync's own: the sources read and hashed, the atomic swap with its unverified
+marker, the last known good set under --state-dir, history, metrics, Events, /status. slurmdbd's
+container runs no config-guard: a restart is how a change is applied, so the marker is resolved by
+config-sync itself (at its start, a set left unverified goes back to the good one).
+
+When slurmdbd does not answer before a change: at config-sync's own start (the pod's, where slurmdbd
+waits for config-sync to be ready) the set is installed and slurmdbd starts on it; later, if its
+database does not answer either, the change waits (pending, retried with a backoff) rather than be
+judged against a database that is away; if the database answers, slurmdbd is down on its own
+account and the change is applied the same way, so that a fix can reach a slurmdbd that cannot start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import structlog
+from prometheus_client import CollectorRegistry
+
+from sidecars.configsync.fileset import dbdconf
+from sidecars.configsync.fileset.sources import FileSet
+from sidecars.configsync.fileset.stage import Applied
+from sidecars.configsync.holds import Change
+from sidecars.configsync.judge.validate import Verdict
+from sidecars.configsync.report.record import now_rfc3339
+from sidecars.configsync.service.daemon import ConfigSync
+from sidecars.configsync.settings import Settings
+from sidecars.configsync.slurmdbd.apply import (
+    DEFAULT_PID_FILE,
+    DbdApplier,
+    DbdOutcome,
+    Stop,
+    database_answers,
+    pid_file_instance,
+    stop_slurmdbd,
+)
+from sidecars.configsync.slurmdbd.check import DbdValidator
+from sidecars.protocol.configsync import ConfigOutcome
+from sidecars.protocol.events import EventReason
+from sidecars.runtime.events import EventSink
+from sidecars.slurm import SlurmClient, daemons
+
+log = structlog.get_logger(__name__)
+
+
+def _endpoint(files: FileSet | None) -> dbdconf.Endpoint | None:
+    entry = files.files.get(dbdconf.CONF_NAME) if files is not None else None
+    return dbdconf.storage_endpoint(entry.data) if entry is not None else None
+
+
+def owner_only(files: FileSet, secret_sources: frozenset[Path]) -> FileSet:
+    """The files of a Secret volume as they are staged: for their owner alone. The kubelet gives a
+    Secret's files the pod's fsGroup and group read (defaultMode 0400 becomes 0440), which the
+    sidecar needs to read them as SlurmUser; slurmdbd needs its file 0600 and would refuse that
+    mode. A file from a ConfigMap keeps its mode, and is refused for it (dbdconf.check)."""
+    entries = [
+        replace(e, mode=e.mode & 0o700) if e.source in secret_sources else e for e in files.files.values()
+    ]
+    return FileSet.build(entries, files.problems)
+
+
+def _pid_file(files: FileSet | None) -> Path:
+    entry = files.files.get(dbdconf.CONF_NAME) if files is not None else None
+    named = dbdconf.parse(entry.data.decode("utf-8", "replace")).options.get("pidfile") if entry else None
+    return Path(named) if named else DEFAULT_PID_FILE
+
+
+class DbdSync(ConfigSync):
+    def __init__(
+        self,
+        settings: Settings,
+        client: SlurmClient,
+        registry: CollectorRegistry,
+        events: EventSink,
+        *,
+        stop: Stop | None = None,
+        checkpoint: Callable[[str], None] | None = None,
+    ) -> None:
+        super().__init__(
+            settings,
+            client,
+            registry,
+            events,
+            validator=DbdValidator(client, settings),
+            checkpoint=checkpoint,
+        )
+        self.waiting_for_database: str | None = None  # what was said while a change waits for it
+        self.dbd = DbdApplier(
+            client,
+            stop=stop or self._stop,
+            restart_timeout_seconds=settings.restart_timeout_seconds,
+            settle_seconds=settings.settle_seconds,
+            on_waiting=self._waiting,
+            instance=lambda: pid_file_instance(_pid_file(self.applied.files if self.applied else None)),
+        )
+
+    async def _stop(self) -> None:
+        # the PidFile the running slurmdbd was started with: the applied set's
+        await stop_slurmdbd(self.client, _pid_file(self.applied.files if self.applied else None))
+
+    def _read(self) -> FileSet | None:
+        files = super()._read()
+        return None if files is None else owner_only(files, frozenset(self.settings.secret_sources))
+
+    def status(self) -> dict[str, Any]:
+        return {
+            **super().status(),
+            "daemon": daemons.SLURMDBD,
+            "waiting_for_database": self.waiting_for_database,
+        }
+
+    async def _waiting(self, why: str) -> None:
+        self.waiting_for_database = why
+        log.warning("slurmdbd_waits_for_its_database", reason=why)
+        await self.events.emit(EventReason.CONFIG_WAITS_FOR_DATABASE, why, "Warning")
+        await self._notify()
+
+    async def _judge(self, files: FileSet, current: FileSet | None, seen: float, *, startup: bool) -> None:
+        self.pending = True
+        # said again only by the branch that still waits: any other outcome ends the wait
+        waiting, self.waiting_for_database = self.waiting_for_database, None
+        await self._notify()
+        verdict = await self.validator.validate(files, current)
+        if not verdict.ok:
+            await self._reject(files, verdict.reason, ConfigOutcome.REJECTED, seen)
+            return
+        if current is None:
+            # nothing staged yet: slurmdbd (re)starts on this set (its container waits for config-sync)
+            await self._install(files, seen, reason="nothing was staged before: slurmdbd starts on this set")
+            return
+        answering = await self.client.accounting_ping()
+        if startup and not answering:
+            # the pod's start: slurmdbd waits for config-sync to be ready, so it starts on this set
+            await self._install(files, seen, reason="slurmdbd is not running yet: it starts on this set")
+            return
+        if await self._held(
+            Change(files, verdict, self.settings, self.client, daemons.SLURMDBD, False), seen
+        ):
+            return
+        live = _endpoint(current)
+        if not answering and live and await database_answers(live) is False:
+            # nothing to verify against: the change waits for them, judged again at every retry
+            self._backoff = min(max(self._backoff * 2, 0.5), self.settings.retry_max_seconds)
+            if waiting is None:
+                await self._waiting(
+                    f"slurmdbd and its database at {live} do not answer: the change waits for them"
+                )
+            else:
+                self.waiting_for_database = waiting
+            return
+        await self._apply_dbd(files, current, verdict, seen)
+
+    async def _apply_dbd(self, files: FileSet, current: FileSet, verdict: Verdict, seen: float) -> None:
+        assert self.applied is not None
+        generation = self.applied.generation + 1
+        new, old = _endpoint(files), _endpoint(current)
+        assert new is not None
+        # unverified until slurmdbd answers on it; a config-sync that dies meanwhile puts it back at start
+        self.target.swap(files, generation, unverified=True)
+        try:
+            if verdict.restart_required:
+                log.info("restarting_slurmdbd", reasons=[str(r) for r in verdict.restart])
+                outcome = await self.dbd.restart(new, old)
+            else:
+                outcome = await self.dbd.reload()
+        except BaseException:
+            self._back_to_good("config-sync")
+            raise
+        finally:
+            self.waiting_for_database = None
+        if outcome.ok and self.target.verified():
+            previous, self.applied = self.applied, Applied(generation, now_rfc3339(), files)
+            self.lkg.save(self.applied)
+            self.rejected = None
+            self.pending = False
+            self._backoff = 0.0
+            how = "by restarting slurmdbd" if verdict.restart_required else "by sacctmgr reconfigure"
+            await self.record.applied(
+                self.applied,
+                previous,
+                seen=seen,
+                reason=outcome.reason,
+                message=f"generation {generation} ({files.short}) applied {how}: {outcome.reason}",
+            )
+            await self._notify()
+            return
+        await self._roll_back_dbd(files, outcome, old, seen)
+
+    async def _roll_back_dbd(
+        self, files: FileSet, outcome: DbdOutcome, old: dbdconf.Endpoint | None, seen: float
+    ) -> None:
+        self._back_to_good("config-sync")
+        reason = outcome.reason
+        assert old is not None  # the applied set was judged: it has its slurmdbd.conf
+        if outcome.restarted or not await self.client.accounting_ping():
+            # slurmdbd was restarted on the new file (or died of it): once more, on the good one
+            back = await self.dbd.restart(old, old)
+        else:
+            back = await self.dbd.reload()  # it may have re-read the new file: the good one again
+        reason += (
+            "; the previous file is back and slurmdbd answers"
+            if back.ok
+            else f"; the previous file is back, but slurmdbd does not answer on it either: {back.reason}"
+        )
+        log.warning("slurmdbd_conf_rolled_back", reason=reason)
+        await self._reject(files, reason, ConfigOutcome.ROLLED_BACK, seen)

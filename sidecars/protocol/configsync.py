@@ -1,0 +1,29 @@
+"""config-sync's words on the wire: the outcome of a change set (the `result` label of
+`slurm_sidecars_config_applies_total`, a /history entry's `outcome`, /status `applied.outcome`) and
+where a generation stands among HA controller pods (/status `ha.rollout.state`, the `state` label of
+`slurm_sidecars_config_ha_rollout`), and the key of a set that forces a change past its jobs."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+# a key of the set that forces a change past the jobs it would end: its first line names who
+FORCE_FILE = "slurm-sidecars.force"
+
+
+class ConfigOutcome(StrEnum):
+    APPLIED = "applied"  # verified on slurmctld (with HA peers: held by every controller pod)
+    REJECTED = "rejected"  # refused before the swap: nothing reached the target
+    ROLLED_BACK = "rolled_back"  # refused by the live daemon: the last known good set is back
+    RESTART_REQUIRED = "restart_required"  # held: it needs a restart and --restart-policy is hold
+    HELD = "held"  # held by a Slurm state (configsync/holds): the jobs it would end, ...
+    # with HA peers (configsync/ha/rollout.py)
+    STAGING = "staging"  # on this pod, not yet on every peer
+    NOT_EVERYWHERE = "not_everywhere"  # a peer did not catch up in time
+    SUPERSEDED = "superseded"  # replaced by a newer generation before every pod held it
+
+
+class RolloutState(StrEnum):
+    EVERYWHERE = "everywhere"
+    STAGING = "staging"
+    NOT_EVERYWHERE = "not everywhere"
