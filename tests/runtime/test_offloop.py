@@ -26,6 +26,8 @@ MiB = 1 << 20
 # takes on a loaded machine (ms), so a second work that could run beside it shows; with the lane
 # it only delays the second work this long
 BESIDE_SECONDS = 20 * INTERVAL_SECONDS
+# hypothesis's budget for one example, in ms (each is microseconds of work): a loaded machine's pauses
+EXAMPLE_BUDGET_MS = 5000
 
 
 async def test_sized_works_run_one_at_a_time() -> None:
@@ -87,13 +89,13 @@ def test_a_mib_line_reaches_the_split_in_pieces(monkeypatch: pytest.MonkeyPatch)
 BLANKS = re.compile(r"[ \t\r\n]+")
 
 
-@settings(max_examples=400, deadline=5000)  # a generous budget per example on a loaded machine
+@settings(max_examples=400, deadline=EXAMPLE_BUDGET_MS)
 @given(st.text(alphabet=" \t\nab=", max_size=80), st.integers(1, 9))
 def test_split_runs_splits_as_one_split_does(text: str, cut: int) -> None:
     assert textcuts.split_runs(text, BLANKS, cut) == [w for w in BLANKS.split(text) if w]
 
 
-@settings(max_examples=400, deadline=5000)
+@settings(max_examples=400, deadline=EXAMPLE_BUDGET_MS)
 @given(st.text(alphabet="#\\a ", max_size=40))
 def test_find_unescaped_finds_what_the_lookbehind_finds(text: str) -> None:
     m = re.search(r"(?<!\\)#", text)

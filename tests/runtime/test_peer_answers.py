@@ -18,6 +18,7 @@ from sidecars.runtime import limits
 from sidecars.worker.cp_client import NODE_FIELDS, AgentClient, ControlPlaneUnavailable
 
 CHUNK = 16 * 1024
+SLOW_LOOPBACK_SECONDS = 300.0
 
 
 @contextlib.asynccontextmanager
@@ -35,12 +36,12 @@ async def answering(handler: Callable[[web.Request], Awaitable[web.StreamRespons
         await runner.cleanup()
 
 
-async def in_chunks(request: web.Request, body: bytes) -> web.StreamResponse:
+async def in_chunks(request: web.Request, body: bytes, chunk: int = CHUNK) -> web.StreamResponse:
     """The body written a chunk at a time (chunked transfer: each chunk arrives on its own)."""
     r = web.StreamResponse(headers={"Content-Type": "application/json"})
     await r.prepare(request)
-    for at in range(0, len(body), CHUNK):
-        await r.write(body[at : at + CHUNK])
+    for at in range(0, len(body), chunk):
+        await r.write(body[at : at + chunk])
     await r.write_eof()
     return r
 
@@ -55,10 +56,11 @@ async def test_the_agent_refuses_a_node_answer_past_the_cap() -> None:
     big = node_document("x" * limits.PEER_ANSWER_BYTES)  # the node's own shape, a reason past the cap
 
     async def handler(request: web.Request) -> web.StreamResponse:
-        return await in_chunks(request, big)
+        return await in_chunks(request, big, 256 * 1024)
 
     async with answering(handler) as url, aiohttp.ClientSession() as session:
-        agent = AgentClient(session, url, lambda: "t", "n1")
+        # its time-out far past what 16 MiB over loopback takes on a loaded machine: the cap ends it
+        agent = AgentClient(session, url, lambda: "t", "n1", timeout=SLOW_LOOPBACK_SECONDS)
         with pytest.raises(ControlPlaneUnavailable, match=f"larger than {limits.PEER_ANSWER_BYTES} bytes"):
             await agent.node(None, 0)
 
