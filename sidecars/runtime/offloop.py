@@ -12,8 +12,9 @@ CPU on the loop's thread). Measured with the loop's lag probe beside two threads
 - one C call over the whole MiB (a regex split: 37-83 ms), which no turn interrupts.
 So sized work runs in one lane per process (one at a time, as there is one interpreter lock),
 with automatic collection paused (runtime.gcpause: what the work builds is freed by reference
-counting when it is done; the loop's own cycles wait as long, a parse's second at most), and the parsers cut long lines before a C call reads them
-(runtime.textcuts). Together: 37-55 ms at load 11, from 119-262 ms.
+counting when it is done; the loop's own cycles wait as long, a parse's second at most), and the
+parsers cut long lines before a C call reads them (runtime.textcuts). Together: 37-55 ms at load
+11, from 119-262 ms.
 """
 
 from __future__ import annotations

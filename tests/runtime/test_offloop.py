@@ -64,7 +64,7 @@ async def test_a_failing_sized_work_frees_the_lane() -> None:
 
 
 class Recorded:
-    """A pattern that records the length of each text handed to it (each one C call)."""
+    """A pattern that records the length of each text split with it (each one C call)."""
 
     def __init__(self, pattern: re.Pattern[str]) -> None:
         self.pattern = pattern
@@ -74,16 +74,19 @@ class Recorded:
         self.lengths.append(len(text))
         return self.pattern.split(text)
 
-    def search(self, text: str, pos: int = 0) -> re.Match[str] | None:
-        return self.pattern.search(text, pos)  # from `pos`, up to the next separator
 
-
-def test_a_mib_line_reaches_the_split_in_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [("K= " * (MiB // 3), ["K="] * (MiB // 3)), ("Abc" * (MiB // 3), ["Abc" * (MiB // 3)])],
+    ids=["keys without values", "one MiB word"],
+)
+def test_a_mib_line_reaches_the_split_in_pieces(
+    line: str, words: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     recorded = Recorded(conffile._BLANKS)
     monkeypatch.setattr(conffile, "_BLANKS", recorded)
-    line = "K= " * (MiB // 3)
-    assert conffile.words(line) == ["K="] * (MiB // 3)
-    assert max(recorded.lengths) <= textcuts.CUT_CHARS + len("K= "), "a MiB line in one C call"
+    assert conffile.words(line) == words
+    assert max(recorded.lengths) <= textcuts.CUT_CHARS, "a MiB line in one C call"
 
 
 BLANKS = re.compile(r"[ \t\r\n]+")
