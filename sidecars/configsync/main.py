@@ -75,7 +75,8 @@ async def running(
     if client is None:
         client = SlurmClient(metrics=SlurmMetrics(registry))
     # no password it read leaves the process: not in an Event, a log line, /status or /history
-    redactor = Redactor(SecretValues(settings.sources, settings.secret_sources, settings.max_file_bytes))
+    secret_values = SecretValues(settings.secret_sources)
+    redactor = Redactor(secret_values)
     bound = structlog.contextvars.bind_contextvars(**{BOUND: redactor})
     sink = RedactingEventSink(events or LogEventSink(), redactor)
     restd: RestdSync | None = None
@@ -93,6 +94,7 @@ async def running(
             checkpoint=checkpoint,
             hold_rules=hold_rules,
         )
+    service.learn_secrets = secret_values.learn  # each set read, before anything about it is shown
     stop = asyncio.Event()
     tasks = RootTasks()
     liveness, readiness = Checks(), Checks()

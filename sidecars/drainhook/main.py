@@ -25,6 +25,7 @@ import structlog
 from sidecars.kube import pod_events
 from sidecars.protocol import drains
 from sidecars.protocol.events import EventReason
+from sidecars.runtime import answers
 from sidecars.runtime.events import EventSink, LogEventSink
 from sidecars.runtime.settings import PATH, ConfigError, add_flags, declared, seconds, setting, settings_from
 from sidecars.runtime.trustedpath import Trust, UntrustedPath
@@ -96,7 +97,10 @@ async def _ask(session: aiohttp.ClientSession, body: dict[str, Any], seconds: fl
         async with session.post(
             "http://agent/v1/drain", json=body, timeout=aiohttp.ClientTimeout(total=seconds)
         ) as r:
-            text = await r.text()
+            try:
+                text = await answers.text(r)
+            except answers.AnswerTooLarge as exc:
+                raise Permanent(str(exc)) from None
             try:
                 answer: Any = json.loads(text)
             except ValueError:

@@ -44,7 +44,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from sidecars.probe import restd
-from sidecars.runtime import tlsroots
+from sidecars.runtime import answers, tlsroots
 from sidecars.runtime.http import CA_FILE
 from sidecars.runtime.settings import (
     PATH,
@@ -128,10 +128,12 @@ async def check(url: str, which: str, timeout: float, tls: ssl.SSLContext | None
             ) as s,
             s.get(target) as r,
         ):
-            text = await r.text()
+            text = await answers.text(r)
             ok = 200 <= r.status < 300  # Slurm's own endpoints answer 204
     except (aiohttp.ClientError, TimeoutError) as exc:
         return False, f"{target}: unreachable: {exc or type(exc).__name__}"
+    except answers.AnswerTooLarge as exc:
+        return False, f"{target}: {exc}"
     try:
         body = json.loads(text)
         failing = {k: v.get("detail", "") for k, v in body.get("checks", {}).items() if not v.get("ok")}

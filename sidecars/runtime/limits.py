@@ -22,6 +22,10 @@ KNOWN_SECRET_CHARS = 4 * 1024 * 1024
 DIFF_MAX_LINES = 1_000
 # a text this long or longer is worked on in a thread, not on the event loop (asyncio.to_thread)
 OFF_LOOP_CHARS = 64 * 1024
+# a peer's HTTP answer the worker agent, the drain hook, the exec probe and the control plane's
+# config feed read (runtime.answers): past it it is not read further and counts as no answer. The
+# largest is config-sync's history for the feed (its diffs: 20 generations of 16 KiB per file)
+PEER_ANSWER_BYTES = 16 * 1024 * 1024
 # what we read from a child process (a Slurm command's output: stdout and stderr together): past it
 # the child's whole process group is killed and reaped, and the caller gets an error naming the
 # command and this cap (runtime.process.OutputTooLarge). Slurm's largest answer we ask for, every

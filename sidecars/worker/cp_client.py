@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 
+from sidecars.runtime import answers
 from sidecars.slurm.nodejson import NodeRecord, parse_node
 from sidecars.worker.observation import Observation
 
@@ -63,8 +64,11 @@ class AgentClient:
                 if r.status == 404:
                     return await self._no_record(r)
                 if r.status != 200:
-                    raise ControlPlaneUnavailable(f"GET node: HTTP {r.status}: {(await r.text())[:200]}")
-                return Observation("control-plane", view=self._versioned_node(await r.json()))
+                    said = (await answers.text(r))[:200]
+                    raise ControlPlaneUnavailable(f"GET node: HTTP {r.status}: {said}")
+                if r.content_type != "application/json":
+                    raise ControlPlaneUnavailable(f"GET node: HTTP 200 as {r.content_type}, not JSON")
+                return Observation("control-plane", view=self._versioned_node(await answers.json_of(r)))
 
         return await self._call(get())
 
@@ -81,7 +85,7 @@ class AgentClient:
     async def _no_record(self, r: aiohttp.ClientResponse) -> Observation:
         """A 404 is an answer only in the control plane's own shape, naming this node: a wrong URL,
         a proxy's page or the router's own 404 is no word on the node, and must not end a drain."""
-        text = (await r.text())[:2000]
+        text = (await answers.text(r))[:2000]
         body: Any = None
         if r.content_type == "application/json":
             with contextlib.suppress(ValueError):
@@ -104,7 +108,8 @@ class AgentClient:
                 timeout=aiohttp.ClientTimeout(total=self.timeout),
             ) as r:
                 if r.status != expect:
-                    raise ControlPlaneUnavailable(f"POST {path}: HTTP {r.status}: {(await r.text())[:200]}")
+                    said = (await answers.text(r))[:200]
+                    raise ControlPlaneUnavailable(f"POST {path}: HTTP {r.status}: {said}")
 
         await self._call(post())
 

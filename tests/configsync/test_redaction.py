@@ -16,7 +16,7 @@ import structlog
 
 from sidecars.configsync import settings as cs_settings
 from sidecars.configsync.fileset.secretvalues import SecretValues
-from sidecars.configsync.fileset.sources import FileEntry, FileSet
+from sidecars.configsync.fileset.sources import FileEntry, FileSet, read_sources
 from sidecars.configsync.report.history import History, changes
 from sidecars.devcluster import DevCluster
 from sidecars.devcluster.volume import AtomicVolume
@@ -175,7 +175,9 @@ def test_a_secret_files_plain_values_are_not_scrubbed_from_other_texts(tmp_path:
     (secret / "slurmdbd.conf").write_text("DbdHost=127.0.0.1\nSlurmUser=slurm\nStoragePass=pw-dbd-7\n")
     (secret / "token").write_text("tok3n-f00d-5ca1ab1e-0123\n")
     (secret / "jwt.key").write_text("c2VjcmV0LWtleS1tYXRlcmlhbA==\n")
-    redactor = Redactor(SecretValues((config, secret), (secret,), 1 << 20))
+    values = SecretValues((secret,))
+    redactor = Redactor(values)
+    values.learn(read_sources((config, secret), 1 << 20))  # as the service does with each set it reads
     assert (
         redactor.text("+NodeName=n1 NodeAddr=127.0.0.1 # slurm") == "+NodeName=n1 NodeAddr=127.0.0.1 # slurm"
     )

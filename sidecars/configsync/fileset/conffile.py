@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from sidecars.configsync.fileset.sources import FileSet
+from sidecars.runtime import textcuts
 from sidecars.slurm import hostlist
 
 RECORD_KEYS = ("nodename", "partitionname", "nodeset", "downnodes", "frontendname", "switchname")
@@ -75,7 +76,6 @@ _PIECE = re.compile(
     r"""(?P<plain>[^"'\\]++)|"(?P<double>(?:[^"\\]++|\\.)*+)"|'(?P<single>[^']*+)'|\\(?P<escaped>.)""", re.S
 )
 _DOUBLE_ESCAPE = re.compile(r"""\\(["\\])""")
-_COMMENT = re.compile(r"(?<!\\)#")
 _BLANKS = re.compile(r"[ \t\r\n]+")  # shlex's whitespace
 
 
@@ -93,7 +93,7 @@ def words(line: str) -> list[str]:
     """The line's words as shlex (posix, no comments) splits them; a line it cannot split (an
     unterminated quote, a lone trailing backslash) by whitespace. Linear in the line."""
     if '"' not in line and "'" not in line and "\\" not in line:  # nothing to unquote: at C speed
-        return [w for w in _BLANKS.split(line) if w]
+        return textcuts.split_runs(line, _BLANKS)  # in pieces: a worker's C call holds the loop
     found = []
     for m in _WORD.finditer(line):
         if m["bad"] is not None:
@@ -103,8 +103,8 @@ def words(line: str) -> list[str]:
 
 
 def strip_comment(line: str) -> str:
-    m = _COMMENT.search(line)
-    kept = line if m is None else line[: m.start()]
+    at = textcuts.find_unescaped(line, "#")  # by str.find: a regex search of a MiB holds the loop
+    kept = line if at < 0 else line[:at]
     return kept.replace("\\#", "#").strip()
 
 

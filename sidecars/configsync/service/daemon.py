@@ -40,6 +40,7 @@ from sidecars.configsync.report.record import Recorder, Rejection, now_rfc3339
 from sidecars.configsync.service.installing import Installing
 from sidecars.configsync.settings import Settings
 from sidecars.protocol.configsync import ConfigOutcome
+from sidecars.runtime import offloop
 from sidecars.runtime.events import EventSink
 from sidecars.slurm import SlurmClient, daemons
 
@@ -58,6 +59,9 @@ def parse_seconds(value: str | None, default: float) -> float:
 
 
 class ConfigSync(Installing):
+    # given each set read from the sources, in the reading thread (main.py: the redactor's values)
+    learn_secrets: Callable[[FileSet], None] | None = None
+
     def __init__(
         self,
         settings: Settings,
@@ -158,7 +162,7 @@ class ConfigSync(Installing):
                 target_sha256=on_disk.short,
                 lkg_sha256=self.applied.files.short,
             )
-            self.target.swap(self.applied.files, self.applied.generation)
+            await offloop.whole(self.target.swap, self.applied.files, self.applied.generation)
         elif self.applied is None and self.settings.main_file in on_disk.files:
             # first run beside an existing config: it is what slurmctld runs on, so it is the baseline
             self.applied = Applied(0, now_rfc3339(), on_disk)
@@ -240,16 +244,21 @@ class ConfigSync(Installing):
 
     # ------------------------------------------------------------------ one change set
     def _read(self) -> FileSet | None:
+        """The sources' set, its secret values learnt (`learn_secrets`) before any text about it is
+        shown. In a thread (sync_once): a MiB read and its values are no work for the loop."""
         try:
-            return read_sources(self.settings.sources, self.settings.max_file_bytes)
+            files = read_sources(self.settings.sources, self.settings.max_file_bytes)
         except (OSError, SourceChanged) as exc:
             log.warning("sources_unreadable", error=str(exc))
             self.last_error = str(exc)
             return None
+        if self.learn_secrets is not None:
+            self.learn_secrets(files)
+        return files
 
     async def sync_once(self, *, startup: bool = False) -> None:
         seen = time.monotonic()
-        files = self._read()
+        files = await offloop.whole(offloop.in_lane, self._read)
         self._last_sources = files
         if files is None:
             self.pending = True

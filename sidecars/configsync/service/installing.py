@@ -55,17 +55,17 @@ class Installing(Reporting):
 
     async def _adopt(self, files: FileSet) -> None:
         assert self.applied is not None
-        self.target.swap(files, 1)
+        await offloop.whole(self.target.swap, files, 1)  # written and fsynced: off the loop
         self.applied = Applied(1, now_rfc3339(), files)
-        self.lkg.save(self.applied)
+        await offloop.whole(self.lkg.save, self.applied)
         self.ready = True
 
     async def _install(self, files: FileSet, seen: float, reason: str) -> None:
         generation = (self.applied.generation if self.applied else 0) + 1
-        self.target.swap(files, generation)
+        await offloop.whole(self.target.swap, files, generation)  # written and fsynced: off the loop
         old, self.applied = self.applied, Applied(generation, now_rfc3339(), files)
         self.forced = None
-        self.lkg.save(self.applied)
+        await offloop.whole(self.lkg.save, self.applied)
         self.ready = True
         self.pending = False
         self.rejected = None
@@ -138,9 +138,10 @@ class Installing(Reporting):
             self.applier.tail.path = Path(logfile) if logfile else None
         generation = self.applied.generation + 1
         # unverified until the outcome: a slurmctld restarted meanwhile gets the good set (stage.py)
-        self.target.swap(files, generation, unverified=True)
-        swapped = time.monotonic()
         try:
+            # written and fsynced off the loop; in the try: cancelled meanwhile, the good set goes back
+            await offloop.whole(self.target.swap, files, generation, unverified=True)
+            swapped = time.monotonic()
             if verdict.restart_required:
                 log.info("restarting_slurmctld", reasons=[str(r) for r in verdict.restart])
                 outcome = await self.applier.restart(old_conf, verdict.conf, before)
@@ -153,7 +154,7 @@ class Installing(Reporting):
             raise
         # the set stays only if it is still the one on disk: slurmctld may have (re)started meanwhile,
         # and config-guard then put the good set back, which is what slurmctld runs on now
-        kept = outcome.ok and self.target.verified()
+        kept = outcome.ok and await offloop.whole(self.target.verified)
         restored = self.target.take_restored()
         if not kept and (outcome.ok or restored is not None):
             outcome.ok = False

@@ -46,6 +46,7 @@ from sidecars.configsync.slurmdbd.apply import (
 from sidecars.configsync.slurmdbd.check import DbdValidator
 from sidecars.protocol.configsync import ConfigOutcome
 from sidecars.protocol.events import EventReason
+from sidecars.runtime import offloop
 from sidecars.runtime.events import EventSink
 from sidecars.slurm import SlurmClient, daemons
 
@@ -165,8 +166,9 @@ class DbdSync(ConfigSync):
         new, old = _endpoint(files), _endpoint(current)
         assert new is not None
         # unverified until slurmdbd answers on it; a config-sync that dies meanwhile puts it back at start
-        self.target.swap(files, generation, unverified=True)
         try:
+            # written and fsynced off the loop; in the try: cancelled meanwhile, the good set goes back
+            await offloop.whole(self.target.swap, files, generation, unverified=True)
             if verdict.restart_required:
                 log.info("restarting_slurmdbd", reasons=[str(r) for r in verdict.restart])
                 outcome = await self.dbd.restart(new, old)
@@ -177,9 +179,9 @@ class DbdSync(ConfigSync):
             raise
         finally:
             self.waiting_for_database = None
-        if outcome.ok and self.target.verified():
+        if outcome.ok and await offloop.whole(self.target.verified):
             previous, self.applied = self.applied, Applied(generation, now_rfc3339(), files)
-            self.lkg.save(self.applied)
+            await offloop.whole(self.lkg.save, self.applied)
             self.rejected = None
             self.pending = False
             self._backoff = 0.0

@@ -20,6 +20,7 @@ import aiohttp
 import structlog
 
 from sidecars.controlplane.http.plan_list import plans_of
+from sidecars.runtime import answers
 
 log = structlog.get_logger(__name__)
 
@@ -67,9 +68,8 @@ class ConfigFeed:
         async with session.get(f"{self.url}{path}", headers=self._headers) as r:
             if r.status != 200:
                 raise ValueError(f"{path}: HTTP {r.status}")
-            body = await r.content.read(MAX_ANSWER_BYTES + 1)
-            if len(body) > MAX_ANSWER_BYTES:
-                raise ValueError(f"{path}: answer larger than {MAX_ANSWER_BYTES} bytes")
+            # the whole answer (content.read(n) returns only what has arrived), or ValueError past the cap
+            body = await answers.body(r, MAX_ANSWER_BYTES)
             try:
                 return json.loads(body)
             except (UnicodeDecodeError, json.JSONDecodeError):

@@ -10,6 +10,7 @@ import aiohttp
 from sidecars.operator.client import ControlPlaneClient
 from sidecars.operator.status.report import SourceError
 from sidecars.operator.status.settings import StatusSettings
+from sidecars.runtime import answers
 
 
 def control_plane_client(settings: StatusSettings) -> ControlPlaneClient:
@@ -27,9 +28,11 @@ async def get_json(session: aiohttp.ClientSession, url: str, what: str) -> Any:
             if r.status in (401, 403):
                 raise SourceError(f"{what}: {url}: HTTP {r.status}: the token was refused")
             if r.status != 200:
-                raise SourceError(f"{what}: {url}: HTTP {r.status}: {(await r.text()).strip()[:200]}")
+                raise SourceError(f"{what}: {url}: HTTP {r.status}: {(await answers.text(r)).strip()[:200]}")
             try:
-                return await r.json(content_type=None)
+                return await answers.json_of(r)
+            except answers.AnswerTooLarge as exc:
+                raise SourceError(f"{what}: {url}: {exc}") from None
             except ValueError:
                 raise SourceError(f"{what}: {url}: the answer is not JSON") from None
     except (aiohttp.ClientError, TimeoutError) as exc:
