@@ -53,7 +53,7 @@ async def request_restart() -> None:
         log.warning("slurmrestd_cannot_be_stopped", request=str(STOP_REQUEST))
 
 
-class Drainer:
+class DrainedRestart:
     """Readiness for slurmrestd's pod, and the drained restart."""
 
     def __init__(

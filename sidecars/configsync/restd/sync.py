@@ -26,7 +26,7 @@ from sidecars.configsync.holds.rule import Change
 from sidecars.configsync.report.record import now_rfc3339
 from sidecars.configsync.restd import inflight
 from sidecars.configsync.restd.check import RestdValidator
-from sidecars.configsync.restd.drain import Drainer, RestartOutcome, Stop, request_restart
+from sidecars.configsync.restd.drain import DrainedRestart, RestartOutcome, Stop, request_restart
 from sidecars.configsync.service.daemon import ConfigSync
 from sidecars.configsync.settings import Settings
 from sidecars.protocol.configsync import ConfigOutcome
@@ -66,7 +66,7 @@ class RestdSync(ConfigSync):
         super().__init__(settings, client, registry, events, validator=validator, checkpoint=checkpoint)
         owner = settings.restd.uid if settings.restd.uid is not None and os.geteuid() == 0 else None
         self.target = Target(settings.target, checkpoint, mode=staged_mode, owner=owner)
-        self.drainer = Drainer(
+        self.drainer = DrainedRestart(
             replace(settings.restd, restart_timeout_seconds=settings.restart_timeout_seconds),
             stop=stop or request_restart,
             on_change=self._notify,
