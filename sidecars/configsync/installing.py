@@ -150,7 +150,9 @@ class Installing(Reporting):
                 old,
                 seen=seen,
                 phases=change_phases(seen, judged, swapped, verdict.dry_run, outcome.reconfigure_seconds),
-                reason="slurmctld restarted on it" if verdict.restart_required else _kept(outcome),
+                reason="; ".join(w for w in ("slurmctld restarted on it", _kept(outcome)) if w)
+                if verdict.restart_required
+                else _kept(outcome),
                 message=f"generation {generation} ({files.short}) applied"
                 + (" by restarting slurmctld" if verdict.restart_required else "")
                 + (f", forced by {forced['by']}: it {forced['why']}" if forced else ""),

@@ -269,14 +269,16 @@ class RunState:
             log.warning("node_state_unread", error=exc.message)
             return None
 
-    async def keep(self, held: Mapping[str, Held], returned: float) -> Kept:
+    async def keep(self, held: Mapping[str, Held], returned: float, *, watch: bool = False) -> Kept:
         """Right after the reconfigure returned (`returned`, monotonic): put back what was lost, read
-        it back, and with a DOWN held watch until `watch_seconds` after it, putting back again."""
+        it back, and with a DOWN held (or `watch`: after a restart, whose slurmds register with the
+        new slurmctld when they will) watch until `watch_seconds` after it, putting back again."""
         kept = Kept(held=len(held))
         self.last = kept
         if not held:
             return kept
-        watch_until = returned + (self.watch_seconds if any(h.down for h in held.values()) else 0.0)
+        watching = watch or any(h.down for h in held.values())
+        watch_until = returned + (self.watch_seconds if watching else 0.0)
         refused: set[tuple[str, ...]] = set()
         now = await self._read(held)
         while True:
