@@ -9,8 +9,10 @@ lost is printed. Without the put-back, they stay lost."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 
+import aiohttp
 import pytest
 
 from sidecars.devcluster import DevCluster
@@ -131,3 +133,27 @@ async def test_run_time_node_state_is_back_after_a_restart_classic(cluster: DevC
 @pytest.mark.per_release("what a restart wipes differs by release (docs/node-state.md's table)")
 async def test_run_time_node_state_is_back_after_a_restart_slinky(cluster: DevCluster) -> None:
     await state_kept_across_a_restart(cluster)
+
+
+# a restart on the saved state wipes what a reconfigure does (the measured table): a plan of a
+# change that needs one lists it too. Our reading of the table, the same on every release: one
+@pytest.mark.timeout(120)
+@pytest.mark.releases("slurm26")
+@pytest.mark.cluster(nodes=4)
+async def test_plan_lists_what_the_change_s_restart_would_wipe(cluster: DevCluster) -> None:
+    client = cluster.client()
+    await client.update_nodes(["n1"], AvailableFeatures="x,rt", ActiveFeatures="rt", Weight="77")
+    await client.drain(["n3"], ADMIN)  # kept by every release: not listed
+    await client.down(["n4"], DOWN)
+    token = "operator-token-for-the-node-state-plan-0123456789"
+    async with config_sync(cluster, operator_token=token) as sync:
+        files = bump_max_job_count(sync.good())
+        body = {"files": [{"name": n, "data": base64.b64encode(d).decode()} for n, d in files.items()]}
+        url = f"http://127.0.0.1:{sync.running.port}/v1/plan"
+        auth = {"Authorization": f"Bearer {token}"}
+        async with aiohttp.ClientSession() as s, s.post(url, json=body, headers=auth) as r:
+            assert r.status == 200, await r.text()
+            answer = await r.json()
+        assert answer["verdict"] == "restart-required", answer
+        assert answer["wipes"] == {"features": ["n1"], "weight": ["n1"], "down": ["n4"]}, answer
+        assert sync.target_sha() != set_sha(files)  # a plan changes nothing
