@@ -8,7 +8,9 @@ docs/node-state.md holds.
 
 The third word is what happens to slurmctld: `reconfigure` (the default), `restart` (`scontrol
 shutdown`, which saves its state, then a start on the same StateSaveLocation, as a container restart
-does) or `clean` (the same, with StateSaveLocation emptied before the start: a pod that lost it).
+does), `clean` (the same, with StateSaveLocation emptied before the start: a pod that lost it) or
+`takeover` (two controllers; `scontrol takeover` hands control to the backup, which reads the state
+the primary saved).
 
 Each run starts a dev cluster of four nodes, sets on them (as an admin or a tool would):
 n1 AvailableFeatures/ActiveFeatures, Weight, Comment, Extra, Gres (a count below the configured one)
@@ -23,6 +25,7 @@ shown), "refused" when `scontrol update` refused it, "n/a" when the release has 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import shutil
 import sys
@@ -132,7 +135,10 @@ async def measure(cluster: DevCluster, how: str = "reconfigure") -> dict[str, st
         want[row] = shown(before[node], keys)
     since = time.time()
     version = tuple(int(x) for x in cluster.release.version.split(".")[:2])
-    if how == "reconfigure":
+    if how == "takeover":
+        await cluster.takeover("ctld-b")
+        await registered_after(client, since, slurmd_restarts=False)
+    elif how == "reconfigure":
         await client.reconfigure()
         await registered_after(client, since, slurmd_restarts=version >= (23, 11))
     else:  # a restart leaves every slurmd running: it registers with the new slurmctld
@@ -159,6 +165,8 @@ async def one(release_name: str, shape: str, how: str) -> tuple[str, dict[str, s
     if release is None:
         raise SystemExit(f"release {release_name} unavailable: {missing}")
     spec = ClusterSpec(nodes=4, gpus=2, shape=shape, files={"topology.yaml": TOPOLOGY})
+    if how == "takeover":
+        spec = dataclasses.replace(spec, controllers=2, slurmctld_timeout_seconds=5)
     async with DevCluster(release, spec) as cluster:
         return release.version, await measure(cluster, how)
 
