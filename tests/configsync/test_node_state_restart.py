@@ -38,12 +38,14 @@ from tests.configsync.test_node_state_kept import (
     values,
 )
 
+READ_SECONDS = 5.0  # one read of the nodes: a down slurmctld is not waited out (the watch reads again)
+
 
 class RestartWatch(Watch):
     """`Watch`, through a restart: a read slurmctld does not answer (it is down) is skipped."""
 
     async def run(self, cluster: DevCluster, topology: bool) -> None:
-        client = cluster.client(timeout=5.0)
+        client = cluster.client(timeout=READ_SECONDS)
         while not self.stop.is_set():
             try:
                 nodes = await client.nodes_named(["n1", "n2", "n3", "n4"])

@@ -27,6 +27,7 @@ from tests.controlplane.reconcile.test_reconfigure_reassert import (
     EMPTY_TREE,
     INTERVAL_SECONDS,
     KEYS,
+    LOADED,
     PLACE,
     POLL_SECONDS,
     RACK,
@@ -37,6 +38,12 @@ from tests.fakekube import FakeKube
 from tests.helpers import eventually
 
 REFRESHED = "slurm_sidecars_fleet_refreshes_total"
+READ_SECONDS = 3.0  # the control plane fixture's Slurm client: its timeout, twice (its attempts)
+ASK_SECONDS = 5.0  # slurm.Controllers' ask_timeout_seconds: a candidate asked alone
+# a read that goes unanswered, then one that answers (or a takeover asked about), then the fleet
+# read it asks for; on a loaded machine 5-10x slower
+WAIT_SECONDS = LOADED * (2 * READ_SECONDS + ASK_SECONDS + POLL_SECONDS)
+HA = {"nodes": 1, "controllers": 2, "slurmctld_timeout_seconds": 5}
 
 
 # in-place topology is 25.05+: 26.05 shows what a restart loses
@@ -118,13 +125,15 @@ async def test_slurmctld_answering_again_reads_the_fleet_at_once(cluster: DevClu
         os.kill(pid, signal.SIGSTOP)
         try:
             # the client's timeout (3 s) and its retries, on a loaded machine
-            await eventually(lambda: watch.status()["unanswered"], within=60.0, what="an unanswered read")
+            await eventually(
+                lambda: watch.status()["unanswered"], within=WAIT_SECONDS, what="an unanswered read"
+            )
             reads = cp.sample(REFRESHED, result="ok")
         finally:
             os.kill(pid, signal.SIGCONT)
         let_go = time.monotonic()
-        await eventually(lambda: watch.status()["returns"], lambda n: n == 1, within=60.0)
-        await eventually(lambda: cp.sample(REFRESHED, result="ok"), lambda n: n > reads, within=60.0)
+        await eventually(lambda: watch.status()["returns"], lambda n: n == 1, within=WAIT_SECONDS)
+        await eventually(lambda: cp.sample(REFRESHED, result="ok"), lambda n: n > reads, within=WAIT_SECONDS)
         print(f"\nslurmctld answering again seen, the fleet read {time.monotonic() - let_go:.3f} s after")
         assert watch.booted == booted and watch.status()["seen"] == 0, watch.status()
 
@@ -145,7 +154,7 @@ def _follow(cluster: DevCluster) -> Callable[[ControlPlaneService], None]:
 # the client follows changing, whichever comes first, and the fleet read at once
 @pytest.mark.timeout(240)
 @pytest.mark.releases("slurm26")
-@pytest.mark.cluster(nodes=1, controllers=2, slurmctld_timeout_seconds=5)
+@pytest.mark.cluster(**HA)
 async def test_a_backup_taking_control_reads_the_fleet_at_once(cluster: DevCluster) -> None:
     async with control_plane(
         cluster,
@@ -160,9 +169,12 @@ async def test_a_backup_taking_control_reads_the_fleet_at_once(cluster: DevClust
         await cluster.takeover("ctld-b")  # returns once ctld-b serves
         in_control = time.monotonic()
         status = await eventually(
-            watch.status, lambda s: s["seen"] + s["returns"] >= 1, within=60.0, what="the takeover seen"
+            watch.status,
+            lambda s: s["seen"] + s["returns"] >= 1,
+            within=WAIT_SECONDS,
+            what="the takeover seen",
         )
-        await eventually(lambda: cp.sample(REFRESHED, result="ok"), lambda n: n > reads, within=60.0)
+        await eventually(lambda: cp.sample(REFRESHED, result="ok"), lambda n: n > reads, within=WAIT_SECONDS)
         window = time.monotonic() - in_control
         print(f"\nbefore: {booted}; the fleet read {window:.3f} s after ctld-b served; watch: {status}")
         if status["booted"] == booted:  # both started in one second: seen by the move of control alone
