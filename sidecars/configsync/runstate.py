@@ -15,7 +15,11 @@ that slurmd's registration (1.5 s after a 24.11/26.05 reconfigure, 3.7 s on 22.0
 with one held `keep` watches until `watch_seconds` (config-sync's registration wait) and puts it back
 again each time. Whatever Slurm set itself (a "Not responding" DOWN) is Slurm's to lift, never held.
 
-What is lost is also what `plan` says a change's reconfigure would wipe (`would_wipe`).
+A restart of slurmctld on its saved state loses the same (measured on every release and shape), so
+config-sync's restarts hold and keep it too, watching the whole registration window: the running
+slurmds register with the new controller when they will.
+
+What is lost is also what `plan` says a change's reconfigure (or restart) would wipe (`would_wipe`).
 """
 
 from __future__ import annotations
