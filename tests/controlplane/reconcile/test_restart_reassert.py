@@ -3,8 +3,9 @@ re-assert what they own then, not at the next fleet read (`--interval-seconds`, 
 
 - a restart (a change config-sync applies by one, a crash, a pod restart) loses the topology placed
   in place on 26.05 as a reconfigure does (docs/node-state.md): placed again at once;
-- 22.05 reconfigures in place and keeps its BOOT_TIME: the reconfigure is seen by sdiag's count of
-  REQUEST_RECONFIGURE RPCs, and the fleet is read at once (the writers run after that read).
+- 22.05 reconfigures in place and keeps its BOOT_TIME, and loses a classic node's run-time features:
+  the reconfigure is seen by sdiag's count of REQUEST_RECONFIGURE RPCs, and the GPU-domain features
+  placed from a Node's label are placed again at once.
 
 The window from slurmctld answering (or the reconfigure returning) until it is back is printed."""
 
@@ -19,9 +20,11 @@ import pytest
 
 from sidecars.controlplane.service import ControlPlaneService
 from sidecars.devcluster import DevCluster
+from sidecars.kube.gpudomain import CLIQUE_LABEL
 from sidecars.kube.topology import TopologySpec
 from sidecars.slurm import Controllers
 from tests.controlplane.conftest import control_plane
+from tests.controlplane.reconcile.test_gpu_domains import CLIQUE
 from tests.controlplane.reconcile.test_reconfigure_reassert import (
     BOUND_SECONDS,
     EMPTY_TREE,
@@ -80,31 +83,47 @@ async def test_the_topology_is_placed_again_as_soon_as_a_restarted_slurmctld_ans
         assert status["seen"] + status["returns"] >= 1, status
 
 
-# 22.05 alone reconfigures in place (a new slurmctld from 23.11: BOOT_TIME, the test above's file)
+# 22.05 alone reconfigures in place (a new slurmctld from 23.11: BOOT_TIME, the test above's file),
+# and loses a classic node's run-time features (docs/node-state.md): the GPU-domain features the
+# control plane places from a Node's NVLink clique label are placed again at once
 @pytest.mark.releases("slurm22")
 @pytest.mark.cluster(nodes=2)
-async def test_an_in_place_reconfigure_is_seen_on_22_05(cluster: DevCluster) -> None:
+async def test_an_in_place_reconfigure_is_seen_on_22_05(
+    cluster: DevCluster, fake_kube: tuple[FakeKube, str]
+) -> None:
+    fake, url = fake_kube
+    fake.serve_crds = True
+    fake.add_node("k1", labels={CLIQUE_LABEL: CLIQUE.removeprefix("nvlink-clique-")})
+    fake.add_pod("w1", hostname="n1", node_name="k1")
     client = cluster.client()
+
+    async def placed() -> bool:
+        n1 = await client.node("n1")
+        return n1 is not None and CLIQUE in n1.features
+
     async with control_plane(
-        cluster, interval_seconds=INTERVAL_SECONDS, reconfigure_poll_seconds=POLL_SECONDS
+        cluster,
+        url,
+        compute_domains=True,
+        interval_seconds=INTERVAL_SECONDS,
+        reconfigure_poll_seconds=POLL_SECONDS,
     ) as cp:
+        await eventually(lambda: cp.leading("gpu_features"), what="leader with Nodes and ComputeDomains")
+        await eventually(placed, what="the clique feature placed")
         watch = cp.plane.reconfigures
         booted = await eventually(lambda: watch.booted, what="slurmctld's start time read once")
         # a poll past the first: sdiag's count has its baseline
-        await eventually(lambda: cp.sample(REFRESHED, result="ok"), what="the first fleet read")
-        polled = await eventually(
-            lambda: watch.status()["polls"], lambda n: n >= 2, what="two polls of slurmctld"
-        )
-        assert polled >= 2 and watch.status()["in_place"] == 0, watch.status()
-        reads = cp.sample(REFRESHED, result="ok")
+        await eventually(lambda: watch.status()["polls"], lambda n: n >= 2, what="two polls of slurmctld")
+        assert watch.status()["in_place"] == 0, watch.status()
         await client.reconfigure()
         returned = time.monotonic()
-        await eventually(lambda: watch.status()["in_place"], lambda n: n == 1, within=BOUND_SECONDS)
-        # the fleet read it asks for, which the writers run after (the regular one is minutes away)
-        await eventually(lambda: cp.sample(REFRESHED, result="ok"), lambda n: n > reads, within=BOUND_SECONDS)
+        lost = await placed()  # False: the reconfigure took it, unless already placed again
+        await eventually(placed, within=BOUND_SECONDS, what="the clique feature placed again")
         window = time.monotonic() - returned
-        print(f"\n22.05 reconfigure seen and the fleet read {window:.3f} s after it returned")
-        assert watch.booted == booted and watch.status()["seen"] == 0, watch.status()  # BOOT_TIME kept
+        status = watch.status()
+        print(f"\nread right after the 22.05 reconfigure: placed={lost}; placed again {window:.3f} s after")
+        assert status["in_place"] == 1 and status["last"] == "reconfigured_in_place", status
+        assert watch.booted == booted and status["seen"] == 0, status  # BOOT_TIME kept
 
 
 # BOOT_TIME has 1-s resolution: a controller back in the second the one before started in (a quick
