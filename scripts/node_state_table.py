@@ -1,8 +1,16 @@
-"""Measure which node attributes set at run time (`scontrol update`) survive `scontrol reconfigure`,
-on real Slurm, per release and cluster shape, and print the table docs/node-state.md holds.
+"""Measure which node attributes set at run time (`scontrol update`) survive `scontrol reconfigure`
+or a slurmctld restart, on real Slurm, per release and cluster shape, and print the table
+docs/node-state.md holds.
 
     .venv/bin/python scripts/node_state_table.py                 # every release, both shapes
     .venv/bin/python scripts/node_state_table.py sid:slinky host:classic
+    .venv/bin/python scripts/node_state_table.py sid:classic:restart sid:classic:clean
+
+The third word is what happens to slurmctld: `reconfigure` (the default), `restart` (`scontrol
+shutdown`, which saves its state, then a start on the same StateSaveLocation, as a container restart
+does), `clean` (the same, with StateSaveLocation emptied before the start: a pod that lost it) or
+`takeover` (two controllers; `scontrol takeover` hands control to the backup, which reads the state
+the primary saved).
 
 Each run starts a dev cluster of four nodes, sets on them (as an admin or a tool would):
 n1 AvailableFeatures/ActiveFeatures, Weight, Comment, Extra, Gres (a count below the configured one)
@@ -17,7 +25,9 @@ shown), "refused" when `scontrol update` refused it, "n/a" when the release has 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
+import shutil
 import sys
 import time
 
@@ -97,7 +107,16 @@ async def registered_after(client: SlurmClient, since: float, slurmd_restarts: b
     raise TimeoutError(f"the nodes did not register within {REGISTER_SECONDS} s of the reconfigure")
 
 
-async def measure(cluster: DevCluster) -> dict[str, str]:
+async def restart(cluster: DevCluster, *, clean: bool) -> None:
+    await cluster.stop_slurmctld()
+    if clean:
+        state = cluster.dir / "state"
+        for path in state.iterdir():
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    await cluster.start_slurmctld()
+
+
+async def measure(cluster: DevCluster, how: str = "reconfigure") -> dict[str, str]:
     client = cluster.client(timeout=30.0)
     verdicts: dict[str, str] = {}
     want: dict[str, str] = {}
@@ -115,34 +134,49 @@ async def measure(cluster: DevCluster) -> dict[str, str]:
             continue
         want[row] = shown(before[node], keys)
     since = time.time()
-    await client.reconfigure()
     version = tuple(int(x) for x in cluster.release.version.split(".")[:2])
-    await registered_after(client, since, slurmd_restarts=version >= (23, 11))
+    if how == "takeover":
+        await cluster.takeover("ctld-b")
+        await registered_after(client, since, slurmd_restarts=False)
+    elif how == "reconfigure":
+        await client.reconfigure()
+        await registered_after(client, since, slurmd_restarts=version >= (23, 11))
+    else:  # a restart leaves every slurmd running: it registers with the new slurmctld
+        await restart(cluster, clean=how == "clean")
+        try:
+            await registered_after(client, since, slurmd_restarts=False)
+        except TimeoutError as exc:  # measured: a dynamic node without saved state is not known again
+            print(f"- note: {exc}", flush=True)
     await asyncio.sleep(SETTLE_SECONDS)
     after = await read(client)
     for row, value in want.items():
         node, _, keys = ROWS[row]
+        if node not in after:
+            verdicts[row] = "lost (the node is not known to slurmctld)"
+            continue
         now = shown(after[node], keys)
         verdicts[row] = "kept" if now == value else f"lost (set: {value}; after: {now})"
     return verdicts
 
 
-async def one(release_name: str, shape: str) -> tuple[str, dict[str, str]]:
+async def one(release_name: str, shape: str, how: str) -> tuple[str, dict[str, str]]:
     found, missing = await available_releases(build=True)
     release = next((r for r in found if r.name == release_name), None)
     if release is None:
         raise SystemExit(f"release {release_name} unavailable: {missing}")
     spec = ClusterSpec(nodes=4, gpus=2, shape=shape, files={"topology.yaml": TOPOLOGY})
+    if how == "takeover":
+        spec = dataclasses.replace(spec, controllers=2, slurmctld_timeout_seconds=5)
     async with DevCluster(release, spec) as cluster:
-        return release.version, await measure(cluster)
+        return release.version, await measure(cluster, how)
 
 
 async def main(argv: list[str]) -> None:
     wanted = argv or ["host:classic", "chroot:classic", "chroot:slinky", "sid:classic", "sid:slinky"]
     for item in wanted:
-        name, shape = item.split(":")
-        version, verdicts = await one(name, shape)
-        print(f"## Slurm {version}, {shape}", flush=True)
+        name, shape, how = [*item.split(":"), "reconfigure"][:3]
+        version, verdicts = await one(name, shape, how)
+        print(f"## Slurm {version}, {shape}, {how}", flush=True)
         for row, verdict in verdicts.items():
             print(f"- {row}: {verdict}", flush=True)
 

@@ -422,8 +422,11 @@ class Applier:
 
     async def restart(self, old: SlurmConf, new: SlurmConf, before: SlurmView) -> ApplyOutcome:
         """`scontrol shutdown`: slurmctld saves its state and exits; its container starts it again.
-        It is back when it answers with another BOOT_TIME (polling ping alone can miss a quick restart)."""
+        It is back when it answers with another BOOT_TIME (polling ping alone can miss a quick restart).
+        A restart loses the run-time node state a reconfigure does (docs/node-state.md): held before,
+        put back beside the verification, watched until every slurmd may have registered again."""
         self.tail.mark()
+        held = runstate.hold(before.nodes, old, new)
         booted = await self._boot_time() or before.config.get("boot_time")
         since = time.time()
         try:
@@ -445,6 +448,14 @@ class Applier:
                     controller_died=True,
                 )
             await asyncio.sleep(0.2)
-        outcome = await self.verify(old, new, before, wait=10.0, since=since, workers=False)
+        keeping = asyncio.ensure_future(self.runstate.keep(held, time.monotonic(), watch=True))
+        try:
+            outcome = await self.verify(old, new, before, wait=10.0, since=since, workers=False)
+            if outcome.ok:
+                outcome.kept = await keeping
+        finally:
+            keeping.cancel()  # a no-op once it ended
+            await asyncio.gather(keeping, return_exceptions=True)  # its end collected, whatever it was
         outcome.took_request = True
+        outcome.held = held
         return outcome

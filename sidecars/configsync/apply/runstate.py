@@ -15,7 +15,11 @@ that slurmd's registration (1.5 s after a 24.11/26.05 reconfigure, 3.7 s on 22.0
 with one held `keep` watches until `watch_seconds` (config-sync's registration wait) and puts it back
 again each time. Whatever Slurm set itself (a "Not responding" DOWN) is Slurm's to lift, never held.
 
-What is lost is also what `plan` says a change's reconfigure would wipe (`would_wipe`).
+A restart of slurmctld on its saved state loses the same (measured on every release and shape), so
+config-sync's restarts hold and keep it too, watching the whole registration window: the running
+slurmds register with the new controller when they will.
+
+What is lost is also what `plan` says a change's reconfigure (or restart) would wipe (`would_wipe`).
 """
 
 from __future__ import annotations
@@ -269,14 +273,16 @@ class RunState:
             log.warning("node_state_unread", error=exc.message)
             return None
 
-    async def keep(self, held: Mapping[str, Held], returned: float) -> Kept:
+    async def keep(self, held: Mapping[str, Held], returned: float, *, watch: bool = False) -> Kept:
         """Right after the reconfigure returned (`returned`, monotonic): put back what was lost, read
-        it back, and with a DOWN held watch until `watch_seconds` after it, putting back again."""
+        it back, and with a DOWN held (or `watch`: after a restart, whose slurmds register with the
+        new slurmctld when they will) watch until `watch_seconds` after it, putting back again."""
         kept = Kept(held=len(held))
         self.last = kept
         if not held:
             return kept
-        watch_until = returned + (self.watch_seconds if any(h.down for h in held.values()) else 0.0)
+        watching = watch or any(h.down for h in held.values())
+        watch_until = returned + (self.watch_seconds if watching else 0.0)
         refused: set[tuple[str, ...]] = set()
         now = await self._read(held)
         while True:

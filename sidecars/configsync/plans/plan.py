@@ -156,7 +156,8 @@ async def make_plan(
     restart = tuple(hide.text(str(r)) for r in verdict.restart)
     if not verdict.ok:
         return Plan("refused", candidate.sha256, live_sha, reason=hide.text(verdict.reason), **common)
-    if fleet is not None and verdict.conf is not None and not verdict.restart:
+    # a restart on the saved state wipes what a reconfigure does (measured, docs/node-state.md)
+    if fleet is not None and verdict.conf is not None:
         common["wipes"] = would_wipe(fleet[0], fleet[1], verdict.conf)
     jobs = {j: hide.text(why) for j, why in verdict.jobs.items()}
     risk = hide.text(JobRisk(verdict.jobs).describe()) if jobs else ""

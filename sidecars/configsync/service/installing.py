@@ -188,7 +188,9 @@ class Installing(Reporting):
                     None if verdict.dry_run is None else verdict.dry_run.seconds,
                     outcome.reconfigure_seconds,
                 ),
-                reason="slurmctld restarted on it" if verdict.restart_required else _kept(outcome),
+                reason="; ".join(w for w in ("slurmctld restarted on it", _kept(outcome)) if w)
+                if verdict.restart_required
+                else _kept(outcome),
                 message=f"generation {generation} ({files.short}) applied"
                 + (" by restarting slurmctld" if verdict.restart_required else "")
                 + (f", forced by {forced['by']}: it {forced['why']}" if forced else ""),

@@ -9,6 +9,19 @@ second (measured on 26.05; 22.05 reconfigures in place and keeps it): asked ever
 The fleet is then read at the fast interval until the next regular read would have come: the new
 slurmctld may not answer the first read, and a writer may skip a round (a lapsed Lease under load).
 A reconfigure by anyone (config-sync, an admin, a restarted controller) is seen the same way.
+
+A restart of slurmctld (config-sync applying a change that needs one, a crash, a pod restart) loses
+what a reconfigure loses, and a backup taking control loses Weight and an admin's DOWN (measured,
+docs/node-state.md). Each is a slurmctld of its own: a new BOOT_TIME, mostly. Two ways back that
+BOOT_TIME can miss are watched as well, as it has 1-s resolution: a controller restarted, or a
+standby that took control, that started in the same second as the one before (two controllers
+started together do). So slurmctld answering again after reads it did not answer, or another
+controller in control (`SlurmctldHost` more than once: each poll also asks who is, a `scontrol
+ping` and the candidate asked alone when it is not the one known, slurm/primary.py), counts as its
+coming back. 22.05 reconfigures in place and keeps its BOOT_TIME: there `sdiag`'s count of
+REQUEST_RECONFIGURE RPCs is read too (measured on 22.05.8: it rises by one per `scontrol
+reconfigure`, within a poll; `sdiag --reset` sets it back, taken as a new baseline). A reconfigure by
+SIGHUP is no RPC and is not seen that way: the writers put back at the next fleet read.
 """
 
 from __future__ import annotations
@@ -25,6 +38,11 @@ from sidecars.slurm import SlurmClient, SlurmError
 log = structlog.get_logger(__name__)
 
 
+# 22.05 reconfigures in place (same BOOT_TIME); from 23.11 a reconfigure is a new slurmctld
+IN_PLACE_BEFORE = (23, 11)
+RECONFIGURE_RPC = "REQUEST_RECONFIGURE"
+
+
 class ReconfigureWatch:
     def __init__(self, client: SlurmClient, *, seconds: float, on_seen: Callable[[], None]) -> None:
         self._client = client
@@ -32,23 +50,73 @@ class ReconfigureWatch:
         self._on_seen = on_seen
         self.booted: str | None = None  # slurmctld's BOOT_TIME as last read; None before a read
         self.seen = 0  # how many new BOOT_TIMEs were seen (the first read is not one)
-        self.seen_at: float | None = None  # monotonic, the last one
+        self.seen_at: float | None = None  # monotonic, the last one (of any kind)
+        self.returns = 0  # slurmctld back after unanswered reads, or another controller in control
+        self.in_place = 0  # 22.05 reconfigures seen by sdiag's RPC count
+        self.polls = 0  # reads slurmctld answered
+        self.unanswered = 0  # reads it did not
+        self.last_why: str | None = None  # what the last one seen was
+        self._unanswered = False  # the last read went unanswered
+        self._in_control: str | None = None  # the controller the client follows, as last read
+        self._rpcs: int | None = None  # sdiag's REQUEST_RECONFIGURE count as last read (22.05)
+        self._counts: bool | None = None  # whether this release needs the count; None: not asked yet
+
+    async def _reconfigured_in_place(self) -> bool:
+        """22.05: whether sdiag's REQUEST_RECONFIGURE count rose since the last read."""
+        if self._counts is None:
+            self._counts = not (await self._client.version()).at_least(*IN_PLACE_BEFORE)
+        if not self._counts:
+            return False
+        count = (await self._client.sdiag_rpcs()).get(RECONFIGURE_RPC, 0)
+        rose = self._rpcs is not None and count > self._rpcs
+        self._rpcs = count  # a lower one is a reset (`sdiag --reset`): the new baseline
+        return rose
 
     async def check(self) -> bool:
-        """Read BOOT_TIME once; True (and the callback called) when it moved since the last read."""
+        """Read BOOT_TIME once (and, on 22.05, sdiag's count); True (and the callback called) when
+        slurmctld is a new one, came back, or reconfigured in place since the last read."""
         try:
             booted = (await self._client.boot_time()).booted  # the client's timeout: a loaded one is slow
         except SlurmError:
-            return False  # unanswered now: the next read that answers compares with the last one
-        moved = booted is not None and self.booted is not None and booted != self.booted
+            self._unanswered = True  # the next read that answers compares with the last one
+            self.unanswered += 1
+            return False
+        try:
+            in_place = await self._reconfigured_in_place()
+        except SlurmError as exc:  # BOOT_TIME answered: this one's answer is only missed this round
+            log.debug("sdiag_unread", error=exc.message)
+            in_place = False
+        self.polls += 1
+        ctl = self._client.controllers
+        if ctl is not None:  # several controllers: who is in control now (a ping; slurm/primary.py)
+            try:
+                await self._client.follow()
+            except SlurmError as exc:
+                log.debug("slurmctld_follow_failed", error=exc.message)
+        in_control = ctl.primary if ctl is not None else None
+        moved = in_control is not None and self._in_control is not None and in_control != self._in_control
+        why = None
+        if booted is not None and self.booted is not None and booted != self.booted:
+            why = "new_slurmctld"
+            self.seen += 1
+        elif self.booted is not None and (self._unanswered or moved):
+            # the same BOOT_TIME second: control moved, or a read went unanswered meanwhile
+            why = "control_moved" if moved else "came_back"
+            self.returns += 1
+        elif in_place:
+            why = "reconfigured_in_place"
+            self.in_place += 1
         if booted is not None:
             self.booted = booted
-        if moved:
-            self.seen += 1
-            self.seen_at = time.monotonic()
-            log.info("slurmctld_reconfigure_seen", booted=booted)
-            self._on_seen()
-        return moved
+        self._unanswered = False
+        self._in_control = in_control or self._in_control
+        if why is None:
+            return False
+        self.seen_at = time.monotonic()
+        self.last_why = why
+        log.info("slurmctld_reconfigure_seen", booted=booted, why=why, in_control=in_control)
+        self._on_seen()
+        return True
 
     def recent(self, seconds: float) -> bool:
         """Whether a reconfigure was seen within the last `seconds`."""
@@ -60,4 +128,13 @@ class ReconfigureWatch:
             await asyncio.sleep(self._seconds)
 
     def status(self) -> dict[str, Any]:
-        return {"booted": self.booted, "seen": self.seen, "poll_seconds": self._seconds}
+        return {
+            "booted": self.booted,
+            "seen": self.seen,
+            "returns": self.returns,
+            "in_place": self.in_place,
+            "polls": self.polls,
+            "unanswered": self.unanswered,
+            "last": self.last_why,
+            "poll_seconds": self._seconds,
+        }

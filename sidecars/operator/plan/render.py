@@ -53,7 +53,7 @@ def render(plan: dict[str, Any]) -> str:
         out.append("")
     if plan.get("wipes"):
         out += [
-            "### Run-time node state its reconfigure would wipe (config-sync puts it back)",
+            "### Run-time node state its reconfigure or restart would wipe (config-sync puts it back)",
             "",
             "| attribute | nodes |",
             "|---|---|",
