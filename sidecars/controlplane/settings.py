@@ -294,7 +294,8 @@ class ControlPlaneSettings:
     fast_interval_seconds: float = setting(
         default=0.25, conv=seconds(), help="read interval while a drain is in progress"
     )
-    # one RPC each (`scontrol show config`); 23.11+ only (22.05 reconfigures in place, same BOOT_TIME)
+    # one RPC each (`scontrol show config`); on releases before 23.11, which reconfigure in place with
+    # the same BOOT_TIME, `sdiag`'s count of reconfigure requests too (fleet/reconfigures.py)
     reconfigure_poll_seconds: float = setting(
         default=1.0,
         conv=seconds(zero_ok=True),
