@@ -24,7 +24,7 @@ from sidecars.cli import self_argv
 from sidecars.controlplane.http.config_feed import ConfigFeed
 from sidecars.demo.stack import DemoStack
 from sidecars.devcluster import Release
-from sidecars.runtime import http, process
+from sidecars.runtime import http, process, waits
 from tests.web.cdp import Page, chromium
 from tests.web.fleet import VIEWER, node, served
 
@@ -138,14 +138,16 @@ def _a_plan(**over: Any) -> dict[str, Any]:
 @contextlib.asynccontextmanager
 async def stand_in(answers: dict[str, Any]) -> AsyncIterator[str]:
     """config-sync's read-only routes, answering what `answers` holds now (bytes as they are;
-    a float: that many seconds late; missing: 404)."""
+    a float: that many seconds late; missing: 404). A late answer still pending when the block ends is
+    given at once: the server's close would otherwise cancel its handler and not wait for it."""
+    closing = asyncio.Event()
 
     async def handler(request: web.Request) -> web.StreamResponse:
         answer = answers.get(request.path)
         if answer is None:
             raise web.HTTPNotFound()
         if isinstance(answer, float):
-            await asyncio.sleep(answer)
+            await waits.until_set(closing, answer)
             answer = {}
         body = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
         return web.Response(body=body, content_type="application/json")
@@ -153,7 +155,10 @@ async def stand_in(answers: dict[str, Any]) -> AsyncIterator[str]:
     app = web.Application()
     app.router.add_get("/{tail:.*}", handler)
     async with http.serve(app, "127.0.0.1", 0) as port:
-        yield f"http://127.0.0.1:{port}"
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            closing.set()
 
 
 async def _note(page: Page, expected: str) -> str:

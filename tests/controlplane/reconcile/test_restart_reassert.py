@@ -64,7 +64,7 @@ async def test_the_topology_is_placed_again_as_soon_as_a_restarted_slurmctld_ans
     async with control_plane(
         cluster,
         url,
-        topology=TopologySpec(KEYS),
+        topology={"spec": TopologySpec(KEYS)},
         interval_seconds=INTERVAL_SECONDS,
         reconfigure_poll_seconds=POLL_SECONDS,
     ) as cp:
@@ -104,7 +104,7 @@ async def test_an_in_place_reconfigure_is_seen_on_22_05(
     async with control_plane(
         cluster,
         url,
-        compute_domains=True,
+        gpu={"compute_domains": True},
         interval_seconds=INTERVAL_SECONDS,
         reconfigure_poll_seconds=POLL_SECONDS,
     ) as cp:
