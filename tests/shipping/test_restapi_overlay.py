@@ -60,6 +60,11 @@ def test_the_service_keeps_an_endpoint_while_a_replica_drains() -> None:
     service = find(render(OVERLAY), "Service", "slurmrestd")
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
     assert not service["spec"].get("publishNotReadyAddresses")  # not ready means out of the endpoints
+    # and the replicas drain one at a time: the turn is a Lease the overlay ships, so that config-sync
+    # needs no right to create one (its rights: test_security_manifests)
+    turn = flag_value(list(by_name["config-sync"]["command"]), "--restd-turn-lease")
+    lease = find(render(OVERLAY), "Lease", str(turn))
+    assert lease["metadata"]["namespace"] == "slurm" and lease["spec"] == {}
     probe = by_name["config-sync"]["readinessProbe"]["exec"]["command"]
     assert probe[:3] == ["slurm-sidecars", "probe", "readyz"]
     assert flag_value(probe, "--url") == "http://127.0.0.1:9102"
