@@ -1,0 +1,102 @@
+"""The turn's Lease itself (restd/turns.py) against the fake API server, without Slurm: created where
+the manifest did not ship it, held by one replica while the other waits with the holder named, handed
+back on leaving; an API that refuses (403) leaves the turn waiting with the reason, never raises."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+
+from sidecars.configsync.restd.turns import FREE, HOLDING, WAITING, Turns
+from sidecars.kube import KubeClient, KubeRetry
+from sidecars.runtime.waits import within
+from tests.fakekube import FakeKube, configuration
+
+NAMESPACE, LEASE = "slurm", "slurmrestd-turn"
+WAIT_SECONDS = 60.0  # generous: a loaded machine
+
+
+@contextlib.asynccontextmanager
+async def _turns(url: str, fake: FakeKube, identity: str) -> AsyncIterator[Turns]:
+    token = f"token-{identity}"
+    fake.tokens.add(token)
+    retry = KubeRetry(attempts=2, initial_wait=0.01, max_wait=0.05)
+    async with KubeClient(configuration(url, token), retry=retry) as kube:
+        yield Turns(kube, NAMESPACE, LEASE, identity, lease_seconds=30.0, poll_seconds=0.05)
+
+
+class Seen:
+    """What each notification showed; `until` waits for one (no polling of the state)."""
+
+    def __init__(self, turns: Turns) -> None:
+        self.turns = turns
+        self.changed = asyncio.Event()
+
+    async def notify(self) -> None:
+        self.changed.set()
+
+    async def until(self, ok: Callable[[Turns], bool]) -> None:
+        async def wait() -> None:
+            while not ok(self.turns):
+                self.changed.clear()
+                await self.changed.wait()
+
+        await within(wait(), WAIT_SECONDS)
+
+
+async def test_one_holds_the_turn_the_other_waits_naming_it(fake_kube: tuple[FakeKube, str]) -> None:
+    fake, url = fake_kube
+    async with _turns(url, fake, "restd-a") as a, _turns(url, fake, "restd-b") as b:
+        seen_a, seen_b = Seen(a), Seen(b)
+        async with a.turn(seen_a.notify):
+            # no Lease shipped: created once, then taken
+            assert fake.leases[(NAMESPACE, LEASE)]["spec"]["holderIdentity"] == "restd-a"
+            assert a.view() == {"lease": LEASE, "state": HOLDING, "holder": "restd-a", "error": None}
+            took = asyncio.Event()
+
+            async def b_turn() -> None:
+                async with b.turn(seen_b.notify):
+                    took.set()
+
+            waiting = asyncio.create_task(b_turn())
+            try:
+                await seen_b.until(lambda t: t.state == WAITING)
+                assert b.view() == {"lease": LEASE, "state": WAITING, "holder": "restd-a", "error": None}
+                assert not took.is_set()
+            except BaseException:
+                waiting.cancel()
+                raise
+        assert a.state == FREE
+        await within(waiting, WAIT_SECONDS)  # a handed it back: b took it at once, and left
+        assert took.is_set() and b.state == FREE
+        spec = fake.leases[(NAMESPACE, LEASE)]["spec"]
+        assert spec.get("holderIdentity") is None and spec["leaseTransitions"] == 2, spec
+
+
+async def test_an_api_that_refuses_leaves_the_turn_waiting_with_the_reason(
+    fake_kube: tuple[FakeKube, str],
+) -> None:
+    fake, url = fake_kube
+    async with _turns(url, fake, "restd-a") as a:
+        seen = Seen(a)
+        fake.blocked.add("token-restd-a")  # e.g. an account without the rights on the Lease
+        took = asyncio.Event()
+
+        async def turn() -> None:
+            async with a.turn(seen.notify):
+                took.set()
+
+        task = asyncio.create_task(turn())
+        try:
+            await seen.until(lambda t: t.error is not None)
+            assert a.state == WAITING and not took.is_set()
+            assert LEASE in str(a.error) and "403" in str(a.error), a.error
+            fake.blocked.clear()
+            await within(task, WAIT_SECONDS)
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        assert took.is_set() and a.view() == {"lease": LEASE, "state": FREE, "holder": None, "error": None}
