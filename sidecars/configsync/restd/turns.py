@@ -144,24 +144,28 @@ class Turns:
 
     async def _renew(self) -> None:
         """Every third of the turn's duration while it is held: a long drain keeps it."""
-        while True:
+        while self._held is not None:
             await asyncio.sleep(self.lease_seconds / 3)
-            held = self._held
-            if held is None:
-                return
             try:
-                self._held = await self._kube.update_lease(replace(held, renew_time=dt.datetime.now(dt.UTC)))
-            except LeaseConflict:
-                record = await self._kube.get_lease(self.namespace, self.name)
-                if record is None or record.holder != self.identity:
-                    # taken by another replica: this one was frozen past the duration. Its drain
-                    # goes on (stopping halfway would drop more); said loudly
-                    self._held = None
-                    log.warning("restd_turn_lost", lease=self.name, holder=record and record.holder)
-                    return
-                self._held = record
-            except Exception as exc:
+                await self._renew_once()
+            except Exception as exc:  # tried again at the next third; the turn lasts its duration
                 log.warning("restd_turn_renew_failed", lease=self.name, error=str(exc))
+
+    async def _renew_once(self) -> None:
+        held = self._held
+        if held is None:
+            return
+        try:
+            self._held = await self._kube.update_lease(replace(held, renew_time=dt.datetime.now(dt.UTC)))
+        except LeaseConflict:
+            record = await self._kube.get_lease(self.namespace, self.name)
+            if record is None or record.holder != self.identity:
+                # taken by another replica: this one was frozen past the duration. Its drain goes
+                # on (stopping halfway would drop more); said loudly
+                self._held = None
+                log.warning("restd_turn_lost", lease=self.name, holder=record and record.holder)
+                return
+            self._held = record
 
     async def _release(self) -> None:
         """Hand the turn back (guarded: only the record this replica wrote), so the next takes it now."""

@@ -12,6 +12,7 @@ from sidecars.configsync.restd.turns import FREE, HOLDING, WAITING, Turns
 from sidecars.kube import KubeClient, KubeRetry
 from sidecars.runtime.waits import within
 from tests.fakekube import FakeKube, configuration
+from tests.helpers import eventually
 
 NAMESPACE, LEASE = "slurm", "slurmrestd-turn"
 WAIT_SECONDS = 60.0  # generous: a loaded machine
@@ -100,3 +101,42 @@ async def test_an_api_that_refuses_leaves_the_turn_waiting_with_the_reason(
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         assert took.is_set() and a.view() == {"lease": LEASE, "state": FREE, "holder": None, "error": None}
+
+
+RENEWED_TURN_SECONDS = 6.0  # renewed every 2 s: 4 s of margin for a loaded loop
+RENEWAL = ("update", "leases", "token-restd-a", 200)
+RENEWALS = 3  # 6 s held: a whole duration past the record the waiting replica saw first
+
+
+async def _hold(turns: Turns, seen: Seen) -> None:
+    async with turns.turn(seen.notify):
+        pass
+
+
+async def test_a_held_turn_is_renewed_and_not_passed_by(fake_kube: tuple[FakeKube, str]) -> None:
+    """A turn held past its duration (a long drain) is renewed every third of it: the waiting replica
+    sees it change, and does not take it."""
+    fake, url = fake_kube
+    async with _turns(url, fake, "restd-a") as a, _turns(url, fake, "restd-b") as b:
+        a.lease_seconds = b.lease_seconds = RENEWED_TURN_SECONDS
+        seen_b = Seen(b)
+        async with a.turn(Seen(a).notify):
+            waiting = asyncio.create_task(_hold(b, seen_b))
+            try:
+                await seen_b.until(lambda t: t.state == WAITING)
+                since = len(fake.requests)
+
+                def renewals() -> int:
+                    return sum(
+                        1 for r in fake.requests[since:] if (r.verb, r.resource, r.token, r.status) == RENEWAL
+                    )
+
+                await eventually(renewals, lambda n: n >= RENEWALS, within=WAIT_SECONDS, what="renewals")
+                # held for a whole duration past what b saw first: renewed, never passed by
+                assert b.state == WAITING and b.holder == "restd-a"
+                assert fake.leases[(NAMESPACE, LEASE)]["spec"]["holderIdentity"] == "restd-a"
+            except BaseException:
+                waiting.cancel()
+                raise
+        await within(waiting, WAIT_SECONDS)
+        assert b.state == FREE
