@@ -9,6 +9,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 
 from sidecars.configsync.restd.turns import FREE, HOLDING, WAITING, Turns
+from sidecars.configsync.settings import DrainSettings
 from sidecars.kube import KubeClient, KubeRetry
 from sidecars.runtime.waits import within
 from tests.fakekube import FakeKube, configuration
@@ -16,6 +17,8 @@ from tests.helpers import eventually
 
 NAMESPACE, LEASE = "slurm", "slurmrestd-turn"
 WAIT_SECONDS = 60.0  # generous: a loaded machine
+DEFAULTS = DrainSettings()
+POLL_SECONDS = DEFAULTS.poll_seconds  # the drain's own poll: the tests need not wait a second a read
 
 
 @contextlib.asynccontextmanager
@@ -24,7 +27,8 @@ async def _turns(url: str, fake: FakeKube, identity: str) -> AsyncIterator[Turns
     fake.tokens.add(token)
     retry = KubeRetry(attempts=2, initial_wait=0.01, max_wait=0.05)
     async with KubeClient(configuration(url, token), retry=retry) as kube:
-        yield Turns(kube, NAMESPACE, LEASE, identity, lease_seconds=30.0, poll_seconds=0.05)
+        lease = DEFAULTS.turn_lease_seconds
+        yield Turns(kube, NAMESPACE, LEASE, identity, lease_seconds=lease, poll_seconds=POLL_SECONDS)
 
 
 class Seen:

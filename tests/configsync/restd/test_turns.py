@@ -17,6 +17,7 @@ import pytest
 
 from sidecars.configsync.restd.drain import DrainedRestart
 from sidecars.configsync.restd.turns import HOLDING, WAITING, Turns
+from sidecars.configsync.settings import DrainSettings
 from sidecars.devcluster import DevCluster
 from sidecars.devcluster import restd as devrestd
 from sidecars.kube import KubeClient, KubeRetry
@@ -40,7 +41,8 @@ async def _turns(url: str, fake: FakeKube, identity: str, **kw: Any) -> AsyncIte
     fake.tokens.add(token)
     retry = KubeRetry(attempts=3, initial_wait=0.01, max_wait=0.05)
     async with KubeClient(configuration(url, token), retry=retry) as kube:
-        yield Turns(kube, NAMESPACE, LEASE, identity, lease_seconds=TURN_SECONDS, poll_seconds=0.1, **kw)
+        poll = DrainSettings().poll_seconds  # the drain's own poll: no second lost at each read
+        yield Turns(kube, NAMESPACE, LEASE, identity, lease_seconds=TURN_SECONDS, poll_seconds=poll, **kw)
 
 
 class Readiness:
