@@ -7,13 +7,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
+import pytest
+
+from sidecars.configsync.main import restd_turns
 from sidecars.configsync.restd.turns import FREE, HOLDING, WAITING, Turns
-from sidecars.configsync.settings import DrainSettings
+from sidecars.configsync.settings import DrainSettings, Settings
 from sidecars.kube import KubeClient, KubeRetry
+from sidecars.runtime.settings import ConfigError
 from sidecars.runtime.waits import within
-from tests.fakekube import FakeKube, configuration
+from tests.fakekube import FakeKube, configuration, write_kubeconfig
 from tests.helpers import eventually
+from tests.settings import build
 
 NAMESPACE, LEASE = "slurm", "slurmrestd-turn"
 WAIT_SECONDS = 60.0  # generous: a loaded machine
@@ -144,3 +150,29 @@ async def test_a_held_turn_is_renewed_and_not_passed_by(fake_kube: tuple[FakeKub
                 raise
         await within(waiting, WAIT_SECONDS)
         assert b.state == FREE
+
+
+async def test_the_flag_takes_the_turn_as_this_pod_or_refuses_to_start_without_kubernetes(
+    fake_kube: tuple[FakeKube, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """config-sync's start (main.restd_turns): the Lease named by --restd-turn-lease, in $POD_NAMESPACE,
+    under $POD_NAME; no Kubernetes to hold it in is a configuration error (exit 2), not "no turns";
+    without the flag, or for another daemon, nothing is loaded."""
+    fake, url = fake_kube
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("POD_NAME", "slurmrestd-7f9c-x2")
+    monkeypatch.setenv("POD_NAMESPACE", "hpc")
+    restd = DrainSettings(turn_lease=LEASE)
+    settings = build(Settings, daemon="slurmrestd", restd=restd)
+    async with contextlib.AsyncExitStack() as stack:
+        assert await restd_turns(build(Settings, daemon="slurmrestd"), stack) is None
+        assert await restd_turns(build(Settings, daemon="slurmctld", restd=restd), stack) is None
+        monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+        with pytest.raises(ConfigError, match="--restd-turn-lease slurmrestd-turn: no Kubernetes API"):
+            await restd_turns(settings, stack)
+        monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kubeconfig", url)))
+        turns = await restd_turns(settings, stack)
+        assert turns is not None
+        assert (turns.namespace, turns.name, turns.identity) == ("hpc", LEASE, "slurmrestd-7f9c-x2")
+        async with turns.turn(Seen(turns).notify):
+            assert fake.leases[("hpc", LEASE)]["spec"]["holderIdentity"] == "slurmrestd-7f9c-x2"
