@@ -2,6 +2,8 @@
 the JWT key from its Secret, judged (check.py), staged 0400 (slurmrestd's user runs config-sync in its
 pod, so it owns what is staged and alone may read it: Slurm refuses a key others can read), and applied
 by a drained restart (drain.py): not ready, the open connections waited out, then slurmrestd restarted.
+With a turn (turns.py, --restd-turn-lease) the replicas do it one at a time: the change waits, pending,
+until this replica holds the turn, and nothing is staged before.
 
 The rest is config-sync's own: the sources read and hashed, the atomic swap with its unverified marker,
 the last known good set under --state-dir, history, metrics, Events, /status. A set counts once a new
