@@ -69,14 +69,17 @@ class Turns:
     @contextlib.asynccontextmanager
     async def turn(self, notify: Notify) -> AsyncIterator[None]:
         """Wait for the turn (`notify` each time what /status shows changes), hold it for the block."""
-        await self._take(notify)
-        renewing = asyncio.create_task(self._renew(), name="restd-turn-renew")
+        renewing: asyncio.Task[None] | None = None
         try:
+            await self._take(notify)
+            renewing = asyncio.create_task(self._renew(), name="restd-turn-renew")
             yield
         finally:
-            renewing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewing
+            # also when stopped while taking it (cancelled right after the Lease was written)
+            if renewing is not None:
+                renewing.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await renewing
             # bounded: a stalled API server must not hold the sync loop; the turn expires anyway
             with contextlib.suppress(TimeoutError):
                 await within(self._release(), self.lease_seconds)
