@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ from sidecars.configsync.holds import HoldRule
 from sidecars.configsync.judge.validate import Judge
 from sidecars.configsync.plans.api import PlanEndpoint, add_routes
 from sidecars.configsync.restd.sync import RestdSync
+from sidecars.configsync.restd.turns import Turns
 from sidecars.configsync.service.daemon import ConfigSync
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.slurmdbd.apply import Stop
@@ -32,6 +34,7 @@ from sidecars.runtime.events import EventSink, LogEventSink, RedactingEventSink
 from sidecars.runtime.http import DaemonHTTP, bearer_required, serve
 from sidecars.runtime.looplag import LoopLag
 from sidecars.runtime.redact import BOUND, Redactor
+from sidecars.runtime.settings import ConfigError
 from sidecars.runtime.tasks import RootTasks, until_stopped
 from sidecars.runtime.waits import until_set, within
 from sidecars.slurm import SlurmClient, daemons
@@ -67,6 +70,7 @@ async def running(
     watch_files: bool = True,
     dbd_stop: Stop | None = None,
     restd_stop: Stop | None = None,
+    restd_turns: Turns | None = None,
     hold_rules: Sequence[HoldRule] | None = None,
 ) -> AsyncIterator[Running]:
     """The whole daemon for the duration of the block: HTTP first (probes say "not ready" until the
@@ -83,7 +87,9 @@ async def running(
     if settings.daemon == daemons.SLURMDBD:
         service: ConfigSync = DbdSync(settings, client, registry, sink, stop=dbd_stop, checkpoint=checkpoint)
     elif settings.daemon == daemons.SLURMRESTD:
-        service = restd = RestdSync(settings, client, registry, sink, stop=restd_stop, checkpoint=checkpoint)
+        service = restd = RestdSync(
+            settings, client, registry, sink, stop=restd_stop, checkpoint=checkpoint, turns=restd_turns
+        )
     else:
         service = ConfigSync(
             settings,
@@ -181,12 +187,39 @@ async def running(
             structlog.contextvars.reset_contextvars(**bound)
 
 
+async def restd_turns(settings: Settings, stack: contextlib.AsyncExitStack) -> Turns | None:
+    """With --restd-turn-lease: the turn among slurmrestd's replicas, held in this namespace's Lease
+    under this pod's name. No Kubernetes to hold it in is a configuration error, not "no turns": the
+    replicas would drain together, which is what the flag was given against."""
+    name = settings.restd.turn_lease
+    if settings.daemon != daemons.SLURMRESTD or not name:
+        return None
+    # loaded here, not at import: kubernetes-asyncio costs ~35 MB, and only this flag needs it at start
+    from sidecars.kube import KubeClient, load_configuration
+
+    conf = await load_configuration(strict=True)
+    if conf is None:
+        raise ConfigError(f"--restd-turn-lease {name}: no Kubernetes API (service account) to hold it in")
+    kube = await stack.enter_async_context(KubeClient(conf))
+    return Turns(
+        kube,
+        os.environ.get("POD_NAMESPACE") or "slurm",
+        name,
+        settings.pod_name or os.environ.get("POD_NAME") or socket.gethostname(),
+        lease_seconds=settings.restd.turn_lease_seconds,
+        poll_seconds=settings.restd.turn_poll_seconds,
+    )
+
+
 def main(args: argparse.Namespace) -> int:
     settings = settings_mod.from_args(args)  # a ConfigError here is exit 2, before anything starts
 
     async def run(stop: asyncio.Event) -> None:
         logs.bind("config-sync", env=os.environ, target=str(settings.target))
-        async with pod_events("slurm-sidecars-config-sync") as events, running(settings, events=events) as r:
+        async with contextlib.AsyncExitStack() as stack:
+            turns = await restd_turns(settings, stack)
+            events = await stack.enter_async_context(pod_events("slurm-sidecars-config-sync"))
+            r = await stack.enter_async_context(running(settings, events=events, restd_turns=turns))
             sources = [str(s) for s in settings.sources]
             structlog.get_logger(__name__).info("config_sync_started", port=r.port, sources=sources)
             await until_stopped(stop, r.tasks)

@@ -79,7 +79,22 @@ class DrainSettings:
         help="with --daemon slurmrestd: the user the staged files belong to, when config-sync runs as root "
         "(default: config-sync's own user, as in slurmrestd's pod, where it runs as slurmrestd's)",
     )
+    turn_lease: str | None = setting(
+        default=None,
+        flag="--restd-turn-lease",
+        help="with --daemon slurmrestd: the Lease (in $POD_NAMESPACE) whose holder alone may drain and "
+        "restart its slurmrestd: replicas take turns, so the Service keeps a ready endpoint while a change "
+        "rolls through (default: no turns; a single replica, or no Kubernetes)",
+    )
+    turn_lease_seconds: float = setting(
+        default=30.0,
+        flag="--restd-turn-lease-seconds",
+        conv=seconds(),
+        help="with --restd-turn-lease: the turn's duration, renewed every third of it while held; a replica "
+        "that dies holding the turn is passed by once it has not been renewed this long",
+    )
     restart_timeout_seconds: float = 120.0  # stopped -> a new slurmrestd listens (the kubelet's restart)
+    turn_poll_seconds: float = 1.0  # a waiting replica reads the turn's Lease this often
     poll_seconds: float = 0.1
     tables: tuple[Path, ...] = PORT_TABLES
 

@@ -117,6 +117,8 @@ def _roles(d: Path) -> list[Role]:
                 "--restd-unready-seconds": ["3"],
                 "--restd-drain-seconds": ["30"],
                 "--restd-uid": ["65534"],
+                "--restd-turn-lease": ["slurmrestd-turn"],
+                "--restd-turn-lease-seconds": ["20"],
                 "--tls-cert-file": [],  # with its key, below
                 "--tls-key-file": [],
                 **limits,

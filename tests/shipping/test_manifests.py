@@ -108,7 +108,15 @@ OVERLAY_FLAGS = {
         "control-plane": {"--node-name-from", "--worker-selector"},
     },
     "overlays/gpu": {"control-plane": {"--compute-domains"}},
-    "overlays/restapi": {"config-sync": {"--daemon", "--secret-source", "--restart-policy", "--restd-port"}},
+    "overlays/restapi": {
+        "config-sync": {
+            "--daemon",
+            "--secret-source",
+            "--restart-policy",
+            "--restd-port",
+            "--restd-turn-lease",
+        }
+    },
     "ha": {"control-plane": {"--leader-label"}, "config-sync": {"--peer", "--pod-name"}},
     "overlays/upgrades": {
         "control-plane": {

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sidecars.configsync.restd.drain import STOP_REQUEST
+from sidecars.configsync.settings import DrainSettings
 from tests.shipping.kube import Obj, find, flag_value, render
 from tests.shipping.shipped import cli_parsers
 
@@ -60,6 +61,17 @@ def test_the_service_keeps_an_endpoint_while_a_replica_drains() -> None:
     service = find(render(OVERLAY), "Service", "slurmrestd")
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
     assert not service["spec"].get("publishNotReadyAddresses")  # not ready means out of the endpoints
+    # and the replicas drain one at a time: the turn is a Lease the overlay ships, so that config-sync
+    # needs no right to create one (its rights: test_security_manifests)
+    turn = flag_value(list(by_name["config-sync"]["command"]), "--restd-turn-lease")
+    lease = find(render(OVERLAY), "Lease", str(turn))
+    assert lease["metadata"]["namespace"] == "slurm" and lease["spec"] == {}
+    # the turn is handed on --restd-unready-seconds after config-sync says ready: both probes must
+    # have passed by then, or the next replica drains before the Service has this one back
+    argv = list(by_name["config-sync"]["command"])
+    hold = float(flag_value(argv, "--restd-unready-seconds") or DrainSettings().settle_seconds)
+    periods = sum(by_name[c]["readinessProbe"]["periodSeconds"] for c in ("config-sync", "slurmrestd"))
+    assert periods < hold, (periods, hold)
     probe = by_name["config-sync"]["readinessProbe"]["exec"]["command"]
     assert probe[:3] == ["slurm-sidecars", "probe", "readyz"]
     assert flag_value(probe, "--url") == "http://127.0.0.1:9102"

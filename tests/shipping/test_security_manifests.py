@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.shipping.kube import TARGETS, containers, pod_specs, render
+from tests.shipping.kube import TARGETS, containers, find, flag_value, pod_specs, render
 
 # volumes whose files come from the API server's objects: their authors, not we, choose the bytes
 AUTHORED = ("configMap", "secret", "projected", "downwardAPI")
@@ -82,7 +82,19 @@ def test_config_sync_without_the_control_plane_beside_it_may_only_create_events(
             continue
         seen += 1
         rules = _rules_of(objs, pod.get("serviceAccountName", "default"))
-        assert rules == [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}], (where, rules)
+        events = {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}
+        # slurmrestd's: and its turn's Lease, by name, read and replaced (never created: shipped)
+        flag = "--restd-turn-lease"
+        turn = next((flag_value(a.split(), flag) for a in argvs if flag in a), None)
+        lease = {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [turn],
+            "verbs": ["get", "update"],
+        }
+        assert rules == ([events, lease] if turn else [events]), (where, rules)
+        if turn:
+            assert find(objs, "Lease", turn)["spec"] == {}, where
     if target == "overlays/upgrades":
         assert seen == 2  # slurmctld's pod and slurmdbd's
 

@@ -11,8 +11,8 @@ kubelet starts its container again on the staged files. The restart counts once 
 socket is on the port.
 
 Where the pod is the Service's only ready endpoint, the Service has none meanwhile (new connections
-are refused for the drain and the restart): run two replicas or more. Nothing here makes replicas take
-turns: a change reaches them all at once, and they drain at once.
+are refused for the drain and the restart): run two replicas or more. A change reaches them all at
+once; with --restd-turn-lease they drain one at a time (turns.py), else all at once.
 """
 
 from __future__ import annotations

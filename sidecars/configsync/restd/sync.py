@@ -2,6 +2,8 @@
 the JWT key from its Secret, judged (check.py), staged 0400 (slurmrestd's user runs config-sync in its
 pod, so it owns what is staged and alone may read it: Slurm refuses a key others can read), and applied
 by a drained restart (drain.py): not ready, the open connections waited out, then slurmrestd restarted.
+With a turn (turns.py, --restd-turn-lease) the replicas do it one at a time: the change waits, pending,
+until this replica holds the turn, and nothing is staged before.
 
 The rest is config-sync's own: the sources read and hashed, the atomic swap with its unverified marker,
 the last known good set under --state-dir, history, metrics, Events, /status. A set counts once a new
@@ -12,6 +14,7 @@ after config-sync is ready), the set is installed and slurmrestd starts on it.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable
 from dataclasses import replace
@@ -27,6 +30,7 @@ from sidecars.configsync.report.record import now_rfc3339
 from sidecars.configsync.restd import inflight
 from sidecars.configsync.restd.check import RestdValidator
 from sidecars.configsync.restd.drain import DrainedRestart, RestartOutcome, Stop, request_restart
+from sidecars.configsync.restd.turns import Turns
 from sidecars.configsync.service.daemon import ConfigSync
 from sidecars.configsync.settings import Settings
 from sidecars.protocol.configsync import ConfigOutcome
@@ -53,6 +57,7 @@ class RestdSync(ConfigSync):
         *,
         stop: Stop | None = None,
         checkpoint: Callable[[str], None] | None = None,
+        turns: Turns | None = None,
     ) -> None:
         validator = RestdValidator(
             client,
@@ -72,6 +77,7 @@ class RestdSync(ConfigSync):
             on_change=self._notify,
         )
         self.last_restart: RestartOutcome | None = None
+        self.turns = turns  # None: no turns (one replica, or no Kubernetes): it drains when it likes
 
     def status(self) -> dict[str, Any]:
         last = self.last_restart
@@ -85,6 +91,7 @@ class RestdSync(ConfigSync):
                 "last_restart": None
                 if last is None
                 else {"ok": last.ok, "cut": last.cut, "drained_seconds": round(last.drained_seconds, 3)},
+                "turn": None if self.turns is None else self.turns.view(),
             },
         }
 
@@ -107,6 +114,18 @@ class RestdSync(ConfigSync):
             Change(files, verdict, self.settings, self.client, daemons.SLURMRESTD, False), seen
         ):
             return
+        if self.turns is None:
+            await self._drained_apply(files, seen)
+            return
+        # the replicas drain one at a time: until this one's turn, the change stays pending (the
+        # holder named in /status); the turn is handed back once the pod has been ready again for
+        # as long as the Service takes to put it back among its endpoints
+        async with self.turns.turn(self._notify):
+            await self._drained_apply(files, seen)
+            await asyncio.sleep(self.drainer.settings.settle_seconds)
+
+    async def _drained_apply(self, files: FileSet, seen: float) -> None:
+        assert self.applied is not None
         generation = self.applied.generation + 1
         # unverified until a new slurmrestd listens on it; a config-sync that dies meanwhile puts it back
         self.target.swap(files, generation, unverified=True)

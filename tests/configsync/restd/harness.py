@@ -15,6 +15,7 @@ import aiohttp
 from prometheus_client import CollectorRegistry
 
 from sidecars.configsync.main import Running, running
+from sidecars.configsync.restd.turns import Turns
 from sidecars.configsync.settings import DrainSettings, Settings
 from sidecars.devcluster import DevCluster, free_port
 from sidecars.devcluster import restd as devrestd
@@ -63,10 +64,14 @@ def slurm_conf_for(c: DevCluster, target: Path) -> str:
 
 
 @contextlib.asynccontextmanager
-async def restd_pod(c: DevCluster) -> AsyncIterator[RestdPod]:
-    target, state = c.dir / "restd-etc", c.dir / "restd-sync"
-    conf = AtomicVolume(c.dir / "vol" / "restd-conf")
-    key = AtomicVolume(c.dir / "vol" / "restd-key", mode=0o600)
+async def restd_pod(
+    c: DevCluster, name: str = "restd", turns: Turns | None = None
+) -> AsyncIterator[RestdPod]:
+    """One slurmrestd pod (`name` tells several on one cluster apart; `turns`: the Lease they take
+    turns with, else none)."""
+    target, state = c.dir / f"{name}-etc", c.dir / f"{name}-sync"
+    conf = AtomicVolume(c.dir / "vol" / f"{name}-conf")
+    key = AtomicVolume(c.dir / "vol" / f"{name}-key", mode=0o600)
     conf.write({"slurm.conf": slurm_conf_for(c, target)})
     key.write({JWT_KEY: (c.dir / "etc" / JWT_KEY).read_bytes()})
     port = free_port()
@@ -98,7 +103,12 @@ async def restd_pod(c: DevCluster) -> AsyncIterator[RestdPod]:
 
     try:
         async with running(
-            settings, client=client, events=RecordingEvents(), registry=registry, restd_stop=container_restart
+            settings,
+            client=client,
+            events=RecordingEvents(),
+            registry=registry,
+            restd_stop=container_restart,
+            restd_turns=turns,
         ) as r:
             # slurmrestd's container starts once config-sync is ready: on the set it staged
             started.append(await devrestd.start(c, port=port, conf=target / "slurm.conf"))
