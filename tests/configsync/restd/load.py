@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from sidecars.runtime.waits import within
 from sidecars.slurm import restd as restd_edge
+from tests.helpers import eventually
 
 REQUEST_TIMEOUT_SECONDS = 60.0  # one request on a loaded machine; a hung request counts as dropped
 
@@ -99,3 +100,23 @@ async def clients(
         for t in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
+
+
+async def slow_request(port: int, token: str, then: Callable[[], bool], then_seconds: float) -> bytes:
+    """Half a request, the rest once `then()` holds (polled up to `then_seconds`); the reply's status
+    line, or "cut: ..." when the connection was cut or the reply never came."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(b"GET /slurm/v0.0.42/diag HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        await writer.drain()
+        await eventually(then, within=then_seconds, what="draining")
+        head = "".join(f"{k}: {v}\r\n" for k, v in restd_edge.auth_headers(token).items())
+        writer.write(f"{head}Connection: close\r\n\r\n".encode())
+        await writer.drain()
+        return (await within(reader.read(), REQUEST_TIMEOUT_SECONDS)).split(b"\r\n", 1)[0]
+    except (OSError, TimeoutError) as err:
+        return f"cut: {err!r}".encode()
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()

@@ -22,8 +22,6 @@ from sidecars.configsync.restd.drain import DrainedRestart
 from sidecars.configsync.settings import DrainSettings
 from sidecars.devcluster import DevCluster
 from sidecars.devcluster import restd as devrestd
-from sidecars.runtime.waits import within
-from sidecars.slurm import restd as restd_edge
 from tests.configsync.restd import load
 from tests.helpers import eventually
 
@@ -41,25 +39,6 @@ RESTART_TIMEOUT_SECONDS = 120.0
 
 async def _until(what: str, cond: Callable[[], bool], seconds: float) -> None:
     await eventually(cond, within=seconds, what=what)
-
-
-async def _slow_request(port: int, token: str, then: Callable[[], bool]) -> bytes:
-    """Half a request, the rest once `then()` holds; the reply's status line (b"" when cut)."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(b"GET /slurm/v0.0.42/diag HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-        await writer.drain()
-        await _until("draining", then, DRAIN_SECONDS)
-        head = "".join(f"{k}: {v}\r\n" for k, v in restd_edge.auth_headers(token).items())
-        writer.write(f"{head}Connection: close\r\n\r\n".encode())
-        await writer.drain()
-        return (await within(reader.read(), load.REQUEST_TIMEOUT_SECONDS)).split(b"\r\n", 1)[0]
-    except (OSError, TimeoutError) as err:
-        return f"cut: {err!r}".encode()
-    finally:
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
 
 
 async def test_a_drained_restart_drops_no_request(cluster: DevCluster) -> None:
@@ -85,7 +64,9 @@ async def test_a_drained_restart_drops_no_request(cluster: DevCluster) -> None:
     try:
         async with load.clients(restd.port, token, routed=lambda: drainer.serving) as tally:
             await _until("busy", lambda: tally.ok >= BUSY_REQUESTS, DRAIN_SECONDS)
-            slow = asyncio.create_task(_slow_request(restd.port, token, lambda: drainer.waiting_on > 0))
+            slow = asyncio.create_task(
+                load.slow_request(restd.port, token, lambda: drainer.waiting_on > 0, DRAIN_SECONDS)
+            )
             outcome = await drainer.restart()
             assert slow.done(), "slurmrestd was restarted while a request was in flight"
             status = await slow

@@ -18,8 +18,6 @@ from sidecars.configsync.restd import inflight
 from sidecars.devcluster import DevCluster
 from sidecars.devcluster import restd as devrestd
 from sidecars.devcluster.slurmconf import JWT_KEY
-from sidecars.runtime.waits import within
-from sidecars.slurm import restd as restd_edge
 from tests.configsync.restd import load
 from tests.configsync.restd.harness import DRAIN_SECONDS, RestdPod, restd_pod, slurm_conf_for
 from tests.helpers import eventually
@@ -38,25 +36,6 @@ async def _status_until(pod: RestdPod, what: str, cond: Callable[[dict[str, Any]
     return await eventually(pod.status, cond, within=DRAIN_SECONDS, what=what)
 
 
-async def _slow_request(port: int, token: str, then: Callable[[], bool]) -> bytes:
-    """Half a request, the rest once `then()` holds; the reply's status line."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(b"GET /slurm/v0.0.42/diag HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-        await writer.drain()
-        await _until("draining", then)
-        head = "".join(f"{k}: {v}\r\n" for k, v in restd_edge.auth_headers(token).items())
-        writer.write(f"{head}Connection: close\r\n\r\n".encode())
-        await writer.drain()
-        return (await within(reader.read(), load.REQUEST_TIMEOUT_SECONDS)).split(b"\r\n", 1)[0]
-    except (OSError, TimeoutError) as err:
-        return f"cut: {err!r}".encode()
-    finally:
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
-
-
 def _staged_for_nobody(pod: RestdPod) -> None:
     for name in ("slurm.conf", JWT_KEY):
         st = (pod.target / name).stat()
@@ -72,7 +51,9 @@ async def test_a_change_is_applied_by_a_drained_restart_that_drops_no_request(cl
         first = inflight.read(pod.port).listener
         async with load.clients(pod.port, token, routed=lambda: drainer.serving) as tally:
             await _until("busy", lambda: tally.ok >= BUSY_REQUESTS)
-            slow = asyncio.create_task(_slow_request(pod.port, token, lambda: drainer.waiting_on > 0))
+            slow = asyncio.create_task(
+                load.slow_request(pod.port, token, lambda: drainer.waiting_on > 0, DRAIN_SECONDS)
+            )
             try:
                 conf = slurm_conf_for(cluster, pod.target) + "MessageTimeout=15\n"
                 pod.conf.write({"slurm.conf": conf})
