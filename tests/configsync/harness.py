@@ -107,8 +107,11 @@ async def config_sync(
     watch_files: bool = True,
     checkpoint: Any = None,
     hold_rules: Any = None,
+    path_first: Path | None = None,
     **overrides: Any,
 ) -> AsyncIterator[Sync]:
+    """config-sync on `cluster`; `path_first` puts a test's commands before Slurm's on its PATH (a
+    shim in front of one command)."""
     base = initial or cluster_files(cluster)
     for name, data in (secrets or {}).items():  # deployed with the cluster, as slurmctld found them
         path = cluster.conf_path.parent / name
@@ -129,7 +132,10 @@ async def config_sync(
     }
     settings = build(Settings, **(defaults | overrides))  # a test's own value wins
     registry = CollectorRegistry()
-    client = cluster.client(metrics=SlurmMetrics(registry))
+    env = cluster.env
+    if path_first is not None:
+        env["PATH"] = f"{path_first}:{env['PATH']}"
+    client = SlurmClient(env=env, metrics=SlurmMetrics(registry))
     validator: Validator | None = validator_factory(client, settings) if validator_factory else None
     events = RecordingEvents()
     async with running(

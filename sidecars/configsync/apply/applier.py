@@ -31,7 +31,7 @@ from sidecars.configsync.apply.workers import WorkerCheck, answered
 from sidecars.configsync.fileset.conffile import SlurmConf
 from sidecars.runtime import offloop
 from sidecars.runtime.waits import until_set
-from sidecars.slurm import SlurmClient, SlurmError
+from sidecars.slurm import SlurmClient, SlurmError, SlurmTimeout
 from sidecars.slurm.models import Node
 from sidecars.slurm.textformat import parse_minutes
 
@@ -372,8 +372,14 @@ class Applier:
         held = runstate.hold(before.nodes, old, new)
         since = time.time()
         asked = time.monotonic()
-        try:
-            await self.client.reconfigure()
+        late: str | None = None
+        try:  # 23.11 on, a reconfigure is a new slurmctld: it gets a restart's time to answer
+            await self.client.reconfigure(timeout=self.restart_timeout)
+        except SlurmTimeout as exc:
+            # a late answer is no refusal: slurmctld may be running the set already, and what it
+            # reports below decides; a rollback on a guess would be a second reconfigure for nothing
+            late = exc.message
+            log.warning("reconfigure_answer_late", error=exc.message)
         except SlurmError as exc:
             await asyncio.sleep(0.2)  # slurmctld logs why a moment after it answered
             words = [exc.message, *self.tail.trouble()]
@@ -385,7 +391,8 @@ class Applier:
         # change that fails is rolled back, and the rollback's reconfigure keeps it again
         keeping = asyncio.ensure_future(self.runstate.keep(held, returned))
         try:
-            outcome = await self.verify(old, new, before, wait=3.0, interrupt=interrupt, since=since)
+            wait = self.restart_timeout if late else 3.0
+            outcome = await self.verify(old, new, before, wait=wait, interrupt=interrupt, since=since)
             if outcome.ok:
                 outcome.kept = await keeping
         finally:
@@ -395,15 +402,14 @@ class Applier:
         outcome.reconfigure_seconds = took
         outcome.held = held
         if not outcome.ok:
-            extra = self.tail.trouble()
-            if extra:
-                outcome.reason = "; ".join([outcome.reason, *extra])
+            said = [late or "", outcome.reason, *self.tail.trouble()]
+            outcome.reason = "; ".join(w for w in said if w)
         return outcome
 
     async def reconfigure_back(self, held: Mapping[str, runstate.Held]) -> runstate.Kept:
         """A rollback's `scontrol reconfigure` to the good set, and the run-time node state held
         before the change put back after it. Raises SlurmError when slurmctld refuses it."""
-        await self.client.reconfigure()
+        await self.client.reconfigure(timeout=self.restart_timeout)
         return await self.runstate.keep(held, time.monotonic())
 
     async def _boot_time(self) -> str | None:
@@ -431,6 +437,8 @@ class Applier:
         since = time.time()
         try:
             await self.client.shutdown_controller()
+        except SlurmTimeout as exc:  # late is no refusal: a new BOOT_TIME below says it restarted
+            log.warning("shutdown_answer_late", error=exc.message)
         except SlurmError as exc:
             return ApplyOutcome(False, f"scontrol shutdown failed: {exc.message}")
         deadline = time.monotonic() + self.restart_timeout
