@@ -22,6 +22,16 @@ class Case:
     jobs: frozenset[str] = field(default_factory=frozenset)  # partitions whose job is named as at risk
 
 
+def refused(name: str, change: Change, *says: str) -> Case:
+    """A case refused outright: never held for a job, never waiting on a restart."""
+    return Case(name, change, says, frozenset({"rejected"}))
+
+
+def held(name: str, change: Change, says: tuple[str, ...], *partitions: str) -> Case:
+    """A case held for the running jobs of these partitions, which the reason names as at risk."""
+    return Case(name, change, says, frozenset({"held"}), frozenset(partitions))
+
+
 def conf(edit: Callable[[str], str]) -> Change:
     def change(c: Files, s: Files, target: str) -> tuple[Files, Files]:
         return {**c, "slurm.conf": edit(c["slurm.conf"].decode().replace("@T@", target)).encode()}, s

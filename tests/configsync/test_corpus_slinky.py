@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sidecars.devcluster import DevCluster
-from tests.configsync.corpus import Case, append, conf, kind
+from tests.configsync.corpus import Case, append, conf, held, kind
 from tests.configsync.harness import config_sync, key_secret, set_sha
 
 pytestmark = [
@@ -25,33 +25,19 @@ def static_line(name: str) -> Any:
 
 
 CASES = [
-    Case(
-        "a static line for a busy worker",
-        static_line("n1"),
-        ("dynamic node n1",),
-        frozenset({"held"}),
-        frozenset({"slinky"}),
-    ),
-    Case(
-        "a static line for the other busy worker",
-        static_line("n3"),
-        ("dynamic node n3",),
-        frozenset({"held"}),
-        frozenset({"other"}),
-    ),
-    Case(
+    held("a static line for a busy worker", static_line("n1"), ("dynamic node n1",), "slinky"),
+    held("a static line for the other busy worker", static_line("n3"), ("dynamic node n3",), "other"),
+    held(
         "a NodeSet's feature renamed under its busy worker",
         conf(lambda t: t.replace("NodeSet=slinky Feature=slinky", "NodeSet=slinky Feature=gone")),
         ("dynamic node n1",),
-        frozenset({"held"}),
-        frozenset({"slinky"}),
+        "slinky",
     ),
-    Case(
+    held(
         "a NodeSet dropped from the partition its busy worker runs in",
         conf(lambda t: t.replace("Nodes=other,slinky", "Nodes=slinky")),
         ("dynamic node n3",),
-        frozenset({"held"}),
-        frozenset({"other"}),
+        "other",
     ),
     Case(
         "a NodeSet the partition uses removed",
