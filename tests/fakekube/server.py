@@ -3,7 +3,7 @@ Deployments and ReplicaSets, which tests/fakekube/deployments.py plays the contr
 
 Enough of the API for kubernetes-asyncio to be driven exactly as in production: list and watch
 (with resourceVersion, bookmarks and 410 for a too-old version), get, strategic-merge and merge
-patches, delete (with a uid precondition), events, and leases with optimistic concurrency. Faults
+patches, delete (with a uid precondition), events, and ConfigMaps and leases (named.py). Faults
 (409, 429, 500, ...) are injected per method and path; every request is recorded when it arrives
 (a watch too, though it answers only when it ends), with its Kubernetes verb and resource, so a test
 or a benchmark can count the calls a client makes (`calls()`).
@@ -28,6 +28,7 @@ from kubernetes_asyncio.client import Configuration
 
 Obj = dict[str, Any]
 BODY = web.RequestKey("json", object)
+CONFIG_MAP = {"apiVersion": "v1", "kind": "ConfigMap"}
 MERGE_TYPES = {"application/strategic-merge-patch+json", "application/merge-patch+json"}
 MUTATING = frozenset({"create", "update", "patch", "delete"})
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
@@ -534,17 +535,12 @@ class FakeKube:
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._middleware])
         pods = "/api/v1/namespaces/{ns}/pods"
-        leases = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
         app.router.add_get(pods, self.list_pods)
         app.router.add_get(pods + "/{name}", self.get_pod)
         app.router.add_patch(pods + "/{name}", self.patch_pod)
         app.router.add_patch(pods + "/{name}/status", self.patch_pod_status)
         app.router.add_delete(pods + "/{name}", self.delete_pod)
         app.router.add_post("/api/v1/namespaces/{ns}/events", self.create_event)
-        cms = "/api/v1/namespaces/{ns}/configmaps"
-        app.router.add_get(cms + "/{name}", self.get_config_map)
-        app.router.add_post(cms, self.create_config_map)
-        app.router.add_put(cms + "/{name}", self.replace_config_map)
         app.router.add_get("/apis/resource.nvidia.com/v1beta1/computedomains", self.list_compute_domains)
         apps = "/apis/apps/v1/namespaces/{ns}"
         app.router.add_get(apps + "/deployments/{name}", self.get_deployment)
@@ -553,12 +549,15 @@ class FakeKube:
         app.router.add_get("/api/v1/nodes", self.list_nodes)
         app.router.add_get("/api/v1/nodes/{name}", self.get_node)
         app.router.add_patch("/api/v1/nodes/{name}", self.patch_node)
-        app.router.add_get(leases + "/{name}", self.get_lease)
         app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", self.create_token_review)
-        app.router.add_post(leases, self.create_lease)
-        app.router.add_put(leases + "/{name}", self.replace_lease)
-        from tests.fakekube.workloads import Workloads  # it builds on this module's helpers
+        # they build on this module's helpers
+        from tests.fakekube.named import Named
+        from tests.fakekube.workloads import Workloads
 
+        config_maps = Named(self, self.config_maps, "configmaps", CONFIG_MAP, uid=True, optimistic=False)
+        config_maps.routes(app, "/api/v1/namespaces/{ns}/configmaps")
+        leases = Named(self, self.leases, "leases.coordination.k8s.io", {}, uid=False, optimistic=True)
+        leases.routes(app, "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases")
         Workloads(self).routes(app)
         return app
 
@@ -720,34 +719,6 @@ class FakeKube:
                     await self._changed.wait()
         if bookmark_kind is not None and alive():
             await bookmark()
-
-    # ------------------------------------------------------------------ config maps
-    async def get_config_map(self, request: web.Request) -> web.StreamResponse:
-        found = self.config_maps.get((request.match_info["ns"], request.match_info["name"]))
-        if found is None:
-            return refusal(404, "NotFound", f'configmaps "{request.match_info["name"]}" not found')
-        return web.json_response(found)
-
-    async def create_config_map(self, request: web.Request) -> web.StreamResponse:
-        cm, ns = request[BODY], request.match_info["ns"]
-        name = cm["metadata"]["name"]
-        if (ns, name) in self.config_maps:
-            return refusal(409, "AlreadyExists", f'configmaps "{name}" already exists')
-        cm.update(apiVersion="v1", kind="ConfigMap")
-        cm["metadata"].update(namespace=ns, resourceVersion=self._bump(), uid=str(uuid.uuid4()))
-        self.config_maps[(ns, name)] = cm
-        return web.json_response(cm, status=201)
-
-    async def replace_config_map(self, request: web.Request) -> web.StreamResponse:
-        ns, name = request.match_info["ns"], request.match_info["name"]
-        current = self.config_maps.get((ns, name))
-        if current is None:
-            return refusal(404, "NotFound", f'configmaps "{name}" not found')
-        cm = request[BODY]
-        cm.update(apiVersion="v1", kind="ConfigMap")
-        cm["metadata"].update(namespace=ns, resourceVersion=self._bump(), uid=current["metadata"]["uid"])
-        self.config_maps[(ns, name)] = cm
-        return web.json_response(cm)
 
     # ------------------------------------------------------------------ deployments, replica sets
     def put_pod(self, pod: Obj) -> None:
@@ -976,43 +947,3 @@ class FakeKube:
             "status": status,
         }
         return web.json_response(body, status=201)
-
-    # ------------------------------------------------------------------ leases
-    async def get_lease(self, request: web.Request) -> web.StreamResponse:
-        lease = self.leases.get((request.match_info["ns"], request.match_info["name"]))
-        if lease is None:
-            return refusal(
-                404, "NotFound", f'leases.coordination.k8s.io "{request.match_info["name"]}" not found'
-            )
-        return web.json_response(lease)
-
-    async def create_lease(self, request: web.Request) -> web.StreamResponse:
-        lease = request[BODY]
-        ns = request.match_info["ns"]
-        name = lease["metadata"]["name"]
-        if (ns, name) in self.leases:
-            return refusal(409, "AlreadyExists", f'leases.coordination.k8s.io "{name}" already exists')
-        lease["metadata"]["namespace"] = ns
-        lease["metadata"]["resourceVersion"] = self._bump()
-        self.leases[(ns, name)] = lease
-        return web.json_response(lease, status=201)
-
-    async def replace_lease(self, request: web.Request) -> web.StreamResponse:
-        ns, name = request.match_info["ns"], request.match_info["name"]
-        current = self.leases.get((ns, name))
-        if current is None:
-            return refusal(404, "NotFound", f'leases.coordination.k8s.io "{name}" not found')
-        lease = request[BODY]
-        wanted = lease["metadata"].get("resourceVersion")
-        if wanted and wanted != current["metadata"]["resourceVersion"]:
-            return refusal(
-                409,
-                "Conflict",
-                f"Operation cannot be fulfilled on leases.coordination.k8s.io "
-                f'"{name}": the object has been modified; please apply your changes to the latest '
-                "version and try again",
-            )
-        lease["metadata"]["namespace"] = ns
-        lease["metadata"]["resourceVersion"] = self._bump()
-        self.leases[(ns, name)] = lease
-        return web.json_response(lease)
