@@ -1,8 +1,11 @@
-"""Run-time node state across config-sync's reconfigure (runstate.py, docs/node-state.md): a feature
-and a weight set by `scontrol update`, a topology placed in place as the control plane's topology
-sync places it (25.05+), a drain by an admin, one by us and an admin's DOWN are each back within a
-second of the change's reconfigure, and stay. The window each was seen lost is printed. Without the
-put-back, features, weight, topology (26.05 classic) and the DOWN stay lost (the measured table)."""
+"""Run-time node state across config-sync's reconfigure, and across its restart of slurmctld (a
+change Slurm takes only by a restart, `--restart-policy restart`; runstate.py, docs/node-state.md):
+a restart on the saved StateSaveLocation loses what a reconfigure loses. A feature and a weight set
+by `scontrol update`, a topology placed in place as the control plane's topology sync places it
+(25.05+), a drain by an admin, one by us and an admin's DOWN are each back within a second of the
+change's reconfigure (or of slurmctld answering again), and stay. The window each was seen lost is
+printed. Without the put-back, features, weight, topology (26.05 classic) and the DOWN stay lost
+(the measured table). A plan of either change lists what it would wipe."""
 
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from sidecars.devcluster import DevCluster
 from sidecars.protocol.drains import REASON_PREFIX
 from sidecars.slurm import Node, SlurmError
 from tests.configsync.harness import (
+    Sync,
     bump_max_job_count,
     cluster_files,
     config_sync,
@@ -190,19 +194,40 @@ async def state_kept_across(cluster: DevCluster, way: Way) -> None:
         assert way.reason in (said.get("reason") or ""), said
 
 
+WAYS = pytest.mark.parametrize("way", [RECONFIGURE, RESTART], ids=lambda way: way.name)
+WIPED_BY_RELEASE = "what a reconfigure or a restart wipes differs by release (docs/node-state.md's table)"
+TOKEN = "operator-token-for-the-node-state-plan-0123456789"
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.cluster(**CLASSIC)
-@pytest.mark.per_release("what a reconfigure wipes differs by release (docs/node-state.md's table)")
-async def test_run_time_node_state_is_back_after_a_change_classic(cluster: DevCluster) -> None:
-    await state_kept_across(cluster, RECONFIGURE)
+@pytest.mark.per_release(
+    "what a reconfigure or a restart wipes differs by release (docs/node-state.md's table)"
+)
+@WAYS
+async def test_run_time_node_state_is_back_after_a_change_classic(cluster: DevCluster, way: Way) -> None:
+    await state_kept_across(cluster, way)
 
 
 @pytest.mark.timeout(300)
 @pytest.mark.releases("slurm24", "slurm26")
 @pytest.mark.cluster(**SLINKY)
-@pytest.mark.per_release("what a reconfigure wipes differs by release (docs/node-state.md's table)")
-async def test_run_time_node_state_is_back_after_a_change_slinky(cluster: DevCluster) -> None:
-    await state_kept_across(cluster, RECONFIGURE)
+@pytest.mark.per_release(
+    "what a reconfigure or a restart wipes differs by release (docs/node-state.md's table)"
+)
+@WAYS
+async def test_run_time_node_state_is_back_after_a_change_slinky(cluster: DevCluster, way: Way) -> None:
+    await state_kept_across(cluster, way)
+
+
+async def planned(sync: Sync, files: dict[str, bytes]) -> dict[str, Any]:
+    """config-sync's plan of `files`, asked as an operator asks it."""
+    body = {"files": [{"name": n, "data": base64.b64encode(d).decode()} for n, d in files.items()]}
+    url = f"http://127.0.0.1:{sync.running.port}/v1/plan"
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    async with aiohttp.ClientSession() as s, s.post(url, json=body, headers=auth) as r:
+        assert r.status == 200, await r.text()
+        return dict(await r.json())
 
 
 # what the plan lists is our reading of the measured table (runstate.LOST), the same on every
@@ -216,25 +241,32 @@ async def test_plan_lists_what_the_change_s_reconfigure_would_wipe(cluster: DevC
     await client.update_nodes(["n2"], Weight="5")
     await client.drain(["n3"], ADMIN)  # kept by every release: not listed
     await client.down(["n4"], DOWN)
-    token = "operator-token-for-the-node-state-plan-0123456789"
-    async with config_sync(cluster, operator_token=token) as sync:
+    async with config_sync(cluster, operator_token=TOKEN) as sync:
         files = sync.good()
-        url = f"http://127.0.0.1:{sync.running.port}/v1/plan"
-        auth = {"Authorization": f"Bearer {token}"}
-
-        async def plan(conf: bytes) -> dict[str, object]:
-            body = {"files": [{"name": n, "data": base64.b64encode(d).decode()} for n, d in files.items()]}
-            body["files"] = [f for f in body["files"] if f["name"] != "slurm.conf"]
-            body["files"].append({"name": "slurm.conf", "data": base64.b64encode(conf).decode()})
-            async with aiohttp.ClientSession() as s, s.post(url, json=body, headers=auth) as r:
-                assert r.status == 200, await r.text()
-                return dict(await r.json())
-
-        conf = files["slurm.conf"].replace(b"MaxTime=INFINITE", b"MaxTime=33")
-        answer = await plan(conf)
+        changed = max_time_33(files)
+        answer = await planned(sync, changed)
         assert answer["verdict"] == "would-apply", answer
         assert answer["wipes"] == {"features": ["n1"], "weight": ["n1", "n2"], "down": ["n4"]}, answer
         # a change that itself sets n2's weight: that one is the change's, not wiped
-        answer = await plan(conf.replace(b"NodeName=n2 ", b"NodeName=n2 Weight=9 "))
+        conf = changed["slurm.conf"].replace(b"NodeName=n2 ", b"NodeName=n2 Weight=9 ")
+        answer = await planned(sync, {**changed, "slurm.conf": conf})
         assert answer["wipes"] == {"features": ["n1"], "weight": ["n1"], "down": ["n4"]}, answer
         assert sync.target_sha() == set_sha(files)  # a plan changes nothing
+
+
+# a restart on the saved state wipes what a reconfigure does (the measured table): a plan of a
+# change that needs one lists it too. Our reading of the table, the same on every release: one
+@pytest.mark.timeout(120)
+@pytest.mark.releases("slurm26")
+@pytest.mark.cluster(nodes=4)
+async def test_plan_lists_what_the_change_s_restart_would_wipe(cluster: DevCluster) -> None:
+    client = cluster.client()
+    await client.update_nodes(["n1"], AvailableFeatures="x,rt", ActiveFeatures="rt", Weight="77")
+    await client.drain(["n3"], ADMIN)  # kept by every release: not listed
+    await client.down(["n4"], DOWN)
+    async with config_sync(cluster, operator_token=TOKEN) as sync:
+        files = bump_max_job_count(sync.good())
+        answer = await planned(sync, files)
+        assert answer["verdict"] == "restart-required", answer
+        assert answer["wipes"] == {"features": ["n1"], "weight": ["n1"], "down": ["n4"]}, answer
+        assert sync.target_sha() != set_sha(files)  # a plan changes nothing
