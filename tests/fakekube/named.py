@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from tests.fakekube.server import BODY, FakeKube, Obj, refusal
+from tests.fakekube.server import BODY, FakeKube, Obj, not_found, refusal
 
 
 @dataclass(frozen=True)
@@ -30,9 +30,6 @@ class Named:
         app.router.add_post(path, self.create)
         app.router.add_put(path + "/{name}", self.replace)
 
-    def _missing(self, name: str) -> web.Response:
-        return refusal(404, "NotFound", f'{self.resource} "{name}" not found')
-
     def _keep(self, ns: str, name: str, obj: Obj, uid: str | None) -> Obj:
         obj.update(self.type_meta)
         obj["metadata"].update(namespace=ns, resourceVersion=self.fake._bump())
@@ -42,9 +39,8 @@ class Named:
         return obj
 
     async def get(self, request: web.Request) -> web.StreamResponse:
-        name = request.match_info["name"]
-        found = self.store.get((request.match_info["ns"], name))
-        return self._missing(name) if found is None else web.json_response(found)
+        found = self.store.get((request.match_info["ns"], request.match_info["name"]))
+        return not_found(self.resource, request) if found is None else web.json_response(found)
 
     async def create(self, request: web.Request) -> web.StreamResponse:
         obj, ns = request[BODY], request.match_info["ns"]
@@ -58,7 +54,7 @@ class Named:
         ns, name = request.match_info["ns"], request.match_info["name"]
         current = self.store.get((ns, name))
         if current is None:
-            return self._missing(name)
+            return not_found(self.resource, request)
         obj = request[BODY]
         wanted = obj["metadata"].get("resourceVersion")
         if self.optimistic and wanted and wanted != current["metadata"]["resourceVersion"]:

@@ -85,6 +85,26 @@ def not_a_merge_patch(request: web.Request) -> web.Response | None:
     return refusal(415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {ctype}")
 
 
+def not_found(resource: str, request: web.Request) -> web.Response:
+    return refusal(404, "NotFound", f'{resource} "{request.match_info["name"]}" not found')
+
+
+def patch_of(
+    request: web.Request, found: Obj | None, resource: str, part: str | None = None
+) -> tuple[Obj, Obj] | web.Response:
+    """The object a PATCH names and the patch, or the API server's refusal, in its order: 415 for
+    a body that is no merge patch, 404 for no such object, 400 for a patch (or its `part`) that is
+    no object."""
+    if (refused := not_a_merge_patch(request)) is not None:
+        return refused
+    if found is None:
+        return not_found(resource, request)
+    patch = request[BODY]
+    if not isinstance(patch, dict) or (part is not None and not isinstance(patch.get(part, {}), dict)):
+        return refusal(400, "BadRequest", "patch is not an object")
+    return found, patch
+
+
 def refusal(code: int, reason: str, message: str) -> web.Response:
     return web.json_response(
         {
@@ -229,6 +249,11 @@ class FakeKube:
 
             with contextlib.suppress(RuntimeError):
                 asyncio.get_running_loop().create_task(notify())
+
+    def add_workers(self, count: int) -> None:
+        """Ready pods worker-1 ... worker-`count` (a ReplicaSet's, on no Node) of Slurm nodes n1 ..."""
+        for i in range(1, count + 1):
+            self.add_pod(f"worker-{i}", hostname=f"n{i}")
 
     def add_pod(
         self,
@@ -739,20 +764,14 @@ class FakeKube:
 
     async def get_deployment(self, request: web.Request) -> web.StreamResponse:
         found = self.deployments.get((request.match_info["ns"], request.match_info["name"]))
-        if found is None:
-            return refusal(404, "NotFound", f'deployments.apps "{request.match_info["name"]}" not found')
-        return web.json_response(found)
+        return not_found("deployments.apps", request) if found is None else web.json_response(found)
 
     async def patch_deployment(self, request: web.Request) -> web.StreamResponse:
-        if (refused := not_a_merge_patch(request)) is not None:
-            return refused
         name = request.match_info["name"]
-        found = self.deployments.get((request.match_info["ns"], name))
-        if found is None:
-            return refusal(404, "NotFound", f'deployments.apps "{name}" not found')
-        patch = request[BODY]
-        if not isinstance(patch, dict):
-            return refusal(400, "BadRequest", "patch is not an object")
+        asked = patch_of(request, self.deployments.get((request.match_info["ns"], name)), "deployments.apps")
+        if isinstance(asked, web.Response):
+            return asked
+        found, patch = asked
         strategic = content_type(request) == "application/strategic-merge-patch+json"
         changed = (strategic_merge if strategic else merge_patch)(copy.deepcopy(found), patch)
         rolling = changed["spec"].get("strategy", {}).get("rollingUpdate") or {}
@@ -795,21 +814,15 @@ class FakeKube:
 
     async def get_node(self, request: web.Request) -> web.StreamResponse:
         node = self.nodes.get(request.match_info["name"])
-        if node is None:
-            return refusal(404, "NotFound", f'nodes "{request.match_info["name"]}" not found')
-        return web.json_response(node)
+        return not_found("nodes", request) if node is None else web.json_response(node)
 
     async def patch_node(self, request: web.Request) -> web.StreamResponse:
         """Only metadata (annotations, labels) is taken from the patch: spec and status are the
         tests' to set (`set_node_spec`, `set_node_condition`), as a kubelet or an admin would."""
-        if (refused := not_a_merge_patch(request)) is not None:
-            return refused
-        node = self.nodes.get(request.match_info["name"])
-        if node is None:
-            return refusal(404, "NotFound", f'nodes "{request.match_info["name"]}" not found')
-        patch = request[BODY]
-        if not isinstance(patch, dict) or not isinstance(patch.get("metadata", {}), dict):
-            return refusal(400, "BadRequest", "patch is not an object")
+        asked = patch_of(request, self.nodes.get(request.match_info["name"]), "nodes", "metadata")
+        if isinstance(asked, web.Response):
+            return asked
+        node, patch = asked
         meta = {k: v for k, v in (patch.get("metadata") or {}).items() if k in ("annotations", "labels")}
         merge_patch(node["metadata"], meta)
         node["metadata"]["resourceVersion"] = self._bump()
@@ -821,19 +834,13 @@ class FakeKube:
 
     async def get_pod(self, request: web.Request) -> web.StreamResponse:
         pod = self._pod(request)
-        if pod is None:
-            return refusal(404, "NotFound", f'pods "{request.match_info["name"]}" not found')
-        return web.json_response(pod)
+        return not_found("pods", request) if pod is None else web.json_response(pod)
 
     async def patch_pod(self, request: web.Request) -> web.StreamResponse:
-        if (refused := not_a_merge_patch(request)) is not None:
-            return refused
-        pod = self._pod(request)
-        if pod is None:
-            return refusal(404, "NotFound", f'pods "{request.match_info["name"]}" not found')
-        patch = request[BODY]
-        if not isinstance(patch, dict):
-            return refusal(400, "BadRequest", "patch is not an object")
+        asked = patch_of(request, self._pod(request), "pods")
+        if isinstance(asked, web.Response):
+            return asked
+        pod, patch = asked
         merge_patch(pod, patch)
         pod["metadata"]["resourceVersion"] = self._bump()
         self._record("MODIFIED", pod)
@@ -842,14 +849,10 @@ class FakeKube:
     async def patch_pod_status(self, request: web.Request) -> web.StreamResponse:
         """The status subresource: only `status` is taken from the patch; conditions merge by type
         (their strategic-merge key), as the real API server does."""
-        if (refused := not_a_merge_patch(request)) is not None:
-            return refused
-        pod = self._pod(request)
-        if pod is None:
-            return refusal(404, "NotFound", f'pods "{request.match_info["name"]}" not found')
-        patch = request[BODY]
-        if not isinstance(patch, dict) or not isinstance(patch.get("status", {}), dict):
-            return refusal(400, "BadRequest", "patch is not an object")
+        asked = patch_of(request, self._pod(request), "pods", "status")
+        if isinstance(asked, web.Response):
+            return asked
+        pod, patch = asked
         status = copy.deepcopy(patch.get("status") or {})
         given = status.pop("conditions", None)
         if given is not None:
@@ -870,7 +873,7 @@ class FakeKube:
     async def delete_pod(self, request: web.Request) -> web.StreamResponse:
         pod = self._pod(request)
         if pod is None:
-            return refusal(404, "NotFound", f'pods "{request.match_info["name"]}" not found')
+            return not_found("pods", request)
         body = request[BODY] or {}
         uid = (body.get("preconditions") or {}).get("uid")
         if uid and uid != pod["metadata"]["uid"]:
