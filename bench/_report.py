@@ -1,13 +1,16 @@
 """What the benchmarks share: the one line per headline figure that `run_all.py` collects into its
-table, the Slurm releases to measure, one core to measure on, and the percentile of a sample."""
+table, the Slurm releases to measure (and a measure run on each), one core to measure on, and the
+percentile of a sample."""
 
 from __future__ import annotations
 
+import argparse
 import os
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from sidecars.devcluster import Release
 from sidecars.devcluster.release import available_releases, build_chroot, host_release, release_named
+from sidecars.runtime import logs
 
 SEP = " | "
 
@@ -36,6 +39,16 @@ async def releases(choice: str) -> list[Release]:
     for why in missing:
         print(f"not measured: {why}")
     return found
+
+
+async def each_release(
+    args: argparse.Namespace, measure: Callable[[Release, argparse.Namespace], Awaitable[None]]
+) -> None:
+    """`measure` on each release `args.release` chooses, with only warnings logged (the figures
+    are the output)."""
+    logs.configure(json=False, level="warning")
+    for release in await releases(args.release):
+        await measure(release, args)
 
 
 def one_core() -> None:

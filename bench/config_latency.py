@@ -35,7 +35,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from _report import percentile, releases, result
+from _report import each_release, percentile, result
+from _sync import production_settings
 from prometheus_client import CollectorRegistry
 
 from sidecars.configsync.fileset.sources import FileEntry, FileSet
@@ -43,7 +44,6 @@ from sidecars.configsync.main import running
 from sidecars.configsync.settings import Settings
 from sidecars.devcluster import ClusterSpec, DevCluster, Release
 from sidecars.devcluster.volume import AtomicVolume
-from sidecars.runtime import logs
 from sidecars.slurm.runner import SlurmMetrics
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the settings builder lives with the tests
@@ -121,18 +121,8 @@ def reconfigures(registry: CollectorRegistry) -> float:
 async def config_sync_run(release: Release, changes: int, debounce: float, settle: float) -> Run:
     async with DevCluster(release, ClusterSpec(nodes=2)) as cluster:
         base = base_files(cluster)
-        vol = AtomicVolume(cluster.dir / "vol" / "cm")
-        vol.write(base)
-        settings = build(
-            Settings,
-            quick=False,
-            sources=(vol.path,),
-            target=cluster.conf_path.parent,
-            state_dir=cluster.dir / "cs",
-            debounce_seconds=debounce,
-            settle_seconds=settle,
-            plugin_dir=await cluster.plugin_dir(),
-            dry_run_slurmctld=tuple(cluster.in_namespace("slurmctld")),  # this release's, in its chroot
+        vol, settings = await production_settings(
+            cluster, base, debounce_seconds=debounce, settle_seconds=settle
         )
         registry = CollectorRegistry()
         client = cluster.client(metrics=SlurmMetrics(registry))
@@ -378,10 +368,7 @@ async def main() -> None:
     production = build(Settings, quick=False)
     p.add_argument("--debounce-seconds", type=float, default=production.debounce_seconds)
     p.add_argument("--settle-seconds", type=float, default=0.0)
-    args = p.parse_args()
-    logs.configure(json=False, level="warning")
-    for release in await releases(args.release):
-        await measure(release, args)
+    await each_release(p.parse_args(), measure)
 
 
 if __name__ == "__main__":

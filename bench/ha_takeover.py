@@ -28,14 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _report import releases, result
+from _report import each_release, result
 
 from sidecars.devcluster import DevCluster, Release
-from sidecars.runtime import logs
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the pair is run as the tests run it
-from tests.configsync.hapair import Pair, ha_pair, ha_spec, state_saved_since, with_min_job_age  # noqa: E402
+from tests.configsync.hapair import Pair, ha_pair, ha_spec, with_min_job_age  # noqa: E402
 from tests.configsync.harness import set_sha  # noqa: E402
 
 WINDOW_SECONDS = 8.0  # a change's apply on this machine: validation, swap, reconfigure, verification
@@ -106,10 +105,9 @@ async def ha2(release: Release, changes: int, rng: random.Random, *, peers: bool
     out = Rounds()
     overrides: dict[str, Any] = {} if peers else {"peers": ()}
     async with DevCluster(release, ha_spec()) as cluster, ha_pair(cluster, **overrides) as pair:
-        since = time.time()
         job = await cluster.sbatch("-N", "1", wrap="sleep 3600")
         start = (await cluster.wait_job(job, "RUNNING", timeout=30)).start_time
-        await state_saved_since(cluster, since)
+        await cluster.job_state_saved(job)  # a backup recovers only what was saved
         files = pair.good()
         for i in range(changes):
             old_sha = set_sha(files)
@@ -204,10 +202,7 @@ async def main() -> None:
     p.add_argument("--changes", type=int, default=20)
     p.add_argument("--baseline-changes", type=int, default=5)
     p.add_argument("--seed", type=int, default=22)
-    args = p.parse_args()
-    logs.configure(json=False, level="warning")
-    for release in await releases(args.release):
-        await measure(release, args)
+    await each_release(p.parse_args(), measure)
 
 
 if __name__ == "__main__":

@@ -23,12 +23,11 @@ import time
 from pathlib import Path
 
 from _report import releases, result
+from _sync import production_settings
 from prometheus_client import CollectorRegistry
 
 from sidecars.configsync.main import running
-from sidecars.configsync.settings import Settings
 from sidecars.devcluster import ClusterSpec, DevCluster, Release
-from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime import logs
 from sidecars.runtime.daemon import children_watched_without_threads
 from sidecars.slurm.runner import SlurmMetrics
@@ -36,7 +35,6 @@ from sidecars.slurm.runner import SlurmMetrics
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the sets and settings live with the tests
 from tests.configsync.harness import FILES, set_sha
 from tests.configsync.test_long_input import SETS, MiB
-from tests.settings import build
 
 TICK = 0.01
 GOAL_LAG = 0.1  # no step holds the loop longer (issue 33)
@@ -73,17 +71,7 @@ async def measure_one(release: Release, idle_seconds: float, only: list[str]) ->
     async with DevCluster(release, ClusterSpec(nodes=1)) as cluster:
         etc = cluster.conf_path.parent
         base = {n: (etc / n).read_bytes() for n in FILES if (etc / n).exists()}
-        vol = AtomicVolume(cluster.dir / "vol" / "cm")
-        vol.write(base)
-        settings = build(
-            Settings,
-            quick=False,
-            sources=(vol.path,),
-            target=etc,
-            state_dir=cluster.dir / "cs",
-            plugin_dir=await cluster.plugin_dir(),
-            dry_run_slurmctld=tuple(cluster.in_namespace("slurmctld")),
-        )
+        vol, settings = await production_settings(cluster, base)
         registry = CollectorRegistry()
         async with running(
             settings, client=cluster.client(metrics=SlurmMetrics(registry)), registry=registry

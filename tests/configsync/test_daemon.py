@@ -86,16 +86,25 @@ def test_every_flag_comes_from_the_environment_too(tmp_path: Path, monkeypatch: 
     assert s.settle_seconds == 0.5 and s.restart_policy == "restart" and s.state_dir == tmp_path / "state"
 
 
-@pytest.mark.releases("slurm26")  # the state dir is ours, not Slurm's: one release shows it
-async def test_sidecar_restart_keeps_the_last_known_good(cluster: DevCluster) -> None:
+async def applied_then_ended_mid_swap(
+    cluster: DevCluster, max_time: bytes, generation: int, *, marked: bool
+) -> dict[str, bytes]:
+    """config-sync applies a change (MaxTime=`max_time`), then ends between a swap of another set
+    (as `generation`, `marked` unverified or not) and its verification: that set is on disk. The
+    applied set, returned, is the last known good."""
     async with config_sync(cluster) as sync:
         files = sync.good()
-        files["slurm.conf"] = files["slurm.conf"].replace(b"MaxTime=INFINITE", b"MaxTime=41")
+        files["slurm.conf"] = files["slurm.conf"].replace(b"MaxTime=INFINITE", b"MaxTime=" + max_time)
         sync.config.write(files)
         await sync.wait(set_sha(files))
-        # the sidecar dies between a swap and its verification: an unverified set is on disk
         unverified = {**files, "slurm.conf": files["slurm.conf"] + b"# never verified\n"}
-        sync.service.target.swap(read_set(unverified), 99)
+        sync.service.target.swap(read_set(unverified), generation, unverified=marked)
+    return files
+
+
+@pytest.mark.releases("slurm26")  # the state dir is ours, not Slurm's: one release shows it
+async def test_sidecar_restart_keeps_the_last_known_good(cluster: DevCluster) -> None:
+    files = await applied_then_ended_mid_swap(cluster, b"41", 99, marked=False)
     async with config_sync(cluster, initial=files) as again:
         st = await again.status()
         assert st["applied"] == {**st["applied"], "generation": 2, "sha256": set_sha(files)}
@@ -110,13 +119,7 @@ async def test_a_set_left_unverified_while_the_sidecar_was_down_is_reported(
     """config-sync ends mid-verification, the set on disk stays marked unverified. Either slurmctld
     restarts through config-guard before config-sync is back, or it does not; either way the good
     set is back when config-sync is ready, and /status says who put it back."""
-    async with config_sync(cluster) as sync:
-        files = sync.good()
-        files["slurm.conf"] = files["slurm.conf"].replace(b"MaxTime=INFINITE", b"MaxTime=43")
-        sync.config.write(files)
-        await sync.wait(set_sha(files))
-        unverified = {**files, "slurm.conf": files["slurm.conf"] + b"# never verified\n"}
-        sync.service.target.swap(read_set(unverified), 3, unverified=True)
+    files = await applied_then_ended_mid_swap(cluster, b"43", 3, marked=True)
     target = str(cluster.conf_path.parent)
     if guard_ran:
         guard = await asyncio.create_subprocess_exec(*self_argv("config-guard", "--target", target))

@@ -26,6 +26,7 @@ from sidecars.configsync.fileset import conffile
 from sidecars.configsync.judge.validate import Validator
 from sidecars.devcluster import DevCluster
 from tests.configsync.harness import cluster_files, config_sync, key_secret, read_set, set_sha
+from tests.configsync.test_dry_run import runner
 
 CLASSIC = pytest.mark.cluster(nodes=2, foreground_ctld=True)
 SLINKY = pytest.mark.cluster(shape="slinky", nodes=2, foreground_ctld=True)
@@ -43,15 +44,6 @@ class Unchecked(DryRunner):
         self, candidate: conffile.SlurmConf, current: conffile.SlurmConf | None = None
     ) -> str | None:
         return None
-
-
-def runner(cluster: DevCluster, cls: type[DryRunner] = DryRunner, **kw: object) -> DryRunner:
-    return cls(
-        command=cluster.in_namespace("slurmctld"),
-        work_dir=cluster.dir / "dry-run-work",
-        target=cluster.conf_path.parent,
-        **kw,  # type: ignore[arg-type]
-    )
 
 
 def secrets_of(cluster: DevCluster) -> dict[str, bytes]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -68,6 +69,14 @@ class Running:
 
     def sample(self, name: str, **labels: str) -> float:
         return self.registry.get_sample_value(name, labels) or 0.0
+
+    async def counted(
+        self, name: str, ok: Callable[[float], bool] = lambda n: n >= 1, *, what: str, **labels: str
+    ) -> float:
+        """The metric `name{labels}` once `ok` holds of it: a count is made after what it counts
+        (a command's return, after Slurm already shows its write), so a test waits for the count
+        itself rather than read it as soon as the effect shows."""
+        return await eventually(lambda: asyncio.sleep(0.05, self.sample(name, **labels)), ok, what=what)
 
     def leading(self, *parts: str) -> bool:
         """Leader, with its pods listed and named, and each named part of it (`cordons`,

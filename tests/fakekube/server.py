@@ -3,7 +3,7 @@ Deployments and ReplicaSets, which tests/fakekube/deployments.py plays the contr
 
 Enough of the API for kubernetes-asyncio to be driven exactly as in production: list and watch
 (with resourceVersion, bookmarks and 410 for a too-old version), get, strategic-merge and merge
-patches, delete (with a uid precondition), events, and leases with optimistic concurrency. Faults
+patches, delete (with a uid precondition), events, and ConfigMaps and leases (named.py). Faults
 (409, 429, 500, ...) are injected per method and path; every request is recorded when it arrives
 (a watch too, though it answers only when it ends), with its Kubernetes verb and resource, so a test
 or a benchmark can count the calls a client makes (`calls()`).
@@ -28,6 +28,7 @@ from kubernetes_asyncio.client import Configuration
 
 Obj = dict[str, Any]
 BODY = web.RequestKey("json", object)
+CONFIG_MAP = {"apiVersion": "v1", "kind": "ConfigMap"}
 MERGE_TYPES = {"application/strategic-merge-patch+json", "application/merge-patch+json"}
 MUTATING = frozenset({"create", "update", "patch", "delete"})
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
@@ -82,6 +83,26 @@ def not_a_merge_patch(request: web.Request) -> web.Response | None:
     if ctype in MERGE_TYPES:
         return None
     return refusal(415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {ctype}")
+
+
+def not_found(resource: str, request: web.Request) -> web.Response:
+    return refusal(404, "NotFound", f'{resource} "{request.match_info["name"]}" not found')
+
+
+def patch_of(
+    request: web.Request, found: Obj | None, resource: str, part: str | None = None
+) -> tuple[Obj, Obj] | web.Response:
+    """The object a PATCH names and the patch, or the API server's refusal, in its order: 415 for
+    a body that is no merge patch, 404 for no such object, 400 for a patch (or its `part`) that is
+    no object."""
+    if (refused := not_a_merge_patch(request)) is not None:
+        return refused
+    if found is None:
+        return not_found(resource, request)
+    patch = request[BODY]
+    if not isinstance(patch, dict) or (part is not None and not isinstance(patch.get(part, {}), dict)):
+        return refusal(400, "BadRequest", "patch is not an object")
+    return found, patch
 
 
 def refusal(code: int, reason: str, message: str) -> web.Response:
@@ -228,6 +249,11 @@ class FakeKube:
 
             with contextlib.suppress(RuntimeError):
                 asyncio.get_running_loop().create_task(notify())
+
+    def add_workers(self, count: int) -> None:
+        """Ready pods worker-1 ... worker-`count` (a ReplicaSet's, on no Node) of Slurm nodes n1 ..."""
+        for i in range(1, count + 1):
+            self.add_pod(f"worker-{i}", hostname=f"n{i}")
 
     def add_pod(
         self,
@@ -534,17 +560,12 @@ class FakeKube:
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._middleware])
         pods = "/api/v1/namespaces/{ns}/pods"
-        leases = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
         app.router.add_get(pods, self.list_pods)
         app.router.add_get(pods + "/{name}", self.get_pod)
         app.router.add_patch(pods + "/{name}", self.patch_pod)
         app.router.add_patch(pods + "/{name}/status", self.patch_pod_status)
         app.router.add_delete(pods + "/{name}", self.delete_pod)
         app.router.add_post("/api/v1/namespaces/{ns}/events", self.create_event)
-        cms = "/api/v1/namespaces/{ns}/configmaps"
-        app.router.add_get(cms + "/{name}", self.get_config_map)
-        app.router.add_post(cms, self.create_config_map)
-        app.router.add_put(cms + "/{name}", self.replace_config_map)
         app.router.add_get("/apis/resource.nvidia.com/v1beta1/computedomains", self.list_compute_domains)
         apps = "/apis/apps/v1/namespaces/{ns}"
         app.router.add_get(apps + "/deployments/{name}", self.get_deployment)
@@ -553,12 +574,15 @@ class FakeKube:
         app.router.add_get("/api/v1/nodes", self.list_nodes)
         app.router.add_get("/api/v1/nodes/{name}", self.get_node)
         app.router.add_patch("/api/v1/nodes/{name}", self.patch_node)
-        app.router.add_get(leases + "/{name}", self.get_lease)
         app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", self.create_token_review)
-        app.router.add_post(leases, self.create_lease)
-        app.router.add_put(leases + "/{name}", self.replace_lease)
-        from tests.fakekube.workloads import Workloads  # it builds on this module's helpers
+        # they build on this module's helpers
+        from tests.fakekube.named import Named
+        from tests.fakekube.workloads import Workloads
 
+        config_maps = Named(self, self.config_maps, "configmaps", CONFIG_MAP, uid=True, optimistic=False)
+        config_maps.routes(app, "/api/v1/namespaces/{ns}/configmaps")
+        leases = Named(self, self.leases, "leases.coordination.k8s.io", {}, uid=False, optimistic=True)
+        leases.routes(app, "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases")
         Workloads(self).routes(app)
         return app
 
@@ -721,34 +745,6 @@ class FakeKube:
         if bookmark_kind is not None and alive():
             await bookmark()
 
-    # ------------------------------------------------------------------ config maps
-    async def get_config_map(self, request: web.Request) -> web.StreamResponse:
-        found = self.config_maps.get((request.match_info["ns"], request.match_info["name"]))
-        if found is None:
-            return refusal(404, "NotFound", f'configmaps "{request.match_info["name"]}" not found')
-        return web.json_response(found)
-
-    async def create_config_map(self, request: web.Request) -> web.StreamResponse:
-        cm, ns = request[BODY], request.match_info["ns"]
-        name = cm["metadata"]["name"]
-        if (ns, name) in self.config_maps:
-            return refusal(409, "AlreadyExists", f'configmaps "{name}" already exists')
-        cm.update(apiVersion="v1", kind="ConfigMap")
-        cm["metadata"].update(namespace=ns, resourceVersion=self._bump(), uid=str(uuid.uuid4()))
-        self.config_maps[(ns, name)] = cm
-        return web.json_response(cm, status=201)
-
-    async def replace_config_map(self, request: web.Request) -> web.StreamResponse:
-        ns, name = request.match_info["ns"], request.match_info["name"]
-        current = self.config_maps.get((ns, name))
-        if current is None:
-            return refusal(404, "NotFound", f'configmaps "{name}" not found')
-        cm = request[BODY]
-        cm.update(apiVersion="v1", kind="ConfigMap")
-        cm["metadata"].update(namespace=ns, resourceVersion=self._bump(), uid=current["metadata"]["uid"])
-        self.config_maps[(ns, name)] = cm
-        return web.json_response(cm)
-
     # ------------------------------------------------------------------ deployments, replica sets
     def put_pod(self, pod: Obj) -> None:
         """A pod made by a controller (deployments.py), announced to the watches."""
@@ -768,20 +764,14 @@ class FakeKube:
 
     async def get_deployment(self, request: web.Request) -> web.StreamResponse:
         found = self.deployments.get((request.match_info["ns"], request.match_info["name"]))
-        if found is None:
-            return refusal(404, "NotFound", f'deployments.apps "{request.match_info["name"]}" not found')
-        return web.json_response(found)
+        return not_found("deployments.apps", request) if found is None else web.json_response(found)
 
     async def patch_deployment(self, request: web.Request) -> web.StreamResponse:
-        if (refused := not_a_merge_patch(request)) is not None:
-            return refused
         name = request.match_info["name"]
-        found = self.deployments.get((request.match_info["ns"], name))
-        if found is None:
-            return refusal(404, "NotFound", f'deployments.apps "{name}" not found')
-        patch = request[BODY]
-        if not isinstance(patch, dict):
-            return refusal(400, "BadRequest", "patch is not an object")
+        asked = patch_of(request, self.deployments.get((request.match_info["ns"], name)), "deployments.apps")
+        if isinstance(asked, web.Response):
+            return asked
+        found, patch = asked
         strategic = content_type(request) == "application/strategic-merge-patch+json"
         changed = (strategic_merge if strategic else merge_patch)(copy.deepcopy(found), patch)
         rolling = changed["spec"].get("strategy", {}).get("rollingUpdate") or {}
@@ -824,21 +814,15 @@ class FakeKube:
 
     async def get_node(self, request: web.Request) -> web.StreamResponse:
         node = self.nodes.get(request.match_info["name"])
-        if node is None:
-            return refusal(404, "NotFound", f'nodes "{request.match_info["name"]}" not found')
-        return web.json_response(node)
+        return not_found("nodes", request) if node is None else web.json_response(node)
 
     async def patch_node(self, request: web.Request) -> web.StreamResponse:
         """Only metadata (annotations, labels) is taken from the patch: spec and status are the
         tests' to set (`set_node_spec`, `set_node_condition`), as a kubelet or an admin would."""
-        if (refused := not_a_merge_patch(request)) is not None:
-            return refused
-        node = self.nodes.get(request.match_info["name"])
-        if node is None:
-            return refusal(404, "NotFound", f'nodes "{request.match_info["name"]}" not found')
-        patch = request[BODY]
-        if not isinstance(patch, dict) or not isinstance(patch.get("metadata", {}), dict):
-            return refusal(400, "BadRequest", "patch is not an object")
+        asked = patch_of(request, self.nodes.get(request.match_info["name"]), "nodes", "metadata")
+        if isinstance(asked, web.Response):
+            return asked
+        node, patch = asked
         meta = {k: v for k, v in (patch.get("metadata") or {}).items() if k in ("annotations", "labels")}
         merge_patch(node["metadata"], meta)
         node["metadata"]["resourceVersion"] = self._bump()
@@ -850,19 +834,13 @@ class FakeKube:
 
     async def get_pod(self, request: web.Request) -> web.StreamResponse:
         pod = self._pod(request)
-        if pod is None:
-            return refusal(404, "NotFound", f'pods "{request.match_info["name"]}" not found')
-        return web.json_response(pod)
+        return not_found("pods", request) if pod is None else web.json_response(pod)
 
     async def patch_pod(self, request: web.Request) -> web.StreamResponse:
-        if (refused := not_a_merge_patch(request)) is not None:
-            return refused
-        pod = self._pod(request)
-        if pod is None:
-            return refusal(404, "NotFound", f'pods "{request.match_info["name"]}" not found')
-        patch = request[BODY]
-        if not isinstance(patch, dict):
-            return refusal(400, "BadRequest", "patch is not an object")
+        asked = patch_of(request, self._pod(request), "pods")
+        if isinstance(asked, web.Response):
+            return asked
+        pod, patch = asked
         merge_patch(pod, patch)
         pod["metadata"]["resourceVersion"] = self._bump()
         self._record("MODIFIED", pod)
@@ -871,14 +849,10 @@ class FakeKube:
     async def patch_pod_status(self, request: web.Request) -> web.StreamResponse:
         """The status subresource: only `status` is taken from the patch; conditions merge by type
         (their strategic-merge key), as the real API server does."""
-        if (refused := not_a_merge_patch(request)) is not None:
-            return refused
-        pod = self._pod(request)
-        if pod is None:
-            return refusal(404, "NotFound", f'pods "{request.match_info["name"]}" not found')
-        patch = request[BODY]
-        if not isinstance(patch, dict) or not isinstance(patch.get("status", {}), dict):
-            return refusal(400, "BadRequest", "patch is not an object")
+        asked = patch_of(request, self._pod(request), "pods", "status")
+        if isinstance(asked, web.Response):
+            return asked
+        pod, patch = asked
         status = copy.deepcopy(patch.get("status") or {})
         given = status.pop("conditions", None)
         if given is not None:
@@ -899,7 +873,7 @@ class FakeKube:
     async def delete_pod(self, request: web.Request) -> web.StreamResponse:
         pod = self._pod(request)
         if pod is None:
-            return refusal(404, "NotFound", f'pods "{request.match_info["name"]}" not found')
+            return not_found("pods", request)
         body = request[BODY] or {}
         uid = (body.get("preconditions") or {}).get("uid")
         if uid and uid != pod["metadata"]["uid"]:
@@ -976,43 +950,3 @@ class FakeKube:
             "status": status,
         }
         return web.json_response(body, status=201)
-
-    # ------------------------------------------------------------------ leases
-    async def get_lease(self, request: web.Request) -> web.StreamResponse:
-        lease = self.leases.get((request.match_info["ns"], request.match_info["name"]))
-        if lease is None:
-            return refusal(
-                404, "NotFound", f'leases.coordination.k8s.io "{request.match_info["name"]}" not found'
-            )
-        return web.json_response(lease)
-
-    async def create_lease(self, request: web.Request) -> web.StreamResponse:
-        lease = request[BODY]
-        ns = request.match_info["ns"]
-        name = lease["metadata"]["name"]
-        if (ns, name) in self.leases:
-            return refusal(409, "AlreadyExists", f'leases.coordination.k8s.io "{name}" already exists')
-        lease["metadata"]["namespace"] = ns
-        lease["metadata"]["resourceVersion"] = self._bump()
-        self.leases[(ns, name)] = lease
-        return web.json_response(lease, status=201)
-
-    async def replace_lease(self, request: web.Request) -> web.StreamResponse:
-        ns, name = request.match_info["ns"], request.match_info["name"]
-        current = self.leases.get((ns, name))
-        if current is None:
-            return refusal(404, "NotFound", f'leases.coordination.k8s.io "{name}" not found')
-        lease = request[BODY]
-        wanted = lease["metadata"].get("resourceVersion")
-        if wanted and wanted != current["metadata"]["resourceVersion"]:
-            return refusal(
-                409,
-                "Conflict",
-                f"Operation cannot be fulfilled on leases.coordination.k8s.io "
-                f'"{name}": the object has been modified; please apply your changes to the latest '
-                "version and try again",
-            )
-        lease["metadata"]["namespace"] = ns
-        lease["metadata"]["resourceVersion"] = self._bump()
-        self.leases[(ns, name)] = lease
-        return web.json_response(lease)

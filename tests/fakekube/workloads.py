@@ -20,6 +20,7 @@ from tests.fakekube.server import (
     content_type,
     merge_patch,
     not_a_merge_patch,
+    not_found,
     now_micro,
     refusal,
     strategic_merge,
@@ -60,13 +61,9 @@ class Workloads:
     def _sts(self, request: web.Request) -> Obj | None:
         return self.fake.stateful_sets.get((request.match_info["ns"], request.match_info["name"]))
 
-    @staticmethod
-    def _missing(kind: str, request: web.Request) -> web.Response:
-        return refusal(404, "NotFound", f'{kind} "{request.match_info["name"]}" not found')
-
     async def get_stateful_set(self, request: web.Request) -> web.StreamResponse:
         found = self._sts(request)
-        return web.json_response(found) if found else self._missing("statefulsets.apps", request)
+        return web.json_response(found) if found else not_found("statefulsets.apps", request)
 
     def _store(self, request: web.Request, found: Obj, changed: Obj) -> Obj:
         if changed["spec"] != found["spec"]:
@@ -78,7 +75,7 @@ class Workloads:
     async def patch_stateful_set(self, request: web.Request) -> web.StreamResponse:
         found = self._sts(request)
         if found is None:
-            return self._missing("statefulsets.apps", request)
+            return not_found("statefulsets.apps", request)
         changed = patched(request, found)
         if isinstance(changed, web.Response):
             return changed
@@ -100,12 +97,12 @@ class Workloads:
 
     async def get_scale(self, request: web.Request) -> web.StreamResponse:
         found = self._sts(request)
-        return web.json_response(self._scale(found)) if found else self._missing("statefulsets.apps", request)
+        return web.json_response(self._scale(found)) if found else not_found("statefulsets.apps", request)
 
     async def patch_scale(self, request: web.Request) -> web.StreamResponse:
         found = self._sts(request)
         if found is None:
-            return self._missing("statefulsets.apps", request)
+            return not_found("statefulsets.apps", request)
         scale = patched(request, self._scale(found))
         if isinstance(scale, web.Response):
             return scale
@@ -146,13 +143,13 @@ class Workloads:
 
     async def get_job(self, request: web.Request) -> web.StreamResponse:
         found = self.fake.jobs.get((request.match_info["ns"], request.match_info["name"]))
-        return web.json_response(found) if found else self._missing("jobs.batch", request)
+        return web.json_response(found) if found else not_found("jobs.batch", request)
 
     async def delete_job(self, request: web.Request) -> web.StreamResponse:
         ns, name = request.match_info["ns"], request.match_info["name"]
         found = self.fake.jobs.pop((ns, name), None)
         if found is None:
-            return self._missing("jobs.batch", request)
+            return not_found("jobs.batch", request)
         for (pns, pname), pod in list(self.fake.pods.items()):
             if pns == ns and pod["metadata"].get("labels", {}).get("job-name") == name:
                 self.fake.remove_pod(ns, pname)  # background propagation: its pods go too

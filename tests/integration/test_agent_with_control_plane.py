@@ -4,8 +4,6 @@ its pod's projected ServiceAccount token (reviewed by the fake API server)."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from sidecars.devcluster import DevCluster
@@ -64,12 +62,8 @@ async def test_the_drain_hook_through_the_control_plane_waits_for_the_job(
             assert "scontrol update" not in slurm_commands(agent)
             assert agent.metrics.fallbacks._value.get() == 0
             # counted once the write's command returned, which Slurm's drain (and so the hook) can beat
-            await eventually(
-                lambda: asyncio.sleep(
-                    0.05, cp.sample("slurm_sidecars_drain_batches_total", action="drain", result="ok")
-                ),
-                lambda n: n >= 1,
-                what="the drain counted",
+            await cp.counted(
+                "slurm_sidecars_drain_batches_total", what="the drain counted", action="drain", result="ok"
             )
             assert cp.sample("slurm_sidecars_drain_batches_total", action="drain", result="ok") == 1
     node = await cluster.client().node("n1")

@@ -59,6 +59,21 @@ async def running_agent(
         yield a
 
 
+@contextlib.asynccontextmanager
+async def registered_by_its_restart(
+    cluster: DevCluster, sockdir: Path, node: str, slurmd: tuple[str, ...]
+) -> AsyncIterator[Agent]:
+    """An agent of `node`, whose slurmd -Z never came up (Slurm has no record of it): yields once
+    the agent's one restart (`slurmd`, its command) has it registered as a dynamic node."""
+    s = settings_for(
+        cluster, sockdir, node=node, registration_timeout_seconds=0.5, slurmd_restart_command=slurmd
+    )
+    async with running_agent(cluster, s) as agent:
+        await eventually(lambda: agent.registration.status.attempts == 1, what="a restart")
+        await eventually(lambda: agent.registration.status.state == "registered", what="registered")
+        yield agent
+
+
 async def hook(settings: WorkerSettings, within: float = 60.0, reason: str | None = None) -> tuple[int, Any]:
     return await drain(str(settings.socket_path), within, reason)
 

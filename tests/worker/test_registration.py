@@ -10,7 +10,7 @@ import pytest
 from sidecars.devcluster import DevCluster
 from sidecars.probe import check
 from tests.helpers import RecordingEvents, eventually
-from tests.worker.agents import hook, http_get, running_agent, settings_for
+from tests.worker.agents import hook, http_get, registered_by_its_restart, running_agent, settings_for
 
 
 @pytest.mark.cluster(nodes=1)
@@ -157,12 +157,7 @@ async def test_dynamic_node_that_never_showed_up_is_started_and_registers(
 ) -> None:
     # the pod's slurmd -Z never came up: Slurm has no record at all until the agent's restart
     command = tuple(cluster.slurmd_argv("d1", "-Z", "--conf", "CPUs=1 RealMemory=1000"))
-    s = settings_for(
-        cluster, sockdir, node="d1", registration_timeout_seconds=0.5, slurmd_restart_command=command
-    )
-    async with running_agent(cluster, s) as agent:
-        await eventually(lambda: agent.registration.status.attempts == 1, what="a restart")
-        await eventually(lambda: agent.registration.status.state == "registered", what="registered")
+    async with registered_by_its_restart(cluster, sockdir, "d1", command) as agent:
         node = await cluster.client().node("d1")
         assert node is not None and node.state.registered and "DYNAMIC_NORM" in node.state.flags
         status, body = await http_get(agent, "/readyz")

@@ -11,7 +11,14 @@ import pytest
 from sidecars.devcluster import DevCluster
 from sidecars.worker.service import Agent
 from tests.helpers import eventually
-from tests.worker.agents import completed, drained_under_a_job, http_get, running_agent, settings_for
+from tests.worker.agents import (
+    completed,
+    drained_under_a_job,
+    http_get,
+    registered_by_its_restart,
+    running_agent,
+    settings_for,
+)
 
 pytestmark = pytest.mark.releases("slurm24", "slurm26")
 
@@ -35,12 +42,7 @@ async def test_a_worker_that_never_registered_is_started_and_registers_as_a_dyna
     cluster: DevCluster, sockdir
 ) -> None:
     command = tuple(cluster.slurmd_argv("w2"))  # the pod's configless slurmd -Z, not running yet
-    s = settings_for(
-        cluster, sockdir, node="w2", registration_timeout_seconds=0.5, slurmd_restart_command=command
-    )
-    async with running_agent(cluster, s) as agent:
-        await eventually(lambda: agent.registration.status.attempts == 1, what="a restart")
-        await eventually(lambda: agent.registration.status.state == "registered", what="registered")
+    async with registered_by_its_restart(cluster, sockdir, "w2", command) as agent:
         node = await cluster.client().node("w2")
         assert node is not None and "DYNAMIC_NORM" in node.state.flags and "slinky" in node.features
         await eventually(lambda: agent.slurmd_health.method != "unknown", what="the health method")

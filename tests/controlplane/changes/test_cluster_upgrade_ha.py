@@ -11,12 +11,12 @@ is tested with MariaDB in test_cluster_upgrade.py)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
 
 from sidecars.controlplane.changes.cluster_upgrade.stages import ClusterUpgrade
-from sidecars.controlplane.changes.cluster_upgrade.status import Stage
 from sidecars.devcluster import ClusterSpec, Release
 from sidecars.devcluster.swap_ha import SwappableControllers
 from sidecars.devcluster.swap_roles import DevClusterRoles
@@ -94,10 +94,22 @@ async def _all_back(c: Refusing, roles: Recorded, before: dict[int, str], spanni
     assert (await roles.jobs())[held] == "PENDING"
 
 
-def _acted_at_once(stage: Stage) -> None:
-    """The rollback began within 2 s of the new controller's death, by the times the status keeps."""
+@contextlib.asynccontextmanager
+async def _rolled_back(pair: tuple[Refusing, Recorded], newer: Release) -> AsyncIterator[ClusterUpgrade]:
+    """The upgrade, run with a job running and one held, rolled back: the refusing slurmctld's
+    last words (Slurm's) in the status, the rollback begun within 2 s of its death by the times the
+    status keeps. After the test's own checks, every controller and job is back."""
+    c, roles = pair
+    spanning, held = await _jobs(c)
+    before = await roles.jobs()
+    up = ClusterUpgrade(roles, Version.parse(newer.version), IMAGES, verify_timeout_seconds=60)
+    assert await up.run() == "rolled_back", up.status.report()
+    stage = up.status.stage("slurmctld")
+    assert "NoSuchSetting" in stage.last_words and stage.last_words in stage.detail, stage
     assert stage.died_at is not None and stage.acted_at is not None, stage
     assert stage.acted_at - stage.died_at <= 2.0, (stage.acted_at - stage.died_at, stage)
+    yield up
+    await _all_back(c, roles, before, spanning, held)
 
 
 def _releases(versions: dict[str, Version]) -> dict[str, str]:
@@ -140,55 +152,41 @@ async def test_an_ha_pair_moves_one_controller_at_a_time_backup_first_with_every
 async def test_a_backups_new_slurmctld_that_fails_puts_every_moved_controller_back(
     pair: tuple[Refusing, Recorded], newer: Release
 ) -> None:
-    c, roles = pair
-    spanning, held = await _jobs(c)
-    before = await roles.jobs()
-    up = ClusterUpgrade(roles, Version.parse(newer.version), IMAGES, verify_timeout_seconds=60)
-    assert await up.run() == "rolled_back", up.status.report()
-    stage = up.status.stage("slurmctld")
-    detail = stage.detail
-    assert "the new slurmctld on ctld-c failed" in detail and "(ctld-b, ctld-c)" in detail, detail
-    assert "NoSuchSetting" in stage.last_words and stage.last_words in detail, stage
-    _acted_at_once(stage)
-    assert roles.calls == [
-        "stop ctld-b",
-        "start ctld-b sid",
-        "stop ctld-c",
-        "start ctld-c sid",
-        "restore ctld-c",
-        "restore ctld-b",
-    ]  # the primary never stopped, its state never copied nor restored
-    assert _releases(await roles.versions()) == dict.fromkeys(
-        ("slurmctld:ctld-a", "slurmctld:ctld-b", "slurmctld:ctld-c"), "24.11"
-    )
-    assert up.status.state_copy == "" and up.status.stage("workers").state == "pending"
-    await _all_back(c, roles, before, spanning, held)
+    roles = pair[1]
+    async with _rolled_back(pair, newer) as up:
+        detail = up.status.stage("slurmctld").detail
+        assert "the new slurmctld on ctld-c failed" in detail and "(ctld-b, ctld-c)" in detail, detail
+        assert roles.calls == [
+            "stop ctld-b",
+            "start ctld-b sid",
+            "stop ctld-c",
+            "start ctld-c sid",
+            "restore ctld-c",
+            "restore ctld-b",
+        ]  # the primary never stopped, its state never copied nor restored
+        assert _releases(await roles.versions()) == dict.fromkeys(
+            ("slurmctld:ctld-a", "slurmctld:ctld-b", "slurmctld:ctld-c"), "24.11"
+        )
+        assert up.status.state_copy == "" and up.status.stage("workers").state == "pending"
 
 
 @pytest.mark.parametrize("pair", [(2, {"ctld-a"})], indirect=True, ids=["primary"])
 async def test_a_primarys_new_slurmctld_that_fails_puts_the_saved_state_back_under_the_old_release(
     pair: tuple[Refusing, Recorded], newer: Release
 ) -> None:
-    c, roles = pair
-    spanning, held = await _jobs(c)
-    before = await roles.jobs()
-    up = ClusterUpgrade(roles, Version.parse(newer.version), IMAGES, verify_timeout_seconds=60)
-    assert await up.run() == "rolled_back", up.status.report()
-    stage = up.status.stage("slurmctld")
-    assert "on the saved state" in stage.detail
-    assert "NoSuchSetting" in stage.last_words and stage.last_words in stage.detail, stage
-    _acted_at_once(stage)
-    assert roles.calls == [
-        "stop ctld-b",
-        "start ctld-b sid",
-        "stop ctld-a",
-        "copy",
-        "start ctld-a sid",
-        "stop ctld-b",  # the moved backup stopped before the state goes back: it may not take over
-        "restore ctld-a with the copy",
-        "restore ctld-b",
-    ]
-    assert _releases(await roles.versions()) == dict.fromkeys(
-        ("slurmctld:ctld-a", "slurmctld:ctld-b"), "24.11"
-    )
-    await _all_back(c, roles, before, spanning, held)
+    roles = pair[1]
+    async with _rolled_back(pair, newer) as up:
+        assert "on the saved state" in up.status.stage("slurmctld").detail
+        assert roles.calls == [
+            "stop ctld-b",
+            "start ctld-b sid",
+            "stop ctld-a",
+            "copy",
+            "start ctld-a sid",
+            "stop ctld-b",  # the moved backup stopped before the state goes back: it may not take over
+            "restore ctld-a with the copy",
+            "restore ctld-b",
+        ]
+        assert _releases(await roles.versions()) == dict.fromkeys(
+            ("slurmctld:ctld-a", "slurmctld:ctld-b"), "24.11"
+        )

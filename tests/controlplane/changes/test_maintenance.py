@@ -85,8 +85,7 @@ async def test_a_busy_node_waits_a_restart_loses_nothing_and_the_end_restores_on
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:
     fake, url = fake_kube
-    for i in (1, 2, 3):
-        fake.add_pod(f"worker-{i}", hostname=f"n{i}")
+    fake.add_workers(3)
     client = cluster.client()
     await client.drain(["n3"], "admin: bad DIMM")  # someone else's drain, inside the window
     job = await cluster.sbatch("-w", "n1", "-t", "30", wrap="sleep 300")
@@ -111,11 +110,7 @@ async def test_a_busy_node_waits_a_restart_loses_nothing_and_the_end_restores_on
             "n2": reason,
             "n3": "admin: bad DIMM",
         }
-        await eventually(
-            lambda: asyncio.sleep(0.05, cp.sample("slurm_sidecars_maintenance_nodes", state="waiting")),
-            lambda v: v == 1,
-            what="metric",
-        )
+        await cp.counted("slurm_sidecars_maintenance_nodes", lambda v: v == 1, what="metric", state="waiting")
         status, st = await cp.get("/status")
         assert st["maintenance"]["windows"] == [{"name": "racks", "nodes": 3, "active": True}]
         await eventually(

@@ -17,6 +17,12 @@ from sidecars.devcluster import DevCluster
 from sidecars.protocol.drains import UPGRADE as REASON_PREFIX
 from sidecars.runtime.waits import within
 from sidecars.slurm import Version
+from tests.controlplane.changes.paced import (
+    complete_once_long_ends,
+    idle_first_then_soonest,
+    long_and_soon,
+    n1_next_once_soon_ends,
+)
 from tests.controlplane.conftest import TOKEN, control_plane, eventually
 from tests.fakekube import FakeKube
 from tests.helpers import in_background
@@ -63,10 +69,7 @@ async def test_an_upgrade_keeps_to_its_budget_kills_no_job_and_survives_a_restar
     for pod in WORKERS:
         add_worker(fake, pod, "old")
     client = cluster.client()
-    long = await cluster.sbatch("-w", "n1", "-t", "30", wrap="sleep 300")
-    soon = await cluster.sbatch("-w", "n2", "-t", "5", wrap="sleep 300")
-    await cluster.wait_job(long, "RUNNING")
-    await cluster.wait_job(soon, "RUNNING")
+    long, soon = await long_and_soon(cluster)
     held: list[set[str]] = []  # what the upgrade held at each sample: drained by it, or pod missing
 
     async def watch_budget() -> None:
@@ -99,37 +102,15 @@ async def test_an_upgrade_keeps_to_its_budget_kills_no_job_and_survives_a_restar
                 status, text = await cp.post("/v1/upgrade", {"revision": "new", "budget": "1"})
                 assert status == 201, text
                 # idle workers first, one at a time; then the one whose job ends soonest
-                await eventually(
-                    lambda: asyncio.sleep(0.1, list(replaced)),
-                    lambda r: sorted(r) == ["n3", "n4"],
-                    within=60,
-                    what="idle n3 and n4 replaced",
-                )
-                await cluster.wait_node("n2", lambda n: n.state.drain and n.state.busy, timeout=60)
-                status, report = await eventually(
-                    lambda: cp.get("/v1/upgrade"),
-                    lambda r: r[1]["upgrade"]["nodes"]["n2"] == f"waiting for jobs {soon}",
-                    what="n2 reported waiting",
-                )
-                assert report["upgrade"]["nodes"]["n1"] == "queued"
+                await idle_first_then_soonest(cluster, cp, replaced, soon)
             # restarted mid-roll: the plan is read back from the ConfigMap
             assert fake.config_maps[("slurm", CONFIG_MAP)]["data"]["revision"] == "new"
             async with control_plane(cluster, kube_url=url, identity="cp-b") as cp:
                 status, report = await cp.get("/v1/upgrade")
                 assert report["upgrade"]["revision"] == "new" and report["upgrade"]["upgraded"] == 2
-                node = await client.node("n1")
-                assert node is not None and not node.state.drain  # not its turn: it keeps working
-                assert (await cluster.wait_job(soon, "RUNNING")).state == "RUNNING"  # never killed
-                await cluster.scancel(soon)
-                await cluster.wait_node("n1", lambda n: n.state.drain and n.state.busy, timeout=60)
+                await n1_next_once_soon_ends(cluster, soon)
                 assert (await cluster.wait_job(long, "RUNNING")).state == "RUNNING"
-                await cluster.scancel(long)
-                await eventually(
-                    lambda: cp.get("/v1/upgrade"),
-                    lambda r: r[1]["upgrade"]["complete"],
-                    within=60,
-                    what="the roll complete",
-                )
+                await complete_once_long_ends(cluster, cp, long)
                 assert sorted(replaced) == ["n1", "n2", "n3", "n4"] and replaced[2] == "n2"
                 assert not any(n.state.drain for n in await client.nodes())
         # each worker's pod was told, in its turn, as a Kubernetes Event

@@ -14,6 +14,12 @@ import pytest
 from sidecars.controlplane.changes.deploy_roll import ANNOTATION
 from sidecars.devcluster import DevCluster
 from sidecars.protocol.drains import UPGRADE as REASON_PREFIX
+from tests.controlplane.changes.paced import (
+    complete_once_long_ends,
+    idle_first_then_soonest,
+    long_and_soon,
+    n1_next_once_soon_ends,
+)
 from tests.controlplane.conftest import control_plane, eventually
 from tests.fakekube import FakeKube
 from tests.fakekube.deployments import DeploymentController
@@ -39,10 +45,7 @@ async def test_a_deployment_roll_keeps_to_its_budget_and_kubernetes_only_takes_e
 
     kube = DeploymentController(fake, "workers", MACHINES, prestop)
     kube.create(4, "slurmd:24.11")
-    long = await cluster.sbatch("-w", "n1", "-t", "30", wrap="sleep 300")
-    soon = await cluster.sbatch("-w", "n2", "-t", "5", wrap="sleep 300")
-    await cluster.wait_job(long, "RUNNING")
-    await cluster.wait_job(soon, "RUNNING")
+    long, soon = await long_and_soon(cluster)
     held: list[set[str]] = []  # per sample: machines drained by the upgrade, or with no Ready pod
 
     def ready_machines() -> set[str]:
@@ -89,34 +92,12 @@ async def test_a_deployment_roll_keeps_to_its_budget_and_kubernetes_only_takes_e
                 assert not any(n.state.drain for n in await client.nodes())  # nothing to roll to yet
                 kube.set_image("slurmd:24.11.6")
                 # idle workers first, one at a time, each handed to Kubernetes once empty
-                await eventually(
-                    lambda: asyncio.sleep(0.1, list(kube.deleted)),
-                    lambda r: sorted(r) == ["n3", "n4"],
-                    within=60,
-                    what="idle n3 and n4 replaced",
-                )
-                await cluster.wait_node("n2", lambda n: n.state.drain and n.state.busy, timeout=60)
-                status, report = await eventually(
-                    lambda: cp.get("/v1/upgrade"),
-                    lambda r: r[1]["upgrade"]["nodes"].get("n2") == f"waiting for jobs {soon}",
-                    what="n2 reported waiting",
-                )
-                assert report["upgrade"]["nodes"]["n1"] == "queued"
+                await idle_first_then_soonest(cluster, cp, kube.deleted, soon)
             assert kube.deployment["spec"]["paused"]  # the control plane gone: Kubernetes holds still
             async with control_plane(cluster, kube_url=url, identity="cp-b") as cp:
-                node = await client.node("n1")
-                assert node is not None and not node.state.drain  # not its turn: it keeps working
-                assert (await cluster.wait_job(soon, "RUNNING")).state == "RUNNING"  # never killed
-                await cluster.scancel(soon)
-                await cluster.wait_node("n1", lambda n: n.state.drain and n.state.busy, timeout=60)
+                await n1_next_once_soon_ends(cluster, soon)
                 assert kube.deleted[2] == "n2"
-                await cluster.scancel(long)
-                await eventually(
-                    lambda: cp.get("/v1/upgrade"),
-                    lambda r: r[1]["upgrade"]["complete"],
-                    within=60,
-                    what="the roll complete",
-                )
+                await complete_once_long_ends(cluster, cp, long)
                 await eventually(
                     lambda: asyncio.sleep(0.05, kube.deployment),
                     lambda d: not d["spec"]["paused"],

@@ -119,12 +119,12 @@ async def test_drains_rest_on_slurms_state_now_not_on_the_snapshot(cluster: DevC
         await eventually(
             lambda: cp.get("/status"), lambda r: not r[1]["drains_pending"], what="batch flushed"
         )
-        await eventually(
-            lambda: asyncio.sleep(
-                0.05, cp.sample("slurm_sidecars_drain_requests_total", action="undrain", result="not_ours")
-            ),
+        await cp.counted(
+            "slurm_sidecars_drain_requests_total",
             lambda n: n == 1,
             what="undrain decided",
+            action="undrain",
+            result="not_ours",
         )
         nodes = await client.nodes_named(["n1", "n2"])
         assert {n: (v.state.drain, v.reason.text if v.reason else None) for n, v in nodes.items()} == {
@@ -153,24 +153,19 @@ async def test_a_drain_asked_while_slurmctld_is_down_is_written_once_it_is_back(
         await cluster.stop_slurmctld()
         assert (await cp.post("/v1/nodes/n1/drain", {"reason": REASON}))[0] == 202
         # the read the batch rests on fails: nothing is written, the request waits
-        await eventually(
-            lambda: asyncio.sleep(
-                0.05, cp.sample("slurm_sidecars_drain_requests_total", action="drain", result="deferred")
-            ),
-            lambda n: n >= 1,
+        await cp.counted(
+            "slurm_sidecars_drain_requests_total",
             what="the batch deferred",
+            action="drain",
+            result="deferred",
         )
         assert cp.sample("slurm_sidecars_drain_batches_total", action="drain", result="ok") == 0
         await cluster.start_slurmctld()
         node = await cluster.wait_node("n1", lambda n: n.state.drain)
         assert node.reason is not None and node.reason.text == REASON
         # Slurm shows the drain before our write's command has returned and been counted
-        await eventually(
-            lambda: asyncio.sleep(
-                0.05, cp.sample("slurm_sidecars_drain_batches_total", action="drain", result="ok")
-            ),
-            lambda n: n >= 1,
-            what="the batch counted",
+        await cp.counted(
+            "slurm_sidecars_drain_batches_total", what="the batch counted", action="drain", result="ok"
         )
         assert cp.sample("slurm_sidecars_drain_batches_total", action="drain", result="ok") == 1
 

@@ -66,12 +66,12 @@ async def test_fleet_view_order_costs_and_batched_drains_over_dynamic_workers(
         assert [s for s, _ in answers] == [202, 202]
         await cluster.wait_nodes(lambda ns: all(n.state.drained for n in ns if n.name in order[:2]))
         # Slurm shows the drains before our write's command has returned and been counted
-        await eventually(
-            lambda: asyncio.sleep(
-                0.05, cp.sample("slurm_sidecars_drain_requests_total", action="drain", result="written")
-            ),
+        await cp.counted(
+            "slurm_sidecars_drain_requests_total",
             lambda n: n >= 2,
             what="the drains counted",
+            action="drain",
+            result="written",
         )
         after = cp.sample("slurm_sidecars_slurm_commands_total", command="scontrol update", result="ok")
         assert after - updates == 1  # one `scontrol update nodename=n[3-4]` for both

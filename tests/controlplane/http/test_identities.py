@@ -37,16 +37,11 @@ def report(pod: str, registered: bool = False) -> dict[str, Any]:
     return {"pod_namespace": "slurm", "pod_name": pod, "registered": registered, "detail": "test"}
 
 
-def workers(fake: FakeKube) -> None:
-    for i in (1, 2, 3):
-        fake.add_pod(f"worker-{i}", hostname=f"n{i}")
-
-
 async def test_an_agent_acts_on_its_own_node_only(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:
     fake, url = fake_kube
-    workers(fake)
+    fake.add_workers(3)
     agent = fake.issue_token("worker-1")
     async with control_plane(cluster, kube_url=url, recycle={"grace_seconds": 3600}) as cp:
         await eventually(cp.leading, what="leader with pods listed")
@@ -102,7 +97,7 @@ async def test_a_token_not_bound_to_a_current_worker_pod_is_refused(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:
     fake, url = fake_kube
-    workers(fake)
+    fake.add_workers(3)
     fake.add_pod("login-0", hostname="n3", labels={"app": "login"})  # not a worker (selector app=slurmd)
     other_audience = fake.issue_token("worker-1", audiences=("https://kubernetes.default.svc",))
     not_a_worker = fake.issue_token("login-0")
@@ -139,7 +134,7 @@ async def test_the_viewer_reads_and_writes_nothing_and_the_operator_does_all(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:
     fake, url = fake_kube
-    workers(fake)
+    fake.add_workers(3)
     async with control_plane(cluster, kube_url=url) as cp:
         await eventually(cp.leading, what="leader with pods listed")
         for path in ("/v1/nodes", "/v1/nodes/n2", "/v1/scale-in-order", "/v1/maintenance", "/v1/upgrade"):
@@ -179,7 +174,7 @@ async def test_an_agent_is_told_to_retry_while_the_api_server_cannot_review(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:
     fake, url = fake_kube
-    workers(fake)
+    fake.add_workers(3)
     agent = fake.issue_token("worker-1")
     async with control_plane(cluster, kube_url=url) as cp:
         await eventually(cp.leading, what="leader with pods listed")

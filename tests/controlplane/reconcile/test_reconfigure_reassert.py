@@ -6,7 +6,9 @@ Slurm shows the place again is printed."""
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -14,7 +16,7 @@ from sidecars.controlplane.reconcile.topology_files import render_yaml
 from sidecars.devcluster import DevCluster
 from sidecars.kube.topology import TopologySpec
 from sidecars.slurm import SlurmClient
-from tests.controlplane.conftest import control_plane
+from tests.controlplane.conftest import Running, control_plane
 from tests.fakekube import FakeKube
 from tests.helpers import eventually
 
@@ -34,18 +36,16 @@ async def places(client: SlurmClient) -> tuple[str, str]:
     return got["n1"].topology, got["n2"].topology
 
 
-# in-place topology is 25.05+, and a reconfigure moves BOOT_TIME from 23.11 on: 26.05 alone shows it
-@pytest.mark.releases("slurm26")
-@pytest.mark.cluster(nodes=2, files={"topology.yaml": EMPTY_TREE})
-async def test_the_topology_is_placed_again_as_soon_as_a_reconfigure_is_seen(
-    cluster: DevCluster, fake_kube: tuple[FakeKube, str]
-) -> None:
+@contextlib.asynccontextmanager
+async def placed_from_labels(cluster: DevCluster, fake_kube: tuple[FakeKube, str]) -> AsyncIterator[Running]:
+    """n1 and n2 in pods on a Node whose labels place them at PLACE, placed there as the topology
+    sync does, and a control plane leading the topology whose watch has read slurmctld's start time
+    once: what slurmctld then loses is the control plane's to place again."""
     fake, url = fake_kube
     fake.add_node("k1", labels={ZONE: "a", RACK: "r1"})
     for i in (1, 2):
         fake.add_pod(f"w{i}", hostname=f"n{i}", node_name="k1")
-    client = cluster.client()
-    await client.set_topology(["n1", "n2"], PLACE)  # where the labels place them, as the sync does
+    await cluster.client().set_topology(["n1", "n2"], PLACE)
     async with control_plane(
         cluster,
         url,
@@ -54,22 +54,40 @@ async def test_the_topology_is_placed_again_as_soon_as_a_reconfigure_is_seen(
         reconfigure_poll_seconds=POLL_SECONDS,
     ) as cp:
         await eventually(lambda: cp.leading("topology"), what="leader with pods and nodes")
+        await eventually(lambda: cp.plane.reconfigures.booted, what="slurmctld's start time read once")
+        yield cp
+
+
+async def placed_again(client: SlurmClient) -> tuple[tuple[str, str], float]:
+    """Called right as slurmctld is back: what a read then shows, and how long until Slurm shows
+    the place again."""
+    back = time.monotonic()
+    lost = await places(client)
+    await eventually(
+        lambda: places(client), lambda p: p == (PLACE, PLACE), within=BOUND_SECONDS, what="placed again"
+    )
+    return lost, time.monotonic() - back
+
+
+# in-place topology is 25.05+, and a reconfigure moves BOOT_TIME from 23.11 on: 26.05 alone shows it
+@pytest.mark.releases("slurm26")
+@pytest.mark.cluster(nodes=2, files={"topology.yaml": EMPTY_TREE})
+async def test_the_topology_is_placed_again_as_soon_as_a_reconfigure_is_seen(
+    cluster: DevCluster, fake_kube: tuple[FakeKube, str]
+) -> None:
+    client = cluster.client()
+    async with placed_from_labels(cluster, fake_kube) as cp:
         watch = cp.plane.reconfigures
-        booted = await eventually(lambda: watch.booted, what="slurmctld's start time read once")
+        booted = watch.booted
         # BOOT_TIME has 1-s resolution: a reconfigure in slurmctld's first second would not move it
         # (the watch's limit, docs/node-state.md); on a quiet machine the test got there that fast
         await eventually(
             client.boot_time,
-            lambda b: b.asked is not None and b.asked > booted,
+            lambda b: b.asked is not None and booted is not None and b.asked > booted,
             what="slurmctld's clock past the second it started in",
         )
         await client.reconfigure()
-        returned = time.monotonic()
-        lost = await places(client)  # 26.05 classic: ("", ""), unless already placed again
-        await eventually(
-            lambda: places(client), lambda p: p == (PLACE, PLACE), within=BOUND_SECONDS, what="placed again"
-        )
-        window = time.monotonic() - returned
+        lost, window = await placed_again(client)  # 26.05 classic: lost ("", ""), unless placed again
         print(f"\nread right after the reconfigure: {lost}; placed again {window:.3f} s after it returned")
         assert watch.seen == 1, watch.status()
         status, body = await cp.get("/status")

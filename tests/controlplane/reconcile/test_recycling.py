@@ -41,8 +41,7 @@ async def test_recycling_is_capped_per_window_with_warning_events(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:
     fake, url = fake_kube
-    for i in range(1, 4):
-        fake.add_pod(f"worker-{i}", hostname=f"n{i}")
+    fake.add_workers(3)
     fake.add_pod("ghost-a", hostname="n8")  # Ready, but Slurm has no n8 / n9
     fake.add_pod("ghost-b", hostname="n9")
     async with control_plane(
@@ -76,11 +75,7 @@ async def test_recycling_is_capped_per_window_with_warning_events(
         )
         assert first == ["ghost-a"]
         # the sign that the recycler judged ghost-b after ghost-a went: it counts it capped
-        await eventually(
-            lambda: asyncio.sleep(0.05, cp.sample("slurm_sidecars_recycles_total", result="capped")),
-            lambda n: n >= 1,
-            what="ghost-b capped",
-        )
+        await cp.counted("slurm_sidecars_recycles_total", what="ghost-b capped", result="capped")
         assert _deleted(fake) == ["ghost-a"]  # the cap holds ghost-b back within the window
         warnings = [e for e in fake.events if e["reason"] == "WorkerRecycled"]
         assert [(e["type"], e["involvedObject"]["name"]) for e in warnings] == [("Warning", "ghost-a")]
@@ -110,8 +105,7 @@ async def test_recycling_suspended_while_slurmctld_is_unreachable(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:
     fake, url = fake_kube
-    for i in range(1, 4):
-        fake.add_pod(f"worker-{i}", hostname=f"n{i}")
+    fake.add_workers(3)
     async with control_plane(cluster, kube_url=url, pod_name="cp-0") as cp:
         await _cycles(cp, 2)
         await cluster.stop_slurmctld()

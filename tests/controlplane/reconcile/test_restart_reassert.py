@@ -21,7 +21,6 @@ import pytest
 from sidecars.controlplane.service import ControlPlaneService
 from sidecars.devcluster import DevCluster
 from sidecars.kube.gpudomain import CLIQUE_LABEL
-from sidecars.kube.topology import TopologySpec
 from sidecars.slurm import Controllers
 from tests.controlplane.conftest import control_plane
 from tests.controlplane.reconcile.test_gpu_domains import CLIQUE
@@ -29,13 +28,10 @@ from tests.controlplane.reconcile.test_reconfigure_reassert import (
     BOUND_SECONDS,
     EMPTY_TREE,
     INTERVAL_SECONDS,
-    KEYS,
     LOADED,
-    PLACE,
     POLL_SECONDS,
-    RACK,
-    ZONE,
-    places,
+    placed_again,
+    placed_from_labels,
 )
 from tests.fakekube import FakeKube
 from tests.helpers import eventually
@@ -55,31 +51,12 @@ HA = {"nodes": 1, "controllers": 2, "slurmctld_timeout_seconds": 5}
 async def test_the_topology_is_placed_again_as_soon_as_a_restarted_slurmctld_answers(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:
-    fake, url = fake_kube
-    fake.add_node("k1", labels={ZONE: "a", RACK: "r1"})
-    for i in (1, 2):
-        fake.add_pod(f"w{i}", hostname=f"n{i}", node_name="k1")
     client = cluster.client()
-    await client.set_topology(["n1", "n2"], PLACE)  # where the labels place them, as the sync does
-    async with control_plane(
-        cluster,
-        url,
-        topology={"spec": TopologySpec(KEYS)},
-        interval_seconds=INTERVAL_SECONDS,
-        reconfigure_poll_seconds=POLL_SECONDS,
-    ) as cp:
-        await eventually(lambda: cp.leading("topology"), what="leader with pods and nodes")
-        watch = cp.plane.reconfigures
-        await eventually(lambda: watch.booted, what="slurmctld's start time read once")
+    async with placed_from_labels(cluster, fake_kube) as cp:
         await cluster.restart_slurmctld()  # `scontrol shutdown` (state saved), then a start
-        answered = time.monotonic()
-        lost = await places(client)  # ("", ""): the restart lost it, unless already placed again
-        await eventually(
-            lambda: places(client), lambda p: p == (PLACE, PLACE), within=BOUND_SECONDS, what="placed again"
-        )
-        window = time.monotonic() - answered
+        lost, window = await placed_again(client)  # ("", ""): the restart lost it, unless placed again
         print(f"\nread right after the restart: {lost}; placed again {window:.3f} s after slurmctld answered")
-        status = watch.status()
+        status = cp.plane.reconfigures.status()
         assert status["seen"] + status["returns"] >= 1, status
 
 

@@ -4,7 +4,9 @@ label that flaps; on 22.05 and 24.11 only the rendered topology.conf, said once.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -13,7 +15,7 @@ from structlog.testing import capture_logs
 from sidecars.controlplane.reconcile.topology_files import render_conf, render_yaml
 from sidecars.devcluster import DevCluster
 from sidecars.kube.topology import TopologySpec
-from tests.controlplane.conftest import control_plane
+from tests.controlplane.conftest import Running, control_plane
 from tests.controlplane.reconcile.settle import settled
 from tests.fakekube import FakeKube
 from tests.helpers import eventually
@@ -41,6 +43,24 @@ async def passes(cp: Any, count: int = 3) -> None:
     await eventually(lambda: _refreshes(cp), lambda n: n >= start + count, what=f"{count} more refreshes")
 
 
+PLACED = {"kubernetes": "n[1-3]", "a": "n[1-3]", "a/r1": "n[1-2]", "a/r2": "n3"}  # as hosts() labels them
+
+
+@contextlib.asynccontextmanager
+async def placed_in_place(
+    cluster: DevCluster, fake_kube: tuple[FakeKube, str], **topology: Any
+) -> AsyncIterator[Running]:
+    """hosts() on a control plane syncing the topology (with `topology`'s settings), once it has
+    placed them in Slurm from their labels."""
+    fake, url = fake_kube
+    hosts(fake)
+    client = cluster.client()
+    async with control_plane(cluster, url, topology={"spec": TopologySpec(KEYS), **topology}) as cp:
+        await eventually(lambda: cp.leading("topology"), what="leader with pods and nodes")
+        await eventually(lambda: switches(client), lambda s: s == PLACED, what="placed from the labels")
+        yield cp
+
+
 def events(fake: FakeKube, reason: str) -> list[dict[str, Any]]:
     return [e for e in fake.events if e["reason"] == reason]
 
@@ -50,18 +70,10 @@ def events(fake: FakeKube, reason: str) -> list[dict[str, Any]]:
 async def test_labels_place_nodes_a_change_moves_one_and_a_bad_value_moves_nothing(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:
-    fake, url = fake_kube
-    hosts(fake)
+    fake = fake_kube[0]
     client = cluster.client()
     settle = 1.5
-    async with control_plane(
-        cluster,
-        url,
-        topology={"spec": TopologySpec(KEYS), "configmap": "slurm-topology", "settle_seconds": settle},
-    ) as cp:
-        await eventually(lambda: cp.leading("topology"), what="leader with pods and nodes")
-        placed = {"kubernetes": "n[1-3]", "a": "n[1-3]", "a/r1": "n[1-2]", "a/r2": "n3"}
-        await eventually(lambda: switches(client), lambda s: s == placed, what="placed from the labels")
+    async with placed_in_place(cluster, fake_kube, configmap="slurm-topology", settle_seconds=settle) as cp:
         plane = cp.plane
         assert plane.writers["topology"].status()["mode"] == "in-place"
         # counted once each call has returned, after Slurm shows the place
@@ -123,18 +135,12 @@ async def _events(fake: FakeKube) -> list[dict[str, Any]]:
 async def test_a_flapping_label_moves_nothing_and_a_restart_is_healed(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:
-    fake, url = fake_kube
-    hosts(fake)
+    fake = fake_kube[0]
     client = cluster.client()
     # the flips below take about 2 s on a quiet machine, and several times that under a full suite's
     # load (each waits for a watch event and a refresh): well inside it either way
     settle = 15.0
-    async with control_plane(
-        cluster, url, topology={"spec": TopologySpec(KEYS), "settle_seconds": settle}
-    ) as cp:
-        await eventually(lambda: cp.leading("topology"), what="leader with pods and nodes")
-        placed = {"kubernetes": "n[1-3]", "a": "n[1-3]", "a/r1": "n[1-2]", "a/r2": "n3"}
-        await eventually(lambda: switches(client), lambda s: s == placed, what="placed from the labels")
+    async with placed_in_place(cluster, fake_kube, settle_seconds=settle) as cp:
         plane = cp.plane
         moves = plane.writers["topology"].moves
 
@@ -155,11 +161,11 @@ async def test_a_flapping_label_moves_nothing_and_a_restart_is_healed(
             lambda: _refreshes(cp), lambda _: time.monotonic() - started > settle + 1, what="settle"
         )
         assert plane.writers["topology"].moves == moves  # every state but the last held shorter than `settle`
-        assert await switches(client) == placed
+        assert await switches(client) == PLACED
 
         # slurmctld restarts and forgets in-place places: the next passes put the nodes back
         await cluster.restart_slurmctld()
-        await eventually(lambda: switches(client), lambda s: s == placed, what="placed again", within=60)
+        await eventually(lambda: switches(client), lambda s: s == PLACED, what="placed again", within=60)
 
 
 @pytest.mark.releases("slurm22", "slurm24")

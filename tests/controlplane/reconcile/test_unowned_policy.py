@@ -26,8 +26,7 @@ async def test_slurms_own_drains_are_resumed_when_healthy_and_recycled_when_not(
     cluster: DevCluster, fake_kube: tuple[FakeKube, str]
 ) -> None:
     fake, url = fake_kube
-    for i in range(1, 4):
-        fake.add_pod(f"worker-{i}", hostname=f"n{i}")
+    fake.add_workers(3)
     client = cluster.client()
     async with control_plane(
         cluster,
