@@ -166,12 +166,8 @@ class ReturnGate:
         return False
 
     def status(self) -> dict[str, object]:
-        return {
-            "open": self.open,
-            "why": self.why,
-            "waits_for": self.waits_for,
-            "stands_down": self.stands_down,
-        }
+        """/status `ha.return` (the times are this process's clock: not shown)."""
+        return {name: getattr(self, name) for name in ("open", "why", "waits_for", "stands_down")}
 
 
 def _listed_before(ha: Coordination, other: str) -> bool:
