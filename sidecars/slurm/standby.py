@@ -27,6 +27,7 @@ from sidecars.slurm.errors import SlurmTimeout
 from sidecars.slurm.runner import run
 
 DEFAULT_CONF = Path("/etc/slurm/slurm.conf")
+ASKED = "asked"  # what came of a takeover or shutdown request Slurm took (else "failed: ...")
 STANDBY_WORDS = "in standby mode"  # Slurm's ESLURM_IN_STANDBY_MODE text
 # a small request that only a controller in control serves, whose answer grows with nothing
 ASK = ("scontrol", "show", "licenses")
@@ -146,4 +147,4 @@ async def ask_takeover(
         done = await run(argv, env=env, timeout=timeout, check=False)
     except SlurmTimeout as exc:
         return argv, f"failed: {exc.message}"
-    return argv, "asked" if done.returncode == 0 else f"failed: {(done.stderr or done.stdout).strip()}"
+    return argv, ASKED if done.returncode == 0 else f"failed: {(done.stderr or done.stdout).strip()}"

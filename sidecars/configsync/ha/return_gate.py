@@ -35,7 +35,7 @@ import structlog
 
 from sidecars.configsync.ha.coordination import ASK_SECONDS, Coordination, Peer
 from sidecars.protocol.configsync import HaRole
-from sidecars.slurm.standby import NotAController, ask_alone, conf_path, host_names
+from sidecars.slurm.standby import ASKED, NotAController, ask_alone, conf_path, host_names
 from sidecars.slurm.standdown import ask_shutdown, listening
 
 log = structlog.get_logger(__name__)
@@ -145,7 +145,7 @@ class ReturnGate:
             argv, result = await ask_shutdown(name, ASK_SECONDS, ha.env)
             self.asked_at = time.monotonic()
             log.warning("ha_return_asked_shutdown", controller=name, argv=argv, result=result)
-            if result != "asked":
+            if result != ASKED:
                 return self._open(
                     f"asked {name} to shut down (`{' '.join(argv)}`): {result}; Slurm's own handback follows "
                     "(it can lose jobs on 26.05: docs/ha.md)"
