@@ -11,7 +11,7 @@ from typing import Literal
 
 from sidecars.configsync import peers as ha_peers
 from sidecars.configsync.tokenwatch import TokenWatchSettings
-from sidecars.protocol.configsync import FORCE_FILE
+from sidecars.protocol.configsync import FORCE_FILE, ISOLATION_AUTO, ISOLATION_SETTINGS
 from sidecars.runtime import http
 from sidecars.runtime.looplag import LoopLagSettings
 from sidecars.runtime.settings import (
@@ -38,7 +38,6 @@ from sidecars.slurm.throwaway import SLURMCTLD
 
 Daemon = str  # one of daemons.DAEMONS
 RestartPolicy = Literal["hold", "restart"]
-DryRunIsolation = Literal["auto", "netns", "ports"]
 
 
 HTTP = Flag(name="--http", help="HOST:PORT for /livez /readyz /metrics /status", conv=ADDRESS, required=True)
@@ -188,9 +187,9 @@ class Settings:
         conv=SHELL_WORDS,
         help="the command that starts this release's slurmctld (split like a shell would)",
     )
-    dry_run_isolation: DryRunIsolation = setting(
-        default="auto",
-        conv=choice("auto", "netns", "ports"),
+    dry_run_isolation: str = setting(
+        default=ISOLATION_AUTO,
+        conv=choice(*ISOLATION_SETTINGS),
         help="netns: a network namespace (CAP_SYS_ADMIN); ports: closed ports only; auto: netns if allowed",
     )
     dry_run_state_dir: Path | None = setting(  # None: the StateSaveLocation the applied set names

@@ -169,11 +169,11 @@ async def check_controller(
         answer = await standby.ask_alone(name, left, env)
     except (standby.NotAController, OSError) as exc:
         return False, f"controller: cannot ask {name}: {exc}"
-    if answer.role == "in control":
+    if answer.role == standby.Role.IN_CONTROL:
         return True, "controller: live, in control"
-    if answer.role == "standby":
+    if answer.role == standby.Role.STANDBY:
         return True, f"controller: live, standby ({name}: {answer.detail})"
-    if answer.role == "down":
+    if answer.role == standby.Role.DOWN:
         return False, f"controller: not live: {name}: {answer.detail}"
     return (
         False,

@@ -27,3 +27,29 @@ class RolloutState(StrEnum):
     EVERYWHERE = "everywhere"
     STAGING = "staging"
     NOT_EVERYWHERE = "not everywhere"
+
+
+# ---------------------------------------------------------------- HA controllers and the dry run
+# (the words ha/ and dryrun/ write: /status `ha.role`, `ha.peers[].role`, `dry_run.isolation`)
+
+
+class HaRole(StrEnum):
+    """A controller as asked alone (slurm/standby.py): /status `ha.role` and each `ha.peers[].role`
+    (what a peer's config-sync reads back), the `role` label of `slurm_sidecars_config_ha_role`."""
+
+    IN_CONTROL = "in control"  # it serves requests: its config-sync is the one that writes
+    STANDBY = "standby"  # it answers pings and refuses the rest
+    DOWN = "down"  # its ping failed
+    UNKNOWN = "unknown"  # it answered its ping but neither served nor refused as a standby
+
+
+class Isolation(StrEnum):
+    """How a dry run's slurmctld is kept off the cluster: /status `dry_run.isolation`, and
+    `--dry-run-isolation` (with ISOLATION_AUTO)."""
+
+    NETNS = "netns"  # a network namespace of its own (CAP_SYS_ADMIN)
+    PORTS = "ports"  # closed ports only
+
+
+ISOLATION_AUTO = "auto"  # the setting's default: netns when allowed, else ports
+ISOLATION_SETTINGS = (ISOLATION_AUTO, *Isolation)  # what `--dry-run-isolation` takes

@@ -7,7 +7,8 @@ that two reads of an unchanged cluster compare equal whatever path produced them
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+
+from sidecars.protocol.configsync import HaRole
 
 # Base node states as Slurm names them (upper case, as in `scontrol show node`).
 BASE_STATES = frozenset(
@@ -182,15 +183,15 @@ class Ping:
         """The host of the controller in control (the first one up), None when none answers."""
         return next((key.split(":", 1)[-1] for key, up in self.controllers.items() if up), None)
 
-    def role(self, host: str) -> Literal["in control", "standby", "down", "unknown"]:
+    def role(self, host: str) -> HaRole:
         """What `host` is: in control, a standby that answers (healthy, ready to take over), down,
         or unknown (not a `SlurmctldHost` of this configuration)."""
         for key, up in self.controllers.items():
             if key.split(":", 1)[-1] == host:
                 if not up:
-                    return "down"
-                return "in control" if host == self.in_control else "standby"
-        return "unknown"
+                    return HaRole.DOWN
+                return HaRole.IN_CONTROL if host == self.in_control else HaRole.STANDBY
+        return HaRole.UNKNOWN
 
 
 @dataclass(frozen=True, slots=True)

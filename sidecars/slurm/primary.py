@@ -158,7 +158,7 @@ class Controllers:
     async def learn(self, ping: Ping) -> Takeover | None:
         """Who is in control, from a ping of the real file; the takeover when control moved."""
         self._learnt_at = time.monotonic()
-        up = [h for h in ping.hosts() if ping.role(h) != "down"]
+        up = [h for h in ping.hosts() if ping.role(h) != standby.Role.DOWN]
         if len(ping.hosts()) < 2:
             self.roles = {h: ping.role(h) for h in ping.hosts()}
             return self._settle(ping.in_control)
@@ -172,11 +172,12 @@ class Controllers:
             for host in asked:
                 with contextlib.suppress(standby.NotAController, OSError):
                     answer = await standby.ask_alone(host, self.ask_timeout_seconds, self._env)
-                    if answer.role == "in control":
+                    if answer.role == standby.Role.IN_CONTROL:
                         found = host
                         break
+        role = standby.Role
         self.roles = {
-            h: "in control" if h == found else ("standby" if h in up else "down") for h in ping.hosts()
+            h: role.IN_CONTROL if h == found else role.STANDBY if h in up else role.DOWN for h in ping.hosts()
         }
         return self._settle(found)
 

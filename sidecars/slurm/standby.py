@@ -21,12 +21,13 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
+from sidecars.protocol.configsync import HaRole
 from sidecars.slurm.errors import SlurmTimeout
 from sidecars.slurm.runner import run
 
 DEFAULT_CONF = Path("/etc/slurm/slurm.conf")
+ASKED = "asked"  # what came of a takeover or shutdown request Slurm took (else "failed: ...")
 STANDBY_WORDS = "in standby mode"  # Slurm's ESLURM_IN_STANDBY_MODE text
 # a small request that only a controller in control serves, whose answer grows with nothing
 ASK = ("scontrol", "show", "licenses")
@@ -35,7 +36,7 @@ _HOST_LINE = re.compile(r"^\s*SlurmctldHost\s*=\s*(?P<value>[^\s#]+)", re.IGNORE
 _COMM_LINE = re.compile(r"^\s*CommunicationParameters\s*=\s*(?P<value>[^\s#]+)", re.IGNORECASE)
 _LEGACY_LINE = re.compile(r"^\s*(ControlMachine|BackupController)\s*=", re.IGNORECASE)
 
-Role = Literal["in control", "standby", "down", "unknown"]
+Role = HaRole  # the words on the wire, stated in sidecars/protocol
 
 
 class NotAController(ValueError):
@@ -44,7 +45,7 @@ class NotAController(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class ControllerAnswer:
-    role: Role  # "unknown": it answered its ping but neither served nor refused as a standby
+    role: Role  # UNKNOWN: it answered its ping but neither served nor refused as a standby
     detail: str  # Slurm's own words, or why there were none
 
 
@@ -122,17 +123,17 @@ async def ask_alone(name: str, timeout: float, env: Mapping[str, str] | None = N
             said = (ping.stdout + ping.stderr).strip()
             if ping.returncode != 0 or " is UP" not in said:
                 return ControllerAnswer(
-                    "down", said.splitlines()[0] if said else f"scontrol ping: exit {ping.returncode}"
+                    Role.DOWN, said.splitlines()[0] if said else f"scontrol ping: exit {ping.returncode}"
                 )
             asked = await run(ASK, env=alone, timeout=max(deadline - time.monotonic(), 0.1), check=False)
         except SlurmTimeout as exc:
-            return ControllerAnswer("down", f"{' '.join(exc.argv[:3])}: {exc.message}")
+            return ControllerAnswer(Role.DOWN, f"{' '.join(exc.argv[:3])}: {exc.message}")
     said = (asked.stderr or asked.stdout).strip()
     if asked.returncode == 0:
-        return ControllerAnswer("in control", f"{name} serves requests")
+        return ControllerAnswer(Role.IN_CONTROL, f"{name} serves requests")
     if STANDBY_WORDS in said.lower():
-        return ControllerAnswer("standby", said)
-    return ControllerAnswer("unknown", said or f"{' '.join(ASK)}: exit {asked.returncode}")
+        return ControllerAnswer(Role.STANDBY, said)
+    return ControllerAnswer(Role.UNKNOWN, said or f"{' '.join(ASK)}: exit {asked.returncode}")
 
 
 async def ask_takeover(
@@ -146,4 +147,4 @@ async def ask_takeover(
         done = await run(argv, env=env, timeout=timeout, check=False)
     except SlurmTimeout as exc:
         return argv, f"failed: {exc.message}"
-    return argv, "asked" if done.returncode == 0 else f"failed: {(done.stderr or done.stdout).strip()}"
+    return argv, ASKED if done.returncode == 0 else f"failed: {(done.stderr or done.stdout).strip()}"

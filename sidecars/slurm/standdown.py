@@ -34,7 +34,7 @@ from typing import Literal
 from sidecars.runtime.waits import within
 from sidecars.slurm.errors import SlurmTimeout
 from sidecars.slurm.runner import run
-from sidecars.slurm.standby import NotAController, conf_path, naming_only, shadow
+from sidecars.slurm.standby import ASKED, NotAController, conf_path, naming_only, shadow
 
 __all__ = ["Listening", "ask_shutdown", "listening"]
 
@@ -88,4 +88,4 @@ async def ask_shutdown(
             done = await run(argv, env=alone, timeout=timeout, check=False)
         except SlurmTimeout as exc:
             return argv, f"failed: {exc.message}"
-    return argv, "asked" if done.returncode == 0 else f"failed: {(done.stderr or done.stdout).strip()}"
+    return argv, ASKED if done.returncode == 0 else f"failed: {(done.stderr or done.stdout).strip()}"

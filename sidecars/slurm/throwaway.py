@@ -24,16 +24,15 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import structlog
 
+from sidecars.protocol.configsync import Isolation
 from sidecars.slurm.errors import SlurmError
 from sidecars.slurm.runner import SlurmMetrics, run, spawn
 
 log = structlog.get_logger(__name__)
 
-Isolation = Literal["netns", "ports"]
 
 NETNS_UNAVAILABLE = 97  # the namespace helper's exit status when unshare() is not permitted
 
@@ -130,14 +129,14 @@ def helper_argv(
 ) -> list[str]:
     """`argv` bound to die with this process and, for netns, in a network namespace of its own; with
     `answering` (port, file), the file appears once something there accepts on 127.0.0.1:port."""
-    mode = "netns" if isolation == "netns" else "plain"
+    mode = "netns" if isolation == Isolation.NETNS else "plain"  # the helper's own word
     probe = "-" if answering is None else f"{answering[0]}:{answering[1]}"
     return [sys.executable, "-I", "-S", "-c", HELPER, str(os.getpid()), mode, probe, *argv]
 
 
 async def netns_available(metrics: SlurmMetrics | None = None) -> bool:
     """Whether this process may make a network namespace (asked once by the caller, ~50 ms)."""
-    result = await run(helper_argv(["true"], "netns"), timeout=10.0, metrics=metrics, check=False)
+    result = await run(helper_argv(["true"], Isolation.NETNS), timeout=10.0, metrics=metrics, check=False)
     if result.returncode != 0:
         log.info("dry_run_netns_unavailable", why=result.stderr.strip()[-200:] or f"exit {result.returncode}")
     return result.returncode == 0
@@ -301,7 +300,7 @@ async def try_controller(
                     primary_at = now  # said in its last lines, read only now
                 words = text()
                 why = slurm_words(words)
-                if proc.returncode == NETNS_UNAVAILABLE and isolation == "netns":
+                if proc.returncode == NETNS_UNAVAILABLE and isolation == Isolation.NETNS:
                     why = why or "no network namespace could be made"
                 if not why:
                     said = last_words(words)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sidecars.protocol import drains, kube_names
-from sidecars.protocol.configsync import FORCE_FILE, ConfigOutcome, RolloutState
+from sidecars.protocol.configsync import FORCE_FILE, ISOLATION_SETTINGS, ConfigOutcome, HaRole, RolloutState
 from sidecars.protocol.events import EventReason, upgrade_stage_reason
 
 ROOT = Path(__file__).parent.parent.parent / "sidecars"
@@ -107,6 +107,53 @@ def test_no_config_sync_outcome_is_written_twice() -> None:
         for line, text in outcome_copies(path.read_text())
     ]
     assert not found, "config-sync's outcomes belong in sidecars/protocol/configsync.py:\n" + "\n".join(found)
+
+
+# a controller's role among the HA pods and the dry run's isolation are plain words too ("down",
+# "auto"): a copy is looked for where they mean that (config-sync's ha/ and dry run, and the Slurm
+# edge's questions of one controller); "in control" means nothing else, so anywhere
+HA_WORDS = {*HaRole, *ISOLATION_SETTINGS}
+HA_SCOPE = (
+    *(ROOT / "configsync" / wing for wing in ("ha", "dryrun")),
+    *(ROOT / "slurm" / name for name in ("standby.py", "primary.py", "models.py")),
+    ROOT / "probe" / "main.py",
+)
+# written before the words had a name, in files of lanes merged beside this one: each goes at merge
+HA_PENDING = {
+    ("configsync/service/daemon.py", HaRole.IN_CONTROL),  # `refresh_role() != ...`: compose's rewrite
+    ("controlplane/fleet/controllers.py", HaRole.IN_CONTROL),  # the primary gauge
+}
+
+
+def ha_copies(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, literal) of a role or isolation word written as a value outside the protocol."""
+    tree = ast.parse(path.read_text())
+    skip = _not_wire(tree) | _keys(tree)
+    scoped = any(path == s or s in path.parents for s in HA_SCOPE)
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Constant) and node.value in HA_WORDS) or id(node) in skip:
+            continue
+        if scoped or node.value == HaRole.IN_CONTROL:
+            yield node.lineno, node.value
+
+
+def test_no_ha_role_or_isolation_is_written_twice() -> None:
+    found = [
+        f"{path.relative_to(ROOT.parent)}:{line}: {text!r}"
+        for path in sorted(ROOT.rglob("*.py"))
+        if "protocol" not in path.relative_to(ROOT).parts
+        for line, text in ha_copies(path)
+        if (path.relative_to(ROOT).as_posix(), text) not in HA_PENDING
+    ]
+    assert not found, (
+        "HA roles and the dry run's isolation belong in sidecars/protocol/configsync.py:\n" + "\n".join(found)
+    )
+
+
+def test_the_ha_scan_finds_a_copy(tmp_path: Path) -> None:
+    ha = tmp_path / "elsewhere.py"
+    ha.write_text('role = "standby"\nok = answer.role == "in control"\nd = {"down": 1}\n')
+    assert [line for line, _ in ha_copies(ha)] == [2]  # out of scope, only "in control" counts
 
 
 def test_the_outcome_scan_finds_a_copy_and_spares_keys() -> None:

@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -46,6 +46,7 @@ from sidecars.configsync.fileset import conffile
 from sidecars.configsync.fileset.conffile import SlurmConf
 from sidecars.configsync.fileset.sources import FileSet
 from sidecars.configsync.fileset.stage import write_files
+from sidecars.protocol.configsync import ISOLATION_AUTO, Isolation
 from sidecars.runtime import offloop
 from sidecars.runtime.waits import until_set
 from sidecars.slurm.client import SlurmClient
@@ -53,7 +54,6 @@ from sidecars.slurm.errors import SlurmError
 from sidecars.slurm.runner import SlurmMetrics
 from sidecars.slurm.throwaway import (
     ClosedPort,
-    Isolation,
     Trial,
     free_port,
     netns_available,
@@ -66,7 +66,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-IsolationSetting = Literal["auto", "netns", "ports"]  # settings.DryRunIsolation
+IsolationSetting = str  # ISOLATION_AUTO or an Isolation: checked by the flag (ISOLATION_SETTINGS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +107,7 @@ class DryRunner:
         work_dir: Path,
         target: Path,
         main: str = "slurm.conf",
-        isolation: IsolationSetting = "auto",
+        isolation: IsolationSetting = ISOLATION_AUTO,
         stay_seconds: float = 0.0,
         timeout: float = 15.0,
         state_dir: Path | None = None,
@@ -162,10 +162,10 @@ class DryRunner:
 
     async def isolation(self) -> Isolation:
         if self._isolation is None:
-            if self.isolation_setting == "auto":
-                self._isolation = "netns" if await netns_available(self.metrics) else "ports"
+            if self.isolation_setting == ISOLATION_AUTO:
+                self._isolation = Isolation.NETNS if await netns_available(self.metrics) else Isolation.PORTS
             else:
-                self._isolation = self.isolation_setting
+                self._isolation = Isolation(self.isolation_setting)
             log.info("dry_run_isolation", isolation=self._isolation)
         return self._isolation
 
@@ -386,7 +386,7 @@ class DryRunner:
             # no port gives the default)
             given = candidate.options.get("slurmctldport", "").split("-")[0]
             ctld_port = int(given) if given.isdigit() and 0 < int(given) <= 0xFFFF else 6817
-            if isolation == "ports":
+            if isolation == Isolation.PORTS:
                 ctld_port = free_port()
             conf_path = await offloop.whole(self._prepare, files, d, where, ctld_port, dead.port)
             prepared = time.monotonic()

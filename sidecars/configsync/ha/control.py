@@ -28,6 +28,7 @@ from typing import Any
 import structlog
 
 from sidecars.configsync.ha.coordination import ASK_SECONDS, Coordination
+from sidecars.protocol.configsync import HaRole
 from sidecars.protocol.events import EventReason
 from sidecars.runtime.events import EventSink
 from sidecars.slurm.standby import ask_alone, ask_takeover, conf_path, host_names
@@ -73,7 +74,7 @@ class Keeper:
         (the held set's); `put_back` puts the last good set in this pod's directory, says what it did.
         True when it asked Slurm to take over."""
         ha, now = self.ha, time.monotonic()
-        if ha.writes or any(p.error is None and p.role == "in control" for p in ha.peers):
+        if ha.writes or any(p.error is None and p.role == HaRole.IN_CONTROL for p in ha.peers):
             if self.since is not None:
                 self.last_gap = now - self.since
                 log.info("ha_controller_in_control_again", seconds=round(self.last_gap, 3))
@@ -84,7 +85,7 @@ class Keeper:
             self.since, self.ours_let_go = now, self._was_ours
             log.warning("ha_no_controller_in_control", ours_let_go=self.ours_let_go, role=ha.role)
         self._was_ours = False
-        if ha.role != "standby":
+        if ha.role != HaRole.STANDBY:
             return False  # only a controller that is up can take control
         # the fast way only when no pod of a controller listed before this one is up: one that is (a
         # primary back, which had this one shut down to start without a handback) takes control
@@ -121,9 +122,9 @@ class Keeper:
             if name == ha.controller:
                 continue
             answer = await ask_alone(name, ASK_SECONDS, ha.env)
-            if answer.role == "in control":
+            if answer.role == HaRole.IN_CONTROL:
                 return False  # one serves: asked before this pass's answers caught up
-            if answer.role == "standby" and order.index(name) < index:
+            if answer.role == HaRole.STANDBY and order.index(name) < index:
                 self.words = f"{name}, listed before {ha.controller}, is up: it is the one to take control"
                 return False
             said.append(f"{name} {answer.role} ({answer.detail})")

@@ -27,13 +27,13 @@ import aiohttp
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from sidecars.protocol.configsync import HaRole
 from sidecars.runtime import tlsroots
 from sidecars.runtime.waits import all_of
-from sidecars.slurm.standby import Role, ask_alone
+from sidecars.slurm.standby import ask_alone
 
 log = structlog.get_logger(__name__)
 
-ROLES: tuple[Role, ...] = ("in control", "standby", "down", "unknown")
 ASK_SECONDS = 10.0  # one controller asked alone: a ping and one request
 PEER_SECONDS = 3.0  # one peer's /status
 PEER_BODY_BYTES = 256 * 1024  # a /status is small; a peer that sends more is not read further
@@ -49,7 +49,7 @@ class Peer:
 
     url: str
     controller: str | None = None
-    role: str | None = None
+    role: HaRole | None = None
     applied_sha256: str | None = None
     pending: bool = False
     error: str | None = None
@@ -66,7 +66,7 @@ def _peer_from(url: str, body: Any) -> Peer:
     sha = applied.get("sha256") if isinstance(applied, dict) else None
     role, controller = ha.get("role"), ha.get("controller")
     if (
-        role not in ROLES
+        role not in tuple(HaRole)
         or not isinstance(controller, str)
         or not CONTROLLER_NAME.fullmatch(controller)
         or (sha is not None and not (isinstance(sha, str) and SHA256_HEX.fullmatch(sha)))
@@ -76,7 +76,7 @@ def _peer_from(url: str, body: Any) -> Peer:
     down = back.get("stands_down") if isinstance(back, dict) else None
     if down is not None and not (isinstance(down, str) and CONTROLLER_NAME.fullmatch(down)):
         return Peer(url, error="its /status does not have the expected shape")
-    return Peer(url, controller, role, sha, bool(body.get("pending")), stands_down=down)
+    return Peer(url, controller, HaRole(role), sha, bool(body.get("pending")), stands_down=down)
 
 
 class HaMetrics:
@@ -130,28 +130,28 @@ class Coordination:
         self.token = token
         self.tls = tls  # https peers: --peer-ca-file's CAs (None: the system's); checked either way
         self.metrics = HaMetrics(registry)
-        self.role: Role = "unknown"
+        self.role = HaRole.UNKNOWN
         self.role_detail = "not asked yet"
         self.moves = 0  # role changes seen: a rollback judged under one role is judged again under another
         self.peers: list[Peer] = []
         self.waiting_for: str | None = None  # a validated set a standby holds back until the writer runs it
         self.waiting_why: str | None = None
-        for r in ROLES:
+        for r in HaRole:
             self.metrics.role.labels(role=r).set(0)
 
     @property
     def writes(self) -> bool:
-        return self.role == "in control"
+        return self.role == HaRole.IN_CONTROL
 
-    async def refresh_role(self) -> Role:
+    async def refresh_role(self) -> HaRole:
         """Ask this pod's slurmctld, alone, what it is now."""
         try:
             answer = await ask_alone(self.controller, ASK_SECONDS, self.env)
             role, detail = answer.role, answer.detail
         except (OSError, ValueError) as exc:  # no readable slurm.conf, or it does not name us
-            role, detail = "unknown", str(exc)
+            role, detail = HaRole.UNKNOWN, str(exc)
         if role != self.role:
-            if self.role != "unknown" or self.moves:
+            if self.role != HaRole.UNKNOWN or self.moves:
                 log.info("ha_role_changed", controller=self.controller, was=self.role, now=role)
             self.moves += 1
             self.metrics.moves.inc()
@@ -191,7 +191,7 @@ class Coordination:
 
     def writer(self) -> tuple[Peer | None, str]:
         """The peer beside the controller in control, or why there is none to follow."""
-        in_control = [p for p in self.peers if p.role == "in control"]
+        in_control = [p for p in self.peers if p.role == HaRole.IN_CONTROL]
         if len(in_control) == 1:
             return in_control[0], ""
         if in_control:  # stale answers across a takeover: wait for one

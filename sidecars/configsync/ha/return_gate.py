@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 import structlog
 
 from sidecars.configsync.ha.coordination import ASK_SECONDS, Coordination, Peer
-from sidecars.slurm.standby import NotAController, ask_alone, conf_path, host_names
+from sidecars.protocol.configsync import HaRole
+from sidecars.slurm.standby import ASKED, NotAController, ask_alone, conf_path, host_names
 from sidecars.slurm.standdown import ask_shutdown, listening
 
 log = structlog.get_logger(__name__)
@@ -74,9 +75,10 @@ class ReturnGate:
             return self._wait(None, "its peers not asked yet")
         writer, none_why = ha.writer()
         if writer is None:
-            if any(p.role == "in control" for p in ha.peers):  # several claim control: wait for one
+            if any(p.role == HaRole.IN_CONTROL for p in ha.peers):  # several claim control: wait for one
                 return self._wait(None, none_why)
-            standby = [p.controller or p.url for p in ha.peers if p.error is None and p.role == "standby"]
+            up = [p for p in ha.peers if p.error is None and p.role == HaRole.STANDBY]
+            standby = [p.controller or p.url for p in up]
             waited = time.monotonic() - self.since
             if standby and waited < takeover_seconds:
                 # the takeover window: that backup takes control within SlurmctldTimeout, and may
@@ -138,12 +140,12 @@ class ReturnGate:
             # Slurm's view, not a peer's word: only a controller Slurm says is in control is shut down
             # (a standby saves nothing, and a peer's answer could name any controller)
             seen = await ask_alone(name, ASK_SECONDS, ha.env)
-            if seen.role != "in control":
+            if seen.role != HaRole.IN_CONTROL:
                 return self._open(f"{name} is {seen.role}, as Slurm says ({seen.detail}): no handback")
             argv, result = await ask_shutdown(name, ASK_SECONDS, ha.env)
             self.asked_at = time.monotonic()
             log.warning("ha_return_asked_shutdown", controller=name, argv=argv, result=result)
-            if result != "asked":
+            if result != ASKED:
                 return self._open(
                     f"asked {name} to shut down (`{' '.join(argv)}`): {result}; Slurm's own handback follows "
                     "(it can lose jobs on 26.05: docs/ha.md)"
@@ -164,12 +166,8 @@ class ReturnGate:
         return False
 
     def status(self) -> dict[str, object]:
-        return {
-            "open": self.open,
-            "why": self.why,
-            "waits_for": self.waits_for,
-            "stands_down": self.stands_down,
-        }
+        """/status `ha.return` (the times are this process's clock: not shown)."""
+        return {name: getattr(self, name) for name in ("open", "why", "waits_for", "stands_down")}
 
 
 def _listed_before(ha: Coordination, other: str) -> bool:
@@ -199,10 +197,10 @@ async def handover(ha: Coordination) -> str | None:
             continue
         if p.stands_down == ha.controller:
             return f"{p.controller} came back and asked {ha.controller} to shut down (no handback)"
-        if p.role == "in control" and role != "in control":
+        if p.role == HaRole.IN_CONTROL and role != HaRole.IN_CONTROL:
             return f"control moved to {p.controller} during the verification"
         earlier = p.controller in order and order.index(p.controller) < mine
-        if earlier and p.role in ("in control", "standby"):
+        if earlier and p.role in (HaRole.IN_CONTROL, HaRole.STANDBY):
             return (
                 f"{p.controller}, listed before {ha.controller}, came back ({p.role}): Slurm hands control "
                 f"back to it, and {ha.controller} answers nothing meanwhile"

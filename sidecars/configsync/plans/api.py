@@ -159,6 +159,11 @@ async def no_plans(_: web.Request) -> web.Response:
     return web.json_response({"served": False, "limit": 0, "plans": []})
 
 
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAPI `content` of JSON with this schema."""
+    return {"application/json": {"schema": schema}}
+
+
 def openapi(served: bool) -> dict[str, Any]:
     """config-sync's API as OpenAPI 3.1: the plan route (when served) and the read-only views."""
     plan_schema = {
@@ -217,62 +222,41 @@ def openapi(served: bool) -> dict[str, Any]:
         "get": {
             "summary": "the recent plans' verdicts, newest first, without diffs (the viewer's credential)",
             "responses": {
-                "200": {"description": "ok", "content": {"application/json": {"schema": recent}}},
+                "200": {"description": "ok", "content": _json(recent)},
                 "401": {"description": "no viewer credential"},
             },
         }
     }
     if served:
+        a_file = {
+            "type": "object",
+            "required": ["name", "data"],
+            "properties": {
+                "name": {"type": "string", "pattern": KEY.pattern},
+                "data": {"type": "string", "contentEncoding": "base64"},
+                "secret": {"type": "boolean", "default": False},
+            },
+        }
+        candidate = {
+            "type": "object",
+            "required": ["files"],
+            "properties": {"files": {"type": "array", "maxItems": MAX_FILES, "items": a_file}},
+        }
         paths["/v1/plan"] = {
             "post": {
                 "summary": "what a candidate set would do: the pipeline up to, not including, the swap",
                 "security": [{"operator": []}],
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        "application/json": {
-                            "schema": {
-                                "type": "object",
-                                "required": ["files"],
-                                "properties": {
-                                    "files": {
-                                        "type": "array",
-                                        "maxItems": MAX_FILES,
-                                        "items": {
-                                            "type": "object",
-                                            "required": ["name", "data"],
-                                            "properties": {
-                                                "name": {"type": "string", "pattern": KEY.pattern},
-                                                "data": {"type": "string", "contentEncoding": "base64"},
-                                                "secret": {"type": "boolean", "default": False},
-                                            },
-                                        },
-                                    }
-                                },
-                            }
-                        }
-                    },
-                },
+                "requestBody": {"required": True, "content": _json(candidate)},
                 "responses": {
-                    "200": {
-                        "description": "the plan",
-                        "content": {"application/json": {"schema": plan_schema}},
-                    },
-                    "400": {
-                        "description": "not a candidate set",
-                        "content": {"application/json": {"schema": error}},
-                    },
-                    "401": {
-                        "description": "no operator credential",
-                        "content": {"application/json": {"schema": error}},
-                    },
-                    "429": {
-                        "description": "a plan is running (Retry-After)",
-                        "content": {"application/json": {"schema": error}},
-                    },
-                    "503": {
-                        "description": "no set applied yet: nothing live to plan against",
-                        "content": {"application/json": {"schema": error}},
+                    "200": {"description": "the plan", "content": _json(plan_schema)},
+                    **{
+                        code: {"description": why, "content": _json(error)}
+                        for code, why in (
+                            ("400", "not a candidate set"),
+                            ("401", "no operator credential"),
+                            ("429", "a plan is running (Retry-After)"),
+                            ("503", "no set applied yet: nothing live to plan against"),
+                        )
                     },
                 },
             }

@@ -21,7 +21,7 @@ from sidecars.configsync.fileset.secretvalues import values_of
 from sidecars.configsync.fileset.sources import FileSet
 from sidecars.configsync.judge.jobs import JobRisk, forced_by
 from sidecars.configsync.judge.validate import Judge, Verdict
-from sidecars.configsync.report.history import FileChange, changes
+from sidecars.configsync.report.history import FileChange, changes, json_of
 from sidecars.runtime.redact import MIN_VALUE, Redactor
 from sidecars.slurm.models import Node
 
@@ -64,20 +64,12 @@ class Plan:
         return EXIT_CODES[self.verdict]
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "verdict": self.verdict,
-            "exit_code": self.exit_code,
-            "sha256": self.sha256,
-            "live_sha256": self.live_sha256,
-            "reason": self.reason,
-            "jobs": [{"job_id": j, "why": why} for j, why in sorted(self.jobs.items())],
-            "restart": list(self.restart),
-            "files": [f.as_json() for f in self.files],
-            "checks": list(self.checks),
-            "not_checked": list(self.not_checked),
-            "dry_run_seconds": None if self.dry_run_seconds is None else round(self.dry_run_seconds, 3),
-            "wipes": self.wipes,
-        }
+        return json_of(
+            self,
+            exit_code=self.exit_code,
+            jobs=[{"job_id": j, "why": why} for j, why in sorted(self.jobs.items())],
+            dry_run_seconds=None if self.dry_run_seconds is None else round(self.dry_run_seconds, 3),
+        )
 
 
 def secret_values(sets: Iterable[FileSet | None], secret_sources: frozenset[Path]) -> list[str]:

@@ -30,6 +30,13 @@ MAX_DIFF_BYTES = 16 * 1024  # per file: a whole new slurm.conf for 1,000 nodes s
 Change = Literal["added", "removed", "modified"]
 
 
+def json_of(record: Any, **derived: Any) -> dict[str, Any]:
+    """A record (a dataclass) as /status, /history and a plan show it: its fields by name, records
+    in it as objects and tuples as lists, then `derived` (values computed or reshaped) over them."""
+    fields = dataclasses.asdict(record)
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()} | derived
+
+
 @dataclass(frozen=True, slots=True)
 class FileChange:
     name: str
@@ -38,7 +45,7 @@ class FileChange:
     note: str = ""  # why the diff is withheld or cut short
 
     def as_json(self) -> dict[str, Any]:
-        return {"name": self.name, "change": self.change, "diff": self.diff, "note": self.note}
+        return json_of(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,15 +59,7 @@ class Generation:
     files: tuple[FileChange, ...]
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "outcome": self.outcome,
-            "generation": self.generation,
-            "based_on": self.based_on,
-            "sha256": self.sha256,
-            "at": self.at,
-            "reason": self.reason,
-            "files": [f.as_json() for f in self.files],
-        }
+        return json_of(self)
 
 
 def _text(entry: FileEntry) -> str | None:

@@ -7,6 +7,7 @@ import ssl
 from pathlib import Path
 
 from sidecars.configsync.dryrun.runner import IsolationSetting
+from sidecars.protocol.configsync import ISOLATION_AUTO, ISOLATION_SETTINGS
 from sidecars.runtime.http import CA_FILE
 from sidecars.runtime.settings import (
     DIR,
@@ -79,8 +80,8 @@ class PlanSettings:
         help="offline: where the local Slurm's plugins are (default: the set's PluginDir)",
     )
     isolation: IsolationSetting = setting(
-        default="auto",
-        conv=choice("auto", "netns", "ports"),
+        default=ISOLATION_AUTO,
+        conv=choice(*ISOLATION_SETTINGS),
         help="offline: the dry run's isolation (netns needs CAP_SYS_ADMIN; auto: netns if allowed)",
     )
     timeout_seconds: float = setting(
