@@ -70,19 +70,19 @@ class RestdSync(ConfigSync):
         )
         super().__init__(settings, client, registry, events, validator=validator, checkpoint=checkpoint)
         owner = settings.restd.uid if settings.restd.uid is not None and os.geteuid() == 0 else None
-        self.target = Target(settings.target, checkpoint, mode=staged_mode, owner=owner)
+        self.installer.target = Target(settings.target, checkpoint, mode=staged_mode, owner=owner)
         self.drainer = DrainedRestart(
             replace(settings.restd, restart_timeout_seconds=settings.restart_timeout_seconds),
             stop=stop or request_restart,
-            on_change=self._notify,
+            on_change=self.reporter.notify,
         )
         self.last_restart: RestartOutcome | None = None
         self.turns = turns  # None: no turns (one replica, or no Kubernetes): it drains when it likes
+        self.reporter.extra = self._status
 
-    def status(self) -> dict[str, Any]:
+    def _status(self) -> dict[str, Any]:
         last = self.last_restart
         return {
-            **super().status(),
             "daemon": daemons.SLURMRESTD,
             "restd": {
                 "serving": self.drainer.serving,
@@ -100,17 +100,19 @@ class RestdSync(ConfigSync):
         return state.listener is not None
 
     async def _judge(self, files: FileSet, current: FileSet | None, seen: float, *, startup: bool) -> None:
-        self.pending = True
-        await self._notify()
+        self.state.pending = True
+        await self.reporter.notify()
         verdict = await self.validator.validate(files, current)
         if not verdict.ok:
-            await self._reject(files, verdict.reason, ConfigOutcome.REJECTED, seen)
+            await self.installer.reject(files, verdict.reason, ConfigOutcome.REJECTED, seen)
             return
         if current is None or self.applied is None or (startup and not await self._listening()):
-            await self._install(files, seen, reason="slurmrestd is not running yet: it starts on this set")
+            await self.installer.install(
+                files, seen, reason="slurmrestd is not running yet: it starts on this set"
+            )
             return
         # under --restart-policy hold, the drained restart waits as slurmctld's and slurmdbd's do
-        if await self._held(
+        if await self.installer.held(
             Change(files, verdict, self.settings, self.client, daemons.SLURMRESTD, False), seen
         ):
             return
@@ -120,7 +122,7 @@ class RestdSync(ConfigSync):
         # the replicas drain one at a time: until this one's turn, the change stays pending (the
         # holder named in /status); the turn is handed back once the pod has been ready again for
         # as long as the Service takes to put it back among its endpoints
-        async with self.turns.turn(self._notify):
+        async with self.turns.turn(self.reporter.notify):
             await self._drained_apply(files, seen)
             await asyncio.sleep(self.drainer.settings.settle_seconds)
 
@@ -132,27 +134,27 @@ class RestdSync(ConfigSync):
         try:
             outcome = await self.drainer.restart()
         except BaseException:
-            self._back_to_good("config-sync")
+            self.installer.back_to_good()
             raise
         self.last_restart = outcome
         if outcome.ok and self.target.verified():
-            previous, self.applied = self.applied, Applied(generation, now_rfc3339(), files)
-            self.lkg.save(self.applied)
-            self.rejected = None
-            self.pending = False
-            self._backoff = 0.0
+            previous, self.state.applied = self.applied, Applied(generation, now_rfc3339(), files)
+            self.lkg.save(self.state.applied)
+            self.state.rejected = None
+            self.state.pending = False
+            self.state.backoff = 0.0
             cut = f", {outcome.cut} connections cut" if outcome.cut else ", no connection cut"
             await self.record.applied(
-                self.applied,
+                self.state.applied,
                 previous,
                 seen=seen,
                 reason=outcome.reason,
                 message=f"generation {generation} ({files.short}) applied by a drained restart of "
                 f"slurmrestd after {outcome.drained_seconds:.1f}s{cut}",
             )
-            await self._notify()
+            await self.reporter.notify()
             return
-        self._back_to_good("config-sync")
+        self.installer.back_to_good()
         back = await self.drainer.restart()  # once more, on the good set
         reason = outcome.reason + (
             "; the previous set is back and slurmrestd listens on it"
@@ -160,4 +162,4 @@ class RestdSync(ConfigSync):
             else f"; the previous set is back, but slurmrestd does not listen on it either: {back.reason}"
         )
         log.warning("slurmrestd_set_rolled_back", reason=reason)
-        await self._reject(files, reason, ConfigOutcome.ROLLED_BACK, seen)
+        await self.installer.reject(files, reason, ConfigOutcome.ROLLED_BACK, seen)

@@ -95,6 +95,7 @@ class DbdSync(ConfigSync):
             checkpoint=checkpoint,
         )
         self.waiting_for_database: str | None = None  # what was said while a change waits for it
+        self.reporter.extra = self._status
         self.dbd = DbdApplier(
             client,
             stop=stop or self._stop,
@@ -112,9 +113,8 @@ class DbdSync(ConfigSync):
         files = super()._read()
         return None if files is None else owner_only(files, frozenset(self.settings.secret_sources))
 
-    def status(self) -> dict[str, Any]:
+    def _status(self) -> dict[str, Any]:
         return {
-            **super().status(),
             "daemon": daemons.SLURMDBD,
             "waiting_for_database": self.waiting_for_database,
         }
@@ -123,34 +123,38 @@ class DbdSync(ConfigSync):
         self.waiting_for_database = why
         log.warning("slurmdbd_waits_for_its_database", reason=why)
         await self.events.emit(EventReason.CONFIG_WAITS_FOR_DATABASE, why, "Warning")
-        await self._notify()
+        await self.reporter.notify()
 
     async def _judge(self, files: FileSet, current: FileSet | None, seen: float, *, startup: bool) -> None:
-        self.pending = True
+        self.state.pending = True
         # said again only by the branch that still waits: any other outcome ends the wait
         waiting, self.waiting_for_database = self.waiting_for_database, None
-        await self._notify()
+        await self.reporter.notify()
         verdict = await self.validator.validate(files, current)
         if not verdict.ok:
-            await self._reject(files, verdict.reason, ConfigOutcome.REJECTED, seen)
+            await self.installer.reject(files, verdict.reason, ConfigOutcome.REJECTED, seen)
             return
         if current is None:
             # nothing staged yet: slurmdbd (re)starts on this set (its container waits for config-sync)
-            await self._install(files, seen, reason="nothing was staged before: slurmdbd starts on this set")
+            await self.installer.install(
+                files, seen, reason="nothing was staged before: slurmdbd starts on this set"
+            )
             return
         answering = await self.client.accounting_ping()
         if startup and not answering:
             # the pod's start: slurmdbd waits for config-sync to be ready, so it starts on this set
-            await self._install(files, seen, reason="slurmdbd is not running yet: it starts on this set")
+            await self.installer.install(
+                files, seen, reason="slurmdbd is not running yet: it starts on this set"
+            )
             return
-        if await self._held(
+        if await self.installer.held(
             Change(files, verdict, self.settings, self.client, daemons.SLURMDBD, False), seen
         ):
             return
         live = _endpoint(current)
         if not answering and live and await database_answers(live) is False:
             # nothing to verify against: the change waits for them, judged again at every retry
-            self._backoff = min(max(self._backoff * 2, 0.5), self.settings.retry_max_seconds)
+            self.state.back_off(self.settings.retry_max_seconds)
             if waiting is None:
                 await self._waiting(
                     f"slurmdbd and its database at {live} do not answer: the change waits for them"
@@ -175,32 +179,32 @@ class DbdSync(ConfigSync):
             else:
                 outcome = await self.dbd.reload()
         except BaseException:
-            self._back_to_good("config-sync")
+            self.installer.back_to_good()
             raise
         finally:
             self.waiting_for_database = None
         if outcome.ok and await offloop.whole(self.target.verified):
-            previous, self.applied = self.applied, Applied(generation, now_rfc3339(), files)
-            await offloop.whole(self.lkg.save, self.applied)
-            self.rejected = None
-            self.pending = False
-            self._backoff = 0.0
+            previous, self.state.applied = self.applied, Applied(generation, now_rfc3339(), files)
+            await offloop.whole(self.lkg.save, self.state.applied)
+            self.state.rejected = None
+            self.state.pending = False
+            self.state.backoff = 0.0
             how = "by restarting slurmdbd" if verdict.restart_required else "by sacctmgr reconfigure"
             await self.record.applied(
-                self.applied,
+                self.state.applied,
                 previous,
                 seen=seen,
                 reason=outcome.reason,
                 message=f"generation {generation} ({files.short}) applied {how}: {outcome.reason}",
             )
-            await self._notify()
+            await self.reporter.notify()
             return
         await self._roll_back_dbd(files, outcome, old, seen)
 
     async def _roll_back_dbd(
         self, files: FileSet, outcome: DbdOutcome, old: dbdconf.Endpoint | None, seen: float
     ) -> None:
-        self._back_to_good("config-sync")
+        self.installer.back_to_good()
         reason = outcome.reason
         assert old is not None  # the applied set was judged: it has its slurmdbd.conf
         if outcome.restarted or not await self.client.accounting_ping():
@@ -214,4 +218,4 @@ class DbdSync(ConfigSync):
             else f"; the previous file is back, but slurmdbd does not answer on it either: {back.reason}"
         )
         log.warning("slurmdbd_conf_rolled_back", reason=reason)
-        await self._reject(files, reason, ConfigOutcome.ROLLED_BACK, seen)
+        await self.installer.reject(files, reason, ConfigOutcome.ROLLED_BACK, seen)
