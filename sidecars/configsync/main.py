@@ -26,7 +26,7 @@ from sidecars.configsync.restd.turns import Turns
 from sidecars.configsync.service.daemon import ConfigSync
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.slurmdbd.apply import Stop
-from sidecars.configsync.slurmdbd.sync import DbdSync
+from sidecars.configsync.slurmdbd.sync import DbdStrategy
 from sidecars.kube import pod_events
 from sidecars.runtime import daemon, logs, looplag
 from sidecars.runtime.checks import CheckResult, Checks
@@ -85,7 +85,14 @@ async def running(
     sink = RedactingEventSink(events or LogEventSink(), redactor)
     restd: RestdSync | None = None
     if settings.daemon == daemons.SLURMDBD:
-        service: ConfigSync = DbdSync(settings, client, registry, sink, stop=dbd_stop, checkpoint=checkpoint)
+        service: ConfigSync = ConfigSync(
+            settings,
+            client,
+            registry,
+            sink,
+            checkpoint=checkpoint,
+            strategy=lambda installer: DbdStrategy(installer, settings, client, stop=dbd_stop),
+        )
     elif settings.daemon == daemons.SLURMRESTD:
         service = restd = RestdSync(
             settings, client, registry, sink, stop=restd_stop, checkpoint=checkpoint, turns=restd_turns

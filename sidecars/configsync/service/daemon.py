@@ -40,6 +40,7 @@ from sidecars.configsync.service.ctld import CtldApply
 from sidecars.configsync.service.installing import Installer
 from sidecars.configsync.service.reporting import HAParts, Reporter
 from sidecars.configsync.service.state import SyncState
+from sidecars.configsync.service.strategy import Make
 from sidecars.configsync.settings import Settings
 from sidecars.protocol.configsync import ConfigOutcome
 from sidecars.runtime import offloop
@@ -78,7 +79,11 @@ class ConfigSync:
         checkpoint: Callable[[str], None] | None = None,
         log_path: Path | None = None,
         hold_rules: Sequence[HoldRule] | None = None,
+        strategy: Make | None = None,
+        target: Target | None = None,
     ) -> None:
+        """`strategy`: another daemon's read, judge and apply (slurmdbd, slurmrestd); None: slurmctld's,
+        the service's own. `target`: the staging directory as that daemon needs it (its modes)."""
         self.settings = settings
         self.client = client
         self.events = events
@@ -88,13 +93,17 @@ class ConfigSync:
         self.metrics = ConfigSyncMetrics(
             registry, [r.name for r in hold_rules], [r.outcome for r in hold_rules]
         )
-        self.validator = validator or Validator.from_settings(settings, client)
-        self.applier = Applier(
-            client,
-            settle_seconds=settings.settle_seconds,
-            restart_timeout=settings.restart_timeout_seconds,
-            log_path=log_path,
-            registration_seconds=settings.registration_seconds,
+        # slurmctld's apply (apply/): its workers, harm and node state; another daemon's strategy has its own
+        self.applier = (
+            None
+            if strategy is not None
+            else Applier(
+                client,
+                settle_seconds=settings.settle_seconds,
+                restart_timeout=settings.restart_timeout_seconds,
+                log_path=log_path,
+                registration_seconds=settings.registration_seconds,
+            )
         )
         self.history = History(settings.history_limit, settings.secret_sources)
         self.record = Recorder(self.history, self.metrics, events)
@@ -123,20 +132,39 @@ class ConfigSync:
             )
         )
         self.reporter = Reporter(
-            self.state, self.record, self.history, self.validator, self.applier, self.ha_parts
+            self.state,
+            self.record,
+            self.history,
+            lambda: self.validator.dry_runner,
+            self.applier,
+            self.ha_parts,
         )
         self.installer = Installer(
             self.state,
             self.reporter,
-            Target(settings.target, checkpoint),
+            target or Target(settings.target, checkpoint),
             LastKnownGood(settings.state_dir),
             hold_rules,
             self.ha,
         )
         self._wake = asyncio.Event()
-        self.ctld = CtldApply(
-            self.installer, self.applier, client, settings, self._wake, fixed_log_path=log_path is not None
-        )
+        self.strategy = None if strategy is None else strategy(self.installer)
+        self.validator: Judge
+        self.ctld: CtldApply | None = None
+        if self.strategy is not None:
+            self.validator = self.strategy.validator
+            self.reporter.extra = self.strategy.status
+        else:
+            assert self.applier is not None
+            self.validator = validator or Validator.from_settings(settings, client)
+            self.ctld = CtldApply(
+                self.installer,
+                self.applier,
+                client,
+                settings,
+                self._wake,
+                fixed_log_path=log_path is not None,
+            )
         self.queue = asyncio.Lock()  # the apply queue: one change or one plan judged at a time
         self._debouncer = Debouncer(
             self._wake,
@@ -303,7 +331,7 @@ class ConfigSync:
             return None
         if self.learn_secrets is not None:
             self.learn_secrets(files)
-        return files
+        return files if self.strategy is None else self.strategy.read(files)
 
     async def sync_once(self, *, startup: bool = False) -> None:
         seen = time.monotonic()
@@ -359,7 +387,18 @@ class ConfigSync:
             self.keeper.after_change()  # a failed reconfigure can drop control: ask often for a while
 
     async def _judge(self, files: FileSet, current: FileSet | None, seen: float, *, startup: bool) -> None:
-        """Validate a new set, then install, apply or reject it."""
+        """Validate a new set, then install, apply or reject it: by the daemon's strategy, or slurmctld's."""
+        if self.strategy is None:
+            await self._judge_ctld(files, current, seen, startup=startup)
+            return
+        verdict = await self.strategy.judge(files, current, seen, startup=startup)
+        if verdict is not None:
+            assert current is not None  # a strategy installs a set when nothing was staged before
+            await self.strategy.apply(files, current, verdict, seen)
+
+    async def _judge_ctld(
+        self, files: FileSet, current: FileSet | None, seen: float, *, startup: bool
+    ) -> None:
         self.state.pending = True
         await self.reporter.notify()
         standby = self.ha is not None and not self.ha.writes
@@ -410,6 +449,7 @@ class ConfigSync:
             log.warning("slurmctld_unreachable_change_pending", retry_in=self.state.backoff)
             await self.reporter.notify()
             return
+        assert self.ctld is not None
         await self.ctld.apply(files, verdict, before, seen=seen, judged=judged, forced=forced)
 
     async def _follow(self, files: FileSet, seen: float) -> None:

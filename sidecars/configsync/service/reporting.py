@@ -9,12 +9,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sidecars.configsync.apply.applier import Applier
+from sidecars.configsync.dryrun.runner import DryRunner
 from sidecars.configsync.fileset.stage import Applied
 from sidecars.configsync.ha.control import Keeper
 from sidecars.configsync.ha.coordination import Coordination
 from sidecars.configsync.ha.return_gate import ReturnGate
 from sidecars.configsync.ha.rollout import OUTCOMES, Rollout
-from sidecars.configsync.judge.validate import Judge
 from sidecars.configsync.report.history import History
 from sidecars.configsync.report.record import Recorder
 from sidecars.configsync.service.state import SyncState
@@ -38,7 +38,7 @@ class Reporter:
     state: SyncState
     record: Recorder
     history: History
-    judge: Judge
+    dry_runner: Callable[[], DryRunner | None]  # the judge's, if it runs one (tests may take it away)
     applier: Applier | None  # slurmctld's (its workers, harm and node state); None for another daemon
     ha: HAParts | None = None
     # a daemon's own /status fields (slurmdbd's, slurmrestd's), merged at the top level
@@ -52,7 +52,7 @@ class Reporter:
     def status(self) -> dict[str, Any]:
         st = self.state
         a, r = st.applied, st.rejected
-        runner = self.judge.dry_runner
+        runner = self.dry_runner()
         out: dict[str, Any] = {
             "applied": None
             if a is None
