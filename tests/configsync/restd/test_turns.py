@@ -107,11 +107,11 @@ async def test_replicas_drain_one_at_a_time_and_one_is_always_ready(
         restd_pod(cluster, "restd-a", turns_a) as a,
         restd_pod(cluster, "restd-b", turns_b) as b,
     ):
-        seen.watch("a", a.service.drainer)
-        seen.watch("b", b.service.drainer)
+        seen.watch("a", a.drainer)
+        seen.watch("b", b.drainer)
         async with (
-            load.clients(a.port, token, count=4, routed=lambda: a.service.drainer.serving) as tally_a,
-            load.clients(b.port, token, count=4, routed=lambda: b.service.drainer.serving) as tally_b,
+            load.clients(a.port, token, count=4, routed=lambda: a.drainer.serving) as tally_a,
+            load.clients(b.port, token, count=4, routed=lambda: b.drainer.serving) as tally_b,
         ):
             await eventually(lambda: min(tally_a.ok, tally_b.ok) >= BUSY_REQUESTS, within=DRAIN_SECONDS)
             # the same ConfigMap change reaches both pods at once
