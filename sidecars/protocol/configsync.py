@@ -27,3 +27,22 @@ class RolloutState(StrEnum):
     EVERYWHERE = "everywhere"
     STAGING = "staging"
     NOT_EVERYWHERE = "not everywhere"
+
+
+# ---- the service and its daemons' strategies (configsync/service, slurmdbd/, restd/)
+
+
+class RestoredBy(StrEnum):
+    """Who put the last known good set back over an unverified one (/status `restored.by`, the
+    ConfigRestored Event's words)."""
+
+    CONFIG_GUARD = "config-guard"  # slurmctld's start gate, as slurmctld (re)started
+    CONFIG_SYNC = "config-sync"  # this sidecar: at its start, or a rollback of its own
+
+
+class RestdTurnState(StrEnum):
+    """Where this slurmrestd replica stands in the turn of drained restarts (/status `restd.turn.state`)."""
+
+    FREE = "free"  # not asking for the turn
+    WAITING = "waiting"  # a change waits for another replica to hand the turn back
+    HOLDING = "holding"  # this replica drains and restarts now

@@ -20,14 +20,12 @@ from sidecars.configsync.holds import Change, HoldRule
 from sidecars.configsync.report.record import Rejection, now_rfc3339
 from sidecars.configsync.service.reporting import Reporter
 from sidecars.configsync.service.state import SyncState
-from sidecars.protocol.configsync import ConfigOutcome
+from sidecars.protocol.configsync import ConfigOutcome, RestoredBy
 from sidecars.runtime import offloop
 
 log = structlog.get_logger(__name__)
 
 __all__ = ["Installer"]
-
-BY = "config-sync"  # who put the good set back (Restored.by), when it is this sidecar
 
 
 @dataclass
@@ -152,7 +150,7 @@ class Installer:
         """Put the good generation kept beside an unverified set back (None when none was pending).
         Should that fail, the last known good set is written anew: never leave the unverified one."""
         try:
-            return self.target.restore(BY)
+            return self.target.restore(RestoredBy.CONFIG_SYNC)
         except OSError as exc:
             log.error("restore_failed", error=str(exc))
             if self.state.applied is None:

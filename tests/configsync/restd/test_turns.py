@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 
 from sidecars.configsync.restd.drain import DrainedRestart
-from sidecars.configsync.restd.turns import HOLDING, WAITING, Turns
+from sidecars.configsync.restd.turns import Turns
 from sidecars.configsync.settings import DrainSettings
 from sidecars.devcluster import DevCluster
 from sidecars.devcluster import restd as devrestd
 from sidecars.kube import KubeClient, KubeRetry
+from sidecars.protocol.configsync import RestdTurnState
 from tests.configsync.restd import load
 from tests.configsync.restd.harness import DRAIN_SECONDS, RestdPod, restd_pod, slurm_conf_for
 from tests.fakekube import FakeKube, configuration
@@ -168,12 +169,20 @@ async def test_a_replica_that_died_holding_the_turn_is_passed_by_once_it_expires
         b.conf.write({"slurm.conf": slurm_conf_for(cluster, b.target) + "MessageTimeout=15\n"})
         waiting = await b.service.wait_until(
             # (or applied at once: what a replica that takes no turn does)
-            lambda s: _turn_state(s) in (WAITING, HOLDING) or s["applied"]["generation"] == 2,
+            lambda s: (
+                _turn_state(s) in (RestdTurnState.WAITING, RestdTurnState.HOLDING)
+                or s["applied"]["generation"] == 2
+            ),
             DRAIN_SECONDS,
         )
         # pending with the holder named, never an error; the pod serves meanwhile
         turn = waiting["restd"]["turn"]
-        assert turn == {"lease": LEASE, "state": WAITING, "holder": "restd-gone", "error": None}, waiting
+        assert turn == {
+            "lease": LEASE,
+            "state": RestdTurnState.WAITING,
+            "holder": "restd-gone",
+            "error": None,
+        }, waiting
         assert waiting["rejected"] is None and waiting["applied"]["generation"] == 1, waiting
         assert waiting["restd"]["serving"] and await b.readyz() == 200
         assert listener["last_restart"] is None
