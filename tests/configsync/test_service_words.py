@@ -5,7 +5,6 @@ replica stands in the turn (`restd.turn.state`). A literal of one anywhere in co
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 from pathlib import Path
 
 from sidecars.protocol.configsync import RestdTurnState, RestoredBy
@@ -17,21 +16,21 @@ WORDS = {*(w.value for w in RestoredBy), *(w.value for w in RestdTurnState)}
 ROLE_NAME = {("main.py", RestoredBy.CONFIG_SYNC.value)}
 
 
-def word_copies(source: str) -> Iterator[tuple[int, str]]:
+def word_copies(source: str) -> list[tuple[int, str]]:
     """(line, literal) of each of these words written as a value (not a key, not a docstring)."""
     tree = ast.parse(source)
     skip = _not_wire(tree) | _keys(tree)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and node.value in WORDS and id(node) not in skip:
-            yield node.lineno, node.value
+    words = (n for n in ast.walk(tree) if isinstance(n, ast.Constant) and id(n) not in skip)
+    return [(n.lineno, n.value) for n in words if n.value in WORDS]
 
 
 def test_no_service_word_is_written_twice() -> None:
+    paths = {str(p.relative_to(CONFIGSYNC)): p for p in sorted(CONFIGSYNC.rglob("*.py"))}
     found = [
-        f"{path.relative_to(CONFIGSYNC)}:{line}: {text!r}"
-        for path in sorted(CONFIGSYNC.rglob("*.py"))
+        f"{name}:{line}: {text!r}"
+        for name, path in paths.items()
         for line, text in word_copies(path.read_text())
-        if (str(path.relative_to(CONFIGSYNC)), text) not in ROLE_NAME
+        if (name, text) not in ROLE_NAME
     ]
     assert not found, "config-sync's /status words belong in sidecars/protocol/configsync.py:\n" + "\n".join(
         found
