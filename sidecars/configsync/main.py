@@ -119,15 +119,11 @@ async def running(
     )
     if isinstance(restd := service.strategy, RestdStrategy):  # out of the Service's endpoints while it drains
         readiness.add("slurmrestd_serving", lambda: CheckResult(*restd.drainer.readiness()))
-    if service.ha is not None:  # a standby is ready too: the check says where this pod stands
-        ha = service.ha
-        readiness.add(
-            "ha",
-            lambda: CheckResult(*ha.readiness(service.applied.files.sha256 if service.applied else None)),
-        )
-        gate = service.gate
-        if gate is not None:  # a pod back while a peer is in control: its slurmctld waits for that set
-            readiness.add("ha_return", lambda: CheckResult(gate.open, gate.why))
+    if service.ha_parts is not None:  # a standby is ready too: the check says where this pod stands
+        ha, gate = service.ha_parts.coordination, service.ha_parts.gate
+        readiness.add("ha", lambda: CheckResult(*ha.readiness(service.state.applied_sha256)))
+        # a pod back while a peer is in control: its slurmctld waits for that set
+        readiness.add("ha_return", lambda: CheckResult(gate.open, gate.why))
     runner = service.validator.dry_runner
     if runner is not None:
         dry_runner = runner

@@ -194,18 +194,6 @@ class ConfigSync:
     def ready(self) -> bool:
         return self.state.ready
 
-    @property
-    def rollout(self) -> Rollout | None:
-        return None if self.ha_parts is None else self.ha_parts.rollout
-
-    @property
-    def gate(self) -> ReturnGate | None:
-        return None if self.ha_parts is None else self.ha_parts.gate
-
-    @property
-    def keeper(self) -> Keeper | None:
-        return None if self.ha_parts is None else self.ha_parts.keeper
-
     def status(self) -> dict[str, Any]:
         return self.reporter.status()
 
@@ -258,12 +246,13 @@ class ConfigSync:
     async def _judge_return(self) -> None:
         """With peers, until this pod's slurmctld may start: does it hold what the one in control runs?
         (and has that one, when Slurm would hand control back to this one, shut down first)"""
-        if self.gate is None or self.ha is None or self.gate.open:
+        if self.ha_parts is None or self.ha_parts.gate.open:
             return
+        gate, ha = self.ha_parts.gate, self.ha_parts.coordination
         held = self.applied.files.sha256 if self.applied is not None and self.ready else None
         sources = self._last_sources.sha256 if self._last_sources is not None else None
-        self.gate.judge(self.ha, held, sources, self._takeover_bound())
-        if self.gate.stands_down is not None and await self.gate.stand_down(self.ha):
+        gate.judge(ha, held, sources, self._takeover_bound())
+        if gate.stands_down is not None and await gate.stand_down(ha):
             await self.reporter.notify()
 
     def _takeover_bound(self) -> float:
@@ -298,9 +287,9 @@ class ConfigSync:
                 self.applied.files.sha256 if self.applied else None
             ):
                 timeout = min(timeout, s.ha_poll_seconds)  # until every peer holds this set
-            if self.gate is not None and not self.gate.open:
+            if self.ha_parts is not None and not self.ha_parts.gate.open:
                 timeout = min(timeout, s.ha_poll_seconds)  # a returning pod asks until it may start
-            if self.keeper is not None and self.keeper.watching():
+            if self.ha_parts is not None and self.ha_parts.keeper.watching():
                 timeout = min(timeout, s.ha_poll_seconds)  # a controller may have let go: ask often
             await first_of(self._wake.wait(), stop.wait(), within=timeout)
             if stop.is_set():
@@ -346,12 +335,12 @@ class ConfigSync:
         if self.ha is not None:  # who writes, and what the peers hold, as of this pass
             await self.ha.refresh_role()
             await self.ha.refresh_peers()
-            if self.rollout is not None:
-                await self.rollout.step(self.applied)  # has every pod caught up with the held set?
+            if self.ha_parts is not None:
+                await self.ha_parts.rollout.step(self.applied)  # has every pod caught up with the held set?
             # no controller in control: the one that can take it does (ha/control.py); control then
             # comes back by our own request, no reason to judge a refused set again (the controller
             # that dropped control on it would drop it again)
-            keeper = self.keeper
+            keeper = self.ha_parts.keeper if self.ha_parts is not None else None
             if keeper is not None and await keeper.check(self._takeover_bound(), self._put_good_back):
                 self._rejection_stands = True
             if self._rejection_stands and self.ha.writes:
@@ -383,8 +372,8 @@ class ConfigSync:
         with structlog.contextvars.bound_contextvars(sha256=files.short, files=sorted(files.files)):
             async with self.queue:  # a plan (plans/api.py) waits for this change, and it for a plan
                 await self._judge(files, current, seen, startup=startup)
-        if self.keeper is not None and self.ha is not None and self.ha.writes:
-            self.keeper.after_change()  # a failed reconfigure can drop control: ask often for a while
+        if self.ha_parts is not None and self.ha_parts.coordination.writes:
+            self.ha_parts.keeper.after_change()  # a failed reconfigure can drop control: ask often a while
 
     async def _judge(self, files: FileSet, current: FileSet | None, seen: float, *, startup: bool) -> None:
         """Validate a new set, then install, apply or reject it: by the daemon's strategy, or slurmctld's."""
@@ -424,7 +413,8 @@ class ConfigSync:
             await self.installer.reject(files, verdict.reason, ConfigOutcome.REJECTED, seen)
             return
         # a pod back while a peer writes installs nothing unchecked by the writer: it follows (_follow)
-        peer_writes = bool(self.gate and not self.gate.open and self.ha and self.ha.writer()[0])
+        hp = self.ha_parts
+        peer_writes = bool(hp and not hp.gate.open and hp.coordination.writer()[0])
         # nothing runs on the target yet (first start, or slurmctld not started): it starts on this set
         installs = current is None or (startup and before is None and not peer_writes)
         change = Change(files, verdict, self.settings, self.client, daemons.SLURMCTLD, installs)
