@@ -5,10 +5,13 @@ The wings, highest first (a wing imports only from wings below it; `lint-imports
 
 - main.py: the command (flags, HTTP face, watcher, the sync loop); guard/: config-guard, which makes
   slurmctld's start read only a verified set.
-- plans/: what a set would do, judged without applying it (offline, and /v1/plan); slurmdbd/: the
-  same daemon for slurmdbd.conf (its check by a throwaway slurmdbd, its apply and rollback).
-- service/: the daemon: one change set at a time from the sources to a verified slurmctld
-  (daemon.py), written to the target, applied or rolled back (installing.py), shown (reporting.py).
+- restd/: slurmrestd's strategy (its checks, the drained restart, the replicas' turns).
+- plans/: what a set would do, judged without applying it (offline, and /v1/plan); slurmdbd/:
+  slurmdbd's strategy (its check by a throwaway slurmdbd, its apply and rollback).
+- service/: the one daemon: one change set at a time from the sources to a verified daemon
+  (daemon.py), its state owned in one place (state.py) and handed to the installer (installing.py)
+  and the reporter (reporting.py); slurmctld's apply (ctld.py), another daemon's as a strategy
+  (strategy.py).
 - ha/: controller pods in HA: who writes, the rollout to every pod, no controller in control, a
   returning pod's gate.
 - holds/: the Slurm states (and policies) under which a judged change waits: one module per rule,
@@ -22,7 +25,7 @@ The wings, highest first (a wing imports only from wings below it; `lint-imports
 - fileset/: the set's files: read and hashed (skipping `..*`), parsed, staged by one rename.
 - settings.py, peers.py, tokenwatch.py: the flags and what they parse.
 
-Its outcomes on the wire are `sidecars.protocol.configsync`.
+Its outcomes and states on the wire are `sidecars.protocol.configsync`.
 
 Deployment notes: the target must be a directory shared with slurmctld (an emptyDir), not the
 ConfigMap mount itself; its files become links `name -> ..current/name` into the generation directory

@@ -9,6 +9,7 @@ import os
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import structlog
 from aiohttp import web
@@ -21,12 +22,13 @@ from sidecars.configsync.fileset.watch import watch
 from sidecars.configsync.holds import HoldRule
 from sidecars.configsync.judge.validate import Judge
 from sidecars.configsync.plans.api import PlanEndpoint, add_routes
-from sidecars.configsync.restd.sync import RestdSync
+from sidecars.configsync.restd.sync import RestdStrategy, staged_target
 from sidecars.configsync.restd.turns import Turns
 from sidecars.configsync.service.daemon import ConfigSync
+from sidecars.configsync.service.strategy import Make
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.slurmdbd.apply import Stop
-from sidecars.configsync.slurmdbd.sync import DbdSync
+from sidecars.configsync.slurmdbd.sync import DbdStrategy
 from sidecars.kube import pod_events
 from sidecars.runtime import daemon, logs, looplag
 from sidecars.runtime.checks import CheckResult, Checks
@@ -83,23 +85,25 @@ async def running(
     redactor = Redactor(secret_values)
     bound = structlog.contextvars.bind_contextvars(**{BOUND: redactor})
     sink = RedactingEventSink(events or LogEventSink(), redactor)
-    restd: RestdSync | None = None
+    # slurmctld's read, judge and apply are the service's own; another daemon's is its strategy
+    strategy: Make | None = None
     if settings.daemon == daemons.SLURMDBD:
-        service: ConfigSync = DbdSync(settings, client, registry, sink, stop=dbd_stop, checkpoint=checkpoint)
+        strategy = partial(DbdStrategy, settings=settings, client=client, stop=dbd_stop)
     elif settings.daemon == daemons.SLURMRESTD:
-        service = restd = RestdSync(
-            settings, client, registry, sink, stop=restd_stop, checkpoint=checkpoint, turns=restd_turns
+        strategy = partial(
+            RestdStrategy, settings=settings, client=client, stop=restd_stop, turns=restd_turns
         )
-    else:
-        service = ConfigSync(
-            settings,
-            client,
-            registry,
-            sink,
-            validator=validator,
-            checkpoint=checkpoint,
-            hold_rules=hold_rules,
-        )
+    service = ConfigSync(
+        settings,
+        client,
+        registry,
+        sink,
+        validator=validator,
+        checkpoint=checkpoint,
+        hold_rules=hold_rules,
+        strategy=strategy,
+        target=staged_target(settings, checkpoint) if settings.daemon == daemons.SLURMRESTD else None,
+    )
     service.learn_secrets = secret_values.learn  # each set read, before anything about it is shown
     stop = asyncio.Event()
     tasks = RootTasks()
@@ -113,17 +117,13 @@ async def running(
             service.ready, "the target holds a verified set" if service.ready else "no set synced yet"
         ),
     )
-    if restd is not None:  # out of the Service's endpoints while a restart drains slurmrestd
+    if isinstance(restd := service.strategy, RestdStrategy):  # out of the Service's endpoints while it drains
         readiness.add("slurmrestd_serving", lambda: CheckResult(*restd.drainer.readiness()))
-    if service.ha is not None:  # a standby is ready too: the check says where this pod stands
-        ha = service.ha
-        readiness.add(
-            "ha",
-            lambda: CheckResult(*ha.readiness(service.applied.files.sha256 if service.applied else None)),
-        )
-        gate = service.gate
-        if gate is not None:  # a pod back while a peer is in control: its slurmctld waits for that set
-            readiness.add("ha_return", lambda: CheckResult(gate.open, gate.why))
+    if service.ha_parts is not None:  # a standby is ready too: the check says where this pod stands
+        ha, gate = service.ha_parts.coordination, service.ha_parts.gate
+        readiness.add("ha", lambda: CheckResult(*ha.readiness(service.state.applied_sha256)))
+        # a pod back while a peer is in control: its slurmctld waits for that set
+        readiness.add("ha_return", lambda: CheckResult(gate.open, gate.why))
     runner = service.validator.dry_runner
     if runner is not None:
         dry_runner = runner

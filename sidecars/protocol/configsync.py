@@ -53,3 +53,22 @@ class Isolation(StrEnum):
 
 ISOLATION_AUTO = "auto"  # the setting's default: netns when allowed, else ports
 ISOLATION_SETTINGS = (ISOLATION_AUTO, *Isolation)  # what `--dry-run-isolation` takes
+
+
+# ---- the service and its daemons' strategies (configsync/service, slurmdbd/, restd/)
+
+
+class RestoredBy(StrEnum):
+    """Who put the last known good set back over an unverified one (/status `restored.by`, the
+    ConfigRestored Event's words)."""
+
+    CONFIG_GUARD = "config-guard"  # slurmctld's start gate, as slurmctld (re)started
+    CONFIG_SYNC = "config-sync"  # this sidecar: at its start, or a rollback of its own
+
+
+class RestdTurnState(StrEnum):
+    """Where this slurmrestd replica stands in the turn of drained restarts (/status `restd.turn.state`)."""
+
+    FREE = "free"  # not asking for the turn
+    WAITING = "waiting"  # a change waits for another replica to hand the turn back
+    HOLDING = "holding"  # this replica drains and restarts now

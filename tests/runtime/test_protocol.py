@@ -120,7 +120,6 @@ HA_SCOPE = (
 )
 # written before the words had a name, in files of lanes merged beside this one: each goes at merge
 HA_PENDING = {
-    ("configsync/service/daemon.py", HaRole.IN_CONTROL),  # `refresh_role() != ...`: compose's rewrite
     ("controlplane/fleet/controllers.py", HaRole.IN_CONTROL),  # the primary gauge
 }
 

@@ -38,6 +38,7 @@ from typing import Any
 import structlog
 
 from sidecars.configsync.fileset.sources import FileEntry, FileSet, read_source
+from sidecars.protocol.configsync import RestoredBy
 
 log = structlog.get_logger(__name__)
 
@@ -291,7 +292,7 @@ class Target:
             (self.path / MARKER).unlink()
             _fsync_dir(self.path)
             restored = Restored(marker.good_generation, marker.generation, _now(), by)
-            if current == marker.unverified and by != "config-sync":
+            if current == marker.unverified and by != RestoredBy.CONFIG_SYNC:
                 _write_json(self.path / RESTORED, asdict(restored))
             log.warning(
                 "unverified_set_replaced",

@@ -21,11 +21,12 @@ from pathlib import Path
 import structlog
 
 from sidecars.configsync.fileset.stage import Target
+from sidecars.protocol.configsync import RestoredBy
 from sidecars.runtime.settings import ConfigError, flag
 
 log = structlog.get_logger(__name__)
 
-BY = "config-guard"
+BY = RestoredBy.CONFIG_GUARD
 
 
 def configure(p: argparse.ArgumentParser) -> None:

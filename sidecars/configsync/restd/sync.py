@@ -17,25 +17,23 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import structlog
-from prometheus_client import CollectorRegistry
 
 from sidecars.configsync.fileset.sources import FileEntry, FileSet
-from sidecars.configsync.fileset.stage import Applied, Target
+from sidecars.configsync.fileset.stage import Target
 from sidecars.configsync.holds.rule import Change
-from sidecars.configsync.report.record import now_rfc3339
+from sidecars.configsync.judge.validate import Judge, Verdict
 from sidecars.configsync.restd import inflight
 from sidecars.configsync.restd.check import RestdValidator
 from sidecars.configsync.restd.drain import DrainedRestart, RestartOutcome, Stop, request_restart
 from sidecars.configsync.restd.turns import Turns
-from sidecars.configsync.service.daemon import ConfigSync
+from sidecars.configsync.service.installing import Installer
 from sidecars.configsync.settings import Settings
 from sidecars.protocol.configsync import ConfigOutcome
 from sidecars.runtime import offloop
-from sidecars.runtime.events import EventSink
 from sidecars.slurm import SlurmClient, daemons
 
 log = structlog.get_logger(__name__)
@@ -47,43 +45,43 @@ def staged_mode(_: FileEntry) -> int:
     return STAGED_MODE
 
 
-class RestdSync(ConfigSync):
-    def __init__(
-        self,
-        settings: Settings,
-        client: SlurmClient,
-        registry: CollectorRegistry,
-        events: EventSink,
-        *,
-        stop: Stop | None = None,
-        checkpoint: Callable[[str], None] | None = None,
-        turns: Turns | None = None,
-    ) -> None:
-        validator = RestdValidator(
-            client,
-            settings.conf_dir,
-            settings.state_dir,
-            main=settings.main_file,
-            max_bytes=settings.max_file_bytes,
-            parse_timeout=settings.parse_timeout_seconds,
-            sources=settings.sources,
-        )
-        super().__init__(settings, client, registry, events, validator=validator, checkpoint=checkpoint)
-        owner = settings.restd.uid if settings.restd.uid is not None and os.geteuid() == 0 else None
-        self.target = Target(settings.target, checkpoint, mode=staged_mode, owner=owner)
+def staged_target(settings: Settings, checkpoint: Callable[[str], None] | None = None) -> Target:
+    """The directory slurmrestd reads, its files staged 0400 for slurmrestd's user (when config-sync
+    runs as root; else they are config-sync's own, which is slurmrestd's user in its pod)."""
+    owner = settings.restd.uid if settings.restd.uid is not None and os.geteuid() == 0 else None
+    return Target(settings.target, checkpoint, mode=staged_mode, owner=owner)
+
+
+@dataclass
+class RestdStrategy:
+    """slurmrestd's read, judge and apply (service/strategy.py), on the service's installer."""
+
+    installer: Installer
+    settings: Settings
+    client: SlurmClient
+    stop: Stop | None = None  # how slurmrestd is asked to restart (tests: their own)
+    turns: Turns | None = None  # None: no turns (one replica, or no Kubernetes): it drains when it likes
+    daemon: str = daemons.SLURMRESTD
+    last_restart: RestartOutcome | None = None
+    # Validator's checks that concern a client of slurmctld, and slurmrestd's own: no dry run
+    validator: Judge = field(init=False)
+
+    def __post_init__(self) -> None:
+        s = self.settings
+        self.validator = RestdValidator.from_settings(replace(s, dry_run=False), self.client)
         self.drainer = DrainedRestart(
-            replace(settings.restd, restart_timeout_seconds=settings.restart_timeout_seconds),
-            stop=stop or request_restart,
-            on_change=self._notify,
+            replace(s.restd, restart_timeout_seconds=s.restart_timeout_seconds),
+            stop=self.stop or request_restart,
+            on_change=self.installer.report.notify,
         )
-        self.last_restart: RestartOutcome | None = None
-        self.turns = turns  # None: no turns (one replica, or no Kubernetes): it drains when it likes
+
+    def read(self, files: FileSet) -> FileSet:
+        return files
 
     def status(self) -> dict[str, Any]:
         last = self.last_restart
         return {
-            **super().status(),
-            "daemon": daemons.SLURMRESTD,
+            "daemon": self.daemon,
             "restd": {
                 "serving": self.drainer.serving,
                 "why": self.drainer.why,
@@ -99,60 +97,52 @@ class RestdSync(ConfigSync):
         state = await offloop.whole(inflight.read, self.drainer.settings.port, self.drainer.settings.tables)
         return state.listener is not None
 
-    async def _judge(self, files: FileSet, current: FileSet | None, seen: float, *, startup: bool) -> None:
-        self.pending = True
-        await self._notify()
+    async def judge(
+        self, files: FileSet, current: FileSet | None, seen: float, *, startup: bool
+    ) -> Verdict | None:
+        do = self.installer
+        do.state.pending = True
+        await do.report.notify()
         verdict = await self.validator.validate(files, current)
         if not verdict.ok:
-            await self._reject(files, verdict.reason, ConfigOutcome.REJECTED, seen)
-            return
-        if current is None or self.applied is None or (startup and not await self._listening()):
-            await self._install(files, seen, reason="slurmrestd is not running yet: it starts on this set")
-            return
+            await do.reject(files, verdict.reason, ConfigOutcome.REJECTED, seen)
+            return None
+        if current is None or do.state.applied is None or (startup and not await self._listening()):
+            await do.install(files, seen, reason="slurmrestd is not running yet: it starts on this set")
+            return None
         # under --restart-policy hold, the drained restart waits as slurmctld's and slurmdbd's do
-        if await self._held(
-            Change(files, verdict, self.settings, self.client, daemons.SLURMRESTD, False), seen
-        ):
-            return
+        if await do.held(Change(files, verdict, self.settings, self.client, self.daemon, False), seen):
+            return None
+        return verdict
+
+    async def apply(self, files: FileSet, current: FileSet, verdict: Verdict, seen: float) -> None:
         if self.turns is None:
             await self._drained_apply(files, seen)
             return
         # the replicas drain one at a time: until this one's turn, the change stays pending (the
         # holder named in /status); the turn is handed back once the pod has been ready again for
         # as long as the Service takes to put it back among its endpoints
-        async with self.turns.turn(self._notify):
+        async with self.turns.turn(self.installer.report.notify):
             await self._drained_apply(files, seen)
             await asyncio.sleep(self.drainer.settings.settle_seconds)
 
     async def _drained_apply(self, files: FileSet, seen: float) -> None:
-        assert self.applied is not None
-        generation = self.applied.generation + 1
         # unverified until a new slurmrestd listens on it; a config-sync that dies meanwhile puts it back
-        self.target.swap(files, generation, unverified=True)
-        try:
+        async with self.installer.unverified(files) as generation:
             outcome = await self.drainer.restart()
-        except BaseException:
-            self._back_to_good("config-sync")
-            raise
         self.last_restart = outcome
-        if outcome.ok and self.target.verified():
-            previous, self.applied = self.applied, Applied(generation, now_rfc3339(), files)
-            self.lkg.save(self.applied)
-            self.rejected = None
-            self.pending = False
-            self._backoff = 0.0
+        if outcome.ok and await self.installer.verified():
             cut = f", {outcome.cut} connections cut" if outcome.cut else ", no connection cut"
-            await self.record.applied(
-                self.applied,
-                previous,
+            await self.installer.keep(
+                files,
+                generation,
                 seen=seen,
                 reason=outcome.reason,
                 message=f"generation {generation} ({files.short}) applied by a drained restart of "
                 f"slurmrestd after {outcome.drained_seconds:.1f}s{cut}",
             )
-            await self._notify()
             return
-        self._back_to_good("config-sync")
+        self.installer.back_to_good()
         back = await self.drainer.restart()  # once more, on the good set
         reason = outcome.reason + (
             "; the previous set is back and slurmrestd listens on it"
@@ -160,4 +150,4 @@ class RestdSync(ConfigSync):
             else f"; the previous set is back, but slurmrestd does not listen on it either: {back.reason}"
         )
         log.warning("slurmrestd_set_rolled_back", reason=reason)
-        await self._reject(files, reason, ConfigOutcome.ROLLED_BACK, seen)
+        await self.installer.rolled_back(files, reason, seen)

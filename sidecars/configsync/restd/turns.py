@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from sidecars.kube import LeaseConflict, LeaseRecord
+from sidecars.protocol.configsync import RestdTurnState
 from sidecars.runtime.waits import within
 
 if TYPE_CHECKING:
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 Notify = Callable[[], Awaitable[None]]
-FREE, WAITING, HOLDING = "free", "waiting", "holding"
 
 
 class Turns:
@@ -57,7 +57,7 @@ class Turns:
         self.namespace, self.name, self.identity = namespace, name, identity
         self.lease_seconds = lease_seconds
         self.poll_seconds = poll_seconds
-        self.state = FREE
+        self.state = RestdTurnState.FREE
         self.holder: str | None = None  # who holds the turn, as last read
         self.error: str | None = None  # why the Lease could not be read or written, as last tried
         self._observed: tuple[str, float] = ("", 0.0)  # (resourceVersion, monotonic when first seen)
@@ -83,7 +83,7 @@ class Turns:
             # bounded: a stalled API server must not hold the sync loop; the turn expires anyway
             with contextlib.suppress(TimeoutError):
                 await within(self._release(), self.lease_seconds)
-            self.state, self.holder = FREE, None
+            self.state, self.holder = RestdTurnState.FREE, None
             await notify()
 
     def _expired(self, record: LeaseRecord) -> bool:
@@ -95,7 +95,7 @@ class Turns:
         while True:
             try:
                 if await self._try_take():
-                    self.state, self.holder, self.error = HOLDING, self.identity, None
+                    self.state, self.holder, self.error = RestdTurnState.HOLDING, self.identity, None
                     log.info("restd_turn_taken", lease=self.name)
                     await notify()
                     return
@@ -105,9 +105,9 @@ class Turns:
             except Exception as exc:  # the API unreachable or refusing: pending, said, tried again
                 self.error = f"the turn's Lease {self.name} could not be read or written: {exc}"[:300]
                 log.warning("restd_turn_lease_failed", lease=self.name, error=str(exc))
-            if self.state != WAITING:
+            if self.state != RestdTurnState.WAITING:
                 log.info("restd_turn_waiting", lease=self.name, holder=self.holder)
-            self.state = WAITING
+            self.state = RestdTurnState.WAITING
             await notify()
             await asyncio.sleep(self.poll_seconds)
 

@@ -18,21 +18,17 @@ account and the change is applied the same way, so that a fix can reach a slurmd
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import structlog
-from prometheus_client import CollectorRegistry
 
 from sidecars.configsync.fileset import dbdconf
 from sidecars.configsync.fileset.sources import FileSet
-from sidecars.configsync.fileset.stage import Applied
 from sidecars.configsync.holds import Change
-from sidecars.configsync.judge.validate import Verdict
-from sidecars.configsync.report.record import now_rfc3339
-from sidecars.configsync.service.daemon import ConfigSync
+from sidecars.configsync.judge.validate import Judge, Verdict
+from sidecars.configsync.service.installing import Installer
 from sidecars.configsync.settings import Settings
 from sidecars.configsync.slurmdbd.apply import (
     DEFAULT_PID_FILE,
@@ -46,8 +42,6 @@ from sidecars.configsync.slurmdbd.apply import (
 from sidecars.configsync.slurmdbd.check import DbdValidator
 from sidecars.protocol.configsync import ConfigOutcome
 from sidecars.protocol.events import EventReason
-from sidecars.runtime import offloop
-from sidecars.runtime.events import EventSink
 from sidecars.slurm import SlurmClient, daemons
 
 log = structlog.get_logger(__name__)
@@ -75,132 +69,111 @@ def _pid_file(files: FileSet | None) -> Path:
     return Path(named) if named else DEFAULT_PID_FILE
 
 
-class DbdSync(ConfigSync):
-    def __init__(
-        self,
-        settings: Settings,
-        client: SlurmClient,
-        registry: CollectorRegistry,
-        events: EventSink,
-        *,
-        stop: Stop | None = None,
-        checkpoint: Callable[[str], None] | None = None,
-    ) -> None:
-        super().__init__(
-            settings,
-            client,
-            registry,
-            events,
-            validator=DbdValidator(client, settings),
-            checkpoint=checkpoint,
-        )
-        self.waiting_for_database: str | None = None  # what was said while a change waits for it
+@dataclass
+class DbdStrategy:
+    """slurmdbd's read, judge and apply (service/strategy.py), on the service's installer."""
+
+    installer: Installer
+    settings: Settings
+    client: SlurmClient
+    stop: Stop | None = None  # how slurmdbd is stopped for a restart (tests: their own)
+    daemon: str = daemons.SLURMDBD
+    waiting_for_database: str | None = None  # what was said while a change waits for it
+    validator: Judge = field(init=False)  # slurmdbd's own: no dry run of slurmctld's (check.py)
+
+    def __post_init__(self) -> None:
+        self.validator = DbdValidator(self.client, self.settings)
+        s = self.settings
         self.dbd = DbdApplier(
-            client,
-            stop=stop or self._stop,
-            restart_timeout_seconds=settings.restart_timeout_seconds,
-            settle_seconds=settings.settle_seconds,
+            self.client,
+            stop=self.stop or self._stop,
+            restart_timeout_seconds=s.restart_timeout_seconds,
+            settle_seconds=s.settle_seconds,
             on_waiting=self._waiting,
-            instance=lambda: pid_file_instance(_pid_file(self.applied.files if self.applied else None)),
+            instance=lambda: pid_file_instance(_pid_file(self.installer.state.applied_files)),
         )
 
     async def _stop(self) -> None:
         # the PidFile the running slurmdbd was started with: the applied set's
-        await stop_slurmdbd(self.client, _pid_file(self.applied.files if self.applied else None))
+        await stop_slurmdbd(self.client, _pid_file(self.installer.state.applied_files))
 
-    def _read(self) -> FileSet | None:
-        files = super()._read()
-        return None if files is None else owner_only(files, frozenset(self.settings.secret_sources))
+    def read(self, files: FileSet) -> FileSet:
+        return owner_only(files, frozenset(self.settings.secret_sources))
 
     def status(self) -> dict[str, Any]:
-        return {
-            **super().status(),
-            "daemon": daemons.SLURMDBD,
-            "waiting_for_database": self.waiting_for_database,
-        }
+        return {"daemon": self.daemon, "waiting_for_database": self.waiting_for_database}
 
     async def _waiting(self, why: str) -> None:
         self.waiting_for_database = why
         log.warning("slurmdbd_waits_for_its_database", reason=why)
-        await self.events.emit(EventReason.CONFIG_WAITS_FOR_DATABASE, why, "Warning")
-        await self._notify()
+        await self.installer.report.record.events.emit(EventReason.CONFIG_WAITS_FOR_DATABASE, why, "Warning")
+        await self.installer.report.notify()
 
-    async def _judge(self, files: FileSet, current: FileSet | None, seen: float, *, startup: bool) -> None:
-        self.pending = True
+    async def judge(
+        self, files: FileSet, current: FileSet | None, seen: float, *, startup: bool
+    ) -> Verdict | None:
+        do, st = self.installer, self.installer.state
+        st.pending = True
         # said again only by the branch that still waits: any other outcome ends the wait
         waiting, self.waiting_for_database = self.waiting_for_database, None
-        await self._notify()
+        await do.report.notify()
         verdict = await self.validator.validate(files, current)
         if not verdict.ok:
-            await self._reject(files, verdict.reason, ConfigOutcome.REJECTED, seen)
-            return
+            await do.reject(files, verdict.reason, ConfigOutcome.REJECTED, seen)
+            return None
         if current is None:
             # nothing staged yet: slurmdbd (re)starts on this set (its container waits for config-sync)
-            await self._install(files, seen, reason="nothing was staged before: slurmdbd starts on this set")
-            return
+            await do.install(files, seen, reason="nothing was staged before: slurmdbd starts on this set")
+            return None
         answering = await self.client.accounting_ping()
         if startup and not answering:
             # the pod's start: slurmdbd waits for config-sync to be ready, so it starts on this set
-            await self._install(files, seen, reason="slurmdbd is not running yet: it starts on this set")
-            return
-        if await self._held(
-            Change(files, verdict, self.settings, self.client, daemons.SLURMDBD, False), seen
-        ):
-            return
+            await do.install(files, seen, reason="slurmdbd is not running yet: it starts on this set")
+            return None
+        if await do.held(Change(files, verdict, self.settings, self.client, self.daemon, False), seen):
+            return None
         live = _endpoint(current)
         if not answering and live and await database_answers(live) is False:
             # nothing to verify against: the change waits for them, judged again at every retry
-            self._backoff = min(max(self._backoff * 2, 0.5), self.settings.retry_max_seconds)
+            st.back_off(self.settings.retry_max_seconds)
             if waiting is None:
                 await self._waiting(
                     f"slurmdbd and its database at {live} do not answer: the change waits for them"
                 )
             else:
                 self.waiting_for_database = waiting
-            return
-        await self._apply_dbd(files, current, verdict, seen)
+            return None
+        return verdict
 
-    async def _apply_dbd(self, files: FileSet, current: FileSet, verdict: Verdict, seen: float) -> None:
-        assert self.applied is not None
-        generation = self.applied.generation + 1
+    async def apply(self, files: FileSet, current: FileSet, verdict: Verdict, seen: float) -> None:
         new, old = _endpoint(files), _endpoint(current)
         assert new is not None
         # unverified until slurmdbd answers on it; a config-sync that dies meanwhile puts it back at start
         try:
-            # written and fsynced off the loop; in the try: cancelled meanwhile, the good set goes back
-            await offloop.whole(self.target.swap, files, generation, unverified=True)
-            if verdict.restart_required:
-                log.info("restarting_slurmdbd", reasons=[str(r) for r in verdict.restart])
-                outcome = await self.dbd.restart(new, old)
-            else:
-                outcome = await self.dbd.reload()
-        except BaseException:
-            self._back_to_good("config-sync")
-            raise
+            async with self.installer.unverified(files) as generation:
+                if verdict.restart_required:
+                    log.info("restarting_slurmdbd", reasons=[str(r) for r in verdict.restart])
+                    outcome = await self.dbd.restart(new, old)
+                else:
+                    outcome = await self.dbd.reload()
         finally:
             self.waiting_for_database = None
-        if outcome.ok and await offloop.whole(self.target.verified):
-            previous, self.applied = self.applied, Applied(generation, now_rfc3339(), files)
-            await offloop.whole(self.lkg.save, self.applied)
-            self.rejected = None
-            self.pending = False
-            self._backoff = 0.0
+        if outcome.ok and await self.installer.verified():
             how = "by restarting slurmdbd" if verdict.restart_required else "by sacctmgr reconfigure"
-            await self.record.applied(
-                self.applied,
-                previous,
+            await self.installer.keep(
+                files,
+                generation,
                 seen=seen,
                 reason=outcome.reason,
                 message=f"generation {generation} ({files.short}) applied {how}: {outcome.reason}",
             )
-            await self._notify()
             return
-        await self._roll_back_dbd(files, outcome, old, seen)
+        await self._roll_back(files, outcome, old, seen)
 
-    async def _roll_back_dbd(
+    async def _roll_back(
         self, files: FileSet, outcome: DbdOutcome, old: dbdconf.Endpoint | None, seen: float
     ) -> None:
-        self._back_to_good("config-sync")
+        self.installer.back_to_good()
         reason = outcome.reason
         assert old is not None  # the applied set was judged: it has its slurmdbd.conf
         if outcome.restarted or not await self.client.accounting_ping():
@@ -214,4 +187,4 @@ class DbdSync(ConfigSync):
             else f"; the previous file is back, but slurmdbd does not answer on it either: {back.reason}"
         )
         log.warning("slurmdbd_conf_rolled_back", reason=reason)
-        await self._reject(files, reason, ConfigOutcome.ROLLED_BACK, seen)
+        await self.installer.rolled_back(files, reason, seen)

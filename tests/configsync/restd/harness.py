@@ -15,6 +15,8 @@ import aiohttp
 from prometheus_client import CollectorRegistry
 
 from sidecars.configsync.main import Running, running
+from sidecars.configsync.restd.drain import DrainedRestart
+from sidecars.configsync.restd.sync import RestdStrategy
 from sidecars.configsync.restd.turns import Turns
 from sidecars.configsync.settings import DrainSettings, Settings
 from sidecars.devcluster import DevCluster, free_port
@@ -43,6 +45,13 @@ class RestdPod:
     @property
     def service(self) -> Any:
         return self.running.service
+
+    @property
+    def drainer(self) -> DrainedRestart:
+        """The drained restart of slurmrestd's strategy (the service runs it: restd/sync.py)."""
+        strategy = self.running.service.strategy
+        assert isinstance(strategy, RestdStrategy)
+        return strategy.drainer
 
     @property
     def target(self) -> Path:

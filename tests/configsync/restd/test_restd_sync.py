@@ -47,7 +47,7 @@ async def test_a_change_is_applied_by_a_drained_restart_that_drops_no_request(cl
     token = await devrestd.token(cluster)
     async with restd_pod(cluster) as pod:
         _staged_for_nobody(pod)
-        drainer = pod.service.drainer
+        drainer = pod.drainer
         first = inflight.read(pod.port).listener
         async with load.clients(pod.port, token, routed=lambda: drainer.serving) as tally:
             await _until("busy", lambda: tally.ok >= BUSY_REQUESTS)

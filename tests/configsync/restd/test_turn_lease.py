@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from sidecars.configsync.main import restd_turns
-from sidecars.configsync.restd.turns import FREE, HOLDING, WAITING, Turns
+from sidecars.configsync.restd.turns import Turns
 from sidecars.configsync.settings import DrainSettings, Settings
 from sidecars.kube import KubeClient, KubeRetry
+from sidecars.protocol.configsync import RestdTurnState
 from sidecars.runtime.settings import ConfigError
 from sidecars.runtime.waits import within
 from tests.fakekube import FakeKube, configuration, write_kubeconfig
@@ -63,7 +64,12 @@ async def test_one_holds_the_turn_the_other_waits_naming_it(fake_kube: tuple[Fak
         async with a.turn(seen_a.notify):
             # no Lease shipped: created once, then taken
             assert fake.leases[(NAMESPACE, LEASE)]["spec"]["holderIdentity"] == "restd-a"
-            assert a.view() == {"lease": LEASE, "state": HOLDING, "holder": "restd-a", "error": None}
+            assert a.view() == {
+                "lease": LEASE,
+                "state": RestdTurnState.HOLDING,
+                "holder": "restd-a",
+                "error": None,
+            }
             took = asyncio.Event()
 
             async def b_turn() -> None:
@@ -72,15 +78,20 @@ async def test_one_holds_the_turn_the_other_waits_naming_it(fake_kube: tuple[Fak
 
             waiting = asyncio.create_task(b_turn())
             try:
-                await seen_b.until(lambda t: t.state == WAITING)
-                assert b.view() == {"lease": LEASE, "state": WAITING, "holder": "restd-a", "error": None}
+                await seen_b.until(lambda t: t.state == RestdTurnState.WAITING)
+                assert b.view() == {
+                    "lease": LEASE,
+                    "state": RestdTurnState.WAITING,
+                    "holder": "restd-a",
+                    "error": None,
+                }
                 assert not took.is_set()
             except BaseException:
                 waiting.cancel()
                 raise
-        assert a.state == FREE
+        assert a.state == RestdTurnState.FREE
         await within(waiting, WAIT_SECONDS)  # a handed it back: b took it at once, and left
-        assert took.is_set() and b.state == FREE
+        assert took.is_set() and b.state == RestdTurnState.FREE
         spec = fake.leases[(NAMESPACE, LEASE)]["spec"]
         assert spec.get("holderIdentity") is None and spec["leaseTransitions"] == 2, spec
 
@@ -101,7 +112,7 @@ async def test_an_api_that_refuses_leaves_the_turn_waiting_with_the_reason(
         task = asyncio.create_task(turn())
         try:
             await seen.until(lambda t: t.error is not None)
-            assert a.state == WAITING and not took.is_set()
+            assert a.state == RestdTurnState.WAITING and not took.is_set()
             assert LEASE in str(a.error) and "403" in str(a.error), a.error
             fake.blocked.clear()
             await within(task, WAIT_SECONDS)
@@ -110,7 +121,12 @@ async def test_an_api_that_refuses_leaves_the_turn_waiting_with_the_reason(
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        assert took.is_set() and a.view() == {"lease": LEASE, "state": FREE, "holder": None, "error": None}
+        assert took.is_set() and a.view() == {
+            "lease": LEASE,
+            "state": RestdTurnState.FREE,
+            "holder": None,
+            "error": None,
+        }
 
 
 RENEWED_TURN_SECONDS = 6.0  # renewed every 2 s: 4 s of margin for a loaded loop
@@ -133,7 +149,7 @@ async def test_a_held_turn_is_renewed_and_not_passed_by(fake_kube: tuple[FakeKub
         async with a.turn(Seen(a).notify):
             waiting = asyncio.create_task(_hold(b, seen_b))
             try:
-                await seen_b.until(lambda t: t.state == WAITING)
+                await seen_b.until(lambda t: t.state == RestdTurnState.WAITING)
                 since = len(fake.requests)
 
                 def renewals() -> int:
@@ -143,13 +159,13 @@ async def test_a_held_turn_is_renewed_and_not_passed_by(fake_kube: tuple[FakeKub
 
                 await eventually(renewals, lambda n: n >= RENEWALS, within=WAIT_SECONDS, what="renewals")
                 # held for a whole duration past what b saw first: renewed, never passed by
-                assert b.state == WAITING and b.holder == "restd-a"
+                assert b.state == RestdTurnState.WAITING and b.holder == "restd-a"
                 assert fake.leases[(NAMESPACE, LEASE)]["spec"]["holderIdentity"] == "restd-a"
             except BaseException:
                 waiting.cancel()
                 raise
         await within(waiting, WAIT_SECONDS)
-        assert b.state == FREE
+        assert b.state == RestdTurnState.FREE
 
 
 async def test_the_flag_takes_the_turn_as_this_pod_or_refuses_to_start_without_kubernetes(

@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 
 from sidecars.configsync.restd.drain import DrainedRestart
-from sidecars.configsync.restd.turns import HOLDING, WAITING, Turns
+from sidecars.configsync.restd.turns import Turns
 from sidecars.configsync.settings import DrainSettings
 from sidecars.devcluster import DevCluster
 from sidecars.devcluster import restd as devrestd
 from sidecars.kube import KubeClient, KubeRetry
+from sidecars.protocol.configsync import RestdTurnState
 from tests.configsync.restd import load
 from tests.configsync.restd.harness import DRAIN_SECONDS, RestdPod, restd_pod, slurm_conf_for
 from tests.fakekube import FakeKube, configuration
@@ -107,11 +108,11 @@ async def test_replicas_drain_one_at_a_time_and_one_is_always_ready(
         restd_pod(cluster, "restd-a", turns_a) as a,
         restd_pod(cluster, "restd-b", turns_b) as b,
     ):
-        seen.watch("a", a.service.drainer)
-        seen.watch("b", b.service.drainer)
+        seen.watch("a", a.drainer)
+        seen.watch("b", b.drainer)
         async with (
-            load.clients(a.port, token, count=4, routed=lambda: a.service.drainer.serving) as tally_a,
-            load.clients(b.port, token, count=4, routed=lambda: b.service.drainer.serving) as tally_b,
+            load.clients(a.port, token, count=4, routed=lambda: a.drainer.serving) as tally_a,
+            load.clients(b.port, token, count=4, routed=lambda: b.drainer.serving) as tally_b,
         ):
             await eventually(lambda: min(tally_a.ok, tally_b.ok) >= BUSY_REQUESTS, within=DRAIN_SECONDS)
             # the same ConfigMap change reaches both pods at once
@@ -168,12 +169,20 @@ async def test_a_replica_that_died_holding_the_turn_is_passed_by_once_it_expires
         b.conf.write({"slurm.conf": slurm_conf_for(cluster, b.target) + "MessageTimeout=15\n"})
         waiting = await b.service.wait_until(
             # (or applied at once: what a replica that takes no turn does)
-            lambda s: _turn_state(s) in (WAITING, HOLDING) or s["applied"]["generation"] == 2,
+            lambda s: (
+                _turn_state(s) in (RestdTurnState.WAITING, RestdTurnState.HOLDING)
+                or s["applied"]["generation"] == 2
+            ),
             DRAIN_SECONDS,
         )
         # pending with the holder named, never an error; the pod serves meanwhile
         turn = waiting["restd"]["turn"]
-        assert turn == {"lease": LEASE, "state": WAITING, "holder": "restd-gone", "error": None}, waiting
+        assert turn == {
+            "lease": LEASE,
+            "state": RestdTurnState.WAITING,
+            "holder": "restd-gone",
+            "error": None,
+        }, waiting
         assert waiting["rejected"] is None and waiting["applied"]["generation"] == 1, waiting
         assert waiting["restd"]["serving"] and await b.readyz() == 200
         assert listener["last_restart"] is None
