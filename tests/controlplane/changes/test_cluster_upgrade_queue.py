@@ -1,10 +1,16 @@
 """The slurmctld stage stops the old controller only once slurmdbd took the records it held for it.
 
-Moving slurmdbd leaves slurmctld holding every record of the jobs submitted meanwhile (on a busy
-cluster thousands: here 1,500 held jobs submitted while slurmdbd ran the old release, which it takes
-slowly). A controller stopped with them saves them beside its state (`dbd.messages`), and the new
-release reads them back and sends them before it answers any request: seconds of a controller that
-does not answer, and records carried across a release change. On real daemons, 24.11 -> 26.05.
+A slurmdbd away for a while (moved, restarted) leaves slurmctld holding every record of the jobs
+submitted meanwhile (on a busy cluster thousands: here 1,500 held jobs). A controller stopped with
+them saves them beside its state (`dbd.messages`), and the new release reads them back and sends
+them before it answers any request: seconds of a controller that does not answer, and records
+carried across a release change. On real daemons, 24.11 -> 26.05.
+
+The queue is made, not hoped for: slurmdbd is stopped once its stage is done and the jobs are
+submitted then, so the records are all queued when the slurmctld stage begins whatever the load;
+slurmdbd comes back only when the stage says it waits for it. (Submitted while slurmdbd ran, the
+records were queued only where slurmdbd took them slower than sbatch made them: on a loaded machine
+sbatch was the slower, and the queue was empty by the stage's start.)
 """
 
 from __future__ import annotations
@@ -37,18 +43,30 @@ async def test_the_old_controller_stops_once_slurmdbd_took_what_it_held(release:
     newer = await build_chroot(name="sid")
     spec = ClusterSpec(nodes=1, accounting=True, foreground_ctld=True, max_job_count=2 * HELD)
     async with SwappableCluster(release, spec) as c:
-        held = await c.submit_held(HELD)
         roles = DevClusterRoles(c, {"chroot": release, "sid": newer}, worker_timeout_seconds=60)
         said: list[tuple[str, str, str]] = []
+        held: list[int] = []
         queued_at_slurmctld: list[int] = []
+        failed: list[Exception] = []  # the upgrade logs an emit's failure and goes on: kept here
 
         async def emit(stage: str, state: str, message: str) -> None:
             said.append((stage, state, message))
-            if (stage, state) == ("slurmctld", "running") and not queued_at_slurmctld:
-                queued_at_slurmctld.append(await roles.accounting_queue())
+            try:
+                if (stage, state) == ("slurmdbd", "done"):
+                    # slurmdbd away while the cluster takes jobs: slurmctld queues their records
+                    await c.stop_slurmdbd()
+                    held.extend(await c.submit_held(HELD))
+                elif (stage, state) == ("slurmctld", "running") and not queued_at_slurmctld:
+                    queued_at_slurmctld.append(await roles.accounting_queue())
+                elif (stage, state) == ("slurmctld", "running") and "waiting for slurmdbd" in message:
+                    await c.start_slurmdbd()  # the stage read the queue and waits: slurmdbd takes it now
+            except Exception as e:
+                failed.append(e)
+                raise
 
         up = ClusterUpgrade(roles, Version.parse(newer.version), IMAGES, emit=emit, verify_timeout_seconds=60)
-        assert await up.run() == "complete", up.status.report()
+        assert await up.run() == "complete", (up.status.report(), failed)
+        assert not failed, failed
 
         # the case is real: slurmdbd had not taken the jobs' records when the stage began
         assert queued_at_slurmctld[0] > ACCOUNTING_QUEUE_SETTLED, queued_at_slurmctld
