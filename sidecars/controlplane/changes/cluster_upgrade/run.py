@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry
 
 from sidecars.controlplane.changes.budget import UpgradeError
 from sidecars.controlplane.changes.cluster_roles.roles import ClusterRoles
@@ -27,6 +27,7 @@ from sidecars.controlplane.changes.cluster_upgrade.events import StageEvents
 from sidecars.controlplane.changes.cluster_upgrade.stages import ClusterUpgrade
 from sidecars.controlplane.changes.cluster_upgrade.status import STAGES, STATES, ClusterUpgradeStatus
 from sidecars.controlplane.changes.cluster_upgrade.store import StatusStore
+from sidecars.controlplane.fleet.metrics import Declare
 from sidecars.slurm import Version, daemons
 
 log = structlog.get_logger(__name__)
@@ -38,23 +39,19 @@ class ClusterUpgradeMetrics:
     """Each stage's state (its index in STATES) and its duration in seconds, by stage."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.stage_state = Gauge(
-            "slurm_sidecars_cluster_upgrade_stage_state",
+        m = Declare(registry, "slurm_sidecars_cluster_upgrade_")
+        self.stage_state = m.gauge(
+            "stage_state",
             "each stage's state of the last whole-cluster upgrade: "
             + ", ".join(f"{i} {s}" for i, s in enumerate(STATES)),
-            ["stage"],
-            registry=registry,
+            "stage",
         )
-        self.stage_seconds = Gauge(
-            "slurm_sidecars_cluster_upgrade_stage_seconds",
-            "how long each stage of the last whole-cluster upgrade ran, in seconds",
-            ["stage"],
-            registry=registry,
+        self.stage_seconds = m.gauge(
+            "stage_seconds", "how long each stage of the last whole-cluster upgrade ran, in seconds", "stage"
         )
-        self.unanswered_seconds = Gauge(
-            "slurm_sidecars_cluster_upgrade_slurmctld_unanswered_seconds",
+        self.unanswered_seconds = m.gauge(
+            "slurmctld_unanswered_seconds",
             "how long slurmctld did not answer during the last upgrade's slurmctld stage, in seconds",
-            registry=registry,
         )
 
 
