@@ -530,7 +530,7 @@ async def test_the_whole_upgrade_through_the_control_plane_with_its_own_roll_of_
         c,
         kube_url=kube.url,
         pod_name="control-plane-0",
-        interval_seconds=1.0,
+        reads={"interval_seconds": 1.0},
         upgrade=UPGRADE | {"rollout_timeout_seconds": 60.0, "job_timeout_seconds": 60.0},
     ) as plane:
         status, text = await plane.post("/v1/upgrade/cluster", body)

@@ -50,8 +50,7 @@ async def test_the_topology_is_placed_again_as_soon_as_a_reconfigure_is_seen(
         cluster,
         url,
         topology={"spec": TopologySpec(KEYS)},
-        interval_seconds=INTERVAL_SECONDS,
-        reconfigure_poll_seconds=POLL_SECONDS,
+        reads={"interval_seconds": INTERVAL_SECONDS, "reconfigure_poll_seconds": POLL_SECONDS},
     ) as cp:
         await eventually(lambda: cp.leading("topology"), what="leader with pods and nodes")
         watch = cp.plane.reconfigures
