@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Mapping
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import structlog
@@ -55,34 +56,30 @@ class ClusterUpgradeMetrics:
         )
 
 
+@dataclass(eq=False)
 class ClusterUpgrades:
     """At most one upgrade runs; the last one is kept (in memory, and in `store` when there is one)
     for `report()` until the next starts. `roles` and `store` may be handed in after construction
     (the demo and the tests: the dev cluster's), before the control plane serves."""
 
-    def __init__(
-        self,
-        roles: ClusterRoles | None,
-        why_unavailable: str,
-        metrics: ClusterUpgradeMetrics,
-        *,
-        events: StageEvents | None = None,
-        store: StatusStore | None = None,
-        verify_timeout_seconds: float = 60.0,
-    ) -> None:
-        self.roles = roles
-        self.why_unavailable = why_unavailable
-        self.store = store
-        self._metrics = metrics
-        self._events = events
-        self._verify_timeout_seconds = verify_timeout_seconds
-        self.current: ClusterUpgrade | None = None
-        self.last: ClusterUpgradeStatus | None = None  # the store's, while no upgrade ran here
-        self.store_error = ""  # why the store's status could not be read (none starts meanwhile)
-        self.on_change: Callable[[], None] | None = None  # after each stage's start and end (the page)
-        self._task: asyncio.Task[str] | None = None
-        self._loaded = False
-        self._loading = asyncio.Lock()
+    roles: ClusterRoles | None
+    why_unavailable: str
+    metrics: ClusterUpgradeMetrics
+    _: KW_ONLY
+    events: StageEvents | None = None
+    store: StatusStore | None = None
+    verify_timeout_seconds: float = 60.0
+    current: ClusterUpgrade | None = field(default=None, init=False)
+    last: ClusterUpgradeStatus | None = field(
+        default=None, init=False
+    )  # the store's, while no upgrade ran here
+    # why the store's status could not be read (none starts meanwhile)
+    store_error: str = field(default="", init=False)
+    # after each stage's start and end (the page)
+    on_change: Callable[[], None] | None = field(default=None, init=False)
+    _task: asyncio.Task[str] | None = field(default=None, init=False)
+    _loaded: bool = field(default=False, init=False)
+    _loading: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
 
     @property
     def running(self) -> bool:
@@ -180,11 +177,11 @@ class ClusterUpgrades:
             emit=self._said,
             save=self._save,
             resume=resume,
-            verify_timeout_seconds=self._verify_timeout_seconds,
+            verify_timeout_seconds=self.verify_timeout_seconds,
         )
         for stage in STAGES:
-            self._metrics.stage_state.labels(stage).set(0)
-            self._metrics.stage_seconds.labels(stage).set(0)
+            self.metrics.stage_state.labels(stage).set(0)
+            self.metrics.stage_seconds.labels(stage).set(0)
         self.current, self.last = up, None
         self._task = asyncio.create_task(up.run(), name=f"cluster-upgrade-{target}")
         self._task.add_done_callback(self._ended)
@@ -198,28 +195,28 @@ class ClusterUpgrades:
     def _show(self, status: ClusterUpgradeStatus) -> None:
         """The metrics of a status read back (a new holder's report is the old one's)."""
         for stage in status.stages:
-            self._metrics.stage_state.labels(stage.name).set(STATES.index(stage.state))
-            self._metrics.stage_seconds.labels(stage.name).set(stage.seconds or 0)
+            self.metrics.stage_state.labels(stage.name).set(STATES.index(stage.state))
+            self.metrics.stage_seconds.labels(stage.name).set(stage.seconds or 0)
         if status.slurmctld_unanswered_seconds is not None:
-            self._metrics.unanswered_seconds.set(status.slurmctld_unanswered_seconds)
+            self.metrics.unanswered_seconds.set(status.slurmctld_unanswered_seconds)
 
     async def _said(self, stage: str, state: str, message: str) -> None:
         if self.current is None:
             return
         status = self.current.status
-        self._metrics.stage_state.labels(stage).set(STATES.index(status.stage(stage).state))
+        self.metrics.stage_state.labels(stage).set(STATES.index(status.stage(stage).state))
         done = status.stage(stage)
         if done.seconds is not None and state != "running":
-            self._metrics.stage_seconds.labels(stage).set(done.seconds)
+            self.metrics.stage_seconds.labels(stage).set(done.seconds)
         if status.slurmctld_unanswered_seconds is not None:
-            self._metrics.unanswered_seconds.set(status.slurmctld_unanswered_seconds)
+            self.metrics.unanswered_seconds.set(status.slurmctld_unanswered_seconds)
         await self._say(status.target, stage, state, message)
 
     async def _say(self, target: str, stage: str, state: str, message: str) -> None:
         if self.on_change is not None:
             self.on_change()
-        if self._events is not None:
-            await self._events.emit(target, stage, state, message)
+        if self.events is not None:
+            await self.events.emit(target, stage, state, message)
 
     # ------------------------------------------------------------------ pause, report, close
     def set_paused(self, paused: bool) -> ClusterUpgrade:
