@@ -28,7 +28,7 @@ import yaml
 from sidecars.controlplane.changes import KubeClusterRoles, KubeRoleNames
 from sidecars.controlplane.changes.cluster_roles.kube_jobs import TemplateError, backup_job
 from sidecars.controlplane.changes.cluster_upgrade.stages import ClusterUpgrade
-from sidecars.controlplane.settings import configure, from_args
+from sidecars.controlplane.settings import ClusterUpgradeSettings, configure, from_args
 from sidecars.devcluster import ClusterSpec, Release
 from sidecars.devcluster.swap_roles import DevClusterRoles
 from sidecars.kube import KubeClient
@@ -157,16 +157,14 @@ async def kube(release: Release, newer: Release, request: pytest.FixtureRequest)
                 dev = DevClusterRoles(c, {"chroot": release, "sid": newer}, worker_timeout_seconds=30)
                 names = KubeRoleNames(
                     namespace=NAMESPACE,
-                    slurmdbd_kind="Deployment",
-                    slurmdbd_name="slurmdbd",
-                    slurmdbd_container="slurmdbd",
-                    slurmctld_statefulset="slurmctld",
-                    slurmctld_container="slurmctld",
-                    state_image="registry.example/slurm-sidecars:1",
-                    backup_configmap=BACKUP_CM,
-                    without_backup=False,
-                    rollout_timeout_seconds=120,  # a loaded CI machine; no test here waits it out
-                    job_timeout_seconds=60,
+                    upgrade=ClusterUpgradeSettings(
+                        slurmdbd_workload=("Deployment", "slurmdbd"),
+                        slurmctld_statefulset="slurmctld",
+                        state_image="registry.example/slurm-sidecars:1",
+                        backup_job_configmap=BACKUP_CM,
+                        rollout_timeout_seconds=120,  # a loaded CI machine; no test here waits it out
+                        job_timeout_seconds=60,
+                    ),
                     own_pod="control-plane-5f7d9-abcde",
                     poll_interval_seconds=0.2,
                 )
