@@ -435,9 +435,14 @@ async def test_what_is_missing_or_unsafe_is_refused_before_anything_changes(kube
     del fake.config_maps[(NAMESPACE, BACKUP_CM)]
     await preflight_says(f"ConfigMap {BACKUP_CM} with the backup Job's template (key job.yaml) is not there")
     # a workload named that does not exist, and the control plane inside slurmctld's own pod
-    kube.roles.names = replace(kube.roles.names, slurmdbd_name="accounting", without_backup=True)
+    names = kube.roles.names
+    moved = replace(
+        names.upgrade, slurmdbd_workload=("Deployment", "accounting"), without_database_backup=True
+    )
+    kube.roles.names = replace(names, upgrade=moved)
     await preflight_says("Deployment slurm/accounting is not there")
-    kube.roles.names = replace(kube.roles.names, slurmdbd_name="slurmdbd", own_pod="slurmctld-0")
+    back = replace(moved, slurmdbd_workload=("Deployment", "slurmdbd"))
+    kube.roles.names = replace(names, upgrade=back, own_pod="slurmctld-0")
     await preflight_says("this control plane runs in slurmctld-0, a pod of StatefulSet slurmctld")
     # slurmctld's StatefulSet owned by an operator (Slinky's Controller): it would undo our patches
     kube.roles.names = replace(kube.roles.names, own_pod="control-plane-5f7d9-abcde")
