@@ -54,9 +54,8 @@ class DrainBatcher:
     on_written: Callable[[Written], None] = lambda _: None
     may_write: Callable[[], bool] = lambda: True
     clock: Callable[[], float] = time.monotonic
-    pending: dict[str, DrainRequest] = field(
-        default_factory=dict, init=False
-    )  # the latest request per node wins
+    # the latest request per node wins
+    pending: dict[str, DrainRequest] = field(default_factory=dict, init=False)
     # drains whose write failed without an answer (it may have landed): requeued, and if the
     # next read finds exactly that drain in place, it was ours, reported written (with the
     # first read's time), so an Event owed on it is not lost

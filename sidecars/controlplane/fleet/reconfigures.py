@@ -50,9 +50,8 @@ class ReconfigureWatch:
     _: KW_ONLY
     seconds: float
     on_seen: Callable[[], None]
-    booted: str | None = field(
-        default=None, init=False
-    )  # slurmctld's BOOT_TIME as last read; None before a read
+    # slurmctld's BOOT_TIME as last read; None before a read
+    booted: str | None = field(default=None, init=False)
     seen: int = field(default=0, init=False)  # how many new BOOT_TIMEs were seen (the first read is not one)
     seen_at: float | None = field(default=None, init=False)  # monotonic, the last one (of any kind)
     # slurmctld back after unanswered reads, or another controller in control

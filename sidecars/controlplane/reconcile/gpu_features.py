@@ -37,9 +37,8 @@ class GpuFeatureSync:
     domains: ComputeDomainCache | None = None
     _: KW_ONLY
     slinky_mode: bool | None = False  # Slinky's pods get their features from the operator (slinky_specs)
-    _said: dict[str, tuple[str, ...]] = field(
-        default_factory=dict, init=False
-    )  # Slurm node -> problems logged
+    # Slurm node -> problems logged
+    _said: dict[str, tuple[str, ...]] = field(default_factory=dict, init=False)
     writes: int = field(default=0, init=False)
 
     @property

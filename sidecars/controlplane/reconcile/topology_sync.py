@@ -57,9 +57,8 @@ class TopologySync:
     slinky_mode: bool | None = False
     clock: Callable[[], float] = time.monotonic
     _operators: set[str] = field(default_factory=set, init=False)
-    placed: dict[str, Placement] = field(
-        default_factory=dict, init=False
-    )  # Slurm node -> its last good place
+    # Slurm node -> its last good place
+    placed: dict[str, Placement] = field(default_factory=dict, init=False)
     # Slurm node -> why its labels were refused (reported once)
     refused: dict[str, str] = field(default_factory=dict, init=False)
     # a new place, and since when

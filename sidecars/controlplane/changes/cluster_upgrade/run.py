@@ -70,9 +70,8 @@ class ClusterUpgrades:
     store: StatusStore | None = None
     verify_timeout_seconds: float = 60.0
     current: ClusterUpgrade | None = field(default=None, init=False)
-    last: ClusterUpgradeStatus | None = field(
-        default=None, init=False
-    )  # the store's, while no upgrade ran here
+    # the store's, while no upgrade ran here
+    last: ClusterUpgradeStatus | None = field(default=None, init=False)
     # why the store's status could not be read (none starts meanwhile)
     store_error: str = field(default="", init=False)
     # after each stage's start and end (the page)
