@@ -137,7 +137,7 @@ async def main() -> None:
     ap.add_argument(
         "--interval",
         type=float,
-        default=production.interval_seconds,
+        default=production.reads.interval_seconds,
         help="control-plane read interval, and the direct agents' poll interval (the same freshness)",
     )
     ap.add_argument("--release", default="host", choices=["host", "chroot"])
@@ -163,10 +163,9 @@ async def main() -> None:
             ControlPlaneSettings,
             quick=False,
             token=TOKEN,
-            interval_seconds=args.interval,
+            reads={"interval_seconds": args.interval, "brief_jobs": args.job_read == "brief"},
             kubernetes=False,
             identity="bench",
-            brief_jobs=args.job_read == "brief",
         )
         # the same control plane with the 3 real agents' worth of long polls, then with the crowd
         few, many = 3, args.agents + 3

@@ -198,11 +198,17 @@ def scaled(speed: float) -> ControlPlaneSettings:
         namespace=NS,
         worker_selector="app=slurmd",
         identity="cp-bench",
-        interval_seconds=d.interval_seconds / speed,
-        fast_interval_seconds=d.fast_interval_seconds / speed,
+        reads=dataclasses.replace(
+            d.reads,
+            interval_seconds=d.reads.interval_seconds / speed,
+            fast_interval_seconds=d.reads.fast_interval_seconds / speed,
+        ),
         batch_window_seconds=d.batch_window_seconds / speed,
-        lease_seconds=d.lease_seconds / speed,
-        renew_seconds=d.renew_seconds / speed,
+        lease=dataclasses.replace(
+            d.lease,
+            duration_seconds=d.lease.duration_seconds / speed,
+            renew_seconds=d.lease.renew_seconds / speed,
+        ),
         conditions=dataclasses.replace(
             d.conditions, settle_seconds=d.conditions.settle_seconds / speed, qps=d.conditions.qps * speed
         ),
@@ -321,8 +327,8 @@ async def main() -> None:
     speed = args.speed
     sim = MINUTE / speed  # real seconds per simulated minute
     settings = scaled(speed)
-    per_min = MINUTE / (settings.interval_seconds * speed)  # production's refreshes a minute: 15
-    renewals_per_min = MINUTE / (settings.renew_seconds * speed)  # production's Lease renewals: 12
+    per_min = MINUTE / (settings.reads.interval_seconds * speed)  # production's refreshes a minute: 15
+    renewals_per_min = MINUTE / (settings.lease.renew_seconds * speed)  # production's Lease renewals: 12
     watch_seconds = max(1, round(300 / speed))  # the caches' production timeoutSeconds, scaled
 
     fake = FakeKube()
@@ -397,7 +403,7 @@ async def main() -> None:
             for i in cordoned:
                 fake.set_node_spec(f"k{i:04d}", unschedulable=True)
             await until(lambda: all(drained(i) for i in cordoned), "cordoned workers drained", 10 * sim)
-            await asyncio.sleep(3 * settings.interval_seconds)  # whatever is still in flight
+            await asyncio.sleep(3 * settings.reads.interval_seconds)  # whatever is still in flight
             during = fake.calls(mark)
             took = (time.monotonic() - t1) / sim
             print(
@@ -452,12 +458,13 @@ async def main() -> None:
 
         mark = len(fake.requests)
         polls, objects, busy_s = await naive_poll(
-            kube, settings.interval_seconds, args.baseline_minutes * sim
+            kube, settings.reads.interval_seconds, args.baseline_minutes * sim
         )
         naive = fake.calls(mark)
         naive_rate = naive.total() / max(1, polls) * per_min
+        every = settings.reads.interval_seconds * speed
         print(
-            f"baseline, a naive poll (list pods + list Nodes every {settings.interval_seconds * speed:g} s): "
+            f"baseline, a naive poll (list pods + list Nodes every {every:g} s): "
             f"{polls} polls, {fmt(naive)}; at production's pace {naive_rate:.0f} calls/min, "
             f"{objects / max(1, polls) * per_min:,.0f} objects read/min (one poll's lists: "
             f"{busy_s / max(1, polls):.2f} s real)"

@@ -76,14 +76,13 @@ def _quick(cls: type) -> dict[str, Any]:
         }
     if cls is ControlPlaneSettings:
         return {
-            "interval_seconds": 0.3,
-            "fast_interval_seconds": 0.1,
+            "reads": {"interval_seconds": 0.3, "fast_interval_seconds": 0.1},
             "batch_window_seconds": 0.2,
             "namespace": "slurm",
             "worker_selector": "app=slurmd",  # what the fake API server's worker pods carry
             "identity": "cp-a",
-            "lease_seconds": 6.0,  # a write lapses 4 s after a renewal starts: room for a loaded machine
-            "renew_seconds": 0.5,
+            # a write lapses 4 s after a renewal starts: room for a loaded machine
+            "lease": {"duration_seconds": 6.0, "renew_seconds": 0.5},
             "recycle": {"grace_seconds": 0.5, "window_seconds": 60.0, "backoff_seconds": 30.0},
             "deletion_cost_qps": 50.0,
         }

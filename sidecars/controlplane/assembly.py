@@ -151,7 +151,7 @@ def cluster_roles(
     roll = BudgetedRoll(
         side.upgrade,
         settings.upgrade.worker_budget,
-        lambda: running_releases(slurm, names.slurmctld_statefulset),
+        lambda: running_releases(slurm, names.upgrade.slurmctld_statefulset),
     )
     return KubeClusterRoles(names, side.kube, lambda: slurm, roll), ""
 
@@ -173,21 +173,7 @@ def upgrade_role_names(
     ]
     if missing or u.slurmdbd_workload is None:
         return None, missing
-    kind, name = u.slurmdbd_workload
-    names = KubeRoleNames(
-        namespace=namespace,
-        slurmdbd_kind=kind,
-        slurmdbd_name=name,
-        slurmdbd_container=u.slurmdbd_container,
-        slurmctld_statefulset=u.slurmctld_statefulset,
-        slurmctld_container=u.slurmctld_container,
-        state_image=u.state_image,
-        backup_configmap=u.backup_job_configmap,
-        without_backup=u.without_database_backup,
-        rollout_timeout_seconds=u.rollout_timeout_seconds,
-        job_timeout_seconds=u.job_timeout_seconds,
-        own_pod=own_pod,
-    )
+    names = KubeRoleNames(namespace=namespace, upgrade=u, own_pod=own_pod)
     return names, []
 
 

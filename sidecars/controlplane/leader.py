@@ -25,7 +25,7 @@ import asyncio
 import datetime as dt
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 
 import structlog
 
@@ -35,31 +35,29 @@ from sidecars.runtime.waits import until_set, within
 log = structlog.get_logger(__name__)
 
 
+@dataclass(eq=False)
 class LeaderElector:
-    def __init__(
-        self,
-        kube: KubeClient | None,
-        namespace: str,
-        name: str,
-        identity: str,
-        *,
-        lease_seconds: float = 15.0,
-        renew_seconds: float = 7.0,
-        retry_seconds: float = 1.0,
-        on_change: Callable[[bool], None] | None = None,
-    ) -> None:
-        self._kube = kube
-        self.namespace, self.name, self.identity = namespace, name, identity
-        self.lease_seconds = lease_seconds
-        self.renew_seconds = renew_seconds
-        self.retry_seconds = retry_seconds
-        self._on_change = on_change or (lambda _: None)
-        self._leading = kube is None
-        self._fenced = False
-        self.holder: str | None = identity if kube is None else None
-        self._observed: tuple[str, float] = ("", 0.0)  # (resourceVersion, monotonic when first seen)
-        self._renewed_at = 0.0
-        self._held: LeaseRecord | None = None  # the record we wrote last, while we lead
+    kube: KubeClient | None  # None: no Kubernetes, this replica leads alone
+    namespace: str
+    name: str
+    identity: str
+    _: KW_ONLY
+    lease_seconds: float = 15.0
+    renew_seconds: float = 7.0
+    retry_seconds: float = 1.0
+    on_change: Callable[[bool], None] = lambda _: None
+    _leading: bool = field(init=False)
+    _fenced: bool = field(default=False, init=False)
+    holder: str | None = field(init=False)
+    # (resourceVersion, monotonic when first seen)
+    _observed: tuple[str, float] = field(default=("", 0.0), init=False)
+    _renewed_at: float = field(default=0.0, init=False)
+    _held: LeaseRecord | None = field(default=None, init=False)  # the record we wrote last, while we lead
+    changed: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+
+    def __post_init__(self) -> None:
+        self._leading = self.kube is None
+        self.holder = self.identity if self.kube is None else None
         self.changed = asyncio.Event()
 
     @property
@@ -73,7 +71,7 @@ class LeaderElector:
         """Leading now, with margin: read at the moment of each write, never cached."""
         if self._fenced or not self._leading:
             return False
-        return self._kube is None or time.monotonic() < self.write_deadline
+        return self.kube is None or time.monotonic() < self.write_deadline
 
     def fence(self) -> None:
         """No write from now on (before stopping the writers and releasing the Lease)."""
@@ -85,12 +83,12 @@ class LeaderElector:
         if leader != self._leading:
             self._leading = leader
             log.info("leadership", leader=leader, identity=self.identity, lease=self.name)
-            self._on_change(leader)
+            self.on_change(leader)
             self.changed.set()
 
     async def run(self, stop: asyncio.Event) -> None:
-        if self._kube is None:
-            self._on_change(True)
+        if self.kube is None:
+            self.on_change(True)
             await stop.wait()
             return
         try:
@@ -128,7 +126,7 @@ class LeaderElector:
 
     async def step(self) -> None:
         """Read the Lease once and acquire, renew or follow."""
-        assert self._kube is not None
+        assert self.kube is not None
         # the deadline runs from the request's start: the API server may have written it (and
         # other replicas started their clocks) at any moment after that
         sent = time.monotonic()
@@ -138,14 +136,14 @@ class LeaderElector:
         # paused) reads first, and writes nothing when another replica holds the Lease by now
         if self.is_leader and held is not None:
             try:
-                self._took(await self._kube.update_lease(replace(held, renew_time=now)), sent)
+                self._took(await self.kube.update_lease(replace(held, renew_time=now)), sent)
                 return
             except LeaseConflict:  # written by someone since: read it and decide below
                 log.info("lease_changed_since_renewed", lease=self.name)
                 self._held = None
-        record = await self._kube.get_lease(self.namespace, self.name)
+        record = await self.kube.get_lease(self.namespace, self.name)
         if record is None:
-            created = await self._kube.create_lease(
+            created = await self.kube.create_lease(
                 LeaseRecord(
                     namespace=self.namespace,
                     name=self.name,
@@ -163,7 +161,7 @@ class LeaderElector:
             self._observed = (record.resource_version, time.monotonic())
         self.holder = record.holder
         if record.holder == self.identity:
-            renewed = await self._kube.update_lease(
+            renewed = await self.kube.update_lease(
                 replace(
                     record,
                     holder=self.identity,
@@ -178,7 +176,7 @@ class LeaderElector:
         if not expired:
             self._set(False)
             return
-        taken = await self._kube.update_lease(
+        taken = await self.kube.update_lease(
             replace(
                 record,
                 holder=self.identity,
@@ -200,11 +198,11 @@ class LeaderElector:
 
     async def _release(self) -> None:
         """Hand the Lease back on a graceful stop so another replica takes over at once."""
-        assert self._kube is not None
+        assert self.kube is not None
         self._set(False)
         try:
-            record = await self._kube.get_lease(self.namespace, self.name)
+            record = await self.kube.get_lease(self.namespace, self.name)
             if record is not None and record.holder == self.identity:
-                await self._kube.update_lease(replace(record, holder=None))
+                await self.kube.update_lease(replace(record, holder=None))
         except Exception as exc:
             log.warning("lease_release_failed", error=str(exc))

@@ -84,15 +84,15 @@ class ControlPlaneService:
         self.lag = looplag.LoopLag(registry, settings.loop_lag)
         self._refresh_now = asyncio.Event()
         self._refreshed = asyncio.Event()
-        self.fleet = FleetView(slurm, brief_jobs=settings.brief_jobs)
+        self.fleet = FleetView(slurm, brief_jobs=settings.reads.brief_jobs)
         self.drain_clock = DrainClock()  # the drains in progress: the page's, and the fast refresh's
         self.leader = LeaderElector(
             kube,
             settings.namespace,
-            settings.lease_name,
+            settings.lease.name,
             settings.identity,
-            lease_seconds=settings.lease_seconds,
-            renew_seconds=settings.renew_seconds,
+            lease_seconds=settings.lease.duration_seconds,
+            renew_seconds=settings.lease.renew_seconds,
             on_change=self._leadership,
         )
         self.drains = DrainBatcher(
@@ -142,14 +142,14 @@ class ControlPlaneService:
             self.writers = Round(found, self.metrics)
         # a reconfigure seen at once: the fleet read now, and the writers re-assert after it
         self.reconfigures = ReconfigureWatch(
-            slurm, seconds=settings.reconfigure_poll_seconds, on_seen=self._refresh_now.set
+            slurm, seconds=settings.reads.reconfigure_poll_seconds, on_seen=self._refresh_now.set
         )
         self.slurmctld = ControllerWatch(
             slurm,
             self.metrics,
             may_write=lambda: self.leader.is_leader,
             # a takeover seen while following is told by this replica if it holds the Lease soon
-            hold_seconds=2 * settings.lease_seconds + settings.interval_seconds,
+            hold_seconds=2 * settings.lease.duration_seconds + settings.reads.interval_seconds,
             emit=self.k8s.events.emit if self.k8s is not None else LogEventSink().emit,
         )
         self.holder_label = (
@@ -240,9 +240,11 @@ class ControlPlaneService:
             fast = (
                 self.drain_clock.ours
                 or self.drains.pending
-                or self.reconfigures.recent(self.settings.interval_seconds)
+                or self.reconfigures.recent(self.settings.reads.interval_seconds)
             )
-            interval = self.settings.fast_interval_seconds if fast else self.settings.interval_seconds
+            interval = (
+                self.settings.reads.fast_interval_seconds if fast else self.settings.reads.interval_seconds
+            )
             self._refresh_now.clear()
             await until_set(self._refresh_now, interval)
 
@@ -273,7 +275,7 @@ class ControlPlaneService:
             if self.maintenance.windows != shown:
                 shown = list(self.maintenance.windows)
                 self.face.page.touch()
-            await asyncio.sleep(self.settings.interval_seconds)
+            await asyncio.sleep(self.settings.reads.interval_seconds)
 
     async def upgrade_loop(self) -> None:
         """Every interval, the leader moves a started upgrade on by one step (the plan read once per
@@ -281,7 +283,7 @@ class ControlPlaneService:
         while True:
             if self.leader.is_leader:  # a whole-cluster upgrade a former holder left: reported
                 await self.cluster_upgrades.ensure_loaded()
-            await asyncio.sleep(self.settings.interval_seconds)
+            await asyncio.sleep(self.settings.reads.interval_seconds)
             ready = self.workers.ready and self.fleet.snapshot.loaded
             if self.k8s is None or not self.leader.is_leader or not ready:
                 continue
@@ -291,7 +293,7 @@ class ControlPlaneService:
                 log.warning("upgrade_step_failed", error=str(exc))
 
     async def slurmctld_loop(self) -> None:
-        await self.slurmctld.run(self.settings.interval_seconds)
+        await self.slurmctld.run(self.settings.reads.interval_seconds)
 
     async def holder_label_loop(self) -> None:
         """Every interval, the holder's pod labelled as such (the one Service the agents use)."""
@@ -301,7 +303,7 @@ class ControlPlaneService:
                 await self.holder_label.sync()
             except Exception as exc:  # a Kubernetes hiccup must not end the loop
                 log.warning("holder_label_failed", error=str(exc))
-            await asyncio.sleep(self.settings.interval_seconds)
+            await asyncio.sleep(self.settings.reads.interval_seconds)
 
     async def drain_loop(self) -> None:
         await self.drains.run()
@@ -349,7 +351,7 @@ class ControlPlaneService:
 
     def http_app(self) -> Any:
         liveness, readiness = probes.checks(
-            self.fleet, self.tasks, self.caches(), interval_seconds=self.settings.interval_seconds
+            self.fleet, self.tasks, self.caches(), interval_seconds=self.settings.reads.interval_seconds
         )
         liveness.add(looplag.CHECK, self.lag.check)
         app = http.DaemonHTTP(self.registry, liveness, readiness, self.status).app(client_max_size=16 * 1024)
@@ -370,7 +372,7 @@ class ControlPlaneService:
         self.tasks.start("refresh_loop", self.refresh_loop())
         self.tasks.start("drain_loop", self.drain_loop())
         self.tasks.start("slurmctld_loop", self.slurmctld_loop())
-        if self.settings.reconfigure_poll_seconds > 0:
+        if self.settings.reads.reconfigure_poll_seconds > 0:
             self.tasks.start("reconfigure_watch", self.reconfigures.run())
         if self.holder_label is not None:
             self.tasks.start("holder_label_loop", self.holder_label_loop())

@@ -7,6 +7,7 @@ import dataclasses
 import os
 import socket
 import ssl
+from typing import Any
 
 from sidecars.controlplane.flag_kinds import (
     ANNOTATION_KEY,
@@ -46,6 +47,33 @@ from sidecars.slurm import daemons
 AUDIENCE = "slurm-sidecars"  # the audience of the agents' projected ServiceAccount tokens
 
 
+# The kinds of setting the writers' groups share, each stated once.
+
+
+def _switch(default: bool, help: str, *, flag: str = "") -> Any:
+    """On or off."""
+    return setting(default=default, flag=flag, conv=BOOL, help=help)
+
+
+def _hold(default: float, help: str) -> Any:
+    """How long a state must hold before it is acted on (0: at once)."""
+    return setting(default=default, conv=seconds(zero_ok=True), help=help)
+
+
+def _rate(default: float, what: str) -> Any:
+    """A cap on Kubernetes writes a second (a token bucket's rate)."""
+    return setting(default=default, conv=number(float, unit="/s"), help=f"at most this many {what} a second")
+
+
+def _fraction(default: float, what: str) -> Any:
+    """A cap on the workers out at once, as a share of them (at least one)."""
+    return setting(
+        default=default,
+        conv=number(float, most=1),
+        help=f"at most max(1, this fraction of the workers) {what}",
+    )
+
+
 # The writers' settings, a group each: the writer is handed its group, not the whole settings.
 # Each group's fields are flags under its prefix (`recycle.grace_seconds`: --recycle-grace-seconds).
 
@@ -54,17 +82,9 @@ AUDIENCE = "slurm-sidecars"  # the audience of the agents' projected ServiceAcco
 class RecycleSettings:
     """Pods whose worker Slurm does not know are deleted (recreated by their controller), capped."""
 
-    grace_seconds: float = setting(
-        default=300.0,
-        conv=seconds(zero_ok=True),
-        help="a Ready worker absent from Slurm this long is recycled",
-    )
+    grace_seconds: float = _hold(300.0, "a Ready worker absent from Slurm this long is recycled")
     window_seconds: float = setting(default=600.0, conv=seconds(), help="the window of the recycling cap")
-    fraction: float = setting(
-        default=0.10,
-        conv=number(float, most=1),
-        help="at most max(1, this fraction of the workers) recycled per window",
-    )
+    fraction: float = _fraction(0.10, "recycled per window")
     backoff_seconds: float = setting(
         default=60.0, conv=seconds(), help="first wait before recycling the same pod again"
     )
@@ -77,17 +97,14 @@ class RecycleSettings:
 class RecordSettings:
     """Dynamic nodes' records of pods that are gone are deleted."""
 
-    cleanup: bool = setting(
-        default=True,
-        conv=BOOL,
-        help="delete the record of a dynamic Slurm node whose worker pod is gone, and drain (then remake) "
+    cleanup: bool = _switch(
+        True,
+        "delete the record of a dynamic Slurm node whose worker pod is gone, and drain (then remake) "
         "one registered with fewer GPUs than its pod's nvidia.com/gpu limit",
     )
-    grace_seconds: float = setting(
-        default=600.0,
-        conv=seconds(zero_ok=True),
-        help="a dynamic node held by no worker pod this long, with no job holding or naming it, "
-        "loses its record",
+    grace_seconds: float = _hold(
+        600.0,
+        "a dynamic node held by no worker pod this long, with no job holding or naming it, loses its record",
     )
     deletes_per_pass: int = setting(
         default=2, conv=number(unit="records"), help="at most this many node records deleted a pass"
@@ -99,26 +116,21 @@ class RecordSettings:
 class UnownedSettings:
     """Slurm's own drains of a worker's node: given back, or the pod recycled (capped as recycling)."""
 
-    drain_policy: bool = setting(
-        default=False,
-        conv=BOOL,
-        help="give back a worker's node that Slurm drained or downed itself (prolog, kill task failed, not "
+    drain_policy: bool = _switch(
+        False,
+        "give back a worker's node that Slurm drained or downed itself (prolog, kill task failed, not "
         "responding, ...) once healthy, or recycle its pod when not; capped like recycling (off: only "
         "reported; an admin's or another tool's reason is never touched)",
     )
-    settle_seconds: float = setting(
-        default=300.0,
-        conv=seconds(zero_ok=True),
-        help="how long Slurm's own drain must hold before --unowned-drain-policy acts on it",
+    settle_seconds: float = _hold(
+        300.0, "how long Slurm's own drain must hold before --unowned-drain-policy acts on it"
     )
 
 
 @declared()
 class CordonSettings:
-    sync: bool = setting(
-        default=True,
-        conv=BOOL,
-        help="a cordoned Kubernetes Node drains its workers' Slurm nodes; uncordon undrains them",
+    sync: bool = _switch(
+        True, "a cordoned Kubernetes Node drains its workers' Slurm nodes; uncordon undrains them"
     )
     taints: tuple[str, ...] = setting(
         default=(),
@@ -143,35 +155,24 @@ class HealthSettings:
         help="taints (NoSchedule or NoExecute) that drain the workers on the Node: KEY[=VALUE] (any value "
         "unless given)",
     )
-    settle_seconds: float = setting(
-        default=30.0,
-        conv=seconds(zero_ok=True),
-        help="a health signal must hold this long before its drain, and be gone this long before the undrain",
+    settle_seconds: float = _hold(
+        30.0, "a health signal must hold this long before its drain, and be gone this long before the undrain"
     )
-    max_fraction: float = setting(
-        default=0.10,
-        conv=number(float, most=1),
-        help="at most max(1, this fraction of the workers) held out by health signals at once; the rest wait",
-    )
+    max_fraction: float = _fraction(0.10, "held out by health signals at once; the rest wait")
 
 
 @declared()
 class ConditionSettings:
     """The worker pods' SlurmNode* conditions."""
 
-    enabled: bool = setting(
-        default=True,
+    enabled: bool = _switch(
+        True,
+        "worker pods carry SlurmNodeReady/SlurmNodeDrained/SlurmNodeDown conditions",
         flag="--pod-conditions",
-        conv=BOOL,
-        help="worker pods carry SlurmNodeReady/SlurmNodeDrained/SlurmNodeDown conditions",
     )
-    qps: float = setting(
-        default=5.0, conv=number(float, unit="/s"), help="at most this many pod status patches a second"
-    )
-    settle_seconds: float = setting(
-        default=10.0,
-        conv=seconds(zero_ok=True),
-        help="a Slurm state must hold this long before the pod conditions show it (no flapping)",
+    qps: float = _rate(5.0, "pod status patches")
+    settle_seconds: float = _hold(
+        10.0, "a Slurm state must hold this long before the pod conditions show it (no flapping)"
     )
 
 
@@ -179,16 +180,13 @@ class ConditionSettings:
 class GpuSettings:
     """NVLink domains as Slurm node features."""
 
-    domain_features: bool = setting(
-        default=True,
-        conv=BOOL,
-        help="a worker's Slurm node gets nvlink-clique-<v> from its Node's nvidia.com/gpu.clique label",
+    domain_features: bool = _switch(
+        True, "a worker's Slurm node gets nvlink-clique-<v> from its Node's nvidia.com/gpu.clique label"
     )
-    compute_domains: bool = setting(  # also watch NVIDIA's DRA ComputeDomains (the CRD and RBAC needed)
-        default=False,
+    compute_domains: bool = _switch(  # also watch NVIDIA's DRA ComputeDomains (the CRD and RBAC needed)
+        False,
+        "also nvlink-domain-<name> for each resource.nvidia.com ComputeDomain its Node joined",
         flag="--compute-domains",
-        conv=BOOL,
-        help="also nvlink-domain-<name> for each resource.nvidia.com ComputeDomain its Node joined",
     )
 
 
@@ -196,18 +194,12 @@ class GpuSettings:
 class BusySettings:
     """The busy label on worker pods running jobs."""
 
-    label: bool = setting(
-        default=True,
-        conv=BOOL,
-        help="worker pods running jobs carry slurm-sidecars.io/busy=true (a PDB protects them)",
+    label: bool = _switch(
+        True, "worker pods running jobs carry slurm-sidecars.io/busy=true (a PDB protects them)"
     )
-    label_qps: float = setting(
-        default=10.0, conv=number(float, unit="/s"), help="at most this many busy-label patches a second"
-    )
-    release_seconds: float = setting(
-        default=30.0,
-        conv=seconds(zero_ok=True),
-        help="a worker idle this long loses its busy label (back-to-back jobs keep it)",
+    label_qps: float = _rate(10.0, "busy-label patches")
+    release_seconds: float = _hold(
+        30.0, "a worker idle this long loses its busy label (back-to-back jobs keep it)"
     )
 
 
@@ -220,10 +212,8 @@ class TopologySettings:
         conv=CONFIGMAP,
         help="ConfigMap to write the rendered topology.yaml (25.05+) / topology.conf to, for config-sync",
     )
-    settle_seconds: float = setting(
-        default=10.0,
-        conv=seconds(zero_ok=True),
-        help="a new place from the labels must hold this long before the node is moved (no flapping)",
+    settle_seconds: float = _hold(
+        10.0, "a new place from the labels must hold this long before the node is moved (no flapping)"
     )
     # from the --topology-* label flags (sidecars.kube.topology); None = no topology sync
     spec: topology.TopologySpec | None = None
@@ -257,10 +247,8 @@ class ClusterUpgradeSettings:
         conv=CONFIGMAP,
         help="ConfigMap whose job.yaml is the Job backing up the accounting database before slurmdbd moves",
     )
-    without_database_backup: bool = setting(
-        default=False,
-        conv=BOOL,
-        help="move slurmdbd with no database backup first (only where the platform keeps its own)",
+    without_database_backup: bool = _switch(
+        False, "move slurmdbd with no database backup first (only where the platform keeps its own)"
     )
     rollout_timeout_seconds: float = setting(
         default=600.0,
@@ -278,6 +266,47 @@ class ClusterUpgradeSettings:
 
 
 @declared()
+class ReadSettings:
+    """How often the fleet is read from Slurm, and how."""
+
+    interval_seconds: float = setting(  # a read costs slurmctld 4 RPCs: 1 RPC/s
+        default=4.0, conv=seconds(), help="how often to read the fleet from Slurm"
+    )
+    fast_interval_seconds: float = setting(
+        default=0.25, conv=seconds(), help="read interval while a drain is in progress"
+    )
+    # one RPC each (`scontrol show config`); on releases before 23.11, which reconfigure in place with
+    # the same BOOT_TIME, `sdiag`'s count of reconfigure requests too (fleet/reconfigures.py)
+    reconfigure_poll_seconds: float = _hold(
+        1.0,
+        "ask slurmctld's start time this often: a new one (a reconfigure, a restart) reads the "
+        "fleet at once, and the writers put back the node state it lost; 0: only at the next read",
+    )
+    brief_jobs: bool = setting(  # jobs read with squeue's brief format, not Slurm's JSON
+        default=True,
+        flag="--job-read",
+        conv=JOB_READ,
+        help="brief: squeue with a fixed format (small at any size); full: Slurm's job JSON (one RPC fewer)",
+    )
+
+
+@declared()
+class LeaseSettings:
+    """Leader election: the replica holding the Lease writes; the others follow."""
+
+    name: str = setting(default="slurm-sidecars-control-plane", help="Lease for leader election")
+    duration_seconds: float = setting(
+        default=15.0, flag="--lease-seconds", conv=seconds(), help="lease duration"
+    )
+    renew_seconds: float = setting(  # retried every second after a failure, until the step-down deadline
+        flag="--renew-seconds",
+        default=7.0,
+        conv=seconds(),
+        help="how often the leader renews the lease (a failed renewal is retried every second)",
+    )
+
+
+@declared()
 class ControlPlaneSettings:
     http_address: tuple[str, int] = setting(
         flag="--http", conv=ADDRESS, required=True, help="HOST:PORT to serve the API, probes and metrics on"
@@ -288,30 +317,9 @@ class ControlPlaneSettings:
         required=True,
         help="file holding the operator's bearer token (maintenance, upgrades, drains of any node)",
     )
-    interval_seconds: float = setting(  # a read costs slurmctld 4 RPCs: 1 RPC/s
-        default=4.0, conv=seconds(), help="how often to read the fleet from Slurm"
-    )
-    fast_interval_seconds: float = setting(
-        default=0.25, conv=seconds(), help="read interval while a drain is in progress"
-    )
-    # one RPC each (`scontrol show config`); on releases before 23.11, which reconfigure in place with
-    # the same BOOT_TIME, `sdiag`'s count of reconfigure requests too (fleet/reconfigures.py)
-    reconfigure_poll_seconds: float = setting(
-        default=1.0,
-        conv=seconds(zero_ok=True),
-        help="ask slurmctld's start time this often: a new one (a reconfigure, a restart) reads the "
-        "fleet at once, and the writers put back the node state it lost; 0: only at the next read",
-    )
-    brief_jobs: bool = setting(  # jobs read with squeue's brief format, not Slurm's JSON
-        default=True,
-        flag="--job-read",
-        conv=JOB_READ,
-        help="brief: squeue with a fixed format (small at any size); full: Slurm's job JSON (one RPC fewer)",
-    )
-    batch_window_seconds: float = setting(
-        default=0.1,
-        conv=seconds(zero_ok=True),
-        help="drain/undrain requests within this window become one scontrol call",
+    reads: ReadSettings = settings_of(default_factory=ReadSettings)
+    batch_window_seconds: float = _hold(
+        0.1, "drain/undrain requests within this window become one scontrol call"
     )
     max_wait_seconds: float = setting(default=60.0, conv=seconds(), help="cap on the wait= of a long poll")
     namespace: str = setting(  # given, else $POD_NAMESPACE, else this
@@ -341,18 +349,10 @@ class ControlPlaneSettings:
     kubernetes: bool = setting(  # False: never talk to Kubernetes, even when a config is found
         default=True, conv=KUBERNETES, help="off: never talk to Kubernetes"
     )
-    lease_name: str = setting(default="slurm-sidecars-control-plane", help="Lease for leader election")
-    lease_seconds: float = setting(default=15.0, conv=seconds(), help="lease duration")
-    renew_seconds: float = setting(  # retried every second after a failure, until the step-down deadline
-        default=7.0,
-        conv=seconds(),
-        help="how often the leader renews the lease (a failed renewal is retried every second)",
-    )
+    lease: LeaseSettings = settings_of(default_factory=LeaseSettings, prefix="lease")
     identity: str = setting(default="", help="this replica's name in the Lease (default: pod name)")
     pod_name: str = setting(default="", help="this pod, for Events (default: $POD_NAME)")
-    deletion_cost_qps: float = setting(
-        default=5.0, conv=number(float, unit="/s"), help="at most this many deletion-cost patches a second"
-    )
+    deletion_cost_qps: float = _rate(5.0, "deletion-cost patches")
     slinky_mode: bool | None = setting(  # None: auto, by each worker pod's controller owner
         default=None,
         conv=SLINKY_MODE,
@@ -388,10 +388,9 @@ class ControlPlaneSettings:
     health: HealthSettings = settings_of(default_factory=HealthSettings, prefix="health")
     conditions: ConditionSettings = settings_of(default_factory=ConditionSettings, prefix="condition")
     gpu: GpuSettings = settings_of(default_factory=GpuSettings, prefix="gpu")
-    leader_label: bool = setting(
-        default=False,
-        conv=BOOL,
-        help="the Lease holder's pod carries slurm-sidecars.io/control-plane=leader, no other pod does "
+    leader_label: bool = _switch(
+        False,
+        "the Lease holder's pod carries slurm-sidecars.io/control-plane=leader, no other pod does "
         "(a Service for the agents selects it: one control plane per controller pod)",
     )
     busy: BusySettings = settings_of(default_factory=BusySettings, prefix="busy")
@@ -429,6 +428,6 @@ def from_args(args: argparse.Namespace) -> ControlPlaneSettings:
             "give one or the other"
         )
     # the leader steps down after 2/3 of the lease without a renewal
-    if settings.renew_seconds >= settings.lease_seconds * 2 / 3:
+    if settings.lease.renew_seconds >= settings.lease.duration_seconds * 2 / 3:
         raise ConfigError("--renew-seconds must be shorter than 2/3 of --lease-seconds")
     return settings

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Generic, TypeVar
 
 import structlog
@@ -28,27 +29,19 @@ Lister = Callable[[], Awaitable[tuple[list[T], str]]]
 Watcher = Callable[[str], AsyncIterator[tuple[str, T]]]
 
 
+@dataclass(eq=False)
 class WatchCache(Generic[T]):
-    def __init__(
-        self,
-        lister: Lister[T],
-        watcher: Watcher[T],
-        key: Callable[[T], str],
-        version: Callable[[T], str],
-        *,
-        failed_event: str,
-        silence_seconds: float = 90.0,
-    ) -> None:
-        self._list = lister
-        self._watch = watcher
-        self._key = key
-        self._version = version
-        self._failed_event = failed_event  # the log event naming what failed, e.g. pod_watch_failed
-        self.items: dict[str, T] = {}
-        self.synced = asyncio.Event()
-        self.silence_seconds = silence_seconds  # the client's bound: nothing heard for longer is stale
-        self.heard_at: float | None = None  # monotonic: the last list, event or bookmark
-        self.relists = 0  # lists after the first (a 410, a failure, a silent watch)
+    lister: Lister[T]
+    watcher: Watcher[T]
+    key: Callable[[T], str]
+    version: Callable[[T], str]
+    _: KW_ONLY
+    failed_event: str  # the log event naming what failed, e.g. pod_watch_failed
+    silence_seconds: float = 90.0  # the client's bound: nothing heard for longer is stale
+    items: dict[str, T] = field(default_factory=dict, init=False)
+    synced: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    heard_at: float | None = field(default=None, init=False)  # monotonic: the last list, event or bookmark
+    relists: int = field(default=0, init=False)  # lists after the first (a 410, a failure, a silent watch)
 
     @property
     def stale(self) -> bool:
@@ -68,30 +61,30 @@ class WatchCache(Generic[T]):
         while True:
             pause = delay
             try:
-                items, rv = await self._list()
+                items, rv = await self.lister()
                 if self.synced.is_set():
                     self.relists += 1
-                self.items = {self._key(i): i for i in items}
+                self.items = {self.key(i): i for i in items}
                 self.heard_at = time.monotonic()
                 self.synced.set()
                 delay = 0.5
                 while True:
-                    async for kind, item in self._watch(rv):
+                    async for kind, item in self.watcher(rv):
                         self.heard_at = time.monotonic()
-                        rv = self._version(item) or rv
+                        rv = self.version(item) or rv
                         if kind == "BOOKMARK":  # only the version to resume from
                             continue
                         if kind == "DELETED":
-                            self.items.pop(self._key(item), None)
+                            self.items.pop(self.key(item), None)
                         else:
-                            self.items[self._key(item)] = item
+                            self.items[self.key(item)] = item
             except WatchSilent as exc:
-                log.warning(self._failed_event, reason=exc.reason, relist=True)
+                log.warning(self.failed_event, reason=exc.reason, relist=True)
                 pause = 0.0  # a dead connection, not an overloaded server: list again at once
             except KubeError as exc:
                 if exc.status != 410:
-                    log.warning(self._failed_event, status=exc.status, reason=exc.reason)
+                    log.warning(self.failed_event, status=exc.status, reason=exc.reason)
             except Exception as exc:  # connection reset, malformed stream: list again after a pause
-                log.warning(self._failed_event, error=str(exc))
+                log.warning(self.failed_event, error=str(exc))
             await asyncio.sleep(pause)
             delay = min(delay * 2, 30.0)

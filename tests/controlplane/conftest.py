@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -15,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from sidecars.controlplane.fleet.snapshot import FleetSnapshot
 from sidecars.controlplane.reconcile import Reconciler, View
 from sidecars.controlplane.service import ControlPlaneService
-from sidecars.controlplane.settings import ControlPlaneSettings
+from sidecars.controlplane.settings import ControlPlaneSettings, LeaseSettings
 from sidecars.devcluster import DevCluster
 from sidecars.kube import KubeClient, Pod
 from sidecars.kube.client import KubeRetry
@@ -46,9 +45,7 @@ def offline(**overrides: Any) -> ControlPlaneService:
 # the product's Lease (ControlPlaneSettings' default): a holder may write for 2/3 of it after each
 # renewal is sent, 10 s, which no loaded machine's slow renewal eats (the tests' 6 s left 4 s, and
 # one renewal beside the hog at load 28 took longer); for tests whose holders must keep leading
-PRODUCT_LEASE_SECONDS: float = next(
-    f.default for f in dataclasses.fields(ControlPlaneSettings) if f.name == "lease_seconds"
-)
+PRODUCT_LEASE_SECONDS: float = LeaseSettings().duration_seconds
 
 
 @dataclass

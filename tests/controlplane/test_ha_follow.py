@@ -187,7 +187,7 @@ async def test_two_control_planes_tell_a_takeover_once(
     holder writes the Event."""
     fake, url = fake_kube
     fake.tokens |= {"token-a", "token-b"}
-    lease = {"lease_name": "cp", "prepare": _follow(cluster)}
+    lease = {"lease": {"name": "cp"}, "prepare": _follow(cluster)}
     async with (
         control_plane(cluster, url, "token-a", identity="cp-a", pod_name="slurmctld-0", **lease) as a,
         control_plane(cluster, url, "token-b", identity="cp-b", pod_name="slurmctld-1", **lease) as b,
@@ -237,7 +237,7 @@ async def test_the_lease_holders_pod_alone_carries_the_leader_label(
         fake.add_pod(name, labels={"app.kubernetes.io/name": "slurmctld"}, owner_kind="StatefulSet")
     # the product's Lease: a 3 s one left a holder 2 s to write after each renewal, which a loaded
     # machine's slow renewal eats (cp-b takes it when cp-a, leaving, releases it: no expiry waited)
-    both = {"lease_name": "cp", "lease_seconds": PRODUCT_LEASE_SECONDS, "leader_label": True}
+    both = {"lease": {"name": "cp", "duration_seconds": PRODUCT_LEASE_SECONDS}, "leader_label": True}
     async with control_plane(cluster, url, "token-a", identity="cp-a", pod_name="slurmctld-0", **both) as a:
         await eventually(lambda: a.plane.leader.is_leader, what="cp-a holds the Lease")
         async with control_plane(

@@ -20,7 +20,7 @@ async def test_hand_over_when_the_holder_stops_renewing(
     fake.tokens |= {"token-a", "token-b"}
     # a holds the Lease while b starts and the test reads both: the product's Lease (a 3 s one left a
     # 2 s write margin, and a's renewal ran past it beside the hog: a stepped down before b started)
-    lease = {"lease_name": "cp", "lease_seconds": PRODUCT_LEASE_SECONDS, "renew_seconds": 0.5}
+    lease = {"lease": {"name": "cp", "duration_seconds": PRODUCT_LEASE_SECONDS, "renew_seconds": 0.5}}
     async with control_plane(cluster, kube_url=url, kube_token="token-a", identity="cp-a", **lease) as a:
         await eventually(lambda: a.get("/status"), lambda r: r[1]["leader"], what="a leads")
         async with control_plane(cluster, kube_url=url, kube_token="token-b", identity="cp-b", **lease) as b:

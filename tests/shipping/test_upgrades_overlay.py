@@ -7,6 +7,7 @@ fed the overlay's objects through the fake API server, takes that layout and ref
 from __future__ import annotations
 
 import copy
+import dataclasses
 import secrets
 from pathlib import Path
 
@@ -157,19 +158,22 @@ def test_its_upgrade_flags_are_the_control_planes_own_and_name_what_the_overlay_
     objs = render(OVERLAY)
     names = upgrade_names(tmp_path, monkeypatch)
     dbd = find(objs, names.slurmdbd_kind, names.slurmdbd_name)
-    ctld = find(objs, "StatefulSet", names.slurmctld_statefulset)
-    for workload, container in ((dbd, names.slurmdbd_container), (ctld, names.slurmctld_container)):
+    ctld = find(objs, "StatefulSet", names.upgrade.slurmctld_statefulset)
+    for workload, container in (
+        (dbd, names.upgrade.slurmdbd_container),
+        (ctld, names.upgrade.slurmctld_container),
+    ):
         assert container in {c["name"] for c in workload["spec"]["template"]["spec"]["containers"]}
     # the state Jobs run the image the overlay pins for the control plane (the base's `images:`)
     [(_, control_plane)] = control_planes(OVERLAY)
-    assert names.state_image == control_plane["image"]
+    assert names.upgrade.state_image == control_plane["image"]
     assert (
-        names.state_image
+        names.upgrade.state_image
         == find(objs, "StatefulSet", "slurmctld")["spec"]["template"]["spec"]["containers"][0]["image"]
     )
     # the example backup template passes the preflight's own reading (no literal credential)
-    cm = find(objs, "ConfigMap", names.backup_configmap)
-    job = backup_job(cm["data"][TEMPLATE_KEY], names.backup_configmap, "20260101T000000")
+    cm = find(objs, "ConfigMap", names.upgrade.backup_job_configmap)
+    job = backup_job(cm["data"][TEMPLATE_KEY], names.upgrade.backup_job_configmap, "20260101T000000")
     assert job["kind"] == "Job"
     # and a Role bound to the control plane's ServiceAccount lets it act on those very names
     [(deploy, _)] = control_planes(OVERLAY)
@@ -184,9 +188,9 @@ def test_its_upgrade_flags_are_the_control_planes_own_and_name_what_the_overlay_
     }
     assert {
         (f"{names.slurmdbd_kind.lower()}s", names.slurmdbd_name, "patch"),
-        ("statefulsets", names.slurmctld_statefulset, "patch"),
-        ("statefulsets/scale", names.slurmctld_statefulset, "patch"),
-        ("configmaps", names.backup_configmap, "get"),
+        ("statefulsets", names.upgrade.slurmctld_statefulset, "patch"),
+        ("statefulsets/scale", names.upgrade.slurmctld_statefulset, "patch"),
+        ("configmaps", names.upgrade.backup_job_configmap, "get"),
     } <= granted
 
 
@@ -268,7 +272,7 @@ async def test_the_upgrades_preflight_takes_the_overlays_layout_and_refuses_the_
         assert await roles.room() == []  # the overlay's own pod: a Deployment's
         # the same preflight, had the control plane stayed where the base runs it
         [(base_home, _)] = control_planes("base")
-        in_slurmctld = KubeRoleNames(**{**vars(names), "own_pod": pod_name(base_home)})
+        in_slurmctld = dataclasses.replace(names, own_pod=pod_name(base_home))
         refused = KubeClusterRoles(in_slurmctld, kube, lambda: client, no_roll)
         with pytest.raises(PreflightError, match="runs in slurmctld-0, a pod of StatefulSet slurmctld"):
             await refused.room()

@@ -33,7 +33,7 @@ import asyncio
 import json
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 
 import structlog
 
@@ -81,19 +81,20 @@ def refusal(d: Deployment | None, name: str, hashes: set[str]) -> Refused | None
     return None
 
 
+@dataclass(eq=False)
 class DeploymentRoll:
-    def __init__(
-        self, kube: KubeClient, namespace: str, *, handover_seconds: float = 15.0, poll: float = 0.1
-    ) -> None:
-        self._kube = kube
-        self._namespace = namespace
-        self._handover_seconds = handover_seconds
-        self._poll = poll
-        self.template_changed = False
-        self.waiting = ""  # why no handover this cycle, for the report
-        self._first: set[str] = set()  # uids handed over: their deletion cost stays the lowest
-        self._from = ""  # the old pods' pod-template-hash
-        self._finished: tuple[str, str] | None = None  # (name, old hash) given back: no more reads
+    kube: KubeClient
+    namespace: str
+    _: KW_ONLY
+    handover_seconds: float = 15.0
+    poll: float = 0.1
+    template_changed: bool = field(default=False, init=False)
+    waiting: str = field(default="", init=False)  # why no handover this cycle, for the report
+    # uids handed over: their deletion cost stays the lowest
+    _first: set[str] = field(default_factory=set, init=False)
+    _from: str = field(default="", init=False)  # the old pods' pod-template-hash
+    # (name, old hash) given back: no more reads
+    _finished: tuple[str, str] | None = field(default=None, init=False)
 
     def cost(self, pod: Pod) -> int | None:
         """The deletion cost this roll holds a pod at (the scale-in ranking leaves it alone)."""
@@ -101,7 +102,7 @@ class DeploymentRoll:
 
     async def begin(self, name: str, pods: Iterable[Pod]) -> Begun:
         hashes = {p.labels.get("pod-template-hash", "") for p in pods if not p.deleting} - {""}
-        d = await self._kube.get_deployment(self._namespace, name)
+        d = await self.kube.get_deployment(self.namespace, name)
         why = refusal(d, name, hashes)
         if why is not None:
             raise why
@@ -109,8 +110,8 @@ class DeploymentRoll:
         from_revision = d.annotations.get(ANNOTATION) or next(iter(hashes))
         restore = json.dumps({"maxSurge": d.max_surge, "maxUnavailable": d.max_unavailable})
         if d.annotations.get(ANNOTATION) is None:  # a start again of our own pause keeps the first
-            d = await self._kube.patch_deployment(
-                self._namespace,
+            d = await self.kube.patch_deployment(
+                self.namespace,
                 name,
                 {
                     "metadata": {"annotations": {ANNOTATION: from_revision}},
@@ -126,12 +127,12 @@ class DeploymentRoll:
     async def _replica_sets(self, d: Deployment) -> tuple[int, int]:
         """(replicas of the old ReplicaSet, replicas of all of them) as their controller keeps them."""
         selector = ",".join(f"{k}={v}" for k, v in sorted(d.selector.items()))
-        sets = [r for r in await self._kube.list_replica_sets(self._namespace, selector) if r.owner == d.name]
+        sets = [r for r in await self.kube.list_replica_sets(self.namespace, selector) if r.owner == d.name]
         return sum(r.replicas for r in sets if r.revision == self._from), sum(r.replicas for r in sets)
 
     async def _pause(self, d: Deployment) -> None:
         patch = {"spec": {"paused": True, "strategy": {"rollingUpdate": {"maxUnavailable": 1}}}}
-        await self._kube.patch_deployment(self._namespace, d.name, patch)
+        await self.kube.patch_deployment(self.namespace, d.name, patch)
 
     async def step(
         self, name: str, from_revision: str, template: str, restore: str, pods: list[Pod], ready: list[Pod]
@@ -140,7 +141,7 @@ class DeploymentRoll:
         self._from = from_revision
         if self._finished == (name, from_revision):
             return
-        d = await self._kube.get_deployment(self._namespace, name)
+        d = await self.kube.get_deployment(self.namespace, name)
         if d is None:
             self.waiting = f"no Deployment {name}"
             return
@@ -185,7 +186,7 @@ class DeploymentRoll:
         marked = False
         for p in handing:
             if p.annotations.get(COST) != str(FIRST):
-                await self._kube.annotate_pod(p.namespace, p.name, {COST: str(FIRST)})
+                await self.kube.annotate_pod(p.namespace, p.name, {COST: str(FIRST)})
                 marked = True
         if marked:
             return  # unpaused next cycle, once the pod cache shows the costs the ReplicaSet reads
@@ -205,15 +206,15 @@ class DeploymentRoll:
                 },
             }
         }
-        await self._kube.patch_deployment(self._namespace, d.name, patch)
+        await self.kube.patch_deployment(self.namespace, d.name, patch)
         log.info("deployment_handover", deployment=d.name, pods=[p.name for p in handing])
-        deadline = time.monotonic() + self._handover_seconds
+        deadline = time.monotonic() + self.handover_seconds
         total = -1
         while time.monotonic() < deadline:
             old_now, total = await self._replica_sets(d)
             if old_now <= old_replicas - take and total == d.replicas:
                 break
-            await asyncio.sleep(self._poll)  # the controller acts within milliseconds: poll its result
+            await asyncio.sleep(self.poll)  # the controller acts within milliseconds: poll its result
         if total == d.replicas:
             await self._pause(d)
         else:
@@ -228,5 +229,5 @@ class DeploymentRoll:
             "metadata": {"annotations": {ANNOTATION: None}},
             "spec": {"paused": False, "strategy": {"rollingUpdate": strategy} if strategy else {}},
         }
-        await self._kube.patch_deployment(self._namespace, d.name, patch)
+        await self.kube.patch_deployment(self.namespace, d.name, patch)
         log.info("deployment_upgrade_finished", deployment=d.name)

@@ -22,7 +22,7 @@ import secrets
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import structlog
@@ -171,40 +171,35 @@ def node_report(window: Window, node: FleetNode | None, now: float) -> tuple[str
 STATES = ("scheduled", "waiting", "draining", "ready", "unknown")
 
 
+@dataclass(eq=False)
 class Maintenance:
     """Reads the windows from Slurm every cycle; the leader drains and undrains to match them."""
 
-    def __init__(
-        self,
-        slurm: SlurmClient,
-        drains: DrainBatcher,
-        nodes: Callable[[], Mapping[str, FleetNode]],
-        *,
-        emit: Emit | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._slurm = slurm
-        self._drains = drains
-        self._nodes = nodes
-        self._emit = emit
-        self._clock = clock
-        self.windows: list[Window] = []  # as last read from Slurm (for reports; Slurm is the truth)
-        self.read_error: str | None = None
-        self._told: set[tuple[str, str, str]] = set()  # (window, node, state) already sent as an Event
+    slurm: SlurmClient
+    drains: DrainBatcher
+    nodes: Callable[[], Mapping[str, FleetNode]]
+    _: KW_ONLY
+    emit: Emit | None = None
+    clock: Callable[[], float] = time.time
+    # as last read from Slurm (for reports; Slurm is the truth)
+    windows: list[Window] = field(default_factory=list, init=False)
+    read_error: str | None = field(default=None, init=False)
+    # (window, node, state) already sent as an Event
+    _told: set[tuple[str, str, str]] = field(default_factory=set, init=False)
 
     # ------------------------------------------------------------------ reads
     async def read(self) -> list[Window]:
-        now = self._clock()
+        now = self.clock()
         # a reservation past its end waits a moment for Slurm's purge: it is over already
         found = [
-            w for r in await self._slurm.reservations() if (w := Window.from_reservation(r)) and w.end > now
+            w for r in await self.slurm.reservations() if (w := Window.from_reservation(r)) and w.end > now
         ]
         self.windows = sorted(found, key=lambda w: (w.start, w.name))
         self.read_error = None
         return self.windows
 
     def describe(self, window: Window) -> dict[str, Any]:
-        now, nodes = self._clock(), self._nodes()
+        now, nodes = self.clock(), self.nodes()
         per_node = {}
         for name in window.nodes:
             state, words = node_report(window, nodes.get(name), now)
@@ -223,7 +218,7 @@ class Maintenance:
 
     def counts(self) -> dict[str, int]:
         """Nodes per report state over every window (the metric and `status`)."""
-        now, nodes = self._clock(), self._nodes()
+        now, nodes = self.clock(), self.nodes()
         tally = dict.fromkeys(STATES, 0)
         for w in self.windows:
             for name in w.nodes:
@@ -235,7 +230,7 @@ class Maintenance:
         self, *, name: str | None, nodes: str, start: str, duration: str, reason: str, kube: bool = False
     ) -> Window:
         """Validate everything, then write one reservation; a refusal changes nothing."""
-        now = self._clock()
+        now = self.clock()
         if name is None:
             name = time.strftime("m%Y%m%d-%H%M", time.gmtime(now)) + "-" + secrets.token_hex(2)
         if not isinstance(name, str) or not WINDOW_NAME.match(name):
@@ -260,11 +255,11 @@ class Maintenance:
             raise WindowError(409, f"bad hostlist: {exc}") from None
         if not names:
             raise WindowError(409, "nodes must name at least one node")
-        known = await self._slurm.nodes_named(names)
+        known = await self.slurm.nodes_named(names)
         unknown = [n for n in names if n not in known]
         if unknown:
             raise WindowError(404, f"unknown nodes: {_first(unknown)}")
-        comments = await self._slurm.reservation_comments()
+        comments = await self.slurm.reservation_comments()
         reservation = reservation_name(name, reason.strip(), comments=comments)
         window = Window(name, tuple(names), begin, begin + seconds, reason.strip(), reservation)
         for other in await self.read():
@@ -280,7 +275,7 @@ class Maintenance:
         # scontrol reads a start in its own local time, i.e. this process's (so does our parsing of it)
         at = "now" if begin <= now else time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(begin))
         try:
-            await self._slurm.create_reservation(
+            await self.slurm.create_reservation(
                 window.reservation,
                 window.nodes,
                 start=at,
@@ -302,7 +297,7 @@ class Maintenance:
         if window is None:
             raise WindowError(404, f"no maintenance window {name}")
         try:
-            await self._slurm.delete_reservation(window.reservation)
+            await self.slurm.delete_reservation(window.reservation)
         except SlurmCommandError as exc:
             raise WindowError(409, f"Slurm refused to delete the reservation: {exc.message}") from None
         log.info("maintenance_deleted", window=name)
@@ -312,7 +307,7 @@ class Maintenance:
     async def reconcile(self) -> None:
         """Drain the nodes of active windows; undrain our maintenance drains whose window is over."""
         windows = await self.read()
-        now, nodes = self._clock(), self._nodes()
+        now, nodes = self.clock(), self.nodes()
         active: dict[str, Window] = {}
         for w in windows:
             if w.active(now):
@@ -321,7 +316,7 @@ class Maintenance:
             window = active.get(name)
             if window is not None:
                 if not node.drain:
-                    self._drains.submit(name, "drain", window.drain_reason)
+                    self.drains.submit(name, "drain", window.drain_reason)
                 state, words = node_report(window, node, now)
                 await self._tell(window.name, name, state, words)
             elif (
@@ -330,7 +325,7 @@ class Maintenance:
                 and (node.drain or node.state == "DOWN")  # Slurm may keep the text after an undrain
             ):
                 # the batcher undrains only while the reason is exactly this one, read from Slurm then
-                self._drains.submit(name, "undrain", node.reason)
+                self.drains.submit(name, "undrain", node.reason)
                 await self._tell(
                     node.reason[len(DRAIN_PREFIX) :], name, "ended", "maintenance over: undrained"
                 )
@@ -344,7 +339,7 @@ class Maintenance:
 
     async def _tell(self, window: str, node: str, state: str, words: str) -> None:
         key = (window, node, state)
-        if self._emit is None or key in self._told or state in {"draining", "unknown"}:
+        if self.emit is None or key in self._told or state in {"draining", "unknown"}:
             return
         self._told.add(key)
         reason = {
@@ -352,4 +347,4 @@ class Maintenance:
             "ready": EventReason.MAINTENANCE_READY,
             "ended": EventReason.MAINTENANCE_ENDED,
         }
-        await self._emit(node, reason.get(state, EventReason.MAINTENANCE), f"window {window}: {words}")
+        await self.emit(node, reason.get(state, EventReason.MAINTENANCE), f"window {window}: {words}")

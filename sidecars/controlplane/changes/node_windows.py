@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 import structlog
 
@@ -50,38 +51,32 @@ def parse_annotation(value: str, now: float) -> tuple[int, int] | None:
     return begin, ((end - begin + MINUTE - 1) // MINUTE) * MINUTE
 
 
+@dataclass(eq=False)
 class NodeWindows:
     """Each cycle (leader only): annotated Nodes -> windows of their worker pods' Slurm nodes."""
 
-    def __init__(
-        self,
-        maintenance: Maintenance,
-        nodes: NodeCache,
-        pods: Callable[[], Iterable[Pod]],
-        slurm_node: Callable[[Pod], str],
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._maint = maintenance
-        self._nodes = nodes
-        self._pods = pods
-        self._slurm_node = slurm_node
-        self._clock = clock
-        self._bad: set[tuple[str, str]] = set()  # (node, value) already logged as malformed
+    maintenance: Maintenance
+    nodes: NodeCache
+    pods: Callable[[], Iterable[Pod]]
+    slurm_node: Callable[[Pod], str]
+    clock: Callable[[], float] = time.time
+    # (node, value) already logged as malformed
+    _bad: set[tuple[str, str]] = field(default_factory=set, init=False)
 
     async def sync(self) -> None:
-        if not self._nodes.synced.is_set():
+        if not self.nodes.synced.is_set():
             return
-        now = self._clock()
+        now = self.clock()
         wanted: dict[str, tuple[str, str]] = {}  # window -> (node, annotation)
-        for kn in self._nodes.nodes.values():
+        for kn in self.nodes.nodes.values():
             value = kn.annotations.get(ANNOTATION)
             if value:
                 wanted[window_name(kn.name)] = (kn.name, value)
-        existing = {w.name: w for w in await self._maint.read() if w.source == "kubernetes"}
+        existing = {w.name: w for w in await self.maintenance.read() if w.source == "kubernetes"}
         for name in sorted(set(existing) - set(wanted)):
             log.info("maintenance_annotation_removed", window=name)
             try:
-                await self._maint.delete(name)
+                await self.maintenance.delete(name)
             except WindowError as exc:
                 log.warning("maintenance_delete_failed", window=name, error=exc.message)
         for name, (node, value) in sorted(wanted.items()):
@@ -91,11 +86,11 @@ class NodeWindows:
                 parsed = parse_annotation(value, now)
                 if parsed is None:
                     continue  # over already
-                slurm = sorted({self._slurm_node(p) for p in self._pods() if p.node_name == node})
+                slurm = sorted({self.slurm_node(p) for p in self.pods() if p.node_name == node})
                 if not slurm:
                     continue  # no worker pod there (yet): nothing of Slurm's to take out
                 start, seconds = parsed
-                await self._maint.create(
+                await self.maintenance.create(
                     name=name,
                     nodes=",".join(slurm),
                     start="now" if start <= now else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start)),

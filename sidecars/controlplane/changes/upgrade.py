@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import structlog
@@ -117,38 +117,35 @@ class UpgradePlan:
         return revision(pod) != self.revision
 
 
+@dataclass(eq=False)
 class Upgrade:
-    def __init__(
-        self,
-        kube: KubeClient,
-        namespace: str,
-        drains: DrainBatcher,
-        nodes: Callable[[], Mapping[str, FleetNode]],
-        order: Callable[[], Iterable[str]],
-        pods: Callable[[], Iterable[Pod]],
-        node_of: Callable[[Pod], str],
-        emit: Callable[[Pod, str, str], Awaitable[None]] | None = None,
-    ) -> None:
-        self._emit = emit  # (worker pod, reason, message): a Kubernetes Event on it
-        self._kube = kube
-        self._namespace = namespace
-        self._drains = drains
-        self._nodes = nodes
-        self._order = order
-        self._pods = pods
-        self._node_of = node_of
-        self.plan: UpgradePlan | None = None
-        self.requested: set[str] = set()  # drains asked for and not yet seen in the snapshot
-        self.deployment = DeploymentRoll(kube, namespace)
-        self._loaded = False  # self.plan is the ConfigMap's (read, or written by us, since forget())
+    kube: KubeClient
+    namespace: str
+    drains: DrainBatcher
+    nodes: Callable[[], Mapping[str, FleetNode]]
+    order: Callable[[], Iterable[str]]
+    pods: Callable[[], Iterable[Pod]]
+    node_of: Callable[[Pod], str]
+    emit: Callable[[Pod, str, str], Awaitable[None]] | None = (
+        None  # (worker pod, reason, message): an Event on it
+    )
+    plan: UpgradePlan | None = field(default=None, init=False)
+    # drains asked for and not yet seen in the snapshot
+    requested: set[str] = field(default_factory=set, init=False)
+    deployment: DeploymentRoll = field(init=False)
+    # self.plan is the ConfigMap's (read, or written by us, since forget())
+    _loaded: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        self.deployment = DeploymentRoll(self.kube, self.namespace)
 
     async def load(self) -> UpgradePlan | None:
-        self.plan = UpgradePlan.from_data(await self._kube.get_config_map(self._namespace, CONFIG_MAP) or {})
+        self.plan = UpgradePlan.from_data(await self.kube.get_config_map(self.namespace, CONFIG_MAP) or {})
         self._loaded = True
         return self.plan
 
     async def save(self, plan: UpgradePlan) -> None:
-        await self._kube.put_config_map(self._namespace, CONFIG_MAP, plan.data())
+        await self.kube.put_config_map(self.namespace, CONFIG_MAP, plan.data())
         self.plan = plan
         self._loaded = True
 
@@ -173,7 +170,7 @@ class Upgrade:
         deployment: str = "",
         slurmdbd: Version | None = None,
     ) -> UpgradePlan:
-        workers = list(self._pods())
+        workers = list(self.pods())
         parse_budget(budget, len(workers))  # refused before anything is written
         why = skew_error(controller, slurmds, target, slurmdbd)
         if why is not None:
@@ -218,7 +215,7 @@ class Upgrade:
         return plan
 
     def _remaining(self, plan: UpgradePlan) -> list[Pod]:
-        return [p for p in self._pods() if plan.old(p)]
+        return [p for p in self.pods() if plan.old(p)]
 
     @staticmethod
     def _ours(node: FleetNode | None, plan: UpgradePlan) -> bool:
@@ -229,11 +226,11 @@ class Upgrade:
         plan = self.plan
         if plan is None:
             return {"upgrade": None}
-        pods, nodes = list(self._pods()), self._nodes()
+        pods, nodes = list(self.pods()), self.nodes()
         old = [p for p in pods if plan.old(p)]
         per_node: dict[str, str] = {}
         for p in pods:
-            name, node = self._node_of(p), nodes.get(self._node_of(p))
+            name, node = self.node_of(p), nodes.get(self.node_of(p))
             if node is None and not plan.old(p):
                 continue  # a new pod not yet on a Slurm node (pending): its node is reported
             if not plan.old(p):
@@ -263,9 +260,9 @@ class Upgrade:
     def out_of_service(self, plan: UpgradePlan) -> set[str]:
         """The workers this upgrade holds: drained with its reason (from the drain until the undrain
         after the new pod is back, whatever happened to the pod meanwhile), asked to be, or deleting."""
-        nodes, pods = self._nodes(), list(self._pods())
+        nodes, pods = self.nodes(), list(self.pods())
         held = {n for n, v in nodes.items() if self._ours(v, plan)}
-        held |= {self._node_of(p) for p in pods if p.deleting}
+        held |= {self.node_of(p) for p in pods if p.deleting}
         self._settle(plan, nodes, pods)
         return held | self.requested
 
@@ -274,7 +271,7 @@ class Upgrade:
         or overtaken by the pod itself (deleting, or back on the new revision). The last rule matters
         when a cycle never saw the drain: paused meanwhile, the worker could be drained, replaced and
         undrained unseen, and would hold a place in the budget for ever."""
-        overtaken = {self._node_of(p) for p in pods if p.deleting or not plan.old(p)}
+        overtaken = {self.node_of(p) for p in pods if p.deleting or not plan.old(p)}
         self.requested = {
             n for n in self.requested if n in nodes and not nodes[n].drain and n not in overtaken
         }
@@ -284,24 +281,24 @@ class Upgrade:
         plan = await self.current()
         if plan is None:
             return
-        pods, nodes = list(self._pods()), self._nodes()
+        pods, nodes = list(self.pods()), self.nodes()
         self._settle(plan, nodes, pods)  # every cycle, paused or not
         empty: list[Pod] = []  # old, drained for this upgrade, nothing running: to be replaced
         for p in pods:
-            name = self._node_of(p)
+            name = self.node_of(p)
             node = nodes.get(name)
             if p.deleting or not self._ours(node, plan):
                 continue
             assert node is not None
             if not plan.old(p):
                 if node.registered and node.state not in {"DOWN", "FUTURE"}:
-                    self._drains.submit(name, "undrain", plan.reason)  # back, on the new revision
+                    self.drains.submit(name, "undrain", plan.reason)  # back, on the new revision
             elif not node.busy and plan.kind == "Deployment":
                 empty.append(p)  # the ReplicaSet deletes it, once handed over
-            elif not node.busy and await self._kube.delete_pod(p.namespace, p.name, uid=p.uid):
+            elif not node.busy and await self.kube.delete_pod(p.namespace, p.name, uid=p.uid):
                 log.info("upgrade_pod_deleted", pod=p.name, node=name, revision=plan.revision)
-                if self._emit is not None:  # once: a second delete of the same pod finds it gone
-                    await self._emit(
+                if self.emit is not None:  # once: a second delete of the same pod finds it gone
+                    await self.emit(
                         p, EventReason.UPGRADE_REPLACING, f"empty: pod deleted for revision {plan.revision}"
                     )
         if plan.kind == "Deployment":
@@ -314,23 +311,23 @@ class Upgrade:
             return
         out = self.out_of_service(plan)
         budget = parse_budget(plan.budget, len(pods))
-        rank = {n: i for i, n in enumerate(self._order())}
+        rank = {n: i for i, n in enumerate(self.order())}
         queued = [
             p
             for p in pods
             if not p.deleting
             and plan.old(p)
-            and self._node_of(p) not in out
-            and (node := nodes.get(self._node_of(p))) is not None
+            and self.node_of(p) not in out
+            and (node := nodes.get(self.node_of(p))) is not None
             and not node.drain  # an admin's drain is left alone: that worker waits for them
         ]
-        queued.sort(key=lambda p: (rank.get(self._node_of(p), len(rank)), self._node_of(p)))
+        queued.sort(key=lambda p: (rank.get(self.node_of(p), len(rank)), self.node_of(p)))
         for p in queued[: max(0, budget - len(out))]:
-            name = self._node_of(p)
+            name = self.node_of(p)
             log.info("upgrade_drain", node=name, revision=plan.revision)
             self.requested.add(name)
-            self._drains.submit(name, "drain", plan.reason)
-            if self._emit is not None:
-                await self._emit(
+            self.drains.submit(name, "drain", plan.reason)
+            if self.emit is not None:
+                await self.emit(
                     p, EventReason.UPGRADE_DRAINING, f"its turn in the upgrade to {plan.revision}: draining"
                 )

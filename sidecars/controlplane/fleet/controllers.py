@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import structlog
@@ -26,49 +27,42 @@ log = structlog.get_logger(__name__)
 Emit = Callable[[Reason, str, EventType], Awaitable[None]]  # reason, message, type
 
 
+@dataclass(eq=False)
 class ControllerWatch:
-    def __init__(
-        self,
-        client: SlurmClient,
-        metrics: ControlPlaneMetrics,
-        *,
-        may_write: Callable[[], bool],
-        hold_seconds: float,
-        emit: Emit | None = None,
-    ) -> None:
-        self._client = client
-        self._metrics = metrics
-        self._may_write = may_write
-        self._hold_seconds = hold_seconds
-        self.emit = emit
-        self._counted = 0  # the controllers' takeovers already counted here
-        self._counted_by: dict[str, int] = {}  # and by the host that took control
-        self._untold: Takeover | None = None
-        self.error: str | None = None
+    client: SlurmClient
+    metrics: ControlPlaneMetrics
+    _: KW_ONLY
+    may_write: Callable[[], bool]
+    hold_seconds: float
+    emit: Emit | None = None
+    _counted: int = field(default=0, init=False)  # the controllers' takeovers already counted here
+    _counted_by: dict[str, int] = field(default_factory=dict, init=False)  # and by the host that took control
+    _untold: Takeover | None = field(default=None, init=False)
+    error: str | None = field(default=None, init=False)
 
     @property
     def several(self) -> bool:
-        ctl = self._client.controllers
+        ctl = self.client.controllers
         return ctl is not None and len(ctl.hosts()) > 1
 
     async def check(self) -> None:
         """Ask who is in control now; count, and tell, a move not told yet."""
-        ctl = self._client.controllers
+        ctl = self.client.controllers
         if ctl is None or not self.several:
             return
         try:
-            await self._client.follow()
+            await self.client.follow()
             self.error = None
         except SlurmError as exc:
             self.error = exc.message
             log.warning("slurmctld_ping_failed", error=exc.message)
         for host, role in ctl.roles.items():
-            self._metrics.slurmctld_primary.labels(host).set(1 if role == "in control" else 0)
+            self.metrics.slurmctld_primary.labels(host).set(1 if role == "in control" else 0)
         # also the moves a command's own re-learning found between two checks
         # each move counted for the host it went to, even two between checks (there and back)
         for host, n in ctl.taken_by.items():
             if n > self._counted_by.get(host, 0):
-                self._metrics.slurmctld_takeovers.labels(host).inc(n - self._counted_by.get(host, 0))
+                self.metrics.slurmctld_takeovers.labels(host).inc(n - self._counted_by.get(host, 0))
                 self._counted_by[host] = n
         if ctl.takeovers > self._counted and ctl.last is not None:
             self._counted = ctl.takeovers
@@ -79,10 +73,10 @@ class ControllerWatch:
         moved = self._untold
         if moved is None:
             return
-        if time.time() - moved.at > self._hold_seconds:
+        if time.time() - moved.at > self.hold_seconds:
             self._untold = None  # the holder of that time told it, or no one can say it now
             return
-        if not self._may_write() or self.emit is None:
+        if not self.may_write() or self.emit is None:
             return
         self._untold = None
         message = f"slurmctld {moved.primary} took control from {moved.previous}"
@@ -99,7 +93,7 @@ class ControllerWatch:
 
     def status(self) -> dict[str, Any] | None:
         """`/status`'s `slurmctld` (None with one controller)."""
-        ctl = self._client.controllers
+        ctl = self.client.controllers
         if ctl is None or not self.several:
             return None
         return {**ctl.as_json(), "error": self.error}

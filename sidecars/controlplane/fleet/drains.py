@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Literal
 
 import structlog
@@ -45,40 +45,33 @@ class Written:
         return set(self.requests)
 
 
+@dataclass(eq=False)
 class DrainBatcher:
-    def __init__(
-        self,
-        client: SlurmClient,
-        metrics: ControlPlaneMetrics,
-        *,
-        window: float = 0.1,
-        on_written: Callable[[Written], None] | None = None,
-        may_write: Callable[[], bool] = lambda: True,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._client = client
-        self._metrics = metrics
-        self._window = window
-        self._on_written = on_written or (lambda _: None)
-        self._may_write = may_write
-        self._clock = clock
-        self.pending: dict[str, DrainRequest] = {}  # the latest request per node wins
-        # drains whose write failed without an answer (it may have landed): requeued, and if the
-        # next read finds exactly that drain in place, it was ours, reported written (with the
-        # first read's time), so an Event owed on it is not lost
-        self._uncertain: dict[str, float] = {}
-        self._wake = asyncio.Event()
+    client: SlurmClient
+    metrics: ControlPlaneMetrics
+    _: KW_ONLY
+    window: float = 0.1
+    on_written: Callable[[Written], None] = lambda _: None
+    may_write: Callable[[], bool] = lambda: True
+    clock: Callable[[], float] = time.monotonic
+    # the latest request per node wins
+    pending: dict[str, DrainRequest] = field(default_factory=dict, init=False)
+    # drains whose write failed without an answer (it may have landed): requeued, and if the
+    # next read finds exactly that drain in place, it was ours, reported written (with the
+    # first read's time), so an Event owed on it is not lost
+    _uncertain: dict[str, float] = field(default_factory=dict, init=False)
+    _wake: asyncio.Event = field(default_factory=asyncio.Event, init=False)
 
     def submit(self, node: str, action: Action, reason: str) -> None:
         self.pending[node] = DrainRequest(action, reason)
-        self._metrics.drain_requests.labels(action, "queued").inc()
+        self.metrics.drain_requests.labels(action, "queued").inc()
         self._wake.set()
 
     async def run(self) -> None:
         """Flush batches forever (run only while leader; pending requests survive a pause)."""
         while True:
             await self._wake.wait()
-            await asyncio.sleep(self._window)  # let the rest of the burst arrive
+            await asyncio.sleep(self.window)  # let the rest of the burst arrive
             self._wake.clear()
             batch, self.pending = self.pending, {}
             if batch and not self._fenced("drain", list(batch)):
@@ -87,22 +80,22 @@ class DrainBatcher:
     def _fenced(self, action: Action, names: list[str]) -> bool:
         """Asked right before each write (the read before it can take seconds, and the Lease be
         lost meanwhile): the agents retry against the new leader."""
-        if self._may_write():
+        if self.may_write():
             return False
         log.warning("drain_batch_dropped", action=action, nodes=len(names), reason="not the leader")
-        self._metrics.drain_requests.labels(action, "dropped_not_leader").inc(len(names))
+        self.metrics.drain_requests.labels(action, "dropped_not_leader").inc(len(names))
         return True
 
     async def flush(self, batch: dict[str, DrainRequest]) -> None:
-        read_at = self._clock()
+        read_at = self.clock()
         try:
             # decide on Slurm's state now, not on a snapshot up to an interval old: a drain written
             # with our reason would replace a reason set since, an undrain would clear someone's drain
-            nodes = await self._client.nodes_named(batch.keys())
+            nodes = await self.client.nodes_named(batch.keys())
         except SlurmError as exc:
             log.warning("drain_batch_deferred", nodes=len(batch), error=exc.message)
             for req in batch.values():
-                self._metrics.drain_requests.labels(req.action, "deferred").inc()
+                self.metrics.drain_requests.labels(req.action, "deferred").inc()
             await asyncio.sleep(READ_RETRY_SECONDS)  # newer requests meanwhile win over these
             self._requeue(batch, batch)
             return
@@ -114,12 +107,12 @@ class DrainBatcher:
             node = nodes.get(name)
             uncertain = self._uncertain.pop(name, None)
             if node is None:
-                self._metrics.drain_requests.labels(req.action, "unknown_node").inc()
+                self.metrics.drain_requests.labels(req.action, "unknown_node").inc()
                 continue
             st, reason = node.state, node.reason.text if node.reason else None
             if req.action == "drain":
                 if st.drain:  # drained already, by us or by someone whose reason we keep
-                    self._metrics.drain_requests.labels("drain", "already").inc()
+                    self.metrics.drain_requests.labels("drain", "already").inc()
                     if uncertain is not None and reason == req.reason:
                         landed[name] = uncertain
                     continue
@@ -130,10 +123,10 @@ class DrainBatcher:
                 undrains.append(name)
             else:
                 taken = st.drain or st.base == "DOWN"
-                self._metrics.drain_requests.labels("undrain", "not_ours" if taken else "already").inc()
+                self.metrics.drain_requests.labels("undrain", "not_ours" if taken else "already").inc()
         if landed:  # each with its own first read's time
             for name, at in landed.items():
-                self._on_written(Written({name: batch[name]}, at))
+                self.on_written(Written({name: batch[name]}, at))
         for reason, names in drains.items():
             self._report(await self._write("drain", names, reason, batch, read_at=read_at), batch, read_at)
         if undrains:
@@ -145,7 +138,7 @@ class DrainBatcher:
         """Told right after each write (not after the whole batch): a refresh that sees it sooner
         is the exception, not the rule."""
         if names:
-            self._on_written(Written({n: batch[n] for n in names}, read_at))
+            self.on_written(Written({n: batch[n] for n in names}, read_at))
 
     def _requeue(self, names: Iterable[str], batch: dict[str, DrainRequest]) -> None:
         """Keep requests for the next batch (a newer request for a node wins)."""
@@ -197,19 +190,19 @@ class DrainBatcher:
         try:
             if action == "drain":
                 assert reason is not None
-                await self._client.drain(names, reason)
+                await self.client.drain(names, reason)
             elif resume:
-                await self._client.resume(names)
+                await self.client.resume(names)
             else:
-                await self._client.undrain(names)
+                await self.client.undrain(names)
         except SlurmError:
-            self._metrics.drain_batches.labels(action, "error").inc()
+            self.metrics.drain_batches.labels(action, "error").inc()
             raise
-        self._metrics.drain_batches.labels(action, "ok").inc()
-        self._metrics.drain_batch_size.observe(len(names))
-        self._metrics.drain_requests.labels(action, "written").inc(len(names))
+        self.metrics.drain_batches.labels(action, "ok").inc()
+        self.metrics.drain_batch_size.observe(len(names))
+        self.metrics.drain_requests.labels(action, "written").inc(len(names))
 
     def _failed(self, action: Action, names: list[str], exc: SlurmError) -> set[str]:
         log.warning("drain_failed", action=action, nodes=",".join(names), error=exc.message)
-        self._metrics.drain_requests.labels(action, "failed").inc(len(names))
+        self.metrics.drain_requests.labels(action, "failed").inc(len(names))
         return set()

@@ -92,163 +92,135 @@ def node_state_label(node: FleetNode) -> str:
     return node.state.lower()
 
 
+class Declare:
+    """Declares metrics on one registry: the prefix and the registry stated once, each metric a name,
+    its help and its labels (the control plane's and the whole-cluster upgrade's)."""
+
+    def __init__(self, registry: CollectorRegistry, prefix: str) -> None:
+        self.registry, self.prefix = registry, prefix
+
+    def gauge(self, name: str, doc: str, *labels: str) -> Gauge:
+        return Gauge(self.prefix + name, doc, labels, registry=self.registry)
+
+    def counter(self, name: str, doc: str, *labels: str) -> Counter:
+        return Counter(self.prefix + name, doc, labels, registry=self.registry)
+
+    def histogram(self, name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
+        return Histogram(self.prefix + name, doc, registry=self.registry, buckets=buckets)
+
+
 class ControlPlaneMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
-        p = "slurm_sidecars_"
-        self.kube_cache_stale = Gauge(
-            p + "kube_cache_stale",
+        m = Declare(registry, "slurm_sidecars_")
+        self.kube_cache_stale = m.gauge(
+            "kube_cache_stale",
             "1 while a Kubernetes cache has heard nothing (not even a bookmark) within its bound",
-            ["cache"],
-            registry=registry,
+            "cache",
         )
-        self.kube_cache_relists = Gauge(
-            p + "kube_cache_relists",
+        self.kube_cache_relists = m.gauge(
+            "kube_cache_relists",
             "Lists of a Kubernetes cache after its first (a 410, a failure, a silent watch)",
-            ["cache"],
-            registry=registry,
+            "cache",
         )
-        self.pending_jobs = Gauge(
-            p + "pending_jobs", "Jobs pending for resources, per partition", ["partition"], registry=registry
-        )
-        self.pending_cpus = Gauge(
-            p + "pending_cpus", "CPUs asked for by pending jobs", ["partition"], registry=registry
-        )
-        self.pending_gpus = Gauge(
-            p + "pending_gpus", "GPUs asked for by pending jobs", ["partition"], registry=registry
-        )
-        self.idle_nodes = Gauge(
-            p + "idle_nodes", "Registered nodes with no job and no drain", ["partition"], registry=registry
-        )
-        self.desired_workers = Gauge(
-            p + "desired_workers",
+        self.pending_jobs = m.gauge("pending_jobs", "Jobs pending for resources, per partition", "partition")
+        self.pending_cpus = m.gauge("pending_cpus", "CPUs asked for by pending jobs", "partition")
+        self.pending_gpus = m.gauge("pending_gpus", "GPUs asked for by pending jobs", "partition")
+        self.idle_nodes = m.gauge("idle_nodes", "Registered nodes with no job and no drain", "partition")
+        self.desired_workers = m.gauge(
+            "desired_workers",
             "Workers the partition's running and pending work "
             "would take (busy nodes + nodes pending jobs need)",
-            ["partition"],
-            registry=registry,
+            "partition",
         )
-        self.nodes = Gauge(
-            p + "nodes",
-            "Slurm nodes by state (drain shown as draining/drained)",
-            ["state"],
-            registry=registry,
-        )
-        self.unowned_drains = Gauge(
-            p + "unowned_drains",
+        self.nodes = m.gauge("nodes", "Slurm nodes by state (drain shown as draining/drained)", "state")
+        self.unowned_drains = m.gauge(
+            "unowned_drains",
             "Nodes drained, down or failed for a reason nobody owns, by class: what made Slurm set it"
             " (not_responding, prolog, kill_task, ...) or unknown (an admin's or another tool's)",
-            ["class"],
-            registry=registry,
+            "class",
         )
-        self.snapshot_version = Gauge(
-            p + "fleet_snapshot_version", "Version of the fleet view", registry=registry
-        )
-        self.snapshot_time = Gauge(
-            p + "fleet_snapshot_timestamp_seconds", "When the fleet was last read", registry=registry
-        )
-        self.refreshes = Counter(
-            p + "fleet_refreshes", "Fleet reads by result", ["result"], registry=registry
-        )
-        self.refresh_seconds = Histogram(
-            p + "fleet_refresh_seconds",
+        self.snapshot_version = m.gauge("fleet_snapshot_version", "Version of the fleet view")
+        self.snapshot_time = m.gauge("fleet_snapshot_timestamp_seconds", "When the fleet was last read")
+        self.refreshes = m.counter("fleet_refreshes", "Fleet reads by result", "result")
+        self.refresh_seconds = m.histogram(
+            "fleet_refresh_seconds",
             "Time to read and rank the fleet",
-            registry=registry,
-            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )
-        self.drain_requests = Counter(
-            p + "drain_requests", "Drain/undrain requests received", ["action", "result"], registry=registry
+        self.drain_requests = m.counter(
+            "drain_requests", "Drain/undrain requests received", "action", "result"
         )
-        self.drain_batches = Counter(
-            p + "drain_batches",
-            "scontrol update calls made for drain requests",
-            ["action", "result"],
-            registry=registry,
+        self.drain_batches = m.counter(
+            "drain_batches", "scontrol update calls made for drain requests", "action", "result"
         )
-        self.drain_batch_size = Histogram(
-            p + "drain_batch_nodes",
-            "Nodes per drain/undrain call",
-            registry=registry,
-            buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000),
+        self.drain_batch_size = m.histogram(
+            "drain_batch_nodes", "Nodes per drain/undrain call", (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
         )
-        self.deletion_cost_patches = Counter(
-            p + "deletion_cost_patches", "pod-deletion-cost patches", ["result"], registry=registry
-        )
-        self.slinky_mode = Gauge(
-            p + "slinky_mode",
+        self.deletion_cost_patches = m.counter("deletion_cost_patches", "pod-deletion-cost patches", "result")
+        self.slinky_mode = m.gauge(
+            "slinky_mode",
             "1 when the scale-in rank is written as Slinky's NodeSet annotations (pods owned by a NodeSet)",
-            registry=registry,
         )
-        self.health_signals = Gauge(
-            p + "health_signals",
+        self.health_signals = m.gauge(
+            "health_signals",
             "Worker Slurm nodes showing each configured health signal (a Node condition or taint)",
-            ["signal"],
-            registry=registry,
+            "signal",
         )
-        self.health_nodes = Gauge(
-            p + "health_nodes",
+        self.health_nodes = m.gauge(
+            "health_nodes",
             "Worker Slurm nodes with a health signal, by state (drained, waiting, capped, other_drain)",
-            ["state"],
-            registry=registry,
+            "state",
         )
-        self.health_actions = Counter(
-            p + "health_actions",
+        self.health_actions = m.counter(
+            "health_actions",
             "Health drains and undrains asked, and drains held back by the cap (drain, undrain, capped)",
-            ["action"],
-            registry=registry,
+            "action",
         )
-        self.node_records = Gauge(
-            p + "node_records",
+        self.node_records = m.gauge(
+            "node_records",
             "Slurm node records by what the record keeper sees: orphaned (no worker pod holds it) "
             "and gres_short (fewer GPUs registered than its pod asks for)",
-            ["state"],
-            registry=registry,
+            "state",
         )
-        self.node_record_actions = Counter(
-            p + "node_record_actions",
+        self.node_record_actions = m.counter(
+            "node_record_actions",
             "What the record keeper did: deleted, kept (a job holds or names it), capped, held (too "
             "many at once), failed, gres_drain, gres_undrain",
-            ["action"],
-            registry=registry,
+            "action",
         )
-        self.reconcile_passes = Counter(
-            p + "reconcile_passes",
+        self.reconcile_passes = m.counter(
+            "reconcile_passes",
             "Passes of each writer run after a refresh (ok, skipped, error)",
-            ["writer", "result"],
-            registry=registry,
+            "writer",
+            "result",
         )
-        self.recycles = Counter(
-            p + "recycles", "Worker pods recycled (or held back, by reason)", ["result"], registry=registry
+        self.recycles = m.counter("recycles", "Worker pods recycled (or held back, by reason)", "result")
+        self.recycling_suspended = m.gauge(
+            "recycling_suspended", "1 while recycling is suspended, by why", "reason"
         )
-        self.recycling_suspended = Gauge(
-            p + "recycling_suspended", "1 while recycling is suspended, by why", ["reason"], registry=registry
-        )
-        self.unregistered_workers = Gauge(
-            p + "unregistered_workers", "Worker pods that look unregistered", registry=registry
-        )
-        self.maintenance_nodes = Gauge(
-            p + "maintenance_nodes",
+        self.unregistered_workers = m.gauge("unregistered_workers", "Worker pods that look unregistered")
+        self.maintenance_nodes = m.gauge(
+            "maintenance_nodes",
             "Nodes in maintenance windows, by state (scheduled, waiting, draining, ready, unknown)",
-            ["state"],
-            registry=registry,
+            "state",
         )
-        self.leader = Gauge(p + "leader", "1 when this replica holds the Lease", registry=registry)
-        self.long_polls = Gauge(p + "long_polls", "Long polls waiting", registry=registry)
-        self.slurmctld_primary = Gauge(
-            p + "slurmctld_primary",
+        self.leader = m.gauge("leader", "1 when this replica holds the Lease")
+        self.long_polls = m.gauge("long_polls", "Long polls waiting")
+        self.slurmctld_primary = m.gauge(
+            "slurmctld_primary",
             "1 for the slurmctld in control, 0 for the others (several SlurmctldHost only)",
-            ["host"],
-            registry=registry,
+            "host",
         )
-        self.slurmctld_takeovers = Counter(
-            p + "slurmctld_takeovers",
+        self.slurmctld_takeovers = m.counter(
+            "slurmctld_takeovers",
             "Moves of control from one slurmctld to another that this process saw, by the new one",
-            ["host"],
-            registry=registry,
+            "host",
         )
-        self.api_refusals = Counter(
-            p + "api_refusals",
+        self.api_refusals = m.counter(
+            "api_refusals",
             "Requests under /v1/ refused by who called: identity (unknown, viewer, agent), status",
-            ["identity", "status"],
-            registry=registry,
+            "identity",
+            "status",
         )
 
     def observe(self, snapshot: FleetSnapshot) -> None:

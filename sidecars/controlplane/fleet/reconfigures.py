@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import structlog
@@ -43,31 +44,37 @@ IN_PLACE_BEFORE = (23, 11)
 RECONFIGURE_RPC = "REQUEST_RECONFIGURE"
 
 
+@dataclass(eq=False)
 class ReconfigureWatch:
-    def __init__(self, client: SlurmClient, *, seconds: float, on_seen: Callable[[], None]) -> None:
-        self._client = client
-        self._seconds = seconds
-        self._on_seen = on_seen
-        self.booted: str | None = None  # slurmctld's BOOT_TIME as last read; None before a read
-        self.seen = 0  # how many new BOOT_TIMEs were seen (the first read is not one)
-        self.seen_at: float | None = None  # monotonic, the last one (of any kind)
-        self.returns = 0  # slurmctld back after unanswered reads, or another controller in control
-        self.in_place = 0  # 22.05 reconfigures seen by sdiag's RPC count
-        self.polls = 0  # reads slurmctld answered
-        self.unanswered = 0  # reads it did not
-        self.last_why: str | None = None  # what the last one seen was
-        self._unanswered = False  # the last read went unanswered
-        self._in_control: str | None = None  # the controller the client follows, as last read
-        self._rpcs: int | None = None  # sdiag's REQUEST_RECONFIGURE count as last read (22.05)
-        self._counts: bool | None = None  # whether this release needs the count; None: not asked yet
+    client: SlurmClient
+    _: KW_ONLY
+    seconds: float
+    on_seen: Callable[[], None]
+    # slurmctld's BOOT_TIME as last read; None before a read
+    booted: str | None = field(default=None, init=False)
+    seen: int = field(default=0, init=False)  # how many new BOOT_TIMEs were seen (the first read is not one)
+    seen_at: float | None = field(default=None, init=False)  # monotonic, the last one (of any kind)
+    # slurmctld back after unanswered reads, or another controller in control
+    returns: int = field(default=0, init=False)
+    in_place: int = field(default=0, init=False)  # 22.05 reconfigures seen by sdiag's RPC count
+    polls: int = field(default=0, init=False)  # reads slurmctld answered
+    unanswered: int = field(default=0, init=False)  # reads it did not
+    last_why: str | None = field(default=None, init=False)  # what the last one seen was
+    _unanswered: bool = field(default=False, init=False)  # the last read went unanswered
+    # the controller the client follows, as last read
+    _in_control: str | None = field(default=None, init=False)
+    # sdiag's REQUEST_RECONFIGURE count as last read (22.05)
+    _rpcs: int | None = field(default=None, init=False)
+    # whether this release needs the count; None: not asked yet
+    _counts: bool | None = field(default=None, init=False)
 
     async def _reconfigured_in_place(self) -> bool:
         """22.05: whether sdiag's REQUEST_RECONFIGURE count rose since the last read."""
         if self._counts is None:
-            self._counts = not (await self._client.version()).at_least(*IN_PLACE_BEFORE)
+            self._counts = not (await self.client.version()).at_least(*IN_PLACE_BEFORE)
         if not self._counts:
             return False
-        count = (await self._client.sdiag_rpcs()).get(RECONFIGURE_RPC, 0)
+        count = (await self.client.sdiag_rpcs()).get(RECONFIGURE_RPC, 0)
         rose = self._rpcs is not None and count > self._rpcs
         self._rpcs = count  # a lower one is a reset (`sdiag --reset`): the new baseline
         return rose
@@ -76,7 +83,7 @@ class ReconfigureWatch:
         """Read BOOT_TIME once (and, on 22.05, sdiag's count); True (and the callback called) when
         slurmctld is a new one, came back, or reconfigured in place since the last read."""
         try:
-            booted = (await self._client.boot_time()).booted  # the client's timeout: a loaded one is slow
+            booted = (await self.client.boot_time()).booted  # the client's timeout: a loaded one is slow
         except SlurmError:
             self._unanswered = True  # the next read that answers compares with the last one
             self.unanswered += 1
@@ -87,10 +94,10 @@ class ReconfigureWatch:
             log.debug("sdiag_unread", error=exc.message)
             in_place = False
         self.polls += 1
-        ctl = self._client.controllers
+        ctl = self.client.controllers
         if ctl is not None:  # several controllers: who is in control now (a ping; slurm/primary.py)
             try:
-                await self._client.follow()
+                await self.client.follow()
             except SlurmError as exc:
                 log.debug("slurmctld_follow_failed", error=exc.message)
         in_control = ctl.primary if ctl is not None else None
@@ -115,7 +122,7 @@ class ReconfigureWatch:
         self.seen_at = time.monotonic()
         self.last_why = why
         log.info("slurmctld_reconfigure_seen", booted=booted, why=why, in_control=in_control)
-        self._on_seen()
+        self.on_seen()
         return True
 
     def recent(self, seconds: float) -> bool:
@@ -125,7 +132,7 @@ class ReconfigureWatch:
     async def run(self) -> None:
         while True:
             await self.check()
-            await asyncio.sleep(self._seconds)
+            await asyncio.sleep(self.seconds)
 
     def status(self) -> dict[str, Any]:
         return {
@@ -136,5 +143,5 @@ class ReconfigureWatch:
             "polls": self.polls,
             "unanswered": self.unanswered,
             "last": self.last_why,
-            "poll_seconds": self._seconds,
+            "poll_seconds": self.seconds,
         }

@@ -9,6 +9,7 @@ the holder's name.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass
 
 import structlog
 from aiohttp import web
@@ -41,27 +42,17 @@ def _no_record(name: str) -> web.Response:
     return error(404, f"no node {name} in Slurm", node=name, slurm="no_record")
 
 
+@dataclass(eq=False)
 class ControlPlaneAPI:
-    def __init__(
-        self,
-        access: Access,
-        *,
-        fleet: FleetView,
-        drains: DrainBatcher,
-        recycler: Recycler | None,
-        leadership: Leadership,
-        metrics: ControlPlaneMetrics,
-        max_wait: float = 60.0,
-        versions: AgentVersions | None = None,
-    ) -> None:
-        self._versions = versions
-        self._access = access
-        self._fleet = fleet
-        self._drains = drains
-        self._recycler = recycler
-        self._leader = leadership
-        self._metrics = metrics
-        self._max_wait = max_wait
+    access: Access
+    _: KW_ONLY
+    fleet: FleetView
+    drains: DrainBatcher
+    recycler: Recycler | None
+    leadership: Leadership
+    metrics: ControlPlaneMetrics
+    max_wait: float = 60.0
+    versions: AgentVersions | None = None
 
     # ------------------------------------------------------------------ plumbing
     @web.middleware
@@ -69,7 +60,7 @@ class ControlPlaneAPI:
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
         if request.path.startswith("/v1/"):
-            refused = await self._access.check(request)
+            refused = await self.access.check(request)
             if refused is not None:
                 if request.body_exists:  # never read (runtime.http reads bodies last): not kept either
                     refused.force_close()
@@ -99,7 +90,7 @@ class ControlPlaneAPI:
         r.add_get("/v1/openapi.json", self.openapi, allow_head=False)
 
     def _loaded(self) -> FleetSnapshot | web.Response:
-        snap = self._fleet.snapshot
+        snap = self.fleet.snapshot
         if not snap.loaded:
             resp = error(503, "no fleet view yet: Slurm has not been read", detail=snap.error)
             resp.headers["Retry-After"] = "1"
@@ -134,18 +125,18 @@ class ControlPlaneAPI:
             value, refused = query_value(WAIT_SCHEMA, q["wait"], "wait (seconds)")
             if refused or not isinstance(value, float):
                 return error(400, refused or "wait must be a number of seconds")
-            wait = min(value, self._max_wait)
+            wait = min(value, self.max_wait)
         snap = self._loaded()
         if isinstance(snap, web.Response):
             return snap
         if name not in snap.nodes:
             return _no_record(name)
         if version is not None and wait > 0:
-            self._metrics.long_polls.inc()
+            self.metrics.long_polls.inc()
             try:
-                snap = await self._fleet.wait_change(version, wait)
+                snap = await self.fleet.wait_change(version, wait)
             finally:
-                self._metrics.long_polls.dec()
+                self.metrics.long_polls.dec()
         found = snap.nodes.get(name)
         if found is None:
             return _no_record(name)
@@ -158,11 +149,11 @@ class ControlPlaneAPI:
         return web.json_response(list(snap.order))
 
     async def openapi(self, _: web.Request) -> web.Response:
-        return web.json_response(document(max_wait=self._max_wait))
+        return web.json_response(document(max_wait=self.max_wait))
 
     # ------------------------------------------------------------------ writes
     def _not_leader(self) -> web.Response | None:
-        return not_leader(self._leader)
+        return not_leader(self.leadership)
 
     async def _drain_like(self, request: web.Request, action: Action) -> web.Response:
         name = self._name(request)
@@ -174,7 +165,7 @@ class ControlPlaneAPI:
         reason = body["reason"]
         not_for_agents = request[CALLER].reason_refusal(action, reason)
         if not_for_agents is not None:
-            self._metrics.api_refusals.labels("agent", "403").inc()
+            self.metrics.api_refusals.labels("agent", "403").inc()
             return error(403, not_for_agents)
         snap = self._loaded()
         if isinstance(snap, web.Response):
@@ -184,7 +175,7 @@ class ControlPlaneAPI:
         refused = self._not_leader()
         if refused is not None:
             return refused
-        self._drains.submit(name, action, reason)
+        self.drains.submit(name, action, reason)
         return web.json_response({"node": name, "action": action, "queued": True}, status=202)
 
     async def drain(self, request: web.Request) -> web.Response:
@@ -203,13 +194,13 @@ class ControlPlaneAPI:
         ns, pod, detail = body["pod_namespace"], body["pod_name"], body["detail"]
         caller = request[CALLER]
         if caller.role == "agent" and (caller.namespace, caller.pod) != (ns, pod):
-            self._metrics.api_refusals.labels("agent", "403").inc()
+            self.metrics.api_refusals.labels("agent", "403").inc()
             return error(403, f"the agent of pod {caller.namespace}/{caller.pod} reports its own pod only")
         registered = body.get("registered")
-        if registered is not None and self._recycler is not None:
-            self._recycler.report(ns, pod, registered, detail)
+        if registered is not None and self.recycler is not None:
+            self.recycler.report(ns, pod, registered, detail)
         version = body.get("slurmd_version")
-        if version is not None and self._versions is not None:
-            self._versions.report(name, version)
+        if version is not None and self.versions is not None:
+            self.versions.report(name, version)
         log.info("agent_report", node=name, pod=pod, registered=registered, detail=detail, slurmd=version)
         return web.Response(status=204)

@@ -18,6 +18,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from sidecars.controlplane.fleet import unowned
@@ -60,33 +61,26 @@ def _node_json(n: FleetNode) -> dict[str, Any]:
     }
 
 
+SECTIONS = ("maintenance", "upgrade")  # on the page whether or not the control plane has them
+
+
+@dataclass(eq=False)
 class PageState:
     """Everything the page shows, and `wait(since, seconds)`: the long poll the page refreshes by."""
 
-    def __init__(
-        self,
-        fleet: FleetView,
-        *,
-        config: ConfigFeed,
-        drains: DrainClock,
-        cluster: Callable[[], Mapping[str, Any]] = dict,
-        unregistered_pods: Callable[[], list[dict[str, Any]]] = list,
-        sections: Mapping[str, Callable[[], Any]] | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.fleet = fleet
-        self.config = config
-        self.drains = drains
-        self._cluster = cluster
-        self._unregistered_pods = unregistered_pods
-        # maintenance windows and upgrades, once the control plane has them: None = not available
-        self.sections: dict[str, Callable[[], Any]] = {"maintenance": lambda: None, "upgrade": lambda: None}
-        self.sections.update(sections or {})
-        self._clock = clock
-        self._local = 0  # bumped by touch(): a change the fleet version does not cover
-        self._next: asyncio.Future[None] | None = None
-        self._big: tuple[int, bytes] | None = None
-        self._closed = False
+    fleet: FleetView
+    _: KW_ONLY
+    config: ConfigFeed
+    drains: DrainClock
+    cluster: Callable[[], Mapping[str, Any]] = dict
+    unregistered_pods: Callable[[], list[dict[str, Any]]] = list
+    # maintenance windows and upgrades, once the control plane has them (SECTIONS: shown as None till then)
+    sections: Mapping[str, Callable[[], Any]] = field(default_factory=dict)
+    clock: Callable[[], float] = time.time
+    _local: int = field(default=0, init=False)  # bumped by touch(): a change the fleet version does not cover
+    _next: asyncio.Future[None] | None = field(default=None, init=False)
+    _big: tuple[int, bytes] | None = field(default=None, init=False)
+    _closed: bool = field(default=False, init=False)
 
     # ------------------------------------------------------------------ change
     def touch(self) -> None:
@@ -156,7 +150,7 @@ class PageState:
 
     def document(self) -> bytes:
         snap = self.fleet.snapshot
-        now = self._clock()
+        now = self.clock()
         counts = dict.fromkeys(CLASSES, 0)
         for node in snap.nodes.values():
             counts[node_class(node)] += 1
@@ -164,13 +158,14 @@ class PageState:
             "version": self.version(),
             "now": now,
             "loaded": snap.loaded,
-            "cluster": dict(self._cluster()),
+            "cluster": dict(self.cluster()),
             "counts": counts,
-            "unregistered_pods": self._unregistered_pods(),
+            "unregistered_pods": self.unregistered_pods(),
             "drains": self._drains(snap),
             "drains_done": list(reversed(self.drains.done)),
             "unowned": unowned.status(unowned.find(snap.nodes.values())),
             "config": self.config.as_json(),
+            **dict.fromkeys(SECTIONS),
             **{name: provide() for name, provide in self.sections.items()},
         }
         head = json.dumps(small, separators=(",", ":")).encode()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -26,7 +27,6 @@ VERSION = re.compile(r"^\d{2}\.\d{2}(\.\d+)?$")
 # the document's patterns, matched whole (`$` alone lets a trailing newline through)
 CLUSTER_VERSION = re.compile(openapi_upgrade.CLUSTER_VERSION.strip("^$"))
 IMAGE = re.compile(openapi_upgrade.IMAGE.strip("^$"))
-FIELDS = {"revision", "deployment", "budget", "slurm_version"}
 
 
 def unavailable(kubernetes_on: bool) -> str:
@@ -43,27 +43,19 @@ def unavailable(kubernetes_on: bool) -> str:
     )
 
 
+@dataclass(eq=False)
 class UpgradeAPI:
-    def __init__(
-        self,
-        upgrade: Upgrade | None,
-        slurm: SlurmClient,
-        leadership: Leadership,
-        versions: AgentVersions | None = None,
-        records: Callable[[], Mapping[str, FleetNode]] = dict,
-        why_unavailable: str = "upgrades need the Kubernetes API",
-        cluster: ClusterUpgrades | None = None,
-    ) -> None:
-        self._cluster = cluster
-        self.why_unavailable = why_unavailable  # said, when `upgrade` is None, by every answer
-        self._versions = versions or AgentVersions()
-        self._records = records  # the fleet view's nodes: their registered Version
-        self._controller: tuple[Version, float] | None = None
-        self._slurmdbd: str | None = None  # read with the controller's release
-        self._moves_seen = ""  # the whole-cluster upgrade's stages when the releases were read
-        self._upgrade = upgrade
-        self._slurm = slurm
-        self._leader = leadership
+    upgrade: Upgrade | None
+    slurm: SlurmClient
+    leadership: Leadership
+    versions: AgentVersions = field(default_factory=AgentVersions)
+    records: Callable[[], Mapping[str, FleetNode]] = dict  # the fleet view's nodes: their registered Version
+    why_unavailable: str = "upgrades need the Kubernetes API"  # said, when `upgrade` is None, by every answer
+    cluster: ClusterUpgrades | None = None
+    _controller: tuple[Version, float] | None = field(default=None, init=False)
+    _slurmdbd: str | None = field(default=None, init=False)  # read with the controller's release
+    # the whole-cluster upgrade's stages when the releases were read
+    _moves_seen: str = field(default="", init=False)
 
     def install(self, app: web.Application) -> None:
         r = app.router
@@ -74,21 +66,21 @@ class UpgradeAPI:
         r.add_post("/v1/upgrade/resume", self.resume)
 
     def _refused(self) -> web.Response | None:
-        if self._upgrade is None:
+        if self.upgrade is None:
             return error(409, self.why_unavailable)
-        return not_leader(self._leader)
+        return not_leader(self.leadership)
 
     async def _slurm_versions(self) -> tuple[Version, dict[str, Version], Version | None]:
         """slurmctld's release, each node record's (what its slurmd registered with) and, where
         slurmctld sends its records to a slurmdbd, slurmdbd's (asked of slurmdbd itself), now."""
-        config = await self._slurm.show_config()
+        config = await self.slurm.show_config()
         controller = Version.parse(config.get("SLURM_VERSION", ""))
-        records = {n.name: Version.parse(n.version) for n in await self._slurm.nodes() if n.version}
+        records = {n.name: Version.parse(n.version) for n in await self.slurm.nodes() if n.version}
         self._controller = (controller, time.monotonic())
         slurmdbd = None
         if config.get("AccountingStorageType", "") == daemons.ACCOUNTING_SLURMDBD:
             try:
-                slurmdbd = await slurmdbd_version(self._slurm)
+                slurmdbd = await slurmdbd_version(self.slurm)
             except SlurmError as exc:
                 # unknown is not "fine": slurmdbd must be the newest, so a roll waits until it is read
                 raise UpgradeError(
@@ -97,7 +89,7 @@ class UpgradeAPI:
         return controller, records, slurmdbd
 
     def _cluster_moves(self) -> str:
-        report = self._cluster.report() if self._cluster is not None else None
+        report = self.cluster.report() if self.cluster is not None else None
         return "" if report is None else repr([(s["name"], s["state"]) for s in report["stages"]])
 
     async def _accounting(self, config: Mapping[str, str]) -> str | None:
@@ -106,59 +98,59 @@ class UpgradeAPI:
         if config.get("AccountingStorageType", "") != daemons.ACCOUNTING_SLURMDBD:
             return None
         try:
-            return str(await slurmdbd_version(self._slurm))
+            return str(await slurmdbd_version(self.slurm))
         except SlurmError as exc:
             return f"unreadable: {exc.message}"
 
     async def show(self, _: web.Request) -> web.Response:
         # a read costs Slurm nothing of its own: the records from the fleet view, slurmctld's
         # release read at most once a minute (it changes only with a restart)
-        records = {n.name: Version.parse(n.version) for n in self._records().values() if n.version}
+        records = {n.name: Version.parse(n.version) for n in self.records().values() if n.version}
         try:
             # a whole-cluster upgrade's stage that moved since the last read moved a release too
             moved = self._cluster_moves() != self._moves_seen
             if self._controller is None or time.monotonic() - self._controller[1] > 60 or moved:
                 self._moves_seen = self._cluster_moves()
-                config = await self._slurm.show_config()
+                config = await self.slurm.show_config()
                 self._controller = (Version.parse(config.get("SLURM_VERSION", "")), time.monotonic())
                 self._slurmdbd = await self._accounting(config)
             versions = {
-                **describe(self._controller[0], self._versions.fresh(), records),
+                **describe(self._controller[0], self.versions.fresh(), records),
                 daemons.SLURMDBD: self._slurmdbd,
             }
         except SlurmError as exc:
-            versions = {**describe(None, self._versions.fresh(), records), "error": exc.message}
-        if self._cluster is not None and self._leader.is_leader:  # only the holder marks a cut one
-            await self._cluster.ensure_loaded()
+            versions = {**describe(None, self.versions.fresh(), records), "error": exc.message}
+        if self.cluster is not None and self.leadership.is_leader:  # only the holder marks a cut one
+            await self.cluster.ensure_loaded()
         cluster = self._cluster_report()
-        if self._upgrade is None:
+        if self.upgrade is None:
             body = {"upgrade": None, "unavailable": self.why_unavailable, "versions": versions, **cluster}
             return web.json_response(body)
         try:
             # the leader holds the plan it wrote; a follower's may be stale: it reads the ConfigMap
-            await (self._upgrade.current() if self._leader.is_leader else self._upgrade.load())
+            await (self.upgrade.current() if self.leadership.is_leader else self.upgrade.load())
         except Exception as exc:  # the Kubernetes API after the edge's retries
             return error(503, f"cannot read the upgrade plan: {exc}")
-        return web.json_response({**self._upgrade.report(), "versions": versions, **cluster})
+        return web.json_response({**self.upgrade.report(), "versions": versions, **cluster})
 
     def _cluster_report(self) -> dict[str, Any]:
         """`cluster`: the whole-cluster upgrade under way or the last, per stage (null when none);
         `cluster_unavailable`: why none can start here, when none can."""
-        if self._cluster is None:
+        if self.cluster is None:
             return {"cluster": None, "cluster_unavailable": "this control plane has no whole-cluster upgrade"}
-        out: dict[str, Any] = {"cluster": self._cluster.report()}
-        if self._cluster.roles is None:
-            out["cluster_unavailable"] = self._cluster.why_unavailable
-        if self._cluster.store_error:
-            out["cluster_error"] = self._cluster.store_error
+        out: dict[str, Any] = {"cluster": self.cluster.report()}
+        if self.cluster.roles is None:
+            out["cluster_unavailable"] = self.cluster.why_unavailable
+        if self.cluster.store_error:
+            out["cluster_error"] = self.cluster.store_error
         return out
 
     async def _roll_under_way(self) -> str | None:
         """The worker roll's revision while one is not complete (a cluster upgrade waits for it)."""
-        if self._upgrade is None:
+        if self.upgrade is None:
             return None
-        await self._upgrade.current()
-        up = self._upgrade.report()["upgrade"]
+        await self.upgrade.current()
+        up = self.upgrade.report()["upgrade"]
         return None if up is None or up["complete"] else str(up["revision"])
 
     async def start_cluster(self, request: web.Request) -> web.Response:
@@ -180,9 +172,9 @@ class UpgradeAPI:
         bad = sorted(r for r, v in images.items() if not isinstance(v, str) or not IMAGE.fullmatch(v))
         if bad:
             return error(400, f"the image of {', '.join(bad)} must be an image reference or a revision")
-        if self._cluster is None:
+        if self.cluster is None:
             return error(409, "this control plane has no whole-cluster upgrade")
-        refused = not_leader(self._leader)
+        refused = not_leader(self.leadership)
         if refused is not None:
             return refused
         try:
@@ -191,20 +183,17 @@ class UpgradeAPI:
             return error(503, f"cannot read the upgrade plan: {exc}")
         if rolling is not None:
             return error(409, f"a roll of the workers to {rolling} runs: wait for its end")
-        await self._cluster.ensure_loaded()  # an upgrade a former holder left is gone on, never beside
+        await self.cluster.ensure_loaded()  # an upgrade a former holder left is gone on, never beside
         try:
-            up = self._cluster.start(Version.parse(target), images)
+            up = self.cluster.start(Version.parse(target), images)
         except UpgradeError as exc:
             return error(exc.status, exc.message)
         return web.json_response({"started": str(up.target), "images": up.status.images}, status=201)
 
     async def start(self, request: web.Request) -> web.Response:
         body = await read_body(request, openapi_upgrade.schemas()["UpgradeRequest"])
-        if isinstance(body, web.Response):
+        if isinstance(body, web.Response):  # the schema's 422, an unknown field among them
             return body
-        extra = sorted(set(body) - FIELDS)
-        if extra:
-            return error(422, f"unknown fields: {', '.join(extra)}")
         rev, budget, target = body.get("revision"), body.get("budget"), body.get("slurm_version")
         deployment = body.get("deployment")
         if (rev is None) == (deployment is None):
@@ -220,13 +209,13 @@ class UpgradeAPI:
         refused = self._refused()
         if refused is not None:
             return refused
-        assert self._upgrade is not None
-        if self._cluster is not None and self._cluster.running:
+        assert self.upgrade is not None
+        if self.cluster is not None and self.cluster.running:
             return error(409, "a whole-cluster upgrade runs (it rolls the workers itself): wait for its end")
         try:
             controller, records, slurmdbd = await self._slurm_versions()
-            slurmds = guard_inputs(self._versions.fresh(), records)
-            plan = await self._upgrade.start(
+            slurmds = guard_inputs(self.versions.fresh(), records)
+            plan = await self.upgrade.start(
                 rev or "",
                 budget,
                 controller=controller,
@@ -244,14 +233,14 @@ class UpgradeAPI:
         return web.json_response({"started": plan.revision, "budget": plan.budget}, status=201)
 
     async def _pause(self, paused: bool) -> web.Response:
-        cluster_here = self._cluster is not None and self._cluster.roles is not None
-        if self._cluster is not None and (self._cluster.running or (cluster_here and self._upgrade is None)):
+        cluster_here = self.cluster is not None and self.cluster.roles is not None
+        if self.cluster is not None and (self.cluster.running or (cluster_here and self.upgrade is None)):
             # one upgrade at a time: that one (none running where only it can run: a 404 says so)
-            refused = not_leader(self._leader)
+            refused = not_leader(self.leadership)
             if refused is not None:
                 return refused
             try:
-                up = self._cluster.set_paused(paused)
+                up = self.cluster.set_paused(paused)
             except UpgradeError as exc:
                 return error(exc.status, exc.message)
             return web.json_response(
@@ -260,9 +249,9 @@ class UpgradeAPI:
         refused = self._refused()
         if refused is not None:
             return refused
-        assert self._upgrade is not None
+        assert self.upgrade is not None
         try:
-            plan = await self._upgrade.set_paused(paused)
+            plan = await self.upgrade.set_paused(paused)
         except UpgradeError as exc:
             return error(exc.status, exc.message)
         return web.json_response({"revision": plan.revision, "paused": plan.paused})

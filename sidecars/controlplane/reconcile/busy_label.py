@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 import structlog
 
@@ -30,32 +31,29 @@ def labelled(pod: Pod) -> bool:
     return pod.labels.get(LABEL) == "true"
 
 
+@dataclass(eq=False)
 class BusyLabeler:
     name = "busy_label"
 
-    def __init__(
-        self,
-        kube: KubeClient,
-        node_of: Callable[[Pod], str],
-        settings: BusySettings | None = None,  # None: the flags' defaults
-        *,
-        burst_seconds: float = 5.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        settings = settings or BusySettings()
-        self._kube = kube
-        self._node_of = node_of
+    kube: KubeClient
+    node_of: Callable[[Pod], str]
+    settings: BusySettings = field(default_factory=BusySettings)
+    _: KW_ONLY
+    burst_seconds: float = 5.0
+    clock: Callable[[], float] = time.monotonic
+    _bucket: TokenBucket = field(init=False)
+    # pod uid -> when its labelled node was first seen idle
+    _idle_since: dict[str, float] = field(default_factory=dict, init=False)
+    # pod uid -> (what we wrote, the pod's resourceVersion before): until the watched pod moves
+    # past that version, the write is in flight and the cache's labels are not yet the truth
+    _sent: dict[str, tuple[bool, str]] = field(default_factory=dict, init=False)
+    writes: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
         # a burst of `burst_seconds`' worth: passes come every --interval-seconds (4 s), and a bucket
         # holding one second's tokens would cap the rate at qps / interval
-        qps = settings.label_qps
-        self._bucket = TokenBucket(qps, clock, capacity=qps * burst_seconds)
-        self._release_seconds = settings.release_seconds
-        self._clock = clock
-        self._idle_since: dict[str, float] = {}  # pod uid -> when its labelled node was first seen idle
-        # pod uid -> (what we wrote, the pod's resourceVersion before): until the watched pod moves
-        # past that version, the write is in flight and the cache's labels are not yet the truth
-        self._sent: dict[str, tuple[bool, str]] = {}
-        self.writes = 0
+        qps = self.settings.label_qps
+        self._bucket = TokenBucket(qps, self.clock, capacity=qps * self.burst_seconds)
 
     def _have(self, pod: Pod) -> bool:
         sent = self._sent.get(pod.uid)
@@ -68,7 +66,7 @@ class BusyLabeler:
         if (skip := unready(view)) is not None:
             return skip
         pods, snap = view.pods, view.snapshot
-        now = self._clock()
+        now = self.clock()
         sets: list[Pod] = []
         removals: list[Pod] = []
         live: set[str] = set()
@@ -76,7 +74,7 @@ class BusyLabeler:
             if pod.deleting:
                 continue
             live.add(pod.uid)
-            node = snap.nodes.get(self._node_of(pod))
+            node = snap.nodes.get(self.node_of(pod))
             busy = node is not None and node.busy
             have = self._have(pod)
             if busy:
@@ -85,7 +83,7 @@ class BusyLabeler:
                     sets.append(pod)
             elif have:
                 since = self._idle_since.setdefault(pod.uid, now)
-                if now - since >= self._release_seconds:
+                if now - since >= self.settings.release_seconds:
                     removals.append(pod)
             else:
                 self._idle_since.pop(pod.uid, None)
@@ -99,7 +97,7 @@ class BusyLabeler:
                 log.info("busy_labels_deferred", left=len(due) - made)
                 break  # the rest on the next pass
             try:
-                await self._kube.label_pod(pod.namespace, pod.name, {LABEL: "true" if busy else None})
+                await self.kube.label_pod(pod.namespace, pod.name, {LABEL: "true" if busy else None})
             except Exception as exc:  # one pod's failure (gone, forbidden) must not stop the rest
                 log.warning("busy_label_failed", pod=pod.name, error=str(exc))
                 continue

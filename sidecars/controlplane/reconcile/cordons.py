@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 
 import structlog
 
@@ -56,50 +56,45 @@ class _Wanted:
     pod: Pod
 
 
+@dataclass(eq=False)
 class CordonSync:
     name = "cordons"
 
-    def __init__(
-        self,
-        kube: KubeClient,
-        nodes: NodeCache,
-        drains: DrainBatcher,
-        node_of: Callable[[Pod], str],
-        settings: CordonSettings | None = None,  # None: the flags' defaults
-        *,
-        slinky_mode: bool | None = False,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        settings = settings or CordonSettings()
-        self._kube = kube
-        self._nodes = nodes
-        self._drains = drains
-        self._node_of = node_of
-        self._taint_keys = frozenset(settings.taints)
-        self._slinky_mode = slinky_mode
-        self._clock = clock
-        self.held: dict[str, str] = {}  # Slurm node -> Kubernetes node, seen drained with our reason
-        # Slurm node -> when a pass first saw our drain in place (monotonic; dropped once another
-        # reason is seen there): a drain written after a read that began later re-applies it
-        self._ours_seen: dict[str, float] = {}
-        self._redraining: dict[str, _Wanted] = {}  # re-drains asked, reported once written
-        self._wanted: dict[str, _Wanted] = {}  # as the last pass saw them
-        self._owed: dict[str, _Wanted] = {}  # Events owed, kept until the API server takes them
-        self._looked: set[str] = set()  # Slurm nodes a cycle has seen cordoned (pruned to the fleet)
+    kube: KubeClient
+    nodes: NodeCache
+    drains: DrainBatcher
+    node_of: Callable[[Pod], str]
+    settings: CordonSettings = field(default_factory=CordonSettings)
+    _: KW_ONLY
+    slinky_mode: bool | None = False
+    clock: Callable[[], float] = time.monotonic
+    # Slurm node -> Kubernetes node, seen drained with our reason
+    held: dict[str, str] = field(default_factory=dict, init=False)
+    # Slurm node -> when a pass first saw our drain in place (monotonic; dropped once another
+    # reason is seen there): a drain written after a read that began later re-applies it
+    _ours_seen: dict[str, float] = field(default_factory=dict, init=False)
+    # re-drains asked, reported once written
+    _redraining: dict[str, _Wanted] = field(default_factory=dict, init=False)
+    _wanted: dict[str, _Wanted] = field(default_factory=dict, init=False)  # as the last pass saw them
+    # Events owed, kept until the API server takes them
+    _owed: dict[str, _Wanted] = field(default_factory=dict, init=False)
+    # Slurm nodes a cycle has seen cordoned (pruned to the fleet)
+    _looked: set[str] = field(default_factory=set, init=False)
 
     @property
     def ready(self) -> bool:
-        return self._nodes.synced.is_set()
+        return self.nodes.synced.is_set()
 
     def wanted(self, pods: Iterable[Pod]) -> dict[str, _Wanted]:
         """The Slurm nodes that a cordon asks to drain, with the Node and the pod that put them there."""
         out: dict[str, _Wanted] = {}
+        taint_keys = frozenset(self.settings.taints)
         for pod in pods:
-            host = self._nodes.nodes.get(pod.node_name) if pod.node_name else None
-            if slinky_pod(pod, self._slinky_mode) is True:
+            host = self.nodes.nodes.get(pod.node_name) if pod.node_name else None
+            if slinky_pod(pod, self.slinky_mode) is True:
                 continue  # the operator's cordon sync drains it
-            if host is not None and not pod.deleting and host.cordoned(self._taint_keys):
-                out[self._node_of(pod)] = _Wanted(host.name, pod)
+            if host is not None and not pod.deleting and host.cordoned(taint_keys):
+                out[self.node_of(pod)] = _Wanted(host.name, pod)
         return out
 
     def written(self, done: Written) -> None:
@@ -125,8 +120,8 @@ class CordonSync:
         await self._report()
         asked = 0
         wanted = self.wanted(pods)
-        pending = self._drains.pending
-        now = self._clock()
+        pending = self.drains.pending
+        now = self.clock()
         for name, want in sorted(wanted.items()):
             node = snap.nodes.get(name)
             if node is None:
@@ -148,7 +143,7 @@ class CordonSync:
                 self._redraining[name] = want  # ours was removed while the cordon holds
             if name in pending:
                 continue
-            self._drains.submit(name, "drain", reason)
+            self.drains.submit(name, "drain", reason)
             asked += 1
         self._looked = (self._looked | wanted.keys()) & snap.nodes.keys()
         self._wanted = wanted
@@ -158,7 +153,7 @@ class CordonSync:
         for name, node in snap.nodes.items():
             if name not in wanted and name not in pending and is_cordon_reason(node.reason):
                 assert node.reason is not None
-                self._drains.submit(name, "undrain", node.reason)  # only an exact match is undone
+                self.drains.submit(name, "undrain", node.reason)  # only an exact match is undone
                 asked += 1
         return Outcome(asked)
 
@@ -185,7 +180,7 @@ class CordonSync:
                 "uid": want.pod.uid,
             }
             try:
-                await self._kube.create_event(
+                await self.kube.create_event(
                     want.pod.namespace,
                     involved,
                     EventReason.SLURM_DRAIN_REAPPLIED,

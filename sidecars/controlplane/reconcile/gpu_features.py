@@ -12,6 +12,7 @@ operators) is logged once and leaves that node's features untouched: it never re
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 import structlog
 
@@ -26,44 +27,38 @@ from sidecars.slurm import SlurmClient, SlurmError
 log = structlog.get_logger(__name__)
 
 
+@dataclass(eq=False)
 class GpuFeatureSync:
     name = "gpu_features"
 
-    def __init__(
-        self,
-        slurm: SlurmClient,
-        nodes: NodeCache,
-        node_of: Callable[[Pod], str],
-        domains: ComputeDomainCache | None = None,
-        *,
-        slinky_mode: bool | None = False,
-    ) -> None:
-        self._slurm = slurm
-        self._nodes = nodes
-        self._node_of = node_of
-        self._domains = domains
-        self._slinky_mode = slinky_mode  # Slinky's pods get their features from the operator (slinky_specs)
-        self._said: dict[str, tuple[str, ...]] = {}  # Slurm node -> problems logged
-        self.writes = 0
+    slurm: SlurmClient
+    nodes: NodeCache
+    node_of: Callable[[Pod], str]
+    domains: ComputeDomainCache | None = None
+    _: KW_ONLY
+    slinky_mode: bool | None = False  # Slinky's pods get their features from the operator (slinky_specs)
+    # Slurm node -> problems logged
+    _said: dict[str, tuple[str, ...]] = field(default_factory=dict, init=False)
+    writes: int = field(default=0, init=False)
 
     @property
     def ready(self) -> bool:
-        return self._nodes.synced.is_set() and (self._domains is None or self._domains.synced.is_set())
+        return self.nodes.synced.is_set() and (self.domains is None or self.domains.synced.is_set())
 
     async def reconcile(self, view: View) -> Outcome:
         """One pass (leader only, after a refresh): the nodes whose domain features differ, written."""
         if (skip := unready(view, self.ready)) is not None:
             return skip
         pods, snap = view.pods, view.snapshot
-        domains = list(self._domains.items.values()) if self._domains is not None else []
+        domains = list(self.domains.items.values()) if self.domains is not None else []
         made = 0
         for pod in pods:
-            name = self._node_of(pod)
+            name = self.node_of(pod)
             node = snap.nodes.get(name)
-            host = self._nodes.nodes.get(pod.node_name) if pod.node_name else None
+            host = self.nodes.nodes.get(pod.node_name) if pod.node_name else None
             if node is None or host is None or pod.deleting:
                 continue  # nothing known of its domain: leave its features as they are
-            if slinky_pod(pod, self._slinky_mode):
+            if slinky_pod(pod, self.slinky_mode):
                 continue  # the operator sets them, as k8s/<feature>, from the Node's annotation
             want = wanted(host.name, host.labels, domains)
             if want.problems:
@@ -80,7 +75,7 @@ class GpuFeatureSync:
                 continue
             available = merged(node.features, want.features)
             try:
-                await self._slurm.set_features(name, available, merged(node.active_features, want.features))
+                await self.slurm.set_features(name, available, merged(node.active_features, want.features))
             except SlurmError as exc:  # the next pass tries again
                 log.warning("gpu_domain_write_failed", node=name, error=exc.message)
                 continue

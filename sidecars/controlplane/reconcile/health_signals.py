@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 
 import structlog
 
@@ -97,51 +97,45 @@ class Seen:
         }
 
 
+@dataclass(eq=False)
 class HealthSync:
     name = "health"
 
-    def __init__(
-        self,
-        nodes: NodeCache,
-        drains: DrainBatcher,
-        node_of: Callable[[Pod], str],
-        metrics: ControlPlaneMetrics,
-        emit: PodEmit,
-        settings: HealthSettings,
-        *,
-        slinky_mode: bool | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._nodes = nodes
-        self._drains = drains
-        self._node_of = node_of
-        self._metrics = metrics
-        self._emit = emit
-        self.signals = Signals(settings.conditions, settings.taints)
-        self._settle_seconds = settings.settle_seconds
-        self._max_fraction = settings.max_fraction
-        self._slinky_mode = slinky_mode
-        self._clock = clock
-        self.seen: dict[str, Seen] = {}  # Slurm node -> its signals now
-        self._clear_since: dict[str, float] = {}  # Slurm node held by us, no signal since then
-        self._capped_told: set[str] = set()  # one Event per capped episode
-        # drains asked and not yet seen in a snapshot (queued, being written, or written after the
-        # read this pass rests on): counted against the cap, not asked twice
-        self._asked: dict[str, float] = {}
-        self._lifted: dict[str, float] = {}  # the same for undrains: asked once, not each pass
+    nodes: NodeCache
+    drains: DrainBatcher
+    node_of: Callable[[Pod], str]
+    metrics: ControlPlaneMetrics
+    emit: PodEmit
+    settings: HealthSettings
+    _: KW_ONLY
+    slinky_mode: bool | None = None
+    clock: Callable[[], float] = time.monotonic
+    signals: Signals = field(init=False)
+    seen: dict[str, Seen] = field(default_factory=dict, init=False)  # Slurm node -> its signals now
+    # Slurm node held by us, no signal since then
+    _clear_since: dict[str, float] = field(default_factory=dict, init=False)
+    _capped_told: set[str] = field(default_factory=set, init=False)  # one Event per capped episode
+    # drains asked and not yet seen in a snapshot (queued, being written, or written after the
+    # read this pass rests on): counted against the cap, not asked twice
+    _asked: dict[str, float] = field(default_factory=dict, init=False)
+    # the same for undrains: asked once, not each pass
+    _lifted: dict[str, float] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.signals = Signals(self.settings.conditions, self.settings.taints)
 
     @property
     def ready(self) -> bool:
-        return self._nodes.synced.is_set()
+        return self.nodes.synced.is_set()
 
     def cap(self, workers: int) -> int:
-        return max(1, int(self._max_fraction * workers))
+        return max(1, int(self.settings.max_fraction * workers))
 
     def status(self) -> dict[str, object]:
-        now = self._clock()
+        now = self.clock()
         return {
             "signals": self.signals.names,
-            "settle_seconds": self._settle_seconds,
+            "settle_seconds": self.settings.settle_seconds,
             "nodes": {name: seen.as_json(now) for name, seen in sorted(self.seen.items())},
         }
 
@@ -149,11 +143,11 @@ class HealthSync:
         """Every worker with a signal now; `seen` kept (a node whose signals change starts again)."""
         found: dict[str, tuple[Pod, list[tuple[str, str]]]] = {}
         for pod in pods:
-            host = self._nodes.nodes.get(pod.node_name) if pod.node_name else None
+            host = self.nodes.nodes.get(pod.node_name) if pod.node_name else None
             if host is None or pod.deleting:
                 continue
             if sigs := self.signals.of(host):
-                name = self._node_of(pod)
+                name = self.node_of(pod)
                 found[name] = (pod, sigs)
                 old = self.seen.get(name)
                 if old is None or [n for n, _ in old.signals] != [n for n, _ in sigs]:
@@ -167,10 +161,10 @@ class HealthSync:
         if (skip := unready(view, self.ready)) is not None:
             return skip
         pods, snap = view.pods, view.snapshot
-        now = self._clock()
+        now = self.clock()
         found = self._look(pods, now)
-        by_name = {self._node_of(p): p for p in pods}
-        pending = self._drains.pending
+        by_name = {self.node_of(p): p for p in pods}
+        pending = self.drains.pending
         ours_drained = {n for n, node in snap.nodes.items() if node.drain and is_health_reason(node.reason)}
         self._asked = {
             n: t for n, t in self._asked.items() if n not in ours_drained and now - t < ASKED_SECONDS
@@ -188,19 +182,19 @@ class HealthSync:
             if node is None or name in pending:
                 continue
             operators = (
-                slinky_pod(pod, self._slinky_mode) is True and pod.annotations.get(POD_CORDON) == "true"
+                slinky_pod(pod, self.slinky_mode) is True and pod.annotations.get(POD_CORDON) == "true"
             )
             if node.drain or operators:
                 seen.state = "other_drain"  # someone's drain (or the operator's, coming): theirs to lift
                 continue
-            if now - seen.since < self._settle_seconds:
+            if now - seen.since < self.settings.settle_seconds:
                 seen.state = "waiting"
                 continue
             if held >= cap:
                 seen.state = "capped"
                 if name not in self._capped_told:
                     self._capped_told.add(name)
-                    self._metrics.health_actions.labels("capped").inc()
+                    self.metrics.health_actions.labels("capped").inc()
                     log.warning("health_drain_capped", node=name, signal=sigs[0][0], held=held, cap=cap)
                     await self._event(
                         pod,
@@ -219,10 +213,10 @@ class HealthSync:
 
     async def _drain(self, name: str, pod: Pod, seen: Seen, sigs: list[tuple[str, str]]) -> int:
         signal, detail = sigs[0]
-        self._drains.submit(name, "drain", health_reason(signal, seen.kube_node))
-        self._asked[name] = self._clock()
+        self.drains.submit(name, "drain", health_reason(signal, seen.kube_node))
+        self._asked[name] = self.clock()
         seen.state = "drained"
-        self._metrics.health_actions.labels("drain").inc()
+        self.metrics.health_actions.labels("drain").inc()
         log.warning("health_drain", node=name, signal=signal, detail=detail, kube_node=seen.kube_node)
         await self._event(
             pod,
@@ -242,19 +236,19 @@ class HealthSync:
     ) -> int:
         """Undrain ours (by the exact reason) where no signal has shown for `settle_seconds`."""
         made = 0
-        pending = self._drains.pending
+        pending = self.drains.pending
         self._lifted = {n: t for n, t in self._lifted.items() if n in drained and now - t < ASKED_SECONDS}
         for name in sorted(drained - found.keys() - self._lifted.keys()):
             pod = by_name.get(name)
             if pod is not None and pod.deleting:
                 continue  # going away: its drain hook owns the node now, and ours keeps jobs off it
             since = self._clear_since.setdefault(name, now)
-            if now - since < self._settle_seconds or name in pending:
+            if now - since < self.settings.settle_seconds or name in pending:
                 continue
             reason = nodes[name].reason
             assert reason is not None
-            self._drains.submit(name, "undrain", reason)  # only an exact match is undone
-            self._metrics.health_actions.labels("undrain").inc()
+            self.drains.submit(name, "undrain", reason)  # only an exact match is undone
+            self.metrics.health_actions.labels("undrain").inc()
             made += 1
             self._lifted[name] = now
             self._clear_since.pop(name, None)
@@ -273,12 +267,12 @@ class HealthSync:
             for name, _ in seen.signals:
                 per_signal[name] = per_signal.get(name, 0) + 1
         for state, count in counts.items():
-            self._metrics.health_nodes.labels(state).set(count)
+            self.metrics.health_nodes.labels(state).set(count)
         for signal, count in per_signal.items():
-            self._metrics.health_signals.labels(signal).set(count)
+            self.metrics.health_signals.labels(signal).set(count)
 
     async def _event(self, pod: Pod, reason: EventReason, message: str, type: EventType) -> None:
         try:
-            await self._emit(pod, reason, message, type)
+            await self.emit(pod, reason, message, type)
         except Exception as exc:  # reporting must never stop the sync
             log.warning("kube_event_failed", reason=reason, error=str(exc))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 import structlog
 
@@ -60,49 +61,45 @@ def _on_pod(pod: Pod) -> dict[str, tuple[str, str]]:
     return {t: (s, m) for t, s, m in pod.conditions if t in TYPES}
 
 
+@dataclass(eq=False)
 class ConditionWriter:
     name = "pod_conditions"
 
-    def __init__(
-        self,
-        kube: KubeClient,
-        node_of: Callable[[Pod], str],
-        settings: ConditionSettings | None = None,  # None: the flags' defaults
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        slinky_mode: bool | None = False,
-    ) -> None:
-        settings = settings or ConditionSettings()
-        self._kube = kube
-        self._slinky_mode = slinky_mode
-        self._node_of = node_of
-        self._bucket = TokenBucket(settings.qps, clock)
-        self._settle_seconds = settings.settle_seconds
-        self._clock = clock
-        self._seen: dict[str, tuple[Conditions, float]] = {}  # pod uid -> (wanted, since when)
-        self._sent: dict[str, Conditions] = {}  # pod uid -> what we last wrote
-        self.writes = 0
+    kube: KubeClient
+    node_of: Callable[[Pod], str]
+    settings: ConditionSettings = field(default_factory=ConditionSettings)
+    _: KW_ONLY
+    clock: Callable[[], float] = time.monotonic
+    slinky_mode: bool | None = False
+    _bucket: TokenBucket = field(init=False)
+    # pod uid -> (wanted, since when)
+    _seen: dict[str, tuple[Conditions, float]] = field(default_factory=dict, init=False)
+    _sent: dict[str, Conditions] = field(default_factory=dict, init=False)  # pod uid -> what we last wrote
+    writes: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self._bucket = TokenBucket(self.settings.qps, self.clock)
 
     async def reconcile(self, view: View) -> Outcome:
         """One pass after a refresh: write the pods whose settled conditions differ."""
         if (skip := unready(view)) is not None:
             return skip
         pods, snap = view.pods, view.snapshot
-        now = self._clock()
+        now = self.clock()
         due: list[tuple[Pod, Conditions]] = []
         live: set[str] = set()
         for pod in pods:
-            node = snap.nodes.get(self._node_of(pod))
-            if node is None or pod.deleting or slinky_pod(pod, self._slinky_mode) is True:
+            node = snap.nodes.get(self.node_of(pod))
+            if node is None or pod.deleting or slinky_pod(pod, self.slinky_mode) is True:
                 continue
             live.add(pod.uid)
             want = conditions(node)
             seen = self._seen.get(pod.uid)
             if seen is None or seen[0] != want:
                 self._seen[pod.uid] = (want, now)  # a new state: it must hold before it is written
-                if seen is not None or self._settle_seconds > 0:
+                if seen is not None or self.settings.settle_seconds > 0:
                     continue
-            elif now - seen[1] < self._settle_seconds:
+            elif now - seen[1] < self.settings.settle_seconds:
                 continue
             if self._sent.get(pod.uid) == want:
                 continue
@@ -131,7 +128,7 @@ class ConditionWriter:
                 for t, s, r, m in want
             ]
             try:
-                await patch_pod_conditions(self._kube, pod.namespace, pod.name, body)
+                await patch_pod_conditions(self.kube, pod.namespace, pod.name, body)
             except Exception as exc:  # one pod's failure (gone, forbidden) must not stop the rest
                 log.warning("pod_conditions_failed", pod=pod.name, error=str(exc))
                 continue

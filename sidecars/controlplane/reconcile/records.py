@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 
 import structlog
 
@@ -50,40 +51,31 @@ def gres_reason(have: int, want: int) -> str:
     return f"{GRES_PREFIX}registered gpu:{have}, its pod asks for gpu:{want}"
 
 
+@dataclass(eq=False)
 class RecordKeeper:
     name = "records"
 
-    def __init__(
-        self,
-        slurm: SlurmClient,
-        drains: DrainBatcher,
-        node_of: Callable[[Pod], str],
-        metrics: ControlPlaneMetrics,
-        events: EventSink,
-        emit: PodEmit,
-        *,
-        namespace: str,
-        policy: RecordSettings | None = None,  # None: the flags' defaults
-        clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], float] = time.time,
-    ) -> None:
-        policy = policy or RecordSettings()
-        self._slurm = slurm
-        self._drains = drains
-        self._node_of = node_of
-        self._metrics = metrics
-        self._events = events
-        self._emit = emit
-        self._namespace = namespace
-        self.policy = policy
-        self._clock = clock
-        self._wall = wall
-        self.known: set[str] = set()  # Slurm nodes we saw a worker pod hold
-        self.orphaned: dict[str, float] = {}  # Slurm node -> since when no pod holds it
-        self.kept: dict[str, tuple[int, ...]] = {}  # Slurm node -> the jobs that keep its record
-        self.short: dict[str, int] = {}  # Slurm node -> the GPUs its pod asks for, while short
-        self._asked: dict[str, tuple[str, float]] = {}  # node -> its GRES drain or undrain asked, when
-        self.deleted = 0
+    slurm: SlurmClient
+    drains: DrainBatcher
+    node_of: Callable[[Pod], str]
+    metrics: ControlPlaneMetrics
+    events: EventSink
+    emit: PodEmit
+    _: KW_ONLY
+    namespace: str
+    policy: RecordSettings = field(default_factory=RecordSettings)
+    clock: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
+    known: set[str] = field(default_factory=set, init=False)  # Slurm nodes we saw a worker pod hold
+    # Slurm node -> since when no pod holds it
+    orphaned: dict[str, float] = field(default_factory=dict, init=False)
+    # Slurm node -> the jobs that keep its record
+    kept: dict[str, tuple[int, ...]] = field(default_factory=dict, init=False)
+    # Slurm node -> the GPUs its pod asks for, while short
+    short: dict[str, int] = field(default_factory=dict, init=False)
+    # node -> its GRES drain or undrain asked, when
+    _asked: dict[str, tuple[str, float]] = field(default_factory=dict, init=False)
+    deleted: int = field(default=0, init=False)
 
     ready = True
 
@@ -101,20 +93,20 @@ class RecordKeeper:
         snap = view.snapshot
         if not snap.reachable:
             return Outcome(skipped="the controller does not answer")
-        if self._wall() - snap.taken_at > self.policy.stale_seconds:
+        if self.wall() - snap.taken_at > self.policy.stale_seconds:
             return Outcome(skipped="the fleet read is stale")
-        held = {self._node_of(p): p for p in view.pods}
+        held = {self.node_of(p): p for p in view.pods}
         for gone in [n for n in self._asked if n not in snap.nodes]:
             del self._asked[gone]
         writes = await self._gres(held, snap)
         writes += await self._ghosts(held, snap)
-        self._metrics.node_records.labels("orphaned").set(len(self.orphaned))
-        self._metrics.node_records.labels("gres_short").set(len(self.short))
+        self.metrics.node_records.labels("orphaned").set(len(self.orphaned))
+        self.metrics.node_records.labels("gres_short").set(len(self.short))
         return Outcome(writes)
 
     # ------------------------------------------------------------------ GPUs short
     async def _gres(self, held: Mapping[str, Pod], snap: FleetSnapshot) -> int:
-        now, writes = self._clock(), 0
+        now, writes = self.clock(), 0
         for name in [n for n in self.short if n not in held]:
             del self.short[name]  # its pod is gone (a record left is a ghost's, below)
         for name, pod in held.items():
@@ -124,11 +116,11 @@ class RecordKeeper:
             ours = (node.reason or "").startswith(GRES_PREFIX)
             if node.gpus >= pod.gpus:
                 if ours and node.drain and self._ask(name, "undrain", now):
-                    self._drains.submit(name, "undrain", node.reason or "")  # only an exact match is undone
+                    self.drains.submit(name, "undrain", node.reason or "")  # only an exact match is undone
                     await self._tell(
                         pod, EventReason.SLURM_GRES_HEALED, f"Slurm node {name} registered gpu:{node.gpus}"
                     )
-                    self._metrics.node_record_actions.labels("gres_undrain").inc()
+                    self.metrics.node_record_actions.labels("gres_undrain").inc()
                     writes += 1
                 elif name in self.short and not ours:
                     await self._tell(
@@ -141,8 +133,8 @@ class RecordKeeper:
             if node.drain and not ours:
                 continue  # someone else's drain holds it out already; theirs to lift
             if not node.drain and self._ask(name, "drain", now):
-                self._drains.submit(name, "drain", gres_reason(node.gpus, pod.gpus))
-                self._metrics.node_record_actions.labels("gres_drain").inc()
+                self.drains.submit(name, "drain", gres_reason(node.gpus, pod.gpus))
+                self.metrics.node_record_actions.labels("gres_drain").inc()
                 writes += 1
             if first:
                 await self._tell(
@@ -164,10 +156,10 @@ class RecordKeeper:
 
     # ------------------------------------------------------------------ ghosts
     def _ours(self, node: FleetNode) -> bool:
-        return node.name in self.known or (node.pod is not None and node.pod.namespace == self._namespace)
+        return node.name in self.known or (node.pod is not None and node.pod.namespace == self.namespace)
 
     async def _ghosts(self, held: Mapping[str, Pod], snap: FleetSnapshot) -> int:
-        now = self._clock()
+        now = self.clock()
         dynamic = [n for n in snap.nodes.values() if DYNAMIC in n.flags]
         self.known.update(n for n in held if n in snap.nodes)
         self.known &= snap.nodes.keys()
@@ -190,13 +182,13 @@ class RecordKeeper:
         lost = sum(1 for n in due if n in ghosts)
         if lost > max(1, len(dynamic) // 2):
             log.warning("node_records_held", due=lost, dynamic=len(dynamic), why="more than half at once")
-            self._metrics.node_record_actions.labels("held").inc()
+            self.metrics.node_record_actions.labels("held").inc()
             return 0
-        jobs = await self._slurm.job_nodes()  # asked now, not from the snapshot: a job may have started
+        jobs = await self.slurm.job_nodes()  # asked now, not from the snapshot: a job may have started
         writes = 0
         for name in due:
             if writes >= self.policy.deletes_per_pass:
-                self._metrics.node_record_actions.labels("capped").inc()
+                self.metrics.node_record_actions.labels("capped").inc()
                 break
             writes += await self._delete(snap.nodes[name], jobs, held.get(name))
         return writes
@@ -207,9 +199,9 @@ class RecordKeeper:
         if naming or node.busy:
             if self.kept.get(name) != naming:
                 self.kept[name] = naming
-                self._metrics.node_record_actions.labels("kept").inc()
+                self.metrics.node_record_actions.labels("kept").inc()
                 log.warning("node_record_kept", node=name, jobs=list(naming))
-                await self._events.emit(
+                await self.events.emit(
                     EventReason.SLURM_RECORD_KEPT,
                     f"Slurm node {name}'s record is kept: jobs {', '.join(map(str, naming))} hold or "
                     "name it (deleting it would kill a pending job at the next reconfigure)",
@@ -217,18 +209,16 @@ class RecordKeeper:
                 )
             return 0
         try:
-            await self._slurm.delete_node(name)
+            await self.slurm.delete_node(name)
         except SlurmError as exc:  # the next pass tries again
-            self._metrics.node_record_actions.labels("failed").inc()
+            self.metrics.node_record_actions.labels("failed").inc()
             log.warning("node_record_delete_failed", node=name, error=exc.message)
             return 0
         why = "its pod asks for GPUs it did not register" if pod is not None else "no worker pod holds it"
         self.deleted += 1
-        self._metrics.node_record_actions.labels("deleted").inc()
+        self.metrics.node_record_actions.labels("deleted").inc()
         log.info("node_record_deleted", node=name, why=why)
-        await self._events.emit(
-            EventReason.SLURM_RECORD_DELETED, f"Slurm node {name}'s record deleted: {why}"
-        )
+        await self.events.emit(EventReason.SLURM_RECORD_DELETED, f"Slurm node {name}'s record deleted: {why}")
         for held in (self.orphaned, self.kept, self._asked):
             held.pop(name, None)  # `short` stays: its pod's node is told healed when it registers right
         self.known.discard(name)
@@ -237,6 +227,6 @@ class RecordKeeper:
     async def _tell(self, pod: Pod, reason: EventReason, message: str, type: EventType = "Normal") -> None:
         log.info("node_record_gres", pod=pod.name, reason=reason, detail=message)
         try:
-            await self._emit(pod, reason, message, type)
+            await self.emit(pod, reason, message, type)
         except Exception as exc:  # reporting must never stop the writer
             log.warning("kube_event_failed", reason=reason, error=str(exc))

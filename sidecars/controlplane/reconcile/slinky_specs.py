@@ -19,6 +19,7 @@ refuse to compute (a missing label) writes nothing. One patch per Node, only whe
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 
 import structlog
 
@@ -56,37 +57,32 @@ def features_value(have: str | None, features: Sequence[str]) -> str | None:
     return ",".join(words) if words else None
 
 
+@dataclass(eq=False)
 class SlinkySpecs:
     name = "slinky_specs"
 
-    def __init__(
-        self,
-        kube: KubeClient,
-        nodes: NodeCache,
-        *,
-        slinky_mode: bool | None,
-        topology: TopologySpec | None,
-        gpu_features: bool,
-        domains: ComputeDomainCache | None = None,
-        qps: float = QPS,
-    ) -> None:
-        self._kube = kube
-        self._nodes = nodes
-        self._slinky_mode = slinky_mode
-        self.topology = topology
-        self.gpu_features = gpu_features
-        self._domains = domains
-        self._bucket = TokenBucket(qps)
-        self.writes = 0
+    kube: KubeClient
+    nodes: NodeCache
+    _: KW_ONLY
+    slinky_mode: bool | None
+    topology: TopologySpec | None
+    gpu_features: bool
+    domains: ComputeDomainCache | None = None
+    qps: float = QPS
+    _bucket: TokenBucket = field(init=False)
+    writes: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self._bucket = TokenBucket(self.qps)
 
     @property
     def ready(self) -> bool:
-        return self._nodes.synced.is_set() and (self._domains is None or self._domains.synced.is_set())
+        return self.nodes.synced.is_set() and (self.domains is None or self.domains.synced.is_set())
 
     def hosts(self, pods: Sequence[Pod]) -> set[str]:
         """The Kubernetes Nodes that run a Slinky worker pod: the ones whose annotations we keep."""
         return {
-            p.node_name for p in pods if p.node_name and not p.deleting and slinky_pod(p, self._slinky_mode)
+            p.node_name for p in pods if p.node_name and not p.deleting and slinky_pod(p, self.slinky_mode)
         }
 
     async def reconcile(self, view: View) -> Outcome:
@@ -94,7 +90,7 @@ class SlinkySpecs:
             return skip
         made = 0
         for name in sorted(self.hosts(view.pods)):
-            host = self._nodes.nodes.get(name)
+            host = self.nodes.nodes.get(name)
             if host is None:
                 continue
             patch = self._patch(host)
@@ -103,7 +99,7 @@ class SlinkySpecs:
             if not self._bucket.take():
                 return Outcome(made, skipped="" if made else "rate limited: the rest at the next pass")
             try:
-                await self._kube.annotate_node(name, patch)
+                await self.kube.annotate_node(name, patch)
             except Exception as exc:  # the next pass writes it again
                 log.warning("slinky_spec_write_failed", kube_node=name, error=str(exc))
                 continue
@@ -122,7 +118,7 @@ class SlinkySpecs:
                 if value != have.get(TOPOLOGY_SPEC):
                     out[TOPOLOGY_SPEC] = value
         if self.gpu_features:
-            domains = list(self._domains.items.values()) if self._domains is not None else []
+            domains = list(self.domains.items.values()) if self.domains is not None else []
             want = wanted(host.name, host.labels, domains)
             if not want.problems:
                 features = features_value(have.get(FEATURES_SPEC), want.features)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import structlog
@@ -38,54 +39,45 @@ log = structlog.get_logger(__name__)
 COMPONENT = "slurm-sidecars-control-plane"
 
 
+@dataclass(eq=False)
 class TopologySync:
     name = "topology"
 
-    def __init__(
-        self,
-        kube: KubeClient,
-        slurm: SlurmClient,
-        nodes: NodeCache,
-        node_of: Callable[[Pod], str],
-        spec: TopologySpec,
-        *,
-        namespace: str,
-        settings: TopologySettings | None = None,  # None: the flags' defaults
-        retry_seconds: float = 60.0,
-        slinky_mode: bool | None = False,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        settings = settings or TopologySettings()
-        self._kube = kube
-        self._slurm = slurm
-        self._nodes = nodes
-        self._node_of = node_of
-        self.spec = spec
-        self._namespace = namespace
-        self._configmap = settings.configmap
-        self._settle_seconds = settings.settle_seconds
-        self._retry = retry_seconds
-        self._clock = clock
-        # Slinky's pods are placed by the operator from the Node's annotation (slinky_specs): kept
-        # in the rendered file (the operator needs one), never moved in place by us
-        self._slinky_mode = slinky_mode
-        self._operators: set[str] = set()
-        self.placed: dict[str, Placement] = {}  # Slurm node -> its last good place
-        self.refused: dict[str, str] = {}  # Slurm node -> why its labels were refused (reported once)
-        self._seen: dict[str, tuple[Placement, float]] = {}  # a new place, and since when
-        self._sent: dict[str, tuple[str, float]] = {}  # node -> (value written, epoch when)
-        self._failed: dict[str, tuple[str, float]] = {}  # node -> (value Slurm refused, when)
-        self.in_place: bool | None = None  # None until the release is known
-        self.release = ""
-        self.file_name = ""
-        self.rendered = ""
-        self._written: str | None = None  # the ConfigMap's content as we last wrote it
-        self.last_error: str | None = None
-        self.moves = 0
+    kube: KubeClient
+    slurm: SlurmClient
+    nodes: NodeCache
+    node_of: Callable[[Pod], str]
+    spec: TopologySpec
+    _: KW_ONLY
+    namespace: str
+    settings: TopologySettings = field(default_factory=TopologySettings)
+    retry_seconds: float = 60.0
+    # Slinky's pods are placed by the operator from the Node's annotation (slinky_specs): kept
+    # in the rendered file (the operator needs one), never moved in place by us
+    slinky_mode: bool | None = False
+    clock: Callable[[], float] = time.monotonic
+    _operators: set[str] = field(default_factory=set, init=False)
+    # Slurm node -> its last good place
+    placed: dict[str, Placement] = field(default_factory=dict, init=False)
+    # Slurm node -> why its labels were refused (reported once)
+    refused: dict[str, str] = field(default_factory=dict, init=False)
+    # a new place, and since when
+    _seen: dict[str, tuple[Placement, float]] = field(default_factory=dict, init=False)
+    # node -> (value written, epoch when)
+    _sent: dict[str, tuple[str, float]] = field(default_factory=dict, init=False)
+    # node -> (value Slurm refused, when)
+    _failed: dict[str, tuple[str, float]] = field(default_factory=dict, init=False)
+    in_place: bool | None = field(default=None, init=False)  # None until the release is known
+    release: str = field(default="", init=False)
+    file_name: str = field(default="", init=False)
+    rendered: str = field(default="", init=False)
+    _written: str | None = field(default=None, init=False)  # the ConfigMap's content as we last wrote it
+    last_error: str | None = field(default=None, init=False)
+    moves: int = field(default=0, init=False)
 
     @property
     def ready(self) -> bool:
-        return self._nodes.synced.is_set()
+        return self.nodes.synced.is_set()
 
     def status(self) -> dict[str, Any]:
         return {
@@ -95,7 +87,7 @@ class TopologySync:
             "mode": None if self.in_place is None else ("in-place" if self.in_place else "file"),
             "release": self.release or None,
             "file": self.file_name or None,
-            "configmap": self._configmap or None,
+            "configmap": self.settings.configmap or None,
             "placed": len(self.placed),
             "refused": dict(sorted(self.refused.items())),
             "moves": self.moves,
@@ -105,7 +97,7 @@ class TopologySync:
     async def _release(self) -> None:
         if self.in_place is not None:
             return
-        version = await self._slurm.version()
+        version = await self.slurm.version()
         self.release = str(version)
         self.in_place = version.at_least(25, 5)
         self.file_name = "topology.yaml" if self.in_place else "topology.conf"
@@ -114,7 +106,7 @@ class TopologySync:
                 "topology_in_place_unavailable",
                 release=self.release,
                 detail="in-place topology update needs Slurm 25.05+: only the rendered topology.conf applies",
-                configmap=self._configmap or None,
+                configmap=self.settings.configmap or None,
             )
 
     async def reconcile(self, view: View) -> Outcome:
@@ -124,12 +116,12 @@ class TopologySync:
         pods, snap = view.pods, view.snapshot
         moves = self.moves
         await self._release()
-        now = self._clock()
+        now = self.clock()
         live: set[str] = set()
-        self._operators = {self._node_of(p) for p in pods if slinky_pod(p, self._slinky_mode)}
+        self._operators = {self.node_of(p) for p in pods if slinky_pod(p, self.slinky_mode)}
         for pod in pods:
-            host = self._nodes.nodes.get(pod.node_name) if pod.node_name else None
-            name = self._node_of(pod)
+            host = self.nodes.nodes.get(pod.node_name) if pod.node_name else None
+            name = self.node_of(pod)
             if host is None or pod.deleting or name not in snap.nodes:
                 continue
             live.add(name)
@@ -148,9 +140,9 @@ class TopologySync:
             seen = self._seen.get(name)
             if seen is None or seen[0] != got:
                 self._seen[name] = (got, now)  # a new place must hold `settle_seconds` (a first one need not)
-                if have is not None and self._settle_seconds > 0:
+                if have is not None and self.settings.settle_seconds > 0:
                     continue
-            elif now - seen[1] < self._settle_seconds:
+            elif now - seen[1] < self.settings.settle_seconds:
                 continue
             self._seen.pop(name, None)
             self.placed[name] = got
@@ -163,7 +155,7 @@ class TopologySync:
         return Outcome(self.moves - moves + written)
 
     async def _move(self, snap: FleetSnapshot) -> None:
-        now = self._clock()
+        now = self.clock()
         wanted: list[tuple[str, str]] = []
         for name, place in self.placed.items():
             if name in self._operators:
@@ -176,12 +168,12 @@ class TopologySync:
             if sent is not None and sent[0] == value and snap.taken_at <= sent[1]:
                 continue  # written after this snapshot was taken: the next one shows it
             failed = self._failed.get(name)
-            if failed is not None and failed[0] == value and now - failed[1] < self._retry:
+            if failed is not None and failed[0] == value and now - failed[1] < self.retry_seconds:
                 continue
             wanted.append((name, value))
         for value, names in sorted(group(wanted).items()):
             try:
-                await self._slurm.set_topology(names, value)
+                await self.slurm.set_topology(names, value)
             except SlurmError as exc:
                 self.last_error = f"{hostlist.compress(names)} topology={value}: {exc.message}"
                 log.warning(
@@ -203,16 +195,21 @@ class TopologySync:
         """Render the file, and write it to the ConfigMap when it changed; True when written."""
         render = render_yaml if self.in_place else render_conf
         self.rendered = render(self.spec, self.placed)
-        if not self._configmap or self.rendered == self._written:
+        if not self.settings.configmap or self.rendered == self._written:
             return False
         try:
-            await self._kube.put_config_map(self._namespace, self._configmap, {self.file_name: self.rendered})
+            await self.kube.put_config_map(
+                self.namespace, self.settings.configmap, {self.file_name: self.rendered}
+            )
         except Exception as exc:  # the next pass writes it again
-            log.warning("topology_configmap_failed", configmap=self._configmap, error=str(exc))
+            log.warning("topology_configmap_failed", configmap=self.settings.configmap, error=str(exc))
             return False
         self._written = self.rendered
         log.info(
-            "topology_file_written", configmap=self._configmap, file=self.file_name, nodes=len(self.placed)
+            "topology_file_written",
+            configmap=self.settings.configmap,
+            file=self.file_name,
+            nodes=len(self.placed),
         )
         return True
 
@@ -224,7 +221,7 @@ class TopologySync:
         log.warning("topology_refused", node=name, kube_node=kube_node, pod=pod.name, why=why)
         involved = {"kind": "Pod", "name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
         try:
-            await self._kube.create_event(
+            await self.kube.create_event(
                 pod.namespace,
                 involved,
                 EventReason.SLURM_TOPOLOGY_REFUSED,

@@ -20,6 +20,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 import structlog
 
@@ -49,37 +50,30 @@ def healthy(node: FleetNode, pod: Pod) -> str | None:
     return None
 
 
+@dataclass(eq=False)
 class UnownedPolicy:
     name = "unowned_policy"
 
-    def __init__(
-        self,
-        slurm: SlurmClient,
-        recycler: Recycler,
-        node_of: Callable[[Pod], str],
-        emit: PodEmit,
-        settings: UnownedSettings,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._slurm = slurm
-        self._recycler = recycler
-        self._node_of = node_of
-        self._emit = emit
-        self._settings = settings
-        self._clock = clock
-        self._seen: dict[str, tuple[tuple[str, int | None], float]] = {}  # node -> (drain, first seen)
-        self._resumed: deque[float] = deque()
-        self.resumed = 0
-        self.recycled = 0
+    slurm: SlurmClient
+    recycler: Recycler
+    node_of: Callable[[Pod], str]
+    emit: PodEmit
+    settings: UnownedSettings
+    _: KW_ONLY
+    clock: Callable[[], float] = time.monotonic
+    # node -> (drain, first seen)
+    _seen: dict[str, tuple[tuple[str, int | None], float]] = field(default_factory=dict, init=False)
+    _resumed: deque[float] = field(default_factory=deque, init=False)
+    resumed: int = field(default=0, init=False)
+    recycled: int = field(default=0, init=False)
 
     async def reconcile(self, view: View) -> Outcome:
         if (skip := unready(view)) is not None:
             return skip
         if not view.snapshot.reachable:
             return Outcome(skipped="slurmctld unreachable")
-        now = self._clock()
-        pods = {self._node_of(p): p for p in view.pods if not p.deleting}
+        now = self.clock()
+        pods = {self.node_of(p): p for p in view.pods if not p.deleting}
         seen: dict[str, tuple[tuple[str, int | None], float]] = {}
         due: list[tuple[unowned.Unowned, Pod]] = []
         for drain in unowned.scan(view.snapshot.nodes.values()):
@@ -90,19 +84,19 @@ class UnownedPolicy:
             old = self._seen.get(drain.node)
             since = old[1] if old is not None and old[0] == key else now
             seen[drain.node] = (key, since)
-            if now - since >= self._settings.settle_seconds:
+            if now - since >= self.settings.settle_seconds:
                 due.append((drain, pod))
         self._seen = seen
-        while self._resumed and self._resumed[0] <= now - self._recycler.policy.window_seconds:
+        while self._resumed and self._resumed[0] <= now - self.recycler.policy.window_seconds:
             self._resumed.popleft()
-        cap = max(1, math.floor(self._recycler.policy.fraction * len(pods)))
+        cap = max(1, math.floor(self.recycler.policy.fraction * len(pods)))
         made = 0
         for drain, pod in sorted(due, key=lambda d: d[0].node):
             node = view.snapshot.nodes[drain.node]
             why_not = healthy(node, pod)
             if why_not is not None:
                 detail = f"Slurm's drain '{drain.reason}' ({drain.cause.value}) and {why_not}"
-                self._recycler.report(pod.namespace, pod.name, False, detail)
+                self.recycler.report(pod.namespace, pod.name, False, detail)
                 self._seen.pop(drain.node, None)  # judged again once the pod is back
                 self.recycled += 1
                 log.warning("unowned_drain_recycle", node=drain.node, pod=pod.name, why=why_not)
@@ -118,7 +112,7 @@ class UnownedPolicy:
 
     async def _resume(self, drain: unowned.Unowned, pod: Pod) -> bool:
         try:
-            fresh = await self._slurm.node(drain.node)
+            fresh = await self.slurm.node(drain.node)
         except SlurmError as exc:
             log.warning("unowned_drain_read_failed", node=drain.node, error=exc.message)
             return False
@@ -126,7 +120,7 @@ class UnownedPolicy:
         if fresh is None or text != drain.reason:
             return False  # gone, or drained anew by someone since the snapshot: theirs now
         try:
-            await self._slurm.resume([drain.node])
+            await self.slurm.resume([drain.node])
         except SlurmError as exc:
             log.warning("unowned_drain_resume_failed", node=drain.node, error=exc.message)
             return False
@@ -137,7 +131,7 @@ class UnownedPolicy:
         )
         log.warning("unowned_drain_resumed", node=drain.node, reason=drain.reason, cause=drain.cause.value)
         try:
-            await self._emit(pod, RESUMED, message, "Normal")
+            await self.emit(pod, RESUMED, message, "Normal")
         except Exception as exc:  # the resume is done; its report must not undo the pass
             log.warning("unowned_drain_event_failed", node=drain.node, error=str(exc))
         return True

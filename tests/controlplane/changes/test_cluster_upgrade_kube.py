@@ -28,7 +28,7 @@ import yaml
 from sidecars.controlplane.changes import KubeClusterRoles, KubeRoleNames
 from sidecars.controlplane.changes.cluster_roles.kube_jobs import TemplateError, backup_job
 from sidecars.controlplane.changes.cluster_upgrade.stages import ClusterUpgrade
-from sidecars.controlplane.settings import configure, from_args
+from sidecars.controlplane.settings import ClusterUpgradeSettings, configure, from_args
 from sidecars.devcluster import ClusterSpec, Release
 from sidecars.devcluster.swap_roles import DevClusterRoles
 from sidecars.kube import KubeClient
@@ -157,16 +157,14 @@ async def kube(release: Release, newer: Release, request: pytest.FixtureRequest)
                 dev = DevClusterRoles(c, {"chroot": release, "sid": newer}, worker_timeout_seconds=30)
                 names = KubeRoleNames(
                     namespace=NAMESPACE,
-                    slurmdbd_kind="Deployment",
-                    slurmdbd_name="slurmdbd",
-                    slurmdbd_container="slurmdbd",
-                    slurmctld_statefulset="slurmctld",
-                    slurmctld_container="slurmctld",
-                    state_image="registry.example/slurm-sidecars:1",
-                    backup_configmap=BACKUP_CM,
-                    without_backup=False,
-                    rollout_timeout_seconds=120,  # a loaded CI machine; no test here waits it out
-                    job_timeout_seconds=60,
+                    upgrade=ClusterUpgradeSettings(
+                        slurmdbd_workload=("Deployment", "slurmdbd"),
+                        slurmctld_statefulset="slurmctld",
+                        state_image="registry.example/slurm-sidecars:1",
+                        backup_job_configmap=BACKUP_CM,
+                        rollout_timeout_seconds=120,  # a loaded CI machine; no test here waits it out
+                        job_timeout_seconds=60,
+                    ),
                     own_pod="control-plane-5f7d9-abcde",
                     poll_interval_seconds=0.2,
                 )
@@ -437,9 +435,14 @@ async def test_what_is_missing_or_unsafe_is_refused_before_anything_changes(kube
     del fake.config_maps[(NAMESPACE, BACKUP_CM)]
     await preflight_says(f"ConfigMap {BACKUP_CM} with the backup Job's template (key job.yaml) is not there")
     # a workload named that does not exist, and the control plane inside slurmctld's own pod
-    kube.roles.names = replace(kube.roles.names, slurmdbd_name="accounting", without_backup=True)
+    names = kube.roles.names
+    moved = replace(
+        names.upgrade, slurmdbd_workload=("Deployment", "accounting"), without_database_backup=True
+    )
+    kube.roles.names = replace(names, upgrade=moved)
     await preflight_says("Deployment slurm/accounting is not there")
-    kube.roles.names = replace(kube.roles.names, slurmdbd_name="slurmdbd", own_pod="slurmctld-0")
+    back = replace(moved, slurmdbd_workload=("Deployment", "slurmdbd"))
+    kube.roles.names = replace(names, upgrade=back, own_pod="slurmctld-0")
     await preflight_says("this control plane runs in slurmctld-0, a pod of StatefulSet slurmctld")
     # slurmctld's StatefulSet owned by an operator (Slinky's Controller): it would undo our patches
     kube.roles.names = replace(kube.roles.names, own_pod="control-plane-5f7d9-abcde")
@@ -530,7 +533,7 @@ async def test_the_whole_upgrade_through_the_control_plane_with_its_own_roll_of_
         c,
         kube_url=kube.url,
         pod_name="control-plane-0",
-        interval_seconds=1.0,
+        reads={"interval_seconds": 1.0},
         upgrade=UPGRADE | {"rollout_timeout_seconds": 60.0, "job_timeout_seconds": 60.0},
     ) as plane:
         status, text = await plane.post("/v1/upgrade/cluster", body)

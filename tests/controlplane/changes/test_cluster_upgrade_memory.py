@@ -15,6 +15,7 @@ from sidecars.controlplane.changes.cluster_roles.kube_jobs import COPIES
 from sidecars.controlplane.changes.cluster_roles.roles import ClusterRoles
 from sidecars.controlplane.changes.cluster_upgrade.stages import ClusterUpgrade
 from sidecars.controlplane.changes.cluster_upgrade.status import ClusterUpgradeStatus
+from sidecars.controlplane.settings import ClusterUpgradeSettings
 from sidecars.kube import KubeClient
 from sidecars.slurm import Version
 from tests.fakekube.server import configuration
@@ -24,16 +25,14 @@ pytestmark = [pytest.mark.timeout(30)]
 IMAGES = {"slurmdbd": "db:26.05", "slurmctld": "ctld:26.05", "slurmd": "d:26.05"}
 NAMES = KubeRoleNames(
     namespace="slurm",
-    slurmdbd_kind="StatefulSet",
-    slurmdbd_name="slurmdbd",
-    slurmdbd_container="slurmdbd",
-    slurmctld_statefulset="slurmctld",
-    slurmctld_container="slurmctld",
-    state_image="ours:1",
-    backup_configmap="",
-    without_backup=True,
-    rollout_timeout_seconds=5.0,
-    job_timeout_seconds=5.0,
+    upgrade=ClusterUpgradeSettings(
+        slurmdbd_workload=("StatefulSet", "slurmdbd"),
+        slurmctld_statefulset="slurmctld",
+        state_image="ours:1",
+        without_database_backup=True,
+        rollout_timeout_seconds=5.0,
+        job_timeout_seconds=5.0,
+    ),
 )
 
 

@@ -37,7 +37,9 @@ NS = "slurm"
 # 2 s, which one slow renewal on a loaded machine ate: the upgrade's first status write was fenced
 # and it ended "not started" (seen beside the hog). The holders hand over by releasing it, and renew
 # and look often, so no wait grows with it.
-LEASE: dict[str, Any] = {"lease_name": "cp", "lease_seconds": PRODUCT_LEASE_SECONDS, "renew_seconds": 0.5}
+LEASE: dict[str, Any] = {
+    "lease": {"name": "cp", "duration_seconds": PRODUCT_LEASE_SECONDS, "renew_seconds": 0.5}
+}
 
 
 class CutAtStart(DevClusterRoles):

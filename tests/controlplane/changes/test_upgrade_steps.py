@@ -212,7 +212,7 @@ async def test_a_pod_no_longer_handed_over_gets_its_ranked_cost_back_before_the_
     await roll.step("workers", "old", "v1", "", pods, pods[:2])
     assert roll.cost(pods[1]) == FIRST and len(kube.patches) == 2  # both handed over
     kube = DeploymentKube()
-    roll._kube = kube  # type: ignore[assignment]
+    roll.kube = kube  # type: ignore[assignment]
     # n1 was undrained by an admin and runs a job again: only n2 is empty
     await roll.step("workers", "old", "v1", "", pods, pods[1:2])
     assert roll.cost(pods[0]) is None and kube.patches == []  # not unpaused while n1 would tie with n2

@@ -78,7 +78,7 @@ def not_ours(cp: Running) -> float:
 async def test_drain_of_a_busy_node_refreshes_fast_until_drained(cluster: DevCluster) -> None:
     # a 60 s interval against bounds of 20 s: only the fast refresh while draining can meet them, on
     # a loaded machine too (a scancel'd job takes seconds to end there)
-    async with control_plane(cluster, interval_seconds=60.0, fast_interval_seconds=0.1) as cp:
+    async with control_plane(cluster, reads={"interval_seconds": 60.0, "fast_interval_seconds": 0.1}) as cp:
         job = await cluster.sbatch("-w", "n2", wrap="sleep 300")
         await cluster.wait_job(job, "RUNNING")
         assert (await cp.post("/v1/nodes/n2/drain", {"reason": REASON}))[0] == 202
@@ -104,7 +104,7 @@ async def test_drain_of_a_busy_node_refreshes_fast_until_drained(cluster: DevClu
 
 async def test_drains_rest_on_slurms_state_now_not_on_the_snapshot(cluster: DevCluster) -> None:
     # a 60 s interval: the snapshot predates what the admin does below, and stays so
-    async with control_plane(cluster, interval_seconds=60.0, fast_interval_seconds=60.0) as cp:
+    async with control_plane(cluster, reads={"interval_seconds": 60.0, "fast_interval_seconds": 60.0}) as cp:
         client = cluster.client()
         assert (await cp.post("/v1/nodes/n2/drain", {"reason": REASON}))[0] == 202
         await cluster.wait_node("n2", lambda n: n.state.drain)

@@ -31,7 +31,7 @@ async def test_order_and_deletion_costs_from_real_jobs(
     }
     for job in jobs.values():
         await cluster.wait_job(job, "RUNNING")
-    async with control_plane(cluster, kube_url=url, brief_jobs=brief_jobs) as cp:
+    async with control_plane(cluster, kube_url=url, reads={"brief_jobs": brief_jobs}) as cp:
         await eventually(
             lambda: cp.get("/v1/scale-in-order"), lambda r: r[1] == ["n4", "n3", "n1", "n2"], what="order"
         )

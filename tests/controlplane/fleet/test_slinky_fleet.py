@@ -84,7 +84,7 @@ async def test_workers_that_come_and_go_while_the_fleet_is_read(
     fake, url = fake_kube
     await name_pods_in_comments(cluster, fake, cluster.node_names)
     client = cluster.client()
-    async with control_plane(cluster, kube_url=url, interval_seconds=0.1) as cp:
+    async with control_plane(cluster, kube_url=url, reads={"interval_seconds": 0.1}) as cp:
         errors = cp.sample("slurm_sidecars_fleet_refreshes_total", result="error")
         # scale-out and scale-in of dynamic workers, racing the refresh loop's reads
         for round_ in range(3):

@@ -84,4 +84,5 @@ async def test_domains_become_features_and_move_without_touching_anyone_elses(
         await eventually(
             lambda: features(cluster), lambda f: f["n2"] == {"slinky"}, what="the domain feature removed"
         )
+        await settled(cp)  # the pass that wrote it counts its writes once it ends, after Slurm shows them
         assert cp.plane.writers["gpu_features"].writes == 5

@@ -127,7 +127,7 @@ async def test_the_reason_names_the_signal_and_the_node_and_clearing_undrains_on
     assert registry.get_sample_value("slurm_sidecars_health_signals", {"signal": "KernelDeadlock"}) == 2
     assert registry.get_sample_value("slurm_sidecars_health_nodes", {"state": "other_drain"}) == 1
 
-    sync._nodes.nodes["k1"] = host("k1")  # the condition cleared
+    sync.nodes.nodes["k1"] = host("k1")  # the condition cleared
     drains.asked.clear()
     await run(
         sync,
@@ -145,7 +145,7 @@ async def test_the_reason_names_the_signal_and_the_node_and_clearing_undrains_on
 async def test_a_signal_shorter_than_the_settle_time_drains_nothing_and_a_clear_waits_as_long() -> None:
     sick, well = host("k1", (DEADLOCK,)), host("k1")
     sync, drains, clock, *_ = setup(sick, settle=30.0)
-    nodes = sync._nodes.nodes
+    nodes = sync.nodes.nodes
     idle = snap(fleet_node("n1"))
     await run(sync, pods(1), idle)
     clock.now += 29

@@ -50,8 +50,7 @@ async def placed_from_labels(cluster: DevCluster, fake_kube: tuple[FakeKube, str
         cluster,
         url,
         topology={"spec": TopologySpec(KEYS)},
-        interval_seconds=INTERVAL_SECONDS,
-        reconfigure_poll_seconds=POLL_SECONDS,
+        reads={"interval_seconds": INTERVAL_SECONDS, "reconfigure_poll_seconds": POLL_SECONDS},
     ) as cp:
         await eventually(lambda: cp.leading("topology"), what="leader with pods and nodes")
         await eventually(lambda: cp.plane.reconfigures.booted, what="slurmctld's start time read once")

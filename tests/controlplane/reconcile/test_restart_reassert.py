@@ -82,8 +82,7 @@ async def test_an_in_place_reconfigure_is_seen_on_22_05(
         cluster,
         url,
         gpu={"compute_domains": True},
-        interval_seconds=INTERVAL_SECONDS,
-        reconfigure_poll_seconds=POLL_SECONDS,
+        reads={"interval_seconds": INTERVAL_SECONDS, "reconfigure_poll_seconds": POLL_SECONDS},
     ) as cp:
         await eventually(lambda: cp.leading("gpu_features"), what="leader with Nodes and ComputeDomains")
         await eventually(placed, what="the clique feature placed")
@@ -111,7 +110,7 @@ async def test_an_in_place_reconfigure_is_seen_on_22_05(
 @pytest.mark.cluster(nodes=1)
 async def test_slurmctld_answering_again_reads_the_fleet_at_once(cluster: DevCluster) -> None:
     async with control_plane(
-        cluster, interval_seconds=INTERVAL_SECONDS, reconfigure_poll_seconds=POLL_SECONDS
+        cluster, reads={"interval_seconds": INTERVAL_SECONDS, "reconfigure_poll_seconds": POLL_SECONDS}
     ) as cp:
         watch = cp.plane.reconfigures
         booted = await eventually(lambda: watch.booted, what="slurmctld's start time read once")
@@ -155,8 +154,7 @@ async def test_a_backup_taking_control_reads_the_fleet_at_once(cluster: DevClust
     async with control_plane(
         cluster,
         prepare=_follow(cluster),
-        interval_seconds=INTERVAL_SECONDS,
-        reconfigure_poll_seconds=POLL_SECONDS,
+        reads={"interval_seconds": INTERVAL_SECONDS, "reconfigure_poll_seconds": POLL_SECONDS},
     ) as cp:
         watch = cp.plane.reconfigures
         booted = await eventually(lambda: watch.booted, what="slurmctld's start time read once")

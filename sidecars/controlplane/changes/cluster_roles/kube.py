@@ -40,6 +40,7 @@ from sidecars.controlplane.changes.cluster_roles.kube_jobs import (
     state_volume,
 )
 from sidecars.controlplane.changes.cluster_roles.roles import StageFailed
+from sidecars.controlplane.settings import ClusterUpgradeSettings
 from sidecars.kube import KubeClient, KubeWorkloads, PodHealth, Workload
 from sidecars.slurm import SlurmClient, Version, daemons, running_releases, slurmdbd_version
 from sidecars.slurm.lastwords import DaemonExited, last_words
@@ -79,21 +80,33 @@ class PreflightError(Exception):
 
 @dataclass(frozen=True)
 class KubeRoleNames:
-    """The settings that name what a whole-cluster upgrade changes (each one flag of the control plane)."""
+    """What a whole-cluster upgrade changes: the control plane's --upgrade-* flags (their group, handed
+    whole, its slurmdbd workload named), in its namespace."""
 
     namespace: str
-    slurmdbd_kind: str  # "Deployment" or "StatefulSet"
-    slurmdbd_name: str
-    slurmdbd_container: str
-    slurmctld_statefulset: str
-    slurmctld_container: str
-    state_image: str  # our own image, for the state copy and restore Jobs
-    backup_configmap: str  # "" only with `without_backup`
-    without_backup: bool
-    rollout_timeout_seconds: float
-    job_timeout_seconds: float
+    upgrade: ClusterUpgradeSettings
     own_pod: str = ""  # the control plane's pod: never one of slurmctld's (it would stop itself)
     poll_interval_seconds: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.upgrade.slurmdbd_workload is None:
+            raise ValueError(
+                "a whole-cluster upgrade needs slurmdbd's workload (--upgrade-slurmdbd-workload)"
+            )
+
+    @property
+    def slurmdbd_kind(self) -> str:  # "Deployment" or "StatefulSet"
+        return self._slurmdbd[0]
+
+    @property
+    def slurmdbd_name(self) -> str:
+        return self._slurmdbd[1]
+
+    @property
+    def _slurmdbd(self) -> tuple[str, str]:
+        workload = self.upgrade.slurmdbd_workload
+        assert workload is not None  # __post_init__
+        return workload
 
 
 WorkerRoll = Callable[[str, Version], Awaitable[None]]
@@ -123,7 +136,7 @@ class KubeClusterRoles:
         """As Slurm tells them; a node that should run a slurmd and has told slurmctld no release
         (not registered with it since its start) raises: a release unknown is never taken as moved."""
         client = self._slurm()
-        found = await running_releases(client, self.names.slurmctld_statefulset)
+        found = await running_releases(client, self.names.upgrade.slurmctld_statefulset)
         silent = [
             n.name
             for n in await client.nodes()
@@ -142,7 +155,7 @@ class KubeClusterRoles:
         return {n.name for n in await self._slurm().nodes()}
 
     def controllers(self) -> list[str]:
-        return [self.names.slurmctld_statefulset]
+        return [self.names.upgrade.slurmctld_statefulset]
 
     async def room(self) -> list[tuple[str, int, int]]:
         """Checks what the stages will act on, before anything changes (a PreflightError fails the
@@ -159,8 +172,10 @@ class KubeClusterRoles:
                 "this control plane does not know its own pod (--pod-name, POD_NAME): it cannot tell "
                 "that stopping slurmctld would not stop it too"
             )
-        await self._workload(n.slurmdbd_kind, n.slurmdbd_name, n.slurmdbd_container)
-        sts = await self._workload("StatefulSet", n.slurmctld_statefulset, n.slurmctld_container)
+        await self._workload(n.slurmdbd_kind, n.slurmdbd_name, n.upgrade.slurmdbd_container)
+        sts = await self._workload(
+            "StatefulSet", n.upgrade.slurmctld_statefulset, n.upgrade.slurmctld_container
+        )
         if re.fullmatch(rf"{re.escape(sts.name)}-\d+", n.own_pod):
             raise PreflightError(
                 f"this control plane runs in {n.own_pod}, a pod of StatefulSet {sts.name}: stopping "
@@ -171,7 +186,7 @@ class KubeClusterRoles:
             raise PreflightError(
                 f"StatefulSet {sts.name} has {sts.replicas} replicas (HA): this upgrade moves one slurmctld"
             )
-        if not n.without_backup:
+        if not n.upgrade.without_database_backup:
             await self._backup_template("preflight")
         self._state = await self._state_volume(sts)
         return []
@@ -196,14 +211,14 @@ class KubeClusterRoles:
         if not location:
             raise PreflightError("slurmctld did not say its StateSaveLocation")
         try:
-            found = state_volume(sts.name, sts.spec, self.names.slurmctld_container, location)
+            found = state_volume(sts.name, sts.spec, self.names.upgrade.slurmctld_container, location)
         except ValueError as e:
             raise PreflightError(str(e)) from None
         self._location = location
         return found
 
     async def _backup_template(self, stamp: str) -> dict[str, Any]:
-        cm = self.names.backup_configmap
+        cm = self.names.upgrade.backup_job_configmap
         data = await self._kube.get_config_map(self.names.namespace, cm)
         if data is None or TEMPLATE_KEY not in data:
             raise PreflightError(
@@ -216,7 +231,7 @@ class KubeClusterRoles:
 
     # ------------------------------------------------------------------ slurmdbd
     async def backup_database(self) -> str:
-        if self.names.without_backup:
+        if self.names.upgrade.without_database_backup:
             return "none: the operator chose no database backup (--upgrade-without-database-backup)"
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         job = await self._backup_template(stamp)
@@ -225,36 +240,36 @@ class KubeClusterRoles:
         return (
             f"{where} (Job {name})"
             if where
-            else f"where Job {name} of ConfigMap {self.names.backup_configmap} wrote it"
+            else f"where Job {name} of ConfigMap {self.names.upgrade.backup_job_configmap} wrote it"
         )
 
     async def replace_slurmdbd(self, image: str) -> None:
         n = self.names
         await self.workloads.set_image(
-            n.slurmdbd_kind, n.namespace, n.slurmdbd_name, n.slurmdbd_container, image
+            n.slurmdbd_kind, n.namespace, n.slurmdbd_name, n.upgrade.slurmdbd_container, image
         )
-        await self._rolled_out(n.slurmdbd_kind, n.slurmdbd_name, n.slurmdbd_container)
+        await self._rolled_out(n.slurmdbd_kind, n.slurmdbd_name, n.upgrade.slurmdbd_container)
         await self._answering(daemons.SLURMDBD, lambda: slurmdbd_version(self._slurm()))
 
     # ------------------------------------------------------------------ slurmctld
     async def stop_slurmctld(self, controller: str) -> None:
         n = self.names
-        sts = await self._workload("StatefulSet", controller, n.slurmctld_container)
+        sts = await self._workload("StatefulSet", controller, n.upgrade.slurmctld_container)
         if self._state is None:
             self._state = await self._state_volume(sts)
-        self._before.setdefault("image", sts.image(n.slurmctld_container))
+        self._before.setdefault("image", sts.image(n.upgrade.slurmctld_container))
         self._before.setdefault("replicas", max(sts.replicas, 1))
         await self._scaled_to_zero(controller)
 
     async def _scaled_to_zero(self, controller: str) -> None:
         await self.workloads.scale_stateful_set(self.names.namespace, controller, 0)
-        sts = await self._workload("StatefulSet", controller, self.names.slurmctld_container)
+        sts = await self._workload("StatefulSet", controller, self.names.upgrade.slurmctld_container)
 
         async def gone() -> bool:
             return not await self.workloads.pods(self.names.namespace, sts.selector)
 
         await self._until(
-            gone, f"the pods of StatefulSet {controller} gone", self.names.rollout_timeout_seconds
+            gone, f"the pods of StatefulSet {controller} gone", self.names.upgrade.rollout_timeout_seconds
         )
 
     async def accounting_queue(self) -> int:
@@ -288,9 +303,11 @@ class KubeClusterRoles:
         the old one there, since the new image is patched only after the copy was kept."""
         if "image" not in self._before:
             sts = await self._workload(
-                "StatefulSet", self.names.slurmctld_statefulset, self.names.slurmctld_container
+                "StatefulSet",
+                self.names.upgrade.slurmctld_statefulset,
+                self.names.upgrade.slurmctld_container,
             )
-            self._before["image"] = sts.image(self.names.slurmctld_container)
+            self._before["image"] = sts.image(self.names.upgrade.slurmctld_container)
         return str(self._before["image"])
 
     async def copy_state(self) -> str:
@@ -315,23 +332,33 @@ class KubeClusterRoles:
 
     async def _state_job(self, action: str, copy_path: str) -> StateVolume:
         n = self.names
-        sts = await self._workload("StatefulSet", n.slurmctld_statefulset, n.slurmctld_container)
+        sts = await self._workload(
+            "StatefulSet", n.upgrade.slurmctld_statefulset, n.upgrade.slurmctld_container
+        )
         if self._state is None:  # read at the preflight or the stop; else from what was remembered
             try:
                 self._state = await self._state_volume(sts)
             except Exception as e:
                 raise StageFailed(f"slurmctld's StateSaveLocation is not known here: {e}") from e
         job = state_job(
-            action, sts.name, sts.spec, self._state, copy_path, n.state_image, n.slurmctld_container
+            action,
+            sts.name,
+            sts.spec,
+            self._state,
+            copy_path,
+            n.upgrade.state_image,
+            n.upgrade.slurmctld_container,
         )
         await self._run_job(job, f"state {action}")
         return self._state
 
     async def _start(self, controller: str, image: str) -> None:
         n = self.names
-        await self.workloads.set_image("StatefulSet", n.namespace, controller, n.slurmctld_container, image)
+        await self.workloads.set_image(
+            "StatefulSet", n.namespace, controller, n.upgrade.slurmctld_container, image
+        )
         await self.workloads.scale_stateful_set(n.namespace, controller, int(self._before.get("replicas", 1)))
-        await self._rolled_out("StatefulSet", controller, n.slurmctld_container)
+        await self._rolled_out("StatefulSet", controller, n.upgrade.slurmctld_container)
         await self._answering(daemons.SLURMCTLD, self._slurm().show_config)
 
     # ------------------------------------------------------------------ the workers
@@ -350,7 +377,7 @@ class KubeClusterRoles:
         """Until the workload's rollout is done; its pods' own words when one crash-loops or when
         the bound passes."""
         n = self.names
-        deadline = time.monotonic() + n.rollout_timeout_seconds
+        deadline = time.monotonic() + n.upgrade.rollout_timeout_seconds
         while True:
             w = await self._workload(kind, name, container)
             if w.rolled_out():
@@ -364,13 +391,17 @@ class KubeClusterRoles:
                 said = "; ".join(
                     f"pod {p.name}: {p.words or p.phase or 'no status'}" for p in looping or pods
                 )
-                why = "crash-looping" if looping else f"not rolled out within {n.rollout_timeout_seconds:g}s"
+                why = (
+                    "crash-looping"
+                    if looping
+                    else f"not rolled out within {n.upgrade.rollout_timeout_seconds:g}s"
+                )
                 counts = f"{w.ready}/{w.replicas} ready, {w.updated} updated"
                 raise StageFailed(f"{kind} {name} {why} ({counts}): {said or 'no pod'}")
             await asyncio.sleep(n.poll_interval_seconds)
 
     async def _answering(self, daemon: str, ask: Callable[[], Awaitable[object]]) -> None:
-        deadline = time.monotonic() + self.names.rollout_timeout_seconds
+        deadline = time.monotonic() + self.names.upgrade.rollout_timeout_seconds
         while True:
             try:
                 await ask()
@@ -386,10 +417,13 @@ class KubeClusterRoles:
         n = self.names
         # Kubernetes itself ends the Job at our bound, whatever happens to this control plane: a
         # copy or restore still writing once a rollback or a new holder acts would be the worst case
-        job = {**job, "spec": {**job["spec"], "activeDeadlineSeconds": max(int(n.job_timeout_seconds), 1)}}
+        job = {
+            **job,
+            "spec": {**job["spec"], "activeDeadlineSeconds": max(int(n.upgrade.job_timeout_seconds), 1)},
+        }
         name = await self.workloads.create_job(n.namespace, job)
         self._log.info("cluster_upgrade_job_started", job=name, what=what)
-        deadline = time.monotonic() + n.job_timeout_seconds
+        deadline = time.monotonic() + n.upgrade.job_timeout_seconds
         while True:
             state = await self.workloads.job(n.namespace, name)
             if state is None:
@@ -402,7 +436,7 @@ class KubeClusterRoles:
                 said = "; ".join(f"pod {p.name}: {p.words}" for p in pods if p.words)
                 if not state.finished:
                     await self.workloads.delete_job(n.namespace, name)
-                    why = f"did not end within {n.job_timeout_seconds:g}s (deleted)"
+                    why = f"did not end within {n.upgrade.job_timeout_seconds:g}s (deleted)"
                 else:
                     why = f"failed ({state.words})"
                 self._log.warning("cluster_upgrade_job_failed", job=name, what=what)

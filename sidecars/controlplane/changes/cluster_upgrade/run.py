@@ -16,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Mapping
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import structlog
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry
 
 from sidecars.controlplane.changes.budget import UpgradeError
 from sidecars.controlplane.changes.cluster_roles.roles import ClusterRoles
@@ -27,6 +28,7 @@ from sidecars.controlplane.changes.cluster_upgrade.events import StageEvents
 from sidecars.controlplane.changes.cluster_upgrade.stages import ClusterUpgrade
 from sidecars.controlplane.changes.cluster_upgrade.status import STAGES, STATES, ClusterUpgradeStatus
 from sidecars.controlplane.changes.cluster_upgrade.store import StatusStore
+from sidecars.controlplane.fleet.metrics import Declare
 from sidecars.slurm import Version, daemons
 
 log = structlog.get_logger(__name__)
@@ -38,54 +40,45 @@ class ClusterUpgradeMetrics:
     """Each stage's state (its index in STATES) and its duration in seconds, by stage."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.stage_state = Gauge(
-            "slurm_sidecars_cluster_upgrade_stage_state",
+        m = Declare(registry, "slurm_sidecars_cluster_upgrade_")
+        self.stage_state = m.gauge(
+            "stage_state",
             "each stage's state of the last whole-cluster upgrade: "
             + ", ".join(f"{i} {s}" for i, s in enumerate(STATES)),
-            ["stage"],
-            registry=registry,
+            "stage",
         )
-        self.stage_seconds = Gauge(
-            "slurm_sidecars_cluster_upgrade_stage_seconds",
-            "how long each stage of the last whole-cluster upgrade ran, in seconds",
-            ["stage"],
-            registry=registry,
+        self.stage_seconds = m.gauge(
+            "stage_seconds", "how long each stage of the last whole-cluster upgrade ran, in seconds", "stage"
         )
-        self.unanswered_seconds = Gauge(
-            "slurm_sidecars_cluster_upgrade_slurmctld_unanswered_seconds",
+        self.unanswered_seconds = m.gauge(
+            "slurmctld_unanswered_seconds",
             "how long slurmctld did not answer during the last upgrade's slurmctld stage, in seconds",
-            registry=registry,
         )
 
 
+@dataclass(eq=False)
 class ClusterUpgrades:
     """At most one upgrade runs; the last one is kept (in memory, and in `store` when there is one)
     for `report()` until the next starts. `roles` and `store` may be handed in after construction
     (the demo and the tests: the dev cluster's), before the control plane serves."""
 
-    def __init__(
-        self,
-        roles: ClusterRoles | None,
-        why_unavailable: str,
-        metrics: ClusterUpgradeMetrics,
-        *,
-        events: StageEvents | None = None,
-        store: StatusStore | None = None,
-        verify_timeout_seconds: float = 60.0,
-    ) -> None:
-        self.roles = roles
-        self.why_unavailable = why_unavailable
-        self.store = store
-        self._metrics = metrics
-        self._events = events
-        self._verify_timeout_seconds = verify_timeout_seconds
-        self.current: ClusterUpgrade | None = None
-        self.last: ClusterUpgradeStatus | None = None  # the store's, while no upgrade ran here
-        self.store_error = ""  # why the store's status could not be read (none starts meanwhile)
-        self.on_change: Callable[[], None] | None = None  # after each stage's start and end (the page)
-        self._task: asyncio.Task[str] | None = None
-        self._loaded = False
-        self._loading = asyncio.Lock()
+    roles: ClusterRoles | None
+    why_unavailable: str
+    metrics: ClusterUpgradeMetrics
+    _: KW_ONLY
+    events: StageEvents | None = None
+    store: StatusStore | None = None
+    verify_timeout_seconds: float = 60.0
+    current: ClusterUpgrade | None = field(default=None, init=False)
+    # the store's, while no upgrade ran here
+    last: ClusterUpgradeStatus | None = field(default=None, init=False)
+    # why the store's status could not be read (none starts meanwhile)
+    store_error: str = field(default="", init=False)
+    # after each stage's start and end (the page)
+    on_change: Callable[[], None] | None = field(default=None, init=False)
+    _task: asyncio.Task[str] | None = field(default=None, init=False)
+    _loaded: bool = field(default=False, init=False)
+    _loading: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
 
     @property
     def running(self) -> bool:
@@ -183,11 +176,11 @@ class ClusterUpgrades:
             emit=self._said,
             save=self._save,
             resume=resume,
-            verify_timeout_seconds=self._verify_timeout_seconds,
+            verify_timeout_seconds=self.verify_timeout_seconds,
         )
         for stage in STAGES:
-            self._metrics.stage_state.labels(stage).set(0)
-            self._metrics.stage_seconds.labels(stage).set(0)
+            self.metrics.stage_state.labels(stage).set(0)
+            self.metrics.stage_seconds.labels(stage).set(0)
         self.current, self.last = up, None
         self._task = asyncio.create_task(up.run(), name=f"cluster-upgrade-{target}")
         self._task.add_done_callback(self._ended)
@@ -201,28 +194,28 @@ class ClusterUpgrades:
     def _show(self, status: ClusterUpgradeStatus) -> None:
         """The metrics of a status read back (a new holder's report is the old one's)."""
         for stage in status.stages:
-            self._metrics.stage_state.labels(stage.name).set(STATES.index(stage.state))
-            self._metrics.stage_seconds.labels(stage.name).set(stage.seconds or 0)
+            self.metrics.stage_state.labels(stage.name).set(STATES.index(stage.state))
+            self.metrics.stage_seconds.labels(stage.name).set(stage.seconds or 0)
         if status.slurmctld_unanswered_seconds is not None:
-            self._metrics.unanswered_seconds.set(status.slurmctld_unanswered_seconds)
+            self.metrics.unanswered_seconds.set(status.slurmctld_unanswered_seconds)
 
     async def _said(self, stage: str, state: str, message: str) -> None:
         if self.current is None:
             return
         status = self.current.status
-        self._metrics.stage_state.labels(stage).set(STATES.index(status.stage(stage).state))
+        self.metrics.stage_state.labels(stage).set(STATES.index(status.stage(stage).state))
         done = status.stage(stage)
         if done.seconds is not None and state != "running":
-            self._metrics.stage_seconds.labels(stage).set(done.seconds)
+            self.metrics.stage_seconds.labels(stage).set(done.seconds)
         if status.slurmctld_unanswered_seconds is not None:
-            self._metrics.unanswered_seconds.set(status.slurmctld_unanswered_seconds)
+            self.metrics.unanswered_seconds.set(status.slurmctld_unanswered_seconds)
         await self._say(status.target, stage, state, message)
 
     async def _say(self, target: str, stage: str, state: str, message: str) -> None:
         if self.on_change is not None:
             self.on_change()
-        if self._events is not None:
-            await self._events.emit(target, stage, state, message)
+        if self.events is not None:
+            await self.events.emit(target, stage, state, message)
 
     # ------------------------------------------------------------------ pause, report, close
     def set_paused(self, paused: bool) -> ClusterUpgrade:

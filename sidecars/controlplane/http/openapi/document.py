@@ -11,7 +11,7 @@ from typing import Any
 from sidecars.controlplane.http.access import roles
 from sidecars.controlplane.http.openapi import maintenance as openapi_maintenance
 from sidecars.controlplane.http.openapi import upgrade as openapi_upgrade
-from sidecars.controlplane.http.openapi.shared import ERROR, refusals
+from sidecars.controlplane.http.openapi.shared import ERROR, json_body, refusals
 from sidecars.protocol.drains import REASON_PREFIX
 
 MAX_BODY = 16 * 1024
@@ -92,6 +92,18 @@ _QUEUED = {
         }
     ),
 }
+
+
+def _drain_request(summary: str) -> dict[str, Any]:
+    """A drain or an undrain: one shape, an optional reason in, queued out."""
+    return {
+        "post": {
+            "summary": summary,
+            "parameters": [NAME_PARAM],
+            "requestBody": json_body(REASON_BODY, required=False),
+            "responses": {"202": _QUEUED, **refusals(400, 401, 404, 413, 422, 503)},
+        }
+    }
 
 
 def document(max_wait: float = 60.0) -> dict[str, Any]:
@@ -201,27 +213,17 @@ def document(max_wait: float = 60.0) -> dict[str, Any]:
                         },
                     }
                 },
-                "/v1/nodes/{name}/drain": {
-                    "post": {
-                        "summary": "drain the node (queued into the next batched scontrol call)",
-                        "parameters": [NAME_PARAM],
-                        "requestBody": {"required": False, "content": _json(REASON_BODY)},
-                        "responses": {"202": _QUEUED, **refusals(400, 401, 404, 413, 422, 503)},
-                    }
-                },
-                "/v1/nodes/{name}/undrain": {
-                    "post": {
-                        "summary": "clear the drain, only when the node's current reason is exactly this one",
-                        "parameters": [NAME_PARAM],
-                        "requestBody": {"required": False, "content": _json(REASON_BODY)},
-                        "responses": {"202": _QUEUED, **refusals(400, 401, 404, 413, 422, 503)},
-                    }
-                },
+                "/v1/nodes/{name}/drain": _drain_request(
+                    "drain the node (queued into the next batched scontrol call)"
+                ),
+                "/v1/nodes/{name}/undrain": _drain_request(
+                    "clear the drain, only when the node's current reason is exactly this one"
+                ),
                 "/v1/nodes/{name}/report": {
                     "post": {
                         "summary": "an agent reports whether its slurmd is registered (input to recycling)",
                         "parameters": [NAME_PARAM],
-                        "requestBody": {"required": True, "content": _json(REPORT_BODY)},
+                        "requestBody": json_body(REPORT_BODY),
                         "responses": {"204": {"description": "recorded"}, **refusals(400, 401, 413, 422)},
                     }
                 },

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sidecars.controlplane.http.openapi.shared import json_ref, refusals
+from sidecars.controlplane.http.openapi.shared import json_body, json_ref, refusals
 
 _WINDOW_PARAM = {
     "name": "window",
@@ -98,10 +98,7 @@ def paths() -> dict[str, Any]:
             },
             "post": {
                 "summary": "create a window: a MAINT reservation now, drains from its start as jobs end",
-                "requestBody": {
-                    "required": True,
-                    "content": {"application/json": {"schema": schemas()["MaintenanceRequest"]}},
-                },
+                "requestBody": json_body(schemas()["MaintenanceRequest"]),
                 "responses": {
                     "201": json_ref(window, "created"),
                     **refusals(400, 401, 409, 413, 422, 503),

@@ -15,5 +15,10 @@ def refusals(*codes: int) -> dict[str, Any]:
     return {str(c): ERROR for c in codes}
 
 
+def json_body(schema: dict[str, Any], *, required: bool = True) -> dict[str, Any]:
+    """A request's JSON body."""
+    return {"required": required, "content": {"application/json": {"schema": schema}}}
+
+
 def json_ref(ref: str, description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": {"$ref": ref}}}}

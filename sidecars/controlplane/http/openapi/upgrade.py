@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sidecars.controlplane.changes.cluster_upgrade.run import ROLES
-from sidecars.controlplane.http.openapi.shared import DONE, refusals
+from sidecars.controlplane.http.openapi.shared import DONE, json_body, refusals
 
 CLUSTER_VERSION = "^[0-9]{2}\\.[0-9]{2}(\\.[0-9]+)?$"
 # an image reference (registry/name:tag@digest), a revision or, in the dev cluster, a release's name
@@ -84,10 +84,7 @@ def paths() -> dict[str, Any]:
             "post": {
                 "summary": "start a paced roll: of a StatefulSet to a revision, or of a Deployment (paused "
                 "now, its template changed after); the plan is kept in the ConfigMap slurm-sidecars-upgrade",
-                "requestBody": {
-                    "required": True,
-                    "content": {"application/json": {"schema": schemas()["UpgradeRequest"]}},
-                },
+                "requestBody": json_body(schemas()["UpgradeRequest"]),
                 "responses": {"201": DONE, **refusals(400, 401, 409, 413, 422, 503)},
             },
         },
@@ -96,10 +93,7 @@ def paths() -> dict[str, Any]:
                 "summary": "start a whole-cluster upgrade in Slurm's order: preflight, slurmdbd (a database "
                 "backup first), slurmctld (a state copy first, rolled back automatically when it comes up "
                 "without its jobs), the workers; its stages are in GET /v1/upgrade's `cluster`",
-                "requestBody": {
-                    "required": True,
-                    "content": {"application/json": {"schema": schemas()["ClusterUpgradeRequest"]}},
-                },
+                "requestBody": json_body(schemas()["ClusterUpgradeRequest"]),
                 "responses": {"201": DONE, **refusals(400, 401, 409, 413, 422, 503)},
             }
         },
