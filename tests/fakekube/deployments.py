@@ -10,7 +10,8 @@ paced roll rests on (kube-controller-manager's deployment/rolling.go, sync.go an
   `controller.kubernetes.io/pod-deletion-cost`, the newest. A deleted pod stays (terminating) until
   its preStop hook returns.
 - pods use the host network: a new pod waits (Pending) for a machine no pod holds, terminating ones
-  included, and takes its hostname; it is Ready `ready_after` seconds after it starts.
+  included, and takes its hostname; it is Ready `ready_after` seconds after it starts, and once
+  `ready_when()` holds (a test's stand-in for a `minReadySeconds` that outlasts what it waits for).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class DeploymentController:
     prestop: Callable[[str, str], Awaitable[None]]  # (pod, machine): the pod goes when it returns
     namespace: str = "slurm"
     ready_after: float = 0.3
+    ready_when: Callable[[], bool] = lambda: True  # checked with ready_after: a new pod's readiness gate
     deleted: list[str] = field(default_factory=list)  # machines whose pods it deleted, in order
     _seq: dict[str, int] = field(default_factory=dict)  # creation order of ReplicaSets and pods
     _ready_at: dict[str, float] = field(default_factory=dict)
@@ -289,7 +291,7 @@ class DeploymentController:
         """The scheduler and the kubelet: a free machine for each pending pod, Ready a moment later."""
         pods = [p for (ns, _), p in self.fake.pods.items() if ns == self.namespace]
         held = {p["spec"].get("nodeName") for p in pods}
-        now = time.monotonic()
+        now, gate = time.monotonic(), self.ready_when()
         for pod in pods:
             name = pod["metadata"]["name"]
             if "nodeName" not in pod["spec"] and "deletionTimestamp" not in pod["metadata"]:
@@ -301,7 +303,7 @@ class DeploymentController:
                 held.add(free[0])
                 self._ready_at[name] = now + self.ready_after
                 self.fake.touch_pod(pod)
-            elif name in self._ready_at and now >= self._ready_at[name] and not self._ready(pod):
+            elif name in self._ready_at and now >= self._ready_at[name] and not self._ready(pod) and gate:
                 pod["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
                 self.fake.touch_pod(pod)
 

@@ -43,7 +43,15 @@ async def test_a_deployment_roll_keeps_to_its_budget_and_kubernetes_only_takes_e
             await client.drain([node], f"slurm-sidecars: pod slurm/{pod} terminating")
         await cluster.wait_node(node, lambda n: not n.state.busy, timeout=120)
 
-    kube = DeploymentController(fake, "workers", MACHINES, prestop)
+    def handover_over() -> bool:
+        """What the paced roll rests on (deploy_roll.py): the control plane pauses the Deployment
+        again before a new pod becomes available, which would let Kubernetes take one more pod, one
+        not empty. In a cluster `minReadySeconds` keeps that window open; here a new pod turns Ready
+        only once the Deployment is paused (or not ours), so a slow control plane is no race."""
+        d = kube.deployment
+        return bool(d["spec"].get("paused")) or ANNOTATION not in d["metadata"]["annotations"]
+
+    kube = DeploymentController(fake, "workers", MACHINES, prestop, ready_when=handover_over)
     kube.create(4, "slurmd:24.11")
     long, soon = await long_and_soon(cluster)
     held: list[set[str]] = []  # per sample: machines drained by the upgrade, or with no Ready pod
@@ -113,6 +121,7 @@ async def test_a_deployment_roll_keeps_to_its_budget_and_kubernetes_only_takes_e
         assert kube.deleted == ["n3", "n4", "n2", "n1"]  # idle (by name), soonest ending, last
         now = {p["metadata"]["labels"]["pod-template-hash"] for p in fake.pods.values()}
         assert len(now) == 1 and now != first and len(fake.pods) == 4
-        assert not any(n.state.drain for n in await client.nodes())
+        final = await client.nodes()
+        assert not any(n.state.drain for n in final), [(n.name, n.reason) for n in final if n.state.drain]
     assert prestop_drained == []  # every pod Kubernetes took had been drained and emptied in its turn
     assert held and max(len(h) for h in held) == 1, max(held, key=len)
