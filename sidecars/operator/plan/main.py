@@ -25,7 +25,7 @@ __all__ = ["configure", "main"]
 
 def main(args: argparse.Namespace) -> int:
     settings = PlanSettings.from_args(args)
-    if getattr(args, "log_level", "info") == "info":
+    if logs.asked(args).log_level == "info":
         # the answer is the output (what it could not check included); the pipeline's own notes of
         # that (no controller to ask) would only repeat it
         logs.configure(level="error")
