@@ -7,7 +7,7 @@ import ipaddress
 import socket
 import ssl
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from sidecars.configsync import peers as ha_peers
 from sidecars.configsync.tokenwatch import TokenWatchSettings
@@ -186,7 +186,7 @@ class Settings:
     )
     dry_run_isolation: DryRunIsolation = setting(
         default="auto",
-        conv=choice("auto", "netns", "ports"),
+        conv=choice(*get_args(DryRunIsolation)),
         help="netns: a network namespace (CAP_SYS_ADMIN); ports: closed ports only; auto: netns if allowed",
     )
     dry_run_state_dir: Path | None = setting(  # None: the StateSaveLocation the applied set names

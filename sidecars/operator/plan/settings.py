@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import ssl
 from pathlib import Path
+from typing import get_args
 
-from sidecars.configsync.dryrun.runner import IsolationSetting
+from sidecars.configsync.settings import DryRunIsolation
 from sidecars.runtime.http import CA_FILE
 from sidecars.runtime.settings import (
     DIR,
@@ -77,9 +78,9 @@ class PlanSettings:
         conv=DIR,
         help="offline: where the local Slurm's plugins are (default: the set's PluginDir)",
     )
-    isolation: IsolationSetting = setting(
+    isolation: DryRunIsolation = setting(
         default="auto",
-        conv=choice("auto", "netns", "ports"),
+        conv=choice(*get_args(DryRunIsolation)),
         help="offline: the dry run's isolation (netns needs CAP_SYS_ADMIN; auto: netns if allowed)",
     )
     timeout_seconds: float = setting(
