@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from sidecars.runtime import logs
 from sidecars.runtime.daemon import run as run_daemon
 from sidecars.runtime.settings import (
-    BOOL,
     ConfigError,
     add_flags,
     choice,
@@ -44,10 +43,9 @@ class DemoSettings:
         help="classic: static nodes and munge; slinky: as Slinky deploys it (configless slurmctld, "
         "slurmd -Z dynamic workers in a NodeSet, auth/slurm; needs --release chroot or sid)",
     )
-    tour: bool = setting(default=False, conv=BOOL, switch=True, help="walk through the features, then exit")
+    tour: bool = setting(default=False, switch=True, help="walk through the features, then exit")
     accounting: bool = setting(
         default=False,
-        conv=BOOL,
         switch=True,
         help="the accounting shape: a MariaDB and slurmdbd of the cluster's own, jobs in sacct "
         "(classic shape only; adds seconds to the start)",

@@ -137,13 +137,13 @@ def setting(
 ) -> Any:
     """A dataclass field that is also a flag: `--<field-name>` unless `flag` names it otherwise.
     Without a default the field must be given (or its role derives it: see `values`). `short` is
-    a one-letter spelling beside the name; a `switch` (a BOOL) given alone means true."""
-    if switch and conv is not BOOL:
+    a one-letter spelling beside the name; a `switch` is a BOOL that, given alone, means true."""
+    if switch and conv not in (None, BOOL):
         raise TypeError("a switch is a BOOL setting")
     decl = _Decl(
         help=help,
         flag=flag,
-        conv=conv or TEXT,
+        conv=conv or (BOOL if switch else TEXT),
         required=required,
         multiple=multiple,
         aliases=tuple(aliases),
