@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sidecars.cli import build_parser
-from sidecars.runtime.settings import Conv, Flag, env_name
+from sidecars.runtime.settings import Flag, env_name
 
 BEGIN, END = "<!-- flags:begin (scripts/flags_table.py --write) -->", "<!-- flags:end -->"
 ROOT = Path(__file__).parent.parent
@@ -30,28 +30,21 @@ tools' flags. The older `on`/`off` and `yes`/`no` are still accepted, each with 
 (`setting_old_spelling`) naming the spelling to write instead. A bad value stops the command with
 exit code 2 and one line saying which flag and why.
 """
-
-
-_PLAIN = Conv(lambda text, what: text, metavar="")  # an argparse switch, not a declared flag
+TOP = "The command line's own flags, given before the subcommand's name: how every command logs."
 
 
 def _flags(p: argparse.ArgumentParser) -> Iterator[Flag]:
     for action in p._actions:
-        if not action.option_strings or action.dest == "help":
-            continue
-        declared = getattr(action, "sidecars_flag", None)
-        if isinstance(declared, Flag):
-            yield declared
-            continue
-        # a plain argparse flag (a switch such as `demo --tour`): no variable of its own
-        name = max(action.option_strings, key=len)
-        yield Flag(name=name, help=action.help or "", conv=_PLAIN, default=None, declared=False)
+        flag = getattr(action, "sidecars_flag", None)
+        if isinstance(flag, Flag):  # every option is one (tests/runtime/test_flag_declarations.py)
+            yield flag
 
 
 def _parsers() -> Iterator[tuple[str, argparse.ArgumentParser]]:
     for var in [v for v in os.environ if v.startswith("SIDECARS_")]:
         del os.environ[var]  # the reference shows the built-in defaults, not this shell's
     parser, commands = build_parser()
+    yield "", parser  # the command line's own flags, given before the subcommand's name
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     for name in commands:
         yield name, sub.choices[name]
@@ -61,33 +54,30 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _has_env(f: Flag) -> bool:
-    return f.conv is not _PLAIN
-
-
 def doc_markdown() -> str:
     """docs/flags.md: the same flags with their value's form and unit, and every old name."""
     out = [DOC_HEAD]
     old: list[str] = []
     for name, p in _parsers():
-        out.append(f"## `slurm-sidecars {name}`\n\n{p.description or ''}\n")
+        title, what = (f"slurm-sidecars {name}", p.description) if name else ("slurm-sidecars", TOP)
+        out.append(f"## `{title}`\n\n{what or ''}\n")
         out.append(
             "| flag | environment | value | unit | default | required | meaning |\n"
             "|---|---|---|---|---|---|---|"
         )
         for f in _flags(p):
-            env = f"`{f.env}`" if _has_env(f) else ""
-            value = _cell(f.conv.metavar) if f.conv.metavar and _has_env(f) else ""
+            value = _cell(f"[{f.conv.metavar}] (alone: true)" if f.switch else f.conv.metavar)
             shown = f.shown_default()
+            spelt = f"`{f.short}`, `{f.name}`" if f.short else f"`{f.name}`"
             out.append(
-                f"| `{f.name}` | {env} | {value} | {f.conv.unit if f.declared else ''} | "
+                f"| {spelt} | `{f.env}` | {value} | {f.conv.unit} | "
                 f"{f'`{shown}`' if shown else ''} | {'yes' if f.required else ''} | {_cell(f.help)} |"
             )
             old.extend(
                 f"| `{name}` | `{alias}` (`{env_name(alias)}`) | `{f.name}` (`{f.env}`) |"
                 for alias in f.aliases
             )
-            if f.declared and f.conv.old:
+            if f.conv.old:
                 old.append(
                     f"| `{name}` | `{f.name}` "
                     + ", ".join(f"`{was}`" for was in f.conv.old)

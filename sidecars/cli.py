@@ -12,7 +12,7 @@ from typing import Any
 
 from sidecars.runtime import logs, tlsroots
 from sidecars.runtime.daemon import EXIT_CONFIG
-from sidecars.runtime.settings import ConfigError
+from sidecars.runtime.settings import ConfigError, add_flags
 
 
 @dataclass(frozen=True)
@@ -89,8 +89,7 @@ def build_parsers(
     """The parser with every subcommand listed, and each subcommand's own parser by name; flags are
     added for `only` (every one when None)."""
     parser = argparse.ArgumentParser(prog="slurm-sidecars", description=__doc__)
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    parser.add_argument("--log-format", default="auto", choices=["auto", "json", "console"])
+    add_flags(parser, logs.LogSettings)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     parsers = {}
     for cmd in COMMANDS:
@@ -139,8 +138,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         build_parsers(only="")[0].print_help(sys.stderr)
         return EXIT_CONFIG
     cmd = next(c for c in COMMANDS if c.name == args.command)
-    logs.configure(json={"auto": None, "json": True, "console": False}[args.log_format], level=args.log_level)
     try:
+        log = logs.asked(args)
+        logs.configure(json=logs.FORMATS[log.log_format], level=log.log_level)
         return int(_role(cmd).main(args))
     except ConfigError as exc:
         print(f"slurm-sidecars {cmd.name}: {exc}", file=sys.stderr)

@@ -58,7 +58,7 @@ def _placeholders(cls: type, values: dict[str, Any]) -> dict[str, Any]:
     if cls is ControlPlaneSettings:
         return {"http_address": ("127.0.0.1", 0), "token": TOKEN, "viewer_token": VIEWER}
     if cls is ConfigSyncSettings:
-        return {"sources": (), "target": NOWHERE, "state_dir": NOWHERE, "http_host": "127.0.0.1"}
+        return {"sources": (), "target": NOWHERE, "state_dir": NOWHERE, "http_address": ("127.0.0.1", 0)}
     if cls is StatusSettings:
         return {}
     raise TypeError(f"no settings builder for {cls.__name__}")

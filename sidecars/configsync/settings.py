@@ -21,10 +21,8 @@ from sidecars.runtime.settings import (
     SHELL_WORDS,
     TOKEN_FILE,
     ConfigError,
-    Flag,
     add_flags,
     choice,
-    convert,
     declared,
     number,
     seconds,
@@ -38,9 +36,6 @@ from sidecars.slurm.throwaway import SLURMCTLD
 
 Daemon = str  # one of daemons.DAEMONS
 RestartPolicy = Literal["hold", "restart"]
-
-
-HTTP = Flag(name="--http", help="HOST:PORT for /livez /readyz /metrics /status", conv=ADDRESS, required=True)
 
 
 # the kernel's tables of TCP sockets in the pod's network namespace, where slurmrestd's open
@@ -111,6 +106,9 @@ class Settings:
     state_dir: Path = setting(
         conv=DIR, help="where the last known good set is kept (default: TARGET/../.config-sync)"
     )
+    http_address: tuple[str, int] = setting(
+        flag="--http", conv=ADDRESS, required=True, help="HOST:PORT for /livez /readyz /metrics /status"
+    )
     # an absolute Include names the target as slurmctld's container mounts it; where this container
     # mounts the same volume elsewhere, such an Include must still count as a file of the set
     target_read_at: Path | None = setting(
@@ -119,8 +117,6 @@ class Settings:
         help="the path at which slurmctld reads --target, where its container mounts that volume "
         "elsewhere (default: --target); an absolute Include of the set names this path",
     )
-    http_host: str = "127.0.0.1"  # --http
-    http_port: int = 0
     debounce_seconds: float = setting(  # a lone change; a burst's quiet time grows from here
         default=0.1,
         conv=seconds(zero_ok=True),
@@ -279,13 +275,21 @@ class Settings:
     tls: ssl.SSLContext | None = None  # --tls-cert-file, --tls-key-file
 
     @property
+    def http_host(self) -> str:
+        return self.http_address[0]
+
+    @property
+    def http_port(self) -> int:
+        return self.http_address[1]
+
+    @property
     def conf_dir(self) -> Path:
         """The target as slurmctld names it (its absolute Includes, its own messages)."""
         return self.target_read_at or self.target
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    add_flags(p, HTTP, Settings)
+    add_flags(p, Settings)
     http.configure_tls(p)
 
 
@@ -319,8 +323,7 @@ def from_args(args: argparse.Namespace) -> Settings:
     state_dir = given["state_dir"] = state_dir.absolute() if state_dir else target.parent / ".config-sync"
     if state_dir == target or target in state_dir.parents:
         raise ConfigError("--state-dir must lie outside --target")
-    host, port = convert(HTTP, args)
-    if given.get("viewer_token") is None and not _loopback(host):
+    if given.get("viewer_token") is None and not _loopback(given["http_address"][0]):
         raise ConfigError(
             f"--http {args.http}: /status and /history show the config: give --viewer-token-file, "
             "or serve on 127.0.0.1 only"
@@ -358,4 +361,4 @@ def from_args(args: argparse.Namespace) -> Settings:
         given["controller"] = given.get("controller") or socket.gethostname().split(".", 1)[0]
     if given.get("dry_run_state_dir") is not None:
         given["dry_run_state_dir"] = given["dry_run_state_dir"].absolute()
-    return Settings(http_host=host, http_port=port, tls=http.tls_from(args), **given)
+    return Settings(tls=http.tls_from(args), **given)

@@ -43,26 +43,24 @@ class DemoSettings:
         help="classic: static nodes and munge; slinky: as Slinky deploys it (configless slurmctld, "
         "slurmd -Z dynamic workers in a NodeSet, auth/slurm; needs --release chroot or sid)",
     )
-
-
-def configure(p: argparse.ArgumentParser) -> None:
-    add_flags(p, DemoSettings)
-    # switches (no value) and a choice that may be empty: argparse's own, not yet setting() fields
-    p.add_argument("--tour", action="store_true", help="walk through the features, then exit")
-    p.add_argument(
-        "--accounting",
-        action="store_true",
+    tour: bool = setting(default=False, switch=True, help="walk through the features, then exit")
+    accounting: bool = setting(
+        default=False,
+        switch=True,
         help="the accounting shape: a MariaDB and slurmdbd of the cluster's own, jobs in sacct "
         "(classic shape only; adds seconds to the start)",
     )
-    p.add_argument(
-        "--upgrade-to",
-        default="",
-        choices=["", "sid"],
+    upgrade_to: str | None = setting(
+        default=None,
+        conv=choice("sid"),
         help="with --accounting and --release chroot: the tour ends with a whole-cluster upgrade to this "
         "release (sid: 26.05), slurmdbd then slurmctld then the workers, run by the control plane and "
         "shown on its page and by `upgrade status`",
     )
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    add_flags(p, DemoSettings)
 
 
 def _upgrade_line(newer: Release, url: str, token: Path) -> str:
@@ -80,7 +78,8 @@ def main(args: argparse.Namespace) -> int:
     from sidecars.devcluster import ClusterSpec, slinky
     from sidecars.devcluster.release import ReleaseUnavailable, release_named
 
-    if args.log_level == "info":  # the demo's own narration is the output; its log only says what went wrong
+    # the demo's own narration is the output; its log only says what went wrong
+    if logs.asked(args).log_level == "info":
         logs.configure(json=False, level="warning")
     settings = settings_from(DemoSettings, args)
     nodes = settings.nodes
@@ -94,18 +93,18 @@ def main(args: argparse.Namespace) -> int:
         except ReleaseUnavailable as exc:
             raise ConfigError(str(exc)) from None
         why = slinky.check(ClusterSpec(shape=settings.shape), release.version)
-        if args.accounting and settings.shape != "classic":
+        if settings.accounting and settings.shape != "classic":
             why = "--accounting runs with the classic shape only"
         if why:
             raise ConfigError(f"--shape {settings.shape}: {why}")
         newer = None
-        if args.upgrade_to:
-            if not args.accounting or settings.release != "chroot":
+        if settings.upgrade_to:
+            if not settings.accounting or settings.release != "chroot":
                 raise ConfigError(
                     "--upgrade-to: needs --accounting and --release chroot (24.11, within 26.05's window)"
                 )
             try:
-                newer = await release_named(args.upgrade_to)
+                newer = await release_named(settings.upgrade_to)
             except ReleaseUnavailable as exc:
                 raise ConfigError(str(exc)) from None
         print(
@@ -114,7 +113,7 @@ def main(args: argparse.Namespace) -> int:
             flush=True,
         )
         async with DemoStack(
-            release, nodes, settings.shape, accounting=args.accounting, upgrade_to=newer
+            release, nodes, settings.shape, accounting=settings.accounting, upgrade_to=newer
         ) as stack:
             c = stack.cluster
             print(
@@ -130,13 +129,13 @@ def main(args: argparse.Namespace) -> int:
                 f" --token-file {stack.token_file}\n"
                 + (
                     f"  accounting:           slurmdbd on a MariaDB in {c.dir / 'mariadb'}; sacct works\n"
-                    if args.accounting
+                    if settings.accounting
                     else ""
                 )
                 + (_upgrade_line(newer, stack.control_plane_url, stack.token_file) if newer else ""),
                 flush=True,
             )
-            if args.tour:
+            if settings.tour:
                 outcome.append(await run_tour(stack))
                 return
             print("Ctrl-C stops it and removes everything.", flush=True)

@@ -23,10 +23,10 @@ from sidecars.runtime.settings import TOKEN_FILE, URL, add_flags, declared, seco
 
 
 @declared(kw_only=True)
-class ControlPlaneFlags:
-    """How an operator's command reaches the control plane."""
+class ControlPlaneClient:
+    """How an operator's command reaches the control plane: its flags, and a session from them."""
 
-    url: str = setting(
+    url: str = setting(  # the base URL, no trailing slash
         flag="--control-plane",
         conv=URL,
         required=True,
@@ -38,42 +38,33 @@ class ControlPlaneFlags:
         required=True,
         help="bearer token for the control plane (a mounted Secret)",
     )
-    timeout_seconds: float = setting(
+    timeout_seconds: float = setting(  # for a whole request
         default=30.0, conv=seconds(), help="give up on the control plane after this long"
     )
-    tls: ssl.SSLContext | None = setting(
+    tls: ssl.SSLContext | None = setting(  # None: the system's CAs
         default=None,
         flag="--ca-file",
         conv=CA_FILE,
         help="CA certificate(s) to trust for an https control plane",
     )
 
-
-def control_plane_flags(p: argparse.ArgumentParser) -> None:
-    """The flags `ControlPlaneClient.from_args` reads."""
-    add_flags(p, ControlPlaneFlags)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ControlPlaneClient:
-    url: str  # the base URL, no trailing slash
-    token: str
-    timeout: float  # seconds for a whole request
-    tls: ssl.SSLContext | None = None  # None: the system's CAs
-
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ControlPlaneClient:
         """From `--control-plane`, `--token-file` and `--timeout-seconds`; ConfigError when one is bad."""
-        given = settings_from(ControlPlaneFlags, args)
-        return cls(url=given.url, token=given.token, timeout=given.timeout_seconds, tls=given.tls)
+        return settings_from(cls, args)
 
     def session(self) -> aiohttp.ClientSession:
         """A session whose every request bears the token and ends within the timeout."""
         return aiohttp.ClientSession(
             headers={"Authorization": f"Bearer {self.token}"},
-            timeout=aiohttp.ClientTimeout(total=self.timeout),
+            timeout=aiohttp.ClientTimeout(total=self.timeout_seconds),
             connector=aiohttp.TCPConnector(ssl=self.tls or True),
         )
+
+
+def control_plane_flags(p: argparse.ArgumentParser) -> None:
+    """The flags `ControlPlaneClient.from_args` reads."""
+    add_flags(p, ControlPlaneClient)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -38,7 +38,6 @@ import ssl
 import sys
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -47,9 +46,7 @@ from sidecars.probe import restd
 from sidecars.runtime import answers, tlsroots
 from sidecars.runtime.http import CA_FILE
 from sidecars.runtime.settings import (
-    PATH,
     URL,
-    ConfigError,
     Conv,
     add_flags,
     declared,
@@ -57,6 +54,7 @@ from sidecars.runtime.settings import (
     seconds,
     setting,
     settings_from,
+    settings_of,
 )
 from sidecars.slurm import SlurmClient, SlurmError, health, scrape, standby
 from sidecars.slurm.httpauth import Credential
@@ -88,34 +86,13 @@ class ProbeSettings:
         conv=TOKEN_PATH,
         help="probe restd-*: the JWT slurmrestd's callers present (X-SLURM-USER-TOKEN; not root's)",
     )
-    slurm_token_file: Path | None = setting(
-        default=None,
-        conv=PATH,
-        help="probe controller|metrics: a file holding a JWT for Slurm's own HTTP endpoints (26.05: "
-        "root's or SlurmUser's for /readyz?verbose), read at each probe",
-    )
-    jwt_key_file: Path | None = setting(
-        default=None,
-        conv=PATH,
-        help="probe controller|metrics: Slurm's HS256 key (jwt_hs256.key, no access for other users): "
-        "a one-minute token for --jwt-user is minted per probe",
-    )
-    jwt_user: str = setting(
-        default="slurm", help="the user a token minted with --jwt-key-file names (SlurmUser or root)"
-    )
+    credential: Credential = settings_of(default_factory=Credential)
     path: str = setting(default="/metrics", help="probe metrics: the endpoint read")
 
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("which", choices=["livez", "readyz", "controller", "metrics", *restd.CHECKS])
     add_flags(p, ProbeSettings)
-
-
-def credential(settings: ProbeSettings) -> Credential:
-    token, key = settings.slurm_token_file, settings.jwt_key_file
-    if token is not None and key is not None:
-        raise ConfigError("--slurm-token-file and --jwt-key-file: give one, not both")
-    return Credential(token_file=token, key_file=key, user=settings.jwt_user)
 
 
 async def check(url: str, which: str, timeout: float, tls: ssl.SSLContext | None = None) -> tuple[bool, str]:
@@ -221,11 +198,7 @@ def main(args: argparse.Namespace) -> int:
     url, timeout, tls = settings.url, settings.timeout_seconds, settings.ca
     if tls is not None:
         tls.check_hostname = False  # the chain is checked; the probe's 127.0.0.1 is no name in it
-    try:
-        cred = credential(settings)
-    except ConfigError as exc:
-        print(str(exc), file=sys.stderr)
-        return 2
+    cred = settings.credential
     if args.which == "controller":
         ok, message = asyncio.run(check_controller(url, timeout, settings.controller, cred=cred))
     elif args.which == "metrics":

@@ -7,6 +7,7 @@ container's log is one shape of line, each carrying the context the daemon bound
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 from collections.abc import Mapping
@@ -15,6 +16,28 @@ from typing import Any, TextIO
 import structlog
 
 from sidecars.runtime import redact
+from sidecars.runtime.settings import choice, declared, setting, settings_from
+
+FORMATS = {"auto": None, "json": True, "console": False}  # --log-format: JSON lines or not
+
+
+@declared()
+class LogSettings:
+    """The command line's own flags, before the subcommand's name: how every role logs."""
+
+    log_level: str = setting(
+        default="info", conv=choice("debug", "info", "warning", "error"), help="the least level logged"
+    )
+    log_format: str = setting(
+        default="auto",
+        conv=choice(*FORMATS),
+        help="json: one JSON object a line; console: key=value; auto: json unless stderr is a terminal",
+    )
+
+
+def asked(args: argparse.Namespace) -> LogSettings:
+    """The log settings the command line (or `SIDECARS_LOG_*`) gave, else the defaults."""
+    return settings_from(LogSettings, args)
 
 
 def _stderr_logger(*_: object) -> structlog.PrintLogger:

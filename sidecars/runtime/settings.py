@@ -59,7 +59,6 @@ __all__ = [  # the converters too: a role declares its settings with one import
     "convert",
     "declared",
     "env_name",
-    "flag",
     "flags_of",
     "http_url",
     "number",
@@ -93,7 +92,8 @@ class Flag:
     required: bool = False
     multiple: bool = False  # repeatable; comma-separated in the environment
     aliases: tuple[str, ...] = ()  # old names, still accepted, with a warning
-    declared: bool = True  # False: a plain `flag()` whose text the role converts itself
+    short: str = ""  # a one-letter spelling (kubectl's `-f`): no warning, no variable of its own
+    switch: bool = False  # given alone (`--tour`) it means true; `--tour=false` is still accepted
     path: str = ""  # the field it fills, dotted through nested groups: `recycle.grace_seconds`
 
     @property
@@ -107,7 +107,7 @@ class Flag:
     def shown_default(self) -> str:
         if self.default is None or self.default in ((), []):
             return ""
-        return self.conv.show(self.default) if self.declared else str(self.default)
+        return self.conv.show(self.default)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,6 +118,8 @@ class _Decl:
     required: bool
     multiple: bool
     aliases: tuple[str, ...]
+    short: str
+    switch: bool
 
 
 def setting(
@@ -130,16 +132,23 @@ def setting(
     required: bool = False,
     multiple: bool = False,
     aliases: Iterable[str] = (),
+    short: str = "",
+    switch: bool = False,
 ) -> Any:
     """A dataclass field that is also a flag: `--<field-name>` unless `flag` names it otherwise.
-    Without a default the field must be given (or its role derives it: see `values`)."""
+    Without a default the field must be given (or its role derives it: see `values`). `short` is
+    a one-letter spelling beside the name; a `switch` is a BOOL that, given alone, means true."""
+    if switch and conv not in (None, BOOL):
+        raise TypeError("a switch is a BOOL setting")
     decl = _Decl(
         help=help,
         flag=flag,
-        conv=conv or TEXT,
+        conv=conv or (BOOL if switch else TEXT),
         required=required,
         multiple=multiple,
         aliases=tuple(aliases),
+        short=short,
+        switch=switch,
     )
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata={SETTING: decl})
@@ -193,6 +202,8 @@ def _flag(field: dataclasses.Field[Any], prefix: str = "", path: str = "") -> Fl
         required=d.required,
         multiple=d.multiple,
         aliases=d.aliases,
+        short=d.short,
+        switch=d.switch,
     )
 
 
@@ -235,27 +246,28 @@ def add_flag(parser: argparse.ArgumentParser, f: Flag, env: Mapping[str, str] | 
     """`f` on `parser`, its default the text of `SIDECARS_<FLAG>` (or of an old name's variable)."""
     env = os.environ if env is None else env
     text = next((env[v] for v in (f.env, *map(env_name, f.aliases)) if v in env), None)
-    default: Any = None if f.declared else f.default
+    default: Any = None
     if text is not None:
         default = [v for v in text.split(",") if v] if f.multiple else text
         old = next((a for a in f.aliases if env_name(a) in env and f.env not in env), None)
         if old is not None:
             olds = parser.get_default("_sidecars_old_env") or {}
             parser.set_defaults(_sidecars_old_env={**olds, f.name: env_name(old)})
-    elif f.multiple and f.declared:
+    elif f.multiple:
         default = []
     shown = f.shown_default()
     notes = [f"default: {shown}{' ' + f.conv.unit if f.conv.unit else ''}"] if shown else []
-    help_text = f.help + (f" ({'; '.join(notes)})" if notes and f.declared else "")
+    help_text = f.help + (f" ({'; '.join(notes)})" if notes else "")
+    # a flag that is missing or wrong is one line from `values`, not argparse's usage block
     parser.add_argument(
+        *([f.short] if f.short else []),
         f.name,
         *f.aliases,
         dest=f.dest,
-        # a declared flag that is missing is one line from `values`; argparse's is a usage block
-        required=f.required and text is None and not f.declared,
         default=default,
         metavar=f.conv.metavar or None,
-        choices=None if f.declared or not f.conv.choices else list(f.conv.choices),
+        nargs="?" if f.switch else None,
+        const="true" if f.switch else None,
         help=f"{help_text} [env {f.env}]",
         action=_FlagAction,
         sidecars_flag=f,
@@ -264,14 +276,15 @@ def add_flag(parser: argparse.ArgumentParser, f: Flag, env: Mapping[str, str] | 
 
 def add_flags(
     parser: argparse.ArgumentParser,
-    *sources: type | Flag,
+    *sources: type,
     env: Mapping[str, str] | None = None,
     note: str = "",
 ) -> None:
-    """The flags of settings dataclasses and of lone `Flag`s, in the order given; `note` leads
-    each one's help (a role told how its value must match another's)."""
+    """The flags of settings dataclasses, in the order given (the one way a flag is declared: a
+    `setting()` field); `note` leads each one's help (a role told how its value must match
+    another's)."""
     for source in sources:
-        for f in [source] if isinstance(source, Flag) else flags_of(source):
+        for f in flags_of(source):
             add_flag(parser, dataclasses.replace(f, help=note + f.help) if note else f, env)
 
 
@@ -325,24 +338,3 @@ def values(cls: type, args: argparse.Namespace, *, _prefix: str = "") -> dict[st
 def settings_from(cls: type[T], args: argparse.Namespace) -> T:
     """`cls` built from `args` alone: for a role whose every field is a declared flag."""
     return cls(**values(cls, args))
-
-
-def flag(
-    parser: argparse.ArgumentParser,
-    name: str,
-    *,
-    env: Mapping[str, str] | None = None,
-    required: bool = False,
-    default: Any = None,
-    multiple: bool = False,
-    help: str = "",
-    choices: Iterable[str] | None = None,
-    metavar: str | None = None,
-) -> None:
-    """A flag whose text its command converts itself (the operator's commands, hooks, probes):
-    `--name`, defaulting to `SIDECARS_<NAME>` (comma-separated if `multiple`)."""
-    conv = dataclasses.replace(TEXT, metavar=metavar or "", choices=tuple(choices or ()))
-    f = Flag(
-        name=name, help=help, conv=conv, default=default, required=required, multiple=multiple, declared=False
-    )
-    add_flag(parser, f, env)

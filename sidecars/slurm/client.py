@@ -72,16 +72,22 @@ class SlurmClient(SlurmCommands):
             return self.output == "json" and (kind != "partitions" or (await self.version()).at_least(23, 2))
         return kind != "partitions" or (await self.version()).at_least(23, 2)
 
+    async def _json_listing(
+        self, kind: Literal["nodes", "jobs", "partitions"], show: str, *, older: str
+    ) -> tuple[list[str], str] | None:
+        """(argv, output) of `scontrol show SHOW --json` (23.02+; `OLDER --json` before) when JSON is
+        how to read `kind` here; None when the text listing is."""
+        if not await self._json(kind):
+            return None
+        newer = (await self.version()).at_least(23, 2)
+        argv = ["scontrol", "show", show, "--json"] if newer else [older, "--json"]
+        return argv, (await self.run(*argv)).stdout
+
     # ------------------------------------------------------------------ reads
     async def nodes(self) -> list[Node]:
         """Every node of the cluster (FUTURE nodes included where the release can show them)."""
-        if await self._json("nodes"):
-            v = await self.version()
-            argv = ["scontrol", "show", "nodes", "--json"] if v.at_least(23, 2) else ["sinfo", "--json"]
-            r = await self.run(*argv)
-            return jsonformat.nodes(argv, r.stdout)
-        r = await self.run("scontrol", "--future", "-o", "-d", "show", "node")
-        return self._node_lines.parse(r.stdout)
+        listed = await self._json_listing("nodes", "nodes", older="sinfo")
+        return jsonformat.nodes(*listed) if listed else await self.node_listing()
 
     async def node_listing(self) -> list[Node]:
         """Every node, FUTURE ones included, in the one-line text format, whatever the release. For
@@ -124,12 +130,10 @@ class SlurmClient(SlurmCommands):
 
     async def jobs(self) -> list[Job]:
         """Every job the controller still knows (pending, running and ended within MinJobAge)."""
-        if await self._json("jobs"):
-            # 24.11's squeue hides ended jobs unless asked; `scontrol --json` (23.02+) shows them as text does
-            v = await self.version()
-            argv = ["scontrol", "show", "job", "--json"] if v.at_least(23, 2) else ["squeue", "--json"]
-            r = await self.run(*argv)
-            return jsonformat.jobs(argv, r.stdout)
+        # 24.11's squeue hides ended jobs unless asked; `scontrol --json` (23.02+) shows them as text does
+        listed = await self._json_listing("jobs", "job", older="squeue")
+        if listed:
+            return jsonformat.jobs(*listed)
         r = await self.run("scontrol", "-o", "-d", "show", "job")
         return textformat.jobs(r.stdout)
 
@@ -170,10 +174,9 @@ class SlurmClient(SlurmCommands):
         return squeueformat.job_nodes(r.stdout)
 
     async def partitions(self) -> list[Partition]:
-        if await self._json("partitions"):
-            argv = ["scontrol", "show", "partition", "--json"]
-            r = await self.run(*argv)
-            return [jsonformat.partition(o) for o in jsonformat.load(argv, r.stdout, "partitions")]
+        listed = await self._json_listing("partitions", "partition", older="scontrol")  # 23.02+ only
+        if listed:
+            return [jsonformat.partition(o) for o in jsonformat.load(*listed, "partitions")]
         r = await self.run("scontrol", "-o", "show", "partition")
         return textformat.partitions(r.stdout)
 

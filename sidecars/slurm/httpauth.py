@@ -25,8 +25,9 @@ import json
 import os
 import stat
 import time
-from dataclasses import dataclass
 from pathlib import Path
+
+from sidecars.runtime.settings import PATH, ConfigError, declared, setting
 
 TOKEN_HEADER = "X-SLURM-USER-TOKEN"
 MAX_KEY_BYTES = 64 * 1024  # an HS256 key; Slurm mmaps its file whole
@@ -67,13 +68,34 @@ def _read_capped(path: Path, cap: int, what: str) -> bytes:
     return data
 
 
-@dataclass(frozen=True, slots=True)
+@declared()
 class Credential:
-    """Where the token for Slurm's HTTP endpoints comes from: at most one of the two files."""
+    """Where the token for Slurm's HTTP endpoints comes from: at most one of the two files (the
+    probe's flags, read at each probe)."""
 
-    token_file: Path | None = None
-    key_file: Path | None = None
-    user: str = "root"  # the user a minted token names: root or SlurmUser for /readyz?verbose
+    token_file: Path | None = setting(
+        default=None,
+        flag="--slurm-token-file",
+        conv=PATH,
+        help="probe controller|metrics: a file holding a JWT for Slurm's own HTTP endpoints (26.05: "
+        "root's or SlurmUser's for /readyz?verbose), read at each probe",
+    )
+    key_file: Path | None = setting(
+        default=None,
+        flag="--jwt-key-file",
+        conv=PATH,
+        help="probe controller|metrics: Slurm's HS256 key (jwt_hs256.key, no access for other users): "
+        "a one-minute token for --jwt-user is minted per probe",
+    )
+    user: str = setting(  # root, or SlurmUser for /readyz?verbose
+        default="slurm",
+        flag="--jwt-user",
+        help="the user a token minted with --jwt-key-file names (SlurmUser or root)",
+    )
+
+    def __post_init__(self) -> None:
+        if self.token_file is not None and self.key_file is not None:
+            raise ConfigError("--slurm-token-file and --jwt-key-file: give one, not both")
 
     @property
     def given(self) -> bool:

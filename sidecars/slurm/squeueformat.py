@@ -3,6 +3,8 @@ than a job's whole record at 10,000 jobs and more. Each FORMAT sits beside its p
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from sidecars.runtime import gcpause
 from sidecars.slurm import hostlist
 from sidecars.slurm.models import Job, JobNodes, JobPlacement
@@ -26,6 +28,21 @@ def _count(text: str) -> int:
         return int_or(text)
 
 
+def _rows(text: str, fmt: str) -> Iterator[list[str]]:
+    """The fields of each line squeue printed for `fmt` (a job id first); a line that is not one
+    (a warning, a cut line) is passed over. The last field may hold `|` (a reason is free text)."""
+    n = fmt.count("|")
+    for line in text.splitlines():
+        parts = line.split("|", n)
+        if len(parts) == n + 1 and parts[0].isdigit():
+            yield parts
+
+
+def _state(shown: str) -> str:
+    """The job's state without the flags squeue appends (`COMPLETING+REQUEUED`)."""
+    return shown.partition("+")[0].upper()
+
+
 # `squeue -o` fields of a job summary, in this order; the reason (free text) last
 SUMMARY_FORMAT = "%A|%T|%P|%C|%D|%l|%S|%b|%N|%r"
 
@@ -43,12 +60,8 @@ def _summaries(text: str) -> list[Job]:
     times: dict[str, int | None] = {}
     limits: dict[str, int | None] = {}
     gres: dict[str, int] = {}
-    for line in text.splitlines():
-        parts = line.split("|", 9)
-        if len(parts) != 10 or not parts[0].isdigit():
-            continue
-        job_id, state, part, cpus, count, limit, start_s, tres, nodes, reason = parts
-        state = state.split("+")[0].upper()
+    for job_id, shown, part, cpus, count, limit, start_s, tres, nodes, reason in _rows(text, SUMMARY_FORMAT):
+        state = _state(shown)
         start = None
         if state != "PENDING":
             if start_s not in times:
@@ -87,23 +100,17 @@ PLACEMENT_FORMAT = "%A|%T|%P|%N|%v|%q"
 
 def job_placements(text: str) -> list[JobPlacement]:
     """`squeue -h -o PLACEMENT_FORMAT` lines."""
-    out: list[JobPlacement] = []
-    for line in text.splitlines():
-        parts = line.split("|", 5)
-        if len(parts) != 6 or not parts[0].isdigit():
-            continue
-        job_id, state, part, nodes, resv, qos = parts
-        out.append(
-            JobPlacement(
-                job_id=int(job_id),
-                state=state.split("+")[0].upper(),
-                partitions=tuple(p for p in part.split(",") if p),
-                nodes=tuple(hostlist.expand(nullable(nodes) or "")),
-                reservation=nullable(resv) or "",
-                qos=nullable(qos) or "",
-            )
+    return [
+        JobPlacement(
+            job_id=int(job_id),
+            state=_state(state),
+            partitions=tuple(p for p in part.split(",") if p),
+            nodes=tuple(hostlist.expand(nullable(nodes) or "")),
+            reservation=nullable(resv) or "",
+            qos=nullable(qos) or "",
         )
-    return out
+        for job_id, state, part, nodes, resv, qos in _rows(text, PLACEMENT_FORMAT)
+    ]
 
 
 JOB_NODES_FORMAT = "%A|%T|%N|%n"
@@ -111,18 +118,12 @@ JOB_NODES_FORMAT = "%A|%T|%N|%n"
 
 def job_nodes(text: str) -> list[JobNodes]:
     """`squeue -h -o JOB_NODES_FORMAT` lines."""
-    out: list[JobNodes] = []
-    for line in text.splitlines():
-        parts = line.split("|", 3)
-        if len(parts) != 4 or not parts[0].isdigit():
-            continue
-        job_id, state, nodes, requested = parts
-        out.append(
-            JobNodes(
-                job_id=int(job_id),
-                state=state.split("+")[0].upper(),
-                nodes=tuple(hostlist.expand(nullable(nodes) or "")),
-                requested=tuple(hostlist.expand(nullable(requested) or "")),
-            )
+    return [
+        JobNodes(
+            job_id=int(job_id),
+            state=_state(state),
+            nodes=tuple(hostlist.expand(nullable(nodes) or "")),
+            requested=tuple(hostlist.expand(nullable(requested) or "")),
         )
-    return out
+        for job_id, state, nodes, requested in _rows(text, JOB_NODES_FORMAT)
+    ]

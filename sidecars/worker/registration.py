@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import structlog
 
@@ -32,16 +32,11 @@ Report = Callable[[bool, str], Awaitable[None]]
 class RegistrationStatus:
     state: str = "unknown"  # unknown, pending, registered, healing, unregistered, controller_unreachable
     detail: str = "no observation yet"
-    attempts: int = 0
-    declared: bool = False
+    heal_attempts: int = 0
+    declared_unregistered: bool = False  # the heal attempts ran out: the pod reports unready
 
     def as_json(self) -> dict[str, object]:
-        return {
-            "state": self.state,
-            "detail": self.detail,
-            "heal_attempts": self.attempts,
-            "declared_unregistered": self.declared,
-        }
+        return asdict(self)  # the field names are /status's
 
 
 def problem(obs: Observation) -> str | None:
@@ -100,11 +95,11 @@ class Registration:
         if self._since is None:
             self._since = now
             log.info("slurmd_not_registered", why=why)
-        if self.status.declared:
+        if self.status.declared_unregistered:
             return  # said once; a registration later takes it back
         if (
             not gone
-            and self.status.attempts == 0
+            and self.status.heal_attempts == 0
             and now - self._since < self.settings.registration_timeout_seconds
         ):
             self.status.state = "pending"
@@ -125,14 +120,14 @@ class Registration:
             if fresh.ok:
                 await self._registered()
             return
-        if self.status.attempts < self.settings.heal_attempts and self.slurmd.can_restart:
+        if self.status.heal_attempts < self.settings.heal_attempts and self.slurmd.can_restart:
             await self._restart(why, now)
         else:
             await self._declare(why)
 
     async def _restart(self, why: str, now: float) -> None:
-        self.status.attempts += 1
-        n = self.status.attempts
+        self.status.heal_attempts += 1
+        n = self.status.heal_attempts
         backoff = self.settings.heal_backoff_seconds * 2 ** (n - 1)
         self._next_step_at = now + backoff
         self.status.state = "healing"
@@ -155,8 +150,8 @@ class Registration:
 
     async def _declare(self, why: str) -> None:
         self.status.state = "unregistered"
-        self.status.declared = True
-        done = self.status.attempts
+        self.status.declared_unregistered = True
+        done = self.status.heal_attempts
         self.status.detail = (
             f"{why}; gave up after {done} slurmd restart(s) (last: {self._last_heal})"
             if done
@@ -171,11 +166,11 @@ class Registration:
         was = self.status
         self.metrics.registered.set(1)
         if was.state in {"healing", "unregistered"}:
-            log.info("slurmd_registered_again", after_attempts=was.attempts)
+            log.info("slurmd_registered_again", after_attempts=was.heal_attempts)
             await self.events.emit(
-                EventReason.SLURMD_REGISTERED, f"registered again after {was.attempts} restart(s)"
+                EventReason.SLURMD_REGISTERED, f"registered again after {was.heal_attempts} restart(s)"
             )
-            if was.declared:
+            if was.declared_unregistered:
                 self.metrics.unregistered_declared.set(0)
                 await self.report(True, "registered")
         self.status = RegistrationStatus("registered", "registered")

@@ -157,7 +157,7 @@ class Agent:
 
     def _registered(self) -> CheckResult:
         st = self.registration.status
-        if st.declared:
+        if st.declared_unregistered:
             return CheckResult(False, f"unregistered: {st.detail}")
         obs = self.obs
         if obs is None:

@@ -31,7 +31,7 @@ def test_the_flags_become_a_control_plane(tmp_path: Path) -> None:
     (tmp_path / "tok").write_text(f"{TOKEN}\n")
     args = args_of("--control-plane", "http://cp:9200/", "--token-file", f"{tmp_path}/tok")
     cp = ControlPlaneClient.from_args(args)
-    assert cp == ControlPlaneClient(url="http://cp:9200", token=TOKEN, timeout=30.0)
+    assert cp == ControlPlaneClient(url="http://cp:9200", token=TOKEN, timeout_seconds=30.0)
 
 
 @pytest.mark.parametrize(
@@ -88,7 +88,7 @@ async def test_each_answer_becomes_its_exit_code(
     seen: list[tuple[str, str, str | None, bytes]] = []
     shown: list[Any] = []
     async with serving(answering(status, body, seen)) as url:
-        cp = ControlPlaneClient(url=url, token=TOKEN, timeout=10)
+        cp = ControlPlaneClient(url=url, token=TOKEN, timeout_seconds=10)
         got = await answer("upgrade", cp, Request(method="POST", path="/v1/upgrade/pause"), shown.append)
     assert got == code
     assert seen == [("POST", "/v1/upgrade/pause", f"Bearer {TOKEN}", b"")]
@@ -101,7 +101,7 @@ async def test_each_answer_becomes_its_exit_code(
 async def test_the_body_goes_as_json_with_the_method_asked() -> None:
     seen: list[tuple[str, str, str | None, bytes]] = []
     async with serving(answering(200, b"{}", seen)) as url:
-        cp = ControlPlaneClient(url=url, token=TOKEN, timeout=10)
+        cp = ControlPlaneClient(url=url, token=TOKEN, timeout_seconds=10)
         assert await answer("m", cp, Request(method="DELETE", path="/v1/maintenance/x"), print) == 0
         req = Request(method="POST", path="/v1/maintenance", body={"nodes": "n[1-2]"})
         assert await answer("m", cp, req, print) == 0
@@ -114,7 +114,7 @@ async def test_the_body_goes_as_json_with_the_method_asked() -> None:
 async def test_nobody_listening_is_exit_1_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     with socket.socket() as s:  # bound, never listening: a connection is refused at once
         s.bind(("127.0.0.1", 0))
-        cp = ControlPlaneClient(url=f"http://127.0.0.1:{s.getsockname()[1]}", token=TOKEN, timeout=10)
+        cp = ControlPlaneClient(url=f"http://127.0.0.1:{s.getsockname()[1]}", token=TOKEN, timeout_seconds=10)
         assert await answer("maintenance", cp, Request(method="GET", path="/v1/maintenance"), print) == 1
     err = capsys.readouterr().err
     assert err.startswith("slurm-sidecars maintenance: control plane unreachable: ") and err.count("\n") == 1
@@ -147,5 +147,6 @@ def test_each_action_of_the_commands_is_one_request(tmp_path: Path, argv: list[s
     parser, _ = build_parser(only=argv[0])
     args = parser.parse_args([*argv, "--control-plane", "http://cp:9200", "--token-file", f"{tmp_path}/tok"])
     settings = (MaintenanceSettings if argv[0] == "maintenance" else UpgradeSettings).from_args(args)
-    assert settings.control_plane == ControlPlaneClient(url="http://cp:9200", token=TOKEN, timeout=30.0)
+    want = ControlPlaneClient(url="http://cp:9200", token=TOKEN, timeout_seconds=30.0)
+    assert settings.control_plane == want
     assert settings.request() == sent

@@ -216,7 +216,7 @@ async def ha_pair(
                 "state_dir": cluster.dir / f"config-sync-{name}",
                 "plugin_dir": plugin_dir,
                 "dry_run_slurmctld": tuple(cluster.in_namespace("slurmctld")),
-                "http_port": ports[name],
+                "http_address": ("127.0.0.1", ports[name]),
                 "peers": tuple(f"http://127.0.0.1:{ports[n]}" for n in names if n != name)
                 + (more_peers or {}).get(name, ()),
                 "controller": name,

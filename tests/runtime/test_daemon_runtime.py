@@ -18,20 +18,32 @@ from sidecars.runtime import process
 from sidecars.runtime.checks import CheckResult, Checks
 from sidecars.runtime.daemon import run_until_signalled
 from sidecars.runtime.http import DaemonHTTP, serve
-from sidecars.runtime.settings import ConfigError, flag, parse_addr
+from sidecars.runtime.settings import (
+    ADDRESS,
+    ConfigError,
+    add_flags,
+    declared,
+    parse_addr,
+    setting,
+    settings_from,
+)
 from sidecars.runtime.waits import within
+
+
+@declared()
+class _Sample:
+    node_name: str = setting(required=True, help="a required flag")
+    source: tuple[str, ...] = setting(default=(), multiple=True, help="a repeatable flag")
+    http_address: tuple[str, int] = setting(default=("127.0.0.1", 0), flag="--http", conv=ADDRESS, help="x")
 
 
 def test_every_flag_can_come_from_the_environment() -> None:
     p = argparse.ArgumentParser()
-    env = {"SIDECARS_NODE_NAME": "gpu-7", "SIDECARS_SOURCE": "/a,/b"}
-    flag(p, "--node-name", env=env, required=True)
-    flag(p, "--source", env=env, multiple=True)
-    flag(p, "--http", env=env, default="0.0.0.0:9100")
-    args = p.parse_args([])
-    assert (args.node_name, args.source, args.http) == ("gpu-7", ["/a", "/b"], "0.0.0.0:9100")
-    given = p.parse_args(["--node-name", "x", "--source", "/c", "--source", "/d"])
-    assert (given.node_name, given.source) == ("x", ["/c", "/d"])  # a flag beats the environment
+    env = {"SIDECARS_NODE_NAME": "gpu-7", "SIDECARS_SOURCE": "/a,/b", "SIDECARS_HTTP": "0.0.0.0:9100"}
+    add_flags(p, _Sample, env=env)
+    assert settings_from(_Sample, p.parse_args([])) == _Sample("gpu-7", ("/a", "/b"), ("0.0.0.0", 9100))
+    given = settings_from(_Sample, p.parse_args(["--node-name", "x", "--source", "/c", "--source", "/d"]))
+    assert (given.node_name, given.source) == ("x", ("/c", "/d"))  # a flag beats the environment
 
 
 @pytest.mark.parametrize("bad", ["9100", "host:", "host:99999", ":x"])

@@ -2,33 +2,23 @@
 variable, converter, default and help then come from one declaration, into `--help`, the value the
 role reads, and docs/flags.md alike.
 
-Every option of every command is looked at as the parser built by the CLI holds it: a flag made by
-a module-level `Flag(...)`, a bare `flag(parser, ...)` whose text the role converts by hand, or a
-raw `parser.add_argument` fails here. The flags not yet moved are listed below, by command; the
-list only shrinks (a flag moved and still listed fails too, so the list cannot go stale).
+Every option of every command, the command line's own (`--log-level`) included, is looked at as the
+parser built by the CLI holds it: a flag made any other way (a `Flag(...)` added by hand, a raw
+`parser.add_argument`) fails here. There is no list of exceptions: a switch (`demo --tour`) and a
+short spelling (`plan -f`) are `setting()` fields too.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from sidecars.cli import build_parser
-from sidecars.runtime.settings import Flag
+import pytest
 
-# (command, flag) declared another way, left to move ("" is the command line's own options).
-NOT_YET: frozenset[tuple[str, str]] = frozenset(
-    {
-        # the command line's own, read before any role is loaded
-        ("", "--log-level"),
-        ("", "--log-format"),
-        # config-sync: its layout is being reworked (#38, its wings)
-        ("config-sync", "--http"),
-        ("config-guard", "--target"),
-        ("plan", "-f"),  # kubectl's short alias of --filename
-        # switches without a value, and a choice that may be empty
-        *(("demo", f) for f in ("--tour", "--accounting", "--upgrade-to")),
-    }
-)
+from sidecars.cli import build_parser, parse
+from sidecars.demo.main import DemoSettings
+from sidecars.operator.plan.settings import PlanSettings
+from sidecars.runtime import logs
+from sidecars.runtime.settings import TEXT, Flag, add_flag, env_name, settings_from
 
 
 def declared_another_way(parser: argparse.ArgumentParser, command: str) -> set[tuple[str, str]]:
@@ -42,8 +32,8 @@ def declared_another_way(parser: argparse.ArgumentParser, command: str) -> set[t
         ):
             continue
         flag = getattr(action, "sidecars_flag", None)
-        # a setting() field's flag knows the field it fills; a Flag(...) or flag(...) does not
-        if not (isinstance(flag, Flag) and flag.declared and flag.path):
+        # a setting() field's flag knows the field it fills; a Flag(...) made by hand does not
+        if not (isinstance(flag, Flag) and flag.path):
             out.add((command, max(action.option_strings, key=len)))
     return out
 
@@ -58,19 +48,36 @@ def every_command() -> set[tuple[str, str]]:
 
 
 def test_every_flag_is_a_setting_field() -> None:
-    found = every_command()
-    new = sorted(found - NOT_YET)
-    assert not new, f"declare these as setting() fields of the role's settings class: {new}"
-    moved = sorted(NOT_YET - found)
-    assert not moved, f"these are setting() fields now: take them off NOT_YET: {moved}"
+    found = sorted(every_command())
+    assert not found, f"declare these as setting() fields of the role's settings class: {found}"
 
 
 def test_the_check_sees_the_other_ways() -> None:
-    """A `Flag(...)` added whole, a bare `flag(...)` and a raw option are each caught."""
-    from sidecars.runtime.settings import TEXT, add_flags, flag
-
+    """A `Flag(...)` added by hand and a raw option are each caught."""
     p = argparse.ArgumentParser()
-    add_flags(p, Flag(name="--lone", help="x", conv=TEXT))
-    flag(p, "--bare", help="x")
+    add_flag(p, Flag(name="--lone", help="x", conv=TEXT))
     p.add_argument("--raw")
-    assert declared_another_way(p, "x") == {("x", "--lone"), ("x", "--bare"), ("x", "--raw")}
+    assert declared_another_way(p, "x") == {("x", "--lone"), ("x", "--raw")}
+
+
+def test_the_command_lines_own_flags_come_from_the_environment_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("--log-level", "--log-format"):
+        monkeypatch.delenv(env_name(var), raising=False)
+    monkeypatch.setenv(env_name("--log-level"), "debug")
+    args = parse(["--log-format", "json", "probe", "livez", "--url", "http://127.0.0.1:1"])
+    assert logs.asked(args) == logs.LogSettings(log_level="debug", log_format="json")
+
+
+@pytest.mark.parametrize(
+    ("argv", "tour"),
+    [([], False), (["--tour"], True), (["--tour=true"], True), (["--tour", "false"], False)],
+)
+def test_a_switch_alone_means_true(argv: list[str], tour: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(env_name("--tour"), raising=False)
+    settings = settings_from(DemoSettings, parse(["demo", *argv, "--nodes", "4"]))
+    assert (settings.tour, settings.nodes) == (tour, 4)
+
+
+def test_a_short_spelling_is_the_flag_itself() -> None:
+    short, long = (PlanSettings.from_args(parse(["plan", f, "-"])) for f in ("-f", "--filename"))
+    assert short == long and short.filename == "-"

@@ -110,7 +110,7 @@ async def test_the_control_plane_serves_tls_that_status_and_the_agent_trust(cert
     async with control_plane_app(tls=certs.server()) as port:
         url = f"https://127.0.0.1:{port}"
         # `status` and the operator's commands: the CA from --ca-file
-        api = ApiClient(url=url, token=VIEWER, timeout=10, tls=certs.client())
+        api = ApiClient(url=url, token=VIEWER, timeout_seconds=10, tls=certs.client())
         async with api.session() as s, s.get(url + "/v1/openapi.json") as r:
             assert r.status == 200 and "securitySchemes" in (await r.json())["components"]
         # the agent: its client over the same CA; the answer (no fleet read yet) came through TLS

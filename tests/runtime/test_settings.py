@@ -21,8 +21,13 @@ from structlog.testing import capture_logs
 from sidecars import check_secret, drainhook, probe
 from sidecars.cli import self_argv
 from sidecars.configsync import settings as configsync
+from sidecars.configsync.guard.main import GuardSettings
+from sidecars.configsync.guard.main import configure as guard_configure
 from sidecars.controlplane import settings as controlplane
+from sidecars.demo.main import DemoSettings
+from sidecars.demo.main import configure as demo_configure
 from sidecars.operator.status import settings as status
+from sidecars.runtime.logs import LogSettings, asked
 from sidecars.runtime.settings import (
     BOOL,
     GROUP,
@@ -33,6 +38,7 @@ from sidecars.runtime.settings import (
     flags_of,
     seconds,
     setting,
+    settings_from,
     values,
 )
 from sidecars.worker import settings as worker
@@ -287,6 +293,34 @@ def _roles(d: Path) -> list[Role]:
             ["--file", f"{d}/tok"],
             {"--file": [f"{d}/viewer"], "--min-bytes": ["64"]},
         ),
+        Role(
+            "config-guard",
+            guard_configure,
+            lambda a: settings_from(GuardSettings, a),
+            ["--target", f"{d}/etc"],
+            {"--target": [f"{d}/other/etc"]},
+        ),
+        Role(
+            "demo",
+            demo_configure,
+            lambda a: settings_from(DemoSettings, a),
+            [],
+            {
+                "--release": ["chroot"],
+                "--nodes": ["4"],
+                "--shape": ["slinky"],
+                "--tour": ["true"],
+                "--accounting": ["true"],
+                "--upgrade-to": ["sid"],
+            },
+        ),
+        Role(  # the command line's own, before the subcommand's name
+            "log",
+            lambda p: add_flags(p, LogSettings),
+            asked,
+            [],
+            {"--log-level": ["debug"], "--log-format": ["json"]},
+        ),
     ]
 
 
@@ -382,7 +416,10 @@ def _from_env(role: Role, argv: list[str], env: pytest.MonkeyPatch) -> Any:
         return _parse(role, positional)
 
 
-ROLE_NAMES = ["config-sync", "worker", "control-plane", "status", "drain-hook", "probe", "check-secret"]
+ROLE_NAMES = [
+    "config-sync", "worker", "control-plane", "status", "drain-hook", "probe", "check-secret",
+    "config-guard", "demo", "log",
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("which", ROLE_NAMES)
@@ -429,7 +466,7 @@ BEFORE: dict[str, dict[str, Any]] = {
         "allow_job_loss": False, "debounce_max_seconds": 5.0, "debounce_seconds": 0.1, "dry_run": True,
         "dry_run_isolation": "auto", "dry_run_slurmctld": ("slurmctld",), "dry_run_state_dir": None,
         "dry_run_stay_seconds": 0.0, "dry_run_timeout_seconds": 15.0, "history_limit": 20,
-        "http_host": "127.0.0.1", "http_port": 0, "main_file": "slurm.conf", "max_file_bytes": 1048576,
+        "http_address": ("127.0.0.1", 0), "main_file": "slurm.conf", "max_file_bytes": 1048576,
         "parse_timeout_seconds": 10.0, "plugin_dir": None, "rehash_seconds": 30.0, "restart_policy": "hold",
         "restart_timeout_seconds": 60.0, "retry_max_seconds": 10.0, "secret_sources": (),
         "settle_seconds": 5.0, "viewer_token": None, "tls": None,

@@ -69,7 +69,7 @@ async def registered_by_its_restart(
         cluster, sockdir, node=node, registration_timeout_seconds=0.5, slurmd_restart_command=slurmd
     )
     async with running_agent(cluster, s) as agent:
-        await eventually(lambda: agent.registration.status.attempts == 1, what="a restart")
+        await eventually(lambda: agent.registration.status.heal_attempts == 1, what="a restart")
         await eventually(lambda: agent.registration.status.state == "registered", what="registered")
         yield agent
 

@@ -70,6 +70,13 @@ async def run(*argv: str, env: dict[str, str] | None = None, seconds: float = 60
             "give one, not both",
         ),
         (["worker", "--http", "127.0.0.1:0", "--socket", "/tmp/x.sock"], "--node-name"),
+        (
+            [
+                *("probe", "controller", "--url", "http://127.0.0.1:1"),
+                *("--slurm-token-file", "/x", "--jwt-key-file", "/y"),
+            ],
+            "--slurm-token-file and --jwt-key-file: give one, not both",
+        ),
     ],
 )
 async def test_bad_invocations_exit_2_with_a_reason(argv: list[str], says: str) -> None:

@@ -139,7 +139,7 @@ async def test_unregistered_pod_is_reported_to_the_control_plane(cluster: DevClu
         )
         async with running_agent(cluster, s) as agent:
             await eventually(lambda: any(a == "report" for _, a, _ in cp.requests), what="a report")
-            assert agent.registration.status.declared
+            assert agent.registration.status.declared_unregistered
             reports = [b for n, a, b in cp.requests if a == "report"]
             assert reports[-1]["registered"] is False
             assert reports[-1]["pod_name"] == "worker-nosuch" and reports[-1]["pod_namespace"] == "slurm"

@@ -64,7 +64,9 @@ async def test_slurmd_that_never_registers_is_declared_unregistered(cluster: Dev
         slurmd_restart_command=tuple(cluster.slurmd_argv("nosuch")),
     )
     async with running_agent(cluster, s, events) as agent:
-        await eventually(lambda: agent.registration.status.declared, within=30, what="declared unregistered")
+        await eventually(
+            lambda: agent.registration.status.declared_unregistered, within=30, what="declared unregistered"
+        )
         status, body = await http_get(agent, "/readyz")
         assert status == 503
         detail = body["checks"]["registered"]["detail"]
@@ -89,7 +91,9 @@ async def test_failing_restart_command_ends_unregistered(cluster: DevCluster, so
         slurmd_restart_command=tuple(shlex.split("sh -c 'echo no luck; exit 3'")),
     )
     async with running_agent(cluster, s) as agent:
-        await eventually(lambda: agent.registration.status.declared, within=30, what="declared unregistered")
+        await eventually(
+            lambda: agent.registration.status.declared_unregistered, within=30, what="declared unregistered"
+        )
         assert agent.metrics.heal_attempts.labels(result="failed")._value.get() == 1
         _, body = await http_get(agent, "/status")
         assert "exited 3: no luck" in body["registration"]["detail"]

@@ -73,7 +73,7 @@ async def test_a_killed_configless_slurmd_is_restarted_and_registers_again(
     async with running_agent(cluster, s) as agent:
         await eventually(lambda: agent.registration.status.state == "registered", what="registered")
         await cluster.kill_slurmd("n1")
-        await eventually(lambda: agent.registration.status.attempts >= 1, what="a restart")
+        await eventually(lambda: agent.registration.status.heal_attempts >= 1, what="a restart")
         await cluster.wait_node("n1", lambda n: n.state.registered and n.state.base == "IDLE")
         await eventually(lambda: agent.registration.status.state == "registered", what="registered again")
         job = await cluster.sbatch("-w", "n1", "-t", "1", wrap="true")

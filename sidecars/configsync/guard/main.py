@@ -22,25 +22,26 @@ import structlog
 
 from sidecars.configsync.fileset.stage import Target
 from sidecars.protocol.configsync import RestoredBy
-from sidecars.runtime.settings import ConfigError, flag
+from sidecars.runtime.settings import DIR, ConfigError, add_flags, declared, setting, settings_from
 
 log = structlog.get_logger(__name__)
 
 BY = RestoredBy.CONFIG_GUARD
 
 
-def configure(p: argparse.ArgumentParser) -> None:
-    flag(
-        p,
-        "--target",
-        required=True,
-        metavar="DIR",
-        help="the directory slurmctld reads (config-sync's --target)",
+@declared()
+class GuardSettings:
+    target: Path = setting(
+        conv=DIR, required=True, help="the directory slurmctld reads (config-sync's --target)"
     )
 
 
+def configure(p: argparse.ArgumentParser) -> None:
+    add_flags(p, GuardSettings)
+
+
 def main(args: argparse.Namespace) -> int:
-    target = Path(args.target)
+    target = settings_from(GuardSettings, args).target
     if not target.is_dir():
         raise ConfigError(f"--target {target} is not a directory")
     try:

@@ -14,7 +14,7 @@ import sys
 
 from sidecars.configsync.plans.plan import EXIT_CODES
 from sidecars.operator.plan.inputs import read_candidate
-from sidecars.operator.plan.offline import Offline, plan_offline
+from sidecars.operator.plan.offline import plan_offline
 from sidecars.operator.plan.online import EXIT_NO_PLAN, ConfigSyncPlanner, NoPlan, plan_online
 from sidecars.operator.plan.render import render
 from sidecars.operator.plan.settings import PlanSettings, configure
@@ -25,7 +25,7 @@ __all__ = ["configure", "main"]
 
 def main(args: argparse.Namespace) -> int:
     settings = PlanSettings.from_args(args)
-    if getattr(args, "log_level", "info") == "info":
+    if logs.asked(args).log_level == "info":
         # the answer is the output (what it could not check included); the pipeline's own notes of
         # that (no controller to ask) would only repeat it
         logs.configure(level="error")
@@ -49,17 +49,8 @@ def main(args: argparse.Namespace) -> int:
             print(f"slurm-sidecars plan: {exc}", file=sys.stderr)
             return EXIT_NO_PLAN
     else:
-        how = Offline(
-            slurmctld=settings.slurmctld,
-            target=settings.target,
-            main=settings.main_file,
-            plugin_dir=settings.plugin_dir,
-            isolation=settings.isolation,
-            timeout_seconds=settings.timeout_seconds,
-            max_file_bytes=settings.max_file_bytes,
-        )
         answer = asyncio.run(
-            plan_offline(how, candidate.files, live.files if live else None, secret)
+            plan_offline(settings, candidate.files, live.files if live else None, secret)
         ).as_json()
     output = settings.output or ("json" if sys.stdout.isatty() else "markdown")
     sys.stdout.write(json.dumps(answer, indent=2) + "\n" if output == "json" else render(answer))

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
-from sidecars.configsync.dryrun.runner import DryRunner, IsolationSetting
+from sidecars.configsync.dryrun.runner import DryRunner
 from sidecars.configsync.fileset import conffile
 from sidecars.configsync.fileset.sources import FileSet
 from sidecars.configsync.judge.validate import Validator
 from sidecars.configsync.plans.plan import Plan, make_plan
+from sidecars.operator.plan.settings import PlanSettings
 from sidecars.slurm import SlurmClient
 from sidecars.slurm.offline import parse_only
 
@@ -28,17 +28,6 @@ NO_CLUSTER = (
     "the live slurmctld's release: the local Slurm judged the set",
     "the controllers that answer now (a controller host the set drops)",
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Offline:
-    slurmctld: tuple[str, ...]  # the local slurmctld's command
-    target: Path  # where the files live when deployed (what includes name)
-    main: str
-    plugin_dir: Path | None
-    isolation: IsolationSetting
-    timeout_seconds: float
-    max_file_bytes: int
 
 
 # what slurmctld 24.11+ says when auth/munge finds no munged: it encodes a credential at start, so the
@@ -67,11 +56,12 @@ def not_checked(live: FileSet | None, plugin_dir: Path | None) -> tuple[str, ...
 
 
 async def plan_offline(
-    how: Offline, candidate: FileSet, live: FileSet | None, secret_sources: frozenset[Path]
+    how: PlanSettings, candidate: FileSet, live: FileSet | None, secret_sources: frozenset[Path]
 ) -> Plan:
     plugin_dir = how.plugin_dir
     if plugin_dir is None:  # the set's own, first of its list, when this machine has it
-        named = conffile.parse(candidate, how.main, how.target).options.get("plugindir", "").split(":")[0]
+        options = conffile.parse(candidate, how.main_file, how.target).options
+        named = options.get("plugindir", "").split(":")[0]
         plugin_dir = Path(named) if named and Path(named).is_dir() else None
     with tempfile.TemporaryDirectory(prefix="slurm-sidecars-plan-") as scratch:
         work = Path(scratch)
@@ -82,7 +72,7 @@ async def plan_offline(
             client,
             how.target,
             work,
-            main=how.main,
+            main=how.main_file,
             max_bytes=how.max_file_bytes,
             parse_timeout=how.timeout_seconds,
             plugin_dir=plugin_dir,
@@ -90,7 +80,7 @@ async def plan_offline(
                 command=how.slurmctld,
                 work_dir=work / "dry-run",
                 target=how.target,
-                main=how.main,
+                main=how.main_file,
                 isolation=how.isolation,
                 timeout=how.timeout_seconds,
                 state_dir=empty,  # never a StateSaveLocation the set names on this machine

@@ -28,14 +28,13 @@ from sidecars.slurm.throwaway import SLURMCTLD
 
 def configure(p: argparse.ArgumentParser) -> None:
     add_flags(p, PlanSettings)
-    # kubectl's spelling, as the people who write these sets type it
-    p.add_argument("-f", dest="filename", default=argparse.SUPPRESS, metavar="FILE|DIR|-", help="--filename")
 
 
 @declared(kw_only=True)
 class PlanSettings:
     filename: str = setting(
         flag="--filename",
+        short="-f",  # kubectl's spelling, as the people who write these sets type it
         required=True,
         help="the candidate: a directory of files, a file of Kubernetes YAML (ConfigMaps, Secrets), "
         "or - for that YAML on stdin",

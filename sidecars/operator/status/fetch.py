@@ -17,7 +17,10 @@ def control_plane_client(settings: StatusSettings) -> ControlPlaneClient:
     """`--control-plane`'s client, bearing `--token-file`'s token (both given: the caller checks)."""
     assert settings.control_plane is not None and settings.token is not None
     return ControlPlaneClient(
-        url=settings.control_plane, token=settings.token, timeout=settings.timeout_seconds, tls=settings.tls
+        url=settings.control_plane,
+        token=settings.token,
+        timeout_seconds=settings.timeout_seconds,
+        tls=settings.tls,
     )
 
 

@@ -17,7 +17,7 @@ __all__ = ["configure", "main"]
 
 def main(args: argparse.Namespace) -> int:
     settings = StatusSettings.from_args(args)
-    if getattr(args, "log_level", "info") == "info":
+    if logs.asked(args).log_level == "info":
         # the table is the output; routine log lines (release detected, ...) would only clutter it
         logs.configure(level="warning")
     snap = asyncio.run(collect(settings))

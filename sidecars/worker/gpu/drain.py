@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import structlog
 
@@ -22,19 +23,15 @@ log = structlog.get_logger(__name__)
 __all__ = ["GpuDrain"]
 
 
+@dataclass(eq=False)
 class GpuDrain:
-    def __init__(
-        self,
-        settings: WorkerSettings,
-        check: GpuCheck,
-        source: NodeSource,
-        drainer: Drainer,
-        metrics: WorkerMetrics,
-        events: EventSink,
-        known: Callable[[], Observation | None],
-    ) -> None:
-        self.settings, self.check, self.source, self.drainer = settings, check, source, drainer
-        self.metrics, self.events, self.known = metrics, events, known
+    settings: WorkerSettings
+    check: GpuCheck
+    source: NodeSource
+    drainer: Drainer
+    metrics: WorkerMetrics
+    events: EventSink
+    known: Callable[[], Observation | None]
 
     async def run(self) -> None:
         """Every interval: check the GPUs, then drain or give back this node by what was found."""

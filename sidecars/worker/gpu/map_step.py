@@ -4,6 +4,7 @@ they may have changed, then dcgm-exporter's files and the bounded attribution me
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 
 import structlog
 
@@ -20,21 +21,17 @@ log = structlog.get_logger(__name__)
 __all__ = ["GpuMapStep"]
 
 
+@dataclass(eq=False)
 class GpuMapStep:
-    def __init__(
-        self,
-        settings: WorkerSettings,
-        mapping: JobMapping,
-        attribution: GpuAttribution | None,
-        slurm: SlurmSource,
-        metrics: WorkerMetrics,
-    ) -> None:
-        self.settings, self.mapping, self.attribution = settings, mapping, attribution
-        self.slurm, self.metrics = slurm, metrics
-        self._mapped_for: frozenset[int] | None = None
-        self._wanted: dict[int, list[int]] = {}
-        self._mapped_state = ""
-        self._mapped_at = 0.0
+    settings: WorkerSettings
+    mapping: JobMapping
+    attribution: GpuAttribution | None
+    slurm: SlurmSource
+    metrics: WorkerMetrics
+    _mapped_for: frozenset[int] | None = field(default=None, init=False)
+    _wanted: dict[int, list[int]] = field(default_factory=dict, init=False)
+    _mapped_state: str = field(default="", init=False)
+    _mapped_at: float = field(default=0.0, init=False)
 
     async def step(self, obs: Observation) -> None:
         if not obs.ok:
