@@ -78,9 +78,11 @@ async def test_the_topology_is_placed_again_as_soon_as_a_restarted_slurmctld_ans
             lambda: places(client), lambda p: p == (PLACE, PLACE), within=BOUND_SECONDS, what="placed again"
         )
         window = time.monotonic() - answered
-        print(f"\nread right after the restart: {lost}; placed again {window:.3f} s after slurmctld answered")
         status = watch.status()
-        assert status["seen"] + status["returns"] >= 1, status
+        print(f"\nread right after the restart: {lost}; placed again {window:.3f} s after slurmctld answered")
+        print(f"seen by: {status['last']}")
+        # a restart within the second slurmctld started in (this test's, at once) keeps its BOOT_TIME
+        assert status["seen"] + status["returns"] + status["start_second"] >= 1, status
 
 
 # 22.05 alone reconfigures in place (a new slurmctld from 23.11: BOOT_TIME, the test above's file),
