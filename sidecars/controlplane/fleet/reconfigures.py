@@ -22,8 +22,8 @@ coming back. Neither shows a restart that is over between two polls when the new
 in the second the one before did (measured: a restart within 0.5 s of the start, 3 of 4 runs on a
 quiet machine): a read answered within slurmctld's start second (`Configuration data as of`, stamped
 when slurmctld answers, not past its BOOT_TIME) cannot rule out a new one in that second, so the
-first read past it is taken as one (`start_second`): one more fleet read (and the fast ones
-after it) per slurmctld start at most.
+first read past it is taken as one (`start_second`): one more fleet read per slurmctld start at
+most (not the fast reads that follow one seen: it may not have happened).
 22.05 reconfigures in place and keeps its BOOT_TIME: there `sdiag`'s count of
 REQUEST_RECONFIGURE RPCs is read too (measured on 22.05.8: it rises by one per `scontrol
 reconfigure`, within a poll; `sdiag --reset` sets it back, taken as a new baseline). A reconfigure by
@@ -56,7 +56,7 @@ class ReconfigureWatch:
         self._on_seen = on_seen
         self.booted: str | None = None  # slurmctld's BOOT_TIME as last read; None before a read
         self.seen = 0  # how many new BOOT_TIMEs were seen (the first read is not one)
-        self.seen_at: float | None = None  # monotonic, the last one (of any kind)
+        self.seen_at: float | None = None  # monotonic, the last one (of any kind but start_second)
         self.returns = 0  # slurmctld back after unanswered reads, or another controller in control
         self.start_second = 0  # reads past slurmctld's start second after one within it
         self.in_place = 0  # 22.05 reconfigures seen by sdiag's RPC count
@@ -127,7 +127,8 @@ class ReconfigureWatch:
         self._in_control = in_control or self._in_control
         if why is None:
             return False
-        self.seen_at = time.monotonic()
+        if why != "start_second":  # one that may not have happened: one read, not the fast ones after
+            self.seen_at = time.monotonic()
         self.last_why = why
         log.info("slurmctld_reconfigure_seen", booted=booted, why=why, in_control=in_control)
         self._on_seen()

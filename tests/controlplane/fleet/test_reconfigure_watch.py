@@ -47,6 +47,7 @@ async def test_a_read_past_the_start_second_after_one_within_it_reads_the_fleet(
     assert seen == [False, False, True, False], watch.status()  # once: S is over, a later start moves it
     assert watch.status()["start_second"] == 1 and watch.last_why == "start_second", watch.status()
     assert watch.seen == 0 and watch.returns == 0, watch.status()
+    assert not watch.recent(3600.0)  # it may not have happened: one fleet read, not the fast ones
 
 
 async def test_a_slurmctld_first_read_past_its_start_second_reads_nothing_more() -> None:

@@ -114,8 +114,16 @@ async def test_an_in_place_reconfigure_is_seen_on_22_05(
         await eventually(placed, what="the clique feature placed")
         watch = cp.plane.reconfigures
         booted = await eventually(lambda: watch.booted, what="slurmctld's start time read once")
-        # a poll past the first: sdiag's count has its baseline
-        await eventually(lambda: watch.status()["polls"], lambda n: n >= 2, what="two polls of slurmctld")
+        # the watch reads the fleet once past slurmctld's start second after a read within it (a
+        # restart in that second may have kept BOOT_TIME): two polls after that second, it has, and
+        # the put-back below is the in-place reconfigure's, seen by sdiag's count (its baseline read)
+        await eventually(
+            client.boot_time,
+            lambda b: b.asked is not None and b.asked > booted,
+            what="slurmctld's clock past the second it started in",
+        )
+        polls = watch.status()["polls"]
+        await eventually(lambda: watch.status()["polls"], lambda n: n >= polls + 2, what="two polls past it")
         assert watch.status()["in_place"] == 0, watch.status()
         await client.reconfigure()
         returned = time.monotonic()
