@@ -389,18 +389,13 @@ class Applier:
         took = returned - asked
         # what the reconfigure took is put back at once, beside the verification (which waits); a
         # change that fails is rolled back, and the rollback's reconfigure keeps it again
-        keeping = asyncio.ensure_future(self.runstate.keep(held, returned))
-        try:
-            wait = self.restart_timeout if late else 3.0
-            outcome = await self.verify(old, new, before, wait=wait, interrupt=interrupt, since=since)
-            if outcome.ok:
-                outcome.kept = await keeping
-        finally:
-            keeping.cancel()  # a no-op once it ended
-            await asyncio.gather(keeping, return_exceptions=True)  # its end collected, whatever it was
-        outcome.took_request = True
+        wait = self.restart_timeout if late else 3.0
+        outcome = await _verified(
+            held,
+            self.runstate.keep(held, returned),
+            self.verify(old, new, before, wait=wait, interrupt=interrupt, since=since),
+        )
         outcome.reconfigure_seconds = took
-        outcome.held = held
         if not outcome.ok:
             said = [late or "", outcome.reason, *self.tail.trouble()]
             outcome.reason = "; ".join(w for w in said if w)
@@ -456,14 +451,26 @@ class Applier:
                     controller_died=True,
                 )
             await asyncio.sleep(0.2)
-        keeping = asyncio.ensure_future(self.runstate.keep(held, time.monotonic(), watch=True))
-        try:
-            outcome = await self.verify(old, new, before, wait=10.0, since=since, workers=False)
-            if outcome.ok:
-                outcome.kept = await keeping
-        finally:
-            keeping.cancel()  # a no-op once it ended
-            await asyncio.gather(keeping, return_exceptions=True)  # its end collected, whatever it was
-        outcome.took_request = True
-        outcome.held = held
-        return outcome
+        return await _verified(
+            held,
+            self.runstate.keep(held, time.monotonic(), watch=True),
+            self.verify(old, new, before, wait=10.0, since=since, workers=False),
+        )
+
+
+async def _verified(
+    held: dict[str, runstate.Held], keep: Awaitable[runstate.Kept], verify: Awaitable[ApplyOutcome]
+) -> ApplyOutcome:
+    """A change's verification, with the run-time node state it lost put back beside it (`keep`):
+    what was put back is counted only for a change that passed; its end is collected either way."""
+    keeping = asyncio.ensure_future(keep)
+    try:
+        outcome = await verify
+        if outcome.ok:
+            outcome.kept = await keeping
+    finally:
+        keeping.cancel()  # a no-op once it ended
+        await asyncio.gather(keeping, return_exceptions=True)  # its end collected, whatever it was
+    outcome.took_request = True
+    outcome.held = held
+    return outcome
