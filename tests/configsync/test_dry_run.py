@@ -12,18 +12,20 @@ import asyncio
 import os
 import re
 import shutil
+import socket
 import sys
 from pathlib import Path
 
 import pytest
 
+from sidecars.configsync.dryrun import runner as runner_module
 from sidecars.configsync.dryrun.runner import DryRunner
 from sidecars.configsync.dryrun.sandbox import overrides
 from sidecars.configsync.fileset import conffile
 from sidecars.configsync.judge.validate import Validator
 from sidecars.devcluster import DevCluster
 from sidecars.slurm.runner import run
-from sidecars.slurm.throwaway import helper_argv
+from sidecars.slurm.throwaway import free_port, helper_argv
 from tests.configsync.harness import cluster_files, config_sync, read_set, set_sha
 
 pytestmark = pytest.mark.cluster(
@@ -267,3 +269,24 @@ async def test_the_helper_runs_under_a_config_sync_that_is_pid_1() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[:2] == ["0", "ran"], result.stdout
+
+
+@pytest.mark.releases("slurm26")  # our choice of the port, not Slurm's: one release shows it
+async def test_a_port_taken_before_the_throwaway_binds_it_is_no_verdict_on_the_set(
+    cluster: DevCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ports isolation: the port chosen free can be bound by another process before slurmctld binds
+    it (CI saw one). The dry run tries again on another rather than refuse a good set for it."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        picked: list[int] = []
+
+        def pick() -> int:  # the first choice is taken by the time slurmctld binds it
+            picked.append(int(taken.getsockname()[1]) if not picked else free_port())
+            return picked[-1]
+
+        monkeypatch.setattr(runner_module, "free_port", pick)
+        result = await runner(cluster, isolation="ports").run(read_set(cluster_files(cluster)), None)
+    assert result.ok and result.isolation == "ports", result.reason
+    assert len(picked) == 2 and picked[0] != picked[1], picked

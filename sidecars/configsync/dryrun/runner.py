@@ -66,6 +66,11 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
+# ports isolation: the throwaway's port is one free when chosen; another process may bind it before
+# slurmctld does (slurmctld's words, then), and the dry run tries again on another, this many times
+PORT_TAKEN = "Address already in use"
+PORT_ATTEMPTS = 3
+
 IsolationSetting = str  # ISOLATION_AUTO or an Isolation: checked by the flag (ISOLATION_SETTINGS)
 
 
@@ -374,6 +379,19 @@ class DryRunner:
         if problem:
             return DryRunResult(False, problem, {}, 0.0, isolation)
         where = self.live_state(current or candidate)
+        attempts = PORT_ATTEMPTS if isolation == Isolation.PORTS else 1
+        while True:
+            result = await self._trial(files, candidate, where, isolation)
+            attempts -= 1
+            # a port taken between its choice and slurmctld's bind is no verdict on the set
+            if not attempts or PORT_TAKEN not in result.reason:
+                return result
+            log.warning("dry_run_port_taken", sha256=files.short, attempts_left=attempts)
+
+    async def _trial(
+        self, files: FileSet, candidate: SlurmConf, where: Path | None, isolation: Isolation
+    ) -> DryRunResult:
+        """One throwaway slurmctld on the candidate, in a scratch directory of its own."""
         d = self.work_dir / f"dryrun-{files.short}-{secrets.token_hex(3)}"
         dead = ClosedPort()
         started = time.monotonic()
