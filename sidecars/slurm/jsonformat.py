@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from sidecars.runtime import gcpause
-from sidecars.slurm import hostlist
+from sidecars.slurm import fields, hostlist
 from sidecars.slurm.errors import SlurmParseError, SlurmUnreachable
 from sidecars.slurm.models import Job, Node, NodeState, Partition, Reason
 from sidecars.slurm.textformat import gpu_indices, gpus_per_node
@@ -93,6 +93,22 @@ def _gres(value: Any) -> str:
     return "" if v in {"", "N/A", "(null)"} else v
 
 
+def _count(value: Any) -> int:
+    return number(value) or 0
+
+
+# how this format reads each kind of field in `fields`' tables
+_READERS: fields.Readers = {
+    fields.Kind.COUNT: _count,
+    fields.Kind.MAYBE_COUNT: number,
+    fields.Kind.WORDS: _words,
+    fields.Kind.GRES: _gres,
+    fields.Kind.TEXT: _str,
+    fields.Kind.NAME: _str,
+    fields.Kind.TIME: _time,
+}
+
+
 def node_state(obj: Obj) -> NodeState:
     state = obj.get("state")
     if isinstance(state, list):
@@ -112,23 +128,9 @@ def node(obj: Obj) -> Node:
         name=str(obj["name"]),
         state=node_state(obj),
         reason=reason,
-        cpus=number(obj.get("cpus")) or 0,
-        alloc_cpus=number(obj.get("alloc_cpus")) or 0,
-        real_memory=number(obj.get("real_memory")) or 0,
-        features=_words(obj.get("features")),
-        active_features=_words(obj.get("active_features")),
-        gres=_gres(obj.get("gres")),
-        gres_used=_gres(obj.get("gres_used")),
-        address=_str(obj.get("address")),
-        hostname=_str(obj.get("hostname")),
-        partitions=_words(obj.get("partitions")),
-        boot_time=_time(obj.get("boot_time")),
-        slurmd_start_time=_time(obj.get("slurmd_start_time")),
         version=_str(obj.get("version") or obj.get("slurmd_version")) or None,
         port=number(obj.get("port")) or None,
-        comment=_str(obj.get("comment")),
-        topology=_str(obj.get("topology")),
-        weight=number(obj.get("weight")),
+        **fields.read_json(fields.NODE, obj, _READERS),
     )
 
 
@@ -163,20 +165,17 @@ def job(obj: Obj) -> Job:
         end = None  # Slurm reports start + 365 days for an unlimited job: it is not an expected end
     return Job(
         job_id=int(number(obj.get("job_id")) or 0),
-        name=_str(obj.get("name")),
         user=_str(obj.get("user_name")),
         state=state,
         state_reason=_str(obj.get("state_reason")) or "None",
-        partition=_str(obj.get("partition")),
         nodes=nodes,
-        submit_time=_time(obj.get("submit_time")),
         start_time=start,
         end_time=end,
         time_limit_minutes=limit,
-        cpus=number(obj.get("cpus")) or 0,
         gpu_indices=gpus,
         node_count=number(obj.get("node_count")) or 0,
         gpus_per_node=gpus_per_node(_str(obj.get("tres_per_node"))),
+        **fields.read_json(fields.JOB, obj, _READERS),
     )
 
 
