@@ -36,8 +36,8 @@ from sidecars.runtime.settings import (
     Conv,
     add_flags,
     declared,
+    duration,
     number,
-    seconds,
     setting,
     settings_from,
 )
@@ -49,46 +49,33 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 @declared()
 class ServerLimits:
+    """How much any client may hold of a server. A role takes it as a group with the prefix "http"
+    (`settings_of(..., prefix="http")`): `header_seconds` is `--http-header-seconds`."""
+
     # request line and headers, and an idle keep-alive connection
-    header_seconds: float = setting(
-        default=10.0,
-        flag="--http-header-seconds",
-        conv=seconds(),
-        help="a request's headers must arrive within this; also how long an idle connection is kept",
+    header_seconds: float = duration(
+        10.0, "a request's headers must arrive within this; also how long an idle connection is kept"
     )
-    body_seconds: float = setting(
-        # the whole request body, once the headers are in
-        default=10.0,
-        flag="--http-body-seconds",
-        conv=seconds(),
-        help="a request's body must arrive within this",
-    )
+    # the whole request body, once the headers are in
+    body_seconds: float = duration(10.0, "a request's body must arrive within this")
+    # open at once; more are closed at once (1,000 agents long-poll)
     max_connections: int = setting(
-        # open at once; more are closed at once (1,000 agents long-poll)
-        default=4096,
-        flag="--http-max-connections",
-        conv=number(unit="connections"),
-        help="open connections at most; more are closed",
+        default=4096, conv=number(unit="connections"), help="open connections at most; more are closed"
     )
+    # from one peer address: a pod holding idle sockets takes its share, not everyone's (a proxy in
+    # front, such as an ingress to the web page, is one source for all behind it)
     max_connections_per_source: int = setting(
-        # from one peer address: a pod holding idle sockets takes its share, not everyone's (a
-        # proxy in front, such as an ingress to the web page, is one source for all behind it)
         default=64,
-        flag="--http-max-connections-per-source",
         conv=number(unit="connections"),
         help="open connections from one peer address at most; more are closed",
     )
-    first_request_seconds: float = setting(
-        # a new connection's first request line and headers (and, with TLS, its handshake)
-        default=5.0,
-        flag="--http-first-request-seconds",
-        conv=seconds(),
-        help="a new connection's first request headers must arrive within this; else it is closed",
+    # a new connection's first request line and headers (and, with TLS, its handshake)
+    first_request_seconds: float = duration(
+        5.0, "a new connection's first request headers must arrive within this; else it is closed"
     )
+    # request bodies being read at once, all requests together (two whole plans)
     inflight_body_bytes: int = setting(
-        # request bodies being read at once, all requests together (two whole plans)
         default=32 * 1024 * 1024,
-        flag="--http-inflight-body-bytes",
         conv=number(unit="bytes"),
         help="bytes of request bodies read at once, all requests together; more is answered 503",
     )
