@@ -313,12 +313,21 @@ def _with_bodies(app: web.Application, limits: ServerLimits) -> None:
     app.middlewares.append(read_bodies(limits, app.get(MAX_BODY_BYTES, AIOHTTP_MAX_BODY_BYTES)))
 
 
-def _gate(runner: web.AppRunner, limits: ServerLimits) -> ConnectionGate:
-    server = runner.server
-    assert server is not None, "the runner is set up"
-    return ConnectionGate(
-        server, limits.max_connections, limits.max_connections_per_source, limits.first_request_seconds
-    )
+@contextlib.asynccontextmanager
+async def _gated(app: web.Application, limits: ServerLimits) -> AsyncIterator[ConnectionGate]:
+    """`app` set up, its body reader last, for the block; yields the gate every connection of the
+    listener passes (the caller's listener: TCP or a unix socket)."""
+    _with_bodies(app, limits)
+    runner = _runner(app, limits)
+    await runner.setup()
+    try:
+        server = runner.server
+        assert server is not None, "the runner is set up"
+        yield ConnectionGate(
+            server, limits.max_connections, limits.max_connections_per_source, limits.first_request_seconds
+        )
+    finally:
+        await runner.cleanup()
 
 
 @contextlib.asynccontextmanager
@@ -331,14 +340,11 @@ async def serve(
 ) -> AsyncIterator[int]:
     """Serve `app` on host:port for the duration of the block; yields the bound port (0 picks one)."""
     limits = limits or ServerLimits()
-    _with_bodies(app, limits)
-    runner = _runner(app, limits)
-    await runner.setup()
-    try:
+    async with _gated(app, limits) as gate:
         # our own listener, not a TCPSite: every connection passes the gate, and a TLS handshake
         # gets the first request's bound (asyncio's default would be 60 s)
         listener = await asyncio.get_running_loop().create_server(
-            _gate(runner, limits),
+            gate,
             host,
             port,
             reuse_address=True,
@@ -349,8 +355,6 @@ async def serve(
             yield int(listener.sockets[0].getsockname()[1])
         finally:
             listener.close()
-    finally:
-        await runner.cleanup()
 
 
 @contextlib.asynccontextmanager
@@ -358,20 +362,14 @@ async def serve_unix(
     app: web.Application, path: str, limits: ServerLimits | None = None
 ) -> AsyncIterator[str]:
     """Serve `app` on a unix socket (the worker agent's drain-hook socket), mode 0600."""
-    limits = limits or ServerLimits()
-    _with_bodies(app, limits)
-    runner = _runner(app, limits)
-    await runner.setup()
-    try:
+    async with _gated(app, limits or ServerLimits()) as gate:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
-        listener = await asyncio.get_running_loop().create_unix_server(_gate(runner, limits), path)
+        listener = await asyncio.get_running_loop().create_unix_server(gate, path)
         try:
             os.chmod(path, 0o600)
             yield path
         finally:
             listener.close()
-    finally:
-        await runner.cleanup()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
