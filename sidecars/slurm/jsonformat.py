@@ -88,6 +88,10 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _hosts(value: Any) -> tuple[str, ...]:
+    return tuple(hostlist.expand(_str(value)))
+
+
 def _gres(value: Any) -> str:
     v = _str(value)
     return "" if v in {"", "N/A", "(null)"} else v
@@ -149,7 +153,6 @@ def _allocation_order(obj: Obj) -> list[str]:
 def job(obj: Obj) -> Job:
     state_v = obj.get("job_state")
     state = (state_v[0] if isinstance(state_v, list) and state_v else str(state_v or "UNKNOWN")).upper()
-    nodes = tuple(hostlist.expand(_str(obj.get("nodes"))))
     gpus: dict[str, tuple[int, ...]] = {}
     # gres_detail has one entry per allocated node, in allocation order
     for name, detail in zip(_allocation_order(obj), obj.get("gres_detail") or [], strict=False):
@@ -168,7 +171,7 @@ def job(obj: Obj) -> Job:
         user=_str(obj.get("user_name")),
         state=state,
         state_reason=_str(obj.get("state_reason")) or "None",
-        nodes=nodes,
+        nodes=_hosts(obj.get("nodes")),
         start_time=start,
         end_time=end,
         time_limit_minutes=limit,
@@ -191,7 +194,7 @@ def partition(obj: Obj) -> Partition:
     total = number(cpus.get("total")) if isinstance(cpus, dict) else number(obj.get("total_cpus"))
     return Partition(
         name=str(obj["name"]),
-        nodes=tuple(hostlist.expand(_str(conf))),
+        nodes=_hosts(conf),
         state=state_s.upper(),
         max_time_minutes=max_time,
         total_cpus=total or 0,

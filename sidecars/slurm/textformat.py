@@ -125,6 +125,11 @@ def int_or(value: str | None, default: int = 0) -> int:
         return default
 
 
+def hosts(value: str | None) -> tuple[str, ...]:
+    """The names of a hostlist as Slurm prints it (`n[1-3],gpu1`); none for a null word."""
+    return tuple(hostlist.expand(nullable(value) or ""))
+
+
 def _words(value: str | None) -> tuple[str, ...]:
     v = nullable(value)
     return tuple(w for w in v.split(",") if w) if v else ()
@@ -223,7 +228,7 @@ def job_from_pairs(p: list[tuple[str, str]]) -> Job:
         user=user.split("(")[0],
         state=state,
         state_reason=d.get("Reason", "None"),
-        nodes=tuple(hostlist.expand(nullable(d.get("NodeList")) or "")),
+        nodes=hosts(d.get("NodeList")),
         start_time=start,
         end_time=end,
         time_limit_minutes=parse_minutes(d.get("TimeLimit")),
@@ -257,7 +262,7 @@ def partitions(text: str) -> list[Partition]:
         out.append(
             Partition(
                 name=d["PartitionName"],
-                nodes=tuple(hostlist.expand(nullable(d.get("Nodes")) or "")),
+                nodes=hosts(d.get("Nodes")),
                 state=d.get("State", "UNKNOWN").upper(),
                 max_time_minutes=parse_minutes(d.get("MaxTime")),
                 total_cpus=int_or(d.get("TotalCPUs")),
@@ -278,8 +283,8 @@ def reservations(text: str) -> list[Reservation]:
                 name=d["ReservationName"],
                 start=parse_time(d.get("StartTime")),
                 end=parse_time(d.get("EndTime")),
-                nodes=tuple(hostlist.expand(nullable(d.get("Nodes")) or "")),
-                flags=frozenset(w for w in (nullable(d.get("Flags")) or "").split(",") if w),
+                nodes=hosts(d.get("Nodes")),
+                flags=frozenset(_words(d.get("Flags"))),
                 state=d.get("State", "").strip().upper(),
                 comment=nullable(d.get("Comment")),
                 users=nullable(d.get("Users")),
