@@ -268,7 +268,7 @@ class Settings:
         help="with --peer: a set every peer does not hold this long after this pod took it is "
         "reported as not everywhere (a Warning Event)",
     )
-    http_limits: http.ServerLimits = settings_of(default_factory=http.ServerLimits)
+    http_limits: http.ServerLimits = settings_of(default_factory=http.ServerLimits, prefix="http")
     loop_lag: LoopLagSettings = settings_of(default_factory=LoopLagSettings)
     token_watch: TokenWatchSettings = settings_of(default_factory=TokenWatchSettings)  # slurmrestd's callers'
     restd: DrainSettings = settings_of(default_factory=DrainSettings)  # --daemon slurmrestd (restd/drain.py)

@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry, Gauge
 from sidecars.protocol.events import EventReason
 from sidecars.runtime import jwtclaims
 from sidecars.runtime.events import EventSink
-from sidecars.runtime.settings import PATH, declared, seconds, setting
+from sidecars.runtime.settings import PATH, declared, duration, setting
 
 log = structlog.get_logger(__name__)
 
@@ -44,17 +44,11 @@ class TokenWatchSettings:
         help="a file holding a JWT slurmrestd's callers present (repeat for several): its time left "
         "is a metric, and a Warning Event comes before it expires",
     )
-    warn_seconds: float = setting(
-        default=86400.0,
-        flag="--token-warn-seconds",
-        conv=seconds(),
-        help="with --watch-token: warn when a token has less than this left",
+    warn_seconds: float = duration(
+        86400.0, "with --watch-token: warn when a token has less than this left", flag="--token-warn-seconds"
     )
-    check_seconds: float = setting(
-        default=60.0,
-        flag="--token-check-seconds",
-        conv=seconds(),
-        help="with --watch-token: read the token files this often",
+    check_seconds: float = duration(
+        60.0, "with --watch-token: read the token files this often", flag="--token-check-seconds"
     )
 
 

@@ -376,7 +376,7 @@ class ControlPlaneSettings:
         help="audience of the worker agents' projected ServiceAccount tokens, checked by TokenReview "
         '("" accepts none)',
     )
-    http_limits: http.ServerLimits = settings_of(default_factory=http.ServerLimits)
+    http_limits: http.ServerLimits = settings_of(default_factory=http.ServerLimits, prefix="http")
     loop_lag: LoopLagSettings = settings_of(default_factory=LoopLagSettings)
     tls: ssl.SSLContext | None = None  # None: plain HTTP; --tls-cert-file, --tls-key-file
     config_sync: str | None = setting(

@@ -36,8 +36,8 @@ from sidecars.runtime.settings import (
     Conv,
     add_flags,
     declared,
+    duration,
     number,
-    seconds,
     setting,
     settings_from,
 )
@@ -49,46 +49,33 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 @declared()
 class ServerLimits:
+    """How much any client may hold of a server. A role takes it as a group with the prefix "http"
+    (`settings_of(..., prefix="http")`): `header_seconds` is `--http-header-seconds`."""
+
     # request line and headers, and an idle keep-alive connection
-    header_seconds: float = setting(
-        default=10.0,
-        flag="--http-header-seconds",
-        conv=seconds(),
-        help="a request's headers must arrive within this; also how long an idle connection is kept",
+    header_seconds: float = duration(
+        10.0, "a request's headers must arrive within this; also how long an idle connection is kept"
     )
-    body_seconds: float = setting(
-        # the whole request body, once the headers are in
-        default=10.0,
-        flag="--http-body-seconds",
-        conv=seconds(),
-        help="a request's body must arrive within this",
-    )
+    # the whole request body, once the headers are in
+    body_seconds: float = duration(10.0, "a request's body must arrive within this")
+    # open at once; more are closed at once (1,000 agents long-poll)
     max_connections: int = setting(
-        # open at once; more are closed at once (1,000 agents long-poll)
-        default=4096,
-        flag="--http-max-connections",
-        conv=number(unit="connections"),
-        help="open connections at most; more are closed",
+        default=4096, conv=number(unit="connections"), help="open connections at most; more are closed"
     )
+    # from one peer address: a pod holding idle sockets takes its share, not everyone's (a proxy in
+    # front, such as an ingress to the web page, is one source for all behind it)
     max_connections_per_source: int = setting(
-        # from one peer address: a pod holding idle sockets takes its share, not everyone's (a
-        # proxy in front, such as an ingress to the web page, is one source for all behind it)
         default=64,
-        flag="--http-max-connections-per-source",
         conv=number(unit="connections"),
         help="open connections from one peer address at most; more are closed",
     )
-    first_request_seconds: float = setting(
-        # a new connection's first request line and headers (and, with TLS, its handshake)
-        default=5.0,
-        flag="--http-first-request-seconds",
-        conv=seconds(),
-        help="a new connection's first request headers must arrive within this; else it is closed",
+    # a new connection's first request line and headers (and, with TLS, its handshake)
+    first_request_seconds: float = duration(
+        5.0, "a new connection's first request headers must arrive within this; else it is closed"
     )
+    # request bodies being read at once, all requests together (two whole plans)
     inflight_body_bytes: int = setting(
-        # request bodies being read at once, all requests together (two whole plans)
         default=32 * 1024 * 1024,
-        flag="--http-inflight-body-bytes",
         conv=number(unit="bytes"),
         help="bytes of request bodies read at once, all requests together; more is answered 503",
     )
@@ -326,12 +313,21 @@ def _with_bodies(app: web.Application, limits: ServerLimits) -> None:
     app.middlewares.append(read_bodies(limits, app.get(MAX_BODY_BYTES, AIOHTTP_MAX_BODY_BYTES)))
 
 
-def _gate(runner: web.AppRunner, limits: ServerLimits) -> ConnectionGate:
-    server = runner.server
-    assert server is not None, "the runner is set up"
-    return ConnectionGate(
-        server, limits.max_connections, limits.max_connections_per_source, limits.first_request_seconds
-    )
+@contextlib.asynccontextmanager
+async def _gated(app: web.Application, limits: ServerLimits) -> AsyncIterator[ConnectionGate]:
+    """`app` set up, its body reader last, for the block; yields the gate every connection of the
+    listener passes (the caller's listener: TCP or a unix socket)."""
+    _with_bodies(app, limits)
+    runner = _runner(app, limits)
+    await runner.setup()
+    try:
+        server = runner.server
+        assert server is not None, "the runner is set up"
+        yield ConnectionGate(
+            server, limits.max_connections, limits.max_connections_per_source, limits.first_request_seconds
+        )
+    finally:
+        await runner.cleanup()
 
 
 @contextlib.asynccontextmanager
@@ -344,14 +340,11 @@ async def serve(
 ) -> AsyncIterator[int]:
     """Serve `app` on host:port for the duration of the block; yields the bound port (0 picks one)."""
     limits = limits or ServerLimits()
-    _with_bodies(app, limits)
-    runner = _runner(app, limits)
-    await runner.setup()
-    try:
+    async with _gated(app, limits) as gate:
         # our own listener, not a TCPSite: every connection passes the gate, and a TLS handshake
         # gets the first request's bound (asyncio's default would be 60 s)
         listener = await asyncio.get_running_loop().create_server(
-            _gate(runner, limits),
+            gate,
             host,
             port,
             reuse_address=True,
@@ -362,8 +355,6 @@ async def serve(
             yield int(listener.sockets[0].getsockname()[1])
         finally:
             listener.close()
-    finally:
-        await runner.cleanup()
 
 
 @contextlib.asynccontextmanager
@@ -371,20 +362,14 @@ async def serve_unix(
     app: web.Application, path: str, limits: ServerLimits | None = None
 ) -> AsyncIterator[str]:
     """Serve `app` on a unix socket (the worker agent's drain-hook socket), mode 0600."""
-    limits = limits or ServerLimits()
-    _with_bodies(app, limits)
-    runner = _runner(app, limits)
-    await runner.setup()
-    try:
+    async with _gated(app, limits or ServerLimits()) as gate:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
-        listener = await asyncio.get_running_loop().create_unix_server(_gate(runner, limits), path)
+        listener = await asyncio.get_running_loop().create_unix_server(gate, path)
         try:
             os.chmod(path, 0o600)
             yield path
         finally:
             listener.close()
-    finally:
-        await runner.cleanup()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)

@@ -17,7 +17,7 @@ from collections import deque
 from prometheus_client import CollectorRegistry, Gauge
 
 from sidecars.runtime.checks import CheckResult
-from sidecars.runtime.settings import declared, seconds, setting
+from sidecars.runtime.settings import declared, duration
 
 METRIC = "slurm_sidecars_event_loop_lag_seconds"
 CHECK = "event_loop_lag"  # the liveness check's name, in /livez's answer
@@ -28,11 +28,10 @@ WINDOW_SECONDS = 30.0  # liveness judges the worst lag over this much of the rec
 
 @declared()
 class LoopLagSettings:
-    bound_seconds: float = setting(
-        default=10.0,
+    bound_seconds: float = duration(
+        10.0,
+        "/livez fails when the event loop ran this late in the last 30 s",
         flag="--loop-lag-bound-seconds",
-        conv=seconds(),
-        help="/livez fails when the event loop ran this late in the last 30 s",
     )
 
 

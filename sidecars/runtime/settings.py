@@ -58,6 +58,7 @@ __all__ = [  # the converters too: a role declares its settings with one import
     "choice",
     "convert",
     "declared",
+    "duration",
     "env_name",
     "flags_of",
     "http_url",
@@ -153,6 +154,11 @@ def setting(
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata={SETTING: decl})
     return dataclasses.field(default=default, metadata={SETTING: decl})
+
+
+def duration(default: float, help: str, *, flag: str = "") -> Any:
+    """A `setting()` of seconds (> 0), the kind most settings are."""
+    return setting(default=default, flag=flag, conv=seconds(), help=help)
 
 
 @dataclass(frozen=True, slots=True)

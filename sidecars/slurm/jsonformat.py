@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from sidecars.runtime import gcpause
-from sidecars.slurm import hostlist
+from sidecars.slurm import fields, hostlist
 from sidecars.slurm.errors import SlurmParseError, SlurmUnreachable
 from sidecars.slurm.models import Job, Node, NodeState, Partition, Reason
 from sidecars.slurm.textformat import gpu_indices, gpus_per_node
@@ -88,9 +88,29 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _hosts(value: Any) -> tuple[str, ...]:
+    return tuple(hostlist.expand(_str(value)))
+
+
 def _gres(value: Any) -> str:
     v = _str(value)
     return "" if v in {"", "N/A", "(null)"} else v
+
+
+def _count(value: Any) -> int:
+    return number(value) or 0
+
+
+# how this format reads each kind of field in `fields`' tables
+_READERS: fields.Readers = {
+    fields.Kind.COUNT: _count,
+    fields.Kind.MAYBE_COUNT: number,
+    fields.Kind.WORDS: _words,
+    fields.Kind.GRES: _gres,
+    fields.Kind.TEXT: _str,
+    fields.Kind.NAME: _str,
+    fields.Kind.TIME: _time,
+}
 
 
 def node_state(obj: Obj) -> NodeState:
@@ -112,23 +132,9 @@ def node(obj: Obj) -> Node:
         name=str(obj["name"]),
         state=node_state(obj),
         reason=reason,
-        cpus=number(obj.get("cpus")) or 0,
-        alloc_cpus=number(obj.get("alloc_cpus")) or 0,
-        real_memory=number(obj.get("real_memory")) or 0,
-        features=_words(obj.get("features")),
-        active_features=_words(obj.get("active_features")),
-        gres=_gres(obj.get("gres")),
-        gres_used=_gres(obj.get("gres_used")),
-        address=_str(obj.get("address")),
-        hostname=_str(obj.get("hostname")),
-        partitions=_words(obj.get("partitions")),
-        boot_time=_time(obj.get("boot_time")),
-        slurmd_start_time=_time(obj.get("slurmd_start_time")),
         version=_str(obj.get("version") or obj.get("slurmd_version")) or None,
         port=number(obj.get("port")) or None,
-        comment=_str(obj.get("comment")),
-        topology=_str(obj.get("topology")),
-        weight=number(obj.get("weight")),
+        **fields.read_json(fields.NODE, obj, _READERS),
     )
 
 
@@ -147,7 +153,6 @@ def _allocation_order(obj: Obj) -> list[str]:
 def job(obj: Obj) -> Job:
     state_v = obj.get("job_state")
     state = (state_v[0] if isinstance(state_v, list) and state_v else str(state_v or "UNKNOWN")).upper()
-    nodes = tuple(hostlist.expand(_str(obj.get("nodes"))))
     gpus: dict[str, tuple[int, ...]] = {}
     # gres_detail has one entry per allocated node, in allocation order
     for name, detail in zip(_allocation_order(obj), obj.get("gres_detail") or [], strict=False):
@@ -163,20 +168,17 @@ def job(obj: Obj) -> Job:
         end = None  # Slurm reports start + 365 days for an unlimited job: it is not an expected end
     return Job(
         job_id=int(number(obj.get("job_id")) or 0),
-        name=_str(obj.get("name")),
         user=_str(obj.get("user_name")),
         state=state,
         state_reason=_str(obj.get("state_reason")) or "None",
-        partition=_str(obj.get("partition")),
-        nodes=nodes,
-        submit_time=_time(obj.get("submit_time")),
+        nodes=_hosts(obj.get("nodes")),
         start_time=start,
         end_time=end,
         time_limit_minutes=limit,
-        cpus=number(obj.get("cpus")) or 0,
         gpu_indices=gpus,
         node_count=number(obj.get("node_count")) or 0,
         gpus_per_node=gpus_per_node(_str(obj.get("tres_per_node"))),
+        **fields.read_json(fields.JOB, obj, _READERS),
     )
 
 
@@ -192,7 +194,7 @@ def partition(obj: Obj) -> Partition:
     total = number(cpus.get("total")) if isinstance(cpus, dict) else number(obj.get("total_cpus"))
     return Partition(
         name=str(obj["name"]),
-        nodes=tuple(hostlist.expand(_str(conf))),
+        nodes=_hosts(conf),
         state=state_s.upper(),
         max_time_minutes=max_time,
         total_cpus=total or 0,

@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sidecars.runtime import gcpause
-from sidecars.slurm import hostlist
 from sidecars.slurm.models import Job, JobNodes, JobPlacement
-from sidecars.slurm.textformat import gpus_per_node, int_or, nullable, parse_minutes, parse_time
+from sidecars.slurm.textformat import gpus_per_node, hosts, int_or, nullable, parse_minutes, parse_time
 
 __all__ = [
     "JOB_NODES_FORMAT",
@@ -81,7 +80,7 @@ def _summaries(text: str) -> list[Job]:
                 state=state,
                 state_reason=reason or "None",
                 partition=part,
-                nodes=(nodes,) if plain else tuple(hostlist.expand(nullable(nodes) or "")),
+                nodes=(nodes,) if plain else hosts(nodes),
                 submit_time=None,
                 start_time=start,
                 end_time=start + 60 * minutes if start is not None and minutes is not None else None,
@@ -105,7 +104,7 @@ def job_placements(text: str) -> list[JobPlacement]:
             job_id=int(job_id),
             state=_state(state),
             partitions=tuple(p for p in part.split(",") if p),
-            nodes=tuple(hostlist.expand(nullable(nodes) or "")),
+            nodes=hosts(nodes),
             reservation=nullable(resv) or "",
             qos=nullable(qos) or "",
         )
@@ -122,8 +121,8 @@ def job_nodes(text: str) -> list[JobNodes]:
         JobNodes(
             job_id=int(job_id),
             state=_state(state),
-            nodes=tuple(hostlist.expand(nullable(nodes) or "")),
-            requested=tuple(hostlist.expand(nullable(requested) or "")),
+            nodes=hosts(nodes),
+            requested=hosts(requested),
         )
         for job_id, state, nodes, requested in _rows(text, JOB_NODES_FORMAT)
     ]

@@ -12,18 +12,9 @@ import time
 from collections.abc import Iterator, Sequence
 from datetime import date
 
-from sidecars.slurm import hostlist
+from sidecars.slurm import fields, hostlist
 from sidecars.slurm.errors import SlurmParseError
-from sidecars.slurm.models import (
-    BootTime,
-    Job,
-    Node,
-    NodeState,
-    Partition,
-    Ping,
-    Reason,
-    Reservation,
-)
+from sidecars.slurm.models import BootTime, Job, Node, NodeState, Partition, Ping, Reason, Reservation
 
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_:/.\-]*$")
 _NULL = {"", "(null)", "N/A", "n/a", "None", "Unknown", "NONE", "n/s"}
@@ -134,6 +125,11 @@ def int_or(value: str | None, default: int = 0) -> int:
         return default
 
 
+def hosts(value: str | None) -> tuple[str, ...]:
+    """The names of a hostlist as Slurm prints it (`n[1-3],gpu1`); none for a null word."""
+    return tuple(hostlist.expand(nullable(value) or ""))
+
+
 def _words(value: str | None) -> tuple[str, ...]:
     v = nullable(value)
     return tuple(w for w in v.split(",") if w) if v else ()
@@ -168,29 +164,39 @@ def _gres(value: str | None) -> str:
     return re.sub(r"\(IDX:[^)]*\)|\(S:[^)]*\)", "", v)
 
 
+def _maybe_count(value: str | None) -> int | None:
+    return int_or(value) if value and value.isdigit() else None
+
+
+def _text(value: str | None) -> str:
+    return nullable(value) or ""
+
+
+def _name(value: str | None) -> str:
+    return value or ""
+
+
+# how this format reads each kind of field in `fields`' tables
+_READERS: fields.Readers = {
+    fields.Kind.COUNT: int_or,
+    fields.Kind.MAYBE_COUNT: _maybe_count,
+    fields.Kind.WORDS: _words,
+    fields.Kind.GRES: _gres,
+    fields.Kind.TEXT: _text,
+    fields.Kind.NAME: _name,
+    fields.Kind.TIME: parse_time,
+}
+
+
 def node_from_pairs(p: list[tuple[str, str]]) -> Node:
     d = dict(p)
     return Node(
         name=d["NodeName"],
         state=NodeState.parse(d.get("State", "UNKNOWN")),
         reason=parse_reason(d.get("Reason")),
-        cpus=int_or(d.get("CPUTot")),
-        alloc_cpus=int_or(d.get("CPUAlloc")),
-        real_memory=int_or(d.get("RealMemory")),
-        features=_words(d.get("AvailableFeatures")),
-        active_features=_words(d.get("ActiveFeatures")),
-        gres=_gres(d.get("Gres")),
-        gres_used=_gres(d.get("GresUsed")),
-        address=nullable(d.get("NodeAddr")) or "",
-        hostname=nullable(d.get("NodeHostName")) or "",
-        partitions=_words(d.get("Partitions")),
-        boot_time=parse_time(d.get("BootTime")),
-        slurmd_start_time=parse_time(d.get("SlurmdStartTime")),
         version=nullable(d.get("Version")),
-        port=int_or(d["Port"]) if (d.get("Port") or "").isdigit() else None,
-        comment=nullable(d.get("Comment")) or "",
-        topology=nullable(d.get("Topology")) or "",
-        weight=int_or(d["Weight"]) if (d.get("Weight") or "").isdigit() else None,
+        port=_maybe_count(d.get("Port")),
+        **fields.read_text(fields.NODE, d, _READERS),
     )
 
 
@@ -219,20 +225,17 @@ def job_from_pairs(p: list[tuple[str, str]]) -> Job:
         start = end = None  # a pending job's times are estimates, not facts
     return Job(
         job_id=int(d["JobId"]),
-        name=d.get("JobName", ""),
         user=user.split("(")[0],
         state=state,
         state_reason=d.get("Reason", "None"),
-        partition=d.get("Partition", ""),
-        nodes=tuple(hostlist.expand(nullable(d.get("NodeList")) or "")),
-        submit_time=parse_time(d.get("SubmitTime")),
+        nodes=hosts(d.get("NodeList")),
         start_time=start,
         end_time=end,
         time_limit_minutes=parse_minutes(d.get("TimeLimit")),
-        cpus=int_or(d.get("NumCPUs")),
         gpu_indices=gpus,
         node_count=int_or(d.get("NumNodes", "0").split("-")[0]),
         gpus_per_node=gpus_per_node(nullable(d.get("TresPerNode")) or ""),
+        **fields.read_text(fields.JOB, d, _READERS),
     )
 
 
@@ -259,7 +262,7 @@ def partitions(text: str) -> list[Partition]:
         out.append(
             Partition(
                 name=d["PartitionName"],
-                nodes=tuple(hostlist.expand(nullable(d.get("Nodes")) or "")),
+                nodes=hosts(d.get("Nodes")),
                 state=d.get("State", "UNKNOWN").upper(),
                 max_time_minutes=parse_minutes(d.get("MaxTime")),
                 total_cpus=int_or(d.get("TotalCPUs")),
@@ -280,8 +283,8 @@ def reservations(text: str) -> list[Reservation]:
                 name=d["ReservationName"],
                 start=parse_time(d.get("StartTime")),
                 end=parse_time(d.get("EndTime")),
-                nodes=tuple(hostlist.expand(nullable(d.get("Nodes")) or "")),
-                flags=frozenset(w for w in (nullable(d.get("Flags")) or "").split(",") if w),
+                nodes=hosts(d.get("Nodes")),
+                flags=frozenset(_words(d.get("Flags"))),
                 state=d.get("State", "").strip().upper(),
                 comment=nullable(d.get("Comment")),
                 users=nullable(d.get("Users")),

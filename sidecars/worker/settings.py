@@ -75,7 +75,7 @@ class WorkerSettings:
         conv=http.CA_FILE,
         help="CA certificate(s) to trust for an https control plane",
     )
-    http_limits: http.ServerLimits = settings_of(default_factory=http.ServerLimits)
+    http_limits: http.ServerLimits = settings_of(default_factory=http.ServerLimits, prefix="http")
     loop_lag: LoopLagSettings = settings_of(default_factory=LoopLagSettings)
     job_mapping_dir: Path | None = setting(
         default=None, conv=PATH, help="keep dcgm-exporter GPU-index -> job id files here"
