@@ -86,6 +86,7 @@ async def changes_through_config_sync(
     cluster: DevCluster, vol: AtomicVolume, base: dict[str, bytes], first: int, count: int, dry_run: bool
 ) -> Series:
     settings = Settings(
+        http_address=("127.0.0.1", 0),  # a port of its own
         sources=(vol.path,),
         target=cluster.conf_path.parent,
         state_dir=cluster.dir / f"cs-{'dry' if dry_run else 'nodry'}",

@@ -66,6 +66,7 @@ async def measure(release: Release, plans: int, scale: bool) -> None:
         vol = AtomicVolume(cluster.dir / "vol" / "cm")
         vol.write(base)
         settings = Settings(
+            http_address=("127.0.0.1", 0),  # a port of its own
             sources=(vol.path,),
             target=cluster.conf_path.parent,
             state_dir=cluster.dir / "cs",
