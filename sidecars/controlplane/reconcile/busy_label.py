@@ -16,10 +16,11 @@ from dataclasses import KW_ONLY, dataclass, field
 
 import structlog
 
+from sidecars.controlplane.reconcile.deps import WriterDeps
 from sidecars.controlplane.reconcile.pacing import TokenBucket
 from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.controlplane.settings import BusySettings
-from sidecars.kube import KubeClient, Pod
+from sidecars.kube import Pod
 from sidecars.protocol import kube_names
 
 log = structlog.get_logger(__name__)
@@ -35,8 +36,7 @@ def labelled(pod: Pod) -> bool:
 class BusyLabeler:
     name = "busy_label"
 
-    kube: KubeClient
-    node_of: Callable[[Pod], str]
+    deps: WriterDeps
     settings: BusySettings = field(default_factory=BusySettings)
     _: KW_ONLY
     burst_seconds: float = 5.0
@@ -74,7 +74,7 @@ class BusyLabeler:
             if pod.deleting:
                 continue
             live.add(pod.uid)
-            node = snap.nodes.get(self.node_of(pod))
+            node = snap.nodes.get(self.deps.node_of(pod))
             busy = node is not None and node.busy
             have = self._have(pod)
             if busy:
@@ -97,7 +97,7 @@ class BusyLabeler:
                 log.info("busy_labels_deferred", left=len(due) - made)
                 break  # the rest on the next pass
             try:
-                await self.kube.label_pod(pod.namespace, pod.name, {LABEL: "true" if busy else None})
+                await self.deps.kube.label_pod(pod.namespace, pod.name, {LABEL: "true" if busy else None})
             except Exception as exc:  # one pod's failure (gone, forbidden) must not stop the rest
                 log.warning("busy_label_failed", pod=pod.name, error=str(exc))
                 continue

@@ -23,10 +23,11 @@ import structlog
 
 from sidecars.controlplane.fleet.slinky import slinky_pod
 from sidecars.controlplane.fleet.snapshot import FleetNode
+from sidecars.controlplane.reconcile.deps import WriterDeps
 from sidecars.controlplane.reconcile.pacing import TokenBucket
 from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.controlplane.settings import ConditionSettings
-from sidecars.kube import KubeClient, Pod
+from sidecars.kube import Pod
 from sidecars.kube.podstatus import patch_pod_conditions
 from sidecars.protocol import kube_names
 
@@ -65,12 +66,10 @@ def _on_pod(pod: Pod) -> dict[str, tuple[str, str]]:
 class ConditionWriter:
     name = "pod_conditions"
 
-    kube: KubeClient
-    node_of: Callable[[Pod], str]
+    deps: WriterDeps
     settings: ConditionSettings = field(default_factory=ConditionSettings)
     _: KW_ONLY
     clock: Callable[[], float] = time.monotonic
-    slinky_mode: bool | None = False
     _bucket: TokenBucket = field(init=False)
     # pod uid -> (wanted, since when)
     _seen: dict[str, tuple[Conditions, float]] = field(default_factory=dict, init=False)
@@ -89,8 +88,8 @@ class ConditionWriter:
         due: list[tuple[Pod, Conditions]] = []
         live: set[str] = set()
         for pod in pods:
-            node = snap.nodes.get(self.node_of(pod))
-            if node is None or pod.deleting or slinky_pod(pod, self.slinky_mode) is True:
+            node = snap.nodes.get(self.deps.node_of(pod))
+            if node is None or pod.deleting or slinky_pod(pod, self.deps.slinky_mode) is True:
                 continue
             live.add(pod.uid)
             want = conditions(node)
@@ -128,7 +127,7 @@ class ConditionWriter:
                 for t, s, r, m in want
             ]
             try:
-                await patch_pod_conditions(self.kube, pod.namespace, pod.name, body)
+                await patch_pod_conditions(self.deps.kube, pod.namespace, pod.name, body)
             except Exception as exc:  # one pod's failure (gone, forbidden) must not stop the rest
                 log.warning("pod_conditions_failed", pod=pod.name, error=str(exc))
                 continue
