@@ -192,36 +192,26 @@ def writers(
     keeps jobs from eviction), then the claims' Events, deletion costs, recycling, node records,
     cordons, health signals, pod conditions, GPU features, topology, and in Slinky mode the operator's
     topology and features annotations."""
-    s, kube, node_of = settings, side.kube, workers.node_of
+    s = settings
     deps = WriterDeps(
-        kube,
-        slurm,
-        side.caches.nodes,
-        side.caches.compute_domains,
-        drains,
-        node_of,
-        metrics,
-        emit,
-        side.events,
-        s.namespace,
-        s.slinky_mode,
+        kube=side.kube,
+        slurm=slurm,
+        nodes=side.caches.nodes,
+        domains=side.caches.compute_domains,
+        drains=drains,
+        node_of=workers.node_of,
+        metrics=metrics,
+        emit=emit,
+        events=side.events,
+        namespace=s.namespace,
+        slinky_mode=s.slinky_mode,
     )
     out: list[Reconciler] = []
     if s.busy.label:
         out.append(BusyLabeler(deps, s.busy))
     out.append(ClaimEvents(workers.claims, emit))
-    out.append(UnownedDrainEvents(node_of, emit, side.events))
-    upgrade = side.upgrade
-    out.append(
-        DeletionCostWriter(
-            kube,
-            metrics,
-            qps=s.deletion_cost_qps,
-            node_of=node_of,
-            held=upgrade.deployment.cost,
-            slinky_mode=s.slinky_mode,
-        )
-    )
+    out.append(UnownedDrainEvents(deps))
+    out.append(DeletionCostWriter(deps, qps=s.deletion_cost_qps, held=side.upgrade.deployment.cost))
     out.append(side.recycler)
     if s.unowned.drain_policy:  # capped by the recycler's own window and fraction
         out.append(UnownedPolicy(deps, side.recycler, s.unowned))
