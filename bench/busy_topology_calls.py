@@ -125,14 +125,14 @@ class Sim:
             self.nodes.nodes[host] = KubeNode(host, {}, False, (), "1", labels)
         self.nodes.synced.set()
         deps = writer_deps(
-            kube=cast(KubeClient, self.kube), slurm=cast(SlurmClient, self.slurm), nodes=self.nodes
-        )
-        self.labeler = BusyLabeler(deps, clock=self.clock)
-        self.topology = TopologySync(
-            deps,
-            TopologySpec((ZONE, RACK)),
-            settings=TopologySettings(configmap="slurm-topology"),
+            kube=cast(KubeClient, self.kube),
+            slurm=cast(SlurmClient, self.slurm),
+            nodes=self.nodes,
             clock=self.clock,
+        )
+        self.labeler = BusyLabeler(deps)
+        self.topology = TopologySync(
+            deps, TopologySpec((ZONE, RACK)), settings=TopologySettings(configmap="slurm-topology")
         )
         self.version = 0
 

@@ -52,18 +52,19 @@ class Unused:
 
 def writer_deps(**given: Any) -> WriterDeps:
     """The writers' shared dependencies, for one writer tested on its own: what the test gives; a
-    worker pod's hostname as its Slurm node, namespace `slurm`, Slinky mode off, no ComputeDomains;
-    anything else `Unused`."""
+    worker pod's hostname as its Slurm node, namespace `slurm`, Slinky mode off, no ComputeDomains,
+    the real monotonic clock; anything else `Unused`."""
     defaults: dict[str, Any] = {
         "node_of": lambda p: p.hostname,
         "namespace": "slurm",
         "slinky_mode": False,
         "domains": None,
     }
-    names = {f.name for f in dataclasses.fields(WriterDeps)}
-    if unknown := given.keys() - names:
+    fields = dataclasses.fields(WriterDeps)
+    if unknown := given.keys() - {f.name for f in fields}:
         raise TypeError(f"WriterDeps has no {sorted(unknown)}")
-    return WriterDeps(**{n: given[n] if n in given else defaults.get(n, Unused(n)) for n in names})
+    required = {f.name for f in fields if f.default is dataclasses.MISSING}  # the others keep theirs
+    return WriterDeps(**({n: defaults.get(n, Unused(n)) for n in required} | given))
 
 
 def offline(**overrides: Any) -> ControlPlaneService:

@@ -10,8 +10,6 @@ the watched pods (never re-read per pass); sets go before removals, all under on
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 
 import structlog
@@ -40,7 +38,6 @@ class BusyLabeler:
     settings: BusySettings = field(default_factory=BusySettings)
     _: KW_ONLY
     burst_seconds: float = 5.0
-    clock: Callable[[], float] = time.monotonic
     _bucket: TokenBucket = field(init=False)
     # pod uid -> when its labelled node was first seen idle
     _idle_since: dict[str, float] = field(default_factory=dict, init=False)
@@ -53,7 +50,7 @@ class BusyLabeler:
         # a burst of `burst_seconds`' worth: passes come every --interval-seconds (4 s), and a bucket
         # holding one second's tokens would cap the rate at qps / interval
         qps = self.settings.label_qps
-        self._bucket = TokenBucket(qps, self.clock, capacity=qps * self.burst_seconds)
+        self._bucket = TokenBucket(qps, self.deps.clock, capacity=qps * self.burst_seconds)
 
     def _have(self, pod: Pod) -> bool:
         sent = self._sent.get(pod.uid)
@@ -66,7 +63,7 @@ class BusyLabeler:
         if (skip := unready(view)) is not None:
             return skip
         pods, snap = view.pods, view.snapshot
-        now = self.clock()
+        now = self.deps.clock()
         sets: list[Pod] = []
         removals: list[Pod] = []
         live: set[str] = set()

@@ -21,9 +21,8 @@ race it. A drain of ours left from before is still lifted once its Node is uncor
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable
-from dataclasses import KW_ONLY, dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 import structlog
 
@@ -62,8 +61,6 @@ class CordonSync:
 
     deps: WriterDeps
     settings: CordonSettings = field(default_factory=CordonSettings)
-    _: KW_ONLY
-    clock: Callable[[], float] = time.monotonic
     # Slurm node -> Kubernetes node, seen drained with our reason
     held: dict[str, str] = field(default_factory=dict, init=False)
     # Slurm node -> when a pass first saw our drain in place (monotonic; dropped once another
@@ -117,7 +114,7 @@ class CordonSync:
         asked = 0
         wanted = self.wanted(pods)
         pending = self.deps.drains.pending
-        now = self.clock()
+        now = self.deps.clock()
         for name, want in sorted(wanted.items()):
             node = snap.nodes.get(name)
             if node is None:

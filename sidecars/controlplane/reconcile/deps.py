@@ -5,6 +5,7 @@ own (its settings group, its clock, its state)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -35,6 +36,8 @@ class WriterDeps:
     namespace: str  # the workers'
     # Slinky's pods are the operator's to drain, label and place (--slinky-mode; None: by owner)
     slinky_mode: bool | None
+    # what every writer settles, paces and asks again by (a test moves it instead of waiting)
+    clock: Callable[[], float] = time.monotonic
 
     @property
     def gpu_caches_synced(self) -> bool:

@@ -16,9 +16,8 @@ operator has cordoned itself (a scale-in) is its own: no health drain is added o
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import structlog
 
@@ -101,8 +100,6 @@ class HealthSync:
 
     deps: WriterDeps
     settings: HealthSettings
-    _: KW_ONLY
-    clock: Callable[[], float] = time.monotonic
     signals: Signals = field(init=False)
     seen: dict[str, Seen] = field(default_factory=dict, init=False)  # Slurm node -> its signals now
     # Slurm node held by us, no signal since then
@@ -125,7 +122,7 @@ class HealthSync:
         return max(1, int(self.settings.max_fraction * workers))
 
     def status(self) -> dict[str, object]:
-        now = self.clock()
+        now = self.deps.clock()
         return {
             "signals": self.signals.names,
             "settle_seconds": self.settings.settle_seconds,
@@ -154,7 +151,7 @@ class HealthSync:
         if (skip := unready(view, self.ready)) is not None:
             return skip
         pods, snap = view.pods, view.snapshot
-        now = self.clock()
+        now = self.deps.clock()
         found = self._look(pods, now)
         by_name = {self.deps.node_of(p): p for p in pods}
         pending = self.deps.drains.pending
@@ -207,7 +204,7 @@ class HealthSync:
     async def _drain(self, name: str, pod: Pod, seen: Seen, sigs: list[tuple[str, str]]) -> int:
         signal, detail = sigs[0]
         self.deps.drains.submit(name, "drain", health_reason(signal, seen.kube_node))
-        self._asked[name] = self.clock()
+        self._asked[name] = self.deps.clock()
         seen.state = "drained"
         self.deps.metrics.health_actions.labels("drain").inc()
         log.warning("health_drain", node=name, signal=signal, detail=detail, kube_node=seen.kube_node)

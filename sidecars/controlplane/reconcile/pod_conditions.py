@@ -15,9 +15,7 @@ conditions saying the same thing in two vocabularies would only invite readers t
 from __future__ import annotations
 
 import datetime as dt
-import time
-from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import dataclass, field
 
 import structlog
 
@@ -68,8 +66,6 @@ class ConditionWriter:
 
     deps: WriterDeps
     settings: ConditionSettings = field(default_factory=ConditionSettings)
-    _: KW_ONLY
-    clock: Callable[[], float] = time.monotonic
     _bucket: TokenBucket = field(init=False)
     # pod uid -> (wanted, since when)
     _seen: dict[str, tuple[Conditions, float]] = field(default_factory=dict, init=False)
@@ -77,14 +73,14 @@ class ConditionWriter:
     writes: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
-        self._bucket = TokenBucket(self.settings.qps, self.clock)
+        self._bucket = TokenBucket(self.settings.qps, self.deps.clock)
 
     async def reconcile(self, view: View) -> Outcome:
         """One pass after a refresh: write the pods whose settled conditions differ."""
         if (skip := unready(view)) is not None:
             return skip
         pods, snap = view.pods, view.snapshot
-        now = self.clock()
+        now = self.deps.clock()
         due: list[tuple[Pod, Conditions]] = []
         live: set[str] = set()
         for pod in pods:

@@ -57,7 +57,6 @@ class RecordKeeper:
     deps: WriterDeps
     _: KW_ONLY
     policy: RecordSettings = field(default_factory=RecordSettings)
-    clock: Callable[[], float] = time.monotonic
     wall: Callable[[], float] = time.time
     known: set[str] = field(default_factory=set, init=False)  # Slurm nodes we saw a worker pod hold
     # Slurm node -> since when no pod holds it
@@ -99,7 +98,7 @@ class RecordKeeper:
 
     # ------------------------------------------------------------------ GPUs short
     async def _gres(self, held: Mapping[str, Pod], snap: FleetSnapshot) -> int:
-        now, writes = self.clock(), 0
+        now, writes = self.deps.clock(), 0
         for name in [n for n in self.short if n not in held]:
             del self.short[name]  # its pod is gone (a record left is a ghost's, below)
         for name, pod in held.items():
@@ -154,7 +153,7 @@ class RecordKeeper:
         return node.name in self.known or (node.pod is not None and node.pod.namespace == self.deps.namespace)
 
     async def _ghosts(self, held: Mapping[str, Pod], snap: FleetSnapshot) -> int:
-        now = self.clock()
+        now = self.deps.clock()
         dynamic = [n for n in snap.nodes.values() if DYNAMIC in n.flags]
         self.known.update(n for n in held if n in snap.nodes)
         self.known &= snap.nodes.keys()

@@ -17,7 +17,6 @@ new place must hold `settle_seconds` before it is applied, so a flapping label m
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
@@ -48,7 +47,6 @@ class TopologySync:
     _: KW_ONLY
     settings: TopologySettings = field(default_factory=TopologySettings)
     retry_seconds: float = 60.0
-    clock: Callable[[], float] = time.monotonic
     # the Slurm nodes of Slinky's pods, placed by the operator from the Node's annotation
     # (slinky_specs): kept in the rendered file (the operator needs one), never moved in place by us
     _operators: set[str] = field(default_factory=set, init=False)
@@ -111,7 +109,7 @@ class TopologySync:
         pods, snap = view.pods, view.snapshot
         moves = self.moves
         await self._release()
-        now = self.clock()
+        now = self.deps.clock()
         live: set[str] = set()
         self._operators = {self.deps.node_of(p) for p in pods if slinky_pod(p, self.deps.slinky_mode)}
         for pod in pods:
@@ -150,7 +148,7 @@ class TopologySync:
         return Outcome(self.moves - moves + written)
 
     async def _move(self, snap: FleetSnapshot) -> None:
-        now = self.clock()
+        now = self.deps.clock()
         wanted: list[tuple[str, str]] = []
         for name, place in self.placed.items():
             if name in self._operators:

@@ -7,8 +7,6 @@ over a few minutes, not in one burst."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 
 from sidecars.controlplane.fleet import unowned
@@ -40,13 +38,12 @@ class UnownedDrainEvents:
     deps: WriterDeps
     _: KW_ONLY
     qps: float = 5.0
-    clock: Callable[[], float] = time.monotonic
     _bucket: TokenBucket = field(init=False)
     # node -> (reason, since) already said
     _said: dict[str, tuple[str, int | None]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
-        self._bucket = TokenBucket(self.qps, self.clock)
+        self._bucket = TokenBucket(self.qps, self.deps.clock)
 
     async def reconcile(self, view: View) -> Outcome:
         if (skip := unready(view)) is not None:

@@ -17,10 +17,8 @@ admin drained it anew) is left alone.
 from __future__ import annotations
 
 import math
-import time
 from collections import deque
-from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import dataclass, field
 
 import structlog
 
@@ -58,8 +56,6 @@ class UnownedPolicy:
     deps: WriterDeps
     recycler: Recycler
     settings: UnownedSettings
-    _: KW_ONLY
-    clock: Callable[[], float] = time.monotonic
     # node -> (drain, first seen)
     _seen: dict[str, tuple[tuple[str, int | None], float]] = field(default_factory=dict, init=False)
     _resumed: deque[float] = field(default_factory=deque, init=False)
@@ -71,7 +67,7 @@ class UnownedPolicy:
             return skip
         if not view.snapshot.reachable:
             return Outcome(skipped="slurmctld unreachable")
-        now = self.clock()
+        now = self.deps.clock()
         pods = {self.deps.node_of(p): p for p in view.pods if not p.deleting}
         seen: dict[str, tuple[tuple[str, int | None], float]] = {}
         due: list[tuple[unowned.Unowned, Pod]] = []

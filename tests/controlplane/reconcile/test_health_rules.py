@@ -65,11 +65,12 @@ def setup(
         events.append((pod.name, reason))
 
     sync = HealthSync(
-        writer_deps(nodes=Nodes(*hosts), drains=drains, metrics=metrics, emit=emit, slinky_mode=slinky),
+        writer_deps(
+            nodes=Nodes(*hosts), drains=drains, metrics=metrics, emit=emit, slinky_mode=slinky, clock=clock
+        ),
         HealthSettings(
             conditions=NPD.conditions, taints=NPD.taints, settle_seconds=settle, max_fraction=fraction
         ),
-        clock=clock,
     )
     return sync, drains, clock, events, registry
 

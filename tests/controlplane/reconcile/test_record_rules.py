@@ -53,9 +53,9 @@ def keeper(clock: Clock, grace: float = 5.0) -> tuple[RecordKeeper, CollectorReg
             metrics=ControlPlaneMetrics(registry),
             events=LogEventSink(),
             emit=emit,
+            clock=clock,
         ),
         policy=RecordSettings(grace_seconds=grace, deletes_per_pass=2, stale_seconds=60.0),
-        clock=clock,
         wall=clock,
     )
     return keeper, registry
