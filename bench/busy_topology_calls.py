@@ -42,6 +42,7 @@ from sidecars.slurm import SlurmClient, Version
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the simulated fleet is built as the tests build theirs
+from tests.controlplane.conftest import writer_deps  # noqa: E402
 from tests.helpers import fleet_node, fleet_pod, fleet_snapshot  # noqa: E402
 
 ZONE, RACK = "topology.kubernetes.io/zone", "example.com/rack"
@@ -123,16 +124,15 @@ class Sim:
             labels = {ZONE: f"z{i % 5}", RACK: f"r{(i // 5) % 5}"}
             self.nodes.nodes[host] = KubeNode(host, {}, False, (), "1", labels)
         self.nodes.synced.set()
-        self.labeler = BusyLabeler(cast(KubeClient, self.kube), lambda p: p.hostname, clock=self.clock)
-        self.topology = TopologySync(
-            cast(KubeClient, self.kube),
-            cast(SlurmClient, self.slurm),
-            self.nodes,
-            lambda p: p.hostname,
-            TopologySpec((ZONE, RACK)),
-            namespace="slurm",
-            settings=TopologySettings(configmap="slurm-topology"),
+        deps = writer_deps(
+            kube=cast(KubeClient, self.kube),
+            slurm=cast(SlurmClient, self.slurm),
+            nodes=self.nodes,
             clock=self.clock,
+        )
+        self.labeler = BusyLabeler(deps)
+        self.topology = TopologySync(
+            deps, TopologySpec((ZONE, RACK)), settings=TopologySettings(configmap="slurm-topology")
         )
         self.version = 0
 

@@ -42,6 +42,7 @@ from sidecars.controlplane.reconcile import (
     UnownedDrainEvents,
     UnownedPolicy,
 )
+from sidecars.controlplane.reconcile.deps import WriterDeps
 from sidecars.controlplane.reconcile.round import PodEmit
 from sidecars.controlplane.settings import ClusterUpgradeSettings, ControlPlaneSettings
 from sidecars.kube import KubeClient, KubeEventSink, Pod
@@ -191,70 +192,43 @@ def writers(
     keeps jobs from eviction), then the claims' Events, deletion costs, recycling, node records,
     cordons, health signals, pod conditions, GPU features, topology, and in Slinky mode the operator's
     topology and features annotations."""
-    s, kube, node_of = settings, side.kube, workers.node_of
+    s = settings
+    deps = WriterDeps(
+        kube=side.kube,
+        slurm=slurm,
+        nodes=side.caches.nodes,
+        domains=side.caches.compute_domains,
+        drains=drains,
+        node_of=workers.node_of,
+        metrics=metrics,
+        emit=emit,
+        events=side.events,
+        namespace=s.namespace,
+        slinky_mode=s.slinky_mode,
+    )
     out: list[Reconciler] = []
     if s.busy.label:
-        out.append(BusyLabeler(kube, node_of, s.busy))
+        out.append(BusyLabeler(deps, s.busy))
     out.append(ClaimEvents(workers.claims, emit))
-    out.append(UnownedDrainEvents(node_of, emit, side.events))
-    upgrade = side.upgrade
-    out.append(
-        DeletionCostWriter(
-            kube,
-            metrics,
-            qps=s.deletion_cost_qps,
-            node_of=node_of,
-            held=upgrade.deployment.cost,
-            slinky_mode=s.slinky_mode,
-        )
-    )
+    out.append(UnownedDrainEvents(deps))
+    out.append(DeletionCostWriter(deps, qps=s.deletion_cost_qps, held=side.upgrade.deployment.cost))
     out.append(side.recycler)
     if s.unowned.drain_policy:  # capped by the recycler's own window and fraction
-        out.append(UnownedPolicy(slurm, side.recycler, node_of, emit, s.unowned))
+        out.append(UnownedPolicy(deps, side.recycler, s.unowned))
     if s.records.cleanup:
-        out.append(
-            RecordKeeper(
-                slurm, drains, node_of, metrics, side.events, emit, namespace=s.namespace, policy=s.records
-            )
-        )
+        out.append(RecordKeeper(deps, policy=s.records))
     if s.cordons.sync:
-        out.append(CordonSync(kube, side.caches.nodes, drains, node_of, s.cordons, slinky_mode=s.slinky_mode))
+        out.append(CordonSync(deps, s.cordons))
     if s.health.conditions or s.health.taints:
-        out.append(
-            HealthSync(side.caches.nodes, drains, node_of, metrics, emit, s.health, slinky_mode=s.slinky_mode)
-        )
+        out.append(HealthSync(deps, s.health))
     if s.conditions.enabled:
-        out.append(ConditionWriter(kube, node_of, s.conditions, slinky_mode=s.slinky_mode))
+        out.append(ConditionWriter(deps, s.conditions))
     gpu_features = s.gpu.domain_features
     if gpu_features:
-        out.append(
-            GpuFeatureSync(
-                slurm, side.caches.nodes, node_of, side.caches.compute_domains, slinky_mode=s.slinky_mode
-            )
-        )
+        out.append(GpuFeatureSync(deps))
     spec = s.topology.spec
     if spec is not None:
-        out.append(
-            TopologySync(
-                kube,
-                slurm,
-                side.caches.nodes,
-                node_of,
-                spec,
-                namespace=s.namespace,
-                settings=s.topology,
-                slinky_mode=s.slinky_mode,
-            )
-        )
+        out.append(TopologySync(deps, spec, settings=s.topology))
     if (spec is not None or gpu_features) and s.slinky_mode is not False:
-        out.append(
-            SlinkySpecs(
-                kube,
-                side.caches.nodes,
-                slinky_mode=s.slinky_mode,
-                topology=spec,
-                gpu_features=gpu_features,
-                domains=side.caches.compute_domains,
-            )
-        )
+        out.append(SlinkySpecs(deps, topology=spec, gpu_features=gpu_features))
     return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -13,6 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from sidecars.controlplane.fleet.snapshot import FleetSnapshot
 from sidecars.controlplane.reconcile import Reconciler, View
+from sidecars.controlplane.reconcile.deps import WriterDeps
 from sidecars.controlplane.service import ControlPlaneService
 from sidecars.controlplane.settings import ControlPlaneSettings, LeaseSettings
 from sidecars.devcluster import DevCluster
@@ -33,6 +35,36 @@ T = TypeVar("T")
 async def one_pass(writer: Reconciler, pods: Sequence[Pod], snap: FleetSnapshot) -> int:
     """One pass of a writer on its own; its writes."""
     return (await writer.reconcile(View(pods, snap))).writes
+
+
+class Unused:
+    """A writer's dependency its test did not give: any use of it fails the test, naming it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        raise AssertionError(f"the writer used deps.{self.name}.{attr}, which this test did not give")
+
+    def __call__(self, *args: Any, **kw: Any) -> Any:
+        raise AssertionError(f"the writer called deps.{self.name}, which this test did not give")
+
+
+def writer_deps(**given: Any) -> WriterDeps:
+    """The writers' shared dependencies, for one writer tested on its own: what the test gives; a
+    worker pod's hostname as its Slurm node, namespace `slurm`, Slinky mode off, no ComputeDomains,
+    the real monotonic clock; anything else `Unused`."""
+    defaults: dict[str, Any] = {
+        "node_of": lambda p: p.hostname,
+        "namespace": "slurm",
+        "slinky_mode": False,
+        "domains": None,
+    }
+    fields = dataclasses.fields(WriterDeps)
+    if unknown := given.keys() - {f.name for f in fields}:
+        raise TypeError(f"WriterDeps has no {sorted(unknown)}")
+    required = {f.name for f in fields if f.default is dataclasses.MISSING}  # the others keep theirs
+    return WriterDeps(**({n: defaults.get(n, Unused(n)) for n in required} | given))
 
 
 def offline(**overrides: Any) -> ControlPlaneService:

@@ -10,16 +10,15 @@ the watched pods (never re-read per pass); sets go before removals, all under on
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 
 import structlog
 
+from sidecars.controlplane.reconcile.deps import WriterDeps
 from sidecars.controlplane.reconcile.pacing import TokenBucket
 from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.controlplane.settings import BusySettings
-from sidecars.kube import KubeClient, Pod
+from sidecars.kube import Pod
 from sidecars.protocol import kube_names
 
 log = structlog.get_logger(__name__)
@@ -35,12 +34,10 @@ def labelled(pod: Pod) -> bool:
 class BusyLabeler:
     name = "busy_label"
 
-    kube: KubeClient
-    node_of: Callable[[Pod], str]
+    deps: WriterDeps
     settings: BusySettings = field(default_factory=BusySettings)
     _: KW_ONLY
     burst_seconds: float = 5.0
-    clock: Callable[[], float] = time.monotonic
     _bucket: TokenBucket = field(init=False)
     # pod uid -> when its labelled node was first seen idle
     _idle_since: dict[str, float] = field(default_factory=dict, init=False)
@@ -53,7 +50,7 @@ class BusyLabeler:
         # a burst of `burst_seconds`' worth: passes come every --interval-seconds (4 s), and a bucket
         # holding one second's tokens would cap the rate at qps / interval
         qps = self.settings.label_qps
-        self._bucket = TokenBucket(qps, self.clock, capacity=qps * self.burst_seconds)
+        self._bucket = TokenBucket(qps, self.deps.clock, capacity=qps * self.burst_seconds)
 
     def _have(self, pod: Pod) -> bool:
         sent = self._sent.get(pod.uid)
@@ -66,7 +63,7 @@ class BusyLabeler:
         if (skip := unready(view)) is not None:
             return skip
         pods, snap = view.pods, view.snapshot
-        now = self.clock()
+        now = self.deps.clock()
         sets: list[Pod] = []
         removals: list[Pod] = []
         live: set[str] = set()
@@ -74,7 +71,7 @@ class BusyLabeler:
             if pod.deleting:
                 continue
             live.add(pod.uid)
-            node = snap.nodes.get(self.node_of(pod))
+            node = snap.nodes.get(self.deps.node_of(pod))
             busy = node is not None and node.busy
             have = self._have(pod)
             if busy:
@@ -97,7 +94,7 @@ class BusyLabeler:
                 log.info("busy_labels_deferred", left=len(due) - made)
                 break  # the rest on the next pass
             try:
-                await self.kube.label_pod(pod.namespace, pod.name, {LABEL: "true" if busy else None})
+                await self.deps.kube.label_pod(pod.namespace, pod.name, {LABEL: "true" if busy else None})
             except Exception as exc:  # one pod's failure (gone, forbidden) must not stop the rest
                 log.warning("busy_label_failed", pod=pod.name, error=str(exc))
                 continue

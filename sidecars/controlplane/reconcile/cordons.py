@@ -21,18 +21,17 @@ race it. A drain of ours left from before is still lifted once its Node is uncor
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable
-from dataclasses import KW_ONLY, dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 import structlog
 
-from sidecars.controlplane.fleet.drains import DrainBatcher, Written
-from sidecars.controlplane.fleet.kube_nodes import NodeCache
+from sidecars.controlplane.fleet.drains import Written
 from sidecars.controlplane.fleet.slinky import slinky_pod
+from sidecars.controlplane.reconcile.deps import WriterDeps
 from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.controlplane.settings import CordonSettings
-from sidecars.kube import KubeClient, Pod
+from sidecars.kube import Pod
 from sidecars.protocol import drains, kube_names
 from sidecars.protocol.events import EventReason
 
@@ -60,14 +59,8 @@ class _Wanted:
 class CordonSync:
     name = "cordons"
 
-    kube: KubeClient
-    nodes: NodeCache
-    drains: DrainBatcher
-    node_of: Callable[[Pod], str]
+    deps: WriterDeps
     settings: CordonSettings = field(default_factory=CordonSettings)
-    _: KW_ONLY
-    slinky_mode: bool | None = False
-    clock: Callable[[], float] = time.monotonic
     # Slurm node -> Kubernetes node, seen drained with our reason
     held: dict[str, str] = field(default_factory=dict, init=False)
     # Slurm node -> when a pass first saw our drain in place (monotonic; dropped once another
@@ -83,18 +76,18 @@ class CordonSync:
 
     @property
     def ready(self) -> bool:
-        return self.nodes.synced.is_set()
+        return self.deps.nodes.synced.is_set()
 
     def wanted(self, pods: Iterable[Pod]) -> dict[str, _Wanted]:
         """The Slurm nodes that a cordon asks to drain, with the Node and the pod that put them there."""
         out: dict[str, _Wanted] = {}
         taint_keys = frozenset(self.settings.taints)
         for pod in pods:
-            host = self.nodes.nodes.get(pod.node_name) if pod.node_name else None
-            if slinky_pod(pod, self.slinky_mode) is True:
+            host = self.deps.nodes.nodes.get(pod.node_name) if pod.node_name else None
+            if slinky_pod(pod, self.deps.slinky_mode) is True:
                 continue  # the operator's cordon sync drains it
             if host is not None and not pod.deleting and host.cordoned(taint_keys):
-                out[self.node_of(pod)] = _Wanted(host.name, pod)
+                out[self.deps.node_of(pod)] = _Wanted(host.name, pod)
         return out
 
     def written(self, done: Written) -> None:
@@ -120,8 +113,8 @@ class CordonSync:
         await self._report()
         asked = 0
         wanted = self.wanted(pods)
-        pending = self.drains.pending
-        now = self.clock()
+        pending = self.deps.drains.pending
+        now = self.deps.clock()
         for name, want in sorted(wanted.items()):
             node = snap.nodes.get(name)
             if node is None:
@@ -143,7 +136,7 @@ class CordonSync:
                 self._redraining[name] = want  # ours was removed while the cordon holds
             if name in pending:
                 continue
-            self.drains.submit(name, "drain", reason)
+            self.deps.drains.submit(name, "drain", reason)
             asked += 1
         self._looked = (self._looked | wanted.keys()) & snap.nodes.keys()
         self._wanted = wanted
@@ -153,7 +146,7 @@ class CordonSync:
         for name, node in snap.nodes.items():
             if name not in wanted and name not in pending and is_cordon_reason(node.reason):
                 assert node.reason is not None
-                self.drains.submit(name, "undrain", node.reason)  # only an exact match is undone
+                self.deps.drains.submit(name, "undrain", node.reason)  # only an exact match is undone
                 asked += 1
         return Outcome(asked)
 
@@ -180,7 +173,7 @@ class CordonSync:
                 "uid": want.pod.uid,
             }
             try:
-                await self.kube.create_event(
+                await self.deps.kube.create_event(
                     want.pod.namespace,
                     involved,
                     EventReason.SLURM_DRAIN_REAPPLIED,

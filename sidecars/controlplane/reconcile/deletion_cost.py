@@ -13,12 +13,12 @@ from collections.abc import Callable
 import structlog
 
 from sidecars.controlplane.fleet import ranking
-from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.controlplane.fleet.slinky import slinky_pod
 from sidecars.controlplane.reconcile import slinky_rank
+from sidecars.controlplane.reconcile.deps import WriterDeps
 from sidecars.controlplane.reconcile.pacing import TokenBucket
 from sidecars.controlplane.reconcile.round import Outcome, View, unready
-from sidecars.kube import KubeClient, Pod
+from sidecars.kube import Pod
 
 log = structlog.get_logger(__name__)
 
@@ -38,23 +38,17 @@ class DeletionCostWriter:
 
     def __init__(
         self,
-        kube: KubeClient,
-        metrics: ControlPlaneMetrics,
+        deps: WriterDeps,
         *,
         qps: float = 5.0,
-        node_of: Callable[[Pod], str],
         clock: Callable[[], float] = time.time,
         held: Callable[[Pod], int | None] | None = None,
-        slinky_mode: bool | None = None,
     ) -> None:
         self._held = held  # a cost someone else holds a pod at (an upgrade's handover): left alone
-        self._kube = kube
-        self._metrics = metrics
+        self.deps = deps  # slinky_mode None: each pod ranked the way its owner reads
         self._bucket = TokenBucket(qps, clock)  # one injected clock for the rate and the ranking
-        self._node_of = node_of
         self._clock = clock
-        self._forced = slinky_mode  # None: auto, by each pod's owner
-        self.slinky = slinky_mode is True  # whether the last pass ranked any pod the Slinky way
+        self.slinky = deps.slinky_mode is True  # whether the last pass ranked any pod the Slinky way
         # pod uid -> what we wrote: a cost (Kubernetes') or a (cost, deadline) mark (Slinky's)
         self._written: dict[str, int | slinky_rank.Mark] = {}
 
@@ -66,16 +60,16 @@ class DeletionCostWriter:
         now = self._clock()
         wanted: list[tuple[int | slinky_rank.Mark, Pod]] = []
         live: set[str] = set()
-        slinky = self._forced is True
+        slinky = self.deps.slinky_mode is True
         for pod in pods:
-            how = None if pod.deleting else slinky_pod(pod, self._forced)
+            how = None if pod.deleting else slinky_pod(pod, self.deps.slinky_mode)
             if how is None:
                 continue
             live.add(pod.uid)
             slinky = slinky or how
             if self._held is not None and self._held(pod) is not None:
                 continue
-            node = snapshot.nodes.get(self._node_of(pod))
+            node = snapshot.nodes.get(self.deps.node_of(pod))
             if node is None:
                 continue
             cost = ranking.bucket(node.busy_until, now)
@@ -92,25 +86,25 @@ class DeletionCostWriter:
         made = 0
         for want, pod in sorted(wanted, key=lambda wp: (_cost(wp[0]), wp[1].name)):
             if not self._bucket.take():
-                self._metrics.deletion_cost_patches.labels("deferred").inc(len(wanted) - made)
+                self.deps.metrics.deletion_cost_patches.labels("deferred").inc(len(wanted) - made)
                 break
             patch = slinky_rank.patch(want) if isinstance(want, tuple) else {ANNOTATION: str(want)}
             try:
-                await self._kube.annotate_pod(pod.namespace, pod.name, patch)
+                await self.deps.kube.annotate_pod(pod.namespace, pod.name, patch)
             except Exception as exc:  # one pod's failure (gone, forbidden) must not stop the rest
-                self._metrics.deletion_cost_patches.labels("error").inc()
+                self.deps.metrics.deletion_cost_patches.labels("error").inc()
                 log.warning("deletion_cost_patch_failed", pod=pod.name, error=str(exc))
                 continue
             self._written[pod.uid] = want
-            self._metrics.deletion_cost_patches.labels("ok").inc()
+            self.deps.metrics.deletion_cost_patches.labels("ok").inc()
             made += 1
         return Outcome(made)
 
     def _note_mode(self, slinky: bool) -> None:
         if slinky != self.slinky:
-            log.info("slinky_mode", on=slinky, forced=self._forced is not None)
+            log.info("slinky_mode", on=slinky, forced=self.deps.slinky_mode is not None)
         self.slinky = slinky
-        self._metrics.slinky_mode.set(1 if slinky else 0)
+        self.deps.metrics.slinky_mode.set(1 if slinky else 0)
 
 
 def _cost(want: int | slinky_rank.Mark) -> int:

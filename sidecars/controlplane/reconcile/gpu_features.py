@@ -11,18 +11,15 @@ operators) is logged once and leaves that node's features untouched: it never re
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import dataclass, field
 
 import structlog
 
-from sidecars.controlplane.fleet.compute_domains import ComputeDomainCache
-from sidecars.controlplane.fleet.kube_nodes import NodeCache
 from sidecars.controlplane.fleet.slinky import slinky_pod
+from sidecars.controlplane.reconcile.deps import WriterDeps
 from sidecars.controlplane.reconcile.round import Outcome, View, unready
-from sidecars.kube import Pod
 from sidecars.kube.gpudomain import is_ours, merged, wanted
-from sidecars.slurm import SlurmClient, SlurmError
+from sidecars.slurm import SlurmError
 
 log = structlog.get_logger(__name__)
 
@@ -31,34 +28,29 @@ log = structlog.get_logger(__name__)
 class GpuFeatureSync:
     name = "gpu_features"
 
-    slurm: SlurmClient
-    nodes: NodeCache
-    node_of: Callable[[Pod], str]
-    domains: ComputeDomainCache | None = None
-    _: KW_ONLY
-    slinky_mode: bool | None = False  # Slinky's pods get their features from the operator (slinky_specs)
+    deps: WriterDeps
     # Slurm node -> problems logged
     _said: dict[str, tuple[str, ...]] = field(default_factory=dict, init=False)
     writes: int = field(default=0, init=False)
 
     @property
     def ready(self) -> bool:
-        return self.nodes.synced.is_set() and (self.domains is None or self.domains.synced.is_set())
+        return self.deps.gpu_caches_synced
 
     async def reconcile(self, view: View) -> Outcome:
         """One pass (leader only, after a refresh): the nodes whose domain features differ, written."""
         if (skip := unready(view, self.ready)) is not None:
             return skip
         pods, snap = view.pods, view.snapshot
-        domains = list(self.domains.items.values()) if self.domains is not None else []
+        domains = self.deps.compute_domains()
         made = 0
         for pod in pods:
-            name = self.node_of(pod)
+            name = self.deps.node_of(pod)
             node = snap.nodes.get(name)
-            host = self.nodes.nodes.get(pod.node_name) if pod.node_name else None
+            host = self.deps.nodes.nodes.get(pod.node_name) if pod.node_name else None
             if node is None or host is None or pod.deleting:
                 continue  # nothing known of its domain: leave its features as they are
-            if slinky_pod(pod, self.slinky_mode):
+            if slinky_pod(pod, self.deps.slinky_mode):
                 continue  # the operator sets them, as k8s/<feature>, from the Node's annotation
             want = wanted(host.name, host.labels, domains)
             if want.problems:
@@ -75,7 +67,9 @@ class GpuFeatureSync:
                 continue
             available = merged(node.features, want.features)
             try:
-                await self.slurm.set_features(name, available, merged(node.active_features, want.features))
+                await self.deps.slurm.set_features(
+                    name, available, merged(node.active_features, want.features)
+                )
             except SlurmError as exc:  # the next pass tries again
                 log.warning("gpu_domain_write_failed", node=name, error=exc.message)
                 continue

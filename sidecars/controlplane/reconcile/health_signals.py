@@ -16,18 +16,15 @@ operator has cordoned itself (a scale-in) is its own: no health drain is added o
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import structlog
 
-from sidecars.controlplane.fleet.drains import DrainBatcher
-from sidecars.controlplane.fleet.kube_nodes import NodeCache
-from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.controlplane.fleet.slinky import POD_CORDON, slinky_pod
 from sidecars.controlplane.fleet.snapshot import FleetNode
-from sidecars.controlplane.reconcile.round import Outcome, PodEmit, View, unready
+from sidecars.controlplane.reconcile.deps import WriterDeps
+from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.controlplane.settings import HealthSettings
 from sidecars.kube import KubeNode, Pod
 from sidecars.protocol import drains
@@ -101,15 +98,8 @@ class Seen:
 class HealthSync:
     name = "health"
 
-    nodes: NodeCache
-    drains: DrainBatcher
-    node_of: Callable[[Pod], str]
-    metrics: ControlPlaneMetrics
-    emit: PodEmit
+    deps: WriterDeps
     settings: HealthSettings
-    _: KW_ONLY
-    slinky_mode: bool | None = None
-    clock: Callable[[], float] = time.monotonic
     signals: Signals = field(init=False)
     seen: dict[str, Seen] = field(default_factory=dict, init=False)  # Slurm node -> its signals now
     # Slurm node held by us, no signal since then
@@ -126,13 +116,13 @@ class HealthSync:
 
     @property
     def ready(self) -> bool:
-        return self.nodes.synced.is_set()
+        return self.deps.nodes.synced.is_set()
 
     def cap(self, workers: int) -> int:
         return max(1, int(self.settings.max_fraction * workers))
 
     def status(self) -> dict[str, object]:
-        now = self.clock()
+        now = self.deps.clock()
         return {
             "signals": self.signals.names,
             "settle_seconds": self.settings.settle_seconds,
@@ -143,11 +133,11 @@ class HealthSync:
         """Every worker with a signal now; `seen` kept (a node whose signals change starts again)."""
         found: dict[str, tuple[Pod, list[tuple[str, str]]]] = {}
         for pod in pods:
-            host = self.nodes.nodes.get(pod.node_name) if pod.node_name else None
+            host = self.deps.nodes.nodes.get(pod.node_name) if pod.node_name else None
             if host is None or pod.deleting:
                 continue
             if sigs := self.signals.of(host):
-                name = self.node_of(pod)
+                name = self.deps.node_of(pod)
                 found[name] = (pod, sigs)
                 old = self.seen.get(name)
                 if old is None or [n for n, _ in old.signals] != [n for n, _ in sigs]:
@@ -161,10 +151,10 @@ class HealthSync:
         if (skip := unready(view, self.ready)) is not None:
             return skip
         pods, snap = view.pods, view.snapshot
-        now = self.clock()
+        now = self.deps.clock()
         found = self._look(pods, now)
-        by_name = {self.node_of(p): p for p in pods}
-        pending = self.drains.pending
+        by_name = {self.deps.node_of(p): p for p in pods}
+        pending = self.deps.drains.pending
         ours_drained = {n for n, node in snap.nodes.items() if node.drain and is_health_reason(node.reason)}
         self._asked = {
             n: t for n, t in self._asked.items() if n not in ours_drained and now - t < ASKED_SECONDS
@@ -182,7 +172,7 @@ class HealthSync:
             if node is None or name in pending:
                 continue
             operators = (
-                slinky_pod(pod, self.slinky_mode) is True and pod.annotations.get(POD_CORDON) == "true"
+                slinky_pod(pod, self.deps.slinky_mode) is True and pod.annotations.get(POD_CORDON) == "true"
             )
             if node.drain or operators:
                 seen.state = "other_drain"  # someone's drain (or the operator's, coming): theirs to lift
@@ -194,7 +184,7 @@ class HealthSync:
                 seen.state = "capped"
                 if name not in self._capped_told:
                     self._capped_told.add(name)
-                    self.metrics.health_actions.labels("capped").inc()
+                    self.deps.metrics.health_actions.labels("capped").inc()
                     log.warning("health_drain_capped", node=name, signal=sigs[0][0], held=held, cap=cap)
                     await self._event(
                         pod,
@@ -213,10 +203,10 @@ class HealthSync:
 
     async def _drain(self, name: str, pod: Pod, seen: Seen, sigs: list[tuple[str, str]]) -> int:
         signal, detail = sigs[0]
-        self.drains.submit(name, "drain", health_reason(signal, seen.kube_node))
-        self._asked[name] = self.clock()
+        self.deps.drains.submit(name, "drain", health_reason(signal, seen.kube_node))
+        self._asked[name] = self.deps.clock()
         seen.state = "drained"
-        self.metrics.health_actions.labels("drain").inc()
+        self.deps.metrics.health_actions.labels("drain").inc()
         log.warning("health_drain", node=name, signal=signal, detail=detail, kube_node=seen.kube_node)
         await self._event(
             pod,
@@ -236,7 +226,7 @@ class HealthSync:
     ) -> int:
         """Undrain ours (by the exact reason) where no signal has shown for `settle_seconds`."""
         made = 0
-        pending = self.drains.pending
+        pending = self.deps.drains.pending
         self._lifted = {n: t for n, t in self._lifted.items() if n in drained and now - t < ASKED_SECONDS}
         for name in sorted(drained - found.keys() - self._lifted.keys()):
             pod = by_name.get(name)
@@ -247,8 +237,8 @@ class HealthSync:
                 continue
             reason = nodes[name].reason
             assert reason is not None
-            self.drains.submit(name, "undrain", reason)  # only an exact match is undone
-            self.metrics.health_actions.labels("undrain").inc()
+            self.deps.drains.submit(name, "undrain", reason)  # only an exact match is undone
+            self.deps.metrics.health_actions.labels("undrain").inc()
             made += 1
             self._lifted[name] = now
             self._clear_since.pop(name, None)
@@ -267,12 +257,12 @@ class HealthSync:
             for name, _ in seen.signals:
                 per_signal[name] = per_signal.get(name, 0) + 1
         for state, count in counts.items():
-            self.metrics.health_nodes.labels(state).set(count)
+            self.deps.metrics.health_nodes.labels(state).set(count)
         for signal, count in per_signal.items():
-            self.metrics.health_signals.labels(signal).set(count)
+            self.deps.metrics.health_signals.labels(signal).set(count)
 
     async def _event(self, pod: Pod, reason: EventReason, message: str, type: EventType) -> None:
         try:
-            await self.emit(pod, reason, message, type)
+            await self.deps.emit(pod, reason, message, type)
         except Exception as exc:  # reporting must never stop the sync
             log.warning("kube_event_failed", reason=reason, error=str(exc))

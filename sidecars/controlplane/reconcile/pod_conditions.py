@@ -15,18 +15,17 @@ conditions saying the same thing in two vocabularies would only invite readers t
 from __future__ import annotations
 
 import datetime as dt
-import time
-from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import dataclass, field
 
 import structlog
 
 from sidecars.controlplane.fleet.slinky import slinky_pod
 from sidecars.controlplane.fleet.snapshot import FleetNode
+from sidecars.controlplane.reconcile.deps import WriterDeps
 from sidecars.controlplane.reconcile.pacing import TokenBucket
 from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.controlplane.settings import ConditionSettings
-from sidecars.kube import KubeClient, Pod
+from sidecars.kube import Pod
 from sidecars.kube.podstatus import patch_pod_conditions
 from sidecars.protocol import kube_names
 
@@ -65,12 +64,8 @@ def _on_pod(pod: Pod) -> dict[str, tuple[str, str]]:
 class ConditionWriter:
     name = "pod_conditions"
 
-    kube: KubeClient
-    node_of: Callable[[Pod], str]
+    deps: WriterDeps
     settings: ConditionSettings = field(default_factory=ConditionSettings)
-    _: KW_ONLY
-    clock: Callable[[], float] = time.monotonic
-    slinky_mode: bool | None = False
     _bucket: TokenBucket = field(init=False)
     # pod uid -> (wanted, since when)
     _seen: dict[str, tuple[Conditions, float]] = field(default_factory=dict, init=False)
@@ -78,19 +73,19 @@ class ConditionWriter:
     writes: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
-        self._bucket = TokenBucket(self.settings.qps, self.clock)
+        self._bucket = TokenBucket(self.settings.qps, self.deps.clock)
 
     async def reconcile(self, view: View) -> Outcome:
         """One pass after a refresh: write the pods whose settled conditions differ."""
         if (skip := unready(view)) is not None:
             return skip
         pods, snap = view.pods, view.snapshot
-        now = self.clock()
+        now = self.deps.clock()
         due: list[tuple[Pod, Conditions]] = []
         live: set[str] = set()
         for pod in pods:
-            node = snap.nodes.get(self.node_of(pod))
-            if node is None or pod.deleting or slinky_pod(pod, self.slinky_mode) is True:
+            node = snap.nodes.get(self.deps.node_of(pod))
+            if node is None or pod.deleting or slinky_pod(pod, self.deps.slinky_mode) is True:
                 continue
             live.add(pod.uid)
             want = conditions(node)
@@ -128,7 +123,7 @@ class ConditionWriter:
                 for t, s, r, m in want
             ]
             try:
-                await patch_pod_conditions(self.kube, pod.namespace, pod.name, body)
+                await patch_pod_conditions(self.deps.kube, pod.namespace, pod.name, body)
             except Exception as exc:  # one pod's failure (gone, forbidden) must not stop the rest
                 log.warning("pod_conditions_failed", pod=pod.name, error=str(exc))
                 continue

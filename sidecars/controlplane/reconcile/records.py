@@ -29,16 +29,15 @@ from dataclasses import KW_ONLY, dataclass, field
 
 import structlog
 
-from sidecars.controlplane.fleet.drains import DrainBatcher
-from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.controlplane.fleet.snapshot import FleetNode, FleetSnapshot
-from sidecars.controlplane.reconcile.round import Outcome, PodEmit, View, unready
+from sidecars.controlplane.reconcile.deps import WriterDeps
+from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.controlplane.settings import RecordSettings
 from sidecars.kube import Pod
 from sidecars.protocol import drains
 from sidecars.protocol.events import EventReason
-from sidecars.runtime.events import EventSink, EventType
-from sidecars.slurm import JobNodes, SlurmClient, SlurmError
+from sidecars.runtime.events import EventType
+from sidecars.slurm import JobNodes, SlurmError
 
 log = structlog.get_logger(__name__)
 
@@ -55,16 +54,9 @@ def gres_reason(have: int, want: int) -> str:
 class RecordKeeper:
     name = "records"
 
-    slurm: SlurmClient
-    drains: DrainBatcher
-    node_of: Callable[[Pod], str]
-    metrics: ControlPlaneMetrics
-    events: EventSink
-    emit: PodEmit
+    deps: WriterDeps
     _: KW_ONLY
-    namespace: str
     policy: RecordSettings = field(default_factory=RecordSettings)
-    clock: Callable[[], float] = time.monotonic
     wall: Callable[[], float] = time.time
     known: set[str] = field(default_factory=set, init=False)  # Slurm nodes we saw a worker pod hold
     # Slurm node -> since when no pod holds it
@@ -95,18 +87,18 @@ class RecordKeeper:
             return Outcome(skipped="the controller does not answer")
         if self.wall() - snap.taken_at > self.policy.stale_seconds:
             return Outcome(skipped="the fleet read is stale")
-        held = {self.node_of(p): p for p in view.pods}
+        held = {self.deps.node_of(p): p for p in view.pods}
         for gone in [n for n in self._asked if n not in snap.nodes]:
             del self._asked[gone]
         writes = await self._gres(held, snap)
         writes += await self._ghosts(held, snap)
-        self.metrics.node_records.labels("orphaned").set(len(self.orphaned))
-        self.metrics.node_records.labels("gres_short").set(len(self.short))
+        self.deps.metrics.node_records.labels("orphaned").set(len(self.orphaned))
+        self.deps.metrics.node_records.labels("gres_short").set(len(self.short))
         return Outcome(writes)
 
     # ------------------------------------------------------------------ GPUs short
     async def _gres(self, held: Mapping[str, Pod], snap: FleetSnapshot) -> int:
-        now, writes = self.clock(), 0
+        now, writes = self.deps.clock(), 0
         for name in [n for n in self.short if n not in held]:
             del self.short[name]  # its pod is gone (a record left is a ghost's, below)
         for name, pod in held.items():
@@ -116,11 +108,13 @@ class RecordKeeper:
             ours = (node.reason or "").startswith(GRES_PREFIX)
             if node.gpus >= pod.gpus:
                 if ours and node.drain and self._ask(name, "undrain", now):
-                    self.drains.submit(name, "undrain", node.reason or "")  # only an exact match is undone
+                    self.deps.drains.submit(
+                        name, "undrain", node.reason or ""
+                    )  # only an exact match is undone
                     await self._tell(
                         pod, EventReason.SLURM_GRES_HEALED, f"Slurm node {name} registered gpu:{node.gpus}"
                     )
-                    self.metrics.node_record_actions.labels("gres_undrain").inc()
+                    self.deps.metrics.node_record_actions.labels("gres_undrain").inc()
                     writes += 1
                 elif name in self.short and not ours:
                     await self._tell(
@@ -133,8 +127,8 @@ class RecordKeeper:
             if node.drain and not ours:
                 continue  # someone else's drain holds it out already; theirs to lift
             if not node.drain and self._ask(name, "drain", now):
-                self.drains.submit(name, "drain", gres_reason(node.gpus, pod.gpus))
-                self.metrics.node_record_actions.labels("gres_drain").inc()
+                self.deps.drains.submit(name, "drain", gres_reason(node.gpus, pod.gpus))
+                self.deps.metrics.node_record_actions.labels("gres_drain").inc()
                 writes += 1
             if first:
                 await self._tell(
@@ -156,10 +150,10 @@ class RecordKeeper:
 
     # ------------------------------------------------------------------ ghosts
     def _ours(self, node: FleetNode) -> bool:
-        return node.name in self.known or (node.pod is not None and node.pod.namespace == self.namespace)
+        return node.name in self.known or (node.pod is not None and node.pod.namespace == self.deps.namespace)
 
     async def _ghosts(self, held: Mapping[str, Pod], snap: FleetSnapshot) -> int:
-        now = self.clock()
+        now = self.deps.clock()
         dynamic = [n for n in snap.nodes.values() if DYNAMIC in n.flags]
         self.known.update(n for n in held if n in snap.nodes)
         self.known &= snap.nodes.keys()
@@ -182,13 +176,13 @@ class RecordKeeper:
         lost = sum(1 for n in due if n in ghosts)
         if lost > max(1, len(dynamic) // 2):
             log.warning("node_records_held", due=lost, dynamic=len(dynamic), why="more than half at once")
-            self.metrics.node_record_actions.labels("held").inc()
+            self.deps.metrics.node_record_actions.labels("held").inc()
             return 0
-        jobs = await self.slurm.job_nodes()  # asked now, not from the snapshot: a job may have started
+        jobs = await self.deps.slurm.job_nodes()  # asked now, not from the snapshot: a job may have started
         writes = 0
         for name in due:
             if writes >= self.policy.deletes_per_pass:
-                self.metrics.node_record_actions.labels("capped").inc()
+                self.deps.metrics.node_record_actions.labels("capped").inc()
                 break
             writes += await self._delete(snap.nodes[name], jobs, held.get(name))
         return writes
@@ -199,9 +193,9 @@ class RecordKeeper:
         if naming or node.busy:
             if self.kept.get(name) != naming:
                 self.kept[name] = naming
-                self.metrics.node_record_actions.labels("kept").inc()
+                self.deps.metrics.node_record_actions.labels("kept").inc()
                 log.warning("node_record_kept", node=name, jobs=list(naming))
-                await self.events.emit(
+                await self.deps.events.emit(
                     EventReason.SLURM_RECORD_KEPT,
                     f"Slurm node {name}'s record is kept: jobs {', '.join(map(str, naming))} hold or "
                     "name it (deleting it would kill a pending job at the next reconfigure)",
@@ -209,16 +203,18 @@ class RecordKeeper:
                 )
             return 0
         try:
-            await self.slurm.delete_node(name)
+            await self.deps.slurm.delete_node(name)
         except SlurmError as exc:  # the next pass tries again
-            self.metrics.node_record_actions.labels("failed").inc()
+            self.deps.metrics.node_record_actions.labels("failed").inc()
             log.warning("node_record_delete_failed", node=name, error=exc.message)
             return 0
         why = "its pod asks for GPUs it did not register" if pod is not None else "no worker pod holds it"
         self.deleted += 1
-        self.metrics.node_record_actions.labels("deleted").inc()
+        self.deps.metrics.node_record_actions.labels("deleted").inc()
         log.info("node_record_deleted", node=name, why=why)
-        await self.events.emit(EventReason.SLURM_RECORD_DELETED, f"Slurm node {name}'s record deleted: {why}")
+        await self.deps.events.emit(
+            EventReason.SLURM_RECORD_DELETED, f"Slurm node {name}'s record deleted: {why}"
+        )
         for held in (self.orphaned, self.kept, self._asked):
             held.pop(name, None)  # `short` stays: its pod's node is told healed when it registers right
         self.known.discard(name)
@@ -227,6 +223,6 @@ class RecordKeeper:
     async def _tell(self, pod: Pod, reason: EventReason, message: str, type: EventType = "Normal") -> None:
         log.info("node_record_gres", pod=pod.name, reason=reason, detail=message)
         try:
-            await self.emit(pod, reason, message, type)
+            await self.deps.emit(pod, reason, message, type)
         except Exception as exc:  # reporting must never stop the writer
             log.warning("kube_event_failed", reason=reason, error=str(exc))

@@ -23,12 +23,11 @@ from dataclasses import KW_ONLY, dataclass, field
 
 import structlog
 
-from sidecars.controlplane.fleet.compute_domains import ComputeDomainCache
-from sidecars.controlplane.fleet.kube_nodes import NodeCache
 from sidecars.controlplane.fleet.slinky import slinky_pod
+from sidecars.controlplane.reconcile.deps import WriterDeps
 from sidecars.controlplane.reconcile.pacing import TokenBucket
 from sidecars.controlplane.reconcile.round import Outcome, View, unready
-from sidecars.kube import KubeClient, KubeNode, Pod
+from sidecars.kube import KubeNode, Pod
 from sidecars.kube.gpudomain import is_ours, wanted
 from sidecars.kube.topology import Placement, TopologySpec, placement
 
@@ -61,13 +60,10 @@ def features_value(have: str | None, features: Sequence[str]) -> str | None:
 class SlinkySpecs:
     name = "slinky_specs"
 
-    kube: KubeClient
-    nodes: NodeCache
+    deps: WriterDeps
     _: KW_ONLY
-    slinky_mode: bool | None
     topology: TopologySpec | None
     gpu_features: bool
-    domains: ComputeDomainCache | None = None
     qps: float = QPS
     _bucket: TokenBucket = field(init=False)
     writes: int = field(default=0, init=False)
@@ -77,12 +73,14 @@ class SlinkySpecs:
 
     @property
     def ready(self) -> bool:
-        return self.nodes.synced.is_set() and (self.domains is None or self.domains.synced.is_set())
+        return self.deps.gpu_caches_synced
 
     def hosts(self, pods: Sequence[Pod]) -> set[str]:
         """The Kubernetes Nodes that run a Slinky worker pod: the ones whose annotations we keep."""
         return {
-            p.node_name for p in pods if p.node_name and not p.deleting and slinky_pod(p, self.slinky_mode)
+            p.node_name
+            for p in pods
+            if p.node_name and not p.deleting and slinky_pod(p, self.deps.slinky_mode)
         }
 
     async def reconcile(self, view: View) -> Outcome:
@@ -90,7 +88,7 @@ class SlinkySpecs:
             return skip
         made = 0
         for name in sorted(self.hosts(view.pods)):
-            host = self.nodes.nodes.get(name)
+            host = self.deps.nodes.nodes.get(name)
             if host is None:
                 continue
             patch = self._patch(host)
@@ -99,7 +97,7 @@ class SlinkySpecs:
             if not self._bucket.take():
                 return Outcome(made, skipped="" if made else "rate limited: the rest at the next pass")
             try:
-                await self.kube.annotate_node(name, patch)
+                await self.deps.kube.annotate_node(name, patch)
             except Exception as exc:  # the next pass writes it again
                 log.warning("slinky_spec_write_failed", kube_node=name, error=str(exc))
                 continue
@@ -118,7 +116,7 @@ class SlinkySpecs:
                 if value != have.get(TOPOLOGY_SPEC):
                     out[TOPOLOGY_SPEC] = value
         if self.gpu_features:
-            domains = list(self.domains.items.values()) if self.domains is not None else []
+            domains = self.deps.compute_domains()
             want = wanted(host.name, host.labels, domains)
             if not want.problems:
                 features = features_value(have.get(FEATURES_SPEC), want.features)

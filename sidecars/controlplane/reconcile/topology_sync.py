@@ -17,22 +17,21 @@ new place must hold `settle_seconds` before it is applied, so a flapping label m
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import structlog
 
-from sidecars.controlplane.fleet.kube_nodes import NodeCache
 from sidecars.controlplane.fleet.slinky import slinky_pod
 from sidecars.controlplane.fleet.snapshot import FleetSnapshot
+from sidecars.controlplane.reconcile.deps import WriterDeps
 from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.controlplane.reconcile.topology_files import group, render_conf, render_yaml
 from sidecars.controlplane.settings import TopologySettings
-from sidecars.kube import KubeClient, Pod
+from sidecars.kube import Pod
 from sidecars.kube.topology import Placement, TopologySpec, placement
 from sidecars.protocol.events import EventReason
-from sidecars.slurm import SlurmClient, SlurmError, hostlist
+from sidecars.slurm import SlurmError, hostlist
 
 log = structlog.get_logger(__name__)
 
@@ -43,19 +42,13 @@ COMPONENT = "slurm-sidecars-control-plane"
 class TopologySync:
     name = "topology"
 
-    kube: KubeClient
-    slurm: SlurmClient
-    nodes: NodeCache
-    node_of: Callable[[Pod], str]
+    deps: WriterDeps
     spec: TopologySpec
     _: KW_ONLY
-    namespace: str
     settings: TopologySettings = field(default_factory=TopologySettings)
     retry_seconds: float = 60.0
-    # Slinky's pods are placed by the operator from the Node's annotation (slinky_specs): kept
-    # in the rendered file (the operator needs one), never moved in place by us
-    slinky_mode: bool | None = False
-    clock: Callable[[], float] = time.monotonic
+    # the Slurm nodes of Slinky's pods, placed by the operator from the Node's annotation
+    # (slinky_specs): kept in the rendered file (the operator needs one), never moved in place by us
     _operators: set[str] = field(default_factory=set, init=False)
     # Slurm node -> its last good place
     placed: dict[str, Placement] = field(default_factory=dict, init=False)
@@ -77,7 +70,7 @@ class TopologySync:
 
     @property
     def ready(self) -> bool:
-        return self.nodes.synced.is_set()
+        return self.deps.nodes.synced.is_set()
 
     def status(self) -> dict[str, Any]:
         return {
@@ -97,7 +90,7 @@ class TopologySync:
     async def _release(self) -> None:
         if self.in_place is not None:
             return
-        version = await self.slurm.version()
+        version = await self.deps.slurm.version()
         self.release = str(version)
         self.in_place = version.at_least(25, 5)
         self.file_name = "topology.yaml" if self.in_place else "topology.conf"
@@ -116,12 +109,12 @@ class TopologySync:
         pods, snap = view.pods, view.snapshot
         moves = self.moves
         await self._release()
-        now = self.clock()
+        now = self.deps.clock()
         live: set[str] = set()
-        self._operators = {self.node_of(p) for p in pods if slinky_pod(p, self.slinky_mode)}
+        self._operators = {self.deps.node_of(p) for p in pods if slinky_pod(p, self.deps.slinky_mode)}
         for pod in pods:
-            host = self.nodes.nodes.get(pod.node_name) if pod.node_name else None
-            name = self.node_of(pod)
+            host = self.deps.nodes.nodes.get(pod.node_name) if pod.node_name else None
+            name = self.deps.node_of(pod)
             if host is None or pod.deleting or name not in snap.nodes:
                 continue
             live.add(name)
@@ -155,7 +148,7 @@ class TopologySync:
         return Outcome(self.moves - moves + written)
 
     async def _move(self, snap: FleetSnapshot) -> None:
-        now = self.clock()
+        now = self.deps.clock()
         wanted: list[tuple[str, str]] = []
         for name, place in self.placed.items():
             if name in self._operators:
@@ -173,7 +166,7 @@ class TopologySync:
             wanted.append((name, value))
         for value, names in sorted(group(wanted).items()):
             try:
-                await self.slurm.set_topology(names, value)
+                await self.deps.slurm.set_topology(names, value)
             except SlurmError as exc:
                 self.last_error = f"{hostlist.compress(names)} topology={value}: {exc.message}"
                 log.warning(
@@ -198,8 +191,8 @@ class TopologySync:
         if not self.settings.configmap or self.rendered == self._written:
             return False
         try:
-            await self.kube.put_config_map(
-                self.namespace, self.settings.configmap, {self.file_name: self.rendered}
+            await self.deps.kube.put_config_map(
+                self.deps.namespace, self.settings.configmap, {self.file_name: self.rendered}
             )
         except Exception as exc:  # the next pass writes it again
             log.warning("topology_configmap_failed", configmap=self.settings.configmap, error=str(exc))
@@ -221,7 +214,7 @@ class TopologySync:
         log.warning("topology_refused", node=name, kube_node=kube_node, pod=pod.name, why=why)
         involved = {"kind": "Pod", "name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
         try:
-            await self.kube.create_event(
+            await self.deps.kube.create_event(
                 pod.namespace,
                 involved,
                 EventReason.SLURM_TOPOLOGY_REFUSED,

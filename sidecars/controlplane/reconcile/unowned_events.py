@@ -7,15 +7,13 @@ over a few minutes, not in one burst."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 from sidecars.controlplane.fleet import unowned
+from sidecars.controlplane.reconcile.deps import WriterDeps
 from sidecars.controlplane.reconcile.pacing import TokenBucket
-from sidecars.controlplane.reconcile.round import Outcome, PodEmit, View, unready
-from sidecars.kube import Pod
+from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.protocol.events import EventReason
-from sidecars.runtime.events import EventSink
 from sidecars.slurm.reasons import Cause
 
 EVENT_REASON = EventReason.SLURM_DRAIN_UNOWNED
@@ -33,29 +31,25 @@ def message(found: unowned.Unowned) -> str:
     )
 
 
+@dataclass(eq=False)
 class UnownedDrainEvents:
     name = "unowned_events"
 
-    def __init__(
-        self,
-        node_of: Callable[[Pod], str],
-        emit: PodEmit,
-        events: EventSink,
-        *,
-        qps: float = 5.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._bucket = TokenBucket(qps, clock)
-        self._node_of = node_of
-        self._emit = emit
-        self._events = events
-        self._said: dict[str, tuple[str, int | None]] = {}  # node -> (reason, since) already said
+    deps: WriterDeps
+    _: KW_ONLY
+    qps: float = 5.0
+    _bucket: TokenBucket = field(init=False)
+    # node -> (reason, since) already said
+    _said: dict[str, tuple[str, int | None]] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self._bucket = TokenBucket(self.qps, self.deps.clock)
 
     async def reconcile(self, view: View) -> Outcome:
         if (skip := unready(view)) is not None:
             return skip
         found = unowned.scan(view.snapshot.nodes.values())
-        pods = {self._node_of(p): p for p in view.pods if not p.deleting}
+        pods = {self.deps.node_of(p): p for p in view.pods if not p.deleting}
         said: dict[str, tuple[str, int | None]] = {}
         made = 0
         for drain in found:
@@ -68,9 +62,9 @@ class UnownedDrainEvents:
                 continue
             pod = pods.get(drain.node)
             if pod is not None:
-                await self._emit(pod, EVENT_REASON, message(drain), "Warning")
+                await self.deps.emit(pod, EVENT_REASON, message(drain), "Warning")
             else:
-                await self._events.emit(EVENT_REASON, message(drain), "Warning")
+                await self.deps.events.emit(EVENT_REASON, message(drain), "Warning")
             self._said[drain.node] = key
             made += 1
         self._said = said  # a node back in service is forgotten: its next unowned drain is said again

@@ -17,21 +17,20 @@ admin drained it anew) is left alone.
 from __future__ import annotations
 
 import math
-import time
 from collections import deque
-from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import dataclass, field
 
 import structlog
 
 from sidecars.controlplane.fleet import unowned
 from sidecars.controlplane.fleet.snapshot import FleetNode
+from sidecars.controlplane.reconcile.deps import WriterDeps
 from sidecars.controlplane.reconcile.recycle import Recycler
-from sidecars.controlplane.reconcile.round import Outcome, PodEmit, View, unready
+from sidecars.controlplane.reconcile.round import Outcome, View, unready
 from sidecars.controlplane.settings import UnownedSettings
 from sidecars.kube import Pod
 from sidecars.protocol.events import EventReason
-from sidecars.slurm import SlurmClient, SlurmError
+from sidecars.slurm import SlurmError
 from sidecars.slurm.reasons import Cause
 
 log = structlog.get_logger(__name__)
@@ -54,13 +53,9 @@ def healthy(node: FleetNode, pod: Pod) -> str | None:
 class UnownedPolicy:
     name = "unowned_policy"
 
-    slurm: SlurmClient
+    deps: WriterDeps
     recycler: Recycler
-    node_of: Callable[[Pod], str]
-    emit: PodEmit
     settings: UnownedSettings
-    _: KW_ONLY
-    clock: Callable[[], float] = time.monotonic
     # node -> (drain, first seen)
     _seen: dict[str, tuple[tuple[str, int | None], float]] = field(default_factory=dict, init=False)
     _resumed: deque[float] = field(default_factory=deque, init=False)
@@ -72,8 +67,8 @@ class UnownedPolicy:
             return skip
         if not view.snapshot.reachable:
             return Outcome(skipped="slurmctld unreachable")
-        now = self.clock()
-        pods = {self.node_of(p): p for p in view.pods if not p.deleting}
+        now = self.deps.clock()
+        pods = {self.deps.node_of(p): p for p in view.pods if not p.deleting}
         seen: dict[str, tuple[tuple[str, int | None], float]] = {}
         due: list[tuple[unowned.Unowned, Pod]] = []
         for drain in unowned.scan(view.snapshot.nodes.values()):
@@ -112,7 +107,7 @@ class UnownedPolicy:
 
     async def _resume(self, drain: unowned.Unowned, pod: Pod) -> bool:
         try:
-            fresh = await self.slurm.node(drain.node)
+            fresh = await self.deps.slurm.node(drain.node)
         except SlurmError as exc:
             log.warning("unowned_drain_read_failed", node=drain.node, error=exc.message)
             return False
@@ -120,7 +115,7 @@ class UnownedPolicy:
         if fresh is None or text != drain.reason:
             return False  # gone, or drained anew by someone since the snapshot: theirs now
         try:
-            await self.slurm.resume([drain.node])
+            await self.deps.slurm.resume([drain.node])
         except SlurmError as exc:
             log.warning("unowned_drain_resume_failed", node=drain.node, error=exc.message)
             return False
@@ -131,7 +126,7 @@ class UnownedPolicy:
         )
         log.warning("unowned_drain_resumed", node=drain.node, reason=drain.reason, cause=drain.cause.value)
         try:
-            await self.emit(pod, RESUMED, message, "Normal")
+            await self.deps.emit(pod, RESUMED, message, "Normal")
         except Exception as exc:  # the resume is done; its report must not undo the pass
             log.warning("unowned_drain_event_failed", node=drain.node, error=str(exc))
         return True

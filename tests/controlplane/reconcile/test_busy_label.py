@@ -14,7 +14,7 @@ from sidecars.controlplane.settings import BusySettings
 from sidecars.devcluster import DevCluster
 from sidecars.kube import KubeClient
 from sidecars.kube.client import KubeRetry
-from tests.controlplane.conftest import control_plane, one_pass
+from tests.controlplane.conftest import control_plane, one_pass, writer_deps
 from tests.controlplane.reconcile.settle import settled
 from tests.fakekube import FakeKube, configuration
 from tests.helpers import eventually, fleet_node, fleet_snapshot
@@ -115,7 +115,7 @@ async def test_flapping_rate_limit_and_order_without_slurm(fake_kube: tuple[Fake
             return (await kube.list_pods("slurm", "app=slurmd"))[0]
 
         busy = BusySettings(label_qps=2, release_seconds=5.0)
-        labeler = BusyLabeler(kube, lambda p: p.hostname, busy, burst_seconds=1.0, clock=lambda: now[0])
+        labeler = BusyLabeler(writer_deps(kube=kube, clock=lambda: now[0]), busy, burst_seconds=1.0)
         # n1..n3 busy, n4 idle (labelled): sets first, two a second; the removal waits `release`
         assert (
             await one_pass(labeler, await pods(), _snap({"n1": True, "n2": True, "n3": True, "n4": False}))
@@ -165,6 +165,6 @@ async def test_a_pass_may_use_a_burst_of_several_seconds(fake_kube: tuple[FakeKu
     async with KubeClient(configuration(url), retry=KubeRetry(attempts=2, initial_wait=0.01)) as kube:
         pods, _ = await kube.list_pods("slurm", "app=slurmd")
         labeler = BusyLabeler(
-            kube, lambda p: p.hostname, BusySettings(label_qps=2), burst_seconds=5.0, clock=lambda: 0.0
+            writer_deps(kube=kube, clock=lambda: 0.0), BusySettings(label_qps=2), burst_seconds=5.0
         )
         assert await one_pass(labeler, pods, _snap({f"n{i}": True for i in range(1, 13)})) == 10

@@ -13,6 +13,7 @@ from sidecars.controlplane.fleet.snapshot import FleetNode, FleetSnapshot
 from sidecars.controlplane.reconcile import View
 from sidecars.controlplane.reconcile.cordons import CordonSync, cordon_reason
 from sidecars.kube import KubeNode
+from tests.controlplane.conftest import writer_deps
 from tests.controlplane.reconcile.standins import Drains, Nodes
 from tests.helpers import fleet_node, fleet_pod, fleet_snapshot
 
@@ -43,7 +44,7 @@ def wrote(name: str, read_at: float | None = None) -> Written:
 
 def sync(nodes: Nodes | None = None) -> tuple[CordonSync, Kube, Drains]:
     kube, drains = Kube(), Drains()
-    cs = CordonSync(kube, nodes or Nodes(K1), drains, lambda p: p.hostname)  # type: ignore[arg-type]
+    cs = CordonSync(writer_deps(kube=kube, nodes=nodes or Nodes(K1), drains=drains))
     return cs, kube, drains
 
 
@@ -121,13 +122,13 @@ async def test_a_nodeset_pod_is_the_operators_to_drain_unless_slinky_mode_is_off
     nodeset = [replace(PODS[0], owner_kind="NodeSet", owner_api_version="slinky.slurm.net/v1beta1")]
     for mode, asked in ((None, []), (True, []), (False, [("n1", "drain", OURS)])):
         kube, drains = Kube(), Drains()
-        cs = CordonSync(kube, Nodes(K1), drains, lambda p: p.hostname, slinky_mode=mode)  # type: ignore[arg-type]
+        cs = CordonSync(writer_deps(kube=kube, nodes=Nodes(K1), drains=drains, slinky_mode=mode))
         await cs.reconcile(View(nodeset, LIFTED))
         assert drains.asked == asked, mode
     # forced on, a pod of another owner (here a StatefulSet) is the operator's too; auto leaves it ours
     for mode, asked in ((True, []), (None, [("n1", "drain", OURS)])):
         kube, drains = Kube(), Drains()
-        cs = CordonSync(kube, Nodes(K1), drains, lambda p: p.hostname, slinky_mode=mode)  # type: ignore[arg-type]
+        cs = CordonSync(writer_deps(kube=kube, nodes=Nodes(K1), drains=drains, slinky_mode=mode))
         await cs.reconcile(View(PODS, LIFTED))
         assert drains.asked == asked, mode
 

@@ -17,6 +17,7 @@ from sidecars.controlplane.reconcile.health_signals import health_reason
 from sidecars.controlplane.settings import HealthSettings
 from sidecars.kube import KubeNode, Pod
 from sidecars.runtime.settings import ConfigError
+from tests.controlplane.conftest import writer_deps
 from tests.controlplane.reconcile.standins import Drains, Nodes
 from tests.helpers import fleet_node, fleet_pod, fleet_snapshot
 
@@ -64,16 +65,12 @@ def setup(
         events.append((pod.name, reason))
 
     sync = HealthSync(
-        Nodes(*hosts),  # type: ignore[arg-type]
-        drains,  # type: ignore[arg-type]
-        lambda p: p.hostname,
-        metrics,
-        emit,
+        writer_deps(
+            nodes=Nodes(*hosts), drains=drains, metrics=metrics, emit=emit, slinky_mode=slinky, clock=clock
+        ),
         HealthSettings(
             conditions=NPD.conditions, taints=NPD.taints, settle_seconds=settle, max_fraction=fraction
         ),
-        slinky_mode=slinky,
-        clock=clock,
     )
     return sync, drains, clock, events, registry
 
@@ -127,7 +124,7 @@ async def test_the_reason_names_the_signal_and_the_node_and_clearing_undrains_on
     assert registry.get_sample_value("slurm_sidecars_health_signals", {"signal": "KernelDeadlock"}) == 2
     assert registry.get_sample_value("slurm_sidecars_health_nodes", {"state": "other_drain"}) == 1
 
-    sync.nodes.nodes["k1"] = host("k1")  # the condition cleared
+    sync.deps.nodes.nodes["k1"] = host("k1")  # the condition cleared
     drains.asked.clear()
     await run(
         sync,
@@ -145,7 +142,7 @@ async def test_the_reason_names_the_signal_and_the_node_and_clearing_undrains_on
 async def test_a_signal_shorter_than_the_settle_time_drains_nothing_and_a_clear_waits_as_long() -> None:
     sick, well = host("k1", (DEADLOCK,)), host("k1")
     sync, drains, clock, *_ = setup(sick, settle=30.0)
-    nodes = sync.nodes.nodes
+    nodes = sync.deps.nodes.nodes
     idle = snap(fleet_node("n1"))
     await run(sync, pods(1), idle)
     clock.now += 29

@@ -14,7 +14,7 @@ from sidecars.controlplane.reconcile.deletion_cost import ANNOTATION, DeletionCo
 from sidecars.kube import KubeClient
 from sidecars.kube.client import KubeRetry
 from sidecars.runtime.waits import within
-from tests.controlplane.conftest import one_pass
+from tests.controlplane.conftest import one_pass, writer_deps
 from tests.fakekube import FakeKube, configuration
 from tests.helpers import eventually, fleet_node, fleet_snapshot
 
@@ -67,7 +67,11 @@ async def test_deletion_costs_are_rate_limited_and_only_on_bucket_changes(
         )
         metrics = ControlPlaneMetrics(CollectorRegistry())
         clock = [now]  # the writer's clock, moved by the test: no real second is waited out
-        writer = DeletionCostWriter(kube, metrics, qps=2.0, node_of=node_name, clock=lambda: clock[0])
+        writer = DeletionCostWriter(
+            writer_deps(kube=kube, metrics=metrics, node_of=node_name, slinky_mode=None),
+            qps=2.0,
+            clock=lambda: clock[0],
+        )
         assert await one_pass(writer, pods, snap) == 2  # the bucket holds two tokens
         assert metrics.deletion_cost_patches.labels("deferred")._value.get() == 4
         assert await one_pass(writer, pods, snap) == 0  # no time has passed: no token yet

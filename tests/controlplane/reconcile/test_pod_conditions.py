@@ -13,7 +13,7 @@ from sidecars.controlplane.settings import ConditionSettings
 from sidecars.devcluster import DevCluster
 from sidecars.kube import KubeClient
 from sidecars.kube.client import KubeRetry
-from tests.controlplane.conftest import control_plane, one_pass
+from tests.controlplane.conftest import control_plane, one_pass, writer_deps
 from tests.controlplane.reconcile import settle
 from tests.fakekube import FakeKube, configuration
 from tests.helpers import eventually, fleet_node, fleet_snapshot
@@ -112,7 +112,7 @@ async def test_writes_are_rate_limited_and_the_rest_wait_for_the_next_pass(
     async with KubeClient(configuration(url), retry=KubeRetry(attempts=2, initial_wait=0.01)) as kube:
         pods, _ = await kube.list_pods("slurm", "app=slurmd")
         conditions = ConditionSettings(qps=2, settle_seconds=0)
-        writer = ConditionWriter(kube, lambda p: p.hostname, conditions, clock=lambda: now[0])
+        writer = ConditionWriter(writer_deps(kube=kube, clock=lambda: now[0]), conditions)
         assert await one_pass(writer, pods, snap) == 2  # a burst of at most `qps`
         assert await one_pass(writer, pods, snap) == 0  # no time has passed: no token
         now[0] += 1.0

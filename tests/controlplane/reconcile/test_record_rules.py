@@ -16,6 +16,7 @@ from sidecars.controlplane.settings import RecordSettings
 from sidecars.kube import Pod
 from sidecars.runtime.events import LogEventSink
 from sidecars.slurm import SlurmClient
+from tests.controlplane.conftest import writer_deps
 from tests.controlplane.reconcile.standins import Drains
 from tests.helpers import fleet_node, fleet_pod, fleet_snapshot
 
@@ -46,15 +47,15 @@ def keeper(clock: Clock, grace: float = 5.0) -> tuple[RecordKeeper, CollectorReg
         raise AssertionError("no pod event expected")
 
     keeper = RecordKeeper(
-        NoSlurm(),
-        Drains(),  # type: ignore[arg-type]
-        lambda p: p.hostname,
-        ControlPlaneMetrics(registry),
-        LogEventSink(),
-        emit,
-        namespace="slurm",
+        writer_deps(
+            slurm=NoSlurm(),
+            drains=Drains(),
+            metrics=ControlPlaneMetrics(registry),
+            events=LogEventSink(),
+            emit=emit,
+            clock=clock,
+        ),
         policy=RecordSettings(grace_seconds=grace, deletes_per_pass=2, stale_seconds=60.0),
-        clock=clock,
         wall=clock,
     )
     return keeper, registry

@@ -24,7 +24,7 @@ from sidecars.controlplane.reconcile.deletion_cost import ANNOTATION, DeletionCo
 from sidecars.devcluster import DevCluster
 from sidecars.kube import KubeClient
 from sidecars.runtime.settings import ConfigError
-from tests.controlplane.conftest import control_plane, one_pass
+from tests.controlplane.conftest import control_plane, one_pass, writer_deps
 from tests.fakekube import FakeKube, configuration
 from tests.helpers import eventually, fleet_node, fleet_snapshot
 
@@ -217,7 +217,9 @@ async def test_auto_mode_ranks_each_pod_by_its_owner_and_agrees_with_the_operato
     metrics = ControlPlaneMetrics(CollectorRegistry())
     async with KubeClient(configuration(url)) as kube:
         pods, _ = await kube.list_pods("slurm", "app=slurmd")
-        writer = DeletionCostWriter(kube, metrics, node_of=node_name, clock=lambda: now)
+        writer = DeletionCostWriter(
+            writer_deps(kube=kube, metrics=metrics, node_of=node_name, slinky_mode=None), clock=lambda: now
+        )
         assert await one_pass(writer, pods, snap) == 3  # w3, w4 and w6 only
         assert writer.slinky
         assert metrics.slinky_mode._value.get() == 1

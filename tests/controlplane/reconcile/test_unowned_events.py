@@ -11,6 +11,7 @@ from sidecars.controlplane.reconcile import UnownedDrainEvents, View
 from sidecars.controlplane.reconcile.unowned_events import EVENT_REASON
 from sidecars.kube import Pod
 from sidecars.runtime.events import EventType
+from tests.controlplane.conftest import writer_deps
 from tests.helpers import fleet_node, fleet_pod, fleet_snapshot
 
 
@@ -40,7 +41,7 @@ def node_of(pod: Pod) -> str:
 
 async def test_each_unowned_drain_is_said_once_where_it_is_seen() -> None:
     said, clock = Said(), Clock()
-    events = UnownedDrainEvents(node_of, said, said, qps=100, clock=clock)
+    events = UnownedDrainEvents(writer_deps(node_of=node_of, emit=said, events=said, clock=clock), qps=100)
     nodes = [
         replace(fleet_node("n1", drained=True, reason="Prolog error"), reason_since=1700000000),
         fleet_node("n2", drained=True, reason="slurm-sidecars: maintenance w1"),
@@ -73,7 +74,7 @@ async def test_each_unowned_drain_is_said_once_where_it_is_seen() -> None:
 
 async def test_a_fleet_of_unowned_drains_is_said_at_the_paced_rate() -> None:
     said, clock = Said(), Clock()
-    events = UnownedDrainEvents(node_of, said, said, qps=2, clock=clock)
+    events = UnownedDrainEvents(writer_deps(node_of=node_of, emit=said, events=said, clock=clock), qps=2)
     nodes = [fleet_node(f"x{i}", state="DOWN", reason="not_provisioned") for i in range(50)]
     view = View([], fleet_snapshot(nodes))
     assert (await events.reconcile(view)).writes == 2  # the bucket's capacity, not 50 at once
