@@ -154,7 +154,7 @@ async def running(
         return web.json_response(redactor.json(service.history_view()))
 
     app.router.add_get("/history", history)
-    async with serve(app, settings.http_host, settings.http_port, settings.http_limits, settings.tls) as port:
+    async with serve(app, *settings.http_address, settings.http_limits, settings.tls) as port:
         tasks.start(looplag.TASK, lag.run())
         if settings.token_watch.files:
             tasks.start(tokenwatch.TASK, tokenwatch.TokenWatch(settings.token_watch, registry, sink).run())

@@ -275,14 +275,6 @@ class Settings:
     tls: ssl.SSLContext | None = None  # --tls-cert-file, --tls-key-file
 
     @property
-    def http_host(self) -> str:
-        return self.http_address[0]
-
-    @property
-    def http_port(self) -> int:
-        return self.http_address[1]
-
-    @property
     def conf_dir(self) -> Path:
         """The target as slurmctld names it (its absolute Includes, its own messages)."""
         return self.target_read_at or self.target

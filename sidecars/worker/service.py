@@ -253,9 +253,7 @@ class Agent:
             face = self.http().app()
             # /status maps this node's GPUs to job ids: the viewer's to read (probes stay open)
             face.middlewares.append(bearer_or_loopback(STATUS, s.viewer_token))
-            self.http_port = await stack.enter_async_context(
-                serve(face, s.http_host, s.http_port, s.http_limits)
-            )
+            self.http_port = await stack.enter_async_context(serve(face, *s.http_address, s.http_limits))
             wake = asyncio.Event()
             # checked again right before the bind: the directory must still be ours
             trusted.check_dirs({"--socket": s.socket_path.parent})

@@ -175,14 +175,6 @@ class WorkerSettings:
     topology: TopologySpec | None = None
 
     @property
-    def http_host(self) -> str:
-        return self.http_address[0]
-
-    @property
-    def http_port(self) -> int:
-        return self.http_address[1]
-
-    @property
     def pod(self) -> str:
         return f"{self.pod_namespace}/{self.pod_name}"
 

@@ -82,7 +82,7 @@ def test_every_flag_comes_from_the_environment_too(tmp_path: Path, monkeypatch: 
     p = argparse.ArgumentParser()
     settings_mod.configure(p)
     s = settings_mod.from_args(p.parse_args([]))
-    assert s.sources == (tmp_path / "a", tmp_path / "b") and s.http_port == 9999
+    assert s.sources == (tmp_path / "a", tmp_path / "b") and s.http_address[1] == 9999
     assert s.settle_seconds == 0.5 and s.restart_policy == "restart" and s.state_dir == tmp_path / "state"
 
 
