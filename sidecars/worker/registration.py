@@ -110,6 +110,11 @@ class Registration:
             return
         # act only on a fresh, direct look with the controller answering
         fresh = await confirm()
+        if gone and not self._slurmd_gone():
+            # someone else started slurmd while we looked (the kubelet, an operator's roll): a
+            # restart now would kill a slurmd that may be registering; its registration decides
+            log.info("slurmd_back_before_restart", was=gone)
+            return
         if fresh.controller_down and not gone:
             log.warning("controller_unreachable_no_remediation", error=fresh.error)
             self.status.state, self.status.detail = "controller_unreachable", fresh.error or ""

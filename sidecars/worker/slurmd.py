@@ -16,13 +16,16 @@ import signal
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import structlog
 
 from sidecars.runtime import process
 
 log = structlog.get_logger(__name__)
+
+# where a configless slurmd keeps the configuration it fetched, under its SlurmdSpoolDir (Slurm's name)
+CONFIGLESS_CACHE = "conf-cache"
 
 
 class RestartFailed(RuntimeError):
@@ -58,16 +61,21 @@ class Slurmd:
     _argv: tuple[str, ...] = field(default=(), init=False)
 
     def _foreign(self, environ: bytes) -> bool:
-        """A slurmd of another cluster: its SLURM_CONF differs from ours; or it was pointed at an
-        auth/slurm key (SLURM_SACK_KEY: a configless slurmd has no SLURM_CONF) other than ours, or
-        at one while we were not."""
+        """A slurmd of another cluster: it was pointed at an auth/slurm key (SLURM_SACK_KEY) other
+        than ours, or at one while we were not; or its SLURM_CONF differs from ours. A configless
+        slurmd's own SLURM_CONF names the copy it fetched (slurmd sets it to its spool's
+        `conf-cache` and keeps it across the re-exec of a reconfigure): that tells nothing of its
+        cluster, and taking it as foreign made us restart a healthy slurmd after every reconfigure."""
         ours = os.environ if self.env is None else self.env
         theirs = dict(e.split(b"=", 1) for e in environ.split(b"\0") if b"=" in e)
         key, their_key = ours.get("SLURM_SACK_KEY"), theirs.get(b"SLURM_SACK_KEY")
         if their_key is not None and their_key.decode("utf-8", "replace") != key:
             return True
-        conf, their_conf = ours.get("SLURM_CONF"), theirs.get(b"SLURM_CONF")
-        return bool(conf) and their_conf is not None and their_conf.decode("utf-8", "replace") != conf
+        conf, raw = ours.get("SLURM_CONF"), theirs.get(b"SLURM_CONF")
+        if not conf or raw is None:
+            return False
+        their_conf = raw.decode("utf-8", "replace")
+        return their_conf != conf and PurePosixPath(their_conf).parent.name != CONFIGLESS_CACHE
 
     def _candidates(self) -> list[tuple[int, list[str]]]:
         found = []
