@@ -39,6 +39,16 @@ def _read(path: Path) -> bytes | None:
         return None
 
 
+def _real_uid(status: bytes | None) -> int | None:
+    """The real uid in /proc/PID/status (its owner on disk says nothing: a process that makes
+    itself non-dumpable shows as root's there)."""
+    for line in (status or b"").splitlines():
+        if line.startswith(b"Uid:"):
+            words = line.split()
+            return int(words[1]) if len(words) > 1 and words[1].isdigit() else None
+    return None
+
+
 def _node_arg(argv: Sequence[str]) -> str | None:
     for i, word in enumerate(argv):
         if word == "-N" and i + 1 < len(argv):
@@ -90,6 +100,11 @@ class Slurmd:
             stat = _read(base / "stat")
             if stat is None or stat.rsplit(b")", 1)[-1].split()[:1] == [b"Z"]:
                 continue  # a zombie waiting for a slow reaper is no live slurmd
+            if _real_uid(_read(base / "status")) not in (0, os.geteuid()):
+                # a job's user can name a process slurmd, give it our -N and our SLURM_CONF, and
+                # start it when it likes: taken for slurmd it would hide slurmd's death (no heal),
+                # or make a static node look dynamic (its record deleted after a drain)
+                continue
             raw = _read(base / "cmdline") or b""
             argv = [w.decode("utf-8", "replace") for w in raw.split(b"\0") if w]
             environ = _read(base / "environ")

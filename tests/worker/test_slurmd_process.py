@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import pwd
 import shutil
+import tempfile
 from pathlib import Path
 
 from sidecars.runtime.waits import within
 from sidecars.worker.slurmd import RestartFailed, Slurmd
+from tests.helpers import eventually
 
 
 async def fake_slurmd(tmp_path: Path, conf: str, *args: str) -> asyncio.subprocess.Process:
@@ -61,3 +64,31 @@ async def test_restart_command_output_is_kept_when_it_fails(tmp_path: Path) -> N
         assert str(exc) == "restart command exited 4: cannot start"
     else:
         raise AssertionError("a failing restart command must raise")
+
+
+async def test_a_slurmd_run_by_a_job_user_is_not_ours(tmp_path: Path) -> None:
+    """A job's user can name a process slurmd and give it our SLURM_CONF: it is never taken for
+    slurmd (it would hide slurmd's death from the heal, or pose as a dynamic node)."""
+    conf = str(tmp_path / "slurm.conf")
+    where = Path(tempfile.mkdtemp(prefix="job-user-"))  # one the user can run from (tmp_path is 0700)
+    try:
+        where.chmod(0o755)
+        binary = where / "slurmd"
+        shutil.copy("/bin/sleep", binary)
+        nobody = pwd.getpwnam("nobody")
+        proc = await asyncio.create_subprocess_exec(
+            "setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups",
+            binary, "600", env={"SLURM_CONF": conf},
+        )  # fmt: skip
+        try:
+            ours = Slurmd("w1", env={"SLURM_CONF": conf})
+            await eventually(
+                lambda: Path(f"/proc/{proc.pid}/comm").read_text().strip(), lambda c: c == "slurmd"
+            )
+            assert ours.find() is None
+            assert ours.can_restart is False
+        finally:
+            proc.kill()
+            await proc.wait()
+    finally:
+        shutil.rmtree(where)
