@@ -45,7 +45,7 @@ class Parsed(SlurmClient):
 
 
 async def test_the_loop_keeps_its_turns_while_a_large_fleet_is_read_and_built(tmp_path: Path) -> None:
-    client = SlurmClient(env=bigfleet.write(tmp_path, NODES, JOBS), timeout=120.0)
+    client = SlurmClient(env=bigfleet.write(tmp_path, NODES, JOBS))
     await client.version()
     stalls: dict[str, bigfleet.Stall] = {}
 
