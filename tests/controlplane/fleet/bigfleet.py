@@ -26,6 +26,11 @@ RELEASE = "slurm 24.11.1"  # JSON node listing (`scontrol show nodes --json`) fr
 TICK_SECONDS = 0.002  # how often the stall probe asks to wake
 
 
+def state(i: int) -> list[str]:
+    """Node i's state: a tenth idle, a few drained while busy, the rest allocated."""
+    return ["IDLE"] if i % 10 == 0 else (["MIXED", "DRAIN"] if i % 97 == 0 else ["ALLOCATED"])
+
+
 def write(where: Path, nodes: int, jobs: int) -> dict[str, str]:
     """Writes the shims and their outputs under `where`; the environment a SlurmClient reads them with."""
     doc = json.loads((DATA / "slurm-24.11" / "scontrol-show-nodes--json.json").read_text())
@@ -35,12 +40,20 @@ def write(where: Path, nodes: int, jobs: int) -> dict[str, str]:
     template["gres"] = "gpu:8"
     node_text = json.dumps(template)
     names = [f"gpu{i:05d}" for i in range(nodes)]
-    listed = []
-    for i, name in enumerate(names):
-        state = ["IDLE"] if i % 10 == 0 else (["MIXED", "DRAIN"] if i % 97 == 0 else ["ALLOCATED"])
-        listed.append(node_text.replace('"@NAME@"', json.dumps(name)).replace('"@STATE@"', json.dumps(state)))
+    listed = [
+        node_text.replace('"@NAME@"', json.dumps(name)).replace('"@STATE@"', json.dumps(state(i)))
+        for i, name in enumerate(names)
+    ]
     doc["nodes"] = []
     head, tail = json.dumps(doc).split('"nodes": []', 1)
+    # the one-line text listing (`scontrol -o`, for a client told to read text), from a captured line
+    line = (DATA / "slurm-24.11" / "scontrol--o-show-node.txt").read_text().splitlines()[0]
+    line = line.replace("NodeName=n1 ", "NodeName=@NAME@ ").replace("State=ALLOCATED ", "State=@STATE@ ")
+    assert "@NAME@" in line and "@STATE@" in line
+    text_lines = [
+        line.replace("@NAME@", name).replace("@STATE@", "+".join(state(i))) + "\n"
+        for i, name in enumerate(names)
+    ]
     now = int(time.time())
     lines = []
     for j in range(1, jobs + 1):
@@ -55,12 +68,14 @@ def write(where: Path, nodes: int, jobs: int) -> dict[str, str]:
             lines.append(f"{j}|PENDING|debug|1|{1 + j % 4}|1-00:00:00|N/A|gres/gpu:8||Resources\n")
     (where / "nodes.json").write_text(f'{head}"nodes": [{", ".join(listed)}]{tail}')
     (where / "jobs.txt").write_text("".join(lines))
+    (where / "nodes.txt").write_text("".join(text_lines))
     bin_dir = where / "bin"
     bin_dir.mkdir()
     shims = {
         "scontrol": (
             f'case "$*" in\n  --version) echo "{RELEASE}";;\n'
             f'  "show nodes --json") exec cat "{where}/nodes.json";;\n'
+            f'  "--future -o -d show node") exec cat "{where}/nodes.txt";;\n'
             '  *) echo "not in this fleet: scontrol $*" >&2; exit 1;;\nesac\n'
         ),
         "squeue": f'exec cat "{where}/jobs.txt"\n',

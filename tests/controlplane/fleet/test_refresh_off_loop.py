@@ -66,6 +66,10 @@ async def test_the_loop_keeps_its_turns_while_a_large_fleet_is_read_and_built(tm
 
     await measure("node decode", lambda: offloop.sized(len(text), decode))
     nodes = await measure("node read", client.nodes)
+    # the one-line text listing (client.node_listing), each try with a new client: NodeLines would
+    # hand out the last listing's nodes without a parse
+    listed = await measure("text node read", lambda: client.with_env().node_listing())
+    assert [(n.name, n.state) for n in listed] == [(n.name, n.state) for n in nodes]
     jobs = await measure("job read", client.job_summaries)
     parsed = Parsed(listed=(nodes, jobs))
     built = FleetView(parsed)
