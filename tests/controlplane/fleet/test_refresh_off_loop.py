@@ -17,7 +17,7 @@ from sidecars.runtime import offloop
 from sidecars.slurm import Job, Node, SlurmClient, jsonformat, squeueformat
 from tests.controlplane.fleet import bigfleet
 
-NODES, JOBS = 10_000, 50_000
+NODES, JOBS = 6_000, 30_000
 # the loop's latest wake during a step, as a share of the step's own time. On the loop, the parse,
 # the decode or the build is most of its step, and the loop wakes only after it (measured 0.74-0.95
 # of the step at load 12); off it, the loop waits for turns of the interpreter lock and for the
