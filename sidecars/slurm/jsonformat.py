@@ -12,9 +12,10 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-from sidecars.runtime import gcpause
+from sidecars.runtime import gcpause, limits
 from sidecars.slurm import fields, hostlist
 from sidecars.slurm.errors import SlurmParseError, SlurmUnreachable
 from sidecars.slurm.models import Job, Node, NodeState, Partition, Reason
@@ -22,11 +23,72 @@ from sidecars.slurm.textformat import gpu_indices, gpus_per_node
 
 Obj = dict[str, Any]
 
+_SPACE = re.compile(r"[ \t\n\r]*")  # JSON's whitespace, as the json module skips it
+_DECODER = json.JSONDecoder()
+
+
+def _skip(text: str, pos: int) -> int:
+    end = _SPACE.match(text, pos)
+    return pos if end is None else end.end()
+
+
+def _decode_by_item(text: str) -> Any:
+    """`json.loads(text)` for a top-level object, each item of its top-level lists decoded in a call
+    of its own: 10,000 nodes' JSON is one 100 ms C call in `json.loads`, which holds the interpreter
+    lock throughout (the loop's thread cannot run), and ~10 us a call here, between which the lock
+    is handed over. Anything else (not an object, not JSON) is left to `json.loads`, whose answer
+    (its error) is the one given."""
+    try:
+        doc = _object_by_item(text)
+    except (ValueError, IndexError):  # cut short, or a value not JSON
+        doc = None
+    return json.loads(text) if doc is None else doc  # json.loads says where it is not JSON
+
+
+def _object_by_item(text: str) -> dict[str, Any] | None:
+    """The top-level object, or None where the text is anything else."""
+    doc: dict[str, Any] = {}
+    pos = _skip(text, 0)
+    if text[pos] != "{":
+        return None
+    pos = _skip(text, pos + 1)
+    while text[pos] != "}":
+        name, pos = _DECODER.raw_decode(text, pos)
+        pos = _skip(text, pos)
+        if not isinstance(name, str) or text[pos] != ":":
+            return None
+        pos = _skip(text, pos + 1)
+        if text[pos] == "[":
+            items: list[Any] = []
+            pos = _skip(text, pos + 1)
+            while text[pos] != "]":
+                item, pos = _DECODER.raw_decode(text, pos)
+                items.append(item)
+                pos = _skip(text, pos)
+                if text[pos] == ",":
+                    pos = _skip(text, pos + 1)
+                    if text[pos] == "]":  # a trailing comma
+                        return None
+                elif text[pos] != "]":
+                    return None
+            doc[name], pos = items, pos + 1
+        else:
+            doc[name], pos = _DECODER.raw_decode(text, pos)
+        pos = _skip(text, pos)
+        if text[pos] == ",":
+            pos = _skip(text, pos + 1)
+            if text[pos] == "}":  # a trailing comma
+                return None
+        elif text[pos] != "}":
+            return None
+    return doc if _skip(text, pos + 1) == len(text) else None  # nothing after the object
+
 
 def load(argv: list[str], text: str, key: str) -> list[Obj]:
     """Decode a document and return its list under `key`, or raise with Slurm's own errors."""
     try:
-        doc = json.loads(text)
+        # a large one item by item: in a thread (runtime.offloop), the loop keeps its turns
+        doc = _decode_by_item(text) if len(text) >= limits.OFF_LOOP_CHARS else json.loads(text)
     except json.JSONDecodeError as exc:
         raise SlurmParseError(argv, f"not JSON: {exc}") from None
     if not isinstance(doc, dict):
