@@ -360,7 +360,9 @@ async def test_the_password_is_never_shown(cluster: DevCluster, capsys: pytest.C
         # a wrong one: rolled back
         bad = {CONF: rotated[CONF].replace(new.encode(), wrong.encode())}
         h.secret.write(bad)
-        await h.outcome(bad, "rejected", 120.0)
+        st = await h.outcome(bad, "rejected", 120.0)
+        # told in slurmdbd's words as soon as its log says so, not after the restart timeout
+        assert "refused to run on it" in st["rejected"]["reason"] and "1045" in st["rejected"]["reason"]
         # and a line that is no Key=Value, the password in it: named by its number alone
         unreadable = {CONF: _with(rotated[CONF], f"StoragePass {wrong}")}
         h.secret.write(unreadable)
