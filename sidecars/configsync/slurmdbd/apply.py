@@ -177,7 +177,8 @@ class DbdApplier:
         False when `seconds` ran out."""
         deadline = time.monotonic() + seconds
         while True:
-            if (refused := self.start_log.refusal()) is not None:
+            # a log flooded by a slurmdbd that fails: up to 256 KiB a poll, read off the loop
+            if (refused := await asyncio.to_thread(self.start_log.refusal)) is not None:
                 return refused
             if await self._answers():
                 return True
