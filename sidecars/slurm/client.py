@@ -216,14 +216,14 @@ class SlurmClient(SlurmCommands):
         r = await run(argv, env=self.env, timeout=timeout or self.timeout, metrics=self.metrics, check=False)
         return textformat.accounting_ping(argv, r.returncode, r.stdout)
 
-    async def shutdown_accounting(self) -> None:
+    async def shutdown_accounting(self, timeout: float | None = None) -> None:
         """`sacctmgr shutdown`: slurmdbd finishes what it was writing and exits (its container then
         starts it again). Not retried: a second request could stop the new one."""
-        await self.run("sacctmgr", "-i", "shutdown", retry=False)
+        await self.run("sacctmgr", "-i", "shutdown", retry=False, timeout=timeout)
 
-    async def reconfigure_accounting(self) -> None:
+    async def reconfigure_accounting(self, timeout: float | None = None) -> None:
         """`sacctmgr reconfigure`: slurmdbd re-reads slurmdbd.conf in place (as on SIGHUP)."""
-        await self.run("sacctmgr", "-i", "reconfigure", retry=False)
+        await self.run("sacctmgr", "-i", "reconfigure", retry=False, timeout=timeout)
 
     async def sdiag_rpcs(self) -> dict[str, int]:
         r = await self.run("sdiag")

@@ -28,6 +28,7 @@ from sidecars.configsync.main import Running, running
 from sidecars.configsync.settings import Settings, configure, from_args
 from sidecars.configsync.slurmdbd.apply import stop_slurmdbd
 from sidecars.configsync.slurmdbd.check import PARSE_DIR
+from sidecars.configsync.slurmdbd.startlog import StartLog
 from sidecars.devcluster import ClusterError, DevCluster, free_port, mariadb
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.runtime import process
@@ -360,7 +361,9 @@ async def test_the_password_is_never_shown(cluster: DevCluster, capsys: pytest.C
         # a wrong one: rolled back
         bad = {CONF: rotated[CONF].replace(new.encode(), wrong.encode())}
         h.secret.write(bad)
-        await h.outcome(bad, "rejected", 120.0)
+        st = await h.outcome(bad, "rejected", 120.0)
+        # told in slurmdbd's words as soon as its log says so, not after the restart timeout
+        assert "refused to run on it" in st["rejected"]["reason"] and "1045" in st["rejected"]["reason"]
         # and a line that is no Key=Value, the password in it: named by its number alone
         unreadable = {CONF: _with(rotated[CONF], f"StoragePass {wrong}")}
         h.secret.write(unreadable)
@@ -444,6 +447,26 @@ def test_slurmdbd_s_words_never_quote_a_line() -> None:
     assert "unrecognized key: NoSuchKey" in said(unknown)
     only_munge = "slurmdbd: error: Munge encode failed: Failed to access the socket\n"
     assert said(only_munge) == "error: Munge encode failed: Failed to access the socket"
+
+
+def test_a_refusal_at_start_is_read_from_slurmdbd_s_log_and_nothing_else(tmp_path: Path) -> None:
+    """A login refused at slurmdbd's start (then "The database must be up when starting") or a
+    fatal counts, in slurmdbd's words, the quoted line cut; what was there before the mark, and the
+    refusal a stopping slurmdbd logs after a password rotation ("unable to re-connect"), do not."""
+    log = tmp_path / "slurmdbd.log"
+    denied = "error: mysql_real_connect failed: 1045 Access denied for user 'slurm'@'localhost'"
+    log.write_text(f"[t0] {denied}\n[t0] error: The database must be up when starting the MYSQL plugin.\n")
+    start = StartLog(log)
+    start.mark()
+    assert start.refusal() is None and StartLog().refusal() is None  # before the mark; no log
+    with log.open("a") as f:  # the last slurmdbd on its way out, then the new one's first attempt
+        f.write(f"[t1] {denied}\n[t1] error: unable to re-connect to as_mysql database\n[t2] {denied}\n")
+    assert start.refusal() is None  # its next line, still to come, decides
+    with log.open("a") as f:
+        f.write("[t2] error: The database must be up when starting the MYSQL plugin.  Trying again in 5 s.\n")
+    assert start.refusal() == denied
+    log.write_text('[t3] fatal: Parse error in file /x/slurmdbd.conf line 3: "StoragePass pw-Zq8rT3"\n')
+    assert start.refusal() == "fatal: Parse error in file /x/slurmdbd.conf line 3"  # a new file: read whole
 
 
 def test_daemon_slurmdbd_settings(tmp_path: Path) -> None:

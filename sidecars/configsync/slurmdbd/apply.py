@@ -33,7 +33,8 @@ from pathlib import Path
 import structlog
 
 from sidecars.configsync.fileset.dbdconf import Endpoint
-from sidecars.slurm import SlurmClient, SlurmError, daemons
+from sidecars.configsync.slurmdbd.startlog import StartLog
+from sidecars.slurm import SlurmClient, SlurmError, SlurmTimeout, daemons
 
 log = structlog.get_logger(__name__)
 
@@ -138,6 +139,7 @@ class DbdApplier:
         settle_seconds: float,
         on_waiting: Callable[[str], Awaitable[None]],
         instance: Instance = lambda: None,
+        start_log: StartLog | None = None,
         poll_seconds: float = 0.2,
         database_poll_seconds: float = 5.0,
     ) -> None:
@@ -147,6 +149,7 @@ class DbdApplier:
         self.settle_seconds = settle_seconds
         self.on_waiting = on_waiting
         self.instance = instance
+        self.start_log = start_log or StartLog()
         self.poll_seconds = poll_seconds
         self.database_poll_seconds = database_poll_seconds
 
@@ -168,6 +171,21 @@ class DbdApplier:
             await asyncio.sleep(self.poll_seconds)
         return True
 
+    async def _started(self, seconds: float) -> bool | str:
+        """Until the restarted slurmdbd answers (True); its own words when its log says it refused
+        to run on the file (a refused password, a fatal: waiting cannot change that, startlog.py);
+        False when `seconds` ran out."""
+        deadline = time.monotonic() + seconds
+        while True:
+            # a log flooded by a slurmdbd that fails: up to 256 KiB a poll, read off the loop
+            if (refused := await asyncio.to_thread(self.start_log.refusal)) is not None:
+                return refused
+            if await self._answers():
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(self.poll_seconds)
+
     async def _stopped(self, before: object | None, seconds: float) -> bool:
         """Until the slurmdbd that ran before the stop is gone: it no longer answers, or another one
         was started since (its PidFile written anew). Silence alone can be missed: a container
@@ -186,14 +204,41 @@ class DbdApplier:
             await asyncio.sleep(self.poll_seconds)
 
     async def _settled(self) -> bool:
-        """Still answering `settle_seconds` later (a daemon that died of the file answers no more)."""
+        """Still answering `settle_seconds` later (a daemon that died of the file answers no more).
+        A ping that gets no answer in time tells neither way: asked again, within the restart timeout."""
         await asyncio.sleep(self.settle_seconds)
-        return await self.client.accounting_ping(timeout=5.0)
+        deadline = time.monotonic() + self.restart_timeout_seconds
+        while (up := await self._answers()) is None and time.monotonic() < deadline:
+            await asyncio.sleep(self.poll_seconds)
+        return bool(up)
+
+    async def _reconfigure(self) -> str | None:
+        """`sacctmgr reconfigure`, given a restart's time to answer: None once slurmdbd answered it,
+        else why not. Raises SlurmError when slurmdbd refused it."""
+        try:
+            await self.client.reconfigure_accounting(timeout=self.restart_timeout_seconds)
+        except SlurmTimeout as exc:
+            log.warning("slurmdbd_reconfigure_answer_late", error=exc.message)
+            return exc.message
+        return None
 
     async def reload(self) -> DbdOutcome:
-        """`sacctmgr reconfigure`: slurmdbd re-reads its file in place."""
+        """`sacctmgr reconfigure`: slurmdbd re-reads its file in place.
+
+        A late answer is no refusal, and no success either: slurmdbd may have re-read the file or
+        never heard of the request, and what it shows of its settings cannot tell (some reloadable
+        keys it does not show, the others in its own formats). So it is asked again once it answers:
+        a re-read of the file in place is harmless twice, and an answered one is a fact."""
+        t = self.restart_timeout_seconds
         try:
-            await self.client.reconfigure_accounting()
+            late = await self._reconfigure()
+            if late is not None:
+                if not await self._until(True, t):
+                    why = f"sacctmgr reconfigure: {late}; slurmdbd did not answer within {t:g}s"
+                    return DbdOutcome(False, why)
+                again = await self._reconfigure()
+                if again is not None:
+                    return DbdOutcome(False, f"sacctmgr reconfigure, asked twice: {late}; {again}")
         except SlurmError as exc:
             return DbdOutcome(False, f"sacctmgr reconfigure failed: {exc.message}")
         if await self._settled():
@@ -208,13 +253,23 @@ class DbdApplier:
         before = self.instance()
         try:
             await self.stop()
+        except SlurmTimeout as exc:
+            # a late answer is no refusal: slurmdbd may be stopping already, and whether it is
+            # gone (silent, or another one started) is what decides below, never a guess
+            log.warning("slurmdbd_shutdown_answer_late", error=exc.message)
         except SlurmError as exc:
             return DbdOutcome(False, f"slurmdbd could not be stopped: {exc.message}")
         if not await self._stopped(before, t):
             return DbdOutcome(False, f"slurmdbd still answered {t:g}s after it was told to stop")
-        if await self._until(True, t) and await self._settled():
+        self.start_log.mark()  # what the next slurmdbd says, not the last one's words
+        started = await self._started(t)
+        if started is True and await self._settled():
             return DbdOutcome(True, "slurmdbd restarted on it and answers", restarted=True)
-        why = f"slurmdbd did not answer within {t:g}s of its restart"
+        if isinstance(started, str):
+            log.warning("slurmdbd_refused_to_start", said=started)
+            why = f"slurmdbd did not answer after its restart: it refused to run on it ({started})"
+        else:
+            why = f"slurmdbd did not answer within {t:g}s of its restart"
         db = await database_answers(new)
         if db is False and new == old:
             await self.on_waiting(

@@ -63,10 +63,20 @@ def owner_only(files: FileSet, secret_sources: frozenset[Path]) -> FileSet:
     return FileSet.build(entries, files.problems)
 
 
-def _pid_file(files: FileSet | None) -> Path:
+def _named(files: FileSet | None, key: str) -> str | None:
     entry = files.files.get(dbdconf.CONF_NAME) if files is not None else None
-    named = dbdconf.parse(entry.data.decode("utf-8", "replace")).options.get("pidfile") if entry else None
+    return dbdconf.parse(entry.data.decode("utf-8", "replace")).options.get(key) if entry else None
+
+
+def _pid_file(files: FileSet | None) -> Path:
+    named = _named(files, "pidfile")
     return Path(named) if named else DEFAULT_PID_FILE
+
+
+def _log_file(files: FileSet | None) -> Path | None:
+    """slurmdbd's LogFile as the verified set names it (an absolute path; none: it logs to stderr)."""
+    named = _named(files, "logfile")
+    return Path(named) if named and named.startswith("/") else None
 
 
 @dataclass
@@ -148,6 +158,9 @@ class DbdStrategy:
     async def apply(self, files: FileSet, current: FileSet, verdict: Verdict, seen: float) -> None:
         new, old = _endpoint(files), _endpoint(current)
         assert new is not None
+        # slurmdbd's own words when it will not start, where its log is readable from here: the
+        # verified set's LogFile, as slurmctld's is read (a candidate's path is not trusted yet)
+        self.dbd.start_log.path = _log_file(current)
         # unverified until slurmdbd answers on it; a config-sync that dies meanwhile puts it back at start
         try:
             async with self.installer.unverified(files) as generation:
