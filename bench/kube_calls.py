@@ -53,7 +53,7 @@ from pathlib import Path
 from _report import result
 from prometheus_client import CollectorRegistry
 
-from sidecars.controlplane.fleet import ranking
+from sidecars.controlplane.fleet import NodeCache, PodCache, ranking
 from sidecars.controlplane.reconcile.busy_label import LABEL as BUSY
 from sidecars.controlplane.reconcile.deletion_cost import ANNOTATION as COST
 from sidecars.controlplane.service import ControlPlaneService
@@ -98,7 +98,7 @@ class Synthetic:
         self._nodes = {n: self._node(n) for n in self.names}
 
     def _node(self, name: str) -> dict[str, object]:
-        n = copy.deepcopy(self._template)
+        n: dict[str, object] = copy.deepcopy(self._template)
         n["name"] = n["hostname"] = name
         n["gres"] = "gpu:8"
         return n
@@ -185,7 +185,7 @@ class SyntheticSlurm(SlurmClient):
             c.update(fields.pop("nodename"), fields)
             out = ""
         else:
-            raise SlurmCommandError(tuple(args), 1, f"not simulated: {' '.join(args)}")
+            raise SlurmCommandError(tuple(args), f"not simulated: {' '.join(args)}", 1)
         await asyncio.sleep(0)  # a command is a subprocess: never answered without a turn of the loop
         return CommandResult(tuple(args), 0, out, "", 0.0)
 
@@ -348,8 +348,13 @@ async def main() -> None:
     async with fake.serving() as url, KubeClient(configuration(url)) as kube:
         plane = ControlPlaneService(settings, slurm, kube, CollectorRegistry())
         assert plane.workers.pods is not None and plane.workers.nodes is not None
-        plane.workers.pods._watch_seconds = watch_seconds  # not a flag: the scaled clock needs them shorter
-        plane.workers.nodes._watch_seconds = watch_seconds
+        # not a flag: the scaled clock needs the watches' timeoutSeconds shorter. A cache reads its
+        # bound only in its watcher (made in its constructor), so each takes the watcher of a cache
+        # made as production makes it with the scaled bound; its list, key and state stay the same
+        plane.workers.pods.watcher = PodCache(
+            kube, settings.namespace, settings.worker_selector, watch_seconds=watch_seconds
+        ).watcher
+        plane.workers.nodes.watcher = NodeCache(kube, watch_seconds=watch_seconds).watcher
         t0 = time.monotonic()
         churn = asyncio.create_task(elsewhere(fake, sim), name="elsewhere")
         async with plane.running():
