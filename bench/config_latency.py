@@ -135,7 +135,11 @@ async def config_sync_run(release: Release, changes: int, debounce: float, settl
                 want = sha_of(files)
                 started = time.monotonic()
                 vol.write(files)
-                await svc.wait_until(lambda s, w=want: bool(s["applied"]) and s["applied"]["sha256"] == w, 30)
+
+                def applied(s: dict[str, Any], w: str = want) -> bool:
+                    return bool(s["applied"]) and s["applied"]["sha256"] == w
+
+                await svc.wait_until(applied, 30)
                 samples.append(time.monotonic() - started)
                 parts = await cluster.client().partitions()
                 assert parts[0].max_time_minutes == i, parts

@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import copy
+import functools
 import json
 import os
 import resource
 import time
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
@@ -39,7 +43,7 @@ from sidecars.controlplane.fleet.metrics import ControlPlaneMetrics
 from sidecars.controlplane.fleet.snapshot import FleetView
 from sidecars.controlplane.http.access import Access
 from sidecars.controlplane.http.api import ControlPlaneAPI
-from sidecars.runtime import http
+from sidecars.runtime import http, logs
 from sidecars.slurm import Job, SlurmClient, jsonformat, squeueformat
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "slurm-24.11"
@@ -160,29 +164,94 @@ def api_app(fleet: FleetView) -> tuple[web.Application, ControlPlaneMetrics]:
     return app, metrics
 
 
+# how long each poll asks to be held (the API's `wait`): the change is published before any of them
+# could answer unchanged, or the run says it could not park them all in time
+WAIT_SECONDS = 60
+
+
+@dataclass
+class Delivery:
+    """One change delivered to parked long polls: per poll, the publish to the response read (s),
+    and the polls the server closed before parking them, by the client's error (its gate's cap, or
+    its first-request bound on a machine too slow to send the request in time)."""
+
+    seconds: list[float]
+    refused: Counter[str]
+
+
+def sources_for(polls: int, limits: http.ServerLimits) -> list[str]:
+    """Client addresses for `polls` agents, each holding no more than the server lets one peer hold:
+    production's agents are one pod (one address) each, and the server caps what one address may
+    hold (`max_connections_per_source`); 127.0.0.0/8 is all loopback on Linux."""
+    if polls > limits.max_connections:
+        raise SystemExit(f"{polls} polls exceed the server's {limits.max_connections} connections in all")
+    n = -(-polls // limits.max_connections_per_source)
+    if n > 250 * 250:
+        raise SystemExit(f"{polls} polls need {n} loopback addresses")
+    return [f"127.0.{2 + i // 250}.{1 + i % 250}" for i in range(n)]
+
+
 async def long_polls(
-    fleet: FleetView, polls: int, *, node_names: list[str], node_text: str, job_text: str, drop: int
-) -> list[float]:
-    """Delivery latency (s) of one change to `polls` parked long polls."""
+    fleet: FleetView,
+    polls: int,
+    *,
+    sources: list[str],
+    node_names: list[str],
+    node_text: str,
+    job_text: str,
+    drop: int,
+) -> Delivery:
+    """Delivery latency (s) of one change to `polls` parked long polls, spread evenly over `sources`
+    (client addresses) and served with production's limits."""
     app, metrics = api_app(fleet)
-    async with http.serve(app, "127.0.0.1", 0) as port:
-        conn = aiohttp.TCPConnector(limit=0)
-        timeout = aiohttp.ClientTimeout(total=120)
-        async with aiohttp.ClientSession(
-            connector=conn, timeout=timeout, headers={"Authorization": f"Bearer {TOKEN}"}
-        ) as s:
-            version = fleet.snapshot.version
-            done_at: list[float] = []
+    limits = http.ServerLimits()
 
-            async def one(i: int) -> None:
-                url = f"http://127.0.0.1:{port}/v1/nodes/{node_names[i % len(node_names)]}"
-                async with s.get(url, params={"version": str(version), "wait": "60"}) as r:
+    def parked() -> int:
+        return int(metrics.long_polls._value.get())
+
+    async with http.serve(app, "127.0.0.1", 0, limits) as port, contextlib.AsyncExitStack() as stack:
+        timeout = aiohttp.ClientTimeout(total=2 * WAIT_SECONDS)
+        sessions = [
+            await stack.enter_async_context(
+                aiohttp.ClientSession(
+                    connector=aiohttp.TCPConnector(limit=0, local_addr=(addr, 0)),
+                    timeout=timeout,
+                    headers={"Authorization": f"Bearer {TOKEN}"},
+                )
+            )
+            for addr in sources
+        ]
+        version = fleet.snapshot.version
+        done_at: list[float] = []
+        refused: Counter[str] = Counter()
+
+        async def one(i: int) -> None:
+            url = f"http://127.0.0.1:{port}/v1/nodes/{node_names[i % len(node_names)]}"
+            try:
+                async with sessions[i % len(sessions)].get(
+                    url, params={"version": str(version), "wait": str(WAIT_SECONDS)}
+                ) as r:
                     body = await r.json()
-                    assert r.status == 200 and body["version"] != version, (r.status, body)
-                done_at.append(time.perf_counter())
+            except aiohttp.ClientConnectionError as exc:  # closed at once by the server's gate
+                refused[type(exc).__name__] += 1
+                return
+            assert r.status == 200 and body["version"] != version, (r.status, body)
+            done_at.append(time.perf_counter())
 
-            tasks = [asyncio.create_task(one(i)) for i in range(polls)]
-            while metrics.long_polls._value.get() < polls:
+        tasks = [asyncio.create_task(one(i), name=f"poll-{i}") for i in range(polls)]
+        try:
+            # every poll parked or refused, within the polls' own wait: a run that cannot park them
+            # all says so and ends, never waits for a count that cannot come
+            until = time.monotonic() + WAIT_SECONDS
+            while parked() + refused.total() < polls:
+                failed = next((t for t in tasks if t.done() and t.exception() is not None), None)
+                if failed is not None:
+                    raise SystemExit(f"a long poll failed before the change: {failed.exception()!r}")
+                if time.monotonic() > until:
+                    raise SystemExit(
+                        f"{parked()} of {polls} long polls parked and {refused.total()} refused "
+                        f"after {WAIT_SECONDS} s: not measured"
+                    )
                 await asyncio.sleep(0.05)
             # the change: job number `drop` has ended (the same documents, re-read, without it)
             nodes = jsonformat.nodes(["scontrol"], node_text)
@@ -192,7 +261,11 @@ async def long_polls(
             t0 = time.perf_counter()
             fleet.publish(snap)
             await asyncio.gather(*tasks)
-            return [t - t0 for t in done_at]
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return Delivery([t - t0 for t in done_at], refused)
 
 
 async def main() -> None:
@@ -202,6 +275,7 @@ async def main() -> None:
     ap.add_argument("--polls", type=int, default=2_000)
     ap.add_argument("--cycles", type=int, default=3)
     args = ap.parse_args()
+    logs.configure(json=False, level="warning")  # the figures are the output (the gate logs each refusal)
     one_core()
     print("load average (1, 5, 15 min): {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -249,16 +323,28 @@ async def main() -> None:
     print(f"  baseline, json.loads of the node and job JSON alone: {time.perf_counter() - t:.3f}s")
 
     names = sorted(fleet.snapshot.nodes)
-    single = await long_polls(fleet, 1, node_names=names, node_text=node_text, job_text=job_brief, drop=0)
-    lat = await long_polls(
-        fleet, args.polls, node_names=names, node_text=node_text, job_text=job_brief, drop=1
-    )
+    limits = http.ServerLimits()
+    cap = limits.max_connections_per_source
+    polled = functools.partial(long_polls, fleet, node_names=names, node_text=node_text, job_text=job_brief)
+    single = await polled(1, sources=sources_for(1, limits), drop=0)
+    spread = sources_for(args.polls, limits)
+    many = await polled(args.polls, sources=spread, drop=1)
+    lat = many.seconds
+    if not lat:
+        raise SystemExit(f"none of {args.polls} long polls was delivered: {dict(many.refused)}")
     print(
-        f"{args.polls} concurrent long polls, delivery of one change: "
+        f"{args.polls} concurrent long polls from {len(spread)} addresses (at most {cap} each, the "
+        f"server's per-address cap), delivery of one change: "
         f"p50 {percentile(lat, 50) * 1000:.0f} ms, p99 {percentile(lat, 99) * 1000:.0f} ms, "
-        f"max {max(lat) * 1000:.0f} ms   goal p99 <= 1 s"
+        f"max {max(lat) * 1000:.0f} ms, refused {many.refused.total()}   goal p99 <= 1 s, none refused"
     )
-    print(f"  baseline, one long poll: {single[0] * 1000:.1f} ms")
+    print(f"  baseline, one long poll: {single.seconds[0] * 1000:.1f} ms")
+    # the cap itself: twice what one address may hold, from one address (one pod holding sockets)
+    over = await polled(2 * cap, sources=sources_for(1, limits), drop=2)
+    print(
+        f"{2 * cap} long polls from one address (cap {cap}): {len(over.seconds)} delivered, "
+        f"{over.refused.total()} refused at once ({dict(over.refused)})   expected {cap} and {cap}"
+    )
     print("load average at the end (1, 5, 15 min): {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     size = f"{args.nodes:,} nodes / {args.jobs:,} jobs"
     # every cycle must fit, so the goal is judged on the worst of them
@@ -274,10 +360,18 @@ async def main() -> None:
     result(
         "P5",
         f"one change -> {args.polls:,} parked long polls, delivery p50/p99, one core ({size})",
-        f"{percentile(lat, 50) * 1000:.0f} ms / {p99 * 1000:.0f} ms",
-        f"{single[0] * 1000:.0f} ms (a single long poll)",
+        f"{percentile(lat, 50) * 1000:.0f} ms / {p99 * 1000:.0f} ms ({many.refused.total()} refused)",
+        f"{single.seconds[0] * 1000:.0f} ms (a single long poll)",
         "p99 <= 1 s",
-        p99 <= 1.0,
+        p99 <= 1.0 and not many.refused and len(lat) == args.polls,
+    )
+    result(
+        "P5-cap",
+        f"{2 * cap} long polls from one address; the server's cap is {cap} an address",
+        f"{len(over.seconds)} delivered / {over.refused.total()} refused at once",
+        "-",
+        f"{cap} / {cap}",
+        len(over.seconds) == cap and over.refused.total() == cap,
     )
 
 

@@ -82,7 +82,7 @@ def attach(
     slurm: SlurmSource, session: aiohttp.ClientSession, url: str, defaults: WorkerSettings
 ) -> NodeSource:
     source = NodeSource(slurm)
-    cp = AgentClient(session, url, "t", "n1", timeout=2.0)
+    cp = AgentClient(session, url, lambda: "t", "n1", timeout=2.0)
     source.attach(cp, backoff=Backoff(defaults.drain_poll_seconds, defaults.fallback_max_seconds))
     return source
 

@@ -9,8 +9,9 @@ drain batcher's read, `scontrol update` applied to that state), behind the produ
 real slurmd do not fit this machine, and what Kubernetes is asked does not depend on who answers.
 
 Time is simulated: every period of the control plane (refresh interval, fast interval, batch window,
-Lease duration and renewal, condition settle time, the watches' timeoutSeconds) is divided by
-`--speed` (10) and every rate (the patch QPS) multiplied by it; figures are per simulated minute.
+Lease renewal, condition settle time, the watches' timeoutSeconds) is divided by `--speed` (10) and
+every rate (the patch QPS) multiplied by it; figures are per simulated minute. The Lease's duration
+is production's: it calls nothing, and scaled it stepped the leader down at each stall of the loop.
 The fake counts every request on arrival by verb and resource; a watch counts once when it is
 opened, so its reopen rate (one per timeoutSeconds) is in the figures. A loaded machine runs the
 loops late (a refresh of 1,000 nodes takes real time that the scaling does not shrink), so a steady
@@ -53,7 +54,7 @@ from pathlib import Path
 from _report import result
 from prometheus_client import CollectorRegistry
 
-from sidecars.controlplane.fleet import ranking
+from sidecars.controlplane.fleet import NodeCache, PodCache, ranking
 from sidecars.controlplane.reconcile.busy_label import LABEL as BUSY
 from sidecars.controlplane.reconcile.deletion_cost import ANNOTATION as COST
 from sidecars.controlplane.service import ControlPlaneService
@@ -98,7 +99,7 @@ class Synthetic:
         self._nodes = {n: self._node(n) for n in self.names}
 
     def _node(self, name: str) -> dict[str, object]:
-        n = copy.deepcopy(self._template)
+        n: dict[str, object] = copy.deepcopy(self._template)
         n["name"] = n["hostname"] = name
         n["gres"] = "gpu:8"
         return n
@@ -185,7 +186,7 @@ class SyntheticSlurm(SlurmClient):
             c.update(fields.pop("nodename"), fields)
             out = ""
         else:
-            raise SlurmCommandError(tuple(args), 1, f"not simulated: {' '.join(args)}")
+            raise SlurmCommandError(tuple(args), f"not simulated: {' '.join(args)}", 1)
         await asyncio.sleep(0)  # a command is a subprocess: never answered without a turn of the loop
         return CommandResult(tuple(args), 0, out, "", 0.0)
 
@@ -204,11 +205,12 @@ def scaled(speed: float) -> ControlPlaneSettings:
             fast_interval_seconds=d.reads.fast_interval_seconds / speed,
         ),
         batch_window_seconds=d.batch_window_seconds / speed,
-        lease=dataclasses.replace(
-            d.lease,
-            duration_seconds=d.lease.duration_seconds / speed,
-            renew_seconds=d.lease.renew_seconds / speed,
-        ),
+        # the renewals scaled (their calls are counted); the duration not: it only bounds how long a
+        # stalled leader keeps writing, and scaled to 1.5 s (written as 1 s, 1 s to step down) one
+        # stall of this loaded process's loop stepped the leader down again and again mid-cordon
+        # (measured: 5 step-downs and 192 drains dropped in one run), which counted re-elections,
+        # not the fleet's calls
+        lease=dataclasses.replace(d.lease, renew_seconds=d.lease.renew_seconds / speed),
         conditions=dataclasses.replace(
             d.conditions, settle_seconds=d.conditions.settle_seconds / speed, qps=d.conditions.qps * speed
         ),
@@ -348,8 +350,13 @@ async def main() -> None:
     async with fake.serving() as url, KubeClient(configuration(url)) as kube:
         plane = ControlPlaneService(settings, slurm, kube, CollectorRegistry())
         assert plane.workers.pods is not None and plane.workers.nodes is not None
-        plane.workers.pods._watch_seconds = watch_seconds  # not a flag: the scaled clock needs them shorter
-        plane.workers.nodes._watch_seconds = watch_seconds
+        # not a flag: the scaled clock needs the watches' timeoutSeconds shorter. A cache reads its
+        # bound only in its watcher (made in its constructor), so each takes the watcher of a cache
+        # made as production makes it with the scaled bound; its list, key and state stay the same
+        plane.workers.pods.watcher = PodCache(
+            kube, settings.namespace, settings.worker_selector, watch_seconds=watch_seconds
+        ).watcher
+        plane.workers.nodes.watcher = NodeCache(kube, watch_seconds=watch_seconds).watcher
         t0 = time.monotonic()
         churn = asyncio.create_task(elsewhere(fake, sim), name="elsewhere")
         async with plane.running():

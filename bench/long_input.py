@@ -93,12 +93,11 @@ async def measure_one(release: Release, idle_seconds: float, only: list[str]) ->
                     lag.take()
                     started = time.monotonic()
                     await asyncio.to_thread(vol.write, files)  # the kubelet's write, not config-sync's work
-                    await r.service.wait_until(
-                        lambda _, w=wanted: any(
-                            g["sha256"] == w for g in r.service.history_view()["generations"]
-                        ),
-                        120,
-                    )
+
+                    def judged(_: object, w: str = wanted) -> bool:
+                        return any(g["sha256"] == w for g in r.service.history_view()["generations"])
+
+                    await r.service.wait_until(judged, 120)
                     took, worst = time.monotonic() - started, lag.take()
                     outcome = r.service.history_view()["generations"][0]["outcome"]
                     verdict, said = took, f"{outcome} in {took:.2f}s"

@@ -173,7 +173,10 @@ def pods(fleet: Fleet) -> list[Pod]:
 async def ours(count: int, seed: int, budget: str, limit: int) -> tuple[int, float, int, int]:
     fleet = Fleet(count, seed)
     kube = SimKube(fleet)
-    views = lambda: {n: fleet.view(w) for n, w in fleet.workers.items()}  # noqa: E731
+
+    def views() -> dict[str, FleetNode]:
+        return {n: fleet.view(w) for n, w in fleet.workers.items()}
+
     up = Upgrade(
         cast(KubeClient, kube),
         "slurm",
