@@ -24,15 +24,17 @@ from sidecars.runtime.settings import ConfigError
 from sidecars.worker.cp_client import AgentClient, ControlPlaneUnavailable
 from tests.configsync.harness import config_sync
 from tests.controlplane.conftest import offline
-from tests.runtime.slowclient import SMALL, body_never_ends, header_trickle, over_the_cap, tcp, unix
+from tests.runtime.slowclient import CAP, SMALL, body_never_ends, header_trickle, over_the_cap, tcp, unix
 from tests.settings import TOKEN, VIEWER
 from tests.worker.agents import running_agent, settings_for
 
 
 @contextlib.asynccontextmanager
-async def control_plane_app(tls: ssl.SSLContext | None = None) -> AsyncIterator[int]:
+async def control_plane_app(
+    tls: ssl.SSLContext | None = None, limits: http.ServerLimits = SMALL
+) -> AsyncIterator[int]:
     """The control plane's HTTP face as `running()` serves it (no Slurm behind: its page still serves)."""
-    plane = offline(http_limits=SMALL, tls=tls)
+    plane = offline(http_limits=limits, tls=tls)
     s = plane.settings
     async with http.serve(plane.http_app(), "127.0.0.1", 0, s.http_limits, s.tls) as port:
         yield port
@@ -42,7 +44,8 @@ async def test_the_control_plane_cuts_slow_clients_off() -> None:
     async with control_plane_app() as port:
         await header_trickle(tcp(port), SMALL, ok_path="/ui/")
         await body_never_ends(tcp(port), SMALL, "/v1/nodes/n1/drain", ok_path="/ui/", token=TOKEN)
-        await over_the_cap(tcp(port), SMALL, ok_path="/ui/")
+    async with control_plane_app(limits=CAP) as port:
+        await over_the_cap(tcp(port), CAP, ok_path="/ui/")
 
 
 @pytest.mark.releases("slurm22")  # the server is ours, not Slurm's
@@ -51,7 +54,8 @@ async def test_config_sync_cuts_slow_clients_off(cluster: DevCluster) -> None:
         port = sync.running.port
         await header_trickle(tcp(port), SMALL)
         await body_never_ends(tcp(port), SMALL, "/v1/plan", token=TOKEN)  # its one route with a body
-        await over_the_cap(tcp(port), SMALL)
+    async with config_sync(cluster, http_limits=CAP, operator_token=TOKEN) as sync:
+        await over_the_cap(tcp(sync.running.port), CAP)
 
 
 @pytest.mark.releases("slurm22")
@@ -65,8 +69,10 @@ async def test_the_worker_agent_cuts_slow_clients_off(cluster: DevCluster, sockd
             await header_trickle(opener, SMALL, ok_path=ok_path)
         # the drain is served on the socket only (TCP has no route with a body)
         await body_never_ends(unix(str(s.socket_path)), SMALL, "/v1/drain", ok_path="/v1/drain")
-        await over_the_cap(tcp(agent.http_port), SMALL)
         assert not agent.drainer.active  # nothing the slow clients sent was acted on
+    async with running_agent(cluster, dataclasses.replace(s, http_limits=CAP)) as agent:
+        assert agent.http_port is not None
+        await over_the_cap(tcp(agent.http_port), CAP)
 
 
 # ---------------------------------------------------------------------------------------- TLS
