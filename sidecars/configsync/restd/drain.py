@@ -8,7 +8,8 @@ left is a replacement behind the Service: this pod stops being ready (the Servic
 connections once its endpoints drop the pod: `settle_seconds`), the connections still open on the
 port are waited out (inflight.py, up to `drain_seconds`), and only then is slurmrestd stopped; the
 kubelet starts its container again on the staged files. The restart counts once a new listening
-socket is on the port.
+socket is on the port and answers HTTP (answer.py); a slurmrestd that refuses to start is told at once
+by its own words (words.py, with --restd-log-file), else after the restart timeout.
 
 Where the pod is the Service's only ready endpoint, the Service has none meanwhile (new connections
 are refused for the drain and the restart): run two replicas or more. A change reaches them all at
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import structlog
 
-from sidecars.configsync.restd import inflight
+from sidecars.configsync.restd import answer, inflight, words
 from sidecars.configsync.settings import DrainSettings
 from sidecars.configsync.slurmdbd.apply import request_stop
 from sidecars.runtime import offloop
@@ -92,15 +93,14 @@ class DrainedRestart:
             cut = await self._drained(time.monotonic() + s.drain_seconds)
             drained = time.monotonic() - started
             log.info("restarting_slurmrestd", open_connections=cut, drained_seconds=round(drained, 3))
+            mark = await offloop.whole(words.mark, s.log_file)
             await self.stop()
-            if await self._listening_anew(before.listener, time.monotonic() + s.restart_timeout_seconds):
-                return RestartOutcome(True, "slurmrestd restarted on the new set", cut, drained)
-            return RestartOutcome(
-                False,
-                f"no slurmrestd listens on port {s.port} {s.restart_timeout_seconds:g}s after its restart",
-                cut,
-                drained,
+            failed = await self._serving_anew(
+                before.listener, mark, time.monotonic() + s.restart_timeout_seconds
             )
+            if failed is None:
+                return RestartOutcome(True, "slurmrestd restarted on the new set", cut, drained)
+            return RestartOutcome(False, failed, cut, drained)
         finally:
             await self._say(True, SERVING)
 
@@ -118,12 +118,25 @@ class DrainedRestart:
             )
         return state.serving
 
-    async def _listening_anew(self, old: int | None, deadline: float) -> bool:
-        """A listening socket on the port that is not the one before the stop: a new slurmrestd."""
+    async def _serving_anew(self, old: int | None, mark: words.Mark, deadline: float) -> str | None:
+        """Until a new slurmrestd answers on the port (None), slurmrestd's own words end it, or the
+        deadline: why not. A new listening socket (not the one before the stop) that answers HTTP is
+        a new slurmrestd; a listener alone is not (slurmrestd binds before it checks its user)."""
+        s = self.settings
         while True:
             state = await self._state()
-            if state.listener is not None and state.listener != old:
-                return True
+            if (
+                state.listener is not None
+                and state.listener != old
+                and await answer.answers(s.port, max(s.poll_seconds, deadline - time.monotonic()))
+            ):
+                return None
+            said = await offloop.whole(words.refused, s.log_file, mark)
+            if said is not None:
+                log.warning("slurmrestd_refused_to_start", words=said)
+                return f"slurmrestd refused to start: {said}"
             if time.monotonic() > deadline:
-                return False
-            await asyncio.sleep(self.settings.poll_seconds)
+                return (
+                    f"no slurmrestd answers on port {s.port} {s.restart_timeout_seconds:g}s after its restart"
+                )
+            await asyncio.sleep(s.poll_seconds)

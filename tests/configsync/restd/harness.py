@@ -41,6 +41,7 @@ class RestdPod:
     running: Running
     port: int
     started: list[devrestd.Restd] = field(default_factory=list)
+    events: RecordingEvents = field(default_factory=RecordingEvents)
 
     @property
     def service(self) -> Any:
@@ -74,10 +75,10 @@ def slurm_conf_for(c: DevCluster, target: Path) -> str:
 
 @contextlib.asynccontextmanager
 async def restd_pod(
-    c: DevCluster, name: str = "restd", turns: Turns | None = None
+    c: DevCluster, name: str = "restd", turns: Turns | None = None, *, words: bool = True
 ) -> AsyncIterator[RestdPod]:
     """One slurmrestd pod (`name` tells several on one cluster apart; `turns`: the Lease they take
-    turns with, else none)."""
+    turns with, else none; `words`: config-sync reads slurmrestd's output, as --restd-log-file)."""
     target, state = c.dir / f"{name}-etc", c.dir / f"{name}-sync"
     conf = AtomicVolume(c.dir / "vol" / f"{name}-conf")
     key = AtomicVolume(c.dir / "vol" / f"{name}-key", mode=0o600)
@@ -96,12 +97,18 @@ async def restd_pod(
         restart_policy="restart",
         restart_timeout_seconds=RESTART_TIMEOUT_SECONDS,
         restd=DrainSettings(
-            port=port, settle_seconds=0.0, drain_seconds=DRAIN_SECONDS, uid=devrestd.RESTD_UID
+            port=port,
+            settle_seconds=0.0,
+            drain_seconds=DRAIN_SECONDS,
+            uid=devrestd.RESTD_UID,
+            # slurmrestd's output, as its container writes it to the control emptyDir
+            log_file=devrestd.log_path(c, port) if words else None,
         ),
     )
     registry = CollectorRegistry()
     client = SlurmClient(env=dict(c.env), metrics=SlurmMetrics(registry))
     started: list[devrestd.Restd] = []
+    events = RecordingEvents()
 
     async def container_restart() -> None:
         # the container's command SIGTERMs slurmrestd; the kubelet starts it again on the staged set
@@ -114,14 +121,14 @@ async def restd_pod(
         async with running(
             settings,
             client=client,
-            events=RecordingEvents(),
+            events=events,
             registry=registry,
             restd_stop=container_restart,
             restd_turns=turns,
         ) as r:
             # slurmrestd's container starts once config-sync is ready: on the set it staged
             started.append(await devrestd.start(c, port=port, conf=target / "slurm.conf"))
-            yield RestdPod(c, conf, key, settings, r, port, started)
+            yield RestdPod(c, conf, key, settings, r, port, started, events)
     finally:
         for s in started:
             await devrestd.stop(s)
