@@ -38,6 +38,10 @@ Stop = Callable[[], Awaitable[None]]
 # command removes it, SIGTERMs slurmrestd and exits; the kubelet starts the container again)
 STOP_REQUEST = Path("/run/slurmrestd-control/stop")
 SERVING = "slurmrestd serves on the staged set"
+LATE = (
+    "slurmrestd was started again on the new set and has not answered within the restart timeout, "
+    "nor refused: waiting for its answer or its words"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,25 +122,35 @@ class DrainedRestart:
             )
         return state.serving
 
-    async def _serving_anew(self, old: int | None, mark: words.Mark, deadline: float) -> str | None:
+    async def _serving_anew(self, old: int | None, mark: int, deadline: float) -> str | None:
         """Until a new slurmrestd answers on the port (None), slurmrestd's own words end it, or the
         deadline: why not. A new listening socket (not the one before the stop) that answers HTTP is
-        a new slurmrestd; a listener alone is not (slurmrestd binds before it checks its user)."""
+        a new slurmrestd; a listener alone is not (slurmrestd binds before it checks its user).
+
+        A late answer is no failure: past the deadline, where slurmrestd's output shows it was
+        started again since the stop (on the staged set) and it has not refused, it is waited for,
+        said in /status, until it answers or refuses. Rolling back then would be a guess, and its
+        restart would stop a slurmrestd that may run the new set well."""
         s = self.settings
+        late = False
         while True:
             state = await self._state()
-            if (
-                state.listener is not None
-                and state.listener != old
-                and await answer.answers(s.port, max(s.poll_seconds, deadline - time.monotonic()))
-            ):
+            # a late slurmrestd may answer slowly too (a loaded node): each try is given its time
+            wait = s.restart_timeout_seconds if late else max(s.poll_seconds, deadline - time.monotonic())
+            if state.listener is not None and state.listener != old and await answer.answers(s.port, wait):
+                if late:
+                    log.info(
+                        "slurmrestd_answered_late", seconds_past_timeout=round(time.monotonic() - deadline, 3)
+                    )
                 return None
-            said = await offloop.whole(words.refused, s.log_file, mark)
-            if said is not None:
-                log.warning("slurmrestd_refused_to_start", words=said)
-                return f"slurmrestd refused to start: {said}"
-            if time.monotonic() > deadline:
-                return (
-                    f"no slurmrestd answers on port {s.port} {s.restart_timeout_seconds:g}s after its restart"
-                )
+            said = await offloop.whole(words.since, s.log_file, mark)
+            if said.refused is not None:
+                log.warning("slurmrestd_refused_to_start", words=said.refused)
+                return f"slurmrestd refused to start: {said.refused}"
+            if time.monotonic() > deadline and not late:
+                if not said.started:
+                    return f"no slurmrestd answers on port {s.port} {s.restart_timeout_seconds:g}s after its stop"
+                late = True
+                log.warning("slurmrestd_answers_late", restart_timeout_seconds=s.restart_timeout_seconds)
+                await self._say(False, LATE)
             await asyncio.sleep(s.poll_seconds)

@@ -1,11 +1,14 @@
-"""What slurmrestd said since a restart, read from the file its container writes its output to
-(`--restd-log-file`): config-sync shares slurmrestd's pod, not its processes, so a slurmrestd that
+"""What slurmrestd's container said since a restart, read from the file it writes slurmrestd's output
+to (`--restd-log-file`): config-sync shares slurmrestd's pod, not its processes, so a slurmrestd that
 refuses to start is known by its words, not its exit. slurmrestd ends on its first `fatal:` line
 (measured on 24.11 and 26.05: a SlurmUser it runs as, or shares a group with, is refused only
 there, after the parse `scontrol` does: "fatal: slurmrestd should not be run as SlurmUser").
 
-Only what was written after the mark is read (the container may also start the file anew), at most
-MAX_BYTES of it; only the error and fatal lines are said, capped."""
+The container appends to the file, and writes STARTING before each slurmrestd it starts: one seen
+after the mark is a slurmrestd started since, on the set staged before the mark (a late one is
+waited for, not rolled back). Only what was written after the mark is read (from the start of a file
+found shorter than the mark: started anew), at most MAX_BYTES of it; only the error and fatal lines
+are said, capped."""
 
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+# the line slurmrestd's container writes before it starts slurmrestd (manifests/overlays/restapi)
+STARTING = "slurmrestd-container: starting slurmrestd"
 MAX_BYTES = 256 * 1024  # far beyond a start's output; the rest is not read
 MAX_WORDS = 400  # what /status and the Event carry of it
 FATAL = "fatal:"
@@ -22,40 +27,38 @@ _SAID = ("error:", FATAL)
 
 
 @dataclass(frozen=True, slots=True)
-class Mark:
-    size: int  # the file's size when marked (0: none yet)
-    inode: int | None  # None: no file yet
+class Since:
+    started: bool  # the container started a slurmrestd after the mark
+    refused: str | None  # its words when it ended on a fatal line, else None
 
 
-def mark(path: Path | None) -> Mark:
-    """Where the file ends now (blocking: call it off the event loop)."""
+def mark(path: Path | None) -> int:
+    """Where the file ends now (0: no file; blocking: call it off the event loop)."""
     if path is None:
-        return Mark(0, None)
+        return 0
     try:
-        st = path.stat()
+        return path.stat().st_size
     except OSError:
-        return Mark(0, None)
-    return Mark(st.st_size, st.st_ino)
+        return 0
 
 
-def refused(path: Path | None, since: Mark) -> str | None:
-    """slurmrestd's own words when what it wrote since `since` ends it (a `fatal:` line), else None
-    (blocking: call it off the event loop)."""
+def since(path: Path | None, mark: int) -> Since:
+    """What the container wrote after `mark` (blocking: call it off the event loop)."""
     if path is None:
-        return None
+        return Since(False, None)
     try:
         with open(path, "rb") as f:
-            st = path.stat()
-            # a file started anew (another inode, or shorter) is read from its start
-            start = since.size if st.st_ino == since.inode and st.st_size >= since.size else 0
-            f.seek(start)
+            size = path.stat().st_size
+            f.seek(mark if size >= mark else 0)
             text = f.read(MAX_BYTES).decode(errors="replace")
     except OSError:
-        return None
+        return Since(False, None)
     lines = [_PREFIX.sub("", line.strip()) for line in text.splitlines()]
+    started = any(line == STARTING for line in lines)
     said = [line for line in lines if line.startswith(_SAID)]
-    if not any(line.startswith(FATAL) for line in said):
-        return None
+    fatal = [i for i, line in enumerate(said) if line.startswith(FATAL)]
+    if not fatal:
+        return Since(started, None)
     # the last fatal, and the errors just before it (its reason, where the fatal line is generic)
-    end = max(i for i, line in enumerate(said) if line.startswith(FATAL))
-    return "; ".join(said[max(0, end - 2) : end + 1])[:MAX_WORDS]
+    end = fatal[-1]
+    return Since(started, "; ".join(said[max(0, end - 2) : end + 1])[:MAX_WORDS])

@@ -1,0 +1,58 @@
+"""A slurmrestd that answers after the restart timeout is no failure: its container said it started
+it again (on the staged set) and it has not refused, so config-sync waits for it, says so in /status,
+and keeps the set once it answers. Rolling back then would be a guess, and the rollback's restart
+would stop a slurmrestd that runs the new set well (the class fixed for slurmctld's late reconfigure,
+configsync/apply). The container is played slow on purpose: it says it starts at once, but its
+slurmrestd starts only once config-sync has passed its restart timeout (or, on the old code, has
+begun the rollback's restart)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sidecars.configsync.restd import answer, inflight
+from sidecars.configsync.restd.drain import LATE
+from sidecars.devcluster import DevCluster
+from tests.configsync.restd.harness import DRAIN_SECONDS, RestdPod, restd_pod, slurm_conf_for
+from tests.helpers import eventually
+
+pytestmark = [pytest.mark.releases("slurm24", "slurm26"), pytest.mark.cluster(nodes=1, jwt=True)]
+
+# short on purpose: slurmrestd's start waits until config-sync has passed it, whatever the load
+RESTART_TIMEOUT_SECONDS = 1.0
+
+
+def _past_the_timeout(pod: RestdPod) -> bool:
+    # the new code says it waits for a late slurmrestd; the old one rolls back: a second stop
+    return pod.drainer.why == LATE or len(pod.started) > 1
+
+
+async def test_a_slurmrestd_that_answers_after_the_restart_timeout_keeps_the_set(cluster: DevCluster) -> None:
+    async with restd_pod(
+        cluster, restart_timeout_seconds=RESTART_TIMEOUT_SECONDS, start_late=_past_the_timeout
+    ) as pod:
+        first = inflight.read(pod.port).listener
+        conf = slurm_conf_for(cluster, pod.target) + "MessageTimeout=15\n"
+        pod.conf.write({"slurm.conf": conf})
+        waiting = await eventually(
+            pod.status,
+            lambda s: s["restd"]["why"] == LATE or bool(s["rejected"]),
+            within=DRAIN_SECONDS,
+            what="waiting for the late slurmrestd",
+        )
+        assert not waiting["rejected"], waiting
+        assert waiting["restd"]["serving"] is False, waiting
+        st = await eventually(
+            pod.status,
+            lambda s: not s["pending"] and (s["applied"]["generation"] == 2 or bool(s["rejected"])),
+            within=DRAIN_SECONDS,
+            what="applied",
+        )
+        assert not st["rejected"], st
+        assert st["applied"]["generation"] == 2, st
+        assert st["restd"]["last_restart"]["ok"] is True, st
+        assert (pod.target / "slurm.conf").read_text() == conf
+        assert inflight.read(pod.port).listener not in (None, first)
+        assert await answer.answers(pod.port, DRAIN_SECONDS)
+        assert await pod.readyz() == 200
+        assert len(pod.started) == 2, "slurmrestd was restarted again after it answered late"
