@@ -148,8 +148,9 @@ class DrainedRestart:
                 log.warning("slurmrestd_refused_to_start", words=said.refused)
                 return f"slurmrestd refused to start: {said.refused}"
             if time.monotonic() > deadline and not late:
-                if not said.started:
-                    return f"no slurmrestd answers on port {s.port} {s.restart_timeout_seconds:g}s after its stop"
+                if not said.started:  # no slurmrestd was started since: nothing to wait for
+                    waited = f"{s.restart_timeout_seconds:g}s"
+                    return f"no slurmrestd answers on port {s.port} {waited} after its stop"
                 late = True
                 log.warning("slurmrestd_answers_late", restart_timeout_seconds=s.restart_timeout_seconds)
                 await self._say(False, LATE)
