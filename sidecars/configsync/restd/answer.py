@@ -17,21 +17,24 @@ REQUEST = b"GET /livez HTTP/1.1\r\nHost: slurmrestd\r\nConnection: close\r\n\r\n
 
 
 async def answers(port: int, seconds: float) -> bool:
-    """An HTTP status line from the port within `seconds`."""
+    """An HTTP status line from the port within `seconds` (the rest of the reply read within them too:
+    a reply cut short after its status line is still slurmrestd answering)."""
+    status = b""
+    writer: asyncio.StreamWriter | None = None
     try:
         async with asyncio.timeout(seconds):
             reader, writer = await asyncio.open_connection(HOST, port)
-            try:
-                writer.write(REQUEST)
-                await writer.drain()
-                status = await reader.readline()
-                left = MAX_REPLY
-                while left > 0 and (chunk := await reader.read(min(left, 65536))):
-                    left -= len(chunk)
-            finally:
-                writer.close()
-                with contextlib.suppress(OSError):
-                    await writer.wait_closed()
+            writer.write(REQUEST)
+            await writer.drain()
+            status = await reader.readline()
+            left = MAX_REPLY
+            while left > 0 and (chunk := await reader.read(min(left, 65536))):
+                left -= len(chunk)
     except (OSError, TimeoutError, asyncio.IncompleteReadError):
-        return False
+        pass
+    finally:
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
     return status.startswith(b"HTTP/1.")
