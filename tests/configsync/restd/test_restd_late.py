@@ -3,10 +3,12 @@ it again (on the staged set) and it has not refused, so config-sync waits for it
 and keeps the set once it answers. Rolling back then would be a guess, and the rollback's restart
 would stop a slurmrestd that runs the new set well (the class fixed for slurmctld's late reconfigure,
 configsync/apply). The container is played slow on purpose: it says it starts at once, but its
-slurmrestd starts only once config-sync has passed its restart timeout (or, on the old code, has
-begun the rollback's restart)."""
+slurmrestd starts only once the test has seen config-sync pass its restart timeout (/status says it
+waits; on the old code, the set rolled back)."""
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 
@@ -22,12 +24,14 @@ pytestmark = [pytest.mark.releases("slurm24", "slurm26"), pytest.mark.cluster(no
 RESTART_TIMEOUT_SECONDS = 1.0
 
 
-def _past_the_timeout(pod: RestdPod) -> bool:
-    # the new code says it waits for a late slurmrestd; the old one rolls back: a second stop
-    return pod.drainer.why == LATE or len(pod.started) > 1
-
-
 async def test_a_slurmrestd_that_answers_after_the_restart_timeout_keeps_the_set(cluster: DevCluster) -> None:
+    # slurmrestd starts once the test has seen /status say it waits for it (the new code) or the
+    # set rolled back (the old code), whatever the load
+    seen = asyncio.Event()
+
+    def _past_the_timeout(_: RestdPod) -> bool:
+        return seen.is_set()
+
     async with restd_pod(
         cluster, restart_timeout_seconds=RESTART_TIMEOUT_SECONDS, start_late=_past_the_timeout
     ) as pod:
@@ -40,6 +44,7 @@ async def test_a_slurmrestd_that_answers_after_the_restart_timeout_keeps_the_set
             within=DRAIN_SECONDS,
             what="waiting for the late slurmrestd",
         )
+        seen.set()
         assert not waiting["rejected"], waiting
         assert waiting["restd"]["serving"] is False, waiting
         st = await eventually(

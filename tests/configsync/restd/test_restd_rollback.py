@@ -52,5 +52,9 @@ async def test_a_set_slurmrestd_refuses_to_start_on_is_rolled_back_in_its_words(
         assert inflight.read(pod.port).listener not in (None, first)
         assert await answer.answers(pod.port, DRAIN_SECONDS)
         assert await pod.readyz() == 200
-        rolled = [m for r, m, _ in pod.events.events if r == "ConfigRolledBack"]
-        assert rolled and WORDS in rolled[-1], pod.events.events
+        rolled = await eventually(
+            lambda: [m for r, m, _ in pod.events.events if r == "ConfigRolledBack"],
+            within=DRAIN_SECONDS,
+            what="the ConfigRolledBack Event",
+        )
+        assert WORDS in rolled[-1], pod.events.events
