@@ -97,6 +97,8 @@ class DrainSettings:
         "rolled back (default: none; such a set is rolled back after --restart-timeout-seconds)",
     )
     restart_timeout_seconds: float = 120.0  # stopped -> a new slurmrestd answers (the kubelet's restart)
+    # the longest wait for one HTTP answer from a late slurmrestd (a loaded node), each try
+    late_answer_seconds: float = 30.0
     turn_poll_seconds: float = 1.0  # a waiting replica reads the turn's Lease this often
     poll_seconds: float = 0.1
     tables: tuple[Path, ...] = PORT_TABLES

@@ -136,7 +136,7 @@ class DrainedRestart:
         while True:
             state = await self._state()
             # a late slurmrestd may answer slowly too (a loaded node): each try is given its time
-            wait = s.restart_timeout_seconds if late else max(s.poll_seconds, deadline - time.monotonic())
+            wait = s.late_answer_seconds if late else max(s.poll_seconds, deadline - time.monotonic())
             if state.listener is not None and state.listener != old and await answer.answers(s.port, wait):
                 if late:
                     log.info(
