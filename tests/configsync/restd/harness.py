@@ -21,8 +21,9 @@ from sidecars.configsync.restd.drain import DrainedRestart
 from sidecars.configsync.restd.sync import RestdStrategy
 from sidecars.configsync.restd.turns import Turns
 from sidecars.configsync.settings import DrainSettings, Settings
-from sidecars.devcluster import DevCluster, free_port
+from sidecars.devcluster import DevCluster
 from sidecars.devcluster import restd as devrestd
+from sidecars.devcluster.ports import lease_ports
 from sidecars.devcluster.slurmconf import JWT_KEY
 from sidecars.devcluster.volume import AtomicVolume
 from sidecars.slurm import SlurmClient
@@ -94,7 +95,11 @@ async def restd_pod(
     key = AtomicVolume(c.dir / "vol" / f"{name}-key", mode=0o600)
     conf.write({"slurm.conf": slurm_conf_for(c, target)})
     key.write({JWT_KEY: (c.dir / "etc" / JWT_KEY).read_bytes()})
-    port = free_port()
+    # leased (outside the ephemeral range, promised to no other test) rather than free now: the
+    # port stays unbound between a slurmrestd's stop and its restart, where an ephemeral one could
+    # be taken meanwhile
+    lease = lease_ports(1)
+    port = lease.ports[0]
     log_file = devrestd.log_path(c, port)
     # the test's Service (load.clients' `routed`) drops a pod that is not ready at once: no settle
     settings = build(
@@ -175,3 +180,4 @@ async def restd_pod(
                 await t
         for s in started:
             await devrestd.stop(s)
+        lease.release()
