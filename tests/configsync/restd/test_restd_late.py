@@ -60,4 +60,6 @@ async def test_a_slurmrestd_that_answers_after_the_restart_timeout_keeps_the_set
         assert inflight.read(pod.port).listener not in (None, first)
         assert await answer.answers(pod.port, DRAIN_SECONDS)
         assert await pod.readyz() == 200
+        # the slow slurmrestd answered config-sync before the harness's own start of it returned
+        await eventually(lambda: len(pod.started), lambda n: n >= 2, within=DRAIN_SECONDS, what="started")
         assert len(pod.started) == 2, "slurmrestd was restarted again after it answered late"
