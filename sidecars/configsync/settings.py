@@ -18,6 +18,7 @@ from sidecars.runtime.settings import (
     ADDRESS,
     BOOL,
     DIR,
+    PATH,
     SHELL_WORDS,
     TOKEN_FILE,
     ConfigError,
@@ -87,7 +88,17 @@ class DrainSettings:
         help="with --restd-turn-lease: the turn's duration, renewed every third of it while held; a replica "
         "that dies holding the turn is passed by once it has not been renewed this long",
     )
-    restart_timeout_seconds: float = 120.0  # stopped -> a new slurmrestd listens (the kubelet's restart)
+    log_file: Path | None = setting(
+        default=None,
+        flag="--restd-log-file",
+        conv=PATH,
+        help="with --daemon slurmrestd: the file slurmrestd's container writes slurmrestd's output to: a "
+        "slurmrestd that refuses to start on a new set is told at once, in its own words, and the set "
+        "rolled back (default: none; such a set is rolled back after --restart-timeout-seconds)",
+    )
+    restart_timeout_seconds: float = 120.0  # stopped -> a new slurmrestd answers (the kubelet's restart)
+    # the longest wait for one HTTP answer from a late slurmrestd (a loaded node), each try
+    late_answer_seconds: float = 30.0
     turn_poll_seconds: float = 1.0  # a waiting replica reads the turn's Lease this often
     poll_seconds: float = 0.1
     tables: tuple[Path, ...] = PORT_TABLES

@@ -66,6 +66,11 @@ def argv(cluster: ClusterBase, port: int, conf: Path | None = None) -> list[str]
     )
 
 
+def log_path(cluster: ClusterBase, port: int) -> Path:
+    """Where every slurmrestd on `port` writes its output (appended: the container's log file)."""
+    return cluster.log_dir / f"slurmrestd-{port}.log"
+
+
 async def _listening(port: int) -> bool:
     try:
         _, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -84,7 +89,7 @@ async def start(
     if not cluster.spec.jwt or cluster.release.root is None:
         raise RestdError("slurmrestd runs on a chroot release's cluster made with ClusterSpec(jwt=True)")
     port = port or free_port()
-    log = cluster.log_dir / f"slurmrestd-{port}.log"
+    log = log_path(cluster, port)
     with open(log, "ab") as sink:
         child = await process.start(argv(cluster, port, conf), stdout=sink, stderr=process.STDOUT)
     deadline = time.monotonic() + timeout

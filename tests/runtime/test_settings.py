@@ -125,6 +125,7 @@ def _roles(d: Path) -> list[Role]:
                 "--restd-uid": ["65534"],
                 "--restd-turn-lease": ["slurmrestd-turn"],
                 "--restd-turn-lease-seconds": ["20"],
+                "--restd-log-file": [f"{d}/restd/slurmrestd.log"],
                 "--tls-cert-file": [],  # with its key, below
                 "--tls-key-file": [],
                 **limits,

@@ -115,6 +115,7 @@ OVERLAY_FLAGS = {
             "--restart-policy",
             "--restd-port",
             "--restd-turn-lease",
+            "--restd-log-file",
         }
     },
     "ha": {"control-plane": {"--leader-label"}, "config-sync": {"--peer", "--pod-name"}},

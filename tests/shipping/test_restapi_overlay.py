@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sidecars.configsync.restd import words
 from sidecars.configsync.restd.drain import STOP_REQUEST
 from sidecars.configsync.settings import DrainSettings
 from tests.shipping.kube import Obj, find, flag_value, render
@@ -49,6 +50,11 @@ def test_config_sync_stages_what_slurmrestd_reads_as_slurmrestd_s_user() -> None
     for c in (sync, restd):
         assert _mounts(c)["slurmrestd-control"]["mountPath"] == str(STOP_REQUEST.parent)
     assert f"request={STOP_REQUEST}" in restd["command"][2]
+    # slurmrestd's output: where its command appends it, after the line that says it starts
+    log_file = Path(str(flag_value(argv, "--restd-log-file")))
+    assert log_file.parent == STOP_REQUEST.parent
+    assert f"words={log_file}" in restd["command"][2]
+    assert f'echo "{words.STARTING}" >>"$words"' in restd["command"][2]
     assert "SLURM_JWT" not in str(sync.get("env", []))
     assert deployment["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
 

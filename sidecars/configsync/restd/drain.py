@@ -8,7 +8,8 @@ left is a replacement behind the Service: this pod stops being ready (the Servic
 connections once its endpoints drop the pod: `settle_seconds`), the connections still open on the
 port are waited out (inflight.py, up to `drain_seconds`), and only then is slurmrestd stopped; the
 kubelet starts its container again on the staged files. The restart counts once a new listening
-socket is on the port.
+socket is on the port and answers HTTP (answer.py); a slurmrestd that refuses to start is told at once
+by its own words (words.py, with --restd-log-file), else after the restart timeout.
 
 Where the pod is the Service's only ready endpoint, the Service has none meanwhile (new connections
 are refused for the drain and the restart): run two replicas or more. A change reaches them all at
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import structlog
 
-from sidecars.configsync.restd import inflight
+from sidecars.configsync.restd import answer, inflight, words
 from sidecars.configsync.settings import DrainSettings
 from sidecars.configsync.slurmdbd.apply import request_stop
 from sidecars.runtime import offloop
@@ -37,6 +38,10 @@ Stop = Callable[[], Awaitable[None]]
 # command removes it, SIGTERMs slurmrestd and exits; the kubelet starts the container again)
 STOP_REQUEST = Path("/run/slurmrestd-control/stop")
 SERVING = "slurmrestd serves on the staged set"
+LATE = (
+    "slurmrestd was started again on the new set and has not answered within the restart timeout, "
+    "nor refused: waiting for its answer or its words"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,15 +97,14 @@ class DrainedRestart:
             cut = await self._drained(time.monotonic() + s.drain_seconds)
             drained = time.monotonic() - started
             log.info("restarting_slurmrestd", open_connections=cut, drained_seconds=round(drained, 3))
+            mark = await offloop.whole(words.mark, s.log_file)
             await self.stop()
-            if await self._listening_anew(before.listener, time.monotonic() + s.restart_timeout_seconds):
-                return RestartOutcome(True, "slurmrestd restarted on the new set", cut, drained)
-            return RestartOutcome(
-                False,
-                f"no slurmrestd listens on port {s.port} {s.restart_timeout_seconds:g}s after its restart",
-                cut,
-                drained,
+            failed = await self._serving_anew(
+                before.listener, mark, time.monotonic() + s.restart_timeout_seconds
             )
+            if failed is None:
+                return RestartOutcome(True, "slurmrestd restarted on the new set", cut, drained)
+            return RestartOutcome(False, failed, cut, drained)
         finally:
             await self._say(True, SERVING)
 
@@ -118,12 +122,36 @@ class DrainedRestart:
             )
         return state.serving
 
-    async def _listening_anew(self, old: int | None, deadline: float) -> bool:
-        """A listening socket on the port that is not the one before the stop: a new slurmrestd."""
+    async def _serving_anew(self, old: int | None, mark: int, deadline: float) -> str | None:
+        """Until a new slurmrestd answers on the port (None), slurmrestd's own words end it, or the
+        deadline: why not. A new listening socket (not the one before the stop) that answers HTTP is
+        a new slurmrestd; a listener alone is not (slurmrestd binds before it checks its user).
+
+        A late answer is no failure: past the deadline, where slurmrestd's output shows it was
+        started again since the stop (on the staged set) and it has not refused, it is waited for,
+        said in /status, until it answers or refuses. Rolling back then would be a guess, and its
+        restart would stop a slurmrestd that may run the new set well."""
+        s = self.settings
+        late = False
         while True:
             state = await self._state()
-            if state.listener is not None and state.listener != old:
-                return True
-            if time.monotonic() > deadline:
-                return False
-            await asyncio.sleep(self.settings.poll_seconds)
+            # a late slurmrestd may answer slowly too (a loaded node): each try is given its time
+            wait = s.late_answer_seconds if late else max(s.poll_seconds, deadline - time.monotonic())
+            if state.listener is not None and state.listener != old and await answer.answers(s.port, wait):
+                if late:
+                    log.info(
+                        "slurmrestd_answered_late", seconds_past_timeout=round(time.monotonic() - deadline, 3)
+                    )
+                return None
+            said = await offloop.whole(words.since, s.log_file, mark)
+            if said.refused is not None:
+                log.warning("slurmrestd_refused_to_start", words=said.refused)
+                return f"slurmrestd refused to start: {said.refused}"
+            if time.monotonic() > deadline and not late:
+                if not said.started:  # no slurmrestd was started since: nothing to wait for
+                    waited = f"{s.restart_timeout_seconds:g}s"
+                    return f"no slurmrestd answers on port {s.port} {waited} after its stop"
+                late = True
+                log.warning("slurmrestd_answers_late", restart_timeout_seconds=s.restart_timeout_seconds)
+                await self._say(False, LATE)
+            await asyncio.sleep(s.poll_seconds)
