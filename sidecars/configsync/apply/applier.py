@@ -29,7 +29,7 @@ from sidecars.configsync.apply import runstate
 from sidecars.configsync.apply.views import SlurmView, settings_view
 from sidecars.configsync.apply.workers import WorkerCheck, answered
 from sidecars.configsync.fileset.conffile import SlurmConf
-from sidecars.runtime import offloop
+from sidecars.runtime import files, offloop
 from sidecars.runtime.waits import until_set
 from sidecars.slurm import SlurmClient, SlurmError, SlurmTimeout
 from sidecars.slurm.models import Node
@@ -175,20 +175,13 @@ class LogTail:
         self.offset = 0
 
     def mark(self) -> None:
-        self.offset = 0
-        if self.path is not None:
-            with contextlib.suppress(OSError):
-                self.offset = self.path.stat().st_size
+        self.offset = 0 if self.path is None else files.size_of(self.path)
 
     def trouble(self, limit: int = 6) -> list[str]:
-        if self.path is None:
+        read = None if self.path is None else files.read_since(self.path, self.offset, 256 * 1024)
+        if read is None:
             return []
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                text = f.read(256 * 1024).decode("utf-8", "replace")
-        except OSError:
-            return []
+        text = read[0].decode("utf-8", "replace")
         lines = [ln.split("] ", 1)[-1].strip() for ln in text.splitlines()]
         return [ln for ln in lines if _LOG_TROUBLE.search(ln) and not _HARMLESS.search(ln)][:limit]
 

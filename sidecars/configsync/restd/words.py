@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from sidecars.runtime import files
+
 # the line slurmrestd's container writes before it starts slurmrestd (manifests/overlays/restapi)
 STARTING = "slurmrestd-container: starting slurmrestd"
 MAX_BYTES = 256 * 1024  # far beyond a start's output; the rest is not read
@@ -34,25 +36,16 @@ class Since:
 
 def mark(path: Path | None) -> int:
     """Where the file ends now (0: no file; blocking: call it off the event loop)."""
-    if path is None:
-        return 0
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
+    return 0 if path is None else files.size_of(path)
 
 
 def since(path: Path | None, mark: int) -> Since:
-    """What the container wrote after `mark` (blocking: call it off the event loop)."""
-    if path is None:
+    """What the container wrote after `mark` (blocking: call it off the event loop). The file is
+    in a volume slurmrestd's container writes: a link or a FIFO put there is not read (files.py)."""
+    read = None if path is None else files.read_since(path, mark, MAX_BYTES)
+    if read is None:
         return Since(False, None)
-    try:
-        with open(path, "rb") as f:
-            size = path.stat().st_size
-            f.seek(mark if size >= mark else 0)
-            text = f.read(MAX_BYTES).decode(errors="replace")
-    except OSError:
-        return Since(False, None)
+    text = read[0].decode(errors="replace")
     lines = [_PREFIX.sub("", line.strip()) for line in text.splitlines()]
     started = any(line == STARTING for line in lines)
     said = [line for line in lines if line.startswith(_SAID)]

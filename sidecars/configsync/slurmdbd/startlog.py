@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from sidecars.runtime import files
 from sidecars.slurm.dbd_throwaway import MAX_SAID, QUOTED_LINE
 
 # a refused login counts only as a start's, which slurmdbd follows with the line below: a slurmdbd
@@ -40,29 +41,16 @@ class StartLog:
         self.offset = 0
 
     def mark(self) -> None:
-        self.offset = self._size()
-
-    def _size(self) -> int:
-        if self.path is None:
-            return 0
-        try:
-            return self.path.stat().st_size
-        except OSError:
-            return 0
+        self.offset = 0 if self.path is None else files.size_of(self.path)
 
     def refusal(self) -> str | None:
         """slurmdbd's own words for a refusal written since the mark (the distinct lines, without
         their time stamps), or None."""
-        if self.path is None:
+        # a new file in its place (rotated) is read from its start: all of it is new
+        read = None if self.path is None else files.read_since(self.path, self.offset, READ_BYTES)
+        if read is None:
             return None
-        if self._size() < self.offset:  # a new file in its place (rotated): all of it is new
-            self.offset = 0
-        try:
-            with self.path.open("rb") as f:
-                f.seek(self.offset)
-                chunk = f.read(READ_BYTES)
-        except OSError:
-            return None
+        chunk, self.offset = read
         end = chunk.rfind(b"\n") + 1  # a line still being written is read whole at the next poll
         if end == 0 and len(chunk) < READ_BYTES:
             return None
