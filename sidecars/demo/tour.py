@@ -195,6 +195,14 @@ async def step_unowned(stack: DemoStack) -> str:
     before = (await _status(stack))["applied"]["generation"]
     stack.volume.update({"slurm.conf": good})
     await until("the prolog removed", lambda: _applied_after(stack, before))
+
+    async def n3_took_it() -> bool:
+        # a job on a slurmd still on the set with the prolog would drain n3 again (the next step's
+        # roll leaves someone else's drain alone): config-sync's verdict on the workers says it took it
+        workers = (await _status(stack)).get("workers") or {}
+        return str(workers.get("method", "")).startswith("none") or "n3" in workers.get("taken", [])
+
+    await until("n3's slurmd on the set without the prolog", n3_took_it)
     await c.scancel(job)
     await c.client().resume(["n3"])  # what a person does once the cause is fixed
 
@@ -203,6 +211,14 @@ async def step_unowned(stack: DemoStack) -> str:
         return node is not None and not node.state.drain and node.state.base != "DOWN"
 
     await until("n3 resumed", back)
+
+    async def seen_back() -> bool:
+        node = await stack.get(f"{stack.control_plane_url}/v1/nodes/n3", auth=True)
+        return isinstance(node, dict) and "DRAIN" not in node["flags"]
+
+    # the next step's roll reads the fleet from the control plane, which reads Slurm every second:
+    # taken from an older read, n3 would still be someone else's drain, and left out of the roll
+    await until("n3 resumed in the control plane's view", seen_back)
     say("  the prolog removed, job cancelled, and n3 resumed by hand (`scontrol update state=resume`)")
     return f"n3 drained by Slurm ({drain['reason']}) found as class {drain['class']}; resumed by hand"
 
