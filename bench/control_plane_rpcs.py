@@ -70,12 +70,18 @@ def commands(plane: ControlPlaneService) -> float:
 
 
 async def long_poll_agent(session: aiohttp.ClientSession, url: str, node: str, polls: list[int]) -> None:
-    version = -1
+    """polls[0] counts the answers, polls[1] the refusals (a bench whose agents are refused measures
+    nothing: version -1, refused with a 400 since, made its agents ask once a second unnoticed)."""
+    version = 0  # the first answer at once: the record's version is past it
     while True:
         try:
             async with session.get(
                 f"{url}/v1/nodes/{node}", params={"version": str(version), "wait": "30"}
             ) as r:
+                if r.status != 200:
+                    polls[1] += 1
+                    await asyncio.sleep(1.0)
+                    continue
                 body = await r.json()
                 version = int(body["version"])
                 polls[0] += 1
@@ -106,20 +112,22 @@ async def via_plane(
             headers={"Authorization": f"Bearer {TOKEN}"},
             timeout=aiohttp.ClientTimeout(total=90),
         ) as session:
-            polls = [0]
+            polls = [0, 0]
             tasks = [
                 asyncio.create_task(long_poll_agent(session, url, names[i % len(names)], polls))
                 for i in range(agents)
             ]
             await asyncio.sleep(3.0)  # all agents connected and parked
-            before_polls, before_cmds = polls[0], commands(plane)
+            before_polls, before_refused, before_cmds = polls[0], polls[1], commands(plane)
             t0 = time.monotonic()
             rate = await measure(client, seconds, f"control plane, {agents} agents")
             cmd_rate = (commands(plane) - before_cmds) / (time.monotonic() - t0)
-            answered = polls[0] - before_polls
+            answered, refused = polls[0] - before_polls, polls[1] - before_refused
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+    if refused or not answered:  # refused before the window: the fleet not read yet, at start
+        raise SystemExit(f"{refused} long polls refused, {answered} answered: the bench measured nothing")
     return rate, cmd_rate, answered
 
 
@@ -181,8 +189,9 @@ async def main() -> None:
             )
             print(
                 f"  the control plane ran {cmd_rate:.2f} Slurm commands/s (one node read + one job read "
-                f"per {args.interval:g}s; sdiag adds a PARTITION_INFO to the node read and to squeue's "
-                "brief read)"
+                f"per {args.interval:g}s, BOOT_TIME (a BUILD_INFO and a PING) every reconfigure poll, "
+                "on 22.05 sdiag's reconfigure count; sdiag adds a PARTITION_INFO to the node read and "
+                "to squeue's brief read)"
             )
 
         direct_client = cluster.client()
