@@ -30,8 +30,8 @@ async def answers(port: int, seconds: float) -> bool:
             left = MAX_REPLY
             while left > 0 and (chunk := await reader.read(min(left, 65536))):
                 left -= len(chunk)
-    except (OSError, TimeoutError, asyncio.IncompleteReadError):
-        pass
+    except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError):
+        pass  # ValueError: a status line past the reader's 64 KiB limit is no answer either
     finally:
         if writer is not None:
             writer.close()
