@@ -45,8 +45,22 @@ def _decode_by_item(text: str) -> Any:
     return json.loads(text) if doc is None else doc  # json.loads says where it is not JSON
 
 
+def _after_value(text: str, pos: int, close: str) -> int:
+    """Past what follows a value: at the next value, or at `close`. Anything else (a trailing comma
+    included) is not JSON: ValueError, and json.loads says where."""
+    pos = _skip(text, pos)
+    if text[pos] == close:
+        return pos
+    if text[pos] == ",":
+        pos = _skip(text, pos + 1)
+        if text[pos] != close:
+            return pos
+    raise ValueError(f"not JSON at {pos}")
+
+
 def _object_by_item(text: str) -> dict[str, Any] | None:
-    """The top-level object, or None where the text is anything else."""
+    """The top-level object, or None where the text is anything else (ValueError, IndexError where
+    it is not JSON)."""
     doc: dict[str, Any] = {}
     pos = _skip(text, 0)
     if text[pos] != "{":
@@ -64,23 +78,11 @@ def _object_by_item(text: str) -> dict[str, Any] | None:
             while text[pos] != "]":
                 item, pos = _DECODER.raw_decode(text, pos)
                 items.append(item)
-                pos = _skip(text, pos)
-                if text[pos] == ",":
-                    pos = _skip(text, pos + 1)
-                    if text[pos] == "]":  # a trailing comma
-                        return None
-                elif text[pos] != "]":
-                    return None
+                pos = _after_value(text, pos, "]")
             doc[name], pos = items, pos + 1
         else:
             doc[name], pos = _DECODER.raw_decode(text, pos)
-        pos = _skip(text, pos)
-        if text[pos] == ",":
-            pos = _skip(text, pos + 1)
-            if text[pos] == "}":  # a trailing comma
-                return None
-        elif text[pos] != "}":
-            return None
+        pos = _after_value(text, pos, "}")
     return doc if _skip(text, pos + 1) == len(text) else None  # nothing after the object
 
 
